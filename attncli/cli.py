@@ -1,0 +1,45 @@
+"""The ``attn`` command line: a thin layer over the importable core.
+
+Each area registers its commands on the shared app from its own module (``cli_*.py``); this
+module only gathers them and provides the entry point. No heavy import (torch, gensim, nltk)
+happens at module level anywhere on this path.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from attncli import __version__
+from attncli.cliutil import _quiet_broken_pipe, app
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"attn {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        Optional[bool],
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    ] = None,
+) -> None:
+    """attn: see how attention works, from word vectors to attention matrices."""
+
+
+# Command modules register themselves on `app` when imported (order = order in --help).
+import attncli.cli_vectors  # noqa: E402,F401  train, models, eval, similar
+import attncli.cli_lookup  # noqa: E402,F401  lookup
+import attncli.cli_matrix  # noqa: E402,F401  matrix, variants, demo, scale
+import attncli.cli_attention  # noqa: E402,F401  train-attention, heads
+
+
+def main() -> None:
+    try:
+        app()
+    except BrokenPipeError:
+        _quiet_broken_pipe()

@@ -1,0 +1,40 @@
+"""The project's exceptions. The core raises these; the CLI turns them into a message and an exit code.
+
+``BadInput`` (exit 2) is a user's mistake: a bad option value, an unreadable or malformed file, an
+unknown word or model. ``RuntimeFailure`` (exit 1) is something that went wrong while doing valid
+work: a missing corpus that could not be downloaded, a disk error, a corrupt stored model.
+"""
+
+
+class AttnError(Exception):
+    """Base class of every error attn reports to a user. The message must say what to do."""
+
+    exit_code = 1
+
+
+class BadInput(AttnError):
+    """The user's input or options are wrong (exit code 2)."""
+
+    exit_code = 2
+
+
+class RuntimeFailure(AttnError):
+    """Valid work failed at run time (exit code 1)."""
+
+    exit_code = 1
+
+
+class UnknownWord(BadInput):
+    """A word has no vector in the model and cannot be built from subwords."""
+
+    def __init__(self, word: str, model: str, has_subwords: bool = False):
+        self.word = word
+        self.model = model
+        if has_subwords:
+            hint = "it has no character n-gram either (is it empty or a lone symbol?)"
+        else:
+            hint = (
+                f"model '{model}' has no subword vectors: train one with "
+                "'attn train --algorithm fasttext', or use the built-in default model"
+            )
+        super().__init__(f"unknown word '{word}': {hint}")
