@@ -1,0 +1,142 @@
+"""Word vectors loaded from the store, usable without gensim.
+
+Shapes: V vocabulary size, d vector dimension, B n-gram buckets, n number of words asked for.
+
+A word in the vocabulary gets its stored row. An unknown word, in a model with subwords
+(fastText), gets the mean of its character n-gram rows, exactly as gensim's
+``FastTextKeyedVectors.get_vector`` computes it; without subwords it is an ``UnknownWord``
+error that names the word and the way out. A phrase ("top speed") gets the mean of its words'
+unit vectors, so each word counts equally whatever its vector's length.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attncli import store
+from attncli.errors import BadInput, UnknownWord
+from attncli.subword import ngram_buckets
+from attncli.tokenize import tokenize
+
+
+class Vectors:
+    def __init__(
+        self,
+        name: str,
+        words: list[str],
+        vectors: np.ndarray,  # (V, d)
+        *,
+        ngrams: np.ndarray | None = None,  # (B, d)
+        subword: dict[str, int] | None = None,
+        meta: dict[str, Any] | None = None,
+        path: Path | None = None,
+    ):
+        self.name = name
+        self.words = words
+        self.index = {w: i for i, w in enumerate(words)}
+        self.vectors = vectors
+        self.ngrams = ngrams
+        self.subword = subword
+        self.meta = meta or {}
+        self.path = path
+
+    @property
+    def dim(self) -> int:
+        return int(self.vectors.shape[1])
+
+    @property
+    def has_subwords(self) -> bool:
+        return self.ngrams is not None
+
+    def __contains__(self, word: str) -> bool:
+        return word in self.index
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def can_embed(self, word: str) -> bool:
+        if word in self.index:
+            return True
+        if self.ngrams is None:
+            return False
+        return bool(ngram_buckets(word, self.subword["min_n"], self.subword["max_n"], self.subword["bucket"]))
+
+    def vector(self, word: str) -> np.ndarray:
+        """(d,) float32: the stored row, else the mean of the word's n-gram rows."""
+        i = self.index.get(word)
+        if i is not None:
+            return np.asarray(self.vectors[i], dtype=np.float32)
+        if self.ngrams is None:
+            raise UnknownWord(word, self.name, has_subwords=False)
+        rows = ngram_buckets(word, self.subword["min_n"], self.subword["max_n"], self.subword["bucket"])
+        if not rows:
+            raise UnknownWord(word, self.name, has_subwords=True)
+        return self.ngrams[rows].astype(np.float32).mean(axis=0)  # (d,)
+
+    def matrix(self, words: list[str]) -> np.ndarray:
+        """(n, d) float32: one row per word."""
+        if not words:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self.vector(w) for w in words])
+
+    def phrase_vector(self, text: str) -> np.ndarray:
+        """(d,) the mean of the unit vectors of ``text``'s tokens; BadInput if it has none."""
+        tokens = tokenize(text)
+        if not tokens:
+            raise BadInput(f"{text!r} has no word in it (letters or digits) to look up")
+        return unit_rows(self.matrix(tokens)).mean(axis=0)
+
+    @cached_property
+    def unit_vectors(self) -> np.ndarray:
+        """(V, d) float32 rows scaled to length 1 (zero rows stay zero)."""
+        return unit_rows(np.asarray(self.vectors, dtype=np.float32))
+
+    def most_similar(self, vec: np.ndarray, k: int = 10, exclude: set[str] = frozenset()) -> list[tuple[str, float]]:
+        """The k vocabulary words nearest to ``vec`` by cosine, best first."""
+        unit = unit_rows(vec[None, :])[0]  # (d,)
+        sims = self.unit_vectors @ unit  # (V,)
+        want = min(len(sims), k + len(exclude))
+        top = np.argpartition(-sims, want - 1)[:want] if want < len(sims) else np.arange(len(sims))
+        top = top[np.argsort(-sims[top], kind="stable")]
+        out = [(self.words[i], float(sims[i])) for i in top if self.words[i] not in exclude]
+        return out[:k]
+
+
+def unit_rows(m: np.ndarray) -> np.ndarray:
+    """Each row divided by its L2 norm; all-zero rows are left as zeros (no NaN)."""
+    norms = np.linalg.norm(m, axis=-1, keepdims=True)
+    return np.divide(m, norms, out=np.zeros_like(m, dtype=np.float32), where=norms > 0)
+
+
+def load_vectors(name: str | None = None) -> Vectors:
+    """Load model ``name`` (None: ``$ATTN_MODEL`` or the built-in default), memory-mapped."""
+    name = name or store.default_model_name()
+    directory = store.model_dir(name)
+    meta = store.read_meta(directory)
+    try:
+        words = (directory / "vocab.txt").read_text(encoding="utf-8").split("\n")
+        if words and words[-1] == "":
+            words.pop()
+        vectors = np.load(directory / "vectors.npy", mmap_mode="r", allow_pickle=False)
+        ngrams = None
+        if meta.get("subword"):
+            ngrams = np.load(directory / "ngrams.npy", mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise store.CorruptModel(
+            f"model '{name}' at {directory} is damaged ({exc}): retrain it with 'attn train --name {name}'"
+        ) from None
+    expected = (meta.get("vocab_size"), meta.get("dim"))
+    if vectors.ndim != 2 or vectors.shape != expected or len(words) != vectors.shape[0]:
+        raise store.CorruptModel(
+            f"model '{name}' at {directory} is inconsistent: {len(words)} words, vectors of shape "
+            f"{vectors.shape}, metadata says {expected}; retrain it"
+        )
+    if ngrams is not None:
+        sub = meta["subword"]
+        if ngrams.ndim != 2 or ngrams.shape != (sub.get("bucket"), vectors.shape[1]):
+            raise store.CorruptModel(f"model '{name}' at {directory}: n-gram table of shape {ngrams.shape} does not match its metadata; retrain it")
+    return Vectors(name, words, vectors, ngrams=ngrams, subword=meta.get("subword"), meta=meta, path=directory)
