@@ -1,3 +1,223 @@
-"""Commands of this area (placeholder until implemented)."""
+"""Commands ``attn matrix``, ``attn variants``, ``attn demo`` and ``attn scale``: a thin layer.
 
-from attncli.cliutil import app  # noqa: F401
+The core is :mod:`attncli.matrix` (pipeline), :mod:`attncli.attention` (variants),
+:mod:`attncli.explain`, :mod:`attncli.render` (heatmaps) and :mod:`attncli.demo`. Nothing heavy
+is imported at module level: the command bodies import what they use, and never torch, gensim or
+nltk.
+"""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from attncli.cliutil import app, emit_json, out_console
+from attncli.errors import BadInput, RuntimeFailure
+
+
+class Show(str, Enum):
+    weights = "weights"
+    scores = "scores"
+    output = "output"
+
+
+class Positions(str, Enum):
+    sinusoidal = "sinusoidal"
+    none = "none"
+
+
+def _complete_variant(incomplete: str) -> list[str]:
+    from attncli.attention import VARIANTS
+
+    return [name for name in VARIANTS if name.startswith(incomplete)]
+
+
+def _complete_projection(incomplete: str) -> list[str]:
+    from attncli.projection import PROJECTIONS
+
+    return [name for name in PROJECTIONS if name.startswith(incomplete)]
+
+
+def _read_text(sentence: Optional[str], file: Optional[Path]) -> str:
+    if sentence is not None and file is not None:
+        raise BadInput("give the sentence either as an argument or with --file, not both")
+    if file is None and sentence is None:
+        raise BadInput('give a sentence, e.g. attn matrix "time flies like an arrow", or --file PATH, or - for stdin')
+    if sentence is not None and sentence != "-":
+        return sentence
+    if file is None or str(file) == "-":
+        return sys.stdin.read()
+    try:
+        return file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput(f"--file {file}: no such file") from None
+    except IsADirectoryError:
+        raise BadInput(f"--file {file} is a directory, not a text file") from None
+    except UnicodeDecodeError:
+        raise BadInput(f"--file {file} is not UTF-8 text") from None
+    except OSError as exc:
+        raise BadInput(f"--file {file}: cannot read it ({exc.strerror})") from None
+
+
+def _span(text: Optional[str], option: str) -> Optional[tuple[int, int]]:
+    """'START:END' (0-based, END excluded; either may be empty) -> (start, end)."""
+    if text is None:
+        return None
+    start, sep, end = text.partition(":")
+    try:
+        lo = int(start) if start.strip() else 0
+        hi = int(end) if end.strip() else 1 << 30
+        if not sep:
+            hi = lo + 1
+    except ValueError:
+        raise BadInput(f"{option} {text!r}: expected START:END, e.g. {option} 0:20") from None
+    if lo < 0 or hi <= lo:
+        raise BadInput(f"{option} {text!r}: expected 0 <= START < END")
+    return lo, hi
+
+
+def _recording_console(to_stdout: bool):
+    import io
+
+    from rich.console import Console
+
+    base = out_console()
+    return Console(record=True, width=base.width, file=None if to_stdout else io.StringIO())
+
+
+def _save_exports(console, svg: Optional[Path], html: Optional[Path], title: str) -> None:
+    try:
+        if svg is not None:
+            console.save_svg(str(svg), title=title, clear=False)
+        if html is not None:
+            console.save_html(str(html), clear=False)
+    except OSError as exc:
+        raise RuntimeFailure(f"cannot write {exc.filename}: {exc.strerror}") from None
+
+
+@app.command("matrix")
+def matrix_cmd(
+    sentence: Annotated[Optional[str], typer.Argument(help="The sentence (queries); - reads stdin.", show_default=False)] = None,
+    *,
+    file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Read the sentence from a file (- = stdin).")] = None,
+    context: Annotated[Optional[str], typer.Option(help="Cross-attention: keys and values come from this sentence.")] = None,
+    variant: Annotated[str, typer.Option(help="Attention variant (see 'attn variants').", autocompletion=_complete_variant,
+                                         metavar="NAME")] = "scaled",
+    causal: Annotated[bool, typer.Option("--causal", help="Each query sees only itself and earlier keys.")] = False,
+    window: Annotated[Optional[int], typer.Option(help="Each query sees keys at most N positions away (local: window D, default 2).",
+                                                   metavar="N")] = None,
+    pad_to: Annotated[Optional[int], typer.Option("--pad-to", help="Append <pad> tokens up to N; pad keys are masked.", metavar="N")] = None,
+    positions: Annotated[Positions, typer.Option(help="Positional encoding added to the word vectors.")] = Positions.sinusoidal,
+    proj: Annotated[str, typer.Option("--proj", help="Projection to Q, K, V: identity or random (seeded).",
+                                      autocompletion=_complete_projection, metavar="NAME")] = "identity",
+    d_k: Annotated[Optional[int], typer.Option("--d-k", help="Query/key/value size of --proj random (default: the vector size).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the random projection and the variants' own weights.")] = 0,
+    heads: Annotated[Optional[int], typer.Option(help="Heads of --variant multihead (default 4).")] = None,
+    max_relative: Annotated[int, typer.Option("--max-relative", help="Clipping distance k of --variant relative.")] = 4,
+    show: Annotated[Show, typer.Option(help="What the heatmap shows.")] = Show.weights,
+    explain: Annotated[Optional[tuple[int, int]], typer.Option(help="Explain cell (I, J), 0-based: query I, key J.",
+                                                               metavar="I J", show_default=False)] = None,
+    rows: Annotated[Optional[str], typer.Option(help="Rows to draw, START:END (0-based, END excluded).")] = None,
+    cols: Annotated[Optional[str], typer.Option(help="Columns to draw, START:END.")] = None,
+    model: Annotated[Optional[str], typer.Option(help="Word-vector model (default: $ATTN_MODEL or the built-in one).")] = None,
+    svg: Annotated[Optional[Path], typer.Option(help="Also save the view as SVG.")] = None,
+    html: Annotated[Optional[Path], typer.Option(help="Also save the view as HTML.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the matrices as JSON.")] = False,
+) -> None:
+    """Attention matrix of a sentence as a heatmap: rows are queries, columns keys.
+
+    The input of each token is its word vector plus a sinusoidal positional encoding scaled to
+    the model's average word-vector length (--positions none: the word vectors alone).
+    """
+    from attncli.masks import MaskSpec
+    from attncli.matrix import MatrixRequest, compute
+
+    text = _read_text(sentence, file)
+    row_span, col_span = _span(rows, "--rows"), _span(cols, "--cols")
+    req = MatrixRequest(
+        text=text, context=context, variant=variant, mask=MaskSpec(causal=causal, window=window, pad_to=pad_to),
+        positions=positions.value, projection=proj, d_k=d_k, seed=seed, heads=heads, max_relative=max_relative,
+        model=model,
+    )
+    res = compute(req)
+    explanation = None
+    if explain is not None:
+        from attncli.explain import explain as explain_cell
+
+        explanation = explain_cell(res, *explain)
+    if json_out:
+        from attncli.matrix import dumps, to_json
+
+        sys.stdout.write(dumps(to_json(res, explanation)) + "\n")
+        sys.stdout.flush()
+    from attncli.render import render_explanation, render_matrix
+
+    if json_out and svg is None and html is None:
+        return
+    console = _recording_console(to_stdout=not json_out) if (svg or html) else out_console()
+    render_matrix(console, res, show.value, row_span, col_span)
+    if explanation is not None:
+        render_explanation(console, explanation)
+    if svg or html:
+        _save_exports(console, svg, html, title=f"attn matrix: {' '.join(res.tokens)[:60]}")
+
+
+@app.command("variants")
+def variants_cmd(
+    *,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the list as JSON.")] = False,
+) -> None:
+    """The attention variants of 'attn matrix --variant': formula and source."""
+    from attncli.attention import DEFAULT_VARIANT, VARIANTS
+
+    rows = [
+        {"name": v.name, "title": v.title, "formula": v.formula, "source": v.source, "default": v.name == DEFAULT_VARIANT,
+         "doc": " ".join((v.fn.__doc__ or "").split())}
+        for v in VARIANTS.values()
+    ]
+    if json_out:
+        emit_json({"variants": rows})
+        return
+    from attncli.render import render_variants
+
+    render_variants(out_console(), rows)
+
+
+@app.command("demo")
+def demo_cmd(
+    *,
+    json_out: Annotated[bool, typer.Option("--json", help="Print every step as JSON.")] = False,
+) -> None:
+    """The seed's worked example of attention, step by step (four words, seed 42)."""
+    from attncli.demo import demo_json, render_demo, worked_example
+
+    ex = worked_example()
+    if json_out:
+        emit_json(demo_json(ex))
+        return
+    render_demo(out_console(), ex)
+
+
+@app.command("scale")
+def scale_cmd(
+    *,
+    factor: Annotated[float, typer.Option(help="The factor the scores are multiplied by in the middle panel.")] = 100.0,
+    seed: Annotated[int, typer.Option(help="Seed of the random vectors of the d_k sweep.")] = 0,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the panels and the sweep as JSON.")] = False,
+) -> None:
+    """Why scaled dot-product attention divides by sqrt(d_k): softmax saturation, side by side."""
+    import math
+
+    from attncli.demo import render_scale, scale_experiment
+
+    if not math.isfinite(factor) or factor <= 0 or factor > 1e6:
+        raise BadInput(f"--factor must be a positive number up to 1e6 (got {factor})")
+    doc = scale_experiment(factor, seed=seed)
+    if json_out:
+        emit_json(doc)
+        return
+    render_scale(out_console(), doc)

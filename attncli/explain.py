@@ -1,0 +1,123 @@
+"""``attn matrix --explain I J``: why cell (I, J) of the attention matrix has its value.
+
+The steps recompute the cell from q_I and k_J by the variant's formula (dot product, scale,
+relative-position or window term, the mask), then its softmax over row I, and check that the
+recomputed weight equals the matrix's. Indices are 0-based, as in the JSON arrays.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from attncli import masks as masks_mod
+from attncli.attention import VARIANTS, relative_index
+from attncli.errors import BadInput
+
+
+def _step(name: str, value: Any, note: str = "") -> dict[str, Any]:
+    if isinstance(value, np.ndarray):
+        value = [float(x) for x in value]
+    elif isinstance(value, (np.floating, float)):
+        value = float(value)
+    return {"name": name, "value": value, "note": note}
+
+
+def _score_steps(res, q_i, k_j, i: int, j: int, head: int | None) -> tuple[list[dict], float]:
+    """The steps from q_i, k_j to the pre-softmax score, and that score."""
+    variant, params, d_k = res.request.variant, res.params, len(q_i)
+    steps = [_step("q_I", q_i, f"{len(q_i)} dims, |q| = {np.linalg.norm(q_i):.4g}"),
+             _step("k_J", k_j, f"{len(k_j)} dims, |k| = {np.linalg.norm(k_j):.4g}")]
+    dot = float(q_i @ k_j)
+    if variant == "additive":
+        a, b = params["W_1"] @ q_i, params["W_2"] @ k_j  # (d_a,), (d_a,)
+        score = float(params["v"] @ np.tanh(a + b))
+        steps += [_step("W_1 q_I", a), _step("W_2 k_J", b), _step("score = v^T tanh(W_1 q + W_2 k)", score)]
+        return steps, score
+    if variant == "multiplicative":
+        score = float(q_i @ params["W"] @ k_j)
+        steps += [_step("q . k (for comparison)", dot), _step("score = q^T W k", score)]
+        return steps, score
+    if variant == "cosine":
+        nq, nk = np.linalg.norm(q_i), np.linalg.norm(k_j)
+        cos = dot / (nq * nk) if nq > 0 and nk > 0 else 0.0
+        score = params["scale"] * cos
+        steps += [_step("q . k", dot), _step("cos(q, k) = q . k / (|q| |k|)", cos),
+                  _step("beta", params["scale"]), _step("score = beta cos", score)]
+        return steps, score
+    scale = 1.0 if variant == "dot" else 1.0 / np.sqrt(d_k)
+    steps.append(_step("q . k", dot))
+    if variant != "dot":
+        steps.append(_step("scale 1/sqrt(d_k)" if head is None else "scale 1/sqrt(d_k/h)", scale, f"d = {d_k}"))
+    score = dot * scale
+    if variant == "relative":
+        r = int(relative_index(i + 1, j + 1, params["max_relative"])[i, j])
+        a_k = params["a_K"][r]
+        rel = float(q_i @ a_k)
+        dist = r - params["max_relative"]
+        steps.append(_step("relative term q . a^K", rel, f"j - i = {j - i}, clipped to {dist:+d}"))
+        score = (dot + rel) * scale
+        steps.append(_step("score = (q . k + q . a^K) / sqrt(d_k)", score))
+        return steps, score
+    if variant == "local":
+        sigma = max(params["window"], 1) / 2
+        penalty = (j - i) ** 2 / (2 * sigma**2)
+        steps.append(_step("window term -(j - i)^2 / (2 sigma^2)", -penalty, f"D = {params['window']}, sigma = {sigma:g}"))
+        score -= penalty
+    steps.append(_step("score", score))
+    return steps, score
+
+
+def _softmax_steps(scores_row: np.ndarray, visible_row: np.ndarray, j: int, weight: float) -> list[dict]:
+    if not visible_row.any():
+        return [_step("weight", 0.0, "every key of this row is masked: weights and output are all 0")]
+    top = float(scores_row[visible_row].max())
+    e = np.exp(scores_row[visible_row] - top)
+    recomputed = float(np.exp(scores_row[j] - top) / e.sum()) if visible_row[j] else 0.0
+    return [
+        _step("row max (visible keys)", top, "subtracted before exp"),
+        _step("exp(score - max)", float(np.exp(scores_row[j] - top)) if visible_row[j] else 0.0),
+        _step("sum over visible keys", float(e.sum()), f"{int(visible_row.sum())} of {len(visible_row)} keys visible"),
+        _step("weight = exp / sum", recomputed, "matches the matrix" if abs(recomputed - weight) < 1e-9 else "MISMATCH"),
+    ]
+
+
+def explain(res, i: int, j: int) -> dict[str, Any]:
+    """The explanation of cell (i, j) of ``res`` (a MatrixResult) as a JSON-ready dict."""
+    att = res.attention
+    T, S = att.weights.shape
+    if not (0 <= i < T and 0 <= j < S):
+        raise BadInput(f"--explain {i} {j} is outside the {T} x {S} matrix: rows 0..{T - 1}, columns 0..{S - 1} (0-based)")
+    visible = bool(att.mask[i, j])
+    why = masks_mod.reasons(res.request.mask, i, j, res.n_real_keys)
+    if res.request.variant == "local" and abs(j - i) > res.params["window"]:
+        why.append(f"local window: |{j} - {i}| = {abs(j - i)} > {res.params['window']}")
+    q, k = np.asarray(res.projected.q, float), np.asarray(res.projected.k, float)
+    doc: dict[str, Any] = {
+        "query": {"index": i, "token": res.tokens[i]},
+        "key": {"index": j, "token": res.key_tokens[j]},
+        "variant": res.request.variant,
+        "formula": VARIANTS[res.request.variant].formula,
+        "masked": not visible,
+        "mask_reasons": why,
+        "weight": float(att.weights[i, j]),
+    }
+    if att.head_weights is None:
+        steps, score = _score_steps(res, q[i], k[j], i, j, None)
+        steps += _softmax_steps(att.scores[i], att.mask[i], j, float(att.weights[i, j])) if visible else [
+            _step("weight", 0.0, "masked: " + "; ".join(why))]
+        doc.update(score=None if not visible else score, steps=steps)
+        return doc
+    h = att.heads
+    d_head = q.shape[1] // h
+    doc["heads"] = []
+    for head in range(h):
+        cols = slice(head * d_head, (head + 1) * d_head)
+        steps, score = _score_steps(res, q[i, cols], k[j, cols], i, j, head)
+        w = float(att.head_weights[head, i, j])
+        steps += _softmax_steps(att.head_scores[head, i], att.mask[i], j, w) if visible else [_step("weight", 0.0, "masked")]
+        doc["heads"].append({"head": head, "score": None if not visible else score, "weight": w, "steps": steps})
+    doc["score"] = None if not visible else float(att.scores[i, j])
+    doc["note"] = f"weight = the mean of the {h} heads' weights"
+    return doc

@@ -1,0 +1,223 @@
+"""Heatmap tables in the terminal (rich), for attention weights, scores and outputs.
+
+Every cell carries its number; the background is a second channel from viridis, a
+colour-blind-safe sequential palette (dark purple = low, yellow = high), with black or white
+text, whichever reads better. A masked cell shows a dim '·' and no colour, so it never looks
+like a small weight. Under NO_COLOR or in a pipe rich drops the colours and the numbers remain.
+
+The table fits the console width: fewer decimals first, then abbreviated column headers, then
+pages of columns (at most ``max_pages``); rows beyond ``max_rows`` and columns beyond the pages
+are left out and the caption says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# viridis at 11 evenly spaced points (matplotlib's table), interpolated linearly in RGB.
+_VIRIDIS = ["#440154", "#482475", "#414487", "#355f8d", "#2a788e", "#21918c",
+            "#22a884", "#44bf70", "#7ad151", "#bddf26", "#fde725"]
+_STOPS = np.array([[int(h[i : i + 2], 16) for i in (1, 3, 5)] for h in _VIRIDIS], dtype=float)  # (11, 3)
+MASKED = "·"
+LABEL_WIDTH = 14  # row labels ("12 token") are cut to this many characters
+
+
+def palette(t: float) -> tuple[str, str]:
+    """(background, text colour) for t in [0, 1] on viridis."""
+    t = min(max(float(t), 0.0), 1.0) * (len(_STOPS) - 1)
+    lo = int(np.floor(t))
+    hi = min(lo + 1, len(_STOPS) - 1)
+    rgb = _STOPS[lo] + (t - lo) * (_STOPS[hi] - _STOPS[lo])
+    bg = "#{:02x}{:02x}{:02x}".format(*np.round(rgb).astype(int))
+    luminance = 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2]
+    return bg, ("black" if luminance > 110 else "white")
+
+
+def abbreviate(text: str, width: int) -> str:
+    if len(text) <= width:
+        return text
+    return text[: max(width - 1, 0)] + "…" if width > 1 else text[:width]
+
+
+@dataclass
+class Heatmap:
+    """A matrix to draw: values (R, C), labels, and where it is masked."""
+
+    values: np.ndarray  # (R, C)
+    row_labels: list[str]
+    col_labels: list[str]
+    title: str
+    masked: np.ndarray | None = None  # (R, C) True where the cell is masked
+    decimals: tuple[int, ...] = (3, 2)  # tried in order until the table fits
+    rows: tuple[int, int] | None = None  # (start, end) to show; None = from 0, up to max_rows
+    cols: tuple[int, int] | None = None
+    notes: tuple[str, ...] = ()
+
+
+def _range(window: tuple[int, int] | None, n: int, cap: int) -> tuple[int, int]:
+    start, end = window if window is not None else (0, n)
+    start = min(max(start, 0), n)
+    end = min(max(end, start), n)
+    return start, min(end, start + cap)
+
+
+def _cell_texts(values: np.ndarray, masked: np.ndarray, decimals: int) -> list[list[str]]:
+    return [[MASKED if m else f"{x:.{decimals}f}" for x, m in zip(row, mrow)] for row, mrow in zip(values, masked)]
+
+
+def render_heatmap(console, hm: Heatmap, *, max_rows: int = 60, max_pages: int = 3) -> None:
+    """Print ``hm`` on ``console`` as one or more tables that fit its width."""
+    from rich.table import Table
+    from rich.text import Text
+
+    R, C = hm.values.shape
+    masked = hm.masked if hm.masked is not None else np.zeros((R, C), dtype=bool)
+    r0, r1 = _range(hm.rows, R, max_rows)
+    c0, c_end = _range(hm.cols, C, C)
+    block = hm.values[r0:r1, c0:c_end]
+    block_masked = masked[r0:r1, c0:c_end]
+    visible = hm.values[~masked]
+    lo, hi = (float(visible.min()), float(visible.max())) if visible.size else (0.0, 1.0)
+    labels = [abbreviate(s, LABEL_WIDTH) for s in hm.row_labels[r0:r1]]
+    label_w = max([len(s) for s in labels] + [1])
+    width = max(console.width, 20)
+
+    for decimals in hm.decimals:
+        texts = _cell_texts(block, block_masked, decimals)
+        cell_w = max([len(s) for row in texts for s in row] + [1])
+        per_page = max(1, (width - label_w - 1) // (cell_w + 2))
+        if per_page >= c_end - c0:
+            break
+    header_w = max([min(len(hm.col_labels[j]), 8) for j in range(c0, c_end)] + [cell_w])
+    if (width - label_w - 1) // (header_w + 2) >= c_end - c0:  # room for whole headers
+        cell_w, per_page = header_w, c_end - c0
+    pages = [(s, min(s + per_page, c_end)) for s in range(c0, c_end, per_page)][:max_pages]
+    shown_end = pages[-1][1] if pages else c0
+
+    for p, (s, e) in enumerate(pages):
+        title = hm.title if len(pages) == 1 else f"{hm.title} (columns {s}-{e - 1}, page {p + 1}/{len(pages)})"
+        console.print(title, style="bold", highlight=False, soft_wrap=True)
+        table = Table(box=None, padding=(0, 0), show_edge=False, pad_edge=False,
+                      collapse_padding=True, header_style="bold")
+        table.add_column("", no_wrap=True, min_width=label_w + 1)
+        for j in range(s, e):
+            header = abbreviate(hm.col_labels[j], cell_w)
+            table.add_column(f" {header:>{cell_w}} ", no_wrap=True, justify="right")
+        for r, row in enumerate(texts):
+            cells = []
+            for j in range(s, e):
+                text = row[j - c0]
+                if block_masked[r, j - c0]:
+                    cells.append(Text(f" {text:^{cell_w}} ", style="dim"))
+                else:
+                    t = 0.0 if hi <= lo else (block[r, j - c0] - lo) / (hi - lo)
+                    bg, fg = palette(t)
+                    cells.append(Text(f" {text:>{cell_w}} ", style=f"{fg} on {bg}"))
+            table.add_row(Text(labels[r] + " ", style="bold"), *cells)
+        console.print(table)
+
+    notes = list(hm.notes)
+    if masked.any():
+        notes.append(f"{MASKED} = masked (weight exactly 0)")
+    notes.append(f"colour: viridis, dark = {lo:.3g}, bright = {hi:.3g}")
+    left = []
+    if r0 > 0 or r1 < R:
+        left.append(f"rows {r0}-{r1 - 1} of 0-{R - 1} shown")
+    if c0 > 0 or shown_end < C:
+        left.append(f"columns {c0}-{shown_end - 1} of 0-{C - 1} shown")
+    if left:
+        notes.append("left out: " + "; ".join(left) + " (pick others with --rows/--cols START:END, "
+                     "or see everything with --json)")
+    if any(abbreviate(hm.col_labels[j], cell_w) != hm.col_labels[j] for j in range(c0, shown_end)):
+        notes.append("column headers are abbreviated with …")
+    console.print("\n".join(notes), style="dim", highlight=False, soft_wrap=True)
+
+
+# --- the views of attn matrix -------------------------------------------------------------------
+
+
+def _labels(tokens: list[str]) -> list[str]:
+    return [f"{i} {t}" for i, t in enumerate(tokens)]
+
+
+def matrix_title(res, what: str) -> str:
+    from attncli.attention import VARIANTS
+
+    req = res.request
+    kind = "cross-attention" if res.cross else "self-attention"
+    return (f"{VARIANTS[req.variant].title} {kind} {what} · mask: {res.mask_label()} · "
+            f"projection: {res.projected.label} · positions: {req.positions}")
+
+
+def matrix_heatmaps(res, show: str = "weights", rows=None, cols=None) -> list[Heatmap]:
+    """The heatmaps ``attn matrix --show`` draws: one per head plus the average, or one."""
+    att = res.attention
+    notes = tuple(f"row {i} ({res.tokens[i]}) has every key masked: its weights and output are all 0"
+                  for i in att.empty_rows[:5])
+    if show == "output":
+        out = att.output
+        return [Heatmap(out, _labels(res.tokens), [str(j) for j in range(out.shape[1])],
+                        matrix_title(res, "output vectors (rows: queries, columns: dimensions)"),
+                        decimals=(2, 1), rows=rows, cols=cols, notes=notes)]
+    mats = att.weights if show == "weights" else att.scores
+    heads = att.head_weights if show == "weights" else att.head_scores
+    decimals = (3, 2) if show == "weights" else (2, 1)
+    what = "weights" if show == "weights" else "scores (before softmax)"
+    cols_labels = res.key_tokens
+    maps = []
+    if heads is not None:
+        for h, m in enumerate(heads):
+            maps.append(Heatmap(m, _labels(res.tokens), cols_labels, matrix_title(res, f"{what}, head {h + 1}/{len(heads)}"),
+                                masked=~att.mask, decimals=decimals, rows=rows, cols=cols))
+        what = f"{what}, mean of {len(heads)} heads"
+    maps.append(Heatmap(mats, _labels(res.tokens), cols_labels, matrix_title(res, what), masked=~att.mask,
+                        decimals=decimals, rows=rows, cols=cols, notes=notes))
+    return maps
+
+
+def render_matrix(console, res, show: str = "weights", rows=None, cols=None) -> None:
+    for hm in matrix_heatmaps(res, show, rows, cols):
+        render_heatmap(console, hm)
+
+
+def _fmt(value) -> str:
+    if isinstance(value, list):
+        shown = ", ".join(f"{x:.3g}" for x in value[:4])
+        return f"[{shown}{', …' if len(value) > 4 else ''}]"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def render_explanation(console, doc: dict) -> None:
+    from rich import box
+    from rich.table import Table
+
+    q, k = doc["query"], doc["key"]
+    title = f"cell ({q['index']}, {k['index']}): query '{q['token']}' -> key '{k['token']}' · {doc['variant']}: {doc['formula']}"
+    groups = [(None, doc["steps"])] if "steps" in doc else [(f"head {h['head'] + 1}", h["steps"]) for h in doc["heads"]]
+    for head, steps in groups:
+        console.print(title if head is None else f"{title} · {head}", style="bold", highlight=False, soft_wrap=True)
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False)
+        table.add_column("step", no_wrap=True)
+        table.add_column("value", justify="right", no_wrap=True)
+        table.add_column("note", style="dim")
+        for step in steps:
+            table.add_row(step["name"], _fmt(step["value"]), step["note"])
+        console.print(table)
+    if doc["masked"]:
+        console.print("masked: " + "; ".join(doc["mask_reasons"]), highlight=False)
+    console.print(f"weight = {doc['weight']:.6g}" + (f" ({doc['note']})" if doc.get("note") else ""), highlight=False)
+
+
+def render_variants(console, rows: list[dict]) -> None:
+    from rich.table import Table
+
+    table = Table(title="attention variants (attn matrix --variant NAME)", title_justify="left")
+    for col in ("name", "formula", "source"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(r["name"] + (" (default)" if r["default"] else ""), r["formula"], r["source"])
+    console.print(table)
