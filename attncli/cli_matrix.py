@@ -154,10 +154,10 @@ def matrix_cmd(
 
         sys.stdout.write(dumps(to_json(res, explanation)) + "\n")
         sys.stdout.flush()
-    from attncli.render import render_explanation, render_matrix
-
     if json_out and svg is None and html is None:
         return
+    from attncli.render import render_explanation, render_matrix
+
     console = _recording_console(to_stdout=not json_out) if (svg or html) else out_console()
     render_matrix(console, res, show.value, row_span, col_span)
     if explanation is not None:

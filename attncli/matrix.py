@@ -208,17 +208,25 @@ def compute(req: MatrixRequest, vectors=None) -> MatrixResult:
 # --- JSON ---------------------------------------------------------------------------------------
 
 
+_POW10 = 10.0 ** np.arange(23)  # exact powers of ten
+
+
 def round_sig(a: np.ndarray, digits: int = 6) -> np.ndarray:
-    """``a`` rounded to ``digits`` significant digits (so the JSON text stays short); 0 stays 0."""
+    """``a`` rounded to ``digits`` significant digits (so the JSON text stays short); 0 stays 0.
+
+    An entry becomes the double nearest to a decimal of at most ``digits`` digits, so Python's
+    shortest repr prints just those digits. Entries below 1e-16 or above 1e22 in size are kept
+    as they are (the powers of ten involved would not be exact).
+    """
     a = np.asarray(a, dtype=np.float64)
     mag = np.abs(a)
-    exp = np.floor(np.log10(np.where(mag > 0, mag, 1.0)))  # decimal exponent of each entry
-    k = (digits - 1 - exp).astype(np.int64)  # decimals to keep
-    pos = k >= 0
-    scale = 10.0 ** np.abs(k)
-    out = np.where(pos, np.round(a * np.where(pos, scale, 1.0)) / np.where(pos, scale, 1.0),
-                   np.round(a / np.where(pos, 1.0, scale)) * np.where(pos, 1.0, scale))
-    return out
+    exp10 = np.floor(np.log10(mag, out=np.zeros_like(mag), where=mag > 0)).astype(np.int64)
+    k = digits - 1 - exp10  # decimals to keep (negative: round to tens, hundreds, ...)
+    ok = (k >= -22) & (k <= 22)
+    p = _POW10[np.clip(np.abs(k), 0, 22)]  # 10^|k|
+    with np.errstate(over="ignore", invalid="ignore"):  # the branch np.where discards may overflow
+        rounded = np.where(k >= 0, np.round(a * p) / p, np.round(a / p) * p)
+    return np.where(ok, rounded, a)
 
 
 def _listify(a: np.ndarray) -> list:

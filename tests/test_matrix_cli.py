@@ -1,0 +1,252 @@
+"""``attn matrix`` and ``attn variants`` through the CLI runner: JSON, pipeline maths, bad input, startup."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from attncli import store
+from attncli.cli import app
+
+WORDS = "the time flies like an arrow fruit a banana quick brown fox jumps over lazy dog".split()
+DIM = 12
+SENTENCE = "time flies like an arrow"
+
+
+@pytest.fixture
+def tiny(attn_home):
+    """A small fastText-style model 'tiny' (with an n-gram table) and 'plain' (without)."""
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((len(WORDS), DIM)).astype(np.float32)
+    store.save_vectors("tiny", WORDS, vectors, ngrams=rng.standard_normal((64, DIM)),
+                       subword={"min_n": 3, "max_n": 6, "bucket": 64})
+    store.save_vectors("plain", WORDS, vectors)
+    return {w: vectors[i].astype(np.float64) for i, w in enumerate(WORDS)}
+
+
+def run(*args, input=None):
+    result = CliRunner().invoke(app, list(args), input=input)
+    return result
+
+
+def matrix_json(*args, input=None):
+    result = run("matrix", *args, "--model", "tiny", "--json", input=input)
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def _sinusoidal(n, d):
+    pe = np.zeros((n, d))
+    for p in range(n):
+        for i in range(d):
+            angle = p / 10000 ** ((i - i % 2) / d)
+            pe[p, i] = math.sin(angle) if i % 2 == 0 else math.cos(angle)
+    return pe
+
+
+def _softmax_rows(scores, mask):
+    import torch
+
+    s = torch.tensor(scores).masked_fill(~torch.tensor(mask), float("-inf"))
+    return torch.softmax(s, dim=-1).numpy()
+
+
+def test_json_keys_and_shapes(tiny):
+    doc = matrix_json(SENTENCE, "--causal")
+    for key in ("tokens", "key_tokens", "variant", "mask", "projection", "heads", "weights", "head_weights", "scores", "output"):
+        assert key in doc
+    assert doc["tokens"] == SENTENCE.split() == doc["key_tokens"]
+    assert doc["variant"] == "scaled" and doc["projection"] == "identity" and doc["heads"] == 1
+    assert doc["mask"] == {"causal": True, "window": None, "padding": None}
+    w = np.array(doc["weights"])
+    assert w.shape == (5, 5) and np.array(doc["output"]).shape == (5, DIM)
+    assert np.all(np.triu(w, 1) == 0.0)
+    np.testing.assert_allclose(w.sum(axis=1), 1.0, atol=1e-5)
+    for i in range(5):
+        for j in range(5):
+            assert (doc["scores"][i][j] is None) == (j > i)
+
+
+@pytest.mark.parametrize("positions", ["none", "sinusoidal"])
+def test_pipeline_matches_an_independent_computation(tiny, positions):
+    doc = matrix_json(SENTENCE, "--causal", "--positions", positions)
+    x = np.stack([tiny[w] for w in SENTENCE.split()])
+    if positions == "sinusoidal":
+        typical = np.mean([np.linalg.norm(tiny[w]) for w in WORDS])  # the model has < 1,000 words
+        x = x + _sinusoidal(5, DIM) * typical / math.sqrt(DIM / 2)
+    causal = np.tril(np.ones((5, 5), dtype=bool))
+    expected = _softmax_rows(x @ x.T / math.sqrt(DIM), causal)
+    np.testing.assert_allclose(np.array(doc["weights"]), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.array(doc["output"]), expected @ x, rtol=1e-5, atol=1e-5)
+
+
+def test_random_projection_is_seeded_and_sized(tiny):
+    a = matrix_json(SENTENCE, "--proj", "random", "--seed", "3", "--d-k", "6")
+    b = matrix_json(SENTENCE, "--proj", "random", "--seed", "3", "--d-k", "6")
+    c = matrix_json(SENTENCE, "--proj", "random", "--seed", "4", "--d-k", "6")
+    assert a["weights"] == b["weights"] and a["weights"] != c["weights"]
+    assert np.array(a["output"]).shape == (5, 6) and a["projection"] == "random"
+
+
+def test_cross_attention_and_padding(tiny):
+    doc = matrix_json(SENTENCE, "--context", "fruit flies like a banana", "--pad-to", "7")
+    assert doc["tokens"] == SENTENCE.split()
+    assert doc["key_tokens"] == "fruit flies like a banana".split() + ["<pad>", "<pad>"]
+    w = np.array(doc["weights"])
+    assert w.shape == (5, 7) and np.all(w[:, 5:] == 0.0)
+    assert all(row[5] is None and row[6] is None for row in doc["scores"])
+
+
+def test_self_attention_padding_adds_query_rows_and_masks_pad_keys(tiny):
+    doc = matrix_json(SENTENCE, "--pad-to", "6", "--causal")
+    assert doc["tokens"][-1] == "<pad>" and len(doc["weights"]) == 6
+    w = np.array(doc["weights"])
+    assert np.all(w[:, 5] == 0.0)
+    np.testing.assert_allclose(w.sum(axis=1), 1.0, atol=1e-5)
+    assert doc["empty_rows"] == []
+
+
+def test_multihead_json(tiny):
+    doc = matrix_json(SENTENCE, "--variant", "multihead", "--heads", "3", "--proj", "random", "--causal")
+    hw = np.array(doc["head_weights"])
+    assert doc["heads"] == 3 and hw.shape == (3, 5, 5)
+    np.testing.assert_allclose(np.array(doc["weights"]), hw.mean(axis=0), atol=2e-6)
+    assert np.all(hw[:, np.triu_indices(5, 1)[0], np.triu_indices(5, 1)[1]] == 0.0)
+
+
+@pytest.mark.parametrize("variant", ["dot", "scaled", "additive", "multiplicative", "cosine", "multihead", "relative", "local"])
+@pytest.mark.parametrize("mask", [[], ["--causal"], ["--window", "1"], ["--pad-to", "7"], ["--causal", "--window", "2", "--pad-to", "6"]])
+def test_every_variant_and_mask_through_the_cli(tiny, variant, mask):
+    heads = ["--heads", "2"] if variant == "multihead" else []
+    doc = matrix_json(SENTENCE, "--variant", variant, *heads, *mask)
+    w = np.array(doc["weights"])
+    np.testing.assert_allclose(w.sum(axis=1), 1.0, atol=1e-5)
+    scores = doc["scores"]
+    masked = np.array([[s is None for s in row] for row in scores])
+    assert np.all(w[masked] == 0.0)
+    if "--causal" in mask:
+        assert np.all(np.triu(w, 1) == 0.0)
+
+
+def test_explain_recomputes_the_cell(tiny):
+    doc = matrix_json(SENTENCE, "--variant", "relative", "--explain", "3", "1")
+    ex = doc["explanation"]
+    assert ex["query"] == {"index": 3, "token": "an"} and ex["key"] == {"index": 1, "token": "flies"}
+    assert ex["weight"] == pytest.approx(doc["weights"][3][1], rel=1e-5)
+    assert ex["score"] == pytest.approx(doc["scores"][3][1], rel=1e-5)
+    assert any("relative" in s["name"] for s in ex["steps"])
+    masked = matrix_json(SENTENCE, "--causal", "--explain", "1", "3")["explanation"]
+    assert masked["masked"] and masked["weight"] == 0.0 and "causal" in masked["mask_reasons"][0]
+
+
+def test_terminal_view_and_explain_text(tiny):
+    result = run("matrix", SENTENCE, "--model", "tiny", "--causal", "--explain", "2", "0")
+    assert result.exit_code == 0, result.stderr
+    out = result.stdout
+    assert "scaled dot-product" in out and "causal" in out and "identity" in out
+    assert "·" in out and "matches the matrix" in out
+
+
+@pytest.mark.parametrize("show", ["scores", "output"])
+def test_show_scores_and_output(tiny, show):
+    result = run("matrix", SENTENCE, "--model", "tiny", "--show", show, "--causal")
+    assert result.exit_code == 0, result.stderr
+    assert ("before softmax" if show == "scores" else "output vectors") in result.stdout
+
+
+def test_sentence_from_file_and_stdin(tiny, tmp_path):
+    path = tmp_path / "s.txt"
+    path.write_text(SENTENCE + "\n", encoding="utf-8")
+    assert matrix_json("--file", str(path))["tokens"] == SENTENCE.split()
+    assert matrix_json("-", input=SENTENCE)["tokens"] == SENTENCE.split()
+
+
+def test_unknown_word_uses_subwords(tiny):
+    doc = matrix_json("time flies like a zebra")
+    assert doc["tokens"][-1] == "zebra"
+
+
+def test_svg_and_html_export(tiny, tmp_path):
+    svg, html = tmp_path / "m.svg", tmp_path / "m.html"
+    result = run("matrix", SENTENCE, "--model", "tiny", "--svg", str(svg), "--html", str(html))
+    assert result.exit_code == 0, result.stderr
+    assert svg.read_text().lstrip().startswith("<svg") and "arrow" in svg.read_text()
+    assert "arrow" in html.read_text()
+
+
+BAD = [
+    ([""], "empty"),
+    (["?!, ..."], "no word"),
+    (["time flies like a zebra", "--model", "plain"], "unknown word 'zebra'"),
+    ([SENTENCE, "--variant", "multihead", "--heads", "5"], "does not divide"),
+    ([SENTENCE, "--window", "0"], "--window"),
+    ([SENTENCE, "--explain", "5", "0"], "outside"),
+    ([SENTENCE, "--variant", "bogus"], "unknown variant"),
+    ([SENTENCE, "--proj", "bogus"], "unknown projection"),
+    ([SENTENCE, "--causal", "--context", "fruit flies"], "contradicts"),
+    ([SENTENCE, "--heads", "2"], "needs --variant multihead"),
+    ([SENTENCE, "--d-k", "4"], "--d-k"),
+    ([SENTENCE, "--pad-to", "3"], "shorter"),
+    ([SENTENCE, "--file", "x.txt"], "not both"),
+    ([], "give a sentence"),
+    ([SENTENCE, "--rows", "5:2"], "--rows"),
+    ([SENTENCE, "--max-relative", "0", "--variant", "relative"], "--max-relative"),
+]
+
+
+@pytest.mark.parametrize("args,needle", BAD)
+def test_bad_input_exits_2_with_a_message(tiny, args, needle):
+    model = [] if "--model" in args else ["--model", "tiny"]
+    result = run("matrix", *args, *model)
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert needle in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    assert result.stdout == ""
+
+
+def test_variants_lists_the_registry():
+    from attncli.attention import VARIANTS
+
+    result = run("variants", "--json")
+    assert result.exit_code == 0
+    rows = json.loads(result.stdout)["variants"]
+    assert [r["name"] for r in rows] == list(VARIANTS)
+    assert [r["name"] for r in rows if r["default"]] == ["scaled"]
+    text = run("variants").stdout
+    for name in VARIANTS:
+        assert name in text
+    assert "Shaw et al. 2018" in text and "Bahdanau" in text
+
+
+def test_matrix_path_imports_no_torch_gensim_nltk(tiny, attn_home):
+    code = (
+        "import sys\n"
+        "from attncli.cli import main\n"
+        f"sys.argv = ['attn', 'matrix', {SENTENCE!r}, '--causal', '--json', '--model', 'tiny']\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+        "heavy = sorted(m for m in ('torch', 'gensim', 'nltk', 'scipy') if m in sys.modules)\n"
+        "sys.stderr.write('HEAVY=' + ','.join(heavy) + '\\n')\n"
+    )
+    env = dict(os.environ, ATTN_HOME=str(attn_home))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["tokens"] == SENTENCE.split()
+    assert "HEAVY=\n" in proc.stderr
+
+
+def test_a_long_text_gives_its_full_matrix_and_the_view_says_what_it_left_out(tiny, tmp_path):
+    text = " ".join(WORDS[i % len(WORDS)] for i in range(600))
+    path = tmp_path / "long.txt"
+    path.write_text(text, encoding="utf-8")
+    doc = matrix_json("--file", str(path), "--causal")
+    assert np.array(doc["weights"]).shape == (600, 600)
+    result = run("matrix", "--file", str(path), "--model", "tiny", "--causal")
+    assert result.exit_code == 0
+    assert "left out" in result.stdout and "rows 0-59 of 0-599" in result.stdout

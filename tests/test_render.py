@@ -1,0 +1,157 @@
+"""Heatmap rendering into a StringIO console of fixed width: numbers, masks, titles, fitting, colour."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from attncli.render import MASKED, Heatmap, palette, render_heatmap, render_matrix
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def console(width=80, color=False):
+    return Console(file=io.StringIO(), width=width, force_terminal=color, color_system="truecolor" if color else None,
+                   no_color=not color, legacy_windows=False)
+
+
+def text_of(c) -> str:
+    return c.file.getvalue()
+
+
+def causal_heatmap(n=4, labels=None):
+    rng = np.random.default_rng(0)
+    w = np.tril(rng.random((n, n)))
+    w /= w.sum(axis=1, keepdims=True)
+    labels = labels or [f"tok{i}" for i in range(n)]
+    return Heatmap(w, labels, labels, "scaled · mask: causal · projection: identity", masked=~np.tril(np.ones((n, n), bool)))
+
+
+def test_every_cell_shows_its_number_and_masked_cells_a_dot():
+    hm = causal_heatmap()
+    c = console()
+    render_heatmap(c, hm)
+    out = text_of(c)
+    for i in range(4):
+        for j in range(4):
+            if j <= i:
+                assert f"{hm.values[i, j]:.3f}" in out
+    body = [line for line in out.splitlines() if line.startswith("tok")]
+    assert len(body) == 4
+    assert [line.count(MASKED) for line in body] == [3, 2, 1, 0]
+    assert "masked (weight exactly 0)" in out
+    assert "scaled · mask: causal · projection: identity" in out
+
+
+def test_plain_output_has_no_escape_codes_and_colour_output_has_backgrounds():
+    plain = console()
+    render_heatmap(plain, causal_heatmap())
+    assert "\x1b[" not in text_of(plain)
+
+    coloured = console(color=True)
+    render_heatmap(coloured, causal_heatmap())
+    out = text_of(coloured)
+    assert re.search(r"\x1b\[[0-9;]*48;2;", out)  # truecolor backgrounds
+    # the masked cells carry no background colour
+    for line in out.splitlines():
+        for m in re.finditer(r"(\x1b\[[0-9;]*m)\s*" + MASKED, line):
+            assert "48;" not in m.group(1)
+    # removing the escapes leaves the same text as the plain rendering
+    assert ANSI.sub("", out).split() == text_of(plain).split()
+
+
+def test_palette_is_viridis_dark_to_bright_with_readable_text():
+    low, low_fg = palette(0.0)
+    high, high_fg = palette(1.0)
+    assert (low, high) == ("#440154", "#fde725")
+    assert (low_fg, high_fg) == ("white", "black")
+    lum = [sum(int(palette(t)[0][i : i + 2], 16) for i in (1, 3, 5)) for t in np.linspace(0, 1, 11)]
+    assert lum == sorted(lum)  # sequential: brightness grows with the value
+
+
+@pytest.mark.parametrize("width", [40, 60, 100])
+def test_wide_matrices_fit_the_width_in_pages_and_say_what_was_left_out(width):
+    rng = np.random.default_rng(1)
+    n = 60
+    labels = [f"word{i}" for i in range(n)]
+    hm = Heatmap(rng.random((n, n)), labels, labels, "title")
+    c = console(width)
+    render_heatmap(c, hm, max_pages=2)
+    out = text_of(c)
+    table_lines = [line for line in out.splitlines() if line.startswith("word") or line.startswith(" ")]
+    assert all(len(line) <= width for line in table_lines)
+    assert "page 1/2" in out and "page 2/2" in out
+    assert "left out" in out and "columns 0-" in out
+
+
+def test_fewer_decimals_before_paging():
+    labels = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"]
+    hm = Heatmap(np.full((10, 10), 0.1234), labels, labels, "t")
+    c = console(70)  # 10 x '0.123' + padding needs 72 columns, 10 x '0.12' fits
+    render_heatmap(c, hm)
+    out = text_of(c)
+    table = out.split("colour:")[0]
+    assert "0.12 " in table and "0.123" not in table and "page" not in out
+
+
+def test_rows_beyond_the_limit_are_left_out_and_said():
+    n = 100
+    labels = [str(i) for i in range(n)]
+    hm = Heatmap(np.eye(n), labels, labels, "t", rows=(10, 20), cols=(0, 5))
+    c = console(80)
+    render_heatmap(c, hm)
+    out = text_of(c)
+    assert "rows 10-19 of 0-99 shown" in out and "columns 0-4 of 0-99 shown" in out
+
+
+def test_long_headers_are_abbreviated_and_said():
+    labels = ["internationalization", "b", "c"]
+    hm = Heatmap(np.eye(3) * 0.5, labels, labels, "t", decimals=(3,))
+    c = console(20)
+    render_heatmap(c, hm)
+    out = text_of(c)
+    assert "…" in out and "abbreviated" in out
+
+
+def _matrix_result(tmp_home, **kw):
+    from attncli import store
+    from attncli.masks import MaskSpec
+    from attncli.matrix import MatrixRequest, compute
+
+    words = "time flies like an arrow".split()
+    store.save_vectors("r", words, np.random.default_rng(0).standard_normal((5, 8)))
+    mask = kw.pop("mask", MaskSpec())
+    return compute(MatrixRequest(text="time flies like an arrow", model="r", mask=mask, **kw))
+
+
+def test_multihead_view_shows_each_head_and_the_mean(attn_home):
+    res = _matrix_result(attn_home, variant="multihead", heads=2)
+    c = console(100)
+    render_matrix(c, res)
+    out = text_of(c)
+    assert "head 1/2" in out and "head 2/2" in out and "mean of 2 heads" in out
+    assert "multi-head" in out and "projection: identity" in out
+
+
+def test_empty_rows_are_announced(attn_home):
+    from attncli.masks import MaskSpec
+
+    res = _matrix_result(attn_home, context="time flies like an arrow arrow arrow arrow", mask=MaskSpec(window=1))
+    assert not res.attention.empty_rows  # every query has a key within 1 position
+    res = _matrix_result(attn_home, mask=MaskSpec(causal=True, window=1, pad_to=9))
+    c = console(100)
+    render_matrix(c, res)
+    assert res.attention.empty_rows == [6, 7, 8]  # row 6 sees keys 5 and 6 only: both pads
+    assert "row 6 (<pad>) has every key masked" in text_of(c)
+
+
+def test_svg_export_through_a_recording_console(attn_home):
+    res = _matrix_result(attn_home)
+    c = Console(record=True, file=io.StringIO(), width=90)
+    render_matrix(c, res)
+    svg = c.export_svg(title="t")
+    assert svg.lstrip().startswith("<svg") and "arrow" in svg
