@@ -1,3 +1,160 @@
-"""Commands of this area (placeholder until implemented)."""
+"""Commands ``train-attention`` (learn W_q, W_k, W_v on Brown with torch) and ``heads`` (what they learned).
 
-from attncli.cliutil import app  # noqa: F401
+Thin layer: the work is in ``train_attention.py`` (torch, imported only when training),
+``trained.py`` and ``heads.py`` (NumPy only: ``attn heads`` never imports torch).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from attncli.cliutil import app, emit_json, err_console, escape, out_console
+from attncli.errors import BadInput
+
+
+@app.command("train-attention")
+def train_attention_cmd(
+    *,
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Word-vector model to start from (default: $ATTN_MODEL or the built-in one).")] = None,
+    name: Annotated[Optional[str], typer.Option("--name", "-n", help="Model to write (a copy of --model's vectors plus the attention). Default: --model itself; required when --model is the built-in one.")] = None,
+    epochs: Annotated[int, typer.Option(help="Passes over the training sentences.")] = 3,
+    layers: Annotated[int, typer.Option(help="Transformer layers.")] = 2,
+    heads: Annotated[int, typer.Option(help="Attention heads per layer; must divide the word-vector dimension.")] = 4,
+    max_minutes: Annotated[float, typer.Option(help="Stop training after this many minutes (then evaluate and save).")] = 15.0,
+    seed: Annotated[int, typer.Option(help="Seed of the split, the initialisation and the batch order.")] = 0,
+    vocab_size: Annotated[int, typer.Option(help="Output vocabulary: the N most frequent training words, plus <unk> and </s>.")] = 5000,
+    max_len: Annotated[int, typer.Option(help="Sentences are cut to this many tokens.")] = 80,
+    batch_tokens: Annotated[int, typer.Option(help="About this many tokens per batch.")] = 4096,
+    lr: Annotated[float, typer.Option(help="Peak learning rate (AdamW, warm-up then cosine decay).")] = 3e-3,
+    dropout: Annotated[float, typer.Option(help="Dropout rate.")] = 0.0,
+    heldout: Annotated[float, typer.Option(help="Fraction of Brown's documents held out for perplexity.")] = 0.1,
+    limit_sentences: Annotated[Optional[int], typer.Option(help="Use only whole documents up to about this many sentences (quick trials).")] = None,
+    threads: Annotated[Optional[int], typer.Option(help="torch threads (default: all cores).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Train a small causal transformer LM on Brown over frozen word vectors; store its attention.
+
+    Held-out perplexity is reported beside a unigram and a Kneser-Ney bigram baseline on the same
+    split and vocabulary, and kept in the model's metadata ("attention" in 'attn models --json').
+    JSON keys: source, name, path, attention {perplexity, bigram_perplexity, unigram_perplexity, ...}.
+    """
+    from attncli.train_attention import TrainConfig, train
+
+    if limit_sentences is not None and limit_sentences < 2:
+        raise BadInput(f"--limit-sentences must be at least 2 (got {limit_sentences})")
+    if threads is not None and threads < 1:
+        raise BadInput(f"--threads must be at least 1 (got {threads})")
+    cfg = TrainConfig(layers=layers, heads=heads, epochs=epochs, max_minutes=max_minutes, seed=seed,
+                      vocab_size=vocab_size, max_len=max_len, batch_tokens=batch_tokens, lr=lr, dropout=dropout,
+                      heldout=heldout, limit_sentences=limit_sentences, threads=threads)
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    progress = Progress(
+        TextColumn("epoch {task.fields[epoch]}"), BarColumn(), TextColumn("{task.completed}/{task.total} steps"),
+        TextColumn("loss {task.fields[loss]:.3f}"), TextColumn("{task.fields[tps]:,.0f} tok/s"),
+        TimeElapsedColumn(), TimeRemainingColumn(), console=err_console(), transient=False,
+    )
+    task = None
+    live = err_console().is_terminal
+    last_line = time.monotonic()
+
+    def on_progress(*, step, total, epoch, loss, tokens_per_s):
+        nonlocal task, last_line
+        if task is None:
+            task = progress.add_task("train", total=total, epoch=epoch, loss=loss, tps=tokens_per_s)
+        progress.update(task, completed=step, epoch=epoch, loss=loss, tps=tokens_per_s)
+        if not live and time.monotonic() - last_line >= 30:  # a log file gets a line every 30 s
+            last_line = time.monotonic()
+            err_console().print(f"epoch {epoch} step {step}/{total} loss {loss:.3f} {tokens_per_s:,.0f} tok/s", highlight=False)
+
+    with progress:
+        result = train(model, name, cfg, on_progress=on_progress)
+    doc = {"source": result.source, "name": result.name, "path": result.path, "attention": result.attention}
+    if json_out:
+        emit_json(doc)
+        return
+    _print_summary(doc)
+
+
+def _print_summary(doc: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    a = doc["attention"]
+    table = Table(title=f"trained attention of model '{escape(doc['name'])}' (held-out Brown)")
+    table.add_column("model")
+    table.add_column("held-out perplexity", justify="right")
+    table.add_row(f"transformer ({a['layers']} layers x {a['heads']} heads, d={a['d_model']})", f"{a['perplexity']:.1f}")
+    table.add_row("bigram, interpolated Kneser-Ney", f"{a['bigram_perplexity']:.1f}")
+    table.add_row("unigram, add-one", f"{a['unigram_perplexity']:.1f}")
+    out_console().print(table)
+    note = " (stopped at --max-minutes)" if a["stopped_early"] else ""
+    out_console().print(
+        f"{a['heldout_targets']:,} held-out targets, output vocabulary {a['output_vocab_size']:,} "
+        f"(<unk> rate {a['heldout_unk_rate']:.1%}); {a['epochs_done']} epochs, {a['steps']} steps in "
+        f"{a['train_seconds']:.0f} s on {a['threads']} threads{note}", highlight=False,
+    )
+
+
+@app.command("heads")
+def heads_cmd(
+    *,
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model whose trained attention to score (default: $ATTN_MODEL or the built-in one).")] = None,
+    file: Annotated[Optional[Path], typer.Option("--file", help="Score on these sentences (one per line) instead of the stored held-out ones.")] = None,
+    sentences: Annotated[Optional[int], typer.Option(help="Use at most this many sentences.")] = None,
+    window: Annotated[int, typer.Option(help="'local' = attention within this many tokens back.")] = 3,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the scores as JSON.")] = False,
+) -> None:
+    """Score each learned head as previous-token, first-token, self, local or broad (entropy).
+
+    Scores are mean attention per query on held-out sentences (see 'attncli/heads.py' for the
+    definitions and the labelling rule). JSON keys: model, layers, heads_per_layer, sentences,
+    queries, window, uniform, thresholds, heads [{layer, head, previous_token, first_token, self,
+    local, entropy, label}].
+    """
+    from attncli.heads import score_heads
+    from attncli.tokenize import tokenize
+    from attncli.trained import load_trained
+
+    if sentences is not None and sentences < 1:
+        raise BadInput(f"--sentences must be at least 1 (got {sentences})")
+    att = load_trained(model)
+    if file is not None:
+        try:
+            text = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BadInput(f"cannot read --file {file}: {exc}") from None
+        sents = [tokenize(line) for line in text.splitlines()]
+    else:
+        sents = att.heldout_sentences()
+    if sentences is not None:
+        sents = sents[:sentences]
+    report = score_heads(att, sents, window=window)
+    if json_out:
+        emit_json(report)
+        return
+    _print_heads(report)
+
+
+def _print_heads(report: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    u = report["uniform"]
+    table = Table(title=f"learned heads of model '{escape(report['model'])}': mean attention per query")
+    for col in ("layer", "head", "previous", "first", "self", f"local (<= {report['window']} back)", "entropy", "label"):
+        table.add_column(col, justify="right" if col not in ("label",) else "left")
+    for h in report["heads"]:
+        table.add_row(str(h["layer"]), str(h["head"]), *(f"{h[k]:.2f}" for k in
+                      ("previous_token", "first_token", "self", "local", "entropy")), h["label"])
+    table.add_row("", "uniform", *(f"{u[k]:.2f}" for k in ("previous_token", "first_token", "self", "local", "entropy")), "", style="dim")
+    out_console().print(table)
+    t = report["thresholds"]
+    err_console().print(
+        f"{report['sentences']} sentences, {report['queries']:,} queries. label: the largest of previous/first/self "
+        f"if >= {t['pattern']}, else local if >= {t['local']} (each also {t['margin']} above uniform), "
+        f"else broad if entropy >= {t['broad']}, else mixed",
+        highlight=False, style="dim",
+    )

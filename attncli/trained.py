@@ -1,0 +1,275 @@
+"""Trained attention, run in NumPy: load the learned weights and trace the forward pass.
+
+No torch here: ``attn heads`` and ``attn matrix --proj trained`` run this path. The model is
+the one ``train_attention.py`` trains (a pre-LayerNorm causal transformer, GPT-2 style; Vaswani
+et al. 2017 for the attention, Radford et al. 2019 for the layer-norm placement):
+
+    x_0       = W_in e(w_t) + b_in + PE(t)           e = the model's frozen word vector
+    a         = LN_1(x_l)
+    Q, K, V   = a W_q + b_q, a W_k + b_k, a W_v + b_v   split into h heads of d_k = d / h
+    A_head    = softmax(Q K^T / sqrt(d_k) + M)       M = 0 on and below the diagonal, -inf above
+    x_l'      = x_l + concat_heads(A V) W_o + b_o
+    x_{l+1}   = x_l' + W_2 gelu(W_1 LN_2(x_l') + b_1) + b_2
+    logits    = LN_f(x_L) W_out + b_out              over the output vocabulary
+
+Shapes: T tokens, d model width (= word-vector dim), h heads, d_k = d / h, L layers.
+
+Stored under ``<model>/attention/``: ``config.json`` (sizes, training record), ``weights.npz``
+(torch's parameter names, float32, read with ``allow_pickle=False``), ``output_vocab.txt`` and
+``heldout.txt`` (held-out sentences, one per line, for ``attn heads``).
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from attncli import store
+from attncli.errors import BadInput
+
+FORMAT = "attn-attention"
+FORMAT_VERSION = 1
+SUBDIR = "attention"
+CONFIG = "config.json"
+WEIGHTS = "weights.npz"
+OUTPUT_VOCAB = "output_vocab.txt"
+HELDOUT = "heldout.txt"
+
+
+def sinusoidal_positions(T: int, d: int) -> np.ndarray:
+    """(T, d) float32: PE[t, 2i] = sin(t / 10000^(2i/d)), PE[t, 2i+1] = cos(t / 10000^(2i/d))."""
+    pos = np.arange(T, dtype=np.float64)[:, None]  # (T, 1)
+    freq = 10000.0 ** (-np.arange(0, d, 2, dtype=np.float64) / d)  # (ceil(d/2),)
+    angle = pos * freq[None, :]  # (T, ceil(d/2))
+    pe = np.zeros((T, d), dtype=np.float64)
+    pe[:, 0::2] = np.sin(angle)
+    pe[:, 1::2] = np.cos(angle[:, : d // 2])
+    return pe.astype(np.float32)
+
+
+def input_vectors(vectors, words: Sequence[str]) -> np.ndarray:
+    """(n, d) float32 word vectors; a word the model cannot embed (no subwords) gets zeros, as in training."""
+    out = np.zeros((len(words), vectors.dim), dtype=np.float32)
+    for i, w in enumerate(words):
+        if vectors.can_embed(w):
+            out[i] = vectors.vector(w)
+    return out
+
+
+def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
+    """LN(x) = (x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance)."""
+    mean = x.mean(axis=-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * weight + bias
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """gelu(x) ~ 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Hendrycks & Gimpel 2016)."""
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
+
+
+def causal_mask(T: int, S: int | None = None) -> np.ndarray:
+    """(T, S) bool, True where query i may attend key j (j <= i)."""
+    S = T if S is None else S
+    return np.tril(np.ones((T, S), dtype=bool))
+
+
+@dataclass
+class LayerTrace:
+    """One layer's attention for one token sequence."""
+
+    x: np.ndarray  # (T, d) the residual stream entering the layer
+    q: np.ndarray  # (h, T, d_k)
+    k: np.ndarray  # (h, T, d_k)
+    v: np.ndarray  # (h, T, d_k)
+    scores: np.ndarray  # (h, T, T) Q K^T / sqrt(d_k); -inf where masked
+    weights: np.ndarray  # (h, T, T) softmax rows; exactly 0 where masked
+    context: np.ndarray  # (h, T, d_k) weights @ V per head
+    output: np.ndarray  # (T, d) concat_heads(context) W_o + b_o (added to the residual stream)
+
+
+class TrainedAttention:
+    """The learned weights of one model, with a NumPy forward pass."""
+
+    def __init__(self, model: str, directory: Path, config: dict[str, Any], weights: dict[str, np.ndarray], vectors=None):
+        self.model = model
+        self.directory = directory
+        self.config = config
+        self.w = weights
+        self._vectors = vectors
+
+    layers = property(lambda self: int(self.config["layers"]))
+    heads = property(lambda self: int(self.config["heads"]))
+    d_model = property(lambda self: int(self.config["d_model"]))
+    d_k = property(lambda self: self.d_model // self.heads)
+    eps = property(lambda self: float(self.config["layer_norm_eps"]))
+
+    @property
+    def vectors(self):
+        if self._vectors is None:
+            from attncli.vectors import load_vectors
+
+            self._vectors = load_vectors(self.model)
+        return self._vectors
+
+    @cached_property
+    def output_words(self) -> list[str]:
+        return _read_lines(self.directory / OUTPUT_VOCAB)
+
+    def heldout_sentences(self) -> list[list[str]]:
+        """The held-out sentences stored with the weights (never seen in training)."""
+        return [line.split(" ") for line in _read_lines(self.directory / HELDOUT) if line]
+
+    def _p(self, name: str) -> np.ndarray:
+        return self.w[name]
+
+    def embed(self, tokens: Sequence[str]) -> np.ndarray:
+        """(T, d) the first layer's input: W_in e(w_t) + b_in + PE(t)."""
+        if not tokens:
+            raise BadInput("no tokens to run the trained attention on")
+        e = input_vectors(self.vectors, tokens)  # (T, d)
+        x = e @ self._p("input.weight").T + self._p("input.bias")  # (T, d)
+        return (x + sinusoidal_positions(len(tokens), self.d_model)).astype(np.float32)
+
+    def project(self, x: np.ndarray, layer: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Q, K, V of layer ``layer`` for its residual input ``x`` (T, d), each (h, T, d_k)."""
+        self._check_layer(layer)
+        pre = f"blocks.{layer}."
+        a = layer_norm(x, self._p(pre + "ln1.weight"), self._p(pre + "ln1.bias"), self.eps)  # (T, d)
+        qkv = a @ self._p(pre + "attn.in_proj_weight").T + self._p(pre + "attn.in_proj_bias")  # (T, 3d)
+        T = x.shape[0]
+        q, k, v = (
+            m.reshape(T, self.heads, self.d_k).transpose(1, 0, 2)  # (h, T, d_k)
+            for m in np.split(qkv, 3, axis=-1)  # 3 x (T, d)
+        )
+        return q, k, v
+
+    def attend(self, q, k, v, *, causal: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Scaled dot-product attention per head: scores, weights (h, T, S), context (h, T, d_k)."""
+        scores = q @ k.transpose(0, 2, 1) / np.sqrt(self.d_k)  # (h, T, S)
+        if causal:
+            scores = np.where(causal_mask(q.shape[1], k.shape[1]), scores, -np.inf)
+        shifted = np.exp(scores - scores.max(axis=-1, keepdims=True))  # (h, T, S); masked -> 0
+        weights = shifted / shifted.sum(axis=-1, keepdims=True)
+        return scores, weights, weights @ v  # (h, T, d_k)
+
+    def trace(self, tokens_or_x, *, causal: bool = True) -> list[LayerTrace]:
+        """Run every layer; ``tokens_or_x`` is a token list or the embedded input (T, d)."""
+        x = self._input(tokens_or_x)
+        out = []
+        for layer in range(self.layers):
+            trace, x = self._layer(x, layer, causal)
+            out.append(trace)
+        return out
+
+    def attention(self, tokens_or_x, layer: int, head: int | None = None, *, causal: bool = True) -> np.ndarray:
+        """Attention weights of ``layer``: (T, T) for one head, (h, T, T) for all."""
+        self._check_layer(layer)
+        if head is not None and not 0 <= head < self.heads:
+            raise BadInput(f"--head {head} is out of range: model '{self.model}' has heads 0..{self.heads - 1}")
+        x = self._input(tokens_or_x)
+        for lay in range(layer):
+            _, x = self._layer(x, lay, causal)
+        q, k, v = self.project(x, layer)
+        weights = self.attend(q, k, v, causal=causal)[1]  # (h, T, T)
+        return weights if head is None else weights[head]
+
+    def logits(self, tokens_or_x) -> np.ndarray:
+        """(T, V_out) next-word logits over ``output_words``."""
+        x = self._input(tokens_or_x)
+        for layer in range(self.layers):
+            _, x = self._layer(x, layer, True)
+        x = layer_norm(x, self._p("final_ln.weight"), self._p("final_ln.bias"), self.eps)
+        return x @ self._p("head.weight").T + self._p("head.bias")  # (T, V_out)
+
+    def _input(self, tokens_or_x) -> np.ndarray:
+        if isinstance(tokens_or_x, np.ndarray):
+            if tokens_or_x.ndim != 2 or tokens_or_x.shape[1] != self.d_model:
+                raise BadInput(f"input must be (T, {self.d_model}), got {tokens_or_x.shape}")
+            return tokens_or_x.astype(np.float32)
+        return self.embed(list(tokens_or_x))
+
+    def _layer(self, x: np.ndarray, layer: int, causal: bool) -> tuple[LayerTrace, np.ndarray]:
+        pre = f"blocks.{layer}."
+        q, k, v = self.project(x, layer)
+        scores, weights, context = self.attend(q, k, v, causal=causal)
+        T = x.shape[0]
+        merged = context.transpose(1, 0, 2).reshape(T, self.d_model)  # (T, d)
+        output = merged @ self._p(pre + "attn.out_proj.weight").T + self._p(pre + "attn.out_proj.bias")  # (T, d)
+        h = x + output
+        a = layer_norm(h, self._p(pre + "ln2.weight"), self._p(pre + "ln2.bias"), self.eps)
+        hidden = gelu_tanh(a @ self._p(pre + "mlp.0.weight").T + self._p(pre + "mlp.0.bias"))  # (T, d_ff)
+        h = h + hidden @ self._p(pre + "mlp.2.weight").T + self._p(pre + "mlp.2.bias")  # (T, d)
+        return LayerTrace(x, q, k, v, scores, weights, context, output), h.astype(np.float32)
+
+    def _check_layer(self, layer: int) -> None:
+        if not 0 <= layer < self.layers:
+            raise BadInput(f"--layer {layer} is out of range: model '{self.model}' has layers 0..{self.layers - 1}")
+
+
+def expected_shapes(config: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """Every stored parameter's name and shape, from the config."""
+    d, f, n_out = int(config["d_model"]), int(config["d_ff"]), int(config["output_vocab_size"])
+    shapes: dict[str, tuple[int, ...]] = {"input.weight": (d, d), "input.bias": (d,)}
+    for lay in range(int(config["layers"])):
+        p = f"blocks.{lay}."
+        shapes.update({
+            p + "ln1.weight": (d,), p + "ln1.bias": (d,),
+            p + "attn.in_proj_weight": (3 * d, d), p + "attn.in_proj_bias": (3 * d,),
+            p + "attn.out_proj.weight": (d, d), p + "attn.out_proj.bias": (d,),
+            p + "ln2.weight": (d,), p + "ln2.bias": (d,),
+            p + "mlp.0.weight": (f, d), p + "mlp.0.bias": (f,),
+            p + "mlp.2.weight": (d, f), p + "mlp.2.bias": (d,),
+        })
+    shapes.update({"final_ln.weight": (d,), "final_ln.bias": (d,), "head.weight": (n_out, d), "head.bias": (n_out,)})
+    return shapes
+
+
+def has_trained(model: str | None = None) -> bool:
+    return (store.model_dir(model) / SUBDIR / CONFIG).is_file()
+
+
+def load_trained(model: str | None = None) -> TrainedAttention:
+    """The trained attention stored with word-vector model ``model`` (None: the default model)."""
+    model = model or store.default_model_name()
+    directory = store.model_dir(model) / SUBDIR
+    if not (directory / CONFIG).is_file():
+        raise BadInput(
+            f"model '{model}' has no trained attention: train it with "
+            f"'attn train-attention --model {model} --name NEW' (see 'attn train-attention --help')"
+        )
+    damaged = f"the trained attention of model '{model}' at {directory} is damaged"
+    try:
+        config = json.loads((directory / CONFIG).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise store.CorruptModel(f"{damaged} ({exc}): retrain it with 'attn train-attention'") from None
+    if not isinstance(config, dict) or config.get("format") != FORMAT:
+        raise store.CorruptModel(f"{damaged}: config.json is not an attn attention description; retrain it")
+    if config.get("format_version", 0) > FORMAT_VERSION:
+        raise store.CorruptModel(f"the trained attention of model '{model}' was written by a newer attn: upgrade attn")
+    try:
+        shapes = expected_shapes(config)
+        with np.load(directory / WEIGHTS, allow_pickle=False) as npz:
+            weights = {name: np.asarray(npz[name], dtype=np.float32) for name in shapes}
+    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as exc:
+        raise store.CorruptModel(f"{damaged} ({type(exc).__name__}: {exc}): retrain it with 'attn train-attention'") from None
+    for name, shape in shapes.items():
+        if weights[name].shape != shape:
+            raise store.CorruptModel(f"{damaged}: {name} has shape {weights[name].shape}, expected {shape}; retrain it")
+        if not np.isfinite(weights[name]).all():
+            raise store.CorruptModel(f"{damaged}: {name} holds NaN or infinite values; retrain it")
+    return TrainedAttention(model, directory, config, weights)
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        lines = path.read_text(encoding="utf-8").split("\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise store.CorruptModel(f"cannot read {path} ({exc}): retrain the attention") from None
+    return lines[:-1] if lines and lines[-1] == "" else lines
