@@ -73,6 +73,11 @@ def model_dir(name: str | None = None) -> Path:
     """The directory of model ``name``: a user model, else the built-in one; BadInput if none."""
     name = name or default_model_name()
     if name == BUILTIN:
+        if not (builtin_dir() / "meta.json").is_file():
+            raise RuntimeFailure(
+                f"the built-in default model is missing from {builtin_dir()}: reinstall attn, or train "
+                "a model with 'attn train' and name it with --model or ATTN_MODEL"
+            )
         return builtin_dir()
     check_name(name)
     path = paths.models_dir() / name

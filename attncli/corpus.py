@@ -1,0 +1,269 @@
+"""Training corpora: the Brown corpus through nltk (cached, tokenized), or a user's UTF-8 text.
+
+Both go through the one tokenization (:mod:`attncli.tokenize`): Brown's own tokens through
+``normalize_sentence``, a user's lines through ``tokenize``. Sentences left with no token are
+dropped.
+
+Brown is read through nltk once (about 4 s) and cached under ``paths.cache_dir()`` as plain
+UTF-8 text, one sentence per line, tokens separated by single spaces (tokens never contain
+whitespace). The cache file name carries the categories and ``TOKENIZER_VERSION``, so a change
+of either reads Brown again; it is written to a temporary file and moved into place with
+``os.replace``, so a crash never leaves half a cache. The corpus checksum is the SHA-256 of that
+token stream (the cache file's bytes), so it names exactly what a model was trained on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from attncli import paths
+from attncli.errors import BadInput, RuntimeFailure
+from attncli.tokenize import TOKENIZER_VERSION, normalize_sentence, tokenize
+
+BROWN_URL_HINT = (
+    "set NLTK_DATA to a directory that holds corpora/brown.zip, "
+    "or run 'python -m nltk.downloader brown' on a machine with internet access"
+)
+
+
+@dataclass
+class Corpus:
+    """Tokenized sentences plus a description of where they came from (stored in model metadata)."""
+
+    sentences: list[list[str]]
+    source: str  # "brown" or the user file's path
+    categories: list[str] | None = None  # Brown categories, None = all of them
+    sha256: str = ""  # of the token stream: sentences joined by "\n", tokens by " ", UTF-8
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_tokens(self) -> int:
+        return sum(len(s) for s in self.sentences)
+
+    def describe(self) -> dict[str, Any]:
+        """What goes into meta.json's ``corpus`` field."""
+        return {
+            "source": self.source,
+            "categories": self.categories,
+            "sentences": len(self.sentences),
+            "tokens": self.n_tokens,
+            "sha256": self.sha256,
+            "tokenizer_version": TOKENIZER_VERSION,
+            **self.extra,
+        }
+
+    def label(self) -> str:
+        """A short human label: ``brown``, ``brown:news,fiction`` or the file name."""
+        if self.source == "brown":
+            text = "brown" + (":" + ",".join(self.categories) if self.categories else "")
+        else:
+            text = Path(self.source).name
+        if self.extra.get("max_sentences"):
+            text += f" (first {len(self.sentences)} sentences)"
+        return text
+
+
+def token_stream_sha256(sentences: list[list[str]]) -> str:
+    h = hashlib.sha256()
+    for s in sentences:
+        h.update((" ".join(s) + "\n").encode("utf-8"))
+    return h.hexdigest()
+
+
+def load_corpus(
+    *,
+    corpus_path: Path | str | None = None,
+    categories: list[str] | None = None,
+    max_sentences: int | None = None,
+) -> Corpus:
+    """The training corpus: the user's file if given, else Brown (all or some categories)."""
+    if max_sentences is not None and max_sentences < 1:
+        raise BadInput(f"--max-sentences must be at least 1, got {max_sentences}")
+    if corpus_path is not None:
+        if categories:
+            raise BadInput("--categories selects parts of Brown; it cannot be used with --corpus")
+        corpus = read_text_corpus(Path(corpus_path))
+    else:
+        corpus = load_brown(categories)
+    if max_sentences is not None and max_sentences < len(corpus.sentences):
+        corpus.sentences = corpus.sentences[:max_sentences]
+        corpus.sha256 = token_stream_sha256(corpus.sentences)
+        corpus.extra["max_sentences"] = max_sentences
+    return corpus
+
+
+# -- a user's text file -------------------------------------------------------------------------
+
+
+def read_text_corpus(path: Path) -> Corpus:
+    """One sentence per non-empty line of a UTF-8 text file, tokenized with ``tokenize``."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise BadInput(f"corpus file {path} does not exist") from None
+    except IsADirectoryError:
+        raise BadInput(f"corpus file {path} is a directory: give a UTF-8 text file") from None
+    except OSError as exc:
+        raise BadInput(f"cannot read corpus file {path}: {exc.strerror or exc}") from None
+    if not data.strip():
+        raise BadInput(f"corpus file {path} is empty: give a UTF-8 text file, one sentence per line")
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        raise BadInput(f"corpus file {path} looks binary (NUL byte at byte offset {nul}): give a UTF-8 text file")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise BadInput(
+            f"corpus file {path} is not valid UTF-8 (byte 0x{data[exc.start]:02x} at byte offset "
+            f"{exc.start}): convert it, e.g. 'iconv -f latin1 -t utf-8'"
+        ) from None
+    sentences = [toks for line in text.splitlines() if (toks := tokenize(line))]
+    if not sentences:
+        raise BadInput(f"corpus file {path} has no words (letters or digits) in it")
+    return Corpus(sentences, source=str(path), sha256=token_stream_sha256(sentences))
+
+
+# -- Brown ----------------------------------------------------------------------------------------
+
+
+def _cache_path(categories: list[str] | None) -> Path:
+    key = "all" if not categories else "+".join(categories)
+    return paths.cache_dir() / f"brown-{key}-tok{TOKENIZER_VERSION}.txt"
+
+
+def load_brown(categories: list[str] | None = None) -> Corpus:
+    """Brown, all of it or the named categories (in Brown's own order), tokenized; cached."""
+    if categories is not None:
+        categories = sorted(set(c.strip() for c in categories if c.strip())) or None
+    cache = _cache_path(categories)
+    sentences = _read_cache(cache)  # a cache hit needs no nltk at all
+    if sentences is None:
+        if categories:
+            _check_categories(categories)
+        sentences = _read_brown(categories)
+        _write_cache(cache, sentences)
+    return Corpus(sentences, source="brown", categories=categories, sha256=token_stream_sha256(sentences))
+
+
+def _read_cache(cache: Path) -> list[list[str]] | None:
+    try:
+        text = cache.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not text.endswith("\n"):
+        return None  # not written by us (ours always end with a newline): read Brown again
+    return [line.split(" ") for line in text[:-1].split("\n")]
+
+
+def _write_cache(cache: Path, sentences: list[list[str]]) -> None:
+    """Atomic: a temporary file in the same directory, then ``os.replace``. A failure only warns."""
+    from attncli.cliutil import warn
+
+    tmp = None
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=cache.parent, prefix=".corpus-", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write("".join(" ".join(s) + "\n" for s in sentences))
+        os.replace(tmp, cache)
+    except OSError as exc:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        warn(f"could not cache the tokenized corpus in {cache.parent} ({exc}); the next training reads Brown again")
+
+
+def _nltk_paths() -> None:
+    """nltk reads $NLTK_DATA only when first imported: honour a value set later, too."""
+    import nltk
+
+    for entry in reversed([p for p in os.environ.get("NLTK_DATA", "").split(os.pathsep) if p]):
+        if entry not in nltk.data.path:
+            nltk.data.path.insert(0, entry)
+
+
+def brown_installed() -> bool:
+    """Whether nltk can find Brown (zipped or unpacked) without downloading it."""
+    import nltk
+
+    _nltk_paths()
+    for resource in ("corpora/brown.zip/brown/", "corpora/brown"):
+        try:
+            nltk.data.find(resource)
+            return True
+        except LookupError:
+            pass
+    return False
+
+
+def _brown_reader():
+    """A fresh Brown corpus reader (not nltk.corpus.brown, which remembers a failed lookup)."""
+    from nltk.corpus.reader import CategorizedTaggedCorpusReader
+    from nltk.corpus.util import LazyCorpusLoader
+
+    _nltk_paths()
+    loader = LazyCorpusLoader(
+        "brown", CategorizedTaggedCorpusReader, r"c[a-z]\d\d", cat_file="cats.txt", tagset="brown", encoding="ascii"
+    )
+    try:
+        loader.categories()  # forces the lookup
+    except LookupError:
+        loader = None
+    if loader is None:
+        loader = _download_brown()
+    return loader
+
+
+def _download_brown():
+    import nltk
+
+    from attncli.cliutil import info
+
+    info("The Brown corpus is not installed: downloading it with nltk's downloader (about 3 MB)...")
+    try:
+        ok = nltk.download("brown", quiet=True, raise_on_error=False)
+    except Exception:  # noqa: BLE001 - any network or disk failure means the same to the user
+        ok = False
+    if ok:
+        from nltk.corpus.reader import CategorizedTaggedCorpusReader
+        from nltk.corpus.util import LazyCorpusLoader
+
+        loader = LazyCorpusLoader(
+            "brown", CategorizedTaggedCorpusReader, r"c[a-z]\d\d", cat_file="cats.txt", tagset="brown", encoding="ascii"
+        )
+        try:
+            loader.categories()
+            return loader
+        except LookupError:
+            pass
+    raise RuntimeFailure(f"the Brown corpus is not installed and could not be downloaded (offline?): {BROWN_URL_HINT}")
+
+
+def brown_categories() -> list[str]:
+    return list(_brown_reader().categories())
+
+
+def _check_categories(categories: list[str]) -> None:
+    known = brown_categories()
+    unknown = [c for c in categories if c not in known]
+    if unknown:
+        raise BadInput(
+            f"unknown Brown categor{'y' if len(unknown) == 1 else 'ies'} {', '.join(map(repr, unknown))}: "
+            f"choose from {', '.join(known)}"
+        )
+
+
+def _read_brown(categories: list[str] | None) -> list[list[str]]:
+    from attncli.cliutil import info
+
+    reader = _brown_reader()
+    info("Reading and tokenizing the Brown corpus (once; it is cached for the next training)...")
+    raw = reader.sents(categories=categories) if categories else reader.sents()
+    return [toks for sent in raw if (toks := normalize_sentence(sent))]

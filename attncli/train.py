@@ -1,0 +1,263 @@
+"""Training word vectors with gensim (word2vec or fastText) and storing them.
+
+Word2vec (Mikolov et al. 2013, "Distributed Representations of Words and Phrases and their
+Compositionality") learns one vector per vocabulary word. FastText (Bojanowski et al. 2017,
+"Enriching Word Vectors with Subword Information") also learns vectors for hashed character
+n-grams (``min_n``..``max_n`` characters, ``bucket`` hash rows), so a word never seen in training
+(``colour`` is not in Brown) still gets a vector: the mean of its n-gram rows.
+
+The core here knows nothing of Typer or rich: ``train_model`` takes a ``progress`` callable that
+is called after each epoch with an :class:`EpochReport`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from attncli import store
+from attncli.corpus import Corpus
+from attncli.errors import BadInput
+
+ALGORITHMS = ("fasttext", "word2vec")
+PRECISIONS = ("float16", "float32")
+PROBE_WORDS = ("man", "city", "money", "good", "walked", "colour")
+
+
+@dataclass
+class TrainParams:
+    """Every training option; the defaults are ``attn train``'s (chosen in docs/default-model.md)."""
+
+    algorithm: str = "fasttext"
+    dim: int = 100
+    window: int = 10
+    epochs: int = 20
+    min_count: int = 5
+    sg: bool = True
+    negative: int = 5
+    sample: float = 1e-3
+    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+    seed: int = 1
+    bucket: int = 50_000
+    min_n: int = 3
+    max_n: int = 6
+    precision: str = "float16"
+
+    def validate(self) -> None:
+        """BadInput (exit 2) naming the option, for any value gensim would reject or misuse."""
+        if self.algorithm not in ALGORITHMS:
+            raise BadInput(f"unknown --algorithm {self.algorithm!r}: choose {' or '.join(ALGORITHMS)}")
+        if self.precision not in PRECISIONS:
+            raise BadInput(f"unknown --precision {self.precision!r}: choose {' or '.join(PRECISIONS)}")
+        at_least_one = {
+            "--dim": self.dim,
+            "--window": self.window,
+            "--epochs": self.epochs,
+            "--min-count": self.min_count,
+            "--negative": self.negative,
+            "--workers": self.workers,
+        }
+        if self.algorithm == "fasttext":
+            at_least_one.update({"--bucket": self.bucket, "--min-n": self.min_n, "--max-n": self.max_n})
+        for option, value in at_least_one.items():
+            if value < 1:
+                raise BadInput(f"{option} must be at least 1, got {value}")
+        if self.dim > 10_000:
+            raise BadInput(f"--dim {self.dim} is far too large for word vectors: use 50-300")
+        if not 0 <= self.sample < 1:
+            raise BadInput(f"--sample must be in [0, 1) (0 disables downsampling), got {self.sample}")
+        if self.algorithm == "fasttext" and self.min_n > self.max_n:
+            raise BadInput(f"--min-n ({self.min_n}) must not exceed --max-n ({self.max_n})")
+        if self.seed < 0 or self.seed >= 2**32:
+            raise BadInput(f"--seed must be in [0, 2^32), got {self.seed}")
+
+    def gensim_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of the gensim constructor (bench_train.py uses the same)."""
+        kwargs: dict[str, Any] = dict(
+            vector_size=self.dim,
+            window=self.window,
+            epochs=self.epochs,
+            min_count=self.min_count,
+            sg=int(self.sg),
+            hs=0,
+            negative=self.negative,
+            sample=self.sample,
+            workers=self.workers,
+            seed=self.seed,
+        )
+        if self.algorithm == "fasttext":
+            kwargs.update(bucket=self.bucket, min_n=self.min_n, max_n=self.max_n)
+        else:
+            kwargs.update(compute_loss=True)
+        return kwargs
+
+
+@dataclass
+class EpochReport:
+    epoch: int  # 1-based
+    epochs: int
+    seconds: float
+    words_per_s: float  # corpus tokens read per second (before downsampling and min-count)
+    loss: float | None  # word2vec only: this epoch's loss (gensim's figure is cumulative)
+
+
+@dataclass
+class TrainResult:
+    name: str
+    meta: dict[str, Any]
+    epochs: list[EpochReport]
+    neighbours: dict[str, list[tuple[str, float]]]
+    seconds: float  # wall time of the whole training: vocabulary, epochs, evaluation, storing
+
+    def summary(self) -> dict[str, Any]:
+        """The ``attn train --json`` document (stable keys)."""
+        m = self.meta
+        return {
+            "model": self.name,
+            "algorithm": m["algorithm"],
+            "dim": m["dim"],
+            "vocab_size": m["vocab_size"],
+            "corpus": m["corpus"],
+            "params": m["params"],
+            "seconds": round(self.seconds, 3),
+            "train_seconds": m["train_seconds"],
+            "epochs": [
+                {"epoch": e.epoch, "seconds": round(e.seconds, 3), "words_per_s": round(e.words_per_s), "loss": e.loss}
+                for e in self.epochs
+            ],
+            "evaluation": m["evaluation"],
+            "neighbours": {
+                w: [{"word": n, "similarity": round(s, 4)} for n, s in ns] for w, ns in self.neighbours.items()
+            },
+        }
+
+
+def default_name(corpus: Corpus, algorithm: str) -> str:
+    """``brown-fasttext``, ``brown-word2vec``, or ``<file stem>-<algorithm>`` for a user's corpus."""
+    if corpus.source == "brown":
+        stem = "brown"
+    else:
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "-", os.path.splitext(os.path.basename(corpus.source))[0]).strip("-._")
+        stem = stem[:40] or "corpus"
+    return f"{stem}-{algorithm}"
+
+
+def _epoch_callback(n_tokens: int, epochs: int, progress: Callable[[EpochReport], None] | None, reports: list):
+    from gensim.models.callbacks import CallbackAny2Vec
+
+    class EpochTimer(CallbackAny2Vec):
+        def __init__(self):
+            self.start = 0.0
+            self.epoch = 0
+            self.last_loss = 0.0
+
+        def on_epoch_begin(self, model):
+            self.start = time.perf_counter()
+
+        def on_epoch_end(self, model):
+            seconds = time.perf_counter() - self.start
+            self.epoch += 1
+            loss = None
+            if getattr(model, "compute_loss", False):
+                total = float(model.get_latest_training_loss())
+                loss, self.last_loss = total - self.last_loss, total
+            report = EpochReport(self.epoch, epochs, seconds, n_tokens / seconds if seconds > 0 else 0.0, loss)
+            reports.append(report)
+            if progress is not None:
+                progress(report)
+
+    return EpochTimer()
+
+
+def build_model(corpus: Corpus, params: TrainParams):
+    """An untrained gensim model with its vocabulary built; BadInput if the vocabulary is empty."""
+    from gensim.models import FastText, Word2Vec
+
+    kwargs = params.gensim_kwargs()
+    model = (FastText if params.algorithm == "fasttext" else Word2Vec)(**kwargs)
+    model.build_vocab(corpus_iterable=corpus.sentences)
+    if len(model.wv) == 0:
+        from collections import Counter
+
+        top = Counter(t for s in corpus.sentences for t in s).most_common(1)
+        most = f"its most frequent word, {top[0][0]!r}, occurs {top[0][1]} times" if top else "it has no words"
+        raise BadInput(f"--min-count {params.min_count} leaves no vocabulary ({most}): lower --min-count")
+    return model
+
+
+def train_model(
+    corpus: Corpus,
+    params: TrainParams,
+    *,
+    name: str | None = None,
+    progress: Callable[[EpochReport], None] | None = None,
+    probes: tuple[str, ...] = PROBE_WORDS,
+    started: float | None = None,
+) -> TrainResult:
+    """Train, evaluate and store a model; the store is touched only once training has succeeded.
+
+    ``started`` (a ``time.perf_counter()`` value) lets the caller count corpus loading in the total.
+    """
+    import numpy as np
+
+    from attncli import __version__
+    from attncli.evaluate import evaluate_arrays
+
+    params.validate()
+    name = store.check_name(name or default_name(corpus, params.algorithm))
+    if name == store.BUILTIN:
+        raise BadInput(f"'{store.BUILTIN}' is the built-in model's name: choose another --name")
+    logging.getLogger("gensim").setLevel(logging.ERROR)  # gensim's INFO/WARNING chatter is not for users
+
+    started = time.perf_counter() if started is None else started
+    model = build_model(corpus, params)
+    reports: list[EpochReport] = []
+    timer = _epoch_callback(corpus.n_tokens, params.epochs, progress, reports)
+    train_start = time.perf_counter()
+    model.train(
+        corpus_iterable=corpus.sentences,
+        total_examples=model.corpus_count,
+        total_words=model.corpus_total_words,
+        epochs=params.epochs,
+        compute_loss=params.algorithm == "word2vec",
+        callbacks=[timer],
+    )
+    train_seconds = time.perf_counter() - train_start
+
+    import gensim
+
+    wv = model.wv
+    words = list(wv.index_to_key)
+    vectors = wv.vectors.astype(params.precision)  # (V, d); fastText: combined with n-grams
+    ngrams = wv.vectors_ngrams.astype(params.precision) if params.algorithm == "fasttext" else None  # (B, d)
+    counts = np.array([wv.get_vecattr(w, "count") for w in words], dtype=np.int64)  # (V,)
+    evaluation = evaluate_arrays(words, vectors)
+    meta = {
+        "algorithm": params.algorithm,
+        "params": asdict(params),
+        "corpus": corpus.describe(),
+        "corpus_label": corpus.label(),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "train_seconds": round(train_seconds, 3),
+        "evaluation": evaluation,
+        "gensim_version": gensim.__version__,
+        "attn_version": __version__,
+    }
+    subword = {"min_n": params.min_n, "max_n": params.max_n, "bucket": params.bucket} if ngrams is not None else None
+    store.save_vectors(
+        name, words, vectors, ngrams=ngrams, subword=subword, counts=counts, meta=meta, dtype=params.precision
+    )
+    from attncli.vectors import load_vectors
+
+    stored = load_vectors(name)
+    meta = stored.meta
+    neighbours = {}
+    for w in probes:
+        if stored.can_embed(w):
+            neighbours[w] = stored.most_similar(stored.vector(w), k=5, exclude={w})
+    return TrainResult(name, meta, reports, neighbours, time.perf_counter() - started)
