@@ -178,6 +178,12 @@ def matrix_heatmaps(res, show: str = "weights", rows=None, cols=None) -> list[He
 
 
 def render_matrix(console, res, show: str = "weights", rows=None, cols=None) -> None:
+    from attncli.errors import BadInput
+
+    n_rows, n_cols = res.attention.output.shape if show == "output" else res.attention.weights.shape
+    for span, n, option, what in ((rows, n_rows, "--rows", "rows"), (cols, n_cols, "--cols", "columns")):
+        if span is not None and span[0] >= n:
+            raise BadInput(f"{option} starts at {span[0]}, but the view has {n} {what} (0..{n - 1})")
     for hm in matrix_heatmaps(res, show, rows, cols):
         render_heatmap(console, hm)
 

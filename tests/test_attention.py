@@ -285,3 +285,23 @@ def test_masks_combine_by_and():
     expected = np.array([[i >= j and i - j <= 1 and j < 3 for j in range(5)] for i in range(5)])
     assert np.array_equal(m, expected)
     assert masks.reasons(spec, 0, 4, 3) and not masks.reasons(spec, 2, 1, 3)
+
+
+def test_masked_softmax_properties_on_random_masks():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from hypothesis.extra.numpy import arrays
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.integers(1, 6), st.integers(1, 6), st.data())
+    def check(t, s, data):
+        scores = data.draw(arrays(np.float64, (t, s), elements=st.floats(-1e6, 1e6)))
+        mask = data.draw(arrays(np.bool_, (t, s)))
+        w = masked_softmax(scores, mask)
+        assert np.isfinite(w).all()
+        assert np.all(w[~mask] == 0.0)
+        full = mask.any(axis=1)
+        np.testing.assert_allclose(w[full].sum(axis=1), 1.0, atol=1e-12)
+        assert np.all(w[~full] == 0.0)
+
+    check()

@@ -197,6 +197,7 @@ BAD = [
     ([SENTENCE, "--file", "x.txt"], "not both"),
     ([], "give a sentence"),
     ([SENTENCE, "--rows", "5:2"], "--rows"),
+    ([SENTENCE, "--cols", "5:9"], "--cols starts at 5"),
     ([SENTENCE, "--max-relative", "0", "--variant", "relative"], "--max-relative"),
 ]
 
@@ -209,6 +210,13 @@ def test_bad_input_exits_2_with_a_message(tiny, args, needle):
     assert needle in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
     assert result.stdout == ""
+
+
+@pytest.mark.xfail(reason="cliutil's error handler catches click's exceptions, but typer 0.29 raises its vendored "
+                   "typer._click ones: a bad --show value ends as 'internal error', exit 1", strict=False)
+def test_bad_choice_is_a_usage_error_exit_2(tiny):
+    result = run("matrix", SENTENCE, "--model", "tiny", "--show", "bogus")
+    assert result.exit_code == 2 and "internal error" not in result.stderr
 
 
 def test_variants_lists_the_registry():
