@@ -133,9 +133,19 @@ class TrainedAttention:
         """(T, d) the first layer's input: W_in e(w_t) + b_in + PE(t)."""
         if not tokens:
             raise BadInput("no tokens to run the trained attention on")
-        e = input_vectors(self.vectors, tokens)  # (T, d)
-        x = e @ self._p("input.weight").T + self._p("input.bias")  # (T, d)
-        return (x + sinusoidal_positions(len(tokens), self.d_model)).astype(np.float32)
+        return self.embed_vectors(input_vectors(self.vectors, tokens))
+
+    def embed_vectors(self, e: np.ndarray) -> np.ndarray:
+        """(T, d) the first layer's input from raw word vectors e (T, d): W_in e + b_in + PE(t)."""
+        x = np.asarray(e, dtype=np.float32) @ self._p("input.weight").T + self._p("input.bias")  # (T, d)
+        return (x + sinusoidal_positions(x.shape[0], self.d_model)).astype(np.float32)
+
+    def layer_input(self, x: np.ndarray, layer: int) -> np.ndarray:
+        """(T, d) the residual stream entering ``layer``, from the embedded input ``x`` (causal, as trained)."""
+        self._check_layer(layer)
+        for lay in range(layer):
+            _, x = self._layer(x, lay, True)
+        return x
 
     def project(self, x: np.ndarray, layer: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Q, K, V of layer ``layer`` for its residual input ``x`` (T, d), each (h, T, d_k)."""
@@ -176,7 +186,7 @@ class TrainedAttention:
         x = self._input(tokens_or_x)
         for lay in range(layer):
             _, x = self._layer(x, lay, causal)
-        q, k, v = self.project(x, layer)
+        q, k, v = self.project(x, layer)  # 3 x (h, T, d_k)
         weights = self.attend(q, k, v, causal=causal)[1]  # (h, T, T)
         return weights if head is None else weights[head]
 
@@ -211,6 +221,44 @@ class TrainedAttention:
     def _check_layer(self, layer: int) -> None:
         if not 0 <= layer < self.layers:
             raise BadInput(f"--layer {layer} is out of range: model '{self.model}' has layers 0..{self.layers - 1}")
+
+
+def projection(inp) -> Any:
+    """``attn matrix --proj trained``: Q, K, V of one learned layer (``options``: layer, head).
+
+    ``inp`` is an ``attncli.projection.ProjectionInput``. The model's own input map and positions
+    are used (the matrix's positional encoding is not: the weights were trained with these), on
+    the raw word vectors ``words_q`` / ``words_kv`` (pad rows 0). Earlier layers run causally, as
+    in training. Without a head: every head, concatenated (T, d) with heads fixed and W_o; with
+    ``head``: that head alone (T, d_k).
+    """
+    from attncli.projection import Projected
+
+    att = load_trained(inp.model.name)
+    if inp.model.dim != att.d_model:
+        raise store.CorruptModel(f"model '{att.model}': vectors of dim {inp.model.dim} but attention of width {att.d_model}; retrain it")
+    if inp.d_k is not None:
+        raise BadInput("--d-k does not apply to --proj trained: the learned layer fixes d_k")
+    layer = int(inp.options.get("layer") or 0)
+    head = inp.options.get("head")
+    att._check_layer(layer)
+    if head is not None and not 0 <= int(head) < att.heads:
+        raise BadInput(f"--head {head} is out of range: model '{att.model}' has heads 0..{att.heads - 1}")
+    q = att.project(att.layer_input(att.embed_vectors(inp.words_q), layer), layer)[0]  # (h, T, d_k)
+    _, k, v = att.project(att.layer_input(att.embed_vectors(inp.words_kv), layer), layer)  # 2 x (h, S, d_k)
+    where = f"trained ({att.model}, layer {layer} of {att.layers}"
+    if head is not None:
+        h = int(head)
+        return Projected(q=q[h], k=k[h], v=v[h], label=f"{where}, head {h} of {att.heads})", heads=1)
+    T, S = q.shape[1], k.shape[1]
+    return Projected(
+        q=q.transpose(1, 0, 2).reshape(T, att.d_model),  # (T, d): head i = columns i*d_k .. (i+1)*d_k
+        k=k.transpose(1, 0, 2).reshape(S, att.d_model),  # (S, d)
+        v=v.transpose(1, 0, 2).reshape(S, att.d_model),  # (S, d)
+        label=f"{where}, {att.heads} heads)",
+        w_o=att.w[f"blocks.{layer}.attn.out_proj.weight"].T,  # (d, d): y = concat(heads) @ W_o
+        heads=att.heads,
+    )
 
 
 def expected_shapes(config: dict[str, Any]) -> dict[str, tuple[int, ...]]:

@@ -205,3 +205,34 @@ def test_no_trained_attention_is_bad_input():
     tiny_brown_model("plain")
     result = run("heads", "--model", "plain")
     assert result.exit_code == 2 and "has no trained attention" in result.stderr
+
+
+def test_projection_adapter_through_matrix(monkeypatch):
+    """The seam for 'attn matrix --proj trained': the matrix's multihead attention of a learned
+    layer equals torch's weights, for the whole layer and for one head."""
+    from attncli import matrix, projection
+    from attncli.masks import MaskSpec
+
+    config, weights = make_random_attention("rand", layers=2, heads=4)
+    monkeypatch.setitem(projection.PROJECTIONS, "trained",
+                        projection.ProjectionKind("trained", "learned", "attncli.trained:projection"))
+    text = "the old man saw the cat"
+    tokens = text.split()
+    att = trained.load_trained("rand")
+    ref_weights, _, _ = torch_reference(config, weights, att.vectors, tokens)
+    for layer in range(2):
+        req = matrix.MatrixRequest(text=text, variant="multihead", mask=MaskSpec(causal=True), projection="trained",
+                                   model="rand", projection_options={"layer": layer})
+        res = matrix.compute(req)
+        assert res.projected.heads == 4 and res.attention.head_weights.shape == (4, 6, 6)
+        np.testing.assert_allclose(res.attention.head_weights, ref_weights[layer], atol=1e-5, rtol=0)
+        req = matrix.MatrixRequest(text=text, variant="scaled", mask=MaskSpec(causal=True), projection="trained",
+                                   model="rand", projection_options={"layer": layer, "head": 3})
+        res = matrix.compute(req)
+        np.testing.assert_allclose(res.attention.weights, ref_weights[layer][3], atol=1e-5, rtol=0)
+        assert "layer" in res.projected.label and "head 3" in res.projected.label
+    from attncli.errors import BadInput
+
+    for options in ({"layer": 2}, {"head": 4}):
+        with pytest.raises(BadInput):
+            matrix.compute(matrix.MatrixRequest(text=text, projection="trained", model="rand", projection_options=options))
