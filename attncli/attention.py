@@ -198,6 +198,7 @@ def multihead(q, k, v, *, mask=None, params) -> AttentionResult:
     head_i = softmax(Q_i K_i^T / sqrt(d_k/h)) V_i   where Q_i, K_i, V_i are the i-th blocks of
     d_k/h (d_v/h) columns of Q, K, V;  out = concat(head_1 .. head_h) W_o
     (Vaswani et al. 2017, section 3.2.2). The reported weights are the mean over heads.
+    params: heads, W_o (d_v, d_v), optionally b_o (d_v,) added to the output.
     """
     h = int(params["heads"])
     T, S = len(q), len(k)
@@ -213,7 +214,7 @@ def multihead(q, k, v, *, mask=None, params) -> AttentionResult:
     return AttentionResult(
         scores=head_scores.mean(axis=0),  # (T, S)
         weights=head_weights.mean(axis=0),  # (T, S)
-        output=concat @ params["W_o"],  # (T, d_v) @ (d_v, d_v) -> (T, d_v)
+        output=concat @ params["W_o"] + params.get("b_o", 0.0),  # (T, d_v) @ (d_v, d_v) -> (T, d_v)
         mask=mask,
         head_scores=head_scores,
         head_weights=head_weights,

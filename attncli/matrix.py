@@ -196,6 +196,8 @@ def compute(req: MatrixRequest, vectors=None) -> MatrixResult:
     params = init_params(req.variant, projected.q.shape[1], projected.v.shape[1], seed=req.seed, config=config)
     if req.variant == "multihead" and projected.w_o is not None:
         params["W_o"] = projected.w_o
+        if projected.b_o is not None:
+            params["b_o"] = projected.b_o
     mask = masks_mod.build(req.mask, len(query_tokens), n_keys, n_real_keys)
     q, k, v = (np.asarray(a, dtype=np.float64) for a in (projected.q, projected.k, projected.v))
     result = attend(req.variant, q, k, v, mask=mask, params=params)
@@ -208,25 +210,28 @@ def compute(req: MatrixRequest, vectors=None) -> MatrixResult:
 # --- JSON ---------------------------------------------------------------------------------------
 
 
-_POW10 = 10.0 ** np.arange(23)  # exact powers of ten
-
-
 def round_sig(a: np.ndarray, digits: int = 6) -> np.ndarray:
     """``a`` rounded to ``digits`` significant digits (so the JSON text stays short); 0 stays 0.
 
     An entry becomes the double nearest to a decimal of at most ``digits`` digits, so Python's
-    shortest repr prints just those digits. Entries below 1e-16 or above 1e22 in size are kept
-    as they are (the powers of ten involved would not be exact).
+    shortest repr prints just those digits. Entries below 1e-16 in size are kept as they are
+    (10^k would not be exact).
     """
     a = np.asarray(a, dtype=np.float64)
     mag = np.abs(a)
-    exp10 = np.floor(np.log10(mag, out=np.zeros_like(mag), where=mag > 0)).astype(np.int64)
-    k = digits - 1 - exp10  # decimals to keep (negative: round to tens, hundreds, ...)
-    ok = (k >= -22) & (k <= 22)
-    p = _POW10[np.clip(np.abs(k), 0, 22)]  # 10^|k|
-    with np.errstate(over="ignore", invalid="ignore"):  # the branch np.where discards may overflow
-        rounded = np.where(k >= 0, np.round(a * p) / p, np.round(a / p) * p)
-    return np.where(ok, rounded, a)
+    k = (digits - 1) - np.floor(np.log10(mag, out=np.zeros_like(mag), where=mag > 0))  # decimals to keep
+    np.clip(k, 0, 22, out=k)  # 10^k is exact for 0 <= k <= 22
+    p = np.power(10.0, k)
+    out = np.round(a * p)
+    out /= p
+    big = mag >= 10.0**digits  # needs rounding to tens, hundreds...: rare, done apart
+    if big.any():
+        m = np.minimum(np.floor(np.log10(mag[big])) - (digits - 1), 22)
+        out[big] = np.round(a[big] / 10.0**m) * 10.0**m
+    tiny = (mag > 0) & (mag < 1e-16)
+    if tiny.any():
+        out[tiny] = a[tiny]
+    return out
 
 
 def _listify(a: np.ndarray) -> list:
@@ -234,12 +239,11 @@ def _listify(a: np.ndarray) -> list:
 
 
 def _scores_with_nulls(scores: np.ndarray, mask: np.ndarray) -> list:
-    rows = _listify(scores)
     if mask.all():
-        return rows
-    for i, j in zip(*np.nonzero(~mask)):
-        rows[i][j] = None
-    return rows
+        return _listify(scores)
+    cells = round_sig(scores).astype(object)  # (T, S) Python floats
+    cells[~mask] = None
+    return cells.tolist()
 
 
 def to_json(res: MatrixResult, explanation: dict | None = None) -> dict[str, Any]:
@@ -280,12 +284,14 @@ def dumps(doc: dict[str, Any]) -> str:
     """``doc`` as JSON text, one matrix row per line (readable, and fast for 2,048 x 2,048)."""
     import json
 
+    encode = json.JSONEncoder(allow_nan=False, ensure_ascii=False).encode
+
     def enc(value: Any, indent: str) -> str:
         if isinstance(value, list) and value and isinstance(value[0], list):
             inner = indent + "  "
             return "[\n" + ",\n".join(inner + enc(v, inner) for v in value) + "\n" + indent + "]"
         if isinstance(value, dict) and indent == "":
-            return "{\n" + ",\n".join(f"  {json.dumps(k)}: {enc(v, '  ')}" for k, v in value.items()) + "\n}"
-        return json.dumps(value, allow_nan=False, ensure_ascii=False)
+            return "{\n" + ",\n".join(f"  {encode(k)}: {enc(v, '  ')}" for k, v in value.items()) + "\n}"
+        return encode(value)
 
     return enc(doc, "")

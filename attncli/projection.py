@@ -47,6 +47,7 @@ class Projected:
     v: np.ndarray  # (S, d_v)
     label: str  # how the title names it, e.g. "random (seed 0, d_k 64)"
     w_o: np.ndarray | None = None  # (d_v, d_v) output projection for multihead; None = identity
+    b_o: np.ndarray | None = None  # (d_v,) its bias, if the projection has one (torch's out_proj.bias)
     heads: int | None = None  # set when the projection fixes the head count (a trained layer)
 
 

@@ -305,3 +305,25 @@ def test_masked_softmax_properties_on_random_masks():
         assert np.all(w[~full] == 0.0)
 
     check()
+
+
+def test_multihead_with_biases_matches_torch():
+    """A projection may fold torch's in_proj_bias into q, k, v and pass out_proj.bias as b_o."""
+    rng = np.random.default_rng(12)
+    d, h, t = 8, 2, 5
+    x = rng.standard_normal((t, d))
+    w_q, w_k, w_v, w_o = (rng.standard_normal((d, d)) for _ in range(4))
+    b_in, b_o = rng.standard_normal(3 * d), rng.standard_normal(d)
+    q, k, v = x @ w_q + b_in[:d], x @ w_k + b_in[d : 2 * d], x @ w_v + b_in[2 * d :]
+    res = attend("multihead", q, k, v, mask=masks.causal(t, t), params={"heads": h, "W_o": w_o, "b_o": b_o})
+    mha = torch.nn.MultiheadAttention(d, h, bias=True, batch_first=True, dtype=torch.float64)
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(torch.cat([_t(w_q).T, _t(w_k).T, _t(w_v).T]))
+        mha.in_proj_bias.copy_(_t(b_in))
+        mha.out_proj.weight.copy_(_t(w_o).T)
+        mha.out_proj.bias.copy_(_t(b_o))
+    tx = _t(x)[None]
+    out, weights = mha(tx, tx, tx, attn_mask=~torch.tensor(masks.causal(t, t)), need_weights=True,
+                       average_attn_weights=False)
+    np.testing.assert_allclose(res.head_weights, weights[0].detach().numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(res.output, out[0].detach().numpy(), rtol=1e-9, atol=1e-12)
