@@ -149,8 +149,12 @@ def check_request(req: MatrixRequest) -> None:
                        "while cross-attention keys come from another sentence")
     if req.d_k is not None and not kind.takes_d_k:
         raise BadInput(f"--d-k needs a projection that has one, e.g. --proj random (not {req.projection})")
-    if req.max_relative < 1:
-        raise BadInput(f"--max-relative must be at least 1 (got {req.max_relative})")
+    if not 1 <= req.max_relative <= MAX_TOKENS:
+        raise BadInput(f"--max-relative must be between 1 and {MAX_TOKENS} (got {req.max_relative})")
+    if req.heads is not None and not 1 <= req.heads <= 256:
+        raise BadInput(f"--heads must be between 1 and 256 (got {req.heads})")
+    if req.seed < 0:
+        raise BadInput(f"--seed must be 0 or more (got {req.seed})")
     if req.mask.pad_to is not None and req.mask.pad_to < 1:
         raise BadInput(f"--pad-to must be at least 1 (got {req.mask.pad_to})")
 

@@ -98,7 +98,7 @@ def render_heatmap(console, hm: Heatmap, *, max_rows: int = 60, max_pages: int =
 
     for p, (s, e) in enumerate(pages):
         title = hm.title if len(pages) == 1 else f"{hm.title} (columns {s}-{e - 1}, page {p + 1}/{len(pages)})"
-        console.print(title, style="bold", highlight=False, soft_wrap=True)
+        console.print(title, style="bold", highlight=False)
         table = Table(box=None, padding=(0, 0), show_edge=False, pad_edge=False,
                       collapse_padding=True, header_style="bold")
         table.add_column("", no_wrap=True, min_width=label_w + 1)
@@ -132,7 +132,7 @@ def render_heatmap(console, hm: Heatmap, *, max_rows: int = 60, max_pages: int =
                      "or see everything with --json)")
     if any(abbreviate(hm.col_labels[j], cell_w) != hm.col_labels[j] for j in range(c0, shown_end)):
         notes.append("column headers are abbreviated with …")
-    console.print("\n".join(notes), style="dim", highlight=False, soft_wrap=True)
+    console.print("\n".join(notes), style="dim", highlight=False)
 
 
 # --- the views of attn matrix -------------------------------------------------------------------
@@ -205,7 +205,7 @@ def render_explanation(console, doc: dict) -> None:
     title = f"cell ({q['index']}, {k['index']}): query '{q['token']}' -> key '{k['token']}' · {doc['variant']}: {doc['formula']}"
     groups = [(None, doc["steps"])] if "steps" in doc else [(f"head {h['head'] + 1}", h["steps"]) for h in doc["heads"]]
     for head, steps in groups:
-        console.print(title if head is None else f"{title} · {head}", style="bold", highlight=False, soft_wrap=True)
+        console.print(title if head is None else f"{title} · {head}", style="bold", highlight=False)
         table = Table(box=box.SIMPLE_HEAD, show_edge=False)
         table.add_column("step", no_wrap=True)
         table.add_column("value", justify="right", no_wrap=True)

@@ -199,6 +199,12 @@ BAD = [
     ([SENTENCE, "--rows", "5:2"], "--rows"),
     ([SENTENCE, "--cols", "5:9"], "--cols starts at 5"),
     ([SENTENCE, "--max-relative", "0", "--variant", "relative"], "--max-relative"),
+    ([SENTENCE, "--max-relative", "1000000000", "--variant", "relative"], "--max-relative"),
+    ([SENTENCE, "--variant", "multihead", "--heads", "0"], "--heads must be"),
+    ([SENTENCE, "--seed", "-1", "--proj", "random"], "--seed"),
+    ([SENTENCE, "--pad-to", "100000"], "--pad-to"),
+    ([SENTENCE, "--proj", "random", "--d-k", "0"], "--d-k"),
+    ([SENTENCE, "--context", ""], "context is empty"),
 ]
 
 
