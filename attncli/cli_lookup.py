@@ -1,3 +1,164 @@
-"""Commands of this area (placeholder until implemented)."""
+"""``attn lookup``: the fuzzy-key dictionary (a thin layer over ``attncli.lookup``).
 
-from attncli.cliutil import app  # noqa: F401
+Results (table and answer, or JSON) go to stdout; ``--explain`` steps go to stdout with the
+table, and to stderr with ``--json`` so that the JSON stays clean.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Annotated, Any, Optional
+
+import typer
+
+from attncli.cliutil import app, emit_json, err_console, escape, out_console
+from attncli.errors import BadInput
+from attncli.lookup import DEFAULT_TEMPERATURE, NGRAM_WEIGHT, LookupResult
+
+BAR_WIDTH = 20
+COMPACT_JSON_ABOVE = 1000  # entries
+
+
+@app.command("lookup")
+def lookup_cmd(
+    query: Annotated[Optional[str], typer.Argument(help="The key to look up: a word or a phrase (\"top speed\").", show_default=False)] = None,
+    *,
+    dict_path: Annotated[Optional[str], typer.Option("--dict", help="JSON object to look in: a file, or - for stdin [default: the shipped car.json].", show_default=False)] = None,
+    model: Annotated[Optional[str], typer.Option(help="Word-vector model [default: $ATTN_MODEL, else the built-in one].", show_default=False)] = None,
+    temperature: Annotated[float, typer.Option("--temperature", "-t", help="Softmax temperature T (> 0): lower is sharper.")] = DEFAULT_TEMPERATURE,
+    top_k: Annotated[Optional[int], typer.Option("--top-k", help="Keep only the K most similar keys (softmax over those K).", show_default=False)] = None,
+    ngram_weight: Annotated[float, typer.Option(help="lambda in similarity = (1-lambda)*cosine + lambda*ngram overlap; 0: cosine only.")] = NGRAM_WEIGHT,
+    exact: Annotated[bool, typer.Option("--exact/--no-exact", help="A query that is a key gets weight 1 on it, like a dict.")] = True,
+    queries: Annotated[Optional[str], typer.Option("--queries", help="Batch: one query per line from a file, or - for stdin.", show_default=False)] = None,
+    rows: Annotated[int, typer.Option(help="Table rows to show (0: all); --json always lists every kept key.")] = 20,
+    explain: Annotated[bool, typer.Option("--explain", help="Print the steps and the formula.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="JSON on stdout (JSON Lines with --queries).")] = False,
+) -> None:
+    """Look a key up in a dictionary by attention: softmax over the similarity of the query to every key.
+
+    `attn lookup colour` answers 'black' from {"brand": "Porche", "model": "Taycan", "color": "black"}.
+    """
+    from attncli import lookup as core
+    from attncli.paths import data_dir
+    from attncli.vectors import load_vectors
+
+    core.check_temperature(temperature)
+    if top_k is not None and top_k <= 0:
+        raise BadInput(f"--top-k must be at least 1, got {top_k}")
+    if rows < 0:
+        raise BadInput(f"--rows must be 0 (all) or more, got {rows}")
+    if (query is None) == (queries is None):
+        raise BadInput("give a QUERY or --queries FILE (one query per line), not both" if query is not None
+                       else "give a QUERY to look up (e.g. attn lookup colour), or --queries FILE")
+    if queries == "-" and dict_path == "-":
+        raise BadInput("--queries - and --dict - cannot both read stdin: put one of them in a file")
+
+    dictionary = core.read_dictionary(dict_path if dict_path is not None else data_dir() / "car.json")
+    batch = core.read_queries(queries) if queries is not None else [(0, query)]
+    vectors = load_vectors(model)
+    index = core.KeyIndex(vectors, list(dictionary), ngram_weight=ngram_weight)
+    for line, q in batch:
+        try:
+            result = core.lookup(q, dictionary, vectors, temperature=temperature, top_k=top_k, exact=exact, index=index)
+        except BadInput as exc:
+            if line:
+                raise BadInput(f"--queries line {line}: {exc}") from None
+            raise
+        if json_out:
+            # one compact line in batch mode, and for big results (indented JSON is written by
+            # Python's slow pure-Python encoder: 2.5 s for 100,000 entries)
+            emit_json(result.to_json(), lines=queries is not None or len(result.entries) > COMPACT_JSON_ABOVE)
+            if explain:
+                err_console().print(explain_text(result, index), highlight=False)
+        else:
+            render(result, index if explain else None, rows=rows, heading=queries is not None)
+
+
+def _value_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _bar(weight: float) -> str:
+    eighths = int(round(weight * BAR_WIDTH * 8))
+    full, part = divmod(eighths, 8)
+    return "█" * full + ("", "▏", "▎", "▍", "▌", "▋", "▊", "▉")[part]
+
+
+def _num(x: float) -> str:
+    return f"{x:.4g}" if abs(x) >= 1e-4 or x == 0 else f"{x:.2e}"
+
+
+def explain_text(result: LookupResult, index) -> str:
+    """The steps from the query to the answer, with the numbers of the winning rows (rich markup)."""
+    v, T, lam = index.vectors, result.temperature, index.ngram_weight
+    toks = ", ".join(
+        f"'{escape(t)}'" + ("" if t in v.index else " (not in the vocabulary: mean of its character n-gram vectors)")
+        for t in result.query_tokens
+    )
+    lines = [
+        "[bold]How the answer was found[/]",
+        f"1. tokens of the query {escape(repr(result.query))}: {toks}",
+        f"2. phrase vector c(text) = mean over its tokens of (v_t/|v_t| - mu); mu = mean unit vector of the "
+        f"{len(v):,} vocabulary words of model '{escape(v.name)}' (removes the direction every word shares)",
+        f"3. for each of the {result.n_keys:,} keys: cosine = cos(c(query), c(key)); ngram = Dice overlap of "
+        f"the character 3-6-grams = 2|G(q) & G(k)| / (|G(q)| + |G(k)|)",
+        f"4. similarity = {1 - lam:g} * cosine + {lam:g} * ngram",
+    ]
+    if result.exact:
+        lines.append(f"5. the query is a key of the dictionary: like a dict, weight 1 on {escape(repr(result.query))}, 0 elsewhere "
+                     "(--no-exact to use the softmax anyway)")
+    else:
+        kept = f"the {result.top_k} most similar keys (--top-k)" if result.top_k and result.top_k < result.n_keys else "all keys"
+        lines.append(f"5. weight_i = exp(similarity_i / T) / sum_j exp(similarity_j / T), T = {T:g}, over {kept}")
+        top = result.entries[:3]
+        s_max = result.entries[0].similarity
+        for e in top:
+            lines.append(f"     {escape(e.key)}: similarity {e.similarity:.4f} = {1 - lam:g}*{e.cosine:.4f} + {lam:g}*{e.ngram:.4f};"
+                         f" exp((s - s_max)/T) = {_num(math.exp((e.similarity - s_max) / T))}; weight {e.weight:.4f}")
+    best = result.best
+    lines.append(f"6. answer = value of the key with the largest weight: {escape(repr(best.key))} -> {escape(_value_text(best.value))}")
+    if result.soft_value is not None:
+        terms = " + ".join(f"{e.weight:.3f}*{_value_text(e.value)}" for e in result.entries[:4])
+        more = " + ..." if len(result.entries) > 4 else ""
+        lines.append(f"7. soft value (the attention output) = sum_i weight_i * value_i = {escape(terms)}{more} = {result.soft_value:.6g}")
+    else:
+        lines.append("7. soft value: none (it is defined only when every value with a weight > 0 is a number)")
+    return "\n".join(lines)
+
+
+def render(result: LookupResult, index, *, rows: int, heading: bool) -> None:
+    """The rich table (key, similarity, weight, bar, value) sorted by weight, then the answer."""
+    from rich.table import Table
+
+    out = out_console()
+    if heading:
+        out.rule(f"query: {escape(result.query)}")
+    if index is not None:
+        out.print(explain_text(result, index), highlight=False)
+    shown = result.entries if rows == 0 else result.entries[:rows]
+    table = Table(title=f"attention over {result.n_keys:,} keys for {escape(repr(result.query))}, T = {result.temperature:g}")
+    table.add_column("key", overflow="fold")
+    if index is not None:
+        table.add_column("cosine", justify="right")
+        table.add_column("ngram", justify="right")
+    table.add_column("similarity", justify="right")
+    table.add_column("weight", justify="right")
+    table.add_column("", min_width=BAR_WIDTH, no_wrap=True, style="cyan")
+    table.add_column("value", overflow="fold")
+    for e in shown:
+        cells = [escape(e.key)]
+        if index is not None:
+            cells += [f"{e.cosine:.3f}", f"{e.ngram:.3f}"]
+        cells += [f"{e.similarity:.3f}", f"{e.weight:.3f}", _bar(e.weight), escape(_value_text(e.value))]
+        table.add_row(*cells)
+    hidden = len(result.entries) - len(shown)
+    if hidden:
+        rest = sum(e.weight for e in result.entries[len(shown):])
+        table.caption = f"... {hidden:,} more keys with total weight {rest:.3g} (--rows 0 shows all)"
+    out.print(table)
+    best = result.best
+    how = "exact key" if result.exact else f"weight {best.weight:.3f}"
+    out.print(f"answer: [bold]{escape(_value_text(best.value))}[/]  (key {escape(repr(best.key))}, {how})", highlight=False)
+    if result.soft_value is not None:
+        out.print(f"soft value (sum of weight * value): [bold]{result.soft_value:.6g}[/]", highlight=False)

@@ -1,0 +1,153 @@
+"""The keys of one dictionary, embedded once for one model, scored against any query.
+
+Shapes: N keys, G distinct tokens in the keys, d vector dimension, H n-gram hashes of all tokens.
+
+    c(text)      = mean_t (u_t - mu),  u_t = v_t / |v_t|,  mu = mean unit vector of the vocabulary
+    cosine_i     = cos(c(query), c(key_i))
+    ngram_i      = 2 * min(o_i, |G(q)|) / (|G(q)| + |G(k_i)|)
+    similarity_i = (1 - lambda) * cosine_i + lambda * ngram_i
+
+``G(text)`` is the list of character 3- to 6-grams of ``<token>`` for each token of the text
+(fastText's n-grams, duplicates kept), ``o_i`` the number of key i's n-grams that also occur in
+the query: a Dice coefficient of the two n-gram lists. Centring on ``mu`` removes the direction
+that every word vector shares (Mu & Viswanath 2018, "All-but-the-Top"); without it almost every
+pair of words has a cosine near 0.8 in a small corpus's vectors, and the softmax has little to
+separate. docs/lookup.md has the measurements behind both choices.
+
+The key side is vectorised: each distinct token is embedded once (vocabulary rows by one fancy
+index, unknown words by ``ngrams.subword_vectors``), keys of the same number of tokens are summed
+as one (n, L, d) array, and the n-gram overlaps of a query are counted over integer arrays.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from attncli.errors import BadInput
+from attncli.ngrams import ngram_hashes, subword_vectors
+from attncli.tokenize import tokenize
+from attncli.vectors import Vectors, unit_rows
+
+NGRAM_WEIGHT = 0.4  # lambda above; chosen in docs/lookup.md
+NGRAM_MIN, NGRAM_MAX = 3, 6
+
+# A key made of lower-case ASCII words and digits separated by single spaces tokenizes to
+# key.split(" "): the same tokens as tokenize() (tests check it), at a fraction of the cost.
+_SIMPLE_KEY = re.compile(r"[a-z0-9]+(?: [a-z0-9]+)*")
+
+
+def key_tokens(key: str) -> list[str]:
+    if _SIMPLE_KEY.fullmatch(key):
+        return key.split(" ")
+    return tokenize(key)
+
+
+class KeyIndex:
+    """Embedded keys of one dictionary for one model; ``score(query)`` gives the similarities."""
+
+    def __init__(self, vectors: Vectors, keys: list[str], *, ngram_weight: float = NGRAM_WEIGHT, center: bool = True):
+        if not (isinstance(ngram_weight, (int, float)) and math.isfinite(ngram_weight) and 0.0 <= ngram_weight <= 1.0):
+            raise BadInput(f"--ngram-weight must be between 0 and 1, got {ngram_weight}")
+        self.vectors = vectors
+        self.keys = keys
+        self.ngram_weight = float(ngram_weight)
+        self.center = center
+        # (d,) the direction every word shares; zero when centring is off
+        self.mu = vectors.unit_vectors.mean(axis=0) if center else np.zeros(vectors.dim, dtype=np.float32)
+
+        token_id: dict[str, int] = {}
+        per_key: list[list[int]] = []
+        for key in keys:
+            tokens = key_tokens(key)
+            if not tokens:
+                raise BadInput(f"key {key!r} has no word in it (letters or digits): rename the key or remove it")
+            per_key.append([token_id.setdefault(t, len(token_id)) for t in tokens])
+        self.tokens = list(token_id)  # G distinct tokens
+        self.lengths = np.fromiter((len(ids) for ids in per_key), dtype=np.int64, count=len(keys))  # (N,)
+        self.flat = np.fromiter((t for ids in per_key for t in ids), dtype=np.int64, count=int(self.lengths.sum()))
+        self.starts = np.concatenate([[0], np.cumsum(self.lengths)[:-1]]).astype(np.int64)  # (N,)
+
+        # the n-gram side counts each distinct token of a key once: "color color" is no closer to
+        # "colour" than "color" is
+        distinct = [list(dict.fromkeys(ids)) for ids in per_key]
+        n_distinct = np.fromiter((len(ids) for ids in distinct), dtype=np.int64, count=len(keys))
+        self.gram_flat = np.fromiter((t for ids in distinct for t in ids), dtype=np.int64, count=int(n_distinct.sum()))
+        self.gram_starts = np.concatenate([[0], np.cumsum(n_distinct)[:-1]]).astype(np.int64)  # (N,)
+        self.grams = ngram_hashes(self.tokens, NGRAM_MIN, NGRAM_MAX)  # every token has >= 1 n-gram
+        self.key_gram_sizes = np.add.reduceat(self.grams.counts[self.gram_flat], self.gram_starts)  # (N,)
+        centred = unit_rows(self._embed_tokens()) - self.mu  # (G, d)
+        self.key_matrix = unit_rows(self._key_means(centred))  # (N, d)
+
+    def _embed_tokens(self) -> np.ndarray:
+        """(G, d) float32: vocabulary rows, else fastText subword vectors; BadInput if neither."""
+        v = self.vectors
+        out = np.empty((len(self.tokens), v.dim), dtype=np.float32)
+        rows = np.fromiter((v.index.get(t, -1) for t in self.tokens), dtype=np.int64, count=len(self.tokens))
+        known = rows >= 0
+        if known.any():
+            out[known] = v.vectors[rows[known]]  # (g, d)
+        unknown = np.flatnonzero(~known)
+        if len(unknown):
+            if not v.has_subwords:
+                self._unknown_word(self.tokens[unknown[0]])
+            sub = v.subword
+            if (sub["min_n"], sub["max_n"]) == (NGRAM_MIN, NGRAM_MAX):
+                hashed = self.grams.select(unknown)
+            else:
+                hashed = ngram_hashes([self.tokens[t] for t in unknown], sub["min_n"], sub["max_n"])
+            empty = np.flatnonzero(hashed.counts == 0)
+            if len(empty):
+                self._unknown_word(self.tokens[unknown[empty[0]]])
+            table = v.ngrams if len(unknown) < 2000 else np.asarray(v.ngrams, dtype=np.float32)
+            out[unknown] = subword_vectors(table, hashed, sub["bucket"])
+        return out
+
+    def _unknown_word(self, token: str) -> None:
+        from attncli.errors import UnknownWord
+
+        key = next(k for k in self.keys if token in key_tokens(k))
+        raise BadInput(f"key {key!r}: {UnknownWord(token, self.vectors.name, self.vectors.has_subwords)}")
+
+    def _key_means(self, token_vecs: np.ndarray) -> np.ndarray:
+        """(N, d): each key's mean token vector, one (n, L, d) sum per key length L."""
+        out = np.empty((len(self.keys), token_vecs.shape[1]), dtype=np.float32)
+        for length in np.unique(self.lengths):
+            keys = np.flatnonzero(self.lengths == length)  # (n,)
+            ids = self.flat[self.starts[keys][:, None] + np.arange(length)]  # (n, L)
+            out[keys] = token_vecs[ids].mean(axis=1)  # (n, L, d) -> (n, d)
+        return out
+
+    def query_vector(self, query: str) -> tuple[list[str], np.ndarray]:
+        """The query's tokens and its (d,) unit vector c(query) / |c(query)|."""
+        from attncli.errors import UnknownWord
+
+        tokens = tokenize(query)
+        if not tokens:
+            raise BadInput(f"the query {query!r} has no word in it (letters or digits) to look up")
+        try:
+            vecs = self.vectors.matrix(tokens)  # (t, d)
+        except UnknownWord as exc:
+            raise BadInput(f"query {query!r}: {exc}") from None
+        q = unit_rows((unit_rows(vecs) - self.mu).mean(axis=0)[None, :])[0]  # (d,)
+        return tokens, q
+
+    def ngram_scores(self, query_tokens: list[str]) -> np.ndarray:
+        """(N,) Dice overlap of the query's character n-grams with each key's."""
+        q = ngram_hashes(query_tokens, NGRAM_MIN, NGRAM_MAX).hashes
+        hit = np.isin(self.grams.hashes, np.unique(q)).astype(np.int64)  # (H,)
+        per_token = np.add.reduceat(hit, self.grams.starts)  # (G,)
+        overlap = np.add.reduceat(per_token[self.gram_flat], self.gram_starts)  # (N,)
+        overlap = np.minimum(overlap, len(q))  # two tokens of a key may both match the same n-gram of q
+        return 2.0 * overlap / (len(q) + self.key_gram_sizes)
+
+    def score(self, query: str) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+        """(query tokens, cosine (N,), ngram (N,), similarity (N,))."""
+        tokens, q = self.query_vector(query)
+        cosine = np.clip(self.key_matrix @ q, -1.0, 1.0)  # (N, d) @ (d,) -> (N,)
+        ngram = self.ngram_scores(tokens)
+        lam = self.ngram_weight
+        return tokens, cosine, ngram, (1.0 - lam) * cosine + lam * ngram
+

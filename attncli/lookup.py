@@ -1,0 +1,253 @@
+"""The fuzzy-key dictionary: a lookup by attention instead of by exact key.
+
+A Python dict answers ``d['colour']`` with a KeyError when the key is ``'color'``. Attention
+(Bahdanau et al. 2015; Vaswani et al. 2017, "Attention Is All You Need", section 3.2) compares the
+query with *every* key, turns the similarities into weights that sum to 1, and answers with the
+values weighted by them::
+
+    similarity_i = (1 - lambda) * cos(c(q), c(k_i)) + lambda * ngram(q, k_i)
+    weight_i     = softmax(similarity / T)_i = exp(similarity_i / T) / sum_j exp(similarity_j / T)
+    answer       = value of argmax_i weight_i
+    soft_value   = sum_i weight_i * value_i      (only when every value attended to is a number)
+
+Shapes: N keys, d vector dimension, G distinct tokens in the keys.
+
+* A phrase (query or key of several words) gets the mean of the unit vectors of its tokens,
+  each first centred: ``c(text) = mean_t (u_t - mu)`` with ``u_t = v_t / |v_t|`` and ``mu`` the
+  mean unit vector of the model's vocabulary. Removing that common direction (Mu & Viswanath
+  2018, "All-but-the-Top") stops every cosine from sitting near 0.8; docs/lookup.md has the
+  measurements that kept it.
+* ``ngram`` is a Dice overlap of character n-grams (3 to 6 characters of ``<token>``, the
+  fastText n-grams): ``2 * |G(q) & G(k)| / (|G(q)| + |G(k)|)``. It keeps spelling variants
+  and plurals (colour/color, prices/price) on the right key even when the vectors are unsure.
+* An exact key behaves like a dict: if the query string *is* a key, that key gets weight 1 and
+  every other key 0 (``exact=False`` turns this off and always uses the softmax).
+* ``top_k``: only the k keys with the largest similarity are kept; the softmax is taken over
+  those k (so their weights sum to 1) and the other keys are dropped from the result.
+
+The key side is vectorised: each distinct token is embedded once, keys are means over their
+tokens with ``np.add.reduceat``, and the n-gram overlaps are counted over integer arrays, so a
+100,000-key dictionary costs a few matrix operations (see bench/bench_lookup.py).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attncli.errors import BadInput
+from attncli.keyindex import NGRAM_WEIGHT, KeyIndex
+from attncli.vectors import Vectors
+
+DEFAULT_TEMPERATURE = 0.1  # chosen in docs/lookup.md
+
+
+@dataclass(slots=True)
+class Entry:
+    key: str
+    similarity: float
+    weight: float
+    value: Any
+    cosine: float
+    ngram: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "similarity": self.similarity, "weight": self.weight, "value": self.value}
+
+
+@dataclass
+class LookupResult:
+    query: str
+    model: str
+    temperature: float
+    entries: list[Entry]  # sorted by weight, descending (then similarity, then dictionary order)
+    soft_value: float | None
+    exact: bool  # the query was a key: weight 1 on it, as in a dict
+    top_k: int | None = None
+    n_keys: int = 0  # keys in the dictionary (entries may hold fewer with top_k)
+    query_tokens: list[str] = field(default_factory=list)
+
+    @property
+    def best(self) -> Entry:
+        return self.entries[0]
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``attn lookup --json`` document (stable keys, see docs/lookup.md)."""
+        best = self.best
+        return {
+            "query": self.query,
+            "model": self.model,
+            "temperature": self.temperature,
+            "entries": [e.to_json() for e in self.entries],
+            "best": {"key": best.key, "value": best.value, "weight": best.weight},
+            "soft_value": self.soft_value,
+        }
+
+
+# ---------------------------------------------------------------- dictionaries
+
+
+def parse_dictionary(text: str, source: str = "the dictionary") -> dict[str, Any]:
+    """A JSON object from ``text``; BadInput saying where it is wrong."""
+
+    def no_constant(name: str) -> Any:
+        raise ValueError(f"{name} is not valid JSON (use null or a finite number)")
+
+    try:
+        obj = json.loads(text, parse_constant=no_constant)
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"{source} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    except ValueError as exc:  # NaN / Infinity, or a number too deep/large to parse
+        raise BadInput(f"{source} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise BadInput(f"{source} is nested too deeply to read") from None
+    if not isinstance(obj, dict):
+        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(obj), "a number")
+        raise BadInput(f'{source} must be a JSON object {{"key": value, ...}}, got {kind}')
+    if not obj:
+        raise BadInput(f"{source} is empty: a lookup needs at least one key")
+    return obj
+
+
+def read_dictionary(path: str | Path) -> dict[str, Any]:
+    """Read a JSON object from a file, or from stdin when ``path`` is ``-``."""
+    if str(path) == "-":
+        source = "the dictionary on stdin"
+        try:
+            text = sys.stdin.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BadInput(f"cannot read the dictionary from stdin: {exc}") from None
+    else:
+        source = f"dictionary file {str(path)!r}"
+        try:
+            text = Path(path).read_text(encoding="utf-8-sig")
+        except FileNotFoundError:
+            raise BadInput(f"{source} does not exist") from None
+        except IsADirectoryError:
+            raise BadInput(f"{source} is a directory, not a JSON file") from None
+        except UnicodeDecodeError as exc:
+            raise BadInput(f"{source} is not UTF-8 text (byte {exc.start}): save it as UTF-8 JSON") from None
+        except OSError as exc:
+            raise BadInput(f"cannot read {source}: {exc.strerror or exc}") from None
+    return parse_dictionary(text, source)
+
+
+# ---------------------------------------------------------------- scoring
+
+
+def softmax(scores: np.ndarray, temperature: float) -> np.ndarray:
+    """softmax(scores / T), with the max subtracted before exp (no overflow for any T > 0)."""
+    z = (scores - scores.max()) / temperature  # (N,)
+    e = np.exp(z)
+    return e / e.sum()
+
+
+def check_temperature(temperature: float) -> float:
+    if not (isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature > 0):
+        raise BadInput(f"--temperature must be a number > 0, got {temperature}")
+    return float(temperature)
+
+
+# ---------------------------------------------------------------- lookup
+
+
+def soft_value(values: list[Any], weights: np.ndarray) -> float | None:
+    """sum_i w_i * v_i over the entries with weight > 0; None unless all of those are numbers.
+
+    JSON booleans are not numbers here. A weight that underflowed to exactly 0 contributes
+    nothing, so its value is not looked at.
+    """
+    total = 0.0
+    for value, w in zip(values, weights):
+        if w <= 0:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        try:
+            total += float(w) * float(value)
+        except OverflowError:  # an integer beyond float range
+            return None
+    return total if math.isfinite(total) else None
+
+
+def lookup(
+    query: str,
+    dictionary: dict[str, Any],
+    vectors: Vectors,
+    *,
+    temperature: float = DEFAULT_TEMPERATURE,
+    top_k: int | None = None,
+    exact: bool = True,
+    ngram_weight: float = NGRAM_WEIGHT,
+    index: KeyIndex | None = None,
+) -> LookupResult:
+    """Attend over ``dictionary``'s keys with ``query``; ``index`` reuses embedded keys (batch)."""
+    temperature = check_temperature(temperature)
+    if top_k is not None and (isinstance(top_k, bool) or top_k <= 0):
+        raise BadInput(f"--top-k must be at least 1, got {top_k}")
+    if not query or not query.strip():
+        raise BadInput("the query is empty: give a word or phrase to look up")
+    keys = list(dictionary)
+    if not keys:
+        raise BadInput("the dictionary is empty: a lookup needs at least one key")
+    index = index or KeyIndex(vectors, keys, ngram_weight=ngram_weight)
+    tokens, cosine, ngram, similarity = index.score(query)
+    n = len(keys)
+    keep = np.arange(n)
+    if top_k is not None and top_k < n:
+        keep = np.argpartition(-similarity, top_k - 1)[:top_k]
+    is_exact = exact and query in dictionary
+    if is_exact:
+        hit = keys.index(query)
+        if hit not in keep:  # a dict always finds its key: it replaces the k-th most similar
+            keep = np.append(keep[np.argsort(-similarity[keep], kind="stable")][:-1], hit)
+        weights = (keep == hit).astype(np.float64)
+    else:
+        weights = softmax(similarity[keep].astype(np.float64), temperature)
+    order = np.lexsort((keep, -similarity[keep], -weights))  # weight desc, similarity desc, dict order
+    rows = keep[order]
+    entries = [
+        Entry(keys[i], s, w, dictionary[keys[i]], c, g)
+        for i, s, w, c, g in zip(
+            rows.tolist(), similarity[rows].tolist(), weights[order].tolist(), cosine[rows].tolist(), ngram[rows].tolist()
+        )
+    ]
+    return LookupResult(
+        query=query,
+        model=vectors.name,
+        temperature=temperature,
+        entries=entries,
+        soft_value=soft_value([e.value for e in entries], np.array([e.weight for e in entries])),
+        exact=is_exact,
+        top_k=top_k,
+        n_keys=n,
+        query_tokens=tokens,
+    )
+
+
+def read_queries(path: str | Path) -> list[tuple[int, str]]:
+    """(line number, query) for each non-blank line of a file, or of stdin for ``-``."""
+    try:
+        if str(path) == "-":
+            lines = sys.stdin.read().splitlines()
+        else:
+            lines = Path(path).read_text(encoding="utf-8-sig").splitlines()
+    except FileNotFoundError:
+        raise BadInput(f"queries file {str(path)!r} does not exist") from None
+    except IsADirectoryError:
+        raise BadInput(f"queries file {str(path)!r} is a directory") from None
+    except UnicodeDecodeError:
+        raise BadInput(f"queries file {str(path)!r} is not UTF-8 text") from None
+    except OSError as exc:
+        raise BadInput(f"cannot read queries from {str(path)!r}: {exc.strerror or exc}") from None
+    out = [(i, line.strip()) for i, line in enumerate(lines, start=1) if line.strip()]
+    if not out:
+        raise BadInput("no query to look up: the queries input has no non-blank line")
+    return out
+

@@ -1,0 +1,168 @@
+"""Benchmark and quality table of ``attn lookup``.
+
+Run from the repository root with the project installed (uses the default model, or --model):
+
+    python bench/bench_lookup.py              # speed: whole processes, median of --runs
+    python bench/bench_lookup.py --quality    # accuracy and winner weights on tests/lookup_eval.json
+
+Speed rows: ``python -c pass``, ``python -c "import gensim"`` (what the lookup must not pay),
+``attn lookup colour --json`` on the shipped dictionary, and on generated dictionaries of 10,
+1,000 and 100,000 keys. Two kinds of generated keys: ``words`` (pairs of vocabulary words, the
+usual case: a few thousand distinct tokens) and ``codes`` (every key has its own made-up token
+such as ``item48213``, so each one needs a fastText subword vector: the worst case).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+PY = sys.executable
+ATTN = shutil.which("attn") or "attn"
+
+_WORDS = (
+    "color price speed weight range battery power engine seat door wheel window light sound "
+    "size shape length height width depth age name city town street country state river lake "
+    "mountain forest tree flower water fire stone metal wood glass paper cloth food bread meat "
+    "fruit milk sugar salt oil wine music song voice word letter book story page line number "
+    "money cost value market trade bank office school church house room floor wall table chair "
+    "bed kitchen garden field farm road bridge train ship boat plane car truck horse dog bird fish "
+    "morning evening night day week month year summer winter spring autumn hour minute moment"
+).split()
+
+
+def make_dictionary(n: int, kind: str = "words") -> dict[str, int]:
+    """n keys -> value i. ``words``: 'w_a w_b' pairs of common words (plus the seed's keys);
+    ``codes``: 'item<i>' plus a common word, one made-up (out-of-vocabulary) token per key."""
+    out: dict[str, int] = {}
+    for seed_key in ("brand", "model", "color"):
+        if len(out) < n:
+            out[seed_key] = len(out)
+    m = len(_WORDS)
+    i = 0
+    while len(out) < n:
+        if kind == "words":
+            a, b = divmod(i, m)
+            c = a // m
+            key = f"{_WORDS[a % m]} {_WORDS[b]}" + (f" {_WORDS[c % m]}" if c else "")
+        else:
+            key = f"item{i} {_WORDS[i % m]}"
+        if kind == "codes" or len(set(key.split())) == len(key.split()):
+            out.setdefault(key, len(out))
+        i += 1
+    return out
+
+
+def run_once(argv: list[str]) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"failed ({proc.returncode}): {' '.join(argv)}\n{proc.stderr.decode()}")
+    return wall
+
+
+def median_wall(argv: list[str], runs: int) -> float:
+    run_once(argv)  # warm-up: page cache, .pyc files
+    return statistics.median(run_once(argv) for _ in range(runs))
+
+
+def speed(args) -> None:
+    model = ["--model", args.model] if args.model else []
+    rows = [
+        ("python -c pass", [PY, "-c", "pass"]),
+        ('python -c "import gensim"', [PY, "-c", "import gensim"]),
+        ("attn lookup colour --json", [ATTN, "lookup", "colour", "--json", *model]),
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind in ("words", "codes"):
+            for n in (10, 1_000, 100_000):
+                path = Path(tmp) / f"{kind}{n}.json"
+                path.write_text(json.dumps(make_dictionary(n, kind)), encoding="utf-8")
+                rows.append((f"attn lookup colour --dict ({n:,} keys, {kind}) --json",
+                             [ATTN, "lookup", "colour", "--dict", str(path), "--json", *model]))
+        print(f"median wall of {args.runs} runs after a warm-up, {os.cpu_count()} cores\n")
+        print("| command | median wall (s) |\n|---|---:|")
+        for label, argv in rows:
+            print(f"| `{label}` | {median_wall(argv, args.runs):.3f} |", flush=True)
+
+
+def quality(args) -> None:
+    """Accuracy of several scorers, and the winner's weight per temperature, on the eval set."""
+    import numpy as np
+
+    sys.path.insert(0, str(REPO))
+    from attncli.lookup import KeyIndex, softmax
+    from attncli.vectors import load_vectors
+
+    spec = json.loads((REPO / "tests" / "lookup_eval.json").read_text(encoding="utf-8"))
+    v = load_vectors(args.model)
+    scorers = {
+        "cosine (plain)": dict(center=False, ngram_weight=0.0),
+        "cosine, centred": dict(center=True, ngram_weight=0.0),
+        "n-gram Dice only": dict(center=True, ngram_weight=1.0),
+        "plain cosine + 0.4 n-gram": dict(center=False, ngram_weight=0.4),
+        "centred + 0.2 n-gram": dict(center=True, ngram_weight=0.2),
+        "centred + 0.4 n-gram (default)": dict(center=True, ngram_weight=0.4),
+        "centred + 0.6 n-gram": dict(center=True, ngram_weight=0.6),
+    }
+    cats = sorted({c["category"] for c in spec["cases"]})
+    print(f"model '{v.name}', {len(spec['cases'])} cases\n")
+    print("| scorer | all | " + " | ".join(cats) + " |\n|---|---:|" + "---:|" * len(cats))
+    sims_default = []
+    for label, kw in scorers.items():
+        indexes = {name: KeyIndex(v, keys, **kw) for name, keys in spec["dictionaries"].items()}
+        hits = {c: [0, 0] for c in cats}
+        misses = []
+        for case in spec["cases"]:
+            index = indexes[case["dict"]]
+            sim = index.score(case["query"])[3]
+            best = index.keys[int(np.argmax(sim))]
+            hits[case["category"]][0] += best == case["expected"]
+            hits[case["category"]][1] += 1
+            if best != case["expected"]:
+                misses.append(f"{case['query']}->{best}")
+            if "default" in label:
+                sims_default.append((case, sim))
+        total = sum(h for h, _ in hits.values())
+        print(f"| {label} | {total}/{len(spec['cases'])} | " + " | ".join(f"{hits[c][0]}/{hits[c][1]}" for c in cats) + " |")
+        if args.verbose:
+            print(f"|  misses: {' '.join(misses)} |")
+    temps = [0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0]
+    seed = [(c, s) for c, s in sims_default if c["dict"] == "car"]
+    print("\nWinner's weight by temperature (centred + 0.4 n-gram):\n")
+    print("| T | " + " | ".join(f"{c['query']}->{c['expected']}" for c, _ in seed[:6]) +
+          " | median winner weight | winners >= 0.99 | mean weight on the expected key |")
+    print("|---:|" + "---:|" * (min(6, len(seed)) + 3))
+    for t in temps:
+        cells = []
+        for case, sim in seed[:6]:
+            w = softmax(sim.astype(np.float64), t)
+            cells.append(f"{w[list(spec['dictionaries']['car']).index(case['expected'])]:.2f}")
+        winners = [softmax(s.astype(np.float64), t).max() for _, s in sims_default]
+        on_expected = [softmax(s.astype(np.float64), t)[spec["dictionaries"][c["dict"]].index(c["expected"])] for c, s in sims_default]
+        print(f"| {t:g} | " + " | ".join(cells) + f" | {np.median(winners):.2f} | {np.mean(np.array(winners) >= 0.99):.0%} | {np.mean(on_expected):.2f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--model", default=None, help="model name [default: the built-in one]")
+    parser.add_argument("--quality", action="store_true", help="print the quality tables instead of timings")
+    parser.add_argument("--verbose", action="store_true", help="list the misses of each scorer")
+    args = parser.parse_args()
+    quality(args) if args.quality else speed(args)
+
+
+if __name__ == "__main__":
+    main()
