@@ -1,0 +1,45 @@
+"""Small stored models for the lookup tests (built in the per-test ATTN_HOME in milliseconds).
+
+``fasttext_like``: random word parts and a random n-gram table, combined the way fastText does
+it (a vocabulary word's stored vector is the mean of its own row and its n-gram rows), so an
+unknown word like ``colour`` gets a subword vector that shares most of its n-grams with
+``color``. ``plain``: the same words without an n-gram table (word2vec-like: unknown words fail).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attncli import store
+from attncli.subword import ngram_buckets
+
+WORDS = (
+    "the a of and brand model color top speed price power horsepower battery range weight seats "
+    "torque acceleration charging time maker paint"
+).split()
+DIM = 16
+BUCKET = 2000
+SUBWORD = {"min_n": 3, "max_n": 6, "bucket": BUCKET}
+
+
+def save_fasttext_like(name: str = "tiny", *, seed: int = 0, words: list[str] = WORDS) -> None:
+    rng = np.random.default_rng(seed)
+    ngrams = rng.standard_normal((BUCKET, DIM)).astype(np.float32)
+    own = rng.standard_normal((len(words), DIM)).astype(np.float32)
+    vectors = np.empty_like(own)
+    for i, w in enumerate(words):
+        rows = ngram_buckets(w, 3, 6, BUCKET)
+        vectors[i] = (own[i] + ngrams[rows].sum(axis=0)) / (len(rows) + 1)
+    store.save_vectors(name, list(words), vectors, ngrams=ngrams, subword=SUBWORD, meta={"algorithm": "test"})
+
+
+def save_plain(name: str = "plain", *, seed: int = 0, words: list[str] = WORDS) -> None:
+    rng = np.random.default_rng(seed)
+    store.save_vectors(name, list(words), rng.standard_normal((len(words), DIM)).astype(np.float32), meta={"algorithm": "test"})
+
+
+def save_axes(name: str = "axes") -> list[str]:
+    """Words whose vectors are the coordinate axes: cosines are 0 or 1, easy to work by hand."""
+    words = ["brand", "model", "color", "other"]
+    store.save_vectors(name, words, np.eye(4, dtype=np.float32), meta={"algorithm": "test"})
+    return words

@@ -1,0 +1,182 @@
+"""``attn lookup`` through the CLI runner: table and answer, JSON keys, batch, --explain, bad input
+(exit 2, a message on stderr, no traceback), and a lookup path free of torch, gensim and nltk."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from _lookup_fixtures import save_fasttext_like, save_plain
+from attncli.cli import app
+
+runner = CliRunner()
+JSON_KEYS = {"query", "model", "temperature", "entries", "best", "soft_value"}
+
+
+@pytest.fixture(autouse=True)
+def tiny(attn_home, monkeypatch):
+    save_fasttext_like("tiny")
+    monkeypatch.setenv("ATTN_MODEL", "tiny")
+
+
+def run(*args, input=None):
+    return runner.invoke(app, ["lookup", *args], input=input)
+
+
+def ok_json(*args, input=None):
+    result = run(*args, "--json", input=input)
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_colour_answers_black_on_the_seed():
+    result = run("colour")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert any("answer: black" in line for line in lines)
+    rows = [line for line in lines if line.startswith("│")]
+    assert len(rows) == 3 and rows[0].split("│")[1].strip() == "color"
+    assert result.stderr == ""
+
+
+def test_json_document():
+    doc = ok_json("colour")
+    assert set(doc) == JSON_KEYS
+    assert doc["query"] == "colour" and doc["model"] == "tiny" and doc["temperature"] == pytest.approx(0.1)
+    assert all(set(e) == {"key", "similarity", "weight", "value"} for e in doc["entries"])
+    weights = [e["weight"] for e in doc["entries"]]
+    assert weights == sorted(weights, reverse=True) and sum(weights) == pytest.approx(1.0)
+    first = doc["entries"][0]
+    assert doc["best"] == {"key": first["key"], "value": first["value"], "weight": first["weight"]}
+    assert doc["best"]["value"] == "black" and doc["best"]["weight"] >= 0.5
+    assert doc["soft_value"] is None  # the seed's values are strings
+    assert {e["key"]: e["value"] for e in doc["entries"]} == {"brand": "Porche", "model": "Taycan", "color": "black"}
+
+
+def test_numeric_dictionary_has_a_soft_value(tmp_path):
+    from attncli.paths import data_dir
+
+    doc = ok_json("speed", "--dict", str(data_dir() / "car_specs.json"), "--temperature", "0.5")
+    assert doc["soft_value"] == pytest.approx(sum(e["weight"] * e["value"] for e in doc["entries"]))
+    result = run("speed", "--dict", str(data_dir() / "car_specs.json"))
+    assert "soft value" in result.stdout
+
+
+def test_dictionary_from_stdin_and_mixed_values():
+    doc = ok_json("price", "--dict", "-", "--no-exact", input='{"price": 10, "prices": null, "cost": 3}')
+    assert doc["best"]["key"] == "price" and doc["soft_value"] is None
+
+
+def test_exact_key_and_no_exact():
+    assert ok_json("model")["best"] == {"key": "model", "value": "Taycan", "weight": 1.0}
+    assert ok_json("model", "--no-exact")["best"]["weight"] < 1.0
+
+
+def test_top_k():
+    doc = ok_json("colour", "--top-k", "2")
+    assert len(doc["entries"]) == 2 and sum(e["weight"] for e in doc["entries"]) == pytest.approx(1.0)
+
+
+def test_temperature_option_changes_the_sharpness():
+    sharp = ok_json("colour", "--temperature", "0.02")["best"]["weight"]
+    flat = ok_json("colour", "--temperature", "5")["best"]["weight"]
+    assert sharp > flat and flat < 0.5
+
+
+def test_explain_prints_the_formula():
+    result = run("colour", "--explain")
+    assert result.exit_code == 0, result.stderr
+    assert "softmax" in result.stdout or "exp(similarity" in result.stdout
+    assert "similarity = 0.6 * cosine + 0.4 * ngram" in result.stdout
+    both = run("colour", "--explain", "--json")
+    json.loads(both.stdout)  # the JSON stays clean
+    assert "exp(similarity" in both.stderr
+
+
+def test_batch_json_lines(tmp_path):
+    path = tmp_path / "q.txt"
+    path.write_text("colour\n\nmaker\ntop speed\n", encoding="utf-8")
+    result = run("--queries", str(path), "--json")
+    assert result.exit_code == 0, result.stderr
+    docs = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [d["query"] for d in docs] == ["colour", "maker", "top speed"]
+    assert all(set(d) == JSON_KEYS for d in docs)
+    stdin = run("--queries", "-", "--json", input="colour\nmaker\n")
+    assert [json.loads(x)["query"] for x in stdin.stdout.splitlines()] == ["colour", "maker"]
+
+
+def test_batch_table_has_one_answer_per_query():
+    result = run("--queries", "-", input="colour\nmodel\n")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.count("answer:") == 2
+
+
+def test_big_result_is_compact_json(tmp_path):
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps({f"key {i}": i for i in range(1500)} | {"color": -1}), encoding="utf-8")
+    result = run("colour", "--dict", str(path), "--json")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.count("\n") == 1 and len(json.loads(result.stdout)["entries"]) == 1501
+
+
+def test_rows_limits_the_table(tmp_path):
+    path = tmp_path / "d.json"
+    path.write_text(json.dumps({f"word{i}": i for i in range(30)}), encoding="utf-8")
+    result = run("colour", "--dict", str(path), "--rows", "5")
+    assert result.exit_code == 0, result.stderr
+    assert "25 more keys" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "args,input,message",
+    [
+        (["colour", "--dict", "-"], '{"a": 1,\n "b" 2}', "line 2, column 6"),
+        (["colour", "--dict", "-"], "[1, 2, 3]", "JSON object"),
+        (["colour", "--dict", "-"], "{}", "empty"),
+        (["colour", "--dict", "/nonexistent/d.json"], None, "does not exist"),
+        (["", ], None, "empty"),
+        (["?!"], None, "no word"),
+        (["colour", "--dict", "-"], '{"?!": 1}', "no word"),
+        (["colour", "--temperature", "0"], None, "temperature"),
+        (["colour", "--temperature", "-2"], None, "temperature"),
+        (["colour", "--top-k", "0"], None, "top-k"),
+        (["colour", "--model", "nope"], None, "unknown model"),
+        (["colour", "--ngram-weight", "1.5"], None, "ngram-weight"),
+        ([], None, "QUERY"),
+        (["colour", "--queries", "-"], "maker", "not both"),
+        (["--queries", "-", "--dict", "-"], "x", "stdin"),
+        (["--queries", "-"], "colour\n!!\n", "line 2"),
+    ],
+)
+def test_bad_input_exits_2_without_traceback(args, input, message):
+    result = run(*args, input=input)
+    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_unknown_word_in_a_model_without_subwords():
+    save_plain("plain")
+    result = run("colour", "--model", "plain")
+    assert result.exit_code == 2 and "unknown word 'colour'" in result.stderr
+
+
+def test_lookup_imports_no_torch_gensim_nltk(attn_home):
+    code = (
+        "import sys\n"
+        "from attncli.cli import main\n"
+        "sys.argv = ['attn', 'lookup', 'colour', '--json']\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+        "heavy = sorted(m for m in ('torch', 'gensim', 'nltk', 'scipy') if m in sys.modules)\n"
+        "print('HEAVY', heavy, file=sys.stderr)\n"
+    )
+    env = dict(os.environ, ATTN_HOME=str(attn_home), ATTN_MODEL="tiny")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["best"]["value"] == "black"
+    assert "HEAVY []" in proc.stderr
