@@ -14,7 +14,7 @@ import typer
 
 from attncli.cliutil import app, emit_json, err_console, escape, out_console
 from attncli.errors import BadInput
-from attncli.lookup import DEFAULT_TEMPERATURE, NGRAM_WEIGHT, LookupResult
+from attncli.lookup_params import DEFAULT_TEMPERATURE, NGRAM_WEIGHT
 
 BAR_WIDTH = 20
 COMPACT_JSON_ABOVE = 1000  # entries
@@ -24,8 +24,8 @@ COMPACT_JSON_ABOVE = 1000  # entries
 def lookup_cmd(
     query: Annotated[Optional[str], typer.Argument(help="The key to look up: a word or a phrase (\"top speed\").", show_default=False)] = None,
     *,
-    dict_path: Annotated[Optional[str], typer.Option("--dict", help="JSON object to look in: a file, or - for stdin [default: the shipped car.json].", show_default=False)] = None,
-    model: Annotated[Optional[str], typer.Option(help="Word-vector model [default: $ATTN_MODEL, else the built-in one].", show_default=False)] = None,
+    dict_path: Annotated[Optional[str], typer.Option("--dict", help="JSON object to look in: a file, or - for stdin (default: the shipped car.json).", show_default=False)] = None,
+    model: Annotated[Optional[str], typer.Option(help="Word-vector model (default: $ATTN_MODEL, else the built-in one).", show_default=False)] = None,
     temperature: Annotated[float, typer.Option("--temperature", "-t", help="Softmax temperature T (> 0): lower is sharper.")] = DEFAULT_TEMPERATURE,
     top_k: Annotated[Optional[int], typer.Option("--top-k", help="Keep only the K most similar keys (softmax over those K).", show_default=False)] = None,
     ngram_weight: Annotated[float, typer.Option(help="lambda in similarity = (1-lambda)*cosine + lambda*ngram overlap; 0: cosine only.")] = NGRAM_WEIGHT,
@@ -89,7 +89,7 @@ def _num(x: float) -> str:
     return f"{x:.4g}" if abs(x) >= 1e-4 or x == 0 else f"{x:.2e}"
 
 
-def explain_text(result: LookupResult, index) -> str:
+def explain_text(result, index) -> str:
     """The steps from the query to the answer, with the numbers of the winning rows (rich markup)."""
     v, T, lam = index.vectors, result.temperature, index.ngram_weight
     toks = ", ".join(
@@ -127,7 +127,7 @@ def explain_text(result: LookupResult, index) -> str:
     return "\n".join(lines)
 
 
-def render(result: LookupResult, index, *, rows: int, heading: bool) -> None:
+def render(result, index, *, rows: int, heading: bool) -> None:
     """The rich table (key, similarity, weight, bar, value) sorted by weight, then the answer."""
     from rich.table import Table
 

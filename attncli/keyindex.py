@@ -27,12 +27,11 @@ import re
 import numpy as np
 
 from attncli.errors import BadInput
+from attncli.lookup_params import NGRAM_MAX, NGRAM_MIN, NGRAM_WEIGHT
 from attncli.ngrams import ngram_hashes, subword_vectors
 from attncli.tokenize import tokenize
 from attncli.vectors import Vectors, unit_rows
 
-NGRAM_WEIGHT = 0.4  # lambda above; chosen in docs/lookup.md
-NGRAM_MIN, NGRAM_MAX = 3, 6
 
 # A key made of lower-case ASCII words and digits separated by single spaces tokenizes to
 # key.split(" "): the same tokens as tokenize() (tests check it), at a fraction of the cost.

@@ -10,24 +10,16 @@ values weighted by them::
     answer       = value of argmax_i weight_i
     soft_value   = sum_i weight_i * value_i      (only when every value attended to is a number)
 
-Shapes: N keys, d vector dimension, G distinct tokens in the keys.
+Shapes: N keys.
 
-* A phrase (query or key of several words) gets the mean of the unit vectors of its tokens,
-  each first centred: ``c(text) = mean_t (u_t - mu)`` with ``u_t = v_t / |v_t|`` and ``mu`` the
-  mean unit vector of the model's vocabulary. Removing that common direction (Mu & Viswanath
-  2018, "All-but-the-Top") stops every cosine from sitting near 0.8; docs/lookup.md has the
-  measurements that kept it.
-* ``ngram`` is a Dice overlap of character n-grams (3 to 6 characters of ``<token>``, the
-  fastText n-grams): ``2 * |G(q) & G(k)| / (|G(q)| + |G(k)|)``. It keeps spelling variants
-  and plurals (colour/color, prices/price) on the right key even when the vectors are unsure.
+* ``c(text)``, the vector of a query or key of one or more words, and the n-gram score are
+  defined in ``keyindex.py``: c is the mean of the token unit vectors after removing the
+  direction every word shares; ngram is a Dice overlap of character 3-6-grams.
 * An exact key behaves like a dict: if the query string *is* a key, that key gets weight 1 and
   every other key 0 (``exact=False`` turns this off and always uses the softmax).
 * ``top_k``: only the k keys with the largest similarity are kept; the softmax is taken over
   those k (so their weights sum to 1) and the other keys are dropped from the result.
-
-The key side is vectorised: each distinct token is embedded once, keys are means over their
-tokens with ``np.add.reduceat``, and the n-gram overlaps are counted over integer arrays, so a
-100,000-key dictionary costs a few matrix operations (see bench/bench_lookup.py).
+* Entries are sorted by weight, then similarity, then dictionary order.
 """
 
 from __future__ import annotations
@@ -42,10 +34,9 @@ from typing import Any
 import numpy as np
 
 from attncli.errors import BadInput
-from attncli.keyindex import NGRAM_WEIGHT, KeyIndex
+from attncli.keyindex import KeyIndex
+from attncli.lookup_params import DEFAULT_TEMPERATURE, NGRAM_WEIGHT
 from attncli.vectors import Vectors
-
-DEFAULT_TEMPERATURE = 0.1  # chosen in docs/lookup.md
 
 
 @dataclass(slots=True)
