@@ -150,9 +150,9 @@ def matrix_cmd(
 
         explanation = explain_cell(res, *explain)
     if json_out:
-        from attncli.matrix import dumps, to_json
+        from attncli.matrix_json import write_json
 
-        sys.stdout.write(dumps(to_json(res, explanation)) + "\n")
+        write_json(res, sys.stdout.write, explanation)
         sys.stdout.flush()
     if json_out and svg is None and html is None:
         return

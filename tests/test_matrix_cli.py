@@ -264,3 +264,35 @@ def test_a_long_text_gives_its_full_matrix_and_the_view_says_what_it_left_out(ti
     result = run("matrix", "--file", str(path), "--model", "tiny", "--causal")
     assert result.exit_code == 0
     assert "left out" in result.stdout and "rows 0-59 of 0-599" in result.stdout
+
+
+def test_streamed_json_equals_the_plain_document(tiny):
+    import io
+
+    from attncli.masks import MaskSpec
+    from attncli.matrix import MatrixRequest, compute
+    from attncli.matrix_json import to_json, write_json
+
+    res = compute(MatrixRequest(text=SENTENCE, model="tiny", variant="multihead", heads=2, mask=MaskSpec(causal=True)))
+    buf = io.StringIO()
+    write_json(res, buf.write)
+    streamed = json.loads(buf.getvalue())
+    assert streamed == to_json(res)
+    assert len(buf.getvalue().splitlines()) > 5 * 4  # one matrix row per line
+    assert streamed["head_scores"][1][0][1] is None and streamed["head_weights"][1][0][1] == 0.0
+
+
+def test_numbers_keep_six_significant_digits():
+    from attncli.matrix_json import Rows
+
+    values = np.array([[0.123456789, -2.5e-12, 9.9999999, 123456789.0, 0.0, 1e-20, 1e300, -7.123456789e-5]])
+    line = next(Rows(values).lines())
+    assert json.loads(line) == [0.123457, -2.5e-12, 10.0, 123457000.0, 0.0, 1e-20, 1e300, -7.12346e-05]
+    masked = next(Rows(values, values != 0.0).lines())
+    assert json.loads(masked)[4] is None and json.loads(masked)[0] == 0.123457
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 300)) * 10.0 ** rng.integers(-12, 12, (3, 300))
+    back = np.array([json.loads(line) for line in Rows(x).lines()])
+    np.testing.assert_allclose(back, x, rtol=5e-6)
+    with pytest.raises(ValueError):
+        Rows(np.array([[1.0, np.nan]]))

@@ -1,0 +1,116 @@
+"""The JSON document of ``attn matrix --json``, written row by row.
+
+Keys (stable; docs/matrix.md): tokens, key_tokens, variant, mask {causal, window, padding},
+projection, heads, weights (T x S; the head mean when heads > 1), head_weights (h x T x S or
+null), scores (T x S, null where masked), output (T x d_v), empty_rows, settings, and only when
+they apply head_scores (h x T x S) and explanation.
+
+Numbers carry 6 significant digits (printf's %.6g: a whole number prints without ".0", so a
+masked weight is the JSON number 0); NaN and infinity are refused. The text has one matrix
+row per line and is streamed, so a 2,048 x 2,048 matrix never sits in memory as one string.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+import numpy as np
+
+_encode = json.JSONEncoder(allow_nan=False, ensure_ascii=False).encode
+
+
+_NUMBER = "%.6g"  # 6 significant digits, C-speed formatting (3x faster than repr + json)
+
+
+class Rows:
+    """A (R, C) matrix for JSON: numbers with 6 significant digits, null where ``mask`` is False."""
+
+    def __init__(self, a: np.ndarray, mask: np.ndarray | None = None):
+        self.a = np.asarray(a, dtype=np.float64)  # (R, C)
+        self.mask = None if mask is None or mask.all() else np.asarray(mask, dtype=bool)
+        shown = self.a if self.mask is None else self.a[self.mask]
+        if not np.isfinite(shown).all():
+            raise ValueError("a matrix holds NaN or infinity: refusing to write invalid JSON")
+
+    def lines(self):
+        """Each row as JSON text."""
+        n = self.a.shape[1]
+        full = "[" + ",".join([_NUMBER] * n) + "]"
+        specs = np.array([_NUMBER, "null"])
+        for i, row in enumerate(self.a):
+            if self.mask is None or self.mask[i].all():
+                yield full % tuple(row.tolist())
+            else:
+                fmt = "[" + ",".join(specs[(~self.mask[i]).astype(np.intp)].tolist()) + "]"
+                yield fmt % tuple(row[self.mask[i]].tolist())
+
+
+def document(res, explanation: dict | None = None) -> dict[str, Any]:
+    """The document with its matrices as :class:`Rows` (see :func:`to_json` for plain lists)."""
+    att = res.attention
+    req = res.request
+    doc: dict[str, Any] = {
+        "tokens": res.tokens,
+        "key_tokens": res.key_tokens,
+        "variant": req.variant,
+        "mask": {"causal": req.mask.causal, "window": req.mask.window, "padding": req.mask.pad_to},
+        "projection": req.projection,
+        "heads": att.heads,
+        "weights": Rows(att.weights),
+        "head_weights": [Rows(m) for m in att.head_weights] if att.head_weights is not None else None,
+        "scores": Rows(att.scores, att.mask),
+        "output": Rows(att.output),
+        "empty_rows": att.empty_rows,
+        "settings": {
+            "model": res.model_name,
+            "positions": req.positions,
+            "projection": res.projected.label,
+            "seed": req.seed,
+            "d_k": res.d_k,
+            "d_v": res.d_v,
+            "max_relative": res.params.get("max_relative"),
+            "local_window": res.params.get("window"),
+        },
+    }
+    if att.head_scores is not None:
+        doc["head_scores"] = [Rows(s, att.mask) for s in att.head_scores]
+    if explanation is not None:
+        doc["explanation"] = explanation
+    return doc
+
+
+def to_json(res, explanation: dict | None = None) -> dict[str, Any]:
+    """The document as plain Python lists and dicts (exactly what ``--json`` prints)."""
+    import io
+
+    buf = io.StringIO()
+    write_json(res, buf.write, explanation)
+    return json.loads(buf.getvalue())
+
+
+def _write_value(value: Any, write: Callable[[str], Any], indent: str) -> None:
+    inner = indent + "  "
+    if isinstance(value, Rows):
+        write("[")
+        for n, line in enumerate(value.lines()):
+            write(("\n" if n == 0 else ",\n") + inner + line)
+        write("\n" + indent + "]")
+    elif isinstance(value, list) and value and isinstance(value[0], Rows):
+        write("[")
+        for n, m in enumerate(value):
+            write(("\n" if n == 0 else ",\n") + inner)
+            _write_value(m, write, inner)
+        write("\n" + indent + "]")
+    else:
+        write(_encode(value))
+
+
+def write_json(res, write: Callable[[str], Any], explanation: dict | None = None) -> None:
+    """Stream the document to ``write`` (e.g. ``sys.stdout.write``), one matrix row per line."""
+    doc = document(res, explanation)
+    write("{")
+    for n, (key, value) in enumerate(doc.items()):
+        write(("\n" if n == 0 else ",\n") + f"  {_encode(key)}: ")
+        _write_value(value, write, "  ")
+    write("\n}\n")
