@@ -44,7 +44,7 @@ class TrainParams:
     workers: int = field(default_factory=lambda: os.cpu_count() or 1)
     seed: int = 1
     bucket: int = 50_000
-    min_n: int = 3
+    min_n: int = 4
     max_n: int = 6
     precision: str = "float16"
 
