@@ -112,10 +112,12 @@ def matrix_cmd(
                                                    metavar="N")] = None,
     pad_to: Annotated[Optional[int], typer.Option("--pad-to", help="Append <pad> tokens up to N; pad keys are masked.", metavar="N")] = None,
     positions: Annotated[Positions, typer.Option(help="Positional encoding added to the word vectors.")] = Positions.sinusoidal,
-    proj: Annotated[str, typer.Option("--proj", help="Projection to Q, K, V: identity or random (seeded).",
+    proj: Annotated[str, typer.Option("--proj", help="Projection to Q, K, V: identity, random (seeded) or trained.",
                                       autocompletion=_complete_projection, metavar="NAME")] = "identity",
     d_k: Annotated[Optional[int], typer.Option("--d-k", help="Query/key/value size of --proj random (default: the vector size).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the random projection and the variants' own weights.")] = 0,
+    layer: Annotated[Optional[int], typer.Option(help="Layer of --proj trained (default 0).")] = None,
+    head: Annotated[Optional[int], typer.Option(help="One head of --proj trained (default: all, with --variant multihead).")] = None,
     heads: Annotated[Optional[int], typer.Option(help="Heads of --variant multihead (default 4).")] = None,
     max_relative: Annotated[int, typer.Option("--max-relative", help="Clipping distance k of --variant relative.")] = 4,
     show: Annotated[Show, typer.Option(help="What the heatmap shows.")] = Show.weights,
@@ -138,10 +140,13 @@ def matrix_cmd(
 
     text = _read_text(sentence, file)
     row_span, col_span = _span(rows, "--rows"), _span(cols, "--cols")
+    options = {name: value for name, value in (("layer", layer), ("head", head)) if value is not None}
+    if options and proj != "trained":
+        raise BadInput(f"--{next(iter(options))} needs --proj trained (it picks a learned layer or head)")
     req = MatrixRequest(
         text=text, context=context, variant=variant, mask=MaskSpec(causal=causal, window=window, pad_to=pad_to),
         positions=positions.value, projection=proj, d_k=d_k, seed=seed, heads=heads, max_relative=max_relative,
-        model=model,
+        model=model, projection_options=options,
     )
     res = compute(req)
     explanation = None

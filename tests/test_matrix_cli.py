@@ -205,6 +205,8 @@ BAD = [
     ([SENTENCE, "--pad-to", "100000"], "--pad-to"),
     ([SENTENCE, "--proj", "random", "--d-k", "0"], "--d-k"),
     ([SENTENCE, "--context", ""], "context is empty"),
+    ([SENTENCE, "--layer", "1"], "--layer needs --proj trained"),
+    ([SENTENCE, "--proj", "trained"], "has no trained attention"),
 ]
 
 
@@ -296,3 +298,26 @@ def test_numbers_keep_six_significant_digits():
     np.testing.assert_allclose(back, x, rtol=5e-6)
     with pytest.raises(ValueError):
         Rows(np.array([[1.0, np.nan]]))
+
+
+def test_proj_trained_through_the_cli_without_torch(attn_home):
+    from _attention_fixtures import make_random_attention
+
+    make_random_attention("rand", layers=2, heads=4)
+    code = (
+        "import sys\n"
+        "from attncli.cli import main\n"
+        "sys.argv = ['attn', 'matrix', 'the old man saw the cat', '--proj', 'trained', '--model', 'rand',\n"
+        "            '--variant', 'multihead', '--layer', '1', '--causal', '--json']\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+        "sys.stderr.write('HEAVY=' + ','.join(m for m in ('torch', 'gensim', 'nltk') if m in sys.modules) + '\\n')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, ATTN_HOME=str(attn_home)))
+    assert proc.returncode == 0, proc.stderr
+    assert "HEAVY=\n" in proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["projection"] == "trained" and doc["heads"] == 4 and "layer 1" in doc["settings"]["projection"]
+    one = json.loads(run("matrix", "the old man saw the cat", "--proj", "trained", "--model", "rand", "--layer", "1",
+                         "--head", "2", "--causal", "--json").stdout)
+    np.testing.assert_allclose(np.array(one["weights"]), np.array(doc["head_weights"][2]), atol=2e-6)
