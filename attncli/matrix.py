@@ -120,6 +120,9 @@ def _embed(vectors, words: list[str], n_total: int) -> np.ndarray:
 
 def _heads(req: MatrixRequest, projected: Projected) -> int:
     if req.variant != "multihead":
+        if projected.heads is not None and projected.heads > 1:
+            raise BadInput(f"the {req.projection} projection has {projected.heads} heads: add --variant multihead, "
+                           "or pick one head with --head H")
         if req.heads not in (None, 1):
             raise BadInput(f"--heads {req.heads} needs --variant multihead (the {req.variant} variant has one head)")
         return 1

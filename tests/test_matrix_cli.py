@@ -321,3 +321,5 @@ def test_proj_trained_through_the_cli_without_torch(attn_home):
     one = json.loads(run("matrix", "the old man saw the cat", "--proj", "trained", "--model", "rand", "--layer", "1",
                          "--head", "2", "--causal", "--json").stdout)
     np.testing.assert_allclose(np.array(one["weights"]), np.array(doc["head_weights"][2]), atol=2e-6)
+    whole_layer_one_head = run("matrix", "the old man", "--proj", "trained", "--model", "rand")
+    assert whole_layer_one_head.exit_code == 2 and "--variant multihead" in whole_layer_one_head.stderr
