@@ -68,7 +68,7 @@ def lookup_cmd(
         if json_out:
             # one compact line in batch mode, and for big results (indented JSON is written by
             # Python's slow pure-Python encoder: 2.5 s for 100,000 entries)
-            emit_json(result.to_json(), lines=queries is not None or len(result.entries) > COMPACT_JSON_ABOVE)
+            emit_json(result.to_json(), lines=queries is not None or len(result.keys) > COMPACT_JSON_ABOVE)
             if explain:
                 err_console().print(explain_text(result, index), highlight=False)
         else:
@@ -111,16 +111,16 @@ def explain_text(result, index) -> str:
     else:
         kept = f"the {result.top_k} most similar keys (--top-k)" if result.top_k and result.top_k < result.n_keys else "all keys"
         lines.append(f"5. weight_i = exp(similarity_i / T) / sum_j exp(similarity_j / T), T = {T:g}, over {kept}")
-        top = result.entries[:3]
-        s_max = result.entries[0].similarity
+        top = result.head(3)
+        s_max = top[0].similarity
         for e in top:
             lines.append(f"     {escape(e.key)}: similarity {e.similarity:.4f} = {1 - lam:g}*{e.cosine:.4f} + {lam:g}*{e.ngram:.4f};"
                          f" exp((s - s_max)/T) = {_num(math.exp((e.similarity - s_max) / T))}; weight {e.weight:.4f}")
     best = result.best
     lines.append(f"6. answer = value of the key with the largest weight: {escape(repr(best.key))} -> {escape(_value_text(best.value))}")
     if result.soft_value is not None:
-        terms = " + ".join(f"{e.weight:.3f}*{_value_text(e.value)}" for e in result.entries[:4])
-        more = " + ..." if len(result.entries) > 4 else ""
+        terms = " + ".join(f"{e.weight:.3f}*{_value_text(e.value)}" for e in result.head(4))
+        more = " + ..." if len(result.keys) > 4 else ""
         lines.append(f"7. soft value (the attention output) = sum_i weight_i * value_i = {escape(terms)}{more} = {result.soft_value:.6g}")
     else:
         lines.append("7. soft value: none (it is defined only when every value with a weight > 0 is a number)")
@@ -136,7 +136,7 @@ def render(result, index, *, rows: int, heading: bool) -> None:
         out.rule(f"query: {escape(result.query)}")
     if index is not None:
         out.print(explain_text(result, index), highlight=False)
-    shown = result.entries if rows == 0 else result.entries[:rows]
+    shown = result.head(None if rows == 0 else rows)
     table = Table(title=f"attention over {result.n_keys:,} keys for {escape(repr(result.query))}, T = {result.temperature:g}")
     table.add_column("key", overflow="fold")
     if index is not None:
@@ -152,9 +152,9 @@ def render(result, index, *, rows: int, heading: bool) -> None:
             cells += [f"{e.cosine:.3f}", f"{e.ngram:.3f}"]
         cells += [f"{e.similarity:.3f}", f"{e.weight:.3f}", _bar(e.weight), escape(_value_text(e.value))]
         table.add_row(*cells)
-    hidden = len(result.entries) - len(shown)
+    hidden = len(result.keys) - len(shown)
     if hidden:
-        rest = sum(e.weight for e in result.entries[len(shown):])
+        rest = float(result.weight[len(shown):].sum())
         table.caption = f"... {hidden:,} more keys with total weight {rest:.3g} (--rows 0 shows all)"
     out.print(table)
     best = result.best

@@ -58,25 +58,24 @@ class KeyIndex:
         self.mu = vectors.unit_vectors.mean(axis=0) if center else np.zeros(vectors.dim, dtype=np.float32)
 
         token_id: dict[str, int] = {}
-        per_key: list[list[int]] = []
+        flat: list[int] = []  # token ids of all keys, key after key
+        lengths: list[int] = []
         for key in keys:
             tokens = key_tokens(key)
             if not tokens:
                 raise BadInput(f"key {key!r} has no word in it (letters or digits): rename the key or remove it")
-            per_key.append([token_id.setdefault(t, len(token_id)) for t in tokens])
+            lengths.append(len(tokens))
+            flat += [token_id.setdefault(t, len(token_id)) for t in tokens]
         self.tokens = list(token_id)  # G distinct tokens
-        self.lengths = np.fromiter((len(ids) for ids in per_key), dtype=np.int64, count=len(keys))  # (N,)
-        self.flat = np.fromiter((t for ids in per_key for t in ids), dtype=np.int64, count=int(self.lengths.sum()))
+        self.lengths = np.array(lengths, dtype=np.int64)  # (N,)
+        self.flat = np.array(flat, dtype=np.int64)  # (T,) T tokens in all keys
         self.starts = np.concatenate([[0], np.cumsum(self.lengths)[:-1]]).astype(np.int64)  # (N,)
 
         # the n-gram side counts each distinct token of a key once: "color color" is no closer to
         # "colour" than "color" is
-        distinct = [list(dict.fromkeys(ids)) for ids in per_key]
-        n_distinct = np.fromiter((len(ids) for ids in distinct), dtype=np.int64, count=len(keys))
-        self.gram_flat = np.fromiter((t for ids in distinct for t in ids), dtype=np.int64, count=int(n_distinct.sum()))
-        self.gram_starts = np.concatenate([[0], np.cumsum(n_distinct)[:-1]]).astype(np.int64)  # (N,)
+        self.first_use = self._first_uses()  # (T,) 1 where a token is new within its key, else 0
         self.grams = ngram_hashes(self.tokens, NGRAM_MIN, NGRAM_MAX)  # every token has >= 1 n-gram
-        self.key_gram_sizes = np.add.reduceat(self.grams.counts[self.gram_flat], self.gram_starts)  # (N,)
+        self.key_gram_sizes = np.add.reduceat(self.grams.counts[self.flat] * self.first_use, self.starts)  # (N,)
         centred = unit_rows(self._embed_tokens()) - self.mu  # (G, d)
         self.key_matrix = unit_rows(self._key_means(centred))  # (N, d)
 
@@ -110,13 +109,29 @@ class KeyIndex:
         key = next(k for k in self.keys if token in key_tokens(k))
         raise BadInput(f"key {key!r}: {UnknownWord(token, self.vectors.name, self.vectors.has_subwords)}")
 
-    def _key_means(self, token_vecs: np.ndarray) -> np.ndarray:
-        """(N, d): each key's mean token vector, one (n, L, d) sum per key length L."""
-        out = np.empty((len(self.keys), token_vecs.shape[1]), dtype=np.float32)
-        for length in np.unique(self.lengths):
+    def _by_length(self):
+        """(L, keys with L tokens, their token ids (n, L)) for each key length L."""
+        for length in np.unique(self.lengths).tolist():
             keys = np.flatnonzero(self.lengths == length)  # (n,)
-            ids = self.flat[self.starts[keys][:, None] + np.arange(length)]  # (n, L)
-            out[keys] = token_vecs[ids].mean(axis=1)  # (n, L, d) -> (n, d)
+            yield length, keys, self.flat[self.starts[keys][:, None] + np.arange(length)]  # (n, L)
+
+    def _first_uses(self) -> np.ndarray:
+        """(T,) int64 over the flat token list: 0 where the token already occurred in its key."""
+        out = np.ones(len(self.flat), dtype=np.int64)
+        for length, keys, ids in self._by_length():
+            for j in range(1, length):
+                repeated = (ids[:, :j] == ids[:, j : j + 1]).any(axis=1)  # (n,)
+                out[self.starts[keys[repeated]] + j] = 0
+        return out
+
+    def _key_means(self, token_vecs: np.ndarray) -> np.ndarray:
+        """(N, d): each key's mean token vector, summed column by column per key length."""
+        out = np.empty((len(self.keys), token_vecs.shape[1]), dtype=np.float32)
+        for length, keys, ids in self._by_length():
+            acc = token_vecs[ids[:, 0]].copy()  # (n, d)
+            for j in range(1, length):
+                acc += token_vecs[ids[:, j]]
+            out[keys] = acc / length
         return out
 
     def query_vector(self, query: str) -> tuple[list[str], np.ndarray]:
@@ -138,7 +153,7 @@ class KeyIndex:
         q = ngram_hashes(query_tokens, NGRAM_MIN, NGRAM_MAX).hashes
         hit = np.isin(self.grams.hashes, np.unique(q)).astype(np.int64)  # (H,)
         per_token = np.add.reduceat(hit, self.grams.starts)  # (G,)
-        overlap = np.add.reduceat(per_token[self.gram_flat], self.gram_starts)  # (N,)
+        overlap = np.add.reduceat(per_token[self.flat] * self.first_use, self.starts)  # (N,)
         overlap = np.minimum(overlap, len(q))  # two tokens of a key may both match the same n-gram of q
         return 2.0 * overlap / (len(q) + self.key_gram_sizes)
 

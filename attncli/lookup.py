@@ -48,25 +48,42 @@ class Entry:
     cosine: float
     ngram: float
 
-    def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "similarity": self.similarity, "weight": self.weight, "value": self.value}
-
 
 @dataclass
 class LookupResult:
+    """One lookup's answer. The per-key columns are arrays sorted by weight, descending (then
+    similarity, then dictionary order); ``entries`` builds objects from them on demand."""
+
     query: str
     model: str
     temperature: float
-    entries: list[Entry]  # sorted by weight, descending (then similarity, then dictionary order)
+    keys: list[str]  # (M,) M = kept keys: N, or k with top_k
+    values: list[Any]  # (M,)
+    similarity: np.ndarray  # (M,)
+    weight: np.ndarray  # (M,)
+    cosine: np.ndarray  # (M,)
+    ngram: np.ndarray  # (M,)
     soft_value: float | None
     exact: bool  # the query was a key: weight 1 on it, as in a dict
     top_k: int | None = None
-    n_keys: int = 0  # keys in the dictionary (entries may hold fewer with top_k)
+    n_keys: int = 0  # keys in the dictionary
     query_tokens: list[str] = field(default_factory=list)
+
+    def head(self, n: int | None = None) -> list[Entry]:
+        """The first n entries (all with None)."""
+        end = len(self.keys) if n is None else min(n, len(self.keys))
+        return [
+            Entry(self.keys[i], float(self.similarity[i]), float(self.weight[i]), self.values[i], float(self.cosine[i]), float(self.ngram[i]))
+            for i in range(end)
+        ]
+
+    @property
+    def entries(self) -> list[Entry]:
+        return self.head()
 
     @property
     def best(self) -> Entry:
-        return self.entries[0]
+        return self.head(1)[0]
 
     def to_json(self) -> dict[str, Any]:
         """The ``attn lookup --json`` document (stable keys, see docs/lookup.md)."""
@@ -75,7 +92,10 @@ class LookupResult:
             "query": self.query,
             "model": self.model,
             "temperature": self.temperature,
-            "entries": [e.to_json() for e in self.entries],
+            "entries": [
+                {"key": k, "similarity": s, "weight": w, "value": v}
+                for k, s, w, v in zip(self.keys, self.similarity.tolist(), self.weight.tolist(), self.values)
+            ],
             "best": {"key": best.key, "value": best.value, "weight": best.weight},
             "soft_value": self.soft_value,
         }
@@ -154,16 +174,16 @@ def soft_value(values: list[Any], weights: np.ndarray) -> float | None:
     JSON booleans are not numbers here. A weight that underflowed to exactly 0 contributes
     nothing, so its value is not looked at.
     """
-    total = 0.0
-    for value, w in zip(values, weights):
-        if w <= 0:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return None
-        try:
-            total += float(w) * float(value)
-        except OverflowError:  # an integer beyond float range
-            return None
+    weights = np.asarray(weights, dtype=np.float64)
+    attended = np.flatnonzero(weights > 0)
+    picked = [values[i] for i in attended.tolist()]
+    if not all(type(v) in (int, float) for v in picked):  # bool, str, None, list, dict, subclasses: no
+        return None
+    try:
+        numbers = np.array(picked, dtype=np.float64)  # (m,)
+    except OverflowError:  # an integer beyond float range
+        return None
+    total = float(weights[attended] @ numbers)
     return total if math.isfinite(total) else None
 
 
@@ -203,18 +223,20 @@ def lookup(
         weights = softmax(similarity[keep].astype(np.float64), temperature)
     order = np.lexsort((keep, -similarity[keep], -weights))  # weight desc, similarity desc, dict order
     rows = keep[order]
-    entries = [
-        Entry(keys[i], s, w, dictionary[keys[i]], c, g)
-        for i, s, w, c, g in zip(
-            rows.tolist(), similarity[rows].tolist(), weights[order].tolist(), cosine[rows].tolist(), ngram[rows].tolist()
-        )
-    ]
+    weights = weights[order]
+    sorted_keys = [keys[i] for i in rows.tolist()]
+    values = [dictionary[k] for k in sorted_keys]
     return LookupResult(
         query=query,
         model=vectors.name,
         temperature=temperature,
-        entries=entries,
-        soft_value=soft_value([e.value for e in entries], np.array([e.weight for e in entries])),
+        keys=sorted_keys,
+        values=values,
+        similarity=similarity[rows].astype(np.float64),
+        weight=weights,
+        cosine=cosine[rows].astype(np.float64),
+        ngram=ngram[rows].astype(np.float64),
+        soft_value=soft_value(values, weights),
         exact=is_exact,
         top_k=top_k,
         n_keys=n,

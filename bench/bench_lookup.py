@@ -102,7 +102,9 @@ def quality(args) -> None:
     import numpy as np
 
     sys.path.insert(0, str(REPO))
-    from attncli.lookup import KeyIndex, softmax
+    from attncli.keyindex import KeyIndex
+    from attncli.lookup import softmax
+    from attncli.lookup_params import NGRAM_WEIGHT
     from attncli.vectors import load_vectors
 
     spec = json.loads((REPO / "tests" / "lookup_eval.json").read_text(encoding="utf-8"))
@@ -112,10 +114,9 @@ def quality(args) -> None:
         "cosine, centred": dict(center=True, ngram_weight=0.0),
         "n-gram Dice only": dict(center=True, ngram_weight=1.0),
         "plain cosine + 0.4 n-gram": dict(center=False, ngram_weight=0.4),
-        "centred + 0.2 n-gram": dict(center=True, ngram_weight=0.2),
-        "centred + 0.4 n-gram (default)": dict(center=True, ngram_weight=0.4),
-        "centred + 0.6 n-gram": dict(center=True, ngram_weight=0.6),
+        **{f"centred + {lam:g} n-gram": dict(center=True, ngram_weight=lam) for lam in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)},
     }
+    default_label = f"centred + {NGRAM_WEIGHT:g} n-gram"
     cats = sorted({c["category"] for c in spec["cases"]})
     print(f"model '{v.name}', {len(spec['cases'])} cases\n")
     print("| scorer | all | " + " | ".join(cats) + " |\n|---|---:|" + "---:|" * len(cats))
@@ -132,26 +133,30 @@ def quality(args) -> None:
             hits[case["category"]][1] += 1
             if best != case["expected"]:
                 misses.append(f"{case['query']}->{best}")
-            if "default" in label:
+            if label == default_label:
                 sims_default.append((case, sim))
         total = sum(h for h, _ in hits.values())
-        print(f"| {label} | {total}/{len(spec['cases'])} | " + " | ".join(f"{hits[c][0]}/{hits[c][1]}" for c in cats) + " |")
+        print(f"| {label}{' (default)' if label == default_label else ''} | {total}/{len(spec['cases'])} | " + " | ".join(f"{hits[c][0]}/{hits[c][1]}" for c in cats) + " |")
         if args.verbose:
             print(f"|  misses: {' '.join(misses)} |")
-    temps = [0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0]
-    seed = [(c, s) for c, s in sims_default if c["dict"] == "car"]
-    print("\nWinner's weight by temperature (centred + 0.4 n-gram):\n")
-    print("| T | " + " | ".join(f"{c['query']}->{c['expected']}" for c, _ in seed[:6]) +
-          " | median winner weight | winners >= 0.99 | mean weight on the expected key |")
-    print("|---:|" + "---:|" * (min(6, len(seed)) + 3))
+    temps = [0.02, 0.05, 0.08, 0.1, 0.12, 0.15, 0.2, 0.3, 0.5, 1.0]
+    shown = [("car", "colour"), ("car", "colours"), ("car", "hue"), ("car", "maker"), ("specs", "speed"), ("specs", "cost")]
+    by_case = {(c["dict"], c["query"]): (c, s) for c, s in sims_default}
+    print(f"\nWeight on the expected key by temperature ({default_label}); NLL = mean -log(weight on the expected key):\n")
+    print("| T | " + " | ".join(f"{q}->{by_case[(d, q)][0]['expected']}" for d, q in shown) +
+          " | median winner weight | winners >= 0.99 | mean weight on expected | NLL |")
+    print("|---:|" + "---:|" * (len(shown) + 4))
     for t in temps:
         cells = []
-        for case, sim in seed[:6]:
-            w = softmax(sim.astype(np.float64), t)
-            cells.append(f"{w[list(spec['dictionaries']['car']).index(case['expected'])]:.2f}")
-        winners = [softmax(s.astype(np.float64), t).max() for _, s in sims_default]
-        on_expected = [softmax(s.astype(np.float64), t)[spec["dictionaries"][c["dict"]].index(c["expected"])] for c, s in sims_default]
-        print(f"| {t:g} | " + " | ".join(cells) + f" | {np.median(winners):.2f} | {np.mean(np.array(winners) >= 0.99):.0%} | {np.mean(on_expected):.2f} |")
+        for d, q in shown:
+            case, sim = by_case[(d, q)]
+            cells.append(f"{softmax(sim.astype(np.float64), t)[spec['dictionaries'][d].index(case['expected'])]:.2f}")
+        weights = [softmax(s.astype(np.float64), t) for _, s in sims_default]
+        winners = np.array([w.max() for w in weights])
+        on_expected = np.array([w[spec["dictionaries"][c["dict"]].index(c["expected"])] for w, (c, _) in zip(weights, sims_default)])
+        nll = float(np.mean(-np.log(np.maximum(on_expected, 1e-300))))
+        print(f"| {t:g} | " + " | ".join(cells) + f" | {np.median(winners):.2f} | {np.mean(winners >= 0.99):.0%} | "
+              f"{on_expected.mean():.2f} | {nll:.2f} |")
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from _lookup_fixtures import save_fasttext_like, save_plain
 from attncli.cli import app
+from attncli.lookup_params import DEFAULT_TEMPERATURE, NGRAM_WEIGHT
 
 runner = CliRunner()
 JSON_KEYS = {"query", "model", "temperature", "entries", "best", "soft_value"}
@@ -47,7 +48,7 @@ def test_colour_answers_black_on_the_seed():
 def test_json_document():
     doc = ok_json("colour")
     assert set(doc) == JSON_KEYS
-    assert doc["query"] == "colour" and doc["model"] == "tiny" and doc["temperature"] == pytest.approx(0.1)
+    assert doc["query"] == "colour" and doc["model"] == "tiny" and doc["temperature"] == DEFAULT_TEMPERATURE
     assert all(set(e) == {"key", "similarity", "weight", "value"} for e in doc["entries"])
     weights = [e["weight"] for e in doc["entries"]]
     assert weights == sorted(weights, reverse=True) and sum(weights) == pytest.approx(1.0)
@@ -92,7 +93,8 @@ def test_explain_prints_the_formula():
     result = run("colour", "--explain")
     assert result.exit_code == 0, result.stderr
     assert "softmax" in result.stdout or "exp(similarity" in result.stdout
-    assert "similarity = 0.6 * cosine + 0.4 * ngram" in result.stdout
+    lam = NGRAM_WEIGHT
+    assert f"similarity = {1 - lam:g} * cosine + {lam:g} * ngram" in result.stdout
     both = run("colour", "--explain", "--json")
     json.loads(both.stdout)  # the JSON stays clean
     assert "exp(similarity" in both.stderr
