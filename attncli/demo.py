@@ -119,7 +119,8 @@ def scale_experiment(factor: float = 100.0, *, seed: int = 0, keys: int = 16, tr
 def _small_table(console, title: str, m: np.ndarray, rows: list[str], cols: list[str], decimals: int = 0) -> None:
     from rich.table import Table
 
-    table = Table(title=title, title_justify="left", show_edge=False)
+    console.print(title, style="bold", highlight=False)
+    table = Table(show_edge=False)
     table.add_column("")
     for c in cols:
         table.add_column(c, justify="right")
@@ -158,16 +159,17 @@ def render_scale(console, doc: dict[str, Any]) -> None:
                       ("softmax_scaled", f"softmax(scores / sqrt({doc['d_k']}))")):
         render_heatmap(console, Heatmap(np.array(doc[key]), NAMES, NAMES, what, decimals=(4, 3)))
     ent = doc["entropy_bits"]
-    table = Table(title="entropy of each row in bits (2 = spread over all 4 words, 0 = one-hot)", title_justify="left",
-                  show_edge=False)
+    console.print("entropy of each row in bits (2 = spread over all 4 words, 0 = one-hot)", style="bold", highlight=False)
+    table = Table(show_edge=False)
     for col in ("query", "raw", f"x {f:g}", "/ sqrt(d_k)"):
         table.add_column(col, justify="right")
     for i, name in enumerate(NAMES):
         table.add_row(name, *(f"{ent[k][i]:.3f}" for k in ("raw", "times_factor", "scaled")))
     console.print(table)
     sw = doc["sweep"]
-    table = Table(title=f"why divide by sqrt(d_k): random q, k ~ N(0, 1), {sw['keys']} keys, {sw['trials']} trials each",
-                  title_justify="left", show_edge=False)
+    console.print(f"why divide by sqrt(d_k): random q, k ~ N(0, 1), {sw['keys']} keys, {sw['trials']} trials each",
+                  style="bold", highlight=False)
+    table = Table(show_edge=False)
     for col in ("d_k", "std q.k", "max w raw", "max w scaled", "H raw", "H scaled", "grad raw", "grad scaled"):
         table.add_column(col, justify="right")
     for r in sw["rows"]:
