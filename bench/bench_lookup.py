@@ -63,18 +63,22 @@ def make_dictionary(n: int, kind: str = "words") -> dict[str, int]:
     return out
 
 
-def run_once(argv: list[str]) -> float:
+def run_once(argv: list[str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds user + system) of one whole process."""
     start = time.perf_counter()
-    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"failed ({proc.returncode}): {' '.join(argv)}\n{proc.stderr.decode()}")
-    return wall
+    err = proc.stderr.read().decode()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"failed: {' '.join(argv)}\n{err}")
+    return wall, usage.ru_utime + usage.ru_stime
 
 
-def median_wall(argv: list[str], runs: int) -> float:
+def median_wall(argv: list[str], runs: int) -> tuple[float, float]:
     run_once(argv)  # warm-up: page cache, .pyc files
-    return statistics.median(run_once(argv) for _ in range(runs))
+    walls, cpus = zip(*(run_once(argv) for _ in range(runs)))
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def speed(args) -> None:
@@ -91,10 +95,12 @@ def speed(args) -> None:
                 path.write_text(json.dumps(make_dictionary(n, kind)), encoding="utf-8")
                 rows.append((f"attn lookup colour --dict ({n:,} keys, {kind}) --json",
                              [ATTN, "lookup", "colour", "--dict", str(path), "--json", *model]))
-        print(f"median wall of {args.runs} runs after a warm-up, {os.cpu_count()} cores\n")
-        print("| command | median wall (s) |\n|---|---:|")
+        load = os.getloadavg()[0]
+        print(f"median of {args.runs} runs after a warm-up, {os.cpu_count()} cores, load average {load:.1f} at the start\n")
+        print("| command | median wall (s) | median CPU user+sys (s) |\n|---|---:|---:|")
         for label, argv in rows:
-            print(f"| `{label}` | {median_wall(argv, args.runs):.3f} |", flush=True)
+            wall, cpu = median_wall(argv, args.runs)
+            print(f"| `{label}` | {wall:.3f} | {cpu:.3f} |", flush=True)
 
 
 def quality(args) -> None:
