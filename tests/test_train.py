@@ -161,3 +161,55 @@ def test_interrupted_training_leaves_the_earlier_model(tiny):
 def test_builtin_name_is_refused(tiny):
     with pytest.raises(BadInput, match="built-in"):
         train_model(tiny, quick(), name=store.BUILTIN)
+
+
+# -- evaluation: our batched analogy test against gensim's evaluate_word_analogies ------------
+
+
+@pytest.fixture(scope="module")
+def default_vectors():
+    if not (store.builtin_dir() / "meta.json").is_file():
+        pytest.skip("the built-in default model is not built")
+    return load_vectors(store.BUILTIN)
+
+
+def test_batched_analogies_equal_gensims_question_by_question(default_vectors, tmp_path):
+    from gensim.test.utils import datapath
+
+    from attncli import evaluate
+
+    # Every 25th question of each section (gensim needs ~3 ms a question), a malformed line too.
+    lines, kept = [], 0
+    with open(datapath(evaluate.ANALOGIES), encoding="utf-8") as fh:
+        for i, line in enumerate(fh):
+            if line.startswith(": "):
+                lines.append(line)
+            elif i % 25 == 0:
+                lines.append(line)
+                kept += 1
+    lines.insert(1, "only three words\n")
+    path = tmp_path / "q.txt"
+    path.write_text("".join(lines), encoding="utf-8")
+
+    words, vectors = default_vectors.words, default_vectors.vectors
+    ours = evaluate.analogies(words, vectors, str(path), batch=100)
+    kv = evaluate.keyed_vectors(words, vectors)
+    accuracy, sections = kv.evaluate_word_analogies(str(path))
+    total = sections[-1]
+    assert ours["questions"] == kept
+    assert ours["answered"] == len(total["correct"]) + len(total["incorrect"]) > 50
+    answered = [q for q in evaluate.read_analogies(str(path)) if all(w.lower() in default_vectors for w in q)]
+    ours_correct = {q for q, ok in zip(answered, ours["correct"]) if ok}
+    assert ours_correct == set(total["correct"])
+    assert ours["accuracy"] == pytest.approx(accuracy)
+
+
+def test_pair_oov_ratio_matches_gensim(default_vectors):
+    from gensim.test.utils import datapath
+
+    from attncli import evaluate
+
+    kv = evaluate.keyed_vectors(default_vectors.words[:3000], default_vectors.vectors[:3000])
+    for filename in evaluate.BENCHMARKS.values():
+        _, _, oov_percent = kv.evaluate_word_pairs(datapath(filename))
+        assert evaluate._pair_oov_ratio(kv, datapath(filename)) == pytest.approx(oov_percent / 100, abs=1e-4)
