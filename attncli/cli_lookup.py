@@ -79,8 +79,8 @@ def _value_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _bar(weight: float) -> str:
-    eighths = int(round(weight * BAR_WIDTH * 8))
+def _bar(weight: float, width: int = BAR_WIDTH) -> str:
+    eighths = int(round(weight * width * 8))
     full, part = divmod(eighths, 8)
     return "█" * full + ("", "▏", "▎", "▍", "▌", "▋", "▊", "▉")[part]
 
@@ -138,20 +138,30 @@ def render(result, index, *, rows: int, heading: bool) -> None:
         out.print(explain_text(result, index), highlight=False)
     shown = result.head(None if rows == 0 else rows)
     table = Table(title=f"attention over {result.n_keys:,} keys for {escape(repr(result.query))}, T = {result.temperature:g}")
+    values = [escape(_value_text(e.value)) for e in shown]
+    # On a narrow terminal the optional columns go first (the explanation above has the cosine
+    # and n-gram numbers too), so that keys and values fold instead of being cut off.
+    parts = index is not None and out.width >= 70
+    n_cols = 5 + (2 if parts else 0)
+    fixed = (min(max(len(e.key) for e in shown), 24) + min(max(len(v) for v in values), 16)
+             + 10 + 6 + (12 if parts else 0) + 3 * n_cols + 1)
+    bar_width = min(BAR_WIDTH, out.width - fixed)  # what is left, at most BAR_WIDTH; < 4: no bar
     table.add_column("key", overflow="fold")
-    if index is not None:
+    if parts:
         table.add_column("cosine", justify="right")
         table.add_column("ngram", justify="right")
     table.add_column("similarity", justify="right")
     table.add_column("weight", justify="right")
-    table.add_column("", min_width=BAR_WIDTH, no_wrap=True, style="cyan")
+    if bar_width >= 4:
+        table.add_column("", min_width=bar_width, no_wrap=True, style="cyan")
     table.add_column("value", overflow="fold")
-    for e in shown:
+    for e, value in zip(shown, values):
         cells = [escape(e.key)]
-        if index is not None:
+        if parts:
             cells += [f"{e.cosine:.3f}", f"{e.ngram:.3f}"]
-        cells += [f"{e.similarity:.3f}", f"{e.weight:.3f}", _bar(e.weight), escape(_value_text(e.value))]
-        table.add_row(*cells)
+        cells += [f"{e.similarity:.3f}", f"{e.weight:.3f}"]
+        cells += [_bar(e.weight, bar_width)] if bar_width >= 4 else []
+        table.add_row(*cells, value)
     hidden = len(result.keys) - len(shown)
     if hidden:
         rest = float(result.weight[len(shown):].sum())

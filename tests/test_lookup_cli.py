@@ -182,3 +182,18 @@ def test_lookup_imports_no_torch_gensim_nltk(attn_home):
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["best"]["value"] == "black"
     assert "HEAVY []" in proc.stderr
+
+
+@pytest.mark.parametrize("columns", [40, 60, 100])
+def test_narrow_terminal_folds_instead_of_cutting(attn_home, columns):
+    from attncli.paths import data_dir
+
+    env = dict(os.environ, ATTN_HOME=str(attn_home), ATTN_MODEL="tiny", COLUMNS=str(columns))
+    proc = subprocess.run([sys.executable, "-m", "attncli", "lookup", "price", "--no-exact", "--explain",
+                           "--dict", str(data_dir() / "car_specs.json")], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert all(len(line) <= columns for line in lines), max(lines, key=len)
+    rows = [line for line in lines if line.startswith("│")]
+    assert any("185000" in row for row in rows), "a number must never be cut by the terminal edge"
+    assert "answer: 185000" in proc.stdout.replace("\n", " ")
