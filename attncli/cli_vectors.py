@@ -153,24 +153,36 @@ def models_cmd(
         return
     from rich.table import Table
 
+    from rich import box
+
     default = store.default_model_name()
-    table = Table()
-    for col in ("name", "algorithm", "dim", "vocab", "corpus", "created", "WS353", "SimLex", "analogies"):
-        table.add_column(col, justify="right" if col in ("dim", "vocab", "WS353", "SimLex", "analogies") else "left")
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table.add_column("model", overflow="fold")
+    table.add_column("algo", no_wrap=True)
+    for col in ("dim", "words"):
+        table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("corpus", overflow="fold", min_width=7)
+    for col in ("WS353", "SimLex", "analogy"):
+        table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("created", no_wrap=True, min_width=10)
     for r in rows:
-        label = r["name"] + (" (built-in)" if r["builtin"] else "") + (" *" if r["name"] == default else "")
+        label = r["name"] + ("*" if r["name"] == default else "")
         if r["error"]:
-            table.add_row(escape(label), f"[red]damaged: {escape(r['error'])}[/]", "", "", "", "", "", "", "")
+            table.add_row(escape(label), "[red]damaged[/]", "", "", escape(r["error"]), "", "", "", "")
             continue
         ev = r["evaluation"] or {}
         table.add_row(
-            escape(label), r["algorithm"] or "?", str(r["dim"]), f"{r['vocab_size']:,}", escape(r["corpus"] or "?"),
-            (r["created"] or "")[:16].replace("T", " "),
+            escape(label), r["algorithm"] or "?", str(r["dim"]),
+            f"{r['vocab_size']:,}", escape(r["corpus"] or "?"),
             _fmt((ev.get("wordsim353") or {}).get("spearman")), _fmt((ev.get("simlex999") or {}).get("spearman")),
-            _fmt((ev.get("analogies") or {}).get("accuracy")),
+            _fmt((ev.get("analogies") or {}).get("accuracy")), (r["created"] or "")[:10],
         )
     out_console().print(table)
-    err_console().print("* the model commands use when --model is not given (WS353/SimLex: Spearman)", highlight=False)
+    err_console().print(
+        "default: the built-in model; * used when no --model is given (ATTN_MODEL changes it); "
+        "WS353, SimLex: Spearman; analogy: accuracy",
+        highlight=False,
+    )
 
 
 @app.command("eval")
