@@ -26,9 +26,9 @@ import re
 
 import numpy as np
 
-from attncli.errors import BadInput
+from attncli.errors import BadInput, UnknownWord
 from attncli.lookup_params import NGRAM_MAX, NGRAM_MIN, NGRAM_WEIGHT
-from attncli.ngrams import ngram_hashes, subword_vectors
+from attncli.ngrams import NgramHashes, ngram_hashes, subword_vectors
 from attncli.tokenize import tokenize
 from attncli.vectors import Vectors, unit_rows
 
@@ -42,6 +42,35 @@ def key_tokens(key: str) -> list[str]:
     if _SIMPLE_KEY.fullmatch(key):
         return key.split(" ")
     return tokenize(key)
+
+
+def embed_tokens(v: Vectors, tokens: list[str], grams: NgramHashes | None = None) -> np.ndarray:
+    """(G, d) float32: each token's stored row, else its fastText subword vector.
+
+    The same numbers as ``Vectors.vector`` (tests check it), computed for all unknown tokens at
+    once. ``grams``: the tokens' 3-6-gram hashes when already computed. UnknownWord if a token
+    has no vector (no subwords in the model, or no n-gram of the model's lengths).
+    """
+    out = np.empty((len(tokens), v.dim), dtype=np.float32)
+    rows = np.fromiter((v.index.get(t, -1) for t in tokens), dtype=np.int64, count=len(tokens))
+    known = rows >= 0
+    if known.any():
+        out[known] = v.vectors[rows[known]]  # (g, d)
+    unknown = np.flatnonzero(~known)
+    if len(unknown):
+        if not v.has_subwords:
+            raise UnknownWord(tokens[unknown[0]], v.name, has_subwords=False)
+        sub = v.subword
+        if grams is not None and (sub["min_n"], sub["max_n"]) == (NGRAM_MIN, NGRAM_MAX):
+            hashed = grams.select(unknown)
+        else:
+            hashed = ngram_hashes([tokens[t] for t in unknown], sub["min_n"], sub["max_n"])
+        empty = np.flatnonzero(hashed.counts == 0)
+        if len(empty):
+            raise UnknownWord(tokens[unknown[empty[0]]], v.name, has_subwords=True)
+        table = v.ngrams if len(unknown) < 2000 else np.asarray(v.ngrams, dtype=np.float32)
+        out[unknown] = subword_vectors(table, hashed, sub["bucket"])
+    return out
 
 
 class KeyIndex:
@@ -80,34 +109,11 @@ class KeyIndex:
         self.key_matrix = unit_rows(self._key_means(centred))  # (N, d)
 
     def _embed_tokens(self) -> np.ndarray:
-        """(G, d) float32: vocabulary rows, else fastText subword vectors; BadInput if neither."""
-        v = self.vectors
-        out = np.empty((len(self.tokens), v.dim), dtype=np.float32)
-        rows = np.fromiter((v.index.get(t, -1) for t in self.tokens), dtype=np.int64, count=len(self.tokens))
-        known = rows >= 0
-        if known.any():
-            out[known] = v.vectors[rows[known]]  # (g, d)
-        unknown = np.flatnonzero(~known)
-        if len(unknown):
-            if not v.has_subwords:
-                self._unknown_word(self.tokens[unknown[0]])
-            sub = v.subword
-            if (sub["min_n"], sub["max_n"]) == (NGRAM_MIN, NGRAM_MAX):
-                hashed = self.grams.select(unknown)
-            else:
-                hashed = ngram_hashes([self.tokens[t] for t in unknown], sub["min_n"], sub["max_n"])
-            empty = np.flatnonzero(hashed.counts == 0)
-            if len(empty):
-                self._unknown_word(self.tokens[unknown[empty[0]]])
-            table = v.ngrams if len(unknown) < 2000 else np.asarray(v.ngrams, dtype=np.float32)
-            out[unknown] = subword_vectors(table, hashed, sub["bucket"])
-        return out
-
-    def _unknown_word(self, token: str) -> None:
-        from attncli.errors import UnknownWord
-
-        key = next(k for k in self.keys if token in key_tokens(k))
-        raise BadInput(f"key {key!r}: {UnknownWord(token, self.vectors.name, self.vectors.has_subwords)}")
+        try:
+            return embed_tokens(self.vectors, self.tokens, self.grams)
+        except UnknownWord as exc:
+            key = next(k for k in self.keys if exc.word in key_tokens(k))
+            raise BadInput(f"key {key!r}: {exc}") from None
 
     def _by_length(self):
         """(L, keys with L tokens, their token ids (n, L)) for each key length L."""
@@ -136,13 +142,11 @@ class KeyIndex:
 
     def query_vector(self, query: str) -> tuple[list[str], np.ndarray]:
         """The query's tokens and its (d,) unit vector c(query) / |c(query)|."""
-        from attncli.errors import UnknownWord
-
         tokens = tokenize(query)
         if not tokens:
             raise BadInput(f"the query {query!r} has no word in it (letters or digits) to look up")
         try:
-            vecs = self.vectors.matrix(tokens)  # (t, d)
+            vecs = embed_tokens(self.vectors, tokens)  # (t, d)
         except UnknownWord as exc:
             raise BadInput(f"query {query!r}: {exc}") from None
         q = unit_rows((unit_rows(vecs) - self.mu).mean(axis=0)[None, :])[0]  # (d,)

@@ -5,9 +5,9 @@ query, too slow for a dictionary of 100,000 made-up keys. This module computes t
 (32-bit FNV-1a over the UTF-8 bytes of each n-gram of ``<token>``, as gensim's
 ``ft_ngram_hashes`` before the ``% bucket``) for a whole list of tokens:
 
-* ASCII tokens are grouped by length; for a group of g tokens of length L the FNV state of every
-  start position is advanced one byte at a time over a (g, L+2) byte matrix, so the work is
-  about ``(L + 2) * max_n`` array operations per group, whatever g is.
+* ASCII tokens are grouped by length; for a group of g tokens of length L the FNV states of all
+  start positions are advanced together, one byte at a time, over a (g, L+2) byte matrix: max_n
+  array operations per group, whatever g and L are.
 * Other tokens (UTF-8 n-grams count characters, not bytes) go through ``subword`` one by one.
 
 The result is a ragged array in CSR form: ``hashes[starts[t] : starts[t] + counts[t]]`` are the
@@ -44,23 +44,25 @@ class NgramHashes:
 
 
 def _ascii_group(words: list[str], min_n: int, max_n: int) -> np.ndarray:
-    """(g, M) uint32 hashes of same-length ASCII words; M n-grams per word."""
+    """(g, M) uint32 hashes of same-length ASCII words; M n-grams per word.
+
+    After step n, ``h[:, i]`` is the FNV state of the n bytes starting at i (shape (g, W-n+1)):
+    step n+1 folds in byte i+n for every start i at once, so a group costs max_n array
+    operations however many words it has and however long they are.
+    """
     framed = np.frombuffer("".join(f"<{w}>" for w in words).encode("ascii"), dtype=np.uint8)
     width = len(words[0]) + 2
-    B = framed.reshape(len(words), width).astype(np.uint32)  # (g, L+2)
+    B = framed.reshape(len(words), width).astype(np.uint32)  # (g, W)
+    h = np.full((len(words), width), _FNV_OFFSET, dtype=np.uint32)  # (g, W)
     cols = []
     with np.errstate(over="ignore"):
-        for i in range(width):
-            h = np.full(len(words), _FNV_OFFSET, dtype=np.uint32)  # (g,)
-            for n in range(1, max_n + 1):
-                if i + n > width:
-                    break
-                h = (h ^ B[:, i + n - 1]) * _FNV_PRIME  # uint32 arithmetic wraps mod 2^32
-                if n >= min_n and not (n == 1 and (i == 0 or i + n == width)):
-                    cols.append(h)
+        for n in range(1, min(max_n, width) + 1):
+            h = (h[:, : width - n + 1] ^ B[:, n - 1 :]) * _FNV_PRIME  # (g, W-n+1), wraps mod 2^32
+            if n >= min_n:
+                cols.append(h[:, 1:-1] if n == 1 else h)  # a lone '<' or '>' is not an n-gram
     if not cols:
         return np.zeros((len(words), 0), dtype=np.uint32)
-    return np.stack(cols, axis=1)  # (g, M)
+    return np.concatenate(cols, axis=1)  # (g, M)
 
 
 def ngram_hashes(tokens: list[str], min_n: int, max_n: int) -> NgramHashes:
@@ -101,10 +103,16 @@ def subword_vectors(ngrams: np.ndarray, hashed: NgramHashes, bucket: int, chunk_
     n_tok, d = len(hashed.counts), ngrams.shape[1]
     out = np.zeros((n_tok, d), dtype=np.float32)
     rows = (hashed.hashes % np.uint32(bucket)).astype(np.int64)  # (H,)
-    for m in np.unique(hashed.counts):
+    for m in np.unique(hashed.counts).tolist():
         if m == 0:
             continue
         tokens = np.flatnonzero(hashed.counts == m)
+        if m > chunk_rows // 8:  # a very long token: count its rows, one (B,) @ (B, d) product
+            for t in tokens.tolist():
+                seg = rows[hashed.starts[t] : hashed.starts[t] + m]
+                counts = np.bincount(seg, minlength=bucket).astype(np.float32)  # (B,)
+                out[t] = (counts @ np.asarray(ngrams, dtype=np.float32)) / m  # (B,) @ (B, d) -> (d,)
+            continue
         step = max(1, chunk_rows // int(m))
         for lo in range(0, len(tokens), step):
             part = tokens[lo : lo + step]  # (g,)
