@@ -5,10 +5,10 @@ query, too slow for a dictionary of 100,000 made-up keys. This module computes t
 (32-bit FNV-1a over the UTF-8 bytes of each n-gram of ``<token>``, as gensim's
 ``ft_ngram_hashes`` before the ``% bucket``) for a whole list of tokens:
 
-* ASCII tokens are grouped by length; for a group of g tokens of length L the FNV states of all
-  start positions are advanced together, one byte at a time, over a (g, L+2) byte matrix: max_n
-  array operations per group, whatever g and L are.
-* Other tokens (UTF-8 n-grams count characters, not bytes) go through ``subword`` one by one.
+* Tokens are grouped by length in characters (fastText's n-grams count characters, not bytes);
+  for a group of g tokens of length L the FNV states of all start positions are advanced
+  together over a (g, L+2) matrix of code points, folding in each character's 1 to 4 UTF-8
+  bytes: about max_n array operations per group, whatever g and L are.
 
 The result is a ragged array in CSR form: ``hashes[starts[t] : starts[t] + counts[t]]`` are the
 n-gram hashes of token t, duplicates kept (gensim averages over duplicates too). The order of
@@ -21,8 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from attncli.subword import ft_hash, ngrams_bytes
 
 _FNV_OFFSET = np.uint32(2166136261)
 _FNV_PRIME = np.uint32(16777619)
@@ -43,21 +41,43 @@ class NgramHashes:
         return NgramHashes(self.hashes[idx], starts, counts)
 
 
-def _ascii_group(words: list[str], min_n: int, max_n: int) -> np.ndarray:
-    """(g, M) uint32 hashes of same-length ASCII words; M n-grams per word.
+def _utf8_bytes(cps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The UTF-8 bytes of code points (g, W): (4, g, W) uint32, sign-extended like a C int8, and
+    (g, W) the number of bytes of each character (1 to 4)."""
+    nbytes = 1 + (cps >= 0x80).astype(np.uint32) + (cps >= 0x800) + (cps >= 0x10000)  # (g, W)
+    cont = lambda shift: 0x80 | ((cps >> shift) & 0x3F)  # noqa: E731  a continuation byte
+    lead = np.select([nbytes == 1, nbytes == 2, nbytes == 3], [cps, 0xC0 | (cps >> 6), 0xE0 | (cps >> 12)], 0xF0 | (cps >> 18))
+    second = np.select([nbytes == 2, nbytes == 3], [cont(0), cont(6)], cont(12))
+    third = np.where(nbytes == 3, cont(0), cont(6))
+    out = np.stack([lead, second, third, cont(0)]).astype(np.uint32)  # (4, g, W)
+    out[out >= 0x80] |= np.uint32(0xFFFFFF00)
+    return out, nbytes
 
-    After step n, ``h[:, i]`` is the FNV state of the n bytes starting at i (shape (g, W-n+1)):
-    step n+1 folds in byte i+n for every start i at once, so a group costs max_n array
-    operations however many words it has and however long they are.
+
+def _group_hashes(words: list[str], min_n: int, max_n: int) -> np.ndarray:
+    """(g, M) uint32 hashes of words of the same length in characters; M n-grams per word.
+
+    After step n, ``h[:, i]`` is the FNV state of the n characters starting at character i
+    (shape (g, W-n+1)): step n+1 folds in the bytes of character i+n for every start i at
+    once, so a group costs max_n (times bytes per character) array operations, however many
+    words it has and however long they are.
     """
-    framed = np.frombuffer("".join(f"<{w}>" for w in words).encode("ascii"), dtype=np.uint8)
+    framed = "".join(f"<{w}>" for w in words)
     width = len(words[0]) + 2
-    B = framed.reshape(len(words), width).astype(np.uint32)  # (g, W)
+    cps = np.frombuffer(framed.encode("utf-32-le"), dtype=np.uint32).reshape(len(words), width)  # (g, W)
+    if framed.isascii():
+        utf8, nbytes, widest = cps[None], None, 1  # (1, g, W)
+    else:
+        utf8, nbytes = _utf8_bytes(cps)
+        widest = int(nbytes.max())
     h = np.full((len(words), width), _FNV_OFFSET, dtype=np.uint32)  # (g, W)
     cols = []
     with np.errstate(over="ignore"):
         for n in range(1, min(max_n, width) + 1):
-            h = (h[:, : width - n + 1] ^ B[:, n - 1 :]) * _FNV_PRIME  # (g, W-n+1), wraps mod 2^32
+            h = h[:, : width - n + 1]
+            for k in range(widest):  # byte k of character i+n-1, where that character has one
+                step = (h ^ utf8[k][:, n - 1 :]) * _FNV_PRIME  # uint32 arithmetic wraps mod 2^32
+                h = step if k == 0 else np.where(nbytes[:, n - 1 :] > k, step, h)
             if n >= min_n:
                 cols.append(h[:, 1:-1] if n == 1 else h)  # a lone '<' or '>' is not an n-gram
     if not cols:
@@ -68,19 +88,13 @@ def _ascii_group(words: list[str], min_n: int, max_n: int) -> np.ndarray:
 def ngram_hashes(tokens: list[str], min_n: int, max_n: int) -> NgramHashes:
     """The fastText n-gram hashes of every token (see the module docstring)."""
     n_tok = len(tokens)
-    per_token: dict[int, np.ndarray] = {}
     groups: dict[int, list[int]] = {}
     for t, word in enumerate(tokens):
-        if word.isascii():
-            groups.setdefault(len(word), []).append(t)
-        else:
-            per_token[t] = np.array([ft_hash(g) for g in ngrams_bytes(word, min_n, max_n)], dtype=np.uint32)
-    group_hashes = {length: _ascii_group([tokens[t] for t in idx], min_n, max_n) for length, idx in groups.items()}
+        groups.setdefault(len(word), []).append(t)
+    group_hashes = {length: _group_hashes([tokens[t] for t in idx], min_n, max_n) for length, idx in groups.items()}
     counts = np.zeros(n_tok, dtype=np.int64)
     for length, idx in groups.items():
         counts[idx] = group_hashes[length].shape[1]
-    for t, h in per_token.items():
-        counts[t] = len(h)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64) if n_tok else np.zeros(0, np.int64)
     hashes = np.empty(int(counts.sum()), dtype=np.uint32)
     for length, idx in groups.items():
@@ -88,8 +102,6 @@ def ngram_hashes(tokens: list[str], min_n: int, max_n: int) -> NgramHashes:
         if H.shape[1]:
             pos = starts[idx][:, None] + np.arange(H.shape[1])  # (g, M)
             hashes[pos] = H
-    for t, h in per_token.items():
-        hashes[starts[t] : starts[t] + len(h)] = h
     return NgramHashes(hashes, starts, counts)
 
 

@@ -159,7 +159,7 @@ def test_fast_key_tokens_equal_tokenize(text):
     assert key_tokens(text) == tokenize(text)
 
 
-@pytest.mark.parametrize("words", [["colour", "a", "x1", "naïve", "straße", "日本語", "don't", "top-speed", "b" * 40]])
+@pytest.mark.parametrize("words", [["colour", "a", "x1", "naïve", "straße", "日本語", "don't", "top-speed", "b" * 40, "a😀bé", "ü", "\u07ff\u0800\uffff\U00010000"]])
 @pytest.mark.parametrize("min_n,max_n", [(3, 6), (1, 2), (2, 5)])
 def test_ngram_hashes_equal_subword_module(words, min_n, max_n):
     hashed = ngram_hashes(words, min_n, max_n)
@@ -170,7 +170,7 @@ def test_ngram_hashes_equal_subword_module(words, min_n, max_n):
 
 def test_ngram_hashes_equal_gensim():
     gensim_hash = pytest.importorskip("gensim.models.fasttext").ft_ngram_hashes
-    words = ["colour", "naïve", "horsepower", "x"]
+    words = ["colour", "naïve", "horsepower", "x", "日本語", "a😀bé", "straße"]
     hashed = ngram_hashes(words, 3, 6)
     for i, w in enumerate(words):
         ours = (hashed.hashes[hashed.starts[i] : hashed.starts[i] + hashed.counts[i]] % 2_000_000).tolist()
