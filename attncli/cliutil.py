@@ -11,23 +11,32 @@ import os
 import sys
 from typing import Any
 
-import click
 import typer
 from typer.core import TyperGroup
 
 from attncli.errors import AttnError
 
+_FRAMEWORK_EXCEPTIONS: tuple[type[BaseException], ...] = (typer.Exit, typer.Abort)
+try:  # typer >= 0.2x raises its own usage errors; older ones are click's
+    from typer.exceptions import TyperException
+
+    _FRAMEWORK_EXCEPTIONS += (TyperException,)
+except ImportError:  # pragma: no cover - depends on the installed typer
+    from click.exceptions import ClickException
+
+    _FRAMEWORK_EXCEPTIONS += (ClickException,)
+
 
 class _AttnGroup(TyperGroup):
     """Turns the core's AttnError into a one-line message and an exit code, never a traceback."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except AttnError as exc:
             err_console().print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
             sys.exit(exc.exit_code)
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+        except _FRAMEWORK_EXCEPTIONS:
             raise
         except KeyboardInterrupt:
             err_console().print("interrupted", highlight=False)
