@@ -220,8 +220,6 @@ def test_bad_input_exits_2_with_a_message(tiny, args, needle):
     assert result.stdout == ""
 
 
-@pytest.mark.xfail(reason="cliutil's error handler catches click's exceptions, but typer 0.29 raises its vendored "
-                   "typer._click ones: a bad --show value ends as 'internal error', exit 1", strict=False)
 def test_bad_choice_is_a_usage_error_exit_2(tiny):
     result = run("matrix", SENTENCE, "--model", "tiny", "--show", "bogus")
     assert result.exit_code == 2 and "internal error" not in result.stderr
