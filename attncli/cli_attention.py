@@ -33,7 +33,7 @@ def train_attention_cmd(
     dropout: Annotated[float, typer.Option(help="Dropout rate.")] = 0.0,
     heldout: Annotated[float, typer.Option(help="Fraction of Brown's documents held out for perplexity.")] = 0.1,
     limit_sentences: Annotated[Optional[int], typer.Option(help="Use only whole documents up to about this many sentences (quick trials).")] = None,
-    threads: Annotated[Optional[int], typer.Option(help="torch threads (default: all cores).")] = None,
+    threads: Annotated[Optional[int], typer.Option(help="torch threads (default: the cores not busy with other work, by the load average).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Train a small causal transformer LM on Brown over frozen word vectors; store its attention.
@@ -144,7 +144,7 @@ def _print_heads(report: dict[str, Any]) -> None:
 
     u = report["uniform"]
     table = Table(title=f"learned heads of model '{escape(report['model'])}': mean attention per query")
-    for col in ("layer", "head", "previous", "first", "self", f"local (<= {report['window']} back)", "entropy", "label"):
+    for col in ("layer", "head", "previous", "first", "self", "local", "entropy", "label"):
         table.add_column(col, justify="right" if col not in ("label",) else "left")
     for h in report["heads"]:
         table.add_row(str(h["layer"]), str(h["head"]), *(f"{h[k]:.2f}" for k in
@@ -153,7 +153,7 @@ def _print_heads(report: dict[str, Any]) -> None:
     out_console().print(table)
     t = report["thresholds"]
     err_console().print(
-        f"{report['sentences']} sentences, {report['queries']:,} queries. label: the largest of previous/first/self "
+        f"{report['sentences']} sentences, {report['queries']:,} queries; local = keys 0..{report['window']} back. label: the largest of previous/first/self "
         f"if >= {t['pattern']}, else local if >= {t['local']} (each also {t['margin']} above uniform), "
         f"else broad if entropy >= {t['broad']}, else mixed",
         highlight=False, style="dim",

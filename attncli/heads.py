@@ -104,9 +104,9 @@ def score_heads(att: TrainedAttention, sentences: list[list[str]], *, window: in
         raise BadInput("no sentence of two or more words to score the heads on")
     sums = np.zeros((att.layers, att.heads, len(SCORES)))  # (L, h, 5)
     n = 0
-    for tokens in usable:
-        for layer, trace in enumerate(att.trace(tokens)):
-            sums[layer] += row_scores(trace.weights.astype(np.float64), window).sum(axis=-1)  # (h, 5)
+    for tokens, per_layer in zip(usable, att.batch_weights(usable)):
+        for layer, weights in enumerate(per_layer):
+            sums[layer] += row_scores(weights.astype(np.float64), window).sum(axis=-1)  # (h, 5)
         n += len(tokens) - 1
     means = sums / n
     uniform = uniform_scores([len(s) for s in usable], window)

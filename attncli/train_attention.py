@@ -140,6 +140,20 @@ def model_from_weights(table: np.ndarray, config: dict[str, Any], weights: dict[
     return model.eval()
 
 
+def auto_threads() -> int:
+    """The cores not already busy (by the 1-minute load average), at least 1.
+
+    On a shared machine this matters: with both cores busy elsewhere, 2 torch threads ran a
+    training step 3x slower than 1 thread (they wait on each other at every operation).
+    """
+    cores = os.cpu_count() or 1
+    try:
+        busy = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return cores
+    return max(1, min(cores, int(cores - busy + 0.5)))
+
+
 def _encode(sentences, token_index, vocab):
     """Per sentence: input ids into the token table (n,) and target output ids (n,)."""
     return [(np.array([token_index[w] for w in s], dtype=np.int64), vocab.targets(s)) for s in sentences]
@@ -220,7 +234,7 @@ def train(
     vectors = load_vectors(source)
 
     torch.manual_seed(cfg.seed)
-    torch.set_num_threads(cfg.threads or os.cpu_count() or 1)
+    torch.set_num_threads(cfg.threads or auto_threads())
     rng = np.random.default_rng(cfg.seed)
     split = lm_data.split_documents(documents if documents is not None else lm_data.brown_documents(),
                                     heldout_fraction=cfg.heldout, seed=cfg.seed, max_len=cfg.max_len,

@@ -138,7 +138,7 @@ class TrainedAttention:
     def embed_vectors(self, e: np.ndarray) -> np.ndarray:
         """(T, d) the first layer's input from raw word vectors e (T, d): W_in e + b_in + PE(t)."""
         x = np.asarray(e, dtype=np.float32) @ self._p("input.weight").T + self._p("input.bias")  # (T, d)
-        return (x + sinusoidal_positions(x.shape[0], self.d_model)).astype(np.float32)
+        return (x + sinusoidal_positions(x.shape[-2], self.d_model)).astype(np.float32)
 
     def layer_input(self, x: np.ndarray, layer: int) -> np.ndarray:
         """(T, d) the residual stream entering ``layer``, from the embedded input ``x`` (causal, as trained)."""
@@ -148,23 +148,25 @@ class TrainedAttention:
         return x
 
     def project(self, x: np.ndarray, layer: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Q, K, V of layer ``layer`` for its residual input ``x`` (T, d), each (h, T, d_k)."""
+        """Q, K, V of layer ``layer`` for its residual input ``x`` (T, d), each (h, T, d_k).
+
+        Leading batch axes pass through: x (B, T, d) gives (B, h, T, d_k).
+        """
         self._check_layer(layer)
         pre = f"blocks.{layer}."
         a = layer_norm(x, self._p(pre + "ln1.weight"), self._p(pre + "ln1.bias"), self.eps)  # (T, d)
         qkv = a @ self._p(pre + "attn.in_proj_weight").T + self._p(pre + "attn.in_proj_bias")  # (T, 3d)
-        T = x.shape[0]
         q, k, v = (
-            m.reshape(T, self.heads, self.d_k).transpose(1, 0, 2)  # (h, T, d_k)
+            m.reshape(*m.shape[:-1], self.heads, self.d_k).swapaxes(-3, -2)  # (h, T, d_k)
             for m in np.split(qkv, 3, axis=-1)  # 3 x (T, d)
         )
         return q, k, v
 
     def attend(self, q, k, v, *, causal: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Scaled dot-product attention per head: scores, weights (h, T, S), context (h, T, d_k)."""
-        scores = q @ k.transpose(0, 2, 1) / np.sqrt(self.d_k)  # (h, T, S)
+        scores = q @ k.swapaxes(-1, -2) / np.sqrt(self.d_k)  # (h, T, S)
         if causal:
-            scores = np.where(causal_mask(q.shape[1], k.shape[1]), scores, -np.inf)
+            scores = np.where(causal_mask(q.shape[-2], k.shape[-2]), scores, -np.inf)
         shifted = np.exp(scores - scores.max(axis=-1, keepdims=True))  # (h, T, S); masked -> 0
         weights = shifted / shifted.sum(axis=-1, keepdims=True)
         return scores, weights, weights @ v  # (h, T, d_k)
@@ -190,6 +192,29 @@ class TrainedAttention:
         weights = self.attend(q, k, v, causal=causal)[1]  # (h, T, T)
         return weights if head is None else weights[head]
 
+    def batch_weights(self, sentences: list[list[str]], batch: int = 32) -> list[list[np.ndarray]]:
+        """Per sentence, per layer, the weights (h, T, T); sentences run padded in batches of similar length.
+
+        Padding goes at the end, where the causal mask keeps it out of every real query's view,
+        so each sentence's weights are those of ``trace(sentence)``. Batching keeps the
+        matrix products large enough to be efficient.
+        """
+        out: list[list[np.ndarray]] = [[] for _ in sentences]
+        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+        for start in range(0, len(order), batch):
+            group = order[start : start + batch]
+            T = len(sentences[group[-1]])
+            e = np.zeros((len(group), T, self.d_model), dtype=np.float32)  # (B, T, d)
+            for r, i in enumerate(group):
+                e[r, : len(sentences[i])] = input_vectors(self.vectors, sentences[i])
+            x = self.embed_vectors(e)  # (B, T, d)
+            for layer in range(self.layers):
+                trace, x = self._layer(x, layer, True)
+                for r, i in enumerate(group):
+                    n = len(sentences[i])
+                    out[i].append(trace.weights[r, :, :n, :n])  # (h, n, n)
+        return out
+
     def logits(self, tokens_or_x) -> np.ndarray:
         """(T, V_out) next-word logits over ``output_words``."""
         x = self._input(tokens_or_x)
@@ -209,8 +234,7 @@ class TrainedAttention:
         pre = f"blocks.{layer}."
         q, k, v = self.project(x, layer)
         scores, weights, context = self.attend(q, k, v, causal=causal)
-        T = x.shape[0]
-        merged = context.transpose(1, 0, 2).reshape(T, self.d_model)  # (T, d)
+        merged = context.swapaxes(-3, -2).reshape(x.shape)  # (T, d)
         output = merged @ self._p(pre + "attn.out_proj.weight").T + self._p(pre + "attn.out_proj.bias")  # (T, d)
         h = x + output
         a = layer_norm(h, self._p(pre + "ln2.weight"), self._p(pre + "ln2.bias"), self.eps)

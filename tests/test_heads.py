@@ -45,14 +45,8 @@ class StubAttention:
         self.layers, self.heads = 1, len(per_head)
         self.per_head = per_head
 
-    def trace(self, tokens):
-        class T:
-            pass
-
-        t = T()
-        pats = patterns(len(tokens))
-        t.weights = np.stack([pats[p] for p in self.per_head])  # (h, T, T)
-        return [t]
+    def batch_weights(self, sentences):
+        return [[np.stack([patterns(len(s))[p] for p in self.per_head])] for s in sentences]  # (h, T, T)
 
 
 def test_row_scores_by_hand():
