@@ -16,7 +16,7 @@ a similarity near 0 means "unrelated". docs/lookup.md has the measurements behin
 
 The key side is vectorised: each distinct token is embedded once (vocabulary rows by one fancy
 index, unknown words by ``ngrams.subword_vectors``), keys of the same number of tokens are summed
-as one (n, L, d) array, and the n-gram overlaps of a query are counted over integer arrays.
+together, column by column, and the n-gram overlaps of a query are counted over integer arrays.
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ class KeyIndex:
         """(N, d): each key's mean token vector, summed column by column per key length."""
         out = np.empty((len(self.keys), token_vecs.shape[1]), dtype=np.float32)
         for length, keys, ids in self._by_length():
-            acc = token_vecs[ids[:, 0]].copy()  # (n, d)
+            acc = token_vecs[ids[:, 0]]  # (n, d), a copy (fancy indexing)
             for j in range(1, length):
                 acc += token_vecs[ids[:, j]]
             out[keys] = acc / length
@@ -154,7 +154,7 @@ class KeyIndex:
 
     def ngram_scores(self, query_tokens: list[str]) -> np.ndarray:
         """(N,) Dice overlap of the query's character n-grams with each key's."""
-        q = ngram_hashes(query_tokens, NGRAM_MIN, NGRAM_MAX).hashes
+        q = ngram_hashes(list(dict.fromkeys(query_tokens)), NGRAM_MIN, NGRAM_MAX).hashes  # a repeated token once
         hit = np.isin(self.grams.hashes, np.unique(q)).astype(np.int64)  # (H,)
         per_token = np.add.reduceat(hit, self.grams.starts)  # (G,)
         overlap = np.add.reduceat(per_token[self.flat] * self.first_use, self.starts)  # (N,)

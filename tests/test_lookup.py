@@ -118,6 +118,8 @@ def test_repeated_token_does_not_raise_the_ngram_score(tiny):
     _, cosine, ngram, sim = index.score("colour")
     assert cosine[0] == pytest.approx(cosine[1], abs=1e-6)
     assert ngram[0] == pytest.approx(ngram[1]) and sim[0] == pytest.approx(sim[1], abs=1e-6)
+    # the same on the query side: "colour colour" scores like "colour"
+    assert index.score("colour colour")[3] == pytest.approx(sim, abs=1e-6)
 
 
 # ---------------------------------------------------------------- the vectorised index
@@ -130,7 +132,7 @@ def naive_similarity(v, query, key, lam):
         m = np.mean([unit_rows(v.vector(t)[None, :])[0] - mu for t in tokenize(text)], axis=0)
         return m / np.linalg.norm(m)
 
-    qg = [g for t in tokenize(query) for g in _grams(t)]
+    qg = [g for t in dict.fromkeys(tokenize(query)) for g in _grams(t)]
     kg = [g for t in dict.fromkeys(tokenize(key)) for g in _grams(t)]
     overlap = min(sum(1 for g in kg if g in set(qg)), len(qg))
     return (1 - lam) * float(c(query) @ c(key)) + lam * 2 * overlap / (len(qg) + len(kg))
@@ -140,7 +142,7 @@ def test_vectorised_index_equals_naive(tiny):
     keys = ["color", "top speed", "Top-Speed of the car", "colours", "naïve price", "zzqx battery",
             "b", "horse power torque range", "price price", "Ünïcödé wörd"]
     index = KeyIndex(tiny, keys)
-    for query in ("colour", "fast speed", "hue", "naive"):
+    for query in ("colour", "fast speed", "hue", "naive", "price price top"):
         _, _, _, sim = index.score(query)
         expected = [naive_similarity(tiny, query, k, index.ngram_weight) for k in keys]
         assert sim == pytest.approx(expected, abs=1e-5), query
