@@ -113,6 +113,8 @@ def explain_text(result, index) -> str:
         lines.append(f"5. weight_i = exp(similarity_i / T) / sum_j exp(similarity_j / T), T = {T:g}, over {kept}")
         top = result.head(3)
         s_max = top[0].similarity
+        lines.append(f"     the sum over the {len(result.keys):,} kept keys of exp((s - s_max)/T) is {_num(1.0 / top[0].weight)}; "
+                     "weight = exp((s - s_max)/T) / that sum (subtracting s_max changes nothing but avoids overflow)")
         for e in top:
             lines.append(f"     {escape(e.key)}: similarity {e.similarity:.4f} = {1 - lam:g}*{e.cosine:.4f} + {lam:g}*{e.ngram:.4f};"
                          f" exp((s - s_max)/T) = {_num(math.exp((e.similarity - s_max) / T))}; weight {e.weight:.4f}")

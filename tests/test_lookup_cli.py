@@ -197,3 +197,16 @@ def test_narrow_terminal_folds_instead_of_cutting(attn_home, columns):
     rows = [line for line in lines if line.startswith("│")]
     assert any("185000" in row for row in rows), "a number must never be cut by the terminal edge"
     assert "answer: 185000" in proc.stdout.replace("\n", " ")
+
+
+def test_explain_numbers_match_the_json():
+    import math
+
+    doc = ok_json("colour")
+    sims = [e["similarity"] for e in doc["entries"]]
+    z = sum(math.exp((s - max(sims)) / doc["temperature"]) for s in sims)
+    text = run("colour", "--explain").stdout.replace("\n", " ")
+    assert f"is {z:.4g};" in text
+    for e in doc["entries"]:
+        assert f"{e['key']}: similarity {e['similarity']:.4f}" in text
+        assert f"weight {e['weight']:.4f}" in text
