@@ -33,12 +33,12 @@ from attncli.errors import BadInput
 class TrainConfig:
     layers: int = 2
     heads: int = 4
-    epochs: int = 3
-    max_minutes: float = 15.0
+    epochs: int = 5
+    max_minutes: float = 12.0
     seed: int = 0
     vocab_size: int = 5000
     max_len: int = 80
-    batch_tokens: int = 4096
+    batch_tokens: int = 2048
     lr: float = 3e-3
     warmup_steps: int = 100
     weight_decay: float = 0.01
@@ -212,6 +212,51 @@ def _lr_at(cfg: TrainConfig, step: int, progress: float) -> float:
     return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
 
 
+def _fit(model, train_set, cfg: TrainConfig, rng: np.random.Generator, on_progress) -> dict[str, Any]:
+    """The training loop: AdamW, warm-up + cosine schedule over steps or time, gradient clipping."""
+    import torch
+    import torch.nn.functional as F
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    decay = [p for p in params if p.ndim >= 2]
+    no_decay = [p for p in params if p.ndim < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.98))
+    total_steps = len(_batches(train_set, cfg.batch_tokens, None)) * cfg.epochs
+    budget = cfg.max_minutes * 60.0
+    start = time.perf_counter()
+    step, seen_tokens, stopped_early, loss_avg = 0, 0, False, None
+    for epoch in range(cfg.epochs):
+        model.train()
+        for batch in _batches(train_set, cfg.batch_tokens, rng):
+            elapsed = time.perf_counter() - start
+            if elapsed > budget:
+                stopped_early = True
+                break
+            for group in opt.param_groups:
+                group["lr"] = _lr_at(cfg, step, max(step / total_steps, elapsed / budget))
+            ids, tgt = _pad(train_set, batch)  # (B, T), (B, T)
+            logits = model(ids)  # (B, T, V_out)
+            loss = F.cross_entropy(logits.flatten(0, 1), tgt.flatten(), ignore_index=-100)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            step += 1
+            seen_tokens += int((tgt != -100).sum())
+            loss_now = float(loss.detach())
+            loss_avg = loss_now if loss_avg is None else 0.95 * loss_avg + 0.05 * loss_now
+            if on_progress:
+                on_progress(step=step, total=total_steps, epoch=epoch + 1, loss=loss_avg,
+                            tokens_per_s=seen_tokens / max(time.perf_counter() - start, 1e-9))
+        if stopped_early:
+            break
+    if step == 0:
+        raise BadInput("--max-minutes left no time for a single training step: give it more time")
+    return {"steps": step, "seen_tokens": seen_tokens, "stopped_early": stopped_early,
+            "seconds": time.perf_counter() - start, "parameters": int(sum(p.numel() for p in params))}
+
+
 def train(
     source: str | None,
     name: str | None,
@@ -222,7 +267,6 @@ def train(
 ) -> TrainResult:
     """Train attention over the vectors of model ``source`` and store it as model ``name``."""
     import torch
-    import torch.nn.functional as F
 
     from attncli.vectors import load_vectors
 
@@ -246,46 +290,8 @@ def train(
     train_set = _encode(split.train, token_index, vocab)
     held_set = _encode(split.heldout, token_index, vocab)
     model = build_model(table, cfg, len(vocab), cfg.max_len)
-    params = [p for p in model.parameters() if p.requires_grad]
-    decay = [p for p in params if p.ndim >= 2]
-    no_decay = [p for p in params if p.ndim < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.98))
-
-    steps_per_epoch = len(_batches(train_set, cfg.batch_tokens, None))
-    total_steps = steps_per_epoch * cfg.epochs
+    fit = _fit(model, train_set, cfg, rng, on_progress)
     n_train_targets = sum(len(y) for _, y in train_set)
-    budget = cfg.max_minutes * 60.0
-    start = time.perf_counter()
-    step, seen_tokens, stopped_early, loss_avg = 0, 0, False, None
-    for epoch in range(cfg.epochs):
-        model.train()
-        for batch in _batches(train_set, cfg.batch_tokens, rng):
-            elapsed = time.perf_counter() - start
-            if elapsed > budget:
-                stopped_early = True
-                break
-            for group in opt.param_groups:
-                group["lr"] = _lr_at(cfg, step, max(step / total_steps, elapsed / budget))
-            ids, tgt = _pad(train_set, batch)
-            logits = model(ids)  # (B, T, V_out)
-            loss = F.cross_entropy(logits.flatten(0, 1), tgt.flatten(), ignore_index=-100)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-            step += 1
-            seen_tokens += int((tgt != -100).sum())
-            loss_now = float(loss.detach())
-            loss_avg = loss_now if loss_avg is None else 0.95 * loss_avg + 0.05 * loss_now
-            if on_progress:
-                on_progress(step=step, total=total_steps, epoch=epoch + 1, loss=loss_avg,
-                            tokens_per_s=seen_tokens / max(time.perf_counter() - start, 1e-9))
-        if stopped_early:
-            break
-    train_seconds = time.perf_counter() - start
-    if step == 0:
-        raise BadInput("--max-minutes left no time for a single training step: give it more time")
 
     nll, n_held = evaluate(model, held_set, cfg.batch_tokens)
     record = {
@@ -302,11 +308,11 @@ def train(
         "layers": cfg.layers,
         "heads": cfg.heads,
         "d_model": int(table.shape[1]),
-        "parameters": int(sum(p.numel() for p in params)),
-        "epochs_done": round(seen_tokens / max(n_train_targets, 1), 3),
-        "steps": step,
-        "train_seconds": round(train_seconds, 1),
-        "stopped_early": stopped_early,
+        "parameters": fit["parameters"],
+        "epochs_done": round(fit["seen_tokens"] / max(n_train_targets, 1), 3),
+        "steps": fit["steps"],
+        "train_seconds": round(fit["seconds"], 1),
+        "stopped_early": fit["stopped_early"],
         "threads": torch.get_num_threads(),
         "corpus": "brown",
         "split": f"by document, seed {cfg.seed}, {cfg.heldout:g} held out",
@@ -331,6 +337,7 @@ def train(
         "vectors_model": source,
         "vectors_dim": int(meta["dim"]),
         "vectors_vocab_size": int(meta["vocab_size"]),
+        "vectors_sha256": trained.vectors_sha256(src_dir),
         "training": record,
     }
     keep = rng.permutation(len(split.heldout))[: cfg.heldout_keep]

@@ -331,12 +331,32 @@ def load_trained(model: str | None = None) -> TrainedAttention:
             weights = {name: np.asarray(npz[name], dtype=np.float32) for name in shapes}
     except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as exc:
         raise store.CorruptModel(f"{damaged} ({type(exc).__name__}: {exc}): retrain it with 'attn train-attention'") from None
+    expected_sha = config.get("vectors_sha256")
+    if expected_sha and expected_sha != vectors_sha256(store.model_dir(model)):
+        raise store.CorruptModel(
+            f"the trained attention of model '{model}' was trained on other word vectors than the model "
+            f"now holds: retrain it with 'attn train-attention --model {model}'"
+        )
     for name, shape in shapes.items():
         if weights[name].shape != shape:
             raise store.CorruptModel(f"{damaged}: {name} has shape {weights[name].shape}, expected {shape}; retrain it")
         if not np.isfinite(weights[name]).all():
             raise store.CorruptModel(f"{damaged}: {name} holds NaN or infinite values; retrain it")
     return TrainedAttention(model, directory, config, weights)
+
+
+def vectors_sha256(model_directory: Path) -> str:
+    """SHA-256 of the model's vectors.npy: ties the attention to the vectors it was trained on."""
+    import hashlib
+
+    h = hashlib.sha256()
+    try:
+        with open(model_directory / "vectors.npy", "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    except OSError as exc:
+        raise store.CorruptModel(f"cannot read {model_directory / 'vectors.npy'} ({exc}): retrain the model") from None
+    return h.hexdigest()
 
 
 def _read_lines(path: Path) -> list[str]:

@@ -247,3 +247,17 @@ def test_batched_weights_equal_one_by_one():
     for s, per_layer in zip(sentences, batched):
         for tr, w in zip(att.trace(s), per_layer):
             np.testing.assert_allclose(w, tr.weights, atol=1e-5, rtol=0)  # float32 rounding only
+
+
+def test_attention_of_other_vectors_is_refused():
+    """Retrained vectors under the same name make the stored attention meaningless: say so."""
+    config, weights = make_random_attention("rand", layers=1, heads=2)
+    att_dir = store.model_dir("rand").resolve() / trained.SUBDIR
+    cfg = json.loads((att_dir / trained.CONFIG).read_text())
+    cfg["vectors_sha256"] = trained.vectors_sha256(store.model_dir("rand"))
+    (att_dir / trained.CONFIG).write_text(json.dumps(cfg))
+    assert trained.load_trained("rand").layers == 1
+    vec = np.load(store.model_dir("rand") / "vectors.npy")
+    store.write_npy(store.model_dir("rand").resolve() / "vectors.npy", vec + 1)
+    result = run("heads", "--model", "rand")
+    assert result.exit_code == 1 and "other word vectors" in result.stderr
