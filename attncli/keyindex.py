@@ -48,7 +48,8 @@ def embed_tokens(v: Vectors, tokens: list[str], grams: NgramHashes | None = None
     """(G, d) float32: each token's stored row, else its fastText subword vector.
 
     The same numbers as ``Vectors.vector`` (tests check it), computed for all unknown tokens at
-    once. ``grams``: the tokens' 3-6-gram hashes when already computed. UnknownWord if a token
+    once. ``grams``: the tokens' n-gram hashes when already computed (used when they cover the
+    model's n-gram lengths). UnknownWord if a token
     has no vector (no subwords in the model, or no n-gram of the model's lengths).
     """
     out = np.empty((len(tokens), v.dim), dtype=np.float32)
@@ -61,8 +62,10 @@ def embed_tokens(v: Vectors, tokens: list[str], grams: NgramHashes | None = None
         if not v.has_subwords:
             raise UnknownWord(tokens[unknown[0]], v.name, has_subwords=False)
         sub = v.subword
-        if grams is not None and (sub["min_n"], sub["max_n"]) == (NGRAM_MIN, NGRAM_MAX):
-            hashed = grams.select(unknown)
+        if grams is not None and grams.min_n <= sub["min_n"] and sub["max_n"] <= grams.max_n:
+            hashed = grams.only(sub["min_n"], sub["max_n"])
+            if len(unknown) < len(tokens):
+                hashed = hashed.select(unknown)
         else:
             hashed = ngram_hashes([tokens[t] for t in unknown], sub["min_n"], sub["max_n"])
         empty = np.flatnonzero(hashed.counts == 0)
@@ -103,14 +106,18 @@ class KeyIndex:
         # the n-gram side counts each distinct token of a key once: "color color" is no closer to
         # "colour" than "color" is
         self.first_use = self._first_uses()  # (T,) 1 where a token is new within its key, else 0
-        self.grams = ngram_hashes(self.tokens, NGRAM_MIN, NGRAM_MAX)  # every token has >= 1 n-gram
+        # one hashing pass serves the overlap score (3-6-grams) and the model's subword vectors
+        sub = vectors.subword or {"min_n": NGRAM_MIN, "max_n": NGRAM_MAX}
+        lo, hi = min(NGRAM_MIN, sub["min_n"]), max(NGRAM_MAX, sub["max_n"])
+        all_grams = ngram_hashes(self.tokens, lo, hi)
+        self.grams = all_grams.only(NGRAM_MIN, NGRAM_MAX)  # every token has >= 1 3-6-gram
         self.key_gram_sizes = np.add.reduceat(self.grams.counts[self.flat] * self.first_use, self.starts)  # (N,)
-        centred = unit_rows(self._embed_tokens()) - self.mu  # (G, d)
+        centred = unit_rows(self._embed_tokens(all_grams)) - self.mu  # (G, d)
         self.key_matrix = unit_rows(self._key_means(centred))  # (N, d)
 
-    def _embed_tokens(self) -> np.ndarray:
+    def _embed_tokens(self, grams: NgramHashes) -> np.ndarray:
         try:
-            return embed_tokens(self.vectors, self.tokens, self.grams)
+            return embed_tokens(self.vectors, self.tokens, grams)
         except UnknownWord as exc:
             key = next(k for k in self.keys if exc.word in key_tokens(k))
             raise BadInput(f"key {key!r}: {exc}") from None

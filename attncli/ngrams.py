@@ -31,6 +31,9 @@ class NgramHashes:
     hashes: np.ndarray  # (H,) uint32, all tokens' n-gram hashes, token after token
     starts: np.ndarray  # (G,) int64 offset of each token's first hash
     counts: np.ndarray  # (G,) int64 number of n-grams of each token
+    sizes: np.ndarray  # (H,) uint8 the length n (characters) of each hash's n-gram
+    min_n: int  # the n-gram lengths hashed
+    max_n: int
 
     def select(self, tokens: np.ndarray) -> "NgramHashes":
         """The CSR rows of the given token indices only, in that order."""
@@ -38,7 +41,17 @@ class NgramHashes:
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
         # flat index: for each selected token, its old start plus 0..count-1
         idx = np.repeat(self.starts[tokens] - starts, counts) + np.arange(int(counts.sum()))
-        return NgramHashes(self.hashes[idx], starts, counts)
+        return NgramHashes(self.hashes[idx], starts, counts, self.sizes[idx], self.min_n, self.max_n)
+
+    def only(self, min_n: int, max_n: int) -> "NgramHashes":
+        """The same tokens with only their n-grams of min_n to max_n characters."""
+        if not (self.min_n <= min_n <= max_n <= self.max_n):
+            raise ValueError(f"n-grams {min_n}-{max_n} are not within the hashed {self.min_n}-{self.max_n}")
+        keep = (self.sizes >= min_n) & (self.sizes <= max_n)  # (H,)
+        kept_before = np.concatenate([[0], np.cumsum(keep)])  # (H+1,)
+        counts = kept_before[self.starts + self.counts] - kept_before[self.starts]  # (G,)
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        return NgramHashes(self.hashes[keep], starts, counts.astype(np.int64), self.sizes[keep], min_n, max_n)
 
 
 def _utf8_bytes(cps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -54,8 +67,9 @@ def _utf8_bytes(cps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return out, nbytes
 
 
-def _group_hashes(words: list[str], min_n: int, max_n: int) -> np.ndarray:
-    """(g, M) uint32 hashes of words of the same length in characters; M n-grams per word.
+def _group_hashes(words: list[str], min_n: int, max_n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(g, M) uint32 hashes of words of the same length in characters, M n-grams per word, and
+    (M,) the length n of each column's n-gram.
 
     After step n, ``h[:, i]`` is the FNV state of the n characters starting at character i
     (shape (g, W-n+1)): step n+1 folds in the bytes of character i+n for every start i at
@@ -71,7 +85,7 @@ def _group_hashes(words: list[str], min_n: int, max_n: int) -> np.ndarray:
         utf8, nbytes = _utf8_bytes(cps)
         widest = int(nbytes.max())
     h = np.full((len(words), width), _FNV_OFFSET, dtype=np.uint32)  # (g, W)
-    cols = []
+    cols, sizes = [], []
     with np.errstate(over="ignore"):
         for n in range(1, min(max_n, width) + 1):
             h = h[:, : width - n + 1]
@@ -80,9 +94,10 @@ def _group_hashes(words: list[str], min_n: int, max_n: int) -> np.ndarray:
                 h = step if k == 0 else np.where(nbytes[:, n - 1 :] > k, step, h)
             if n >= min_n:
                 cols.append(h[:, 1:-1] if n == 1 else h)  # a lone '<' or '>' is not an n-gram
+                sizes.append(np.full(cols[-1].shape[1], n, dtype=np.uint8))
     if not cols:
-        return np.zeros((len(words), 0), dtype=np.uint32)
-    return np.concatenate(cols, axis=1)  # (g, M)
+        return np.zeros((len(words), 0), dtype=np.uint32), np.zeros(0, dtype=np.uint8)
+    return np.concatenate(cols, axis=1), np.concatenate(sizes)  # (g, M), (M,)
 
 
 def ngram_hashes(tokens: list[str], min_n: int, max_n: int) -> NgramHashes:
@@ -94,15 +109,17 @@ def ngram_hashes(tokens: list[str], min_n: int, max_n: int) -> NgramHashes:
     group_hashes = {length: _group_hashes([tokens[t] for t in idx], min_n, max_n) for length, idx in groups.items()}
     counts = np.zeros(n_tok, dtype=np.int64)
     for length, idx in groups.items():
-        counts[idx] = group_hashes[length].shape[1]
+        counts[idx] = group_hashes[length][0].shape[1]
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64) if n_tok else np.zeros(0, np.int64)
     hashes = np.empty(int(counts.sum()), dtype=np.uint32)
+    sizes = np.empty(int(counts.sum()), dtype=np.uint8)
     for length, idx in groups.items():
-        H = group_hashes[length]  # (g, M)
+        H, ns = group_hashes[length]  # (g, M), (M,)
         if H.shape[1]:
             pos = starts[idx][:, None] + np.arange(H.shape[1])  # (g, M)
             hashes[pos] = H
-    return NgramHashes(hashes, starts, counts)
+            sizes[pos] = ns
+    return NgramHashes(hashes, starts, counts, sizes, min_n, max_n)
 
 
 def subword_vectors(ngrams: np.ndarray, hashed: NgramHashes, bucket: int, chunk_rows: int = 65_536) -> np.ndarray:

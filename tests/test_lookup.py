@@ -336,3 +336,32 @@ def test_default_model_quality_floors():
     assert hits["spelling"] >= 0.95 * totals["spelling"], hits
     assert hits["plural"] >= 0.9 * totals["plural"], hits
     assert hits["synonym"] >= 0.5 * totals["synonym"], hits
+
+
+def test_ngram_hashes_only_keeps_the_asked_lengths():
+    words = ["colour", "a", "naïve", "x" * 12]
+    wide = ngram_hashes(words, 2, 7)
+    for lo, hi in [(3, 6), (4, 6), (2, 2), (7, 7), (2, 7)]:
+        narrow, direct = wide.only(lo, hi), ngram_hashes(words, lo, hi)
+        assert narrow.counts.tolist() == direct.counts.tolist()
+        for i in range(len(words)):
+            got = narrow.hashes[narrow.starts[i] : narrow.starts[i] + narrow.counts[i]].tolist()
+            assert Counter(got) == Counter(direct.hashes[direct.starts[i] : direct.starts[i] + direct.counts[i]].tolist())
+    with pytest.raises(ValueError):
+        ngram_hashes(words, 4, 6).only(3, 6)
+
+
+def test_model_with_other_ngram_lengths(attn_home):
+    """A model hashing 4-6-grams (like the built-in one): subword vectors use 4-6, the overlap 3-6."""
+    from _lookup_fixtures import BUCKET, DIM, WORDS
+    from attncli import store
+
+    rng = np.random.default_rng(3)
+    store.save_vectors("m46", WORDS, rng.standard_normal((len(WORDS), DIM)).astype(np.float32),
+                       ngrams=rng.standard_normal((BUCKET, DIM)).astype(np.float32),
+                       subword={"min_n": 4, "max_n": 6, "bucket": BUCKET})
+    v = load_vectors("m46")
+    keys = ["colour scheme", "zzqx", "top speed", "naïve"]
+    index = KeyIndex(v, keys)
+    for query in ("colour", "naive"):
+        assert index.score(query)[3] == pytest.approx([naive_similarity(v, query, k, index.ngram_weight) for k in keys], abs=1e-5)
