@@ -365,3 +365,6 @@ def test_model_with_other_ngram_lengths(attn_home):
     index = KeyIndex(v, keys)
     for query in ("colour", "naive"):
         assert index.score(query)[3] == pytest.approx([naive_similarity(v, query, k, index.ngram_weight) for k in keys], abs=1e-5)
+    unknown_only = ["zzqx", "qqqy wwzz", "naïveté"]  # every token unknown: no select() step
+    index = KeyIndex(v, unknown_only)
+    assert index.score("zzq")[3] == pytest.approx([naive_similarity(v, "zzq", k, index.ngram_weight) for k in unknown_only], abs=1e-5)
