@@ -30,14 +30,14 @@ def train_cmd(
     sg: Annotated[bool, typer.Option("--sg/--cbow", help="Skip-gram or CBOW.")] = _D.sg,
     negative: Annotated[int, typer.Option(help="Negative samples per positive one.")] = _D.negative,
     sample: Annotated[float, typer.Option(help="Downsampling threshold of frequent words (0: off).")] = _D.sample,
-    workers: Annotated[Optional[int], typer.Option(help="Training threads [default: every core].")] = None,
+    workers: Annotated[Optional[int], typer.Option(help="Training threads.", show_default="every core")] = None,
     seed: Annotated[int, typer.Option(help="Random seed (runs repeat exactly only with --workers 1).")] = _D.seed,
-    name: Annotated[Optional[str], typer.Option(help="Model name [default: brown-<algorithm>, or <file>-<algorithm>].")] = None,
+    name: Annotated[Optional[str], typer.Option(help="Model name.", show_default="brown-ALGORITHM, or FILE-ALGORITHM for --corpus FILE")] = None,
     bucket: Annotated[int, typer.Option(help="fastText: rows of the hashed n-gram table.")] = _D.bucket,
     min_n: Annotated[int, typer.Option(help="fastText: shortest character n-gram.")] = _D.min_n,
     max_n: Annotated[int, typer.Option(help="fastText: longest character n-gram.")] = _D.max_n,
     precision: Annotated[str, typer.Option(help="Stored precision: float16 or float32.")] = _D.precision,
-    categories: Annotated[Optional[str], typer.Option(help="Brown categories, comma-separated (e.g. news,fiction) [default: all].")] = None,
+    categories: Annotated[Optional[str], typer.Option(help="Brown categories, comma-separated (e.g. news,fiction).", show_default="all")] = None,
     max_sentences: Annotated[Optional[int], typer.Option(help="Train on the first N sentences only (quick runs).")] = None,
     corpus: Annotated[Optional[str], typer.Option("--corpus", help="Train on this UTF-8 text file (one sentence per line) instead of Brown.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout.")] = False,
@@ -188,7 +188,7 @@ def models_cmd(
 @app.command("eval")
 def eval_cmd(
     *,
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model name [default: the default model].")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model name (see attn models).", show_default="the default model")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the figures as JSON on stdout.")] = False,
 ) -> None:
     """Evaluate a model on WordSim-353, SimLex-999 and the analogy questions gensim ships."""
@@ -235,7 +235,7 @@ def similar_cmd(
     words: Annotated[list[str], typer.Argument(help="Words to find neighbours of; '-' reads one per line from stdin.")],
     *,
     k: Annotated[int, typer.Option("-k", "--top", help="How many neighbours.")] = 10,
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model name [default: the default model].")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model name (see attn models).", show_default="the default model")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="One JSON object per word (JSON Lines) on stdout.")] = False,
 ) -> None:
     """Nearest neighbours by cosine similarity (like word2vec's distance / fastText's nn)."""

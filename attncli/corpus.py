@@ -14,9 +14,7 @@ token stream (the cache file's bytes), so it names exactly what a model was trai
 
 from __future__ import annotations
 
-import hashlib
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,6 +67,8 @@ class Corpus:
 
 
 def token_stream_sha256(sentences: list[list[str]]) -> str:
+    import hashlib
+
     h = hashlib.sha256()
     for s in sentences:
         h.update((" ".join(s) + "\n").encode("utf-8"))
@@ -162,6 +162,8 @@ def _read_cache(cache: Path) -> list[list[str]] | None:
 
 def _write_cache(cache: Path, sentences: list[list[str]]) -> None:
     """Atomic: a temporary file in the same directory, then ``os.replace``. A failure only warns."""
+    import tempfile
+
     from attncli.cliutil import warn
 
     tmp = None

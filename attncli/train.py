@@ -12,12 +12,10 @@ is called after each epoch with an :class:`EpochReport`.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import time
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Callable
 
 from attncli import store
@@ -203,6 +201,9 @@ def train_model(
 
     ``started`` (a ``time.perf_counter()`` value) lets the caller count corpus loading in the total.
     """
+    import logging
+    from datetime import datetime, timezone
+
     import numpy as np
 
     from attncli import __version__
