@@ -65,6 +65,8 @@ class TrainConfig:
             raise BadInput(f"--max-minutes must be positive (got {self.max_minutes})")
         if not 0 <= self.dropout < 1:
             raise BadInput(f"--dropout must be in [0, 1) (got {self.dropout})")
+        if not 0 < self.heldout < 1:
+            raise BadInput(f"--heldout must be between 0 and 1 (got {self.heldout})")
         if not self.lr > 0:
             raise BadInput(f"--lr must be positive (got {self.lr})")
 

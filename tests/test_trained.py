@@ -123,6 +123,8 @@ def test_bad_options_exit_2(brown_tiny):
         (["--heads", "5"], "does not divide the width 16"),
         (["--layers", "0"], "--layers must be at least 1"),
         (["--epochs", "0"], "--epochs must be at least 1"),
+        (["--heldout", "1.5"], "--heldout must be between 0 and 1"),
+        (["--max-minutes", "0"], "--max-minutes must be positive"),
     ]
     for extra, message in cases:
         result = run("train-attention", "--model", "tiny", "--name", "x", *extra)
