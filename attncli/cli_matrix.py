@@ -17,6 +17,7 @@ import typer
 
 from attncli.cliutil import app, emit_json, out_console
 from attncli.errors import BadInput, RuntimeFailure
+from attncli.textio import read_user_text
 
 
 class Show(str, Enum):
@@ -49,18 +50,9 @@ def _read_text(sentence: Optional[str], file: Optional[Path]) -> str:
         raise BadInput('give a sentence, e.g. attn matrix "time flies like an arrow", or --file PATH, or - for stdin')
     if sentence is not None and sentence != "-":
         return sentence
-    if file is None or str(file) == "-":
-        return sys.stdin.read()
-    try:
-        return file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BadInput(f"--file {file}: no such file") from None
-    except IsADirectoryError:
-        raise BadInput(f"--file {file} is a directory, not a text file") from None
-    except UnicodeDecodeError:
-        raise BadInput(f"--file {file} is not UTF-8 text") from None
-    except OSError as exc:
-        raise BadInput(f"--file {file}: cannot read it ({exc.strerror})") from None
+    if file is None:
+        file = Path("-")
+    return read_user_text(file, "--file", hint="give a UTF-8 text file")
 
 
 def _span(text: Optional[str], option: str) -> Optional[tuple[int, int]]:

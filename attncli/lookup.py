@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ import numpy as np
 from attncli.errors import BadInput
 from attncli.keyindex import KeyIndex
 from attncli.lookup_params import DEFAULT_TEMPERATURE, NGRAM_WEIGHT
+from attncli.textio import read_user_text
 from attncli.vectors import Vectors
 
 
@@ -128,24 +128,8 @@ def parse_dictionary(text: str, source: str = "the dictionary") -> dict[str, Any
 
 def read_dictionary(path: str | Path) -> dict[str, Any]:
     """Read a JSON object from a file, or from stdin when ``path`` is ``-``."""
-    if str(path) == "-":
-        source = "the dictionary on stdin"
-        try:
-            text = sys.stdin.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise BadInput(f"cannot read the dictionary from stdin: {exc}") from None
-    else:
-        source = f"dictionary file {str(path)!r}"
-        try:
-            text = Path(path).read_text(encoding="utf-8-sig")
-        except FileNotFoundError:
-            raise BadInput(f"{source} does not exist") from None
-        except IsADirectoryError:
-            raise BadInput(f"{source} is a directory, not a JSON file") from None
-        except UnicodeDecodeError as exc:
-            raise BadInput(f"{source} is not UTF-8 text (byte {exc.start}): save it as UTF-8 JSON") from None
-        except OSError as exc:
-            raise BadInput(f"cannot read {source}: {exc.strerror or exc}") from None
+    source = "the dictionary on stdin" if str(path) == "-" else f"dictionary file {str(path)!r}"
+    text = read_user_text(path, "dictionary file", hint="give a UTF-8 JSON object")
     return parse_dictionary(text, source)
 
 
@@ -246,19 +230,7 @@ def lookup(
 
 def read_queries(path: str | Path) -> list[tuple[int, str]]:
     """(line number, query) for each non-blank line of a file, or of stdin for ``-``."""
-    try:
-        if str(path) == "-":
-            lines = sys.stdin.read().splitlines()
-        else:
-            lines = Path(path).read_text(encoding="utf-8-sig").splitlines()
-    except FileNotFoundError:
-        raise BadInput(f"queries file {str(path)!r} does not exist") from None
-    except IsADirectoryError:
-        raise BadInput(f"queries file {str(path)!r} is a directory") from None
-    except UnicodeDecodeError:
-        raise BadInput(f"queries file {str(path)!r} is not UTF-8 text") from None
-    except OSError as exc:
-        raise BadInput(f"cannot read queries from {str(path)!r}: {exc.strerror or exc}") from None
+    lines = read_user_text(path, "queries file", hint="give one query per line").splitlines()
     out = [(i, line.strip()) for i, line in enumerate(lines, start=1) if line.strip()]
     if not out:
         raise BadInput("no query to look up: the queries input has no non-blank line")
