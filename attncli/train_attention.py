@@ -268,8 +268,6 @@ def train(
     documents=None,
 ) -> TrainResult:
     """Train attention over the vectors of model ``source`` and store it as model ``name``."""
-    import torch
-
     from attncli.vectors import load_vectors
 
     source = source or store.default_model_name()
@@ -278,6 +276,7 @@ def train(
     meta = store.read_meta(src_dir)
     cfg.check(int(meta["dim"]))
     vectors = load_vectors(source)
+    import torch  # after the checks: a bad option is reported without the 2-3 s torch import
 
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(cfg.threads or auto_threads())

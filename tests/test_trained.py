@@ -263,3 +263,18 @@ def test_attention_of_other_vectors_is_refused():
     store.write_npy(store.model_dir("rand").resolve() / "vectors.npy", vec + 1)
     result = run("heads", "--model", "rand")
     assert result.exit_code == 1 and "other word vectors" in result.stderr
+
+
+@pytest.mark.skipif(not (store.builtin_dir() / trained.SUBDIR / trained.CONFIG).is_file(), reason="no shipped attention")
+def test_shipped_default_attention():
+    """The built-in attention loads offline, beats the bigram baseline, and NumPy == torch on it."""
+    att = trained.load_trained("default")  # also checks it was trained on the shipped vectors
+    meta = store.read_meta(store.builtin_dir())
+    a = meta["attention"]
+    assert a["perplexity"] < a["bigram_perplexity"] < a["unigram_perplexity"]
+    assert a["perplexity"] == att.config["training"]["perplexity"]
+    sentence = att.heldout_sentences()[0][:30]
+    ref_weights, ref_logits, _ = torch_reference(att.config, att.w, att.vectors, sentence)
+    for tr, ref in zip(att.trace(sentence), ref_weights):
+        np.testing.assert_allclose(tr.weights, ref, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(att.logits(sentence), ref_logits, atol=1e-3, rtol=1e-4)
