@@ -7,6 +7,13 @@ happens at module level anywhere on this path.
 
 from __future__ import annotations
 
+import os
+
+# The CLI's matrix products are small: OpenBLAS's thread pool costs more than it gives, and on a
+# busy machine it makes them many times slower (bench/bench_attention.py). Set before numpy loads;
+# a user's own OPENBLAS_NUM_THREADS wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 from typing import Annotated, Optional
 
 import typer
