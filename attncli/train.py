@@ -38,11 +38,11 @@ class TrainParams:
     min_count: int = 5
     sg: bool = True
     negative: int = 5
-    sample: float = 1e-3
+    sample: float = 1e-4
     workers: int = field(default_factory=lambda: os.cpu_count() or 1)
     seed: int = 1
     bucket: int = 50_000
-    min_n: int = 4
+    min_n: int = 5
     max_n: int = 6
     precision: str = "float16"
 
