@@ -84,10 +84,13 @@ def main() -> None:
     a, g, t = statistics.median(attn_walls), statistics.median(gensim_walls), statistics.median(train_secs)
     print(f"gensim keyword arguments: {json.dumps(kwargs)}")
     print(f"corpus: {cache.name} ({paths.cache_dir()}), median of {args.runs} run(s), {os.cpu_count()} cores\n")
-    print("| process | wall (s) |\n|---|---:|")
-    print(f"| `attn train` (train + evaluate + store) | {a:.1f} |")
-    print(f"| &nbsp;&nbsp;of which gensim's train() epochs | {t:.1f} |")
-    print(f"| bare gensim `{params.algorithm}` call on the same tokens | {g:.1f} |")
+    def runs(values: list[float]) -> str:
+        return ", ".join(f"{v:.1f}" for v in values)
+
+    print("| process | median wall (s) | runs (s) |\n|---|---:|---|")
+    print(f"| `attn train` (train + evaluate + store) | {a:.1f} | {runs(attn_walls)} |")
+    print(f"| &nbsp;&nbsp;of which gensim's train() epochs | {t:.1f} | {runs(train_secs)} |")
+    print(f"| bare gensim `{params.algorithm}` call on the same tokens | {g:.1f} | {runs(gensim_walls)} |")
     print(f"\nattn / gensim: {a / g:.3f}x (floor: <= 1.1x)")
 
 
