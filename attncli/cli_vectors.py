@@ -82,6 +82,12 @@ def train_cmd(
 
         result = train_model(text, params, name=name, progress=on_epoch, started=started)
     summary = result.summary()
+    sims = [n["similarity"] for ns in summary["neighbours"].values() for n in ns]
+    if sims and min(sims) > 0.95:
+        from attncli.cliutil import warn
+
+        warn("the probe words' neighbours all have cosines near 1: the vectors have barely moved apart; "
+             "train for more --epochs, or on more text")
     if json_out:
         emit_json(summary)
         return
@@ -156,12 +162,12 @@ def models_cmd(
     from rich import box
 
     default = store.default_model_name()
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True, show_edge=False)
     table.add_column("model", overflow="fold")
     table.add_column("algo", no_wrap=True)
     for col in ("dim", "words"):
         table.add_column(col, justify="right", no_wrap=True)
-    table.add_column("corpus", overflow="fold", min_width=7)
+    table.add_column("corpus", overflow="fold", min_width=10)
     for col in ("WS353", "SimLex", "analogy"):
         table.add_column(col, justify="right", no_wrap=True)
     table.add_column("created", no_wrap=True, min_width=10)
