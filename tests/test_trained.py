@@ -265,9 +265,9 @@ def test_attention_of_other_vectors_is_refused():
     assert result.exit_code == 1 and "other word vectors" in result.stderr
 
 
-@pytest.mark.skipif(not (store.builtin_dir() / trained.SUBDIR / trained.CONFIG).is_file(), reason="no shipped attention")
 def test_shipped_default_attention():
     """The built-in attention loads offline, beats the bigram baseline, and NumPy == torch on it."""
+    assert (store.builtin_dir() / trained.SUBDIR / trained.CONFIG).is_file(), "data/default/attention is not shipped"
     att = trained.load_trained("default")  # also checks it was trained on the shipped vectors
     meta = store.read_meta(store.builtin_dir())
     a = meta["attention"]

@@ -192,8 +192,7 @@ def test_shipped_default_model_clears_the_floors():
     """The built-in model, as `attn eval` measures it: the issue's floors, no margin."""
     from attncli import store
 
-    if not (store.builtin_dir() / "meta.json").is_file():
-        pytest.skip("the built-in default model is not built")
+    assert (store.builtin_dir() / "meta.json").is_file(), "data/default is not shipped"
     result = invoke(["eval", "--json"])
     assert result.exit_code == 0, result.stderr
     figures = json.loads(result.stdout)
