@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.cliutil import app, emit_json, out_console
+from attncli.cliutil import app, emit_json, info, out_console
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.textio import read_user_text
 
@@ -141,6 +141,8 @@ def matrix_cmd(
         model=model, projection_options=options,
     )
     res = compute(req)
+    if proj == "trained" and not causal and context is None:
+        info("hint: the learned heads were trained under a causal mask; add --causal to see them as they were trained")
     explanation = None
     if explain is not None:
         from attncli.explain import explain as explain_cell

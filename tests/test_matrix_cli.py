@@ -321,3 +321,15 @@ def test_proj_trained_through_the_cli_without_torch(attn_home):
     np.testing.assert_allclose(np.array(one["weights"]), np.array(doc["head_weights"][2]), atol=2e-6)
     whole_layer_one_head = run("matrix", "the old man", "--proj", "trained", "--model", "rand")
     assert whole_layer_one_head.exit_code == 2 and "--variant multihead" in whole_layer_one_head.stderr
+
+
+def test_proj_trained_hints_at_the_causal_mask_it_was_trained_under(attn_home):
+    from _attention_fixtures import make_random_attention
+
+    make_random_attention("rand", layers=1, heads=2)
+    args = ("matrix", "the old man saw the cat", "--proj", "trained", "--model", "rand", "--variant", "multihead")
+    open_mask = run(*args)
+    assert open_mask.exit_code == 0 and "add --causal" in open_mask.stderr
+    causal = run(*args, "--causal", "--json")
+    assert causal.exit_code == 0 and "add --causal" not in causal.stderr
+    assert np.allclose(np.triu(np.array(json.loads(causal.stdout)["weights"]), 1), 0)
