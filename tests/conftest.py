@@ -26,3 +26,16 @@ def attn_home(tmp_path, monkeypatch):
     if nltk_data:
         monkeypatch.setenv("NLTK_DATA", nltk_data)
     return home
+
+
+def skip_without_brown() -> None:
+    """Skip a test that needs the Brown corpus when it is not installed; under CI (CI=true),
+    where .ci/run points NLTK_DATA at it, a missing corpus is a failure, not a quiet skip."""
+    from attncli import corpus
+
+    if corpus.brown_installed():
+        return
+    message = "the Brown corpus is not installed: set NLTK_DATA (or run python -m nltk.downloader brown)"
+    if os.environ.get("CI"):
+        pytest.fail(message + "; CI must run the Brown tests")
+    pytest.skip(message)

@@ -22,14 +22,13 @@ EVAL_KEYS = {"wordsim353", "simlex999", "analogies"}
 def brown_cache(tmp_path_factory):
     """The tokenized-Brown cache file, built once per session (reading Brown takes ~4 s)."""
 
-    from conftest import _nltk_data  # the session fixture runs before conftest's per-test NLTK_DATA
+    from conftest import _nltk_data, skip_without_brown  # a session fixture runs before conftest's per-test NLTK_DATA
 
     from attncli import corpus
 
     if _nltk_data():
         os.environ.setdefault("NLTK_DATA", _nltk_data())
-    if not corpus.brown_installed():
-        pytest.skip("the Brown corpus is not installed: set NLTK_DATA")
+    skip_without_brown()
     home = tmp_path_factory.mktemp("brown-cache-home")
     old = os.environ.get("ATTN_HOME")
     os.environ["ATTN_HOME"] = str(home)
