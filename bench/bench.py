@@ -2,7 +2,7 @@
 
 Run from the repository root with the project installed:
 
-    python bench/bench.py            # the full table (about 3-5 minutes, trains once on Brown)
+    python bench/bench.py            # the full table (about 8 minutes: trains 3 times on Brown)
     python bench/bench.py --quick    # skip the training comparison
 
 Every figure is a whole process (`attn ...` as a user types it), measured with os.wait4 so the
