@@ -31,8 +31,24 @@ def palette(t: float) -> tuple[str, str]:
     hi = min(lo + 1, len(_STOPS) - 1)
     rgb = _STOPS[lo] + (t - lo) * (_STOPS[hi] - _STOPS[lo])
     bg = "#{:02x}{:02x}{:02x}".format(*np.round(rgb).astype(int))
-    luminance = 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2]
-    return bg, ("black" if luminance > 110 else "white")
+    return bg, (BLACK if relative_luminance(bg) > _CROSSOVER else WHITE)
+
+
+BLACK, WHITE = "#000000", "#ffffff"  # exact colours: a terminal theme's ANSI black/white is often grey
+_CROSSOVER = (0.05 * 1.05) ** 0.5 - 0.05  # ~0.179: the luminance at which black and white contrast equally
+
+
+def relative_luminance(hex_colour: str) -> float:
+    """WCAG 2 relative luminance of "#rrggbb" (sRGB channels linearised)."""
+    c = np.array([int(hex_colour[i : i + 2], 16) for i in (1, 3, 5)]) / 255.0  # (3,)
+    linear = np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+    return float(linear @ np.array([0.2126, 0.7152, 0.0722]))
+
+
+def contrast_ratio(a: str, b: str) -> float:
+    """WCAG 2 contrast ratio of two "#rrggbb" colours, 1 to 21."""
+    la, lb = sorted((relative_luminance(a), relative_luminance(b)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
 
 
 def abbreviate(text: str, width: int) -> str:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from attncli.render import MASKED, Heatmap, palette, render_heatmap, render_matrix
+from attncli.render import BLACK, MASKED, WHITE, Heatmap, contrast_ratio, palette, render_heatmap, render_matrix
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -68,7 +68,12 @@ def test_palette_is_viridis_dark_to_bright_with_readable_text():
     low, low_fg = palette(0.0)
     high, high_fg = palette(1.0)
     assert (low, high) == ("#440154", "#fde725")
-    assert (low_fg, high_fg) == ("white", "black")
+    assert (low_fg, high_fg) == (WHITE, BLACK)
+    assert contrast_ratio(BLACK, WHITE) == pytest.approx(21.0)
+    for t in np.linspace(0, 1, 201):  # WCAG AA for normal text (4.5:1) on every shade of the scale
+        bg, fg = palette(t)
+        assert contrast_ratio(bg, fg) >= 4.5, (t, bg, fg)
+        assert contrast_ratio(bg, fg) >= contrast_ratio(bg, WHITE if fg == BLACK else BLACK)
     lum = [sum(int(palette(t)[0][i : i + 2], 16) for i in (1, 3, 5)) for t in np.linspace(0, 1, 11)]
     assert lum == sorted(lum)  # sequential: brightness grows with the value
 
