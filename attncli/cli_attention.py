@@ -64,15 +64,19 @@ def train_attention_cmd(
 
     def on_progress(*, step, total, epoch, loss, tokens_per_s):
         nonlocal task, last_line
-        if task is None:
+        if task is None:  # the bar starts with the first step: an option refused earlier leaves no blank bar line
+            progress.start()
             task = progress.add_task("train", total=total, epoch=epoch, loss=loss, tps=tokens_per_s)
         progress.update(task, completed=step, epoch=epoch, loss=loss, tps=tokens_per_s)
         if not live and time.monotonic() - last_line >= 30:  # a log file gets a line every 30 s
             last_line = time.monotonic()
             err_console().print(f"epoch {epoch} step {step}/{total} loss {loss:.3f} {tokens_per_s:,.0f} tok/s", highlight=False)
 
-    with progress:
+    try:
         result = train(model, name, cfg, on_progress=on_progress)
+    finally:
+        if task is not None:
+            progress.stop()
     doc = {"source": result.source, "name": result.name, "path": result.path, "attention": result.attention}
     if json_out:
         emit_json(doc)

@@ -130,6 +130,7 @@ def test_bad_options_exit_2(brown_tiny):
         result = run("train-attention", "--model", "tiny", "--name", "x", *extra)
         assert result.exit_code == 2, (extra, result.output)
         assert message in result.stderr and "Traceback" not in result.output
+        assert result.stderr.startswith("error:"), result.stderr  # the message alone: no empty progress bar first
     result = run("train-attention", "--model", "nosuch", "--name", "x")
     assert result.exit_code == 2 and "unknown model 'nosuch'" in result.stderr
     # the built-in model is read-only (or absent): either way a message and exit 2, nothing written
