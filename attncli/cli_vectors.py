@@ -145,9 +145,10 @@ def models_cmd(
             "dim": m.get("dim"),
             "vocab_size": m.get("vocab_size"),
             "subwords": bool(m.get("subword")) if "error" not in m else None,
-            "corpus": m.get("corpus_label") or (m.get("corpus") or {}).get("source"),
+            "corpus": _corpus_label(m),
             "created": m.get("created"),
             "evaluation": ev or None,
+            "attention": m.get("attention"),  # attn train-attention's summary, or None
             "path": m["path"],
             "error": m.get("error"),
         })
@@ -184,11 +185,25 @@ def models_cmd(
             _fmt((ev.get("analogies") or {}).get("accuracy")), (r["created"] or "")[:10],
         )
     out_console().print(table)
+    for r in rows:
+        a = r["attention"]
+        if a and not r["error"]:
+            out_console().print(
+                f"{escape(r['name'])}: trained attention ({a['layers']} layers x {a['heads']} heads), held-out "
+                f"perplexity {a['perplexity']:.1f} (bigram {a['bigram_perplexity']:.1f}, unigram "
+                f"{a['unigram_perplexity']:.1f})", highlight=False,
+            )
     err_console().print(
         "default: the built-in model; * used when no --model is given (ATTN_MODEL changes it); "
         "WS353, SimLex: Spearman; analogy: accuracy",
         highlight=False,
     )
+
+
+def _corpus_label(meta: dict) -> str | None:
+    """What a model was trained on, from metadata written by attn train (a dict) or by hand (a string)."""
+    corpus = meta.get("corpus")
+    return meta.get("corpus_label") or (corpus.get("source") if isinstance(corpus, dict) else corpus)
 
 
 @app.command("eval")

@@ -89,6 +89,10 @@ def test_train_attention_cli_small(brown_tiny):
     meta = store.read_meta(store.model_dir("tiny-att"))
     assert meta["attention"]["perplexity"] == a["perplexity"]
     assert "attention" not in store.read_meta(store.model_dir("tiny"))  # the source is untouched
+    listed = {r["name"]: r for r in json.loads(run("models", "--json").stdout)}
+    assert listed["tiny-att"]["attention"] == a and listed["tiny"]["attention"] is None
+    table = run("models").stdout
+    assert f"tiny-att: trained attention (2 layers x 4 heads), held-out perplexity {a['perplexity']:.1f}" in " ".join(table.split())
     att = trained.load_trained("tiny-att")
     assert att.layers == 2 and att.heads == 4 and len(att.output_words) == 62
     sentences = att.heldout_sentences()
