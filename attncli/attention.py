@@ -19,7 +19,8 @@ run is reproducible.
 
 Numerics, on purpose: scores of hidden keys never enter the softmax, the row maximum is
 subtracted before ``exp``, and a hidden key's weight is exactly 0. A query row whose every key
-is hidden (possible with --pad-to plus --causal, or a narrow window in cross-attention) gets
+is hidden (possible with --pad-to plus --window: a pad query far from every real key; or a narrow
+window in cross-attention) gets
 weights all 0 and output all 0 -- it attends to nothing -- and is listed in
 ``AttentionResult.empty_rows``; it never produces a NaN.
 """

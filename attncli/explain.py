@@ -2,7 +2,8 @@
 
 The steps recompute the cell from q_I and k_J by the variant's formula (dot product, scale,
 relative-position or window term, the mask), then its softmax over row I, and check that the
-recomputed weight equals the matrix's. Indices are 0-based, as in the JSON arrays.
+recomputed score and weight equal the matrix's (an independent recomputation: the formulas
+here are per cell, the matrix's are vectorised in ``attention.py``). Indices are 0-based, as in the JSON arrays.
 """
 
 from __future__ import annotations
@@ -69,18 +70,29 @@ def _score_steps(res, q_i, k_j, i: int, j: int, head: int | None) -> tuple[list[
     return steps, score
 
 
-def _softmax_steps(scores_row: np.ndarray, visible_row: np.ndarray, j: int, weight: float) -> list[dict]:
+def _softmax_steps(scores_row: np.ndarray, visible_row: np.ndarray, j: int, score: float, weight: float) -> list[dict]:
+    """The softmax of row I with cell J's score as recomputed by ``_score_steps`` (the other keys'
+    scores from the matrix), checked against the matrix's score and weight of the cell."""
     if not visible_row.any():
         return [_step("weight", 0.0, "every key of this row is masked: weights and output are all 0")]
-    top = float(scores_row[visible_row].max())
-    e = np.exp(scores_row[visible_row] - top)
-    recomputed = float(np.exp(scores_row[j] - top) / e.sum()) if visible_row[j] else 0.0
+    matrix_score = float(scores_row[j])
+    row = np.array(scores_row, dtype=float)  # (S,)
+    row[j] = score
+    top = float(row[visible_row].max())
+    e = np.exp(row[visible_row] - top)  # (visible,)
+    recomputed = float(np.exp(score - top) / e.sum())
     return [
+        _step("the matrix's score", matrix_score,
+              "the score above matches it" if _close(score, matrix_score) else f"MISMATCH with the score above, {score:.6g}"),
         _step("row max (visible keys)", top, "subtracted before exp"),
-        _step("exp(score - max)", float(np.exp(scores_row[j] - top)) if visible_row[j] else 0.0),
+        _step("exp(score - max)", float(np.exp(score - top))),
         _step("sum over visible keys", float(e.sum()), f"{int(visible_row.sum())} of {len(visible_row)} keys visible"),
-        _step("weight = exp / sum", recomputed, "matches the matrix" if abs(recomputed - weight) < 1e-9 else "MISMATCH"),
+        _step("weight = exp / sum", recomputed, "matches the matrix" if _close(recomputed, weight) else f"MISMATCH: the matrix has {weight:.6g}"),
     ]
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
 
 
 def explain(res, i: int, j: int) -> dict[str, Any]:
@@ -105,7 +117,7 @@ def explain(res, i: int, j: int) -> dict[str, Any]:
     }
     if att.head_weights is None:
         steps, score = _score_steps(res, q[i], k[j], i, j, None)
-        steps += _softmax_steps(att.scores[i], att.mask[i], j, float(att.weights[i, j])) if visible else [
+        steps += _softmax_steps(att.scores[i], att.mask[i], j, score, float(att.weights[i, j])) if visible else [
             _step("weight", 0.0, "masked: " + "; ".join(why))]
         doc.update(score=None if not visible else score, steps=steps)
         return doc
@@ -116,7 +128,7 @@ def explain(res, i: int, j: int) -> dict[str, Any]:
         cols = slice(head * d_head, (head + 1) * d_head)
         steps, score = _score_steps(res, q[i, cols], k[j, cols], i, j, head)
         w = float(att.head_weights[head, i, j])
-        steps += _softmax_steps(att.head_scores[head, i], att.mask[i], j, w) if visible else [_step("weight", 0.0, "masked")]
+        steps += _softmax_steps(att.head_scores[head, i], att.mask[i], j, score, w) if visible else [_step("weight", 0.0, "masked")]
         doc["heads"].append({"head": head, "score": None if not visible else score, "weight": w, "steps": steps})
     doc["score"] = None if not visible else float(att.scores[i, j])
     doc["note"] = f"weight = the mean of the {h} heads' weights"

@@ -177,6 +177,8 @@ def _relative_by_loops(q, k, v, a_k, a_v, clip, mask):
             if mask is None or mask[i, j]:
                 r = max(-clip, min(clip, j - i)) + clip
                 e[j] = sum(q[i, c] * (k[j, c] + a_k[r, c]) for c in range(d)) / math.sqrt(d)
+        if not e:  # every key hidden: the row attends to nothing (weights and output 0)
+            continue
         top = max(e.values())
         z = sum(math.exp(x - top) for x in e.values())
         for j, x in e.items():
@@ -187,10 +189,11 @@ def _relative_by_loops(q, k, v, a_k, a_v, clip, mask):
 
 
 @pytest.mark.parametrize("clip", [1, 3])
-@pytest.mark.parametrize("mask_name", ["none", "causal"])
-def test_relative_matches_loops(clip, mask_name):
-    q, k, v = _qkv(9, t=6, s=6)
-    mask = _mask(mask_name, 6, 6)
+@pytest.mark.parametrize("mask_name", ["none", "causal", "window", "padding"])
+@pytest.mark.parametrize("t,s", [(6, 6), (4, 7), (7, 3)])
+def test_relative_matches_loops(clip, mask_name, t, s):
+    q, k, v = _qkv(9, t=t, s=s)
+    mask = _mask(mask_name, t, s)
     p = _params("relative", max_relative=clip)
     assert p["a_K"].shape == (2 * clip + 1, D)
     res = attend("relative", q, k, v, mask=mask, params=p)
@@ -210,16 +213,23 @@ def test_relative_clipping_makes_far_keys_share_a_table_row():
     assert res.scores[0, 0] != pytest.approx(res.scores[0, 1])
 
 
-def test_local_matches_loops():
-    q, k, v = _qkv(10, t=6, s=6)
+@pytest.mark.parametrize("mask_name", ["none", "causal", "padding"])
+@pytest.mark.parametrize("t,s", [(6, 6), (4, 7), (7, 5)])
+def test_local_matches_loops(mask_name, t, s):
+    """Window D = 2 around p_t = t, Gaussian sigma = D / 2 added to the score (Luong et al. 2015, local)."""
+    q, k, v = _qkv(10, t=t, s=s)
+    mask = _mask(mask_name, t, s)
     p = _params("local", local_window=2)
-    res = attend("local", q, k, v, params=p)
+    res = attend("local", q, k, v, mask=mask, params=p)
     sigma = 1.0
-    for i in range(6):
-        e = {j: float(q[i] @ k[j]) / math.sqrt(D) - (j - i) ** 2 / (2 * sigma**2) for j in range(6) if abs(j - i) <= 2}
+    for i in range(t):
+        e = {j: float(q[i] @ k[j]) / math.sqrt(D) - (j - i) ** 2 / (2 * sigma**2)
+             for j in range(s) if abs(j - i) <= 2 and (mask is None or mask[i, j])}
         z = sum(math.exp(x) for x in e.values())
-        for j in range(6):
+        out = sum((math.exp(x) / z * v[j] for j, x in e.items()), np.zeros(v.shape[1]))
+        for j in range(s):
             assert res.weights[i, j] == pytest.approx(math.exp(e[j]) / z if j in e else 0.0, abs=1e-12)
+        np.testing.assert_allclose(res.output[i], out, atol=1e-12)
 
 
 def test_masked_softmax_is_stable_for_huge_scores():

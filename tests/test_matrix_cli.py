@@ -146,6 +146,73 @@ def test_explain_recomputes_the_cell(tiny):
     assert masked["masked"] and masked["weight"] == 0.0 and "causal" in masked["mask_reasons"][0]
 
 
+EXPLAIN_CASES = [
+    (variant, mask)
+    for variant in ("dot", "scaled", "additive", "multiplicative", "cosine", "relative", "local", "multihead")
+    for mask in ({}, {"causal": True}, {"window": 1, "pad_to": 7})
+]
+
+
+def _final_weight(steps):
+    return next(s for s in steps if s["name"] == "weight = exp / sum")["value"]
+
+
+@pytest.mark.parametrize("variant,mask", EXPLAIN_CASES)
+def test_explain_recomputes_every_visible_cell_of_every_variant(tiny, variant, mask):
+    """explain's per-cell formulas against attention.py's vectorised ones (which test_attention.py
+    checks against torch and loops): every visible cell's score and weight, every head's."""
+    from attncli.explain import explain
+    from attncli.masks import MaskSpec
+    from attncli.matrix import MatrixRequest, compute
+
+    extra = {"projection": "random", "d_k": 6, "heads": 3} if variant == "multihead" else {}
+    res = compute(MatrixRequest(text=SENTENCE, variant=variant, mask=MaskSpec(**mask), model="tiny", **extra))
+    att = res.attention
+    T, S = att.weights.shape
+    checked = 0
+    for i in range(T):
+        for j in range(S):
+            ex = explain(res, i, j)
+            assert "MISMATCH" not in json.dumps(ex)
+            if not att.mask[i, j]:
+                assert ex["masked"] and ex["weight"] == 0.0 and ex["score"] is None
+                continue
+            checked += 1
+            if variant == "multihead":
+                for head in ex["heads"]:
+                    h = head["head"]
+                    assert head["score"] == pytest.approx(att.head_scores[h, i, j], rel=1e-9, abs=1e-12)
+                    assert _final_weight(head["steps"]) == pytest.approx(att.head_weights[h, i, j], rel=1e-9, abs=1e-12)
+            else:
+                assert ex["score"] == pytest.approx(att.scores[i, j], rel=1e-9, abs=1e-12)
+                assert _final_weight(ex["steps"]) == pytest.approx(att.weights[i, j], rel=1e-9, abs=1e-12)
+    assert checked >= 5
+    # the CLI carries the same explanation
+    i, j = int(np.argwhere(att.mask)[-1][0]), int(np.argwhere(att.mask)[-1][1])
+    cli_names = {"projection": "proj"}
+    flags = [f"--{cli_names.get(k, k).replace('_', '-')}" + ("" if v is True else f"={v}") for k, v in {**mask, **extra}.items()]
+    doc = matrix_json(SENTENCE, "--variant", variant, *flags, "--explain", str(i), str(j))
+    assert doc["explanation"] == json.loads(json.dumps(explain(res, i, j)))
+
+
+def test_explain_flags_a_score_that_disagrees_with_the_matrix(tiny, monkeypatch):
+    """The self-check can fail: a wrong per-cell formula shows MISMATCH, not 'matches the matrix'."""
+    from attncli import explain as explain_mod
+
+    right = explain_mod._score_steps
+
+    def off_by_one(*args, **kwargs):
+        steps, score = right(*args, **kwargs)
+        return steps, score + 1.0
+
+    monkeypatch.setattr(explain_mod, "_score_steps", off_by_one)
+    ex = matrix_json(SENTENCE, "--explain", "3", "1")["explanation"]
+    notes = [s["note"] for s in ex["steps"]]
+    assert any(n.startswith("MISMATCH with the score above") for n in notes)
+    assert any(n.startswith("MISMATCH: the matrix has") for n in notes)
+    assert "matches the matrix" not in notes
+
+
 def test_terminal_view_and_explain_text(tiny):
     result = run("matrix", SENTENCE, "--model", "tiny", "--causal", "--explain", "2", "0")
     assert result.exit_code == 0, result.stderr
