@@ -76,6 +76,11 @@ class MatrixResult:
     def d_v(self) -> int:
         return int(self.projected.v.shape[1])
 
+    @property
+    def positions(self) -> str:
+        """The positional encoding the queries and keys carry: --positions, unless the projection has its own."""
+        return self.projected.positions or self.request.positions
+
     def mask_label(self) -> str:
         label = self.request.mask.describe()
         if self.request.variant == "local":

@@ -64,7 +64,7 @@ def document(res, explanation: dict | None = None) -> dict[str, Any]:
         "empty_rows": att.empty_rows,
         "settings": {
             "model": res.model_name,
-            "positions": req.positions,
+            "positions": res.positions,
             "projection": res.projected.label,
             "seed": req.seed,
             "d_k": res.d_k,

@@ -49,6 +49,7 @@ class Projected:
     w_o: np.ndarray | None = None  # (d_v, d_v) output projection for multihead; None = identity
     b_o: np.ndarray | None = None  # (d_v,) its bias, if the projection has one (torch's out_proj.bias)
     heads: int | None = None  # set when the projection fixes the head count (a trained layer)
+    positions: str | None = None  # set when the projection adds positions of its own (a trained model): --positions does not apply
 
 
 ProjectionFn = Callable[[ProjectionInput], Projected]

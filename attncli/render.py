@@ -164,7 +164,7 @@ def matrix_title(res, what: str) -> str:
     req = res.request
     kind = "cross-attention" if res.cross else "self-attention"
     return (f"{VARIANTS[req.variant].title} {kind} {what} · mask: {res.mask_label()} · "
-            f"projection: {res.projected.label} · positions: {req.positions}")
+            f"projection: {res.projected.label} · positions: {res.positions}")
 
 
 def matrix_heatmaps(res, show: str = "weights", rows=None, cols=None) -> list[Heatmap]:

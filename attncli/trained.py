@@ -271,9 +271,11 @@ def projection(inp) -> Any:
     q = att.project(att.layer_input(att.embed_vectors(inp.words_q), layer), layer)[0]  # (h, T, d_k)
     _, k, v = att.project(att.layer_input(att.embed_vectors(inp.words_kv), layer), layer)  # 2 x (h, S, d_k)
     where = f"trained ({att.model}, layer {layer} of {att.layers}"
+    positions = f"the trained model's own ({att.config.get('positions', 'sinusoidal')})"
     if head is not None:
         h = int(head)
-        return Projected(q=q[h], k=k[h], v=v[h], label=f"{where}, head {h} of {att.heads})", heads=1)
+        return Projected(q=q[h], k=k[h], v=v[h], label=f"{where}, head {h} of {att.heads})", heads=1,
+                         positions=positions)
     T, S = q.shape[1], k.shape[1]
     return Projected(
         q=q.transpose(1, 0, 2).reshape(T, att.d_model),  # (T, d): head i = columns i*d_k .. (i+1)*d_k
@@ -282,6 +284,7 @@ def projection(inp) -> Any:
         label=f"{where}, {att.heads} heads)",
         w_o=att.w[f"blocks.{layer}.attn.out_proj.weight"].T,  # (d, d): y = concat(heads) @ W_o
         heads=att.heads,
+        positions=positions,
     )
 
 

@@ -399,4 +399,9 @@ def test_proj_trained_hints_at_the_causal_mask_it_was_trained_under(attn_home):
     assert open_mask.exit_code == 0 and "add --causal" in open_mask.stderr
     causal = run(*args, "--causal", "--json")
     assert causal.exit_code == 0 and "add --causal" not in causal.stderr
+    doc = json.loads(causal.stdout)
+    assert doc["settings"]["positions"].startswith("the trained model's own")  # --positions does not apply
+    no_pe = json.loads(run(*args, "--causal", "--json", "--positions", "none").stdout)
+    assert no_pe["weights"] == doc["weights"] and no_pe["settings"]["positions"] == doc["settings"]["positions"]
+    assert "positions: the trained model's own" in " ".join(open_mask.stdout.split())
     assert np.allclose(np.triu(np.array(json.loads(causal.stdout)["weights"]), 1), 0)
