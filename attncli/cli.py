@@ -45,8 +45,43 @@ import attncli.cli_matrix  # noqa: E402,F401  matrix, variants, demo, scale
 import attncli.cli_attention  # noqa: E402,F401  train-attention, heads
 
 
+def _check_arguments() -> None:
+    """A command-line byte that is not UTF-8 arrives as a lone surrogate: refuse it up front, so
+    no result (and no JSON) ever carries invalid text."""
+    import sys
+
+    from attncli.cliutil import err_console, escape
+    from attncli.errors import BadInput
+    from attncli.textio import check_text
+
+    for i, arg in enumerate(sys.argv[1:], start=1):
+        try:
+            check_text(arg, f"argument {i}")
+        except BadInput as exc:
+            err_console().print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+            sys.exit(exc.exit_code)
+
+
+def _stdout_identity() -> tuple[int, int] | None:
+    try:
+        st = os.fstat(1)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def main() -> None:
+    _check_arguments()
+    before = _stdout_identity()
     try:
         app()
     except BrokenPipeError:
         _quiet_broken_pipe()
+    except SystemExit as exc:
+        # rich's Console.on_broken_pipe (used by every rich view and Typer's --help) points stdout
+        # at /dev/null and exits 1; a reader that went away (attn ... | head) is not a failure
+        if exc.code == 1 and before is not None:
+            devnull = os.stat(os.devnull)
+            if _stdout_identity() == (devnull.st_dev, devnull.st_ino) != before:
+                raise SystemExit(0) from None
+        raise

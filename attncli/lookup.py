@@ -123,7 +123,29 @@ def parse_dictionary(text: str, source: str = "the dictionary") -> dict[str, Any
         raise BadInput(f'{source} must be a JSON object {{"key": value, ...}}, got {kind}')
     if not obj:
         raise BadInput(f"{source} is empty: a lookup needs at least one key")
+    _check_json_values(obj, source)
     return obj
+
+
+def _check_json_values(obj: Any, source: str) -> None:
+    """Every string valid Unicode and every number finite (1e400 parses to inf), so the answer
+    can be printed and written as strict JSON; iterative, any nesting depth."""
+    from attncli.textio import check_text
+
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, value in item.items():
+                check_text(key, f"a key of {source}")
+                stack.append(value)
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            check_text(item, f"a value of {source}")
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise BadInput(f"{source} has a number too large for a float (it reads as infinity): "
+                           "write it as a string, or scale it down")
 
 
 def read_dictionary(path: str | Path) -> dict[str, Any]:

@@ -16,10 +16,15 @@ def read_user_text(path: str | Path, what: str, *, hint: str = "") -> str:
     """
     hint = f": {hint}" if hint else ""
     if str(path) == "-":
+        if sys.stdin is None:  # started with stdin closed (<&-)
+            raise BadInput(f"cannot read {what} from stdin: it is closed")
         try:
-            return sys.stdin.read().removeprefix("\ufeff")
-        except UnicodeDecodeError as exc:
-            raise BadInput(f"{what} on stdin is not UTF-8 text (byte {exc.start}){hint}") from None
+            # bytes, decoded strictly here: the text layer may use surrogateescape (C/POSIX locale),
+            # which would let invalid bytes through to the output
+            raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8")
+            return raw.decode("utf-8").removeprefix("\ufeff")
+        except UnicodeError as exc:
+            raise BadInput(f"{what} on stdin is not UTF-8 text (byte {getattr(exc, 'start', '?')}){hint}") from None
         except OSError as exc:
             raise BadInput(f"cannot read {what} from stdin: {exc.strerror or exc}") from None
     source = f"{what} {str(path)!r}"
@@ -33,3 +38,15 @@ def read_user_text(path: str | Path, what: str, *, hint: str = "") -> str:
         raise BadInput(f"{source} is not UTF-8 text (byte {exc.start}){hint}") from None
     except OSError as exc:
         raise BadInput(f"cannot read {source}: {exc.strerror or exc}") from None
+
+
+def check_text(text: str, what: str) -> str:
+    """``text`` itself if it is valid Unicode; BadInput naming ``what`` if it holds a lone surrogate
+    (a JSON escape such as "\\ud800", or a command-line byte that was not UTF-8)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = text[exc.start]
+        raise BadInput(f"{what} is not valid Unicode text: it holds the lone surrogate U+{ord(bad):04X} "
+                       "(invalid UTF-8 bytes or a broken \\u escape)") from None
+    return text

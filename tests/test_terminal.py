@@ -33,6 +33,33 @@ def test_closed_pipe_ends_quietly():
     assert b"Traceback" not in err and b"BrokenPipe" not in err and err.strip() == b""
 
 
+import pytest
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["scale"], ["matrix", SENTENCE, "--causal"], ["lookup", "colour"]])
+def test_closed_pipe_after_a_rich_view_exits_0(argv):
+    """rich's own broken-pipe handler exits 1; attn treats a reader that went away as success."""
+    proc = subprocess.Popen(ATTN + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=dict(os.environ, COLUMNS="80"))
+    proc.stdout.read(5)
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert b"Traceback" not in err
+
+
+def test_a_real_exit_1_is_kept_when_stdout_is_devnull(tmp_path):
+    """The broken-pipe rule must not turn a runtime failure into success."""
+    home = tmp_path / "home"
+    bad = home / "models" / "broken"
+    bad.mkdir(parents=True)
+    (bad / "meta.json").write_text("{ not json", encoding="utf-8")
+    with open(os.devnull, "wb") as devnull:
+        proc = subprocess.run(ATTN + ["lookup", "colour", "--model", "broken"], stdout=devnull, stderr=subprocess.PIPE,
+                              env=dict(os.environ, ATTN_HOME=str(home)), timeout=120)
+    assert proc.returncode == 1, proc.stderr
+
+
 def test_piped_output_has_no_escape_sequences():
     for argv in (["matrix", SENTENCE, "--causal"], ["lookup", "colour"], ["demo"], ["variants"]):
         result = run(argv)
