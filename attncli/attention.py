@@ -243,14 +243,18 @@ def relative(q, k, v, *, mask=None, params) -> AttentionResult:
     """
     T, S = len(q), len(k)
     mask = full_mask(T, S, mask)
+    a_K, a_V = params["a_K"], params["a_V"]  # (n, d_k), (n, d_v), n = 2k + 1 clipped distances
+    n = len(a_K)
     idx = relative_index(T, S, int(params["max_relative"]))  # (T, S)
-    a_k = params["a_K"][idx]  # (T, S, d_k)
-    a_v = params["a_V"][idx]  # (T, S, d_v)
+    # Never materialise a^K_ij, a^V_ij as (T, S, d) tensors (13 GB at T = S = 4,096): q_i . a^K_ij
+    # is q_i . w^K[r] for the pair's distance bucket r, and sum_j a_ij a^V_ij groups the weights by r.
     content = q @ k.T  # (T, S)
-    position = np.einsum("td,tsd->ts", q, a_k)  # (T, S)
+    position = np.take_along_axis(q @ a_K.T, idx, axis=1)  # (T, n) -> (T, S)
     scores = (content + position) / np.sqrt(q.shape[-1])  # (T, S)
     weights = masked_softmax(scores, mask)  # (T, S)
-    output = weights @ v + np.einsum("ts,tsd->td", weights, a_v)  # (T, d_v)
+    rows = np.arange(T)[:, None] * n  # (T, 1)
+    by_distance = np.bincount((rows + idx).ravel(), weights=weights.ravel(), minlength=T * n).reshape(T, n)  # (T, n)
+    output = weights @ v + by_distance @ a_V  # (T, d_v)
     return AttentionResult(scores=scores, weights=weights, output=output, mask=mask)
 
 

@@ -35,6 +35,7 @@ PAD = "<pad>"
 POSITIONS = ("sinusoidal", "none")
 DEFAULT_POSITIONS = "sinusoidal"
 MAX_TOKENS = 4096  # T and S; the (T, S) float64 arrays stay under ~130 MB each
+MAX_HEAD_CELLS = 4 * MAX_TOKENS * MAX_TOKENS  # h * T * S for multihead: each (h, T, S) array stays under ~540 MB
 
 
 @dataclass
@@ -123,7 +124,7 @@ def _embed(vectors, words: list[str], n_total: int) -> np.ndarray:
     return out
 
 
-def _heads(req: MatrixRequest, projected: Projected) -> int:
+def _heads(req: MatrixRequest, projected: Projected, T: int, S: int) -> int:
     if req.variant != "multihead":
         if projected.heads is not None and projected.heads > 1:
             raise BadInput(f"the {req.projection} projection has {projected.heads} heads: add --variant multihead, "
@@ -135,11 +136,18 @@ def _heads(req: MatrixRequest, projected: Projected) -> int:
     if projected.heads is not None and heads != projected.heads:
         raise BadInput(f"the {req.projection} projection has {projected.heads} heads; --heads {heads} contradicts it")
     d_k, d_v = projected.q.shape[1], projected.v.shape[1]
+    named = f"--heads {heads}" if req.heads else f"the default of {heads} heads"
     if heads < 1 or d_k % heads or d_v % heads:
         divisors = [n for n in range(1, min(d_k, 16) + 1) if d_k % n == 0 and d_v % n == 0]
         raise BadInput(
-            f"--heads {heads} does not divide the dimension (d_k = {d_k}, d_v = {d_v}): "
-            f"try one of {', '.join(map(str, divisors))}"
+            f"{named} does not divide the dimension (d_k = {d_k}, d_v = {d_v}): "
+            f"try --heads with one of {', '.join(map(str, divisors))}"
+        )
+    if heads * T * S > MAX_HEAD_CELLS:
+        raise BadInput(
+            f"{named} on {T} x {S} tokens needs {heads * T * S:,} cells per (heads, T, S) array "
+            f"({heads * T * S * 8 / 2**30:.1f} GiB each); attn matrix allows {MAX_HEAD_CELLS:,} "
+            f"(4 heads at {MAX_TOKENS:,} tokens): use fewer heads or a shorter text"
         )
     return heads
 
@@ -202,7 +210,7 @@ def compute(req: MatrixRequest, vectors=None) -> MatrixResult:
         x_q=x_q, x_kv=x_kv, words_q=words_q, words_kv=words_kv, tokens=query_tokens, key_tokens=key_tokens,
         model=vectors, d_k=req.d_k, seed=req.seed, options=dict(req.projection_options),
     ))
-    heads = _heads(req, projected)
+    heads = _heads(req, projected, len(query_tokens), n_keys)
     local_window = req.mask.window if req.mask.window is not None else 2
     config = VariantConfig(heads=heads, max_relative=req.max_relative, local_window=local_window)
     params = init_params(req.variant, projected.q.shape[1], projected.v.shape[1], seed=req.seed, config=config)

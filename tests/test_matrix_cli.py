@@ -405,3 +405,29 @@ def test_proj_trained_hints_at_the_causal_mask_it_was_trained_under(attn_home):
     assert no_pe["weights"] == doc["weights"] and no_pe["settings"]["positions"] == doc["settings"]["positions"]
     assert "positions: the trained model's own" in " ".join(open_mask.stdout.split())
     assert np.allclose(np.triu(np.array(json.loads(causal.stdout)["weights"]), 1), 0)
+
+
+def test_multihead_memory_is_bounded_and_the_default_heads_are_named(tiny, tmp_path):
+    text = tmp_path / "long.txt"
+    text.write_text(" ".join(["time flies like an arrow"] * 400), encoding="utf-8")  # 2,000 tokens
+    big = run("matrix", "--file", str(text), "--model", "tiny", "--variant", "multihead", "--heads", "32",
+              "--proj", "random", "--d-k", "64")
+    assert big.exit_code == 2 and "use fewer heads or a shorter text" in big.stderr, big.stderr
+    odd = run("matrix", SENTENCE, "--model", "tiny", "--variant", "multihead", "--proj", "random", "--d-k", "6")
+    assert odd.exit_code == 2 and "the default of 4 heads does not divide" in " ".join(odd.stderr.split())
+
+
+def test_relative_at_4096_tokens_stays_in_memory(tiny):
+    """Shaw et al.'s a^K_ij, a^V_ij are never built as (T, S, d) tensors: 4,096 tokens in a few s."""
+    import resource
+
+    from attncli.attention import VariantConfig, attend, init_params
+
+    T, d = 4096, 16
+    rng = np.random.default_rng(0)
+    q, k = rng.standard_normal((T, d)), rng.standard_normal((T, d))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    res = attend("relative", q, k, k, params=init_params("relative", d, d, seed=0, config=VariantConfig(max_relative=4)))
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert res.output.shape == (T, d) and np.allclose(res.weights.sum(axis=1), 1.0)
+    assert grown_mib < 2048, grown_mib  # the (T, S, d) tensors alone would be 2 x 2 GiB at d = 16
