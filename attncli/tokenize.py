@@ -5,22 +5,53 @@ A token is a run of letters and digits, optionally joined by internal apostrophe
 Anything else (punctuation, symbols, whitespace) separates tokens and is dropped. Brown's own
 tokens go through the same rule (:func:`normalize_sentence`): tokens with no letter or digit
 (Brown's ``''``, ``--``, ``;``) vanish and ``U.S.`` becomes ``u s``, so a sentence typed by a user
-and the same sentence read from Brown give the same tokens.
+and the same sentence read from Brown give the same tokens. Combining marks stay inside their
+token, and non-ASCII text is composed to NFC first (Brown's tokens are unchanged by both).
 """
 
 from __future__ import annotations
 
 import re
 
-TOKENIZER_VERSION = 1  # bump when the rules change: it keys the corpus cache
+TOKENIZER_VERSION = 1  # bump when the rules change the tokens of Brown: it keys the corpus cache
 
 # [^\W_] is "a letter or a digit" in every script; joiners are ' ’ and -.
 _TOKEN_RE = re.compile(r"[^\W_]+(?:['’\-][^\W_]+)*")
+_UNICODE_RE: re.Pattern | None = None
+
+
+def _unicode_token_re() -> re.Pattern:
+    """The same rule for non-ASCII text, where a combining mark (Unicode category M: the vowel
+    signs of Devanagari, a decomposed accent) continues its token instead of splitting it.
+    Python's ``re`` has no ``\\p{M}``: the class is built once from ``unicodedata`` (the Basic
+    Multilingual Plane, ~10 ms), only when a non-ASCII text first needs it."""
+    global _UNICODE_RE
+    if _UNICODE_RE is None:
+        import unicodedata
+
+        marks, start = [], None
+        for cp in range(0x10000 + 1):
+            is_mark = cp < 0x10000 and unicodedata.category(chr(cp)).startswith("M")
+            if is_mark and start is None:
+                start = cp
+            elif not is_mark and start is not None:
+                marks.append(f"\\u{start:04x}-\\u{cp - 1:04x}")
+                start = None
+        char = rf"(?:[^\W_]|[{''.join(marks)}])"
+        _UNICODE_RE = re.compile(rf"[^\W_]{char}*(?:['’\-][^\W_]{char}*)*")
+    return _UNICODE_RE
 
 
 def tokenize(text: str) -> list[str]:
-    """Split free text into lower-cased tokens."""
-    return [m.group(0).replace("’", "'").lower() for m in _TOKEN_RE.finditer(text)]
+    """Split free text into lower-cased tokens (non-ASCII text first composed to Unicode NFC,
+    so a decomposed "nai\\u0308ve" and "naïve" are the same token)."""
+    if text.isascii():
+        pattern = _TOKEN_RE
+    else:
+        import unicodedata
+
+        text, pattern = unicodedata.normalize("NFC", text), _unicode_token_re()
+    return [m.group(0).replace("’", "'").lower() for m in pattern.finditer(text)]
 
 
 def normalize_sentence(tokens: list[str]) -> list[str]:

@@ -171,3 +171,26 @@ def test_missing_brown_download_fails_names_both_ways_out(tmp_path, monkeypatch)
     assert "NLTK_DATA" in flat and "python -m nltk.downloader brown" in flat
     assert "Traceback" not in result.stderr and result.stdout == ""
     assert not (paths.models_dir()).exists() or not any(paths.models_dir().iterdir())
+
+
+# -- the shared tokenizer -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text,tokens", [
+    ("Time flies, like an ARROW!", ["time", "flies", "like", "an", "arrow"]),
+    ("don’t self-confidence 3.5 U.S.", ["don't", "self-confidence", "3", "5", "u", "s"]),
+    ("nai\u0308ve", ["naïve"]),  # decomposed (NFD, as macOS often writes it) == composed
+    ("naïve café", ["naïve", "café"]),
+    ("हिन्दी भाषा", ["हिन्दी", "भाषा"]),  # vowel signs are combining marks: they stay in their word
+    ("\u0301abc", ["abc"]),  # a mark with no letter before it starts nothing
+    ("über-groß", ["über-groß"]),
+])
+def test_tokenize(text, tokens):
+    assert tokenize(text) == tokens
+
+
+def test_non_ascii_rule_equals_the_ascii_rule_on_ascii_text():
+    from attncli.tokenize import _TOKEN_RE, _unicode_token_re
+
+    text = "It's a self-made, 2-for-1 deal -- isn't it? U.S.A. 3.14 o'clock' -x- ''"
+    assert [m.group(0) for m in _unicode_token_re().finditer(text)] == [m.group(0) for m in _TOKEN_RE.finditer(text)]
