@@ -81,14 +81,27 @@ def _recording_console(to_stdout: bool):
     return Console(record=True, width=base.width, file=None if to_stdout else io.StringIO())
 
 
+def _check_export_path(path: Optional[Path], option: str) -> None:
+    """A file name whose folder exists, checked before any work (bad input: exit 2)."""
+    if path is None:
+        return
+    if str(path) == "-":
+        raise BadInput(f"{option} needs a file name ('-' is not stdout here: the view goes to stdout anyway)")
+    if path.is_dir():
+        raise BadInput(f"{option} {str(path)!r} is a directory: give a file name, e.g. {option} matrix{path.suffix or '.' + option[2:]}")
+    if not path.parent.is_dir():
+        raise BadInput(f"{option} {str(path)!r}: the folder {str(path.parent)!r} does not exist")
+
+
 def _save_exports(console, svg: Optional[Path], html: Optional[Path], title: str) -> None:
-    try:
-        if svg is not None:
-            console.save_svg(str(svg), title=title, clear=False)
-        if html is not None:
-            console.save_html(str(html), clear=False)
-    except OSError as exc:
-        raise RuntimeFailure(f"cannot write {exc.filename}: {exc.strerror}") from None
+    for path, save in ((svg, lambda p: console.save_svg(p, title=title, clear=False)),
+                       (html, lambda p: console.save_html(p, clear=False))):
+        if path is None:
+            continue
+        try:
+            save(str(path))
+        except OSError as exc:
+            raise RuntimeFailure(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
 
 
 @app.command("matrix")
@@ -130,6 +143,8 @@ def matrix_cmd(
     from attncli.masks import MaskSpec
     from attncli.matrix import MatrixRequest, compute
 
+    _check_export_path(svg, "--svg")
+    _check_export_path(html, "--html")
     text = _read_text(sentence, file)
     row_span, col_span = _span(rows, "--rows"), _span(cols, "--cols")
     options = {name: value for name, value in (("layer", layer), ("head", head)) if value is not None}
@@ -215,6 +230,8 @@ def scale_cmd(
 
     if not math.isfinite(factor) or factor <= 0 or factor > 1e6:
         raise BadInput(f"--factor must be a positive number up to 1e6 (got {factor})")
+    if not 0 <= seed < 2**64:
+        raise BadInput(f"--seed must be between 0 and 2**64 - 1 (got {seed})")
     doc = scale_experiment(factor, seed=seed)
     if json_out:
         emit_json(doc)

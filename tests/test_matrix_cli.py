@@ -274,6 +274,9 @@ BAD = [
     ([SENTENCE, "--context", ""], "context is empty"),
     ([SENTENCE, "--layer", "1"], "--layer needs --proj trained"),
     ([SENTENCE, "--proj", "trained"], "has no trained attention"),
+    ([SENTENCE, "--svg", "/"], "is a directory: give a file name"),
+    ([SENTENCE, "--html", "/nonexistent-folder/view.html"], "does not exist"),
+    ([SENTENCE, "--html", "-"], "needs a file name"),
 ]
 
 
@@ -431,3 +434,9 @@ def test_relative_at_4096_tokens_stays_in_memory(tiny):
     grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert res.output.shape == (T, d) and np.allclose(res.weights.sum(axis=1), 1.0)
     assert grown_mib < 2048, grown_mib  # the (T, S, d) tensors alone would be 2 x 2 GiB at d = 16
+
+
+def test_scale_seed_range():
+    assert run("scale", "--seed", "-1").exit_code == 2
+    assert run("scale", "--seed", "99999999999999999999999").exit_code == 2
+    assert run("scale", "--seed", "7", "--json").exit_code == 0
