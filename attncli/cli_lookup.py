@@ -58,6 +58,12 @@ def lookup_cmd(
     batch = core.read_queries(queries) if queries is not None else [(0, query)]
     vectors = load_vectors(model)
     index = core.KeyIndex(vectors, list(dictionary), ngram_weight=ngram_weight)
+    if queries is not None:  # every query checked before any answer is printed: no partial output on a bad line
+        for line, q in batch:
+            try:
+                index.query_vector(q)
+            except BadInput as exc:
+                raise BadInput(f"--queries line {line}: {exc}") from None
     for line, q in batch:
         try:
             result = core.lookup(q, dictionary, vectors, temperature=temperature, top_k=top_k, exact=exact, index=index)

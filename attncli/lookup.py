@@ -252,7 +252,9 @@ def lookup(
 
 def read_queries(path: str | Path) -> list[tuple[int, str]]:
     """(line number, query) for each non-blank line of a file, or of stdin for ``-``."""
-    lines = read_user_text(path, "queries file", hint="give one query per line").splitlines()
+    # split on newlines only: str.splitlines also breaks at form feeds, U+2028 and the like,
+    # which would make the line numbers in messages disagree with an editor's
+    lines = read_user_text(path, "queries file", hint="give one query per line").split("\n")
     out = [(i, line.strip()) for i, line in enumerate(lines, start=1) if line.strip()]
     if not out:
         raise BadInput("no query to look up: the queries input has no non-blank line")

@@ -162,6 +162,14 @@ def test_bad_input_exits_2_without_traceback(args, input, message):
     assert "Traceback" not in result.stderr + result.stdout
 
 
+def test_a_bad_query_line_leaves_no_partial_output_and_is_numbered_like_an_editor():
+    result = run("--queries", "-", "--json", input="colour\nmaker\x0chue\u2028x\n\u200b\n")
+    assert result.exit_code == 2 and "--queries line 3" in result.stderr, result.stderr
+    assert result.stdout == ""  # lines 1 and 2 were fine, but nothing is printed before the bad line is found
+    fine = run("--queries", "-", "--json", input="colour\nmaker\x0chue\n")
+    assert [json.loads(line)["query"] for line in fine.stdout.splitlines()] == ["colour", "maker\x0chue"]
+
+
 def test_unknown_word_in_a_model_without_subwords():
     save_plain("plain")
     result = run("colour", "--model", "plain")
