@@ -21,19 +21,19 @@ def train_attention_cmd(
     *,
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="Word-vector model to start from (default: $ATTN_MODEL or the built-in one).")] = None,
     name: Annotated[Optional[str], typer.Option("--name", "-n", help="Model to write (a copy of --model's vectors plus the attention). Default: --model itself; required when --model is the built-in one.")] = None,
-    epochs: Annotated[int, typer.Option(help="Passes over the training sentences.")] = 5,
-    layers: Annotated[int, typer.Option(help="Transformer layers.")] = 2,
-    heads: Annotated[int, typer.Option(help="Attention heads per layer; must divide the word-vector dimension.")] = 4,
-    max_minutes: Annotated[float, typer.Option(help="Stop training after this many minutes (then evaluate and save); the learning-rate schedule fits itself to it.")] = 12.0,
-    seed: Annotated[int, typer.Option(help="Seed of the split, the initialisation and the batch order.")] = 0,
-    vocab_size: Annotated[int, typer.Option(help="Output vocabulary: the N most frequent training words, plus <unk> and </s>.")] = 5000,
-    max_len: Annotated[int, typer.Option(help="Sentences are cut to this many tokens.")] = 80,
-    batch_tokens: Annotated[int, typer.Option(help="About this many tokens per batch.")] = 2048,
-    lr: Annotated[float, typer.Option(help="Peak learning rate (AdamW, warm-up then cosine decay).")] = 3e-3,
-    dropout: Annotated[float, typer.Option(help="Dropout rate.")] = 0.0,
-    heldout: Annotated[float, typer.Option(help="Fraction of Brown's documents held out for perplexity.")] = 0.1,
-    limit_sentences: Annotated[Optional[int], typer.Option(help="Use only whole documents up to about this many sentences (quick trials).")] = None,
-    threads: Annotated[Optional[int], typer.Option(help="torch threads (default: the cores not busy with other work, by the load average).")] = None,
+    epochs: Annotated[int, typer.Option(help="Passes over the training sentences (1-10000).")] = 5,
+    layers: Annotated[int, typer.Option(help="Transformer layers (1-64).")] = 2,
+    heads: Annotated[int, typer.Option(help="Attention heads per layer; must divide the word-vector dimension (at most 1024).")] = 4,
+    max_minutes: Annotated[float, typer.Option(help="Stop training after this many minutes (then evaluate and save); the learning-rate schedule fits itself to it (at most 10080, 7 days).")] = 12.0,
+    seed: Annotated[int, typer.Option(help="Seed of the split, the initialisation and the batch order (0 to 2^32-1).")] = 0,
+    vocab_size: Annotated[int, typer.Option(help="Output vocabulary: the N most frequent training words, plus <unk> and </s> (2-10000000).")] = 5000,
+    max_len: Annotated[int, typer.Option(help="Sentences are cut to this many tokens (2-4096).")] = 80,
+    batch_tokens: Annotated[int, typer.Option(help="About this many tokens per batch (16-10000000, and a batch must fit in memory).")] = 2048,
+    lr: Annotated[float, typer.Option(help="Peak learning rate (AdamW, warm-up then cosine decay), in (0, 10].")] = 3e-3,
+    dropout: Annotated[float, typer.Option(help="Dropout rate, in [0, 1).")] = 0.0,
+    heldout: Annotated[float, typer.Option(help="Fraction of Brown's documents held out for perplexity, in (0, 1).")] = 0.1,
+    limit_sentences: Annotated[Optional[int], typer.Option(help="Use only whole documents up to about this many sentences (quick trials; 2-1000000000).")] = None,
+    threads: Annotated[Optional[int], typer.Option(help="torch threads (default: the cores not busy with other work, by the load average; 1-1024).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Train a small causal transformer LM on Brown over frozen word vectors; store its attention.
@@ -44,13 +44,10 @@ def train_attention_cmd(
     """
     from attncli.train_attention import TrainConfig, train
 
-    if limit_sentences is not None and limit_sentences < 2:
-        raise BadInput(f"--limit-sentences must be at least 2 (got {limit_sentences})")
-    if threads is not None and threads < 1:
-        raise BadInput(f"--threads must be at least 1 (got {threads})")
     cfg = TrainConfig(layers=layers, heads=heads, epochs=epochs, max_minutes=max_minutes, seed=seed,
                       vocab_size=vocab_size, max_len=max_len, batch_tokens=batch_tokens, lr=lr, dropout=dropout,
                       heldout=heldout, limit_sentences=limit_sentences, threads=threads)
+    cfg.check_options()  # every range, before the model is read or torch imported
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     progress = Progress(
@@ -109,7 +106,7 @@ def heads_cmd(
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model whose trained attention to score (default: $ATTN_MODEL or the built-in one).")] = None,
     file: Annotated[Optional[Path], typer.Option("--file", help="Score on these sentences (one per line) instead of the stored held-out ones.")] = None,
     sentences: Annotated[Optional[int], typer.Option(help="Use at most this many sentences.")] = None,
-    window: Annotated[int, typer.Option(help="'local' = attention within this many tokens back.")] = 3,
+    window: Annotated[int, typer.Option(help="'local' = attention within this many tokens back (1-10000).")] = 3,
     json_out: Annotated[bool, typer.Option("--json", help="Print the scores as JSON.")] = False,
 ) -> None:
     """Score each learned head as previous-token, first-token, self, local or broad (entropy).
@@ -119,12 +116,15 @@ def heads_cmd(
     queries, window, uniform, thresholds, heads [{layer, head, previous_token, first_token, self,
     local, entropy, label}].
     """
-    from attncli.heads import score_heads
+    from attncli.heads import check_window, score_heads
     from attncli.tokenize import tokenize
     from attncli.trained import load_trained
 
     if sentences is not None and sentences < 1:
         raise BadInput(f"--sentences must be at least 1 (got {sentences})")
+    if sentences is not None and sentences > 10**9:
+        raise BadInput(f"--sentences must be in [1, 1,000,000,000] (got {sentences})")
+    check_window(window)  # before the model is read
     att = load_trained(model)
     if file is not None:
         try:

@@ -94,10 +94,20 @@ def label(scores: dict[str, float], uniform: dict[str, float]) -> str:
     return "mixed"
 
 
-def score_heads(att: TrainedAttention, sentences: list[list[str]], *, window: int = 3) -> dict[str, Any]:
-    """Score every head of every layer on ``sentences`` (token lists; those under 2 tokens are skipped)."""
+MAX_WINDOW = 10_000  # a window longer than any sentence (max_len is at most 4096) changes nothing
+
+
+def check_window(window: int) -> None:
+    """BadInput naming --window unless it is in [1, MAX_WINDOW] (a huge one overflows NumPy)."""
     if window < 1:
         raise BadInput(f"--window must be at least 1 (got {window})")
+    if window > MAX_WINDOW:
+        raise BadInput(f"--window must be in [1, {MAX_WINDOW:,}] (got {window})")
+
+
+def score_heads(att: TrainedAttention, sentences: list[list[str]], *, window: int = 3) -> dict[str, Any]:
+    """Score every head of every layer on ``sentences`` (token lists; those under 2 tokens are skipped)."""
+    check_window(window)
     max_len = int(att.config.get("max_len_trained", 512))
     usable = [s[:max_len] for s in sentences if len(s) >= 2]
     if not usable:

@@ -20,11 +20,23 @@ from typing import Any, Callable
 
 from attncli import store
 from attncli.corpus import Corpus
-from attncli.errors import BadInput
+from attncli.errors import BadInput, RuntimeFailure
 
 ALGORITHMS = ("fasttext", "word2vec")
 PRECISIONS = ("float16", "float32")
 PROBE_WORDS = ("man", "city", "money", "good", "walked", "colour")
+
+# Upper bounds of the numeric options (TrainParams.validate). Far above any useful value, low
+# enough that gensim's C code cannot overflow and the tables fit in memory.
+MAX_DIM = 10_000
+MAX_WINDOW = 1_000
+MAX_EPOCHS = 10_000
+MAX_MIN_COUNT = 10**9
+MAX_NEGATIVE = 1_000
+MAX_WORKERS = 1_024
+MAX_BUCKET = 100_000_000  # fastText's own default is 2M
+MAX_NGRAM = 100  # --min-n, --max-n (characters)
+MAX_NGRAM_CELLS = 1_000_000_000  # --bucket x --dim: the float32 n-gram table, 4 GiB
 
 
 @dataclass
@@ -65,12 +77,27 @@ class TrainParams:
         for option, value in at_least_one.items():
             if value < 1:
                 raise BadInput(f"{option} must be at least 1, got {value}")
-        if self.dim > 10_000:
-            raise BadInput(f"--dim {self.dim} is far too large for word vectors: use 50-300")
+        if self.dim > MAX_DIM:
+            raise BadInput(f"--dim {self.dim} is far too large for word vectors (at most {MAX_DIM:,}): use 50-300")
+        # Upper bounds: gensim's C code overflows on huge integers (and a worker thread that dies
+        # leaves training hung forever), and huge tables fail with MemoryError; refuse them here.
+        at_most = {"--window": MAX_WINDOW, "--epochs": MAX_EPOCHS, "--min-count": MAX_MIN_COUNT,
+                   "--negative": MAX_NEGATIVE, "--workers": MAX_WORKERS}
+        if self.algorithm == "fasttext":
+            at_most.update({"--bucket": MAX_BUCKET, "--min-n": MAX_NGRAM, "--max-n": MAX_NGRAM})
+        for option, limit in at_most.items():
+            value = at_least_one[option]
+            if value > limit:
+                raise BadInput(f"{option} must be at most {limit:,}, got {value}")
         if not 0 <= self.sample < 1:
             raise BadInput(f"--sample must be in [0, 1) (0 disables downsampling), got {self.sample}")
         if self.algorithm == "fasttext" and self.min_n > self.max_n:
             raise BadInput(f"--min-n ({self.min_n}) must not exceed --max-n ({self.max_n})")
+        if self.algorithm == "fasttext" and self.bucket * self.dim > MAX_NGRAM_CELLS:
+            raise BadInput(
+                f"--bucket {self.bucket:,} x --dim {self.dim:,} = {self.bucket * self.dim:,} n-gram table cells "
+                f"(at most {MAX_NGRAM_CELLS:,}, {MAX_NGRAM_CELLS * 4 / 2**30:.0f} GiB): lower --bucket or --dim"
+            )
         if self.seed < 0 or self.seed >= 2**32:
             raise BadInput(f"--seed must be in [0, 2^32), got {self.seed}")
 
@@ -216,18 +243,25 @@ def train_model(
     logging.getLogger("gensim").setLevel(logging.ERROR)  # gensim's INFO/WARNING chatter is not for users
 
     started = time.perf_counter() if started is None else started
-    model = build_model(corpus, params)
     reports: list[EpochReport] = []
-    timer = _epoch_callback(corpus.n_tokens, params.epochs, progress, reports)
-    train_start = time.perf_counter()
-    model.train(
-        corpus_iterable=corpus.sentences,
-        total_examples=model.corpus_count,
-        total_words=model.corpus_total_words,
-        epochs=params.epochs,
-        compute_loss=params.algorithm == "word2vec",
-        callbacks=[timer],
-    )
+    try:
+        model = build_model(corpus, params)
+        timer = _epoch_callback(corpus.n_tokens, params.epochs, progress, reports)
+        train_start = time.perf_counter()
+        model.train(
+            corpus_iterable=corpus.sentences,
+            total_examples=model.corpus_count,
+            total_words=model.corpus_total_words,
+            epochs=params.epochs,
+            compute_loss=params.algorithm == "word2vec",
+            callbacks=[timer],
+        )
+    except MemoryError:
+        raise RuntimeFailure(
+            f"not enough memory to train {params.algorithm} with --dim {params.dim}"
+            + (f" and --bucket {params.bucket}" if params.algorithm == "fasttext" else "")
+            + ": lower them (or raise --min-count to shrink the vocabulary)"
+        ) from None
     train_seconds = time.perf_counter() - train_start
 
     import gensim

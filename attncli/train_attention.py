@@ -26,7 +26,24 @@ from typing import Any, Callable
 import numpy as np
 
 from attncli import lm_data, store, trained
-from attncli.errors import BadInput
+from attncli.errors import BadInput, RuntimeFailure
+
+
+# Upper bounds of the options (TrainConfig.check_options): far above any useful value, low
+# enough that no option overflows torch or NumPy or exhausts memory on its own.
+MAX_LAYERS = 64
+MAX_HEADS = 1_024
+MAX_EPOCHS = 10_000
+MAX_VOCAB_SIZE = 10_000_000
+MAX_LEN = 4_096
+MAX_BATCH_TOKENS = 10_000_000
+MAX_LR = 10.0
+MAX_MINUTES = 7 * 24 * 60  # 7 days
+MAX_LIMIT_SENTENCES = 10**9
+MAX_THREADS = 1_024
+# Memory guards once the data is known (TrainConfig.check_size).
+MAX_PARAMETERS = 100_000_000  # ~1.6 GB with AdamW's two moments and the gradients
+MAX_BATCH_CELLS = 2**28  # float32 logits + attention weights of one batch: 1 GiB per copy
 
 
 @dataclass
@@ -49,26 +66,73 @@ class TrainConfig:
     threads: int | None = None
     heldout_keep: int = 300  # held-out sentences stored for 'attn heads'
 
-    def check(self, d: int) -> None:
+    def check_options(self) -> None:
+        """BadInput (exit 2) naming the option for a value out of range; needs no model, imports no torch.
+
+        The upper bounds are far above any useful value; they keep a mistyped number from
+        overflowing torch or NumPy or exhausting memory (``MAX_*`` below).
+        """
         if self.layers < 1:
             raise BadInput(f"--layers must be at least 1 (got {self.layers})")
         if self.heads < 1:
             raise BadInput(f"--heads must be at least 1 (got {self.heads})")
-        if d % self.heads:
-            divisors = ", ".join(str(h) for h in range(1, d + 1) if d % h == 0)
-            raise BadInput(f"--heads {self.heads} does not divide the width {d} (the word-vector dimension): use one of {divisors}")
         for name, value, low in [("--epochs", self.epochs, 1), ("--vocab-size", self.vocab_size, 2),
                                  ("--max-len", self.max_len, 2), ("--batch-tokens", self.batch_tokens, 16)]:
             if value < low:
                 raise BadInput(f"{name} must be at least {low} (got {value})")
-        if not self.max_minutes > 0:
+        optional = [("--limit-sentences", self.limit_sentences, 2, MAX_LIMIT_SENTENCES),
+                    ("--threads", self.threads, 1, MAX_THREADS)]
+        for name, value, low, high in optional:
+            if value is not None and value < low:
+                raise BadInput(f"{name} must be at least {low} (got {value})")
+        bounded = [("--layers", self.layers, 1, MAX_LAYERS), ("--heads", self.heads, 1, MAX_HEADS),
+                   ("--epochs", self.epochs, 1, MAX_EPOCHS), ("--vocab-size", self.vocab_size, 2, MAX_VOCAB_SIZE),
+                   ("--max-len", self.max_len, 2, MAX_LEN), ("--batch-tokens", self.batch_tokens, 16, MAX_BATCH_TOKENS)]
+        for name, value, low, high in bounded + [o for o in optional if o[1] is not None]:
+            if value > high:
+                raise BadInput(f"{name} must be in [{low}, {high:,}] (got {value})")
+        if not 0 <= self.seed < 2**32:
+            raise BadInput(f"--seed must be in [0, 2^32) (got {self.seed})")
+        if self.max_minutes <= 0:
             raise BadInput(f"--max-minutes must be positive (got {self.max_minutes})")
+        if not 0 < self.max_minutes <= MAX_MINUTES:  # also NaN and infinity
+            raise BadInput(f"--max-minutes must be a number in (0, {MAX_MINUTES}] (7 days) (got {self.max_minutes})")
         if not 0 <= self.dropout < 1:
             raise BadInput(f"--dropout must be in [0, 1) (got {self.dropout})")
         if not 0 < self.heldout < 1:
             raise BadInput(f"--heldout must be between 0 and 1 (got {self.heldout})")
-        if not self.lr > 0:
+        if self.lr <= 0:
             raise BadInput(f"--lr must be positive (got {self.lr})")
+        if not 0 < self.lr <= MAX_LR:  # also NaN and infinity
+            raise BadInput(f"--lr must be a number in (0, {MAX_LR:g}] (got {self.lr}); the default is 3e-3")
+
+    def check(self, d: int) -> None:
+        """``check_options`` plus what depends on the width ``d`` of the word vectors."""
+        self.check_options()
+        if d % self.heads:
+            divisors = ", ".join(str(h) for h in range(1, d + 1) if d % h == 0)
+            raise BadInput(f"--heads {self.heads} does not divide the width {d} (the word-vector dimension): use one of {divisors}")
+
+    def check_size(self, d: int, n_out: int, longest: int) -> None:
+        """BadInput if the model or a batch would not fit in memory (once the data's sizes are known).
+
+        ``n_out`` is the output vocabulary's size, ``longest`` the longest sentence (tokens).
+        """
+        d_ff = self.d_ff_mult * d
+        params = d * d + self.layers * (4 * d * d + 2 * d * d_ff) + d * n_out  # W_in, blocks, head (biases aside)
+        if params > MAX_PARAMETERS:
+            raise BadInput(
+                f"--layers {self.layers} at width {d} with an output vocabulary of {n_out:,} words makes "
+                f"{params:,} parameters (at most {MAX_PARAMETERS:,}): lower --layers or --vocab-size"
+            )
+        T = min(longest, self.max_len)
+        cells = max(self.batch_tokens, T) * (n_out + self.layers * self.heads * T)  # logits + attention weights
+        if cells > MAX_BATCH_CELLS:
+            raise BadInput(
+                f"--batch-tokens {self.batch_tokens} is too large for this model: a batch would hold about "
+                f"{cells:,} logits and attention weights (at most {MAX_BATCH_CELLS:,}): lower --batch-tokens "
+                "(or --vocab-size, --layers, --heads)"
+            )
 
 
 @dataclass
@@ -214,6 +278,14 @@ def _lr_at(cfg: TrainConfig, step: int, progress: float) -> float:
     return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
 
 
+def _diverged(cfg: TrainConfig, what: str) -> RuntimeFailure:
+    """The error of a training run whose loss went to NaN or infinity (nothing is stored)."""
+    return RuntimeFailure(
+        f"training diverged: {what} (--lr {cfg.lr:g}); nothing was saved: try a lower --lr, "
+        f"e.g. --lr {cfg.lr / 10:g} (the default is 3e-3)"
+    )
+
+
 def _fit(model, train_set, cfg: TrainConfig, rng: np.random.Generator, on_progress) -> dict[str, Any]:
     """The training loop: AdamW, warm-up + cosine schedule over steps or time, gradient clipping."""
     import torch
@@ -240,13 +312,15 @@ def _fit(model, train_set, cfg: TrainConfig, rng: np.random.Generator, on_progre
             ids, tgt = _pad(train_set, batch)  # (B, T), (B, T)
             logits = model(ids)  # (B, T, V_out)
             loss = F.cross_entropy(logits.flatten(0, 1), tgt.flatten(), ignore_index=-100)
+            loss_now = float(loss.detach())
+            if not math.isfinite(loss_now):
+                raise _diverged(cfg, f"the training loss became {loss_now} at step {step + 1}")
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
             step += 1
             seen_tokens += int((tgt != -100).sum())
-            loss_now = float(loss.detach())
             loss_avg = loss_now if loss_avg is None else 0.95 * loss_avg + 0.05 * loss_now
             if on_progress:
                 on_progress(step=step, total=total_steps, epoch=epoch + 1, loss=loss_avg,
@@ -276,25 +350,29 @@ def train(
     meta = store.read_meta(src_dir)
     cfg.check(int(meta["dim"]))
     vectors = load_vectors(source)
-    import torch  # after the checks: a bad option is reported without the 2-3 s torch import
-
-    torch.manual_seed(cfg.seed)
-    torch.set_num_threads(cfg.threads or auto_threads())
     rng = np.random.default_rng(cfg.seed)
     split = lm_data.split_documents(documents if documents is not None else lm_data.brown_documents(),
                                     heldout_fraction=cfg.heldout, seed=cfg.seed, max_len=cfg.max_len,
                                     limit_sentences=cfg.limit_sentences)
     vocab = lm_data.OutputVocab.from_sentences(split.train, cfg.vocab_size)
+    longest = max((len(s) for s in split.train + split.heldout), default=1)
+    cfg.check_size(int(meta["dim"]), len(vocab), longest)
     tokens = sorted({w for s in split.train + split.heldout for w in s})
     token_index = {w: i for i, w in enumerate(tokens)}
     table = trained.input_vectors(vectors, tokens)  # (U, d)
     train_set = _encode(split.train, token_index, vocab)
     held_set = _encode(split.heldout, token_index, vocab)
+    import torch  # after the checks: a bad option is reported without the 2-3 s torch import
+
+    torch.manual_seed(cfg.seed)
+    torch.set_num_threads(cfg.threads or auto_threads())
     model = build_model(table, cfg, len(vocab), cfg.max_len)
     fit = _fit(model, train_set, cfg, rng, on_progress)
     n_train_targets = sum(len(y) for _, y in train_set)
 
     nll, n_held = evaluate(model, held_set, cfg.batch_tokens)
+    if not math.isfinite(nll) or nll / max(n_held, 1) > 700:  # exp(> 709) overflows a float
+        raise _diverged(cfg, f"the held-out loss is {nll / max(n_held, 1):.4g} nats per word")
     record = {
         "perplexity": lm_data.perplexity(nll, n_held),
         **lm_data.baselines(split, vocab),
