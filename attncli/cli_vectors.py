@@ -135,23 +135,7 @@ def models_cmd(
     """List the stored models and the built-in default, with their evaluation figures."""
     from attncli import store
 
-    rows = []
-    for m in store.list_models():
-        ev = m.get("evaluation") or {}
-        rows.append({
-            "name": m["name"],
-            "builtin": m["builtin"],
-            "algorithm": m.get("algorithm"),
-            "dim": m.get("dim"),
-            "vocab_size": m.get("vocab_size"),
-            "subwords": bool(m.get("subword")) if "error" not in m else None,
-            "corpus": _corpus_label(m),
-            "created": m.get("created"),
-            "evaluation": ev or None,
-            "attention": m.get("attention"),  # attn train-attention's summary, or None
-            "path": m["path"],
-            "error": m.get("error"),
-        })
+    rows = [_model_row(m) for m in store.list_models()]
     if json_out:
         emit_json(rows)
         return
@@ -179,7 +163,7 @@ def models_cmd(
             continue
         ev = r["evaluation"] or {}
         table.add_row(
-            escape(label), r["algorithm"] or "?", str(r["dim"]),
+            escape(label), escape(r["algorithm"] or "?"), str(r["dim"]),
             f"{r['vocab_size']:,}", escape(r["corpus"] or "?"),
             _fmt((ev.get("wordsim353") or {}).get("spearman")), _fmt((ev.get("simlex999") or {}).get("spearman")),
             _fmt((ev.get("analogies") or {}).get("accuracy")), (r["created"] or "")[:10],
@@ -204,6 +188,58 @@ def _corpus_label(meta: dict) -> str | None:
     """What a model was trained on, from metadata written by attn train (a dict) or by hand (a string)."""
     corpus = meta.get("corpus")
     return meta.get("corpus_label") or (corpus.get("source") if isinstance(corpus, dict) else corpus)
+
+
+_ATTENTION_SHOWN = {"layers": int, "heads": int, "perplexity": float, "bigram_perplexity": float, "unigram_perplexity": float}
+
+
+def _listing_problem(row: dict) -> str | None:
+    """What keeps ``attn models`` from showing a row (store.read_meta checked the rest), or None."""
+    import json
+    import math
+
+    attention = row["attention"]
+    if attention:  # shown as "trained attention (L layers x H heads), held-out perplexity ..."
+        for key, kind in _ATTENTION_SHOWN.items():
+            value = attention.get(key)
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            if not ok or (kind is int and (not isinstance(value, int) or value < 1)):
+                shown = repr(value) if key in attention else "missing"
+                return f"attention.{key} is {shown}, not a {'whole number >= 1' if kind is int else 'number'}"
+    if row["corpus"] is not None and not isinstance(row["corpus"], str):
+        return f"corpus.source is {row['corpus']!r}, not a string"
+    try:
+        json.dumps(row, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return "a field holds NaN, infinity or something JSON cannot hold"
+    return None
+
+
+def _model_row(m: dict) -> dict:
+    """One row of ``attn models``; a model whose metadata cannot be shown is listed as damaged."""
+    damaged = "error" in m
+    row = {
+        "name": m["name"],
+        "builtin": m["builtin"],
+        "algorithm": m.get("algorithm"),
+        "dim": m.get("dim"),
+        "vocab_size": m.get("vocab_size"),
+        "subwords": bool(m.get("subword")) if not damaged else None,
+        "corpus": _corpus_label(m),
+        "created": m.get("created"),
+        "evaluation": m.get("evaluation") or None,
+        "attention": m.get("attention"),  # attn train-attention's summary, or None
+        "path": m["path"],
+        "error": m.get("error"),
+    }
+    problem = None if damaged else _listing_problem(row)
+    if problem is not None:
+        row = dict.fromkeys(row)
+        row.update(
+            name=m["name"], builtin=m["builtin"], path=m["path"],
+            error=f"model '{m['name']}' at {m['path']} is damaged: in its meta.json, {problem}; retrain it",
+        )
+    return row
 
 
 @app.command("eval")

@@ -8,13 +8,16 @@ Brown is read through nltk once (about 4 s) and cached under ``paths.cache_dir()
 UTF-8 text, one sentence per line, tokens separated by single spaces (tokens never contain
 whitespace). The cache file name carries the categories and ``TOKENIZER_VERSION``, so a change
 of either reads Brown again; it is written to a temporary file and moved into place with
-``os.replace``, so a crash never leaves half a cache. The corpus checksum is the SHA-256 of that
-token stream (the cache file's bytes), so it names exactly what a model was trained on.
+``os.replace``, so a crash never leaves half a cache. A cache not exactly in that form (torn,
+or edited: an empty line, a double space, a tab) is ignored and rewritten. The corpus checksum
+is the SHA-256 of that token stream (the cache file's bytes), so it names exactly what a model
+was trained on.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -150,14 +153,34 @@ def load_brown(categories: list[str] | None = None) -> Corpus:
     return Corpus(sentences, source="brown", categories=categories, sha256=token_stream_sha256(sentences))
 
 
+# Whitespace other than the separators: a token never holds any (tokenize splits on it).
+_FOREIGN_SPACE = re.compile(r"[^\S \n]")
+
+
 def _read_cache(cache: Path) -> list[list[str]] | None:
+    """The cached sentences, or None (read Brown again) if the file is missing or not as we write it.
+
+    We write one sentence per line, each ending with a newline, tokens joined by single spaces;
+    tokens and sentences are never empty and hold no whitespace. A file that breaks any of these
+    rules (torn, edited, damaged) would give empty words or the wrong token stream (and checksum),
+    so it is ignored and rewritten.
+    """
     try:
-        text = cache.read_text(encoding="utf-8")
+        text = cache.read_bytes().decode("utf-8")  # no newline translation: a CR is not ours either
     except (OSError, UnicodeDecodeError):
         return None
     if not text.endswith("\n"):
-        return None  # not written by us (ours always end with a newline): read Brown again
-    return [line.split(" ") for line in text[:-1].split("\n")]
+        return None  # torn: ours always end with a newline
+    body = text[:-1]
+    if (
+        not body
+        or body[0] in " \n"
+        or body[-1] == " "
+        or any(pair in body for pair in ("  ", "\n\n", " \n", "\n "))
+        or _FOREIGN_SPACE.search(body)
+    ):
+        return None  # an empty sentence or token, or a stray space, tab or CR: not as we write it
+    return [line.split(" ") for line in body.split("\n")]
 
 
 def _write_cache(cache: Path, sentences: list[list[str]]) -> None:

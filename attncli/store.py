@@ -23,6 +23,7 @@ The built-in ``default`` model ships read-only in the package's data directory.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -37,7 +38,7 @@ from attncli.errors import BadInput, RuntimeFailure
 FORMAT = "attn-vectors"
 FORMAT_VERSION = 1
 BUILTIN = "default"
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # used with fullmatch: "$" would allow a final "\n"
 
 
 class CorruptModel(RuntimeFailure):
@@ -45,7 +46,7 @@ class CorruptModel(RuntimeFailure):
 
 
 def check_name(name: str) -> str:
-    if not _NAME_RE.match(name or ""):
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise BadInput(
             f"invalid model name {name!r}: use 1-64 letters, digits, '.', '_' or '-', "
             "starting with a letter or digit"
@@ -88,17 +89,85 @@ def model_dir(name: str | None = None) -> Path:
 
 
 def read_meta(directory: Path) -> dict[str, Any]:
+    """The model's meta.json, checked by ``validate_meta``: CorruptModel if it is missing or damaged."""
     try:
         meta = json.loads((directory / "meta.json").read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise CorruptModel(f"model at {directory} has no meta.json: it is not an attn model or was damaged") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
         raise CorruptModel(f"model at {directory} has an unreadable meta.json ({exc}): retrain it") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise CorruptModel(f"model at {directory}: meta.json is not an attn model description")
-    if meta.get("format_version", 0) > FORMAT_VERSION:
-        raise RuntimeFailure(f"model at {directory} was written by a newer attn: upgrade attn to read it")
+    validate_meta(meta, directory)
     return meta
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x: Any) -> bool:
+    return (isinstance(x, (int, float)) and not isinstance(x, bool)) and math.isfinite(x)
+
+
+def _shown(d: dict[str, Any], key: str) -> str:
+    return repr(d[key]) if key in d else "missing"
+
+
+def _meta_problem(meta: dict[str, Any]) -> str | None:
+    """What is wrong with the fields of a meta.json the loaders and ``attn models`` use, or None."""
+    version = meta.get("format_version", 0)
+    if not _is_int(version) or version < 0:
+        return f"format_version is {version!r}, not a version number"
+    for key, low in (("dim", 1), ("vocab_size", 0)):
+        if not _is_int(meta.get(key)) or meta[key] < low:
+            return f"{key} is {_shown(meta, key)}, not a whole number >= {low}"
+    sub = meta.get("subword")
+    if sub is not None:
+        if not isinstance(sub, dict):
+            return f"subword is {sub!r}, not null or {{min_n, max_n, bucket}}"
+        for key in ("min_n", "max_n", "bucket"):
+            if not _is_int(sub.get(key)) or sub[key] < 1:
+                return f"subword.{key} is {_shown(sub, key)}, not a whole number >= 1"
+        if sub["min_n"] > sub["max_n"]:
+            return f"subword.min_n {sub['min_n']} is above subword.max_n {sub['max_n']}"
+    for key in ("name", "dtype", "algorithm", "created", "corpus_label"):
+        if meta.get(key) is not None and not isinstance(meta[key], str):
+            return f"{key} is {meta[key]!r}, not a string"
+    corpus = meta.get("corpus")
+    if corpus is not None and not isinstance(corpus, (str, dict)):
+        return f"corpus is {corpus!r}, not a string or an object"
+    evaluation = meta.get("evaluation")
+    if evaluation is not None:
+        if not isinstance(evaluation, dict):
+            return f"evaluation is {evaluation!r}, not an object"
+        for bench, figures in evaluation.items():
+            if figures is not None and not isinstance(figures, dict):
+                return f"evaluation.{bench} is {figures!r}, not an object"
+            for key, value in (figures or {}).items():
+                if value is not None and not _is_number(value):
+                    return f"evaluation.{bench}.{key} is {value!r}, not a number"
+    attention = meta.get("attention")
+    if attention is not None and not isinstance(attention, dict):
+        return f"attention is {attention!r}, not an object"
+    return None
+
+
+def validate_meta(meta: dict[str, Any], directory: Path) -> None:
+    """CorruptModel unless the fields the loaders use have the right types and ranges.
+
+    One place for every check of meta.json: ``load_vectors``, ``attn models`` and the trainers
+    can then use ``meta["subword"]["min_n"]`` and the like without guarding each access.
+    """
+    version = meta.get("format_version", 0)
+    if _is_int(version) and version > FORMAT_VERSION:  # before the fields: a newer format may change them
+        raise RuntimeFailure(f"model at {directory} was written by a newer attn: upgrade attn to read it")
+    problem = _meta_problem(meta)
+    if problem is not None:
+        builtin = directory == builtin_dir()
+        name = BUILTIN if builtin else directory.name
+        fix = "reinstall attn" if builtin else f"retrain it with 'attn train --name {name}'"
+        raise CorruptModel(f"model '{name}' at {directory} is damaged: in its meta.json, {problem}; {fix}")
 
 
 def write_json(path: Path, obj: Any) -> None:

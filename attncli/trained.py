@@ -22,6 +22,7 @@ Stored under ``<model>/attention/``: ``config.json`` (sizes, training record), `
 from __future__ import annotations
 
 import json
+import math
 import zipfile
 from dataclasses import dataclass
 from functools import cached_property
@@ -115,7 +116,13 @@ class TrainedAttention:
         if self._vectors is None:
             from attncli.vectors import load_vectors
 
-            self._vectors = load_vectors(self.model)
+            vectors = load_vectors(self.model)
+            if vectors.dim != self.d_model:
+                raise store.CorruptModel(
+                    f"the trained attention of model '{self.model}' at {self.directory} is damaged: it is "
+                    f"{self.d_model} wide but the model's vectors have {vectors.dim} dims; retrain it with 'attn train-attention'"
+                )
+            self._vectors = vectors
         return self._vectors
 
     @cached_property
@@ -306,6 +313,33 @@ def expected_shapes(config: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def config_problem(config: dict[str, Any]) -> str | None:
+    """What is wrong with the fields of config.json the forward pass uses (types, ranges), or None."""
+    def whole(key: str, low: int) -> str | None:
+        value = config.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= low:
+            return None
+        return f"{key} is {repr(value) if key in config else 'missing'}, not a whole number >= {low}"
+
+    version = config.get("format_version", 0)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+        return f"format_version is {version!r}, not a version number"
+    for key, low in (("d_model", 1), ("layers", 1), ("heads", 1), ("d_ff", 1),
+                     ("output_vocab_size", 1)):
+        problem = whole(key, low)
+        if problem is not None:
+            return problem
+    if config["d_model"] % config["heads"]:
+        return f"heads {config['heads']} does not divide d_model {config['d_model']}"
+    eps = config.get("layer_norm_eps")
+    if not (isinstance(eps, (int, float)) and not isinstance(eps, bool) and math.isfinite(eps) and eps > 0):
+        return f"layer_norm_eps is {repr(eps) if 'layer_norm_eps' in config else 'missing'}, not a number > 0"
+    for key in ("positions", "vectors_sha256"):
+        if config.get(key) is not None and not isinstance(config[key], str):
+            return f"{key} is {config[key]!r}, not a string"
+    return None
+
+
 def has_trained(model: str | None = None) -> bool:
     return (store.model_dir(model) / SUBDIR / CONFIG).is_file()
 
@@ -322,12 +356,16 @@ def load_trained(model: str | None = None) -> TrainedAttention:
     damaged = f"the trained attention of model '{model}' at {directory} is damaged"
     try:
         config = json.loads((directory / CONFIG).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
         raise store.CorruptModel(f"{damaged} ({exc}): retrain it with 'attn train-attention'") from None
     if not isinstance(config, dict) or config.get("format") != FORMAT:
         raise store.CorruptModel(f"{damaged}: config.json is not an attn attention description; retrain it")
-    if config.get("format_version", 0) > FORMAT_VERSION:
+    version = config.get("format_version", 0)
+    if isinstance(version, int) and version > FORMAT_VERSION:  # before the fields: a newer format may change them
         raise store.CorruptModel(f"the trained attention of model '{model}' was written by a newer attn: upgrade attn")
+    problem = config_problem(config)
+    if problem is not None:
+        raise store.CorruptModel(f"{damaged}: in its config.json, {problem}; retrain it with 'attn train-attention'")
     try:
         shapes = expected_shapes(config)
         with np.load(directory / WEIGHTS, allow_pickle=False) as npz:
