@@ -55,6 +55,10 @@ def train_cmd(
         seed=seed, bucket=bucket, min_n=min_n, max_n=max_n, precision=precision,
     )
     params.validate()  # before the corpus is read: a bad option fails at once
+    if name is not None:  # also before the corpus is read
+        from attncli import store
+
+        store.check_new_name(name)
     cats = [c for c in categories.split(",")] if categories is not None else None
     if cats is not None and not any(c.strip() for c in cats):
         raise BadInput("--categories is empty: name Brown categories, e.g. --categories news,fiction")
@@ -263,9 +267,16 @@ def _queries(words: list[str]):
     """The words given, with ``-`` replaced by the lines of stdin (read lazily, one per line)."""
     for w in words:
         if w == "-":
-            for line in sys.stdin:
-                if line.strip():
-                    yield line.strip()
+            if sys.stdin is None:
+                raise BadInput("cannot read words from stdin: it is closed")
+            lines = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else (x.encode("utf-8") for x in sys.stdin)
+            for number, raw in enumerate(lines, start=1):
+                try:  # strictly: the text layer may let invalid bytes through as surrogates
+                    line = raw.decode("utf-8").strip().removeprefix("\ufeff")
+                except UnicodeDecodeError as exc:
+                    raise BadInput(f"line {number} of stdin is not UTF-8 text (byte {exc.start})") from None
+                if line:
+                    yield line
         else:
             yield w
 

@@ -31,7 +31,8 @@ class UnknownWord(BadInput):
         self.word = word
         self.model = model
         if has_subwords:
-            hint = "it has no character n-gram either (is it empty or a lone symbol?)"
+            hint = (f"it is not in the vocabulary of model '{model}', and too short for the model's character "
+                    "n-grams to build a vector from: use a longer word, or a model trained with a smaller --min-n")
         else:
             hint = (
                 f"model '{model}' has no subword vectors: train one with "

@@ -54,6 +54,14 @@ def check_name(name: str) -> str:
     return name
 
 
+def check_new_name(name: str) -> str:
+    """A valid name for a model to write: the built-in model's name is taken."""
+    check_name(name)
+    if name == BUILTIN:
+        raise BadInput(f"'{BUILTIN}' is the built-in model's name: choose another --name")
+    return name
+
+
 def builtin_dir() -> Path:
     return paths.data_dir() / BUILTIN
 

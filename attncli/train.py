@@ -237,9 +237,7 @@ def train_model(
     from attncli.evaluate import evaluate_arrays
 
     params.validate()
-    name = store.check_name(name or default_name(corpus, params.algorithm))
-    if name == store.BUILTIN:
-        raise BadInput(f"'{store.BUILTIN}' is the built-in model's name: choose another --name")
+    name = store.check_new_name(name or default_name(corpus, params.algorithm))
     logging.getLogger("gensim").setLevel(logging.ERROR)  # gensim's INFO/WARNING chatter is not for users
 
     started = time.perf_counter() if started is None else started

@@ -470,7 +470,4 @@ def _destination(source: str, name: str | None) -> str:
                 "user model that keeps the trained attention"
             )
         name = source
-    store.check_name(name)
-    if name == store.BUILTIN:
-        raise BadInput(f"'{store.BUILTIN}' is the built-in model's name: choose another --name")
-    return name
+    return store.check_new_name(name)

@@ -58,3 +58,17 @@ def test_closed_stdin_is_bad_input(argv):
                             preexec_fn=lambda: os.close(0))
     assert result.returncode == 2, result.stderr
     assert b"closed" in result.stderr and b"Traceback" not in result.stderr
+
+
+def test_similar_reads_stdin_strictly():
+    result = run(["similar", "-", "-k", "2", "--json"], b"king\nqu\xffeen\n")
+    assert result.returncode == 2 and b"line 2 of stdin is not UTF-8" in result.stderr
+    assert [json.loads(line)["query"] for line in result.stdout.decode().splitlines()] == ["king"]  # streamed before line 2
+
+
+@pytest.mark.parametrize("name", ["nl\n", "default", "../x"])
+def test_train_checks_the_name_before_reading_any_corpus(name, tmp_path):
+    result = run(["train", "--name", name, "--corpus", str(tmp_path / "missing.txt")],
+                 env=dict(os.environ, ATTN_HOME=str(tmp_path / "home")))
+    assert result.returncode == 2 and b"does not exist" not in result.stderr, result.stderr
+    assert b"name" in result.stderr
