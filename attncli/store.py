@@ -172,10 +172,14 @@ def validate_meta(meta: dict[str, Any], directory: Path) -> None:
         raise RuntimeFailure(f"model at {directory} was written by a newer attn: upgrade attn to read it")
     problem = _meta_problem(meta)
     if problem is not None:
-        builtin = directory == builtin_dir()
-        name = BUILTIN if builtin else directory.name
-        fix = "reinstall attn" if builtin else f"retrain it with 'attn train --name {name}'"
-        raise CorruptModel(f"model '{name}' at {directory} is damaged: in its meta.json, {problem}; {fix}")
+        name = BUILTIN if directory == builtin_dir() else directory.name
+        raise damaged(name, directory, f"in its meta.json, {problem}")
+
+
+def damaged(name: str, directory: Path, detail: str) -> CorruptModel:
+    """The error for a model whose files cannot be used, with the way out."""
+    fix = "reinstall attn" if name == BUILTIN else f"retrain it with 'attn train --name {name}'"
+    return CorruptModel(f"model '{name}' at {directory} is damaged ({detail}): {fix}")
 
 
 def write_json(path: Path, obj: Any) -> None:

@@ -124,7 +124,7 @@ def load_vectors(name: str | None = None) -> Vectors:
     try:
         words = (directory / "vocab.txt").read_text(encoding="utf-8").split("\n")
     except (OSError, UnicodeDecodeError) as exc:
-        raise _damaged(name, directory, f"vocab.txt: {exc}") from None
+        raise store.damaged(name, directory, f"vocab.txt: {exc}") from None
     if words and words[-1] == "":
         words.pop()
     vectors = _load_array(name, directory, "vectors.npy")
@@ -143,17 +143,12 @@ def load_vectors(name: str | None = None) -> Vectors:
         # a full scan reads every page of the memory map: affordable up to FINITE_CHECK_BYTES (the
         # built-in model's 13 MB take ~2 ms); a bigger table (gensim's 2M n-gram buckets) is not scanned
         if array is not None and array.nbytes <= FINITE_CHECK_BYTES and not all_finite(array):
-            raise _damaged(name, directory, f"{file} holds NaN or infinite values")
+            raise store.damaged(name, directory, f"{file} holds NaN or infinite values")
     return Vectors(name, words, vectors, ngrams=ngrams, subword=meta.get("subword"), meta=meta, path=directory)
 
 
 _FLOAT_DTYPES = ("float16", "float32")
 FINITE_CHECK_BYTES = 256 * 2**20
-
-
-def _damaged(name: str, directory: Path, detail: str) -> store.CorruptModel:
-    fix = "reinstall attn" if name == store.BUILTIN else f"retrain it with 'attn train --name {name}'"
-    return store.CorruptModel(f"model '{name}' at {directory} is damaged ({detail}): {fix}")
 
 
 def _load_array(name: str, directory: Path, file: str) -> np.ndarray:
@@ -162,14 +157,14 @@ def _load_array(name: str, directory: Path, file: str) -> np.ndarray:
         array = np.load(directory / file, mmap_mode="r", allow_pickle=False)
     except Exception as exc:  # noqa: BLE001 - empty (EOFError), garbled header (SyntaxError, TokenError,
         # ValueError), truncated, a pickle: whatever np.load fails with, the file is damaged
-        raise _damaged(name, directory, f"{file}: {type(exc).__name__}: {exc}") from None
+        raise store.damaged(name, directory, f"{file}: {type(exc).__name__}: {exc}") from None
     if not isinstance(array, np.ndarray):  # an .npz archive under the .npy name
         close = getattr(array, "close", None)
         if close is not None:
             close()
-        raise _damaged(name, directory, f"{file} is not a NumPy array file")
+        raise store.damaged(name, directory, f"{file} is not a NumPy array file")
     if array.dtype.name not in _FLOAT_DTYPES:
-        raise _damaged(name, directory, f"{file} holds {array.dtype}, not float16 or float32")
+        raise store.damaged(name, directory, f"{file} holds {array.dtype}, not float16 or float32")
     return array
 
 
