@@ -12,7 +12,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from attncli.cliutil import app, emit_json, err_console, escape, out_console
+from attncli.cliutil import app, emit_json, err_console, escape, out_console, warn
 from attncli.errors import BadInput
 from attncli.lookup_params import DEFAULT_TEMPERATURE, NGRAM_WEIGHT
 
@@ -60,10 +60,14 @@ def lookup_cmd(
     index = core.KeyIndex(vectors, list(dictionary), ngram_weight=ngram_weight)
     if queries is not None:  # every query checked before any answer is printed: no partial output on a bad line
         for line, q in batch:
+            is_exact = exact and q in dictionary
             try:
-                index.query_vector(q)
+                if index.missing_error is not None and not is_exact:
+                    raise index.missing_error
+                index.query_vector(q, allow_no_vector=is_exact)
             except BadInput as exc:
                 raise BadInput(f"--queries line {line}: {exc}") from None
+    noted = False
     for line, q in batch:
         try:
             result = core.lookup(q, dictionary, vectors, temperature=temperature, top_k=top_k, exact=exact, index=index)
@@ -71,6 +75,11 @@ def lookup_cmd(
             if line:
                 raise BadInput(f"--queries line {line}: {exc}") from None
             raise
+        if result.exact and index.vectorless_keys and not noted:  # said once, on stderr
+            noted = True
+            names = ", ".join(repr(k) for k in index.vectorless_keys[:5]) + (" ..." if len(index.vectorless_keys) > 5 else "")
+            warn(f"{len(index.vectorless_keys)} key(s) have no word vector in model '{vectors.name}' ({names}): "
+                 "an exact key answers like a dict, and their cosine is shown as 0")
         if json_out:
             # one compact line in batch mode, and for big results (indented JSON is written by
             # Python's slow pure-Python encoder: 2.5 s for 100,000 entries)

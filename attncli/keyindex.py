@@ -44,13 +44,15 @@ def key_tokens(key: str) -> list[str]:
     return tokenize(key)
 
 
-def embed_tokens(v: Vectors, tokens: list[str], grams: NgramHashes | None = None) -> np.ndarray:
+def embed_tokens(v: Vectors, tokens: list[str], grams: NgramHashes | None = None, *,
+                 missing: list[int] | None = None) -> np.ndarray:
     """(G, d) float32: each token's stored row, else its fastText subword vector.
 
     The same numbers as ``Vectors.vector`` (tests check it), computed for all unknown tokens at
     once. ``grams``: the tokens' n-gram hashes when already computed (used when they cover the
-    model's n-gram lengths). UnknownWord if a token
-    has no vector (no subwords in the model, or no n-gram of the model's lengths).
+    model's n-gram lengths). UnknownWord if a token has no vector (no subwords in the model, or
+    no n-gram of the model's lengths) -- unless ``missing`` is a list: then such a token gets a
+    zero row and its index is appended to ``missing``.
     """
     out = np.empty((len(tokens), v.dim), dtype=np.float32)
     rows = np.fromiter((v.index.get(t, -1) for t in tokens), dtype=np.int64, count=len(tokens))
@@ -60,7 +62,11 @@ def embed_tokens(v: Vectors, tokens: list[str], grams: NgramHashes | None = None
     unknown = np.flatnonzero(~known)
     if len(unknown):
         if not v.has_subwords:
-            raise UnknownWord(tokens[unknown[0]], v.name, has_subwords=False)
+            if missing is None:
+                raise UnknownWord(tokens[unknown[0]], v.name, has_subwords=False)
+            out[unknown] = 0.0
+            missing += unknown.tolist()
+            return out
         sub = v.subword
         if grams is not None and grams.min_n <= sub["min_n"] and sub["max_n"] <= grams.max_n:
             hashed = grams.only(sub["min_n"], sub["max_n"])
@@ -70,9 +76,15 @@ def embed_tokens(v: Vectors, tokens: list[str], grams: NgramHashes | None = None
             hashed = ngram_hashes([tokens[t] for t in unknown], sub["min_n"], sub["max_n"])
         empty = np.flatnonzero(hashed.counts == 0)
         if len(empty):
-            raise UnknownWord(tokens[unknown[empty[0]]], v.name, has_subwords=True)
-        table = v.ngrams if len(unknown) < 2000 else np.asarray(v.ngrams, dtype=np.float32)
-        out[unknown] = subword_vectors(table, hashed, sub["bucket"])
+            if missing is None:
+                raise UnknownWord(tokens[unknown[empty[0]]], v.name, has_subwords=True)
+            out[unknown[empty]] = 0.0
+            missing += unknown[empty].tolist()
+            nonempty = np.flatnonzero(hashed.counts > 0)
+            unknown, hashed = unknown[nonempty], hashed.select(nonempty)
+        if len(unknown):
+            table = v.ngrams if len(unknown) < 2000 else np.asarray(v.ngrams, dtype=np.float32)
+            out[unknown] = subword_vectors(table, hashed, sub["bucket"])
     return out
 
 
@@ -112,15 +124,23 @@ class KeyIndex:
         all_grams = ngram_hashes(self.tokens, lo, hi)
         self.grams = all_grams.only(NGRAM_MIN, NGRAM_MAX)  # every token has >= 1 3-6-gram
         self.key_gram_sizes = np.add.reduceat(self.grams.counts[self.flat] * self.first_use, self.starts)  # (N,)
-        centred = unit_rows(self._embed_tokens(all_grams)) - self.mu  # (G, d)
+        missing: list[int] = []  # tokens with no vector at all (see missing_error)
+        centred = unit_rows(embed_tokens(vectors, self.tokens, all_grams, missing=missing)) - self.mu  # (G, d)
         self.key_matrix = unit_rows(self._key_means(centred))  # (N, d)
-
-    def _embed_tokens(self, grams: NgramHashes) -> np.ndarray:
-        try:
-            return embed_tokens(self.vectors, self.tokens, grams)
-        except UnknownWord as exc:
-            key = next(k for k in self.keys if exc.word in key_tokens(k))
-            raise BadInput(f"key {key!r}: {exc}") from None
+        # A key with a token that has no vector has no c(key): its row is 0 (cosine 0). Such a key
+        # is bad input for attention over the keys (missing_error, raised by lookup), but not for
+        # an exact key, which answers like a dict whatever the other keys are.
+        self.missing_error: BadInput | None = None
+        self.vectorless_keys: list[str] = []
+        if missing:
+            bad_token = np.zeros(len(self.tokens), dtype=np.int64)
+            bad_token[missing] = 1
+            vectorless = np.flatnonzero(np.add.reduceat(bad_token[self.flat], self.starts) > 0)  # key indices
+            self.key_matrix[vectorless] = 0.0
+            self.vectorless_keys = [keys[i] for i in vectorless.tolist()]
+            first = self.vectorless_keys[0]
+            word = next(t for t in key_tokens(first) if bad_token[token_id[t]])
+            self.missing_error = BadInput(f"key {first!r}: {UnknownWord(word, vectors.name, has_subwords=vectors.has_subwords)}")
 
     def _by_length(self):
         """(L, keys with L tokens, their token ids (n, L)) for each key length L."""
@@ -147,15 +167,19 @@ class KeyIndex:
             out[keys] = acc / length
         return out
 
-    def query_vector(self, query: str) -> tuple[list[str], np.ndarray]:
-        """The query's tokens and its (d,) unit vector c(query) / |c(query)|."""
+    def query_vector(self, query: str, *, allow_no_vector: bool = False) -> tuple[list[str], np.ndarray]:
+        """The query's tokens and its (d,) unit vector c(query) / |c(query)|; with
+        ``allow_no_vector`` (an exact key) a query with a word that has no vector gets 0."""
         tokens = tokenize(query)
         if not tokens:
             raise BadInput(f"the query {query!r} has no word in it (letters or digits) to look up")
+        missing: list[int] | None = [] if allow_no_vector else None
         try:
-            vecs = embed_tokens(self.vectors, tokens)  # (t, d)
+            vecs = embed_tokens(self.vectors, tokens, missing=missing)  # (t, d)
         except UnknownWord as exc:
             raise BadInput(f"query {query!r}: {exc}") from None
+        if missing:
+            return tokens, np.zeros(self.vectors.dim, dtype=np.float32)
         q = unit_rows((unit_rows(vecs) - self.mu).mean(axis=0)[None, :])[0]  # (d,)
         return tokens, q
 
@@ -168,9 +192,9 @@ class KeyIndex:
         overlap = np.minimum(overlap, len(q))  # two tokens of a key may both match the same n-gram of q
         return 2.0 * overlap / (len(q) + self.key_gram_sizes)
 
-    def score(self, query: str) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    def score(self, query: str, *, allow_no_vector: bool = False) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
         """(query tokens, cosine (N,), ngram (N,), similarity (N,))."""
-        tokens, q = self.query_vector(query)
+        tokens, q = self.query_vector(query, allow_no_vector=allow_no_vector)
         cosine = np.clip(self.key_matrix @ q, -1.0, 1.0)  # (N, d) @ (d,) -> (N,)
         ngram = self.ngram_scores(tokens)
         lam = self.ngram_weight

@@ -214,12 +214,14 @@ def lookup(
     if not keys:
         raise BadInput("the dictionary is empty: a lookup needs at least one key")
     index = index or KeyIndex(vectors, keys, ngram_weight=ngram_weight)
-    tokens, cosine, ngram, similarity = index.score(query)
+    is_exact = exact and query in dictionary
+    if index.missing_error is not None and not is_exact:
+        raise index.missing_error
+    tokens, cosine, ngram, similarity = index.score(query, allow_no_vector=is_exact)
     n = len(keys)
     keep = np.arange(n)
     if top_k is not None and top_k < n:
         keep = np.argpartition(-similarity, top_k - 1)[:top_k]
-    is_exact = exact and query in dictionary
     if is_exact:
         hit = keys.index(query)
         if hit not in keep:  # a dict always finds its key: it replaces the k-th most similar

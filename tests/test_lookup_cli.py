@@ -218,3 +218,36 @@ def test_explain_numbers_match_the_json():
     for e in doc["entries"]:
         assert f"{e['key']}: similarity {e['similarity']:.4f}" in text
         assert f"weight {e['weight']:.4f}" in text
+
+
+def test_an_exact_key_answers_like_a_dict_even_beside_a_key_with_no_vector(tmp_path):
+    """'id' is out of the built-in vocabulary and too short for its 5-6-character n-grams: it
+    has no vector, so attention over the keys is bad input, but d['color'] still works."""
+    path = tmp_path / "d.json"
+    path.write_text('{"id": 1, "color": "red"}', encoding="utf-8")
+    exact = run("color", "--dict", str(path), "--json", "--model", "default")
+    assert exact.exit_code == 0, exact.stderr
+    doc = json.loads(exact.stdout)
+    assert doc["best"] == {"key": "color", "value": "red", "weight": 1.0}
+    assert {e["key"]: e["weight"] for e in doc["entries"]} == {"color": 1.0, "id": 0.0}
+    assert "have no word vector" in exact.stderr and "'id'" in exact.stderr
+    itself = json.loads(run("id", "--dict", str(path), "--json", "--model", "default").stdout)  # the vectorless key is itself exact
+    assert itself["best"]["value"] == 1 and itself["best"]["weight"] == 1.0
+    fuzzy = run("colour", "--dict", str(path), "--model", "default")
+    assert fuzzy.exit_code == 2 and "key 'id': unknown word 'id'" in fuzzy.stderr and fuzzy.stdout == ""
+    no_exact = run("color", "--dict", str(path), "--no-exact", "--model", "default")
+    assert no_exact.exit_code == 2 and "key 'id'" in no_exact.stderr
+    batch = run("--queries", "-", "--dict", str(path), "--json", "--model", "default", input="color\ncolour\n")
+    assert batch.exit_code == 2 and "--queries line 2: key 'id'" in batch.stderr and batch.stdout == ""
+
+
+def test_exact_key_beside_an_unknown_key_in_a_model_without_subwords():
+    save_plain("plain")
+    from _lookup_fixtures import WORDS
+
+    known = WORDS[0]
+    d = json.dumps({known: "yes", "zzzunknownzzz": "no"})
+    exact = run(known, "--dict", "-", "--model", "plain", "--json", input=d)
+    assert exact.exit_code == 0 and json.loads(exact.stdout)["best"]["value"] == "yes"
+    fuzzy = run(known + "s", "--dict", "-", "--model", "plain", input=d)
+    assert fuzzy.exit_code == 2 and "unknown word 'zzzunknownzzz'" in fuzzy.stderr
