@@ -25,7 +25,7 @@ def lookup_cmd(
     query: Annotated[Optional[str], typer.Argument(help="The key to look up: a word or a phrase (\"top speed\").", show_default=False)] = None,
     *,
     dict_path: Annotated[Optional[str], typer.Option("--dict", help="JSON object to look in: a file, or - for stdin (default: the shipped car.json).", show_default=False)] = None,
-    model: Annotated[Optional[str], typer.Option(help="Word-vector model (default: $ATTN_MODEL, else the built-in one).", show_default=False)] = None,
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Word-vector model (default: $ATTN_MODEL, else the built-in one).", show_default=False)] = None,
     temperature: Annotated[float, typer.Option("--temperature", "-t", help="Softmax temperature T (> 0): lower is sharper.")] = DEFAULT_TEMPERATURE,
     top_k: Annotated[Optional[int], typer.Option("--top-k", help="Keep only the K most similar keys (softmax over those K).", show_default=False)] = None,
     ngram_weight: Annotated[float, typer.Option(help="lambda in similarity = (1-lambda)*cosine + lambda*ngram overlap; 0: cosine only.")] = NGRAM_WEIGHT,

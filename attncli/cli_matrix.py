@@ -130,7 +130,7 @@ def matrix_cmd(
                                                                metavar="I J", show_default=False)] = None,
     rows: Annotated[Optional[str], typer.Option(help="Rows to draw, START:END (0-based, END excluded).")] = None,
     cols: Annotated[Optional[str], typer.Option(help="Columns to draw, START:END.")] = None,
-    model: Annotated[Optional[str], typer.Option(help="Word-vector model (default: $ATTN_MODEL or the built-in one).")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Word-vector model (default: $ATTN_MODEL or the built-in one).")] = None,
     svg: Annotated[Optional[Path], typer.Option(help="Also save the view as SVG.")] = None,
     html: Annotated[Optional[Path], typer.Option(help="Also save the view as HTML.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the matrices as JSON.")] = False,

@@ -189,7 +189,8 @@ def soft_value(values: list[Any], weights: np.ndarray) -> float | None:
         numbers = np.array(picked, dtype=np.float64)  # (m,)
     except OverflowError:  # an integer beyond float range
         return None
-    total = float(weights[attended] @ numbers)
+    with np.errstate(over="ignore", invalid="ignore"):  # 1e308-sized values may overflow: no warning, None
+        total = float(weights[attended] @ numbers)
     return total if math.isfinite(total) else None
 
 

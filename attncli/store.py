@@ -80,7 +80,7 @@ def user_model_names() -> list[str]:
 
 def model_dir(name: str | None = None) -> Path:
     """The directory of model ``name``: a user model, else the built-in one; BadInput if none."""
-    name = name or default_model_name()
+    name = default_model_name() if name is None else name  # "" is an invalid name, not "the default"
     if name == BUILTIN:
         if not (builtin_dir() / "meta.json").is_file():
             raise RuntimeFailure(

@@ -344,7 +344,7 @@ def train(
     """Train attention over the vectors of model ``source`` and store it as model ``name``."""
     from attncli.vectors import load_vectors
 
-    source = source or store.default_model_name()
+    source = store.default_model_name() if source is None else source
     src_dir = _source_dir(source)
     name = _destination(source, name)
     meta = store.read_meta(src_dir)

@@ -118,7 +118,7 @@ def load_vectors(name: str | None = None) -> Vectors:
     Damage of any kind (a missing, empty, truncated or garbled file, a wrong dtype or shape,
     NaN or infinite values) is a ``store.CorruptModel`` that names the model; nothing is a pickle.
     """
-    name = name or store.default_model_name()
+    name = store.default_model_name() if name is None else name
     directory = store.model_dir(name)
     meta = store.read_meta(directory)  # validated: dim, vocab_size and subword have the right types
     try:

@@ -148,6 +148,7 @@ def test_rows_limits_the_table(tmp_path):
         (["colour", "--temperature", "-2"], None, "temperature"),
         (["colour", "--top-k", "0"], None, "top-k"),
         (["colour", "--model", "nope"], None, "unknown model"),
+        (["colour", "-m", ""], None, "invalid model name ''"),
         (["colour", "--ngram-weight", "1.5"], None, "ngram-weight"),
         ([], None, "QUERY"),
         (["colour", "--queries", "-"], "maker", "not both"),

@@ -440,3 +440,9 @@ def test_scale_seed_range():
     assert run("scale", "--seed", "-1").exit_code == 2
     assert run("scale", "--seed", "99999999999999999999999").exit_code == 2
     assert run("scale", "--seed", "7", "--json").exit_code == 0
+
+
+def test_short_model_flag_and_empty_model_name(tiny):
+    assert run("matrix", SENTENCE, "-m", "tiny").exit_code == 0
+    empty = run("matrix", SENTENCE, "--model", "")
+    assert empty.exit_code == 2 and "invalid model name ''" in empty.stderr
