@@ -156,7 +156,7 @@ def models_cmd(
     table.add_column("algo", no_wrap=True)
     for col in ("dim", "words"):
         table.add_column(col, justify="right", no_wrap=True)
-    table.add_column("corpus", overflow="fold", min_width=10)
+    table.add_column("corpus", overflow="fold", min_width=8)
     for col in ("WS353", "SimLex", "analogy"):
         table.add_column(col, justify="right", no_wrap=True)
     table.add_column("created", no_wrap=True, min_width=10)

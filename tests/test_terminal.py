@@ -91,3 +91,15 @@ def test_progress_goes_nowhere_when_stderr_is_not_a_terminal(tmp_path):
     assert result.returncode == 0, result.stderr
     assert b"\x1b[" not in result.stderr and b"\r" not in result.stderr
     assert b"\x1b[" not in result.stdout
+
+
+def test_models_table_keeps_whole_dates_at_80_columns(tmp_path):
+    corpus = tmp_path / "tiny.txt"
+    corpus.write_text("the cat sat on the mat\nthe dog sat on the log\n" * 50, encoding="utf-8")
+    env = {"ATTN_HOME": str(tmp_path / "home"), "COLUMNS": "80"}
+    trained = run(["train", "--corpus", str(corpus), "--dim", "8", "--epochs", "1", "--min-count", "1",
+                   "--name", "a-rather-long-model-name-for-the-table", "--json"], env)
+    assert trained.returncode == 0, trained.stderr
+    table = run(["models"], env).stdout.decode()
+    assert all(len(line) <= 80 for line in table.splitlines()), table
+    assert len(re.findall(r"\b20\d\d-\d\d-\d\d\b", table)) == 2, table  # both rows' dates, uncut
