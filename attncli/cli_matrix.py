@@ -62,7 +62,7 @@ def _span(text: Optional[str], option: str) -> Optional[tuple[int, int]]:
     start, sep, end = text.partition(":")
     try:
         lo = int(start) if start.strip() else 0
-        hi = int(end) if end.strip() else 1 << 30
+        hi = int(end) if end.strip() else max(lo + 1, 1 << 30)  # open end: to the last row or column
         if not sep:
             hi = lo + 1
     except ValueError:
