@@ -60,11 +60,8 @@ def lookup_cmd(
     index = core.KeyIndex(vectors, list(dictionary), ngram_weight=ngram_weight)
     if queries is not None:  # every query checked before any answer is printed: no partial output on a bad line
         for line, q in batch:
-            is_exact = exact and q in dictionary
             try:
-                if index.missing_error is not None and not is_exact:
-                    raise index.missing_error
-                index.query_vector(q, allow_no_vector=is_exact)
+                index.query_vector(q, allow_no_vector=core.exact_key(q, dictionary, index, exact=exact))
             except BadInput as exc:
                 raise BadInput(f"--queries line {line}: {exc}") from None
     noted = False

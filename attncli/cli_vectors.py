@@ -267,11 +267,10 @@ def _queries(words: list[str]):
     """The words given, with ``-`` replaced by the lines of stdin (read lazily, one per line)."""
     for w in words:
         if w == "-":
-            if sys.stdin is None:
-                raise BadInput("cannot read words from stdin: it is closed")
-            lines = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else (x.encode("utf-8") for x in sys.stdin)
-            for number, raw in enumerate(lines, start=1):
-                try:  # strictly: the text layer may let invalid bytes through as surrogates
+            from attncli.textio import stdin_bytes
+
+            for number, raw in enumerate(stdin_bytes("words"), start=1):  # lazily, line by line
+                try:
                     line = raw.decode("utf-8").strip().removeprefix("\ufeff")
                 except UnicodeDecodeError as exc:
                     raise BadInput(f"line {number} of stdin is not UTF-8 text (byte {exc.start})") from None

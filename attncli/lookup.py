@@ -194,6 +194,15 @@ def soft_value(values: list[Any], weights: np.ndarray) -> float | None:
     return total if math.isfinite(total) else None
 
 
+def exact_key(query: str, dictionary: dict[str, Any], index: KeyIndex, *, exact: bool = True) -> bool:
+    """Whether ``query`` is looked up as an exact key (like a dict). Otherwise attention needs a
+    vector for every key: the index's error for a key without one is raised here."""
+    is_exact = exact and query in dictionary
+    if index.missing_error is not None and not is_exact:
+        raise index.missing_error
+    return is_exact
+
+
 def lookup(
     query: str,
     dictionary: dict[str, Any],
@@ -215,9 +224,7 @@ def lookup(
     if not keys:
         raise BadInput("the dictionary is empty: a lookup needs at least one key")
     index = index or KeyIndex(vectors, keys, ngram_weight=ngram_weight)
-    is_exact = exact and query in dictionary
-    if index.missing_error is not None and not is_exact:
-        raise index.missing_error
+    is_exact = exact_key(query, dictionary, index, exact=exact)
     tokens, cosine, ngram, similarity = index.score(query, allow_no_vector=is_exact)
     n = len(keys)
     keep = np.arange(n)

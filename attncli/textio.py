@@ -16,13 +16,8 @@ def read_user_text(path: str | Path, what: str, *, hint: str = "") -> str:
     """
     hint = f": {hint}" if hint else ""
     if str(path) == "-":
-        if sys.stdin is None:  # started with stdin closed (<&-)
-            raise BadInput(f"cannot read {what} from stdin: it is closed")
         try:
-            # bytes, decoded strictly here: the text layer may use surrogateescape (C/POSIX locale),
-            # which would let invalid bytes through to the output
-            raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8")
-            return raw.decode("utf-8").removeprefix("\ufeff")
+            return stdin_bytes(what).read().decode("utf-8").removeprefix("\ufeff")
         except UnicodeError as exc:
             raise BadInput(f"{what} on stdin is not UTF-8 text (byte {getattr(exc, 'start', '?')}){hint}") from None
         except OSError as exc:
@@ -38,6 +33,19 @@ def read_user_text(path: str | Path, what: str, *, hint: str = "") -> str:
         raise BadInput(f"{source} is not UTF-8 text (byte {exc.start}){hint}") from None
     except OSError as exc:
         raise BadInput(f"cannot read {source}: {exc.strerror or exc}") from None
+
+
+def stdin_bytes(what: str):
+    """stdin as a binary stream, to be decoded strictly by the caller: the text layer may use
+    surrogateescape (C/POSIX locale), which would let invalid bytes through to the output.
+    BadInput naming ``what`` if stdin is closed (<&-)."""
+    import io
+
+    if sys.stdin is None:
+        raise BadInput(f"cannot read {what} from stdin: it is closed")
+    if hasattr(sys.stdin, "buffer"):
+        return sys.stdin.buffer
+    return io.BytesIO(sys.stdin.read().encode("utf-8"))  # a text-only stand-in (tests)
 
 
 def check_text(text: str, what: str) -> str:
