@@ -321,21 +321,45 @@ def test_default_model_answers_black_for_colour():
     assert res.best.weight < 0.999, "the default temperature should not make the seed one-hot"
 
 
+EVAL_SETS = ["lookup_eval.json", "lookup_eval_heldout.json"]
+
+
+@pytest.mark.parametrize("name", EVAL_SETS)
+def test_eval_sets_are_well_formed(name):
+    """Each case's expected key is a key of its dictionary, no query is a key there (that would be
+    a dict lookup, not a test of similarity), and the categories are the three docs/lookup.md counts."""
+    spec = json.loads((__import__("pathlib").Path(__file__).parent / name).read_text(encoding="utf-8"))
+    assert spec["cases"] and spec["dictionaries"]
+    for case in spec["cases"]:
+        keys = spec["dictionaries"][case["dict"]]
+        assert case["expected"] in keys and case["query"] not in keys, case
+        assert case["category"] in {"spelling", "plural", "synonym"}, case
+    for keys in spec["dictionaries"].values():
+        assert len(set(keys)) == len(keys), keys
+    pairs = [(c["dict"], c["query"]) for c in spec["cases"]]
+    assert len(set(pairs)) == len(pairs)
+
+
 @needs_default
-def test_default_model_quality_floors():
-    """Floors well under what docs/lookup.md measures, so that a regression in scoring shows."""
-    spec = json.loads((__import__("pathlib").Path(__file__).parent / "lookup_eval.json").read_text(encoding="utf-8"))
+@pytest.mark.parametrize("name, synonym_floor", [("lookup_eval.json", 0.5), ("lookup_eval_heldout.json", 0.3)])
+def test_default_model_quality_floors(name, synonym_floor):
+    """Floors well under what docs/lookup.md measures, so that a regression in scoring shows. The
+    held-out set's synonyms are harder for Brown's vectors (22 of 60 measured against 35 of 59)."""
+    spec = json.loads((__import__("pathlib").Path(__file__).parent / name).read_text(encoding="utf-8"))
     v = load_vectors("default")
     indexes = {name: KeyIndex(v, keys) for name, keys in spec["dictionaries"].items()}
     hits, totals = Counter(), Counter()
     for case in spec["cases"]:
         index = indexes[case["dict"]]
-        best = index.keys[int(np.argmax(index.score(case["query"])[3]))]
-        hits[case["category"]] += best == case["expected"]
         totals[case["category"]] += 1
+        try:
+            best = index.keys[int(np.argmax(index.score(case["query"])[3]))]
+        except BadInput:  # a word with no vector ('os': outside Brown, too short for 5-6-grams): a miss
+            continue
+        hits[case["category"]] += best == case["expected"]
     assert hits["spelling"] >= 0.95 * totals["spelling"], hits
     assert hits["plural"] >= 0.9 * totals["plural"], hits
-    assert hits["synonym"] >= 0.5 * totals["synonym"], hits
+    assert hits["synonym"] >= synonym_floor * totals["synonym"], hits
 
 
 def test_ngram_hashes_only_keeps_the_asked_lengths():

@@ -97,17 +97,19 @@ def test_cli_json_table_and_explain(minilm_dir):
     assert [json.loads(line)["best"]["key"] for line in batch.stdout.splitlines()] == ["color", "color", "brand"]
 
 
-def test_eval_set_accuracy(minilm):
-    """The figure docs/lookup.md reports for the encoder (96 of 104 with the default n-gram weight)."""
+@pytest.mark.parametrize("name, measured", [("lookup_eval.json", 96), ("lookup_eval_heldout.json", 101)])
+def test_eval_set_accuracy(minilm, name, measured):
+    """The figures docs/lookup.md reports for the encoder with the default n-gram weight: 96 of the
+    104 cases of the project's set, 101 of the 111 of the held-out one."""
     from attncli.lookup.encoder import EncoderIndex
 
-    spec = json.loads((REPO / "tests" / "lookup_eval.json").read_text(encoding="utf-8"))
+    spec = json.loads((REPO / "tests" / name).read_text(encoding="utf-8"))
     indexes = {name: EncoderIndex(minilm, keys) for name, keys in spec["dictionaries"].items()}
     hits = sum(
         indexes[c["dict"]].keys[int(np.argmax(indexes[c["dict"]].score(c["query"])[3]))] == c["expected"]
         for c in spec["cases"]
     )
-    assert hits >= 96, hits
+    assert hits >= measured, hits
 
 
 def test_not_an_encoder_or_missing(tmp_path, tiny_gpt2_dir, minilm_dir):
