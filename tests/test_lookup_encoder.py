@@ -153,3 +153,78 @@ def test_encoder_path_imports_no_torch(minilm_dir, attn_home):
     without = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert without.returncode == 0, without.stderr
     assert "HEAVY []" in without.stderr
+
+
+def transformers_poolings(model_dir: Path, texts: list[str]) -> dict[str, np.ndarray]:
+    """Each of sentence-transformers' poolings, by its formula over transformers' own last hidden
+    state (the reference for attn's ``pool``): name -> (n, d)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    tok = transformers.AutoTokenizer.from_pretrained(str(model_dir))
+    model = transformers.AutoModel.from_pretrained(str(model_dir), attn_implementation="eager").eval()
+    batch = tok(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = model(**batch).last_hidden_state.double()  # (n, T, d)
+    mask = batch["attention_mask"].unsqueeze(-1).double()  # (n, T, 1)
+    total, count = (hidden * mask).sum(1), mask.sum(1)
+    return {"cls": hidden[:, 0].numpy(), "max": hidden.masked_fill(mask == 0, -1e9).max(1).values.numpy(),
+            "mean": (total / count).numpy(), "mean_sqrt_len": (total / count.sqrt()).numpy()}
+
+
+def with_pooling(tmp_path: Path, model_dir: Path, flags: dict) -> Path:
+    """A copy of ``model_dir`` with sentence-transformers' modules.json and a Pooling config."""
+    import shutil
+
+    out = tmp_path / "st-model"
+    shutil.copytree(model_dir, out)
+    (out / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
+    (out / "1_Pooling").mkdir()
+    modes = ["cls_token", "max_tokens", "mean_tokens", "mean_sqrt_len_tokens", "weightedmean_tokens", "lasttoken"]
+    config = {f"pooling_mode_{m}": False for m in modes} | {f"pooling_mode_{m}": True for m in flags}
+    (out / "1_Pooling" / "config.json").write_text(json.dumps(config))
+    return out
+
+
+@pytest.mark.parametrize("flags, modes", [
+    (["cls_token"], ("cls",)),
+    (["max_tokens"], ("max",)),
+    (["mean_sqrt_len_tokens"], ("mean_sqrt_len",)),
+    (["mean_tokens", "cls_token"], ("cls", "mean")),  # concatenated in sentence-transformers' order
+])
+def test_the_models_own_pooling_is_used(tmp_path, tiny_bert_dir, flags, modes):
+    from attncli.lookup.encoder import EncoderIndex, load_encoder, unit
+
+    model_dir = with_pooling(tmp_path, tiny_bert_dir, flags)
+    texts = ["colour", "top speed", "The price of a car, in US dollars (before taxes)."]
+    reference = transformers_poolings(model_dir, texts)
+    expected = np.concatenate([reference[m] for m in modes], axis=1)  # (n, d * P)
+    index = EncoderIndex(load_encoder(str(model_dir)), texts, ngram_weight=0.0)
+    assert index.pooling == modes
+    np.testing.assert_allclose(index.key_matrix, unit(expected), rtol=0, atol=1e-5)
+    _, q = index.query_vector(texts[1])
+    np.testing.assert_allclose(q, unit(expected[1:2])[0], rtol=0, atol=1e-5)
+    explained = runner.invoke(app, ["lookup", "colour", "--encoder", str(model_dir), "--explain"])
+    assert explained.exit_code == 0, explained.stderr
+    assert f"(pooling: {'+'.join(modes)})" in " ".join(explained.stdout.split())
+
+
+def test_a_pooling_attn_lacks_falls_back_to_mean_with_a_warning(tmp_path, tiny_bert_dir):
+    from attncli.lookup.encoder import EncoderIndex, load_encoder
+
+    model_dir = with_pooling(tmp_path, tiny_bert_dir, ["weightedmean_tokens"])
+    result = runner.invoke(app, ["lookup", "colour", "--encoder", str(model_dir), "--json"])
+    assert result.exit_code == 0, result.stderr
+    assert "weightedmean pooling, which attn does not have" in " ".join(result.stderr.split())
+    assert EncoderIndex(load_encoder(str(model_dir)), ["color"]).pooling == ("mean",)
+
+
+def test_pool_refuses_an_unknown_mode():
+    from attncli.errors import BadInput
+    from attncli.transformer.pretrained import pool
+
+    hidden, mask = np.ones((1, 2, 3)), np.array([[True, False]])
+    assert pool(hidden, mask, "max").shape == (1, 3)  # one mode given as a string is one mode
+    with pytest.raises(BadInput, match="pooling must be one or more of"):
+        pool(hidden, mask, ("median",))

@@ -25,7 +25,7 @@ def lookup_cmd(
     *,
     dict_path: Annotated[Optional[str], typer.Option("--dict", help="JSON object to look in: a file, or - for stdin (default: the shipped car.json).", show_default=False)] = None,
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="Word-vector model (default: $ATTN_MODEL, else the built-in one).", show_default=False)] = None,
-    encoder: Annotated[Optional[str], typer.Option("--encoder", help="Compare query and keys with a pretrained sentence encoder instead (a directory or hub id, e.g. all-MiniLM-L6-v2): mean pooling, then cosine.", show_default=False)] = None,
+    encoder: Annotated[Optional[str], typer.Option("--encoder", help="Compare query and keys with a pretrained sentence encoder instead (a directory or hub id, e.g. all-MiniLM-L6-v2): its sentence-transformers pooling (mean if none), then cosine.", show_default=False)] = None,
     temperature: Annotated[float, typer.Option("--temperature", "-t", help="Softmax temperature T (> 0): lower is sharper.")] = DEFAULT_TEMPERATURE,
     top_k: Annotated[Optional[int], typer.Option("--top-k", help="Keep only the K most similar keys (softmax over those K).", show_default=False)] = None,
     ngram_weight: Annotated[float, typer.Option(help="lambda in similarity = (1-lambda)*cosine + lambda*ngram overlap; 0: cosine only.")] = NGRAM_WEIGHT,
@@ -145,7 +145,9 @@ def _encoder_steps(result, index) -> list[str]:
     pieces = ", ".join(f"'{escape(t)}'" for t in tokens[:20]) + (f", … ({len(tokens):,} tokens)" if len(tokens) > 20 else "")
     return [
         f"1. tokens of the query {escape(clip(result.query))} by the encoder's tokenizer: {pieces}",
-        f"2. sentence embedding c(text) = {POOLING} (pooling: mean); encoder '{escape(enc.name)}' "
+        f"2. sentence embedding c(text) = {' and '.join(POOLING[m] for m in index.pooling)}"
+        f"{', concatenated' if len(index.pooling) > 1 else ''}, as sentence-transformers "
+        f"(pooling: {'+'.join(index.pooling)}); encoder '{escape(enc.name)}' "
         f"({escape(enc.model_type)}, {enc.layers} layers, {enc.hidden_size} dims, {enc.backend} backend)",
     ]
 

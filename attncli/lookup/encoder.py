@@ -8,7 +8,9 @@ Shapes: N keys, D the encoder's hidden size, T tokens of one text.
 
 ``e`` is sentence-transformers' mean pooling (Reimers & Gurevych 2019, "Sentence-BERT"), the
 pooling all-MiniLM-L6-v2 was trained with: every token the tokenizer gives, [CLS] and [SEP]
-included, padding excluded. The forward pass is the transformer wing's ``Pretrained.embed``
+included, padding excluded. A model whose sentence-transformers Pooling config names another
+pooling (the [CLS] token, as BGE models; max; mean / sqrt(length)) gets that one, as
+sentence-transformers would give it; several are concatenated in its order. The forward pass is the transformer wing's ``Pretrained.embed``
 (NumPy from model.safetensors and tokenizer.json when the model is a BERT-family one, else
 transformers). The n-gram overlap is the word-vector lookup's own (``keyindex.KeyTokens``);
 docs/lookup.md has the measurements behind the default lambda for both.
@@ -28,14 +30,20 @@ from attncli.lookup.params import NGRAM_WEIGHT
 from attncli.textio import clip
 from attncli.vectors.tokenize import tokenize
 
-POOLING = "mean of the last hidden state over the tokens (attention mask), as sentence-transformers"
+POOLING = {
+    "cls": "the last hidden state of the first token",
+    "max": "the maximum of the last hidden state over the tokens (attention mask)",
+    "mean": "the mean of the last hidden state over the tokens (attention mask)",
+    "mean_sqrt_len": "the sum of the last hidden state over the tokens (attention mask) / sqrt(their number)",
+}  # what each of sentence-transformers' poolings attn computes (transformer.pretrained.pool) is
 
 
 def load_encoder(name_or_path: str):
     """A loaded ``attncli.transformer.Pretrained`` that is an encoder; BadInput otherwise.
 
     A model without sentence-transformers' files (modules.json) is an encoder but was not trained
-    for sentence similarity: accepted, with a warning; so is one trained with another pooling.
+    for sentence similarity: accepted, with a warning; so is one whose pooling attn does not have
+    (it gets mean pooling).
     """
     from attncli.transformer import load
 
@@ -43,14 +51,34 @@ def load_encoder(name_or_path: str):
     if model.is_decoder:
         raise BadInput(f"--encoder '{name_or_path}' is a decoder ({model.model_type}), not an encoder: "
                        "give a sentence encoder such as all-MiniLM-L6-v2")
-    pooling = _pooling_config(model.path)
     if not (model.path / "modules.json").is_file():
         messages.warn(f"'{name_or_path}' has no sentence-transformers files (modules.json): it is an encoder, "
                       "but not one trained for sentence similarity, so its cosines may mean little")
-    elif pooling and not pooling.get("pooling_mode_mean_tokens", False):
-        used = ", ".join(k.removeprefix("pooling_mode_") for k, v in pooling.items() if k.startswith("pooling_mode_") and v)
-        messages.warn(f"'{name_or_path}' was trained with {used or 'another'} pooling; attn uses mean pooling")
+    else:
+        on = _pooling_flags(model.path)
+        other = [m for m in on if m not in POOLING]
+        if other:
+            messages.warn(f"'{name_or_path}' was trained with {', '.join(other)} pooling, which attn does not have; "
+                          "attn uses mean pooling")
     return model
+
+
+def pooling_modes(path: Path) -> tuple[str, ...]:
+    """The poolings the model's sentence-transformers Pooling config turns on, in POOLING's order
+    (sentence-transformers concatenates them in that order); ("mean",) without a config, or when
+    it names one attn does not have (weightedmean, lasttoken)."""
+    on = _pooling_flags(path)
+    if not on or any(m not in POOLING for m in on):
+        return ("mean",)
+    return tuple(m for m in POOLING if m in on)
+
+
+def _pooling_flags(path: Path) -> list[str]:
+    """The ``pooling_mode_*`` flags set in 1_Pooling/config.json (the folder modules.json names
+    for the Pooling module): ``cls_token`` as "cls", ``*_tokens`` without the suffix."""
+    config = _pooling_config(path)
+    flags = [k.removeprefix("pooling_mode_") for k, v in config.items() if k.startswith("pooling_mode_") and v is True]
+    return ["cls" if f == "cls_token" else f.removesuffix("_tokens") for f in flags]
 
 
 def _pooling_config(path: Path) -> dict:
@@ -74,11 +102,12 @@ def unit(m: np.ndarray) -> np.ndarray:
 class EncoderIndex(KeyTokens):
     """The keys of one dictionary embedded once by a sentence encoder; ``score(query)`` as KeyIndex."""
 
-    def __init__(self, encoder, keys: list[str], *, ngram_weight: float = NGRAM_WEIGHT):
+    def __init__(self, encoder, keys: list[str], *, ngram_weight: float = NGRAM_WEIGHT, pooling: tuple[str, ...] | None = None):
         super().__init__(keys, ngram_weight=ngram_weight)  # checks every key has a word in it
         self.encoder = encoder
         self.name = encoder.name
-        self.key_matrix = unit(encoder.embed(keys))  # (N, D)
+        self.pooling = pooling or pooling_modes(encoder.path)  # the model's own, as sentence-transformers
+        self.key_matrix = unit(encoder.embed(keys, self.pooling))  # (N, D)
 
     def check_query(self, query: str, *, allow_no_vector: bool = False) -> list[str]:
         """The query's words; BadInput if it has none (every text has an embedding)."""
@@ -89,7 +118,7 @@ class EncoderIndex(KeyTokens):
 
     def query_vector(self, query: str, *, allow_no_vector: bool = False) -> tuple[list[str], np.ndarray]:
         """The query's words (for the n-gram score) and its (D,) unit embedding."""
-        return self.check_query(query), unit(self.encoder.embed([query]))[0]  # (D,)
+        return self.check_query(query), unit(self.encoder.embed([query], self.pooling))[0]  # (D,)
 
     def pieces(self, text: str) -> list[str]:
         """The encoder's own tokens of ``text`` ([CLS], word pieces, [SEP]): what the mean runs over."""

@@ -73,6 +73,35 @@ def _json(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+POOLINGS = ("cls", "max", "mean", "mean_sqrt_len")  # sentence-transformers' order when several are on
+
+
+def pool(hidden: np.ndarray, mask: np.ndarray, modes: Sequence[str] = ("mean",)) -> np.ndarray:
+    """(B, d * P): sentence-transformers' Pooling of a last hidden state, one part per distinct mode
+    (P of them) in POOLINGS order, concatenated.
+
+    hidden (B, T, d), mask (B, T) bool with at least one True per row (padding False):
+    cls  = hidden[:, 0]                     the first token ([CLS] / <s>)
+    max  = max over the real tokens
+    mean = sum over the real tokens / their number
+    mean_sqrt_len = sum over the real tokens / sqrt(their number)
+    """
+    modes = (modes,) if isinstance(modes, str) else tuple(modes)
+    unknown = [m for m in modes if m not in POOLINGS]
+    if unknown or not modes:
+        raise BadInput(f"pooling must be one or more of {', '.join(POOLINGS)}, not {', '.join(unknown) or 'none'}")
+    m = mask[..., None].astype(hidden.dtype)  # (B, T, 1)
+    total = (hidden * m).sum(axis=1)  # (B, d)
+    count = np.maximum(m.sum(axis=1), 1e-9)  # (B, 1)
+    parts = {
+        "cls": lambda: hidden[:, 0],
+        "max": lambda: np.where(mask[..., None], hidden, -1e9).max(axis=1),
+        "mean": lambda: total / count,
+        "mean_sqrt_len": lambda: total / np.sqrt(count),
+    }
+    return np.concatenate([parts[mode]() for mode in POOLINGS if mode in modes], axis=-1)
+
+
 def _batches(lengths: list[int], heads: int) -> list[list[int]]:
     """Consecutive runs of the (sorted) ``lengths``: at most EMBED_BATCH each, and B h T^2 within budget."""
     batches: list[list[int]] = []
@@ -138,11 +167,13 @@ class Pretrained:
         st = _json(self.path / "sentence_bert_config.json").get("max_seq_length")
         return min(self.max_positions, st) if isinstance(st, int) and st > 0 else self.max_positions
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """(n, d) float64: per text the mean of the last hidden state over its tokens (special tokens
-        included, padding not), as sentence-transformers' mean pooling; not normalised."""
+    def embed(self, texts: Sequence[str], pooling: Sequence[str] = ("mean",)) -> np.ndarray:
+        """(n, d * len(pooling)) float64: per text the ``pool`` of the last hidden state over its
+        tokens (special tokens included, padding not), by default the mean, as sentence-transformers'
+        mean pooling; not normalised."""
         if isinstance(texts, str):
             raise BadInput("embed() takes a list of texts, not one string")
+        pool(np.zeros((1, 1, 1)), np.ones((1, 1), dtype=bool), pooling)  # a bad mode fails before the forward pass
         encs = [self._tokenize([check_text(t)], self.embed_limit) for t in texts]
         if any(len(e.ids) == 0 for e in encs):
             raise BadInput("a text to embed gives no tokens")
@@ -163,12 +194,11 @@ class Pretrained:
                     type_ids[row, :n] = encs[i].type_ids
                 mask[row, :n] = True
             hidden = self._last_hidden(ids, type_ids, mask).astype(np.float64)  # (B, T, d)
-            m = mask[..., None].astype(np.float64)  # (B, T, 1)
-            pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)  # (B, d)
+            pooled = pool(hidden, mask, pooling)  # (B, d * P)
             for row, i in enumerate(rows):
                 out[i] = pooled[row]
         if not out:
-            return np.zeros((0, self.hidden_size), dtype=np.float64)
+            return np.zeros((0, self.hidden_size * len(set(pooling))), dtype=np.float64)
         return np.stack(out)  # (n, d)
 
     @property
