@@ -182,7 +182,8 @@ def with_pooling(tmp_path: Path, model_dir: Path, flags: dict) -> Path:
         {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
     (out / "1_Pooling").mkdir()
     modes = ["cls_token", "max_tokens", "mean_tokens", "mean_sqrt_len_tokens", "weightedmean_tokens", "lasttoken"]
-    config = {f"pooling_mode_{m}": False for m in modes} | {f"pooling_mode_{m}": True for m in flags}
+    d = json.loads((model_dir / "config.json").read_text())["hidden_size"]
+    config = {"word_embedding_dimension": d} | {f"pooling_mode_{m}": m in flags for m in modes}
     (out / "1_Pooling" / "config.json").write_text(json.dumps(config))
     return out
 
@@ -205,6 +206,13 @@ def test_the_models_own_pooling_is_used(tmp_path, tiny_bert_dir, flags, modes):
     np.testing.assert_allclose(index.key_matrix, unit(expected), rtol=0, atol=1e-5)
     _, q = index.query_vector(texts[1])
     np.testing.assert_allclose(q, unit(expected[1:2])[0], rtol=0, atol=1e-5)
+    try:  # and sentence-transformers' own Pooling module, where it is installed
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        pass
+    else:
+        theirs = SentenceTransformer(str(model_dir), device="cpu").encode(texts, convert_to_numpy=True)
+        np.testing.assert_allclose(index.key_matrix, unit(theirs.astype(np.float64)), rtol=0, atol=1e-5)
     explained = runner.invoke(app, ["lookup", "colour", "--encoder", str(model_dir), "--explain"])
     assert explained.exit_code == 0, explained.stderr
     assert f"(pooling: {'+'.join(modes)})" in " ".join(explained.stdout.split())
