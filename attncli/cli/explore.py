@@ -14,9 +14,10 @@ import typer
 
 from attncli.cli.app import app
 from attncli.cli.matrix import _read_text
-from attncli.cli.options import (CausalOpt, ContextOpt, DKOpt, HeadOpt, HeadsOpt, HideSpecialOpt, LayerOpt,
-                                 MaxRelativeOpt, ModelOpt, PadToOpt, PairOpt, Positions, PositionsOpt, ProjOpt,
-                                 RolloutOpt, SeedOpt, Show, ShowOpt, TransformerOpt, VariantOpt, WindowOpt, WordsOpt)
+from attncli.cli.options import (BackendOpt, CausalOpt, ContextOpt, DKOpt, FilterOpt, HeadOpt, HeadsOpt, HideSpecialOpt,
+                                 LayerOpt, MaxRelativeOpt, ModelOpt, PadToOpt, PairOpt, Positions, PositionsOpt, ProjOpt,
+                                 RolloutOpt, SeedOpt, Show, ShowOpt, TransformerOpt, TruncateOpt, VariantOpt, WindowOpt,
+                                 WordsOpt)
 from attncli.errors import BadInput
 
 INSTALL = 'attn explore needs the "explore" extra (Textual and textual-serve): pip install "attncli[explore]"'
@@ -66,9 +67,12 @@ def explore_cmd(
     model: ModelOpt = None,
     transformer: TransformerOpt = None,
     pair: PairOpt = None,
+    pair_filter: FilterOpt = None,
     words: WordsOpt = False,
     hide_special: HideSpecialOpt = False,
     rollout: RolloutOpt = False,
+    backend: BackendOpt = None,
+    truncate: TruncateOpt = False,
     dict_path: Annotated[Optional[str], typer.Option("--dict", help="JSON object of the lookup pane (default: the shipped car.json).",
                                                      show_default=False)] = None,
     serve: Annotated[bool, typer.Option("--serve", help="Serve the app as a web page (textual-serve) instead of running it here.")] = False,
@@ -93,9 +97,15 @@ def explore_cmd(
         raise BadInput("attn explore reads the keyboard, not stdin: give the sentence as an argument or --file PATH, "
                        "and --dict a file")
     text = DEFAULT_SENTENCE if sentence is None and file is None else _read_text(sentence, file)
-    if transformer is None and (pair is not None or words or hide_special or rollout):
-        flag = "--pair" if pair is not None else "--words" if words else "--hide-special" if hide_special else "--rollout"
-        raise BadInput(f"{flag} needs --transformer NAME_OR_PATH (a pretrained model)")
+    given = [flag for flag, value in (("--pair", pair is not None), ("--filter", pair_filter is not None), ("--words", words),
+                                      ("--hide-special", hide_special), ("--rollout", rollout),
+                                      ("--backend", backend is not None), ("--truncate", truncate)) if value]
+    if transformer is None and given:
+        raise BadInput(f"{given[0]} needs --transformer NAME_OR_PATH (a pretrained model)")
+    if pair_filter is not None and pair is None:
+        from attncli.explore.pretrained import FILTER_NEEDS_PAIR
+
+        raise BadInput(FILTER_NEEDS_PAIR)
     options = {name: value for name, value in (("layer", layer), ("head", head)) if value is not None}
     if options and proj != "trained" and transformer is None:
         raise BadInput(f"--{next(iter(options))} needs --proj trained (it picks a learned layer or head)")
@@ -107,7 +117,8 @@ def explore_cmd(
         text=text, context=context, variant=variant, causal=causal, window=window, pad_to=pad_to,
         positions=positions.value, projection=proj, d_k=d_k, seed=seed, heads=heads, max_relative=max_relative,
         layer=layer, head=head, model=model, show=show.value, cursor=explain or (0, 0), dict_path=dict_path,
-        transformer=transformer, pair=pair, words=words, hide_special=hide_special, rollout=rollout,
+        transformer=transformer, pair=pair, pair_filter=pair_filter.value if pair_filter else None, words=words,
+        hide_special=hide_special, rollout=rollout, backend=backend.value if backend else "auto", truncate=truncate,
     )
     if serve:
         from attncli.explore.serve import DEFAULT_HOST, DEFAULT_PORT
