@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shlex
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ pytest.importorskip("safetensors", reason="the NumPy transformer path needs the 
 
 import re  # noqa: E402
 
-from test_explore import drive, lines_of, press  # noqa: E402
+from test_explore import drive, lines_of, press, settle  # noqa: E402
 
 from attncli.cli.main import app as cli  # noqa: E402
 from attncli.explore.state import ExploreState  # noqa: E402
@@ -165,3 +166,126 @@ def test_export_json_is_the_commands_json(tiny_bert_dir, tmp_path):
     written = json.loads((tmp_path / "view.json").read_text())
     assert written == transformer_json(app.state.command_line())
     assert written["head"] == 3 and written["explanation"]["query"]["index"] == 1
+
+
+# ---------------------------------------------------------------- --filter, --backend, --truncate
+
+
+def matrix_run(*args: str):
+    return CliRunner().invoke(cli, ["matrix", *args])
+
+
+def matrix_doc(*args: str) -> dict:
+    result = matrix_run(*args, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_filter_is_attn_matrix_filter_and_the_copied_command_explains_the_same_cell(tiny_bert_dir):
+    from attncli.explore.pretrained import command_line
+
+    async def script(app, pilot):
+        await press(app, pilot, "right", "down")
+        assert app.message == "" and app.state.cursor == (1, 1)
+        doc = matrix_doc(SENTENCE, "--transformer", str(tiny_bert_dir), "--pair", PAIR, "--filter", "a-b")
+        view = app.result.view
+        assert doc["filter"] == app.result.meta["filter"] == "a-b"
+        assert view.tokens == doc["tokens"] and view.key_tokens == doc["key_tokens"]  # A's queries, B's keys
+        assert set(app.result.enc.segments[t] for t in view.cols) == {"b"}
+        np.testing.assert_allclose(view.weights, np.array(doc["weights"]), atol=1e-6)
+        np.testing.assert_allclose(last_table(lines_of(app), doc["tokens"]), np.array(doc["weights"]), atol=5e-4 + 1e-9)
+        # the cursor's cell (1, 1) of the block is input cell (rows[1], cols[1]): the command takes those
+        command = command_line(app.result, app.state)
+        args = shlex.split(command)
+        assert args[args.index("--filter") + 1] == "a-b"
+        i, j = int(view.rows[1]), int(view.cols[1])
+        assert j != 1 and args[args.index("--explain") + 1:args.index("--explain") + 3] == [str(i), str(j)]
+        copied = transformer_json(command)
+        assert copied["explanation"]["key"]["index"] == j and copied["explanation"]["query"]["index"] == i
+        assert app.explanation["weight"] == pytest.approx(copied["explanation"]["weight"], abs=1e-6)
+        assert app.explanation["weight"] == pytest.approx(view.weights[1, 1], abs=1e-6)
+
+    drive(script, ExploreState(SENTENCE, transformer=str(tiny_bert_dir), pair=PAIR, pair_filter="a-b"), size=(160, 50))
+
+
+def test_backend_torch_and_numpy_give_the_same_weights_and_the_meta_names_each(tiny_bert_dir):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from attncli.explore.pretrained import compute
+
+    models: dict = {}
+    state = ExploreState(SENTENCE, transformer=str(tiny_bert_dir), pair=PAIR)
+    numpy_res = compute(replace(state, backend="numpy"), models)
+    torch_res = compute(replace(state, backend="torch"), models)
+    assert (numpy_res.meta["backend"], torch_res.meta["backend"]) == ("numpy", "torch")
+    assert set(models) == {(str(tiny_bert_dir), "numpy"), (str(tiny_bert_dir), "torch")}  # one model per backend
+    np.testing.assert_allclose(torch_res.attentions, numpy_res.attentions, atol=1e-5)  # (L, h, T, T)
+    assert torch_res.explainable(state) is not None  # the explanation needs the NumPy pass
+    assert compute(replace(state, backend="torch"), models).model is torch_res.model  # loaded once
+    command = replace(state, backend="torch").command_line(explain=False)
+    assert "--backend torch" in command
+    doc = transformer_json(command)
+    assert doc["backend"] == "torch"
+    np.testing.assert_allclose(torch_res.view.weights, np.array(doc["weights"]), atol=1e-6)
+
+
+def test_truncate_cuts_a_long_text_and_without_it_the_message_is_attn_matrixs(tiny_bert_dir):
+    from attncli.errors import BadInput
+    from attncli.explore.pretrained import compute
+
+    long = " ".join([SENTENCE] * 10)  # 60 word pieces: more than the tiny model's 40 positions
+    state = ExploreState(long, transformer=str(tiny_bert_dir))
+    refused = matrix_run(long, "--transformer", str(tiny_bert_dir))
+    assert refused.exit_code == 2
+    with pytest.raises(BadInput) as exc:
+        compute(state, {})
+    assert "error: " + str(exc.value) == " ".join(refused.stderr.split())
+    res = compute(replace(state, truncate=True), {})
+    doc = matrix_doc(long, "--transformer", str(tiny_bert_dir), "--truncate")
+    assert res.meta["truncated"] is doc["truncated"] is True and len(res.enc.tokens) == len(doc["tokens"]) == 40
+    np.testing.assert_allclose(res.view.weights, np.array(doc["weights"]), atol=1e-6)
+    assert transformer_json(replace(state, truncate=True).command_line(explain=False))["truncated"] is True
+
+
+def test_the_command_line_and_explore_args_carry_filter_backend_truncate(monkeypatch):
+    import attncli.explore.app as explore_app
+
+    state = ExploreState(SENTENCE, transformer="some/model", pair=PAIR, pair_filter="b-a", backend="torch",
+                         truncate=True, layer=0, cursor=(2, 1))
+    args = shlex.split(state.command_line(explain=False))
+    assert args[:2] == ["attn", "matrix"]
+    for option, value in (("--filter", "b-a"), ("--backend", "torch"), ("--pair", PAIR)):
+        assert args[args.index(option) + 1] == value
+    assert "--truncate" in args
+    plain = shlex.split(ExploreState(SENTENCE, transformer="some/model").command_line(explain=False))
+    assert not {"--filter", "--backend", "--truncate"} & set(plain)  # the defaults are left out
+    started = []
+    monkeypatch.setattr(explore_app, "run", lambda s: started.append(s) or 0)
+    result = CliRunner().invoke(cli, ["explore", *state.explore_args()])  # what --serve starts in each tab
+    assert result.exit_code == 0, result.output
+    assert started == [state]
+
+
+@pytest.mark.parametrize("args", [["--filter", "a-b"], ["--backend", "numpy"], ["--truncate"],
+                                  ["--filter", "a-b", "--transformer", "TINY"],
+                                  ["--filter", "b-b", "--transformer", "TINY", "--words"]])
+def test_bad_combinations_exit_2_with_attn_matrixs_message(tiny_bert_dir, args):
+    args = [str(tiny_bert_dir) if a == "TINY" else a for a in args]
+    explore, matrix = CliRunner().invoke(cli, ["explore", SENTENCE, *args]), matrix_run(SENTENCE, *args)
+    assert explore.exit_code == matrix.exit_code == 2, (explore.output, matrix.output)
+    message = " ".join(explore.stderr.split())
+    assert message.startswith("error: --") and "Traceback" not in explore.stderr
+    assert message == " ".join(matrix.stderr.split())
+
+
+def test_a_filter_whose_pair_is_removed_in_the_app_is_refused_there(tiny_bert_dir):
+    async def script(app, pilot):
+        assert app.result.meta["filter"] == "a-a"
+        await press(app, pilot, "k")
+        app.query_one("#context").value = ""
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert "--filter picks a block of a sentence pair" in app.message
+        assert app.state.pair == PAIR  # the settings of the view on screen stay
+
+    drive(script, ExploreState(SENTENCE, transformer=str(tiny_bert_dir), pair=PAIR, pair_filter="a-a"), size=(160, 50))

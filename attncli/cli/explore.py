@@ -13,7 +13,11 @@ from typing import Annotated, Optional
 import typer
 
 from attncli.cli.app import app
-from attncli.cli.matrix import Positions, Show, _complete_projection, _complete_variant, _read_text
+from attncli.cli.matrix import _read_text
+from attncli.cli.options import (BackendOpt, CausalOpt, ContextOpt, DKOpt, FilterOpt, HeadOpt, HeadsOpt, HideSpecialOpt,
+                                 LayerOpt, MaxRelativeOpt, ModelOpt, PadToOpt, PairOpt, Positions, PositionsOpt, ProjOpt,
+                                 RolloutOpt, SeedOpt, Show, ShowOpt, TransformerOpt, TruncateOpt, VariantOpt, WindowOpt,
+                                 WordsOpt)
 from attncli.errors import BadInput
 
 INSTALL = 'attn explore needs the "explore" extra (Textual and textual-serve): pip install "attncli[explore]"'
@@ -32,6 +36,8 @@ EXPLORE_HELP = "\n\n".join(" ".join(paragraph.split()) for paragraph in (
     """Edit the sentence and the context; switch variant, mask, projection, positions and view; move a
     cursor over the cells (the explanation follows); look keys up in a dictionary; export the view
     (SVG, HTML, JSON) and copy the equivalent `attn matrix` command. Press ? in the app for the keys.""",
+    """--transformer: a pretrained model's own attention, as `attn matrix --transformer` shows it; T in the
+    app switches to the word-vector matrix of the same sentence.""",
     """--serve: the same app as a web page (textual-serve), on 127.0.0.1 unless --host says otherwise.""",
 ))
 
@@ -42,36 +48,31 @@ def explore_cmd(
                                                       show_default=False)] = None,
     *,
     file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Read the starting sentence from a file.")] = None,
-    context: Annotated[Optional[str], typer.Option(help="Cross-attention: keys and values come from this sentence.")] = None,
-    variant: Annotated[str, typer.Option(help="Attention variant (see 'attn variants').", autocompletion=_complete_variant,
-                                         metavar="NAME")] = "scaled",
-    causal: Annotated[bool, typer.Option("--causal", help="Each query sees only itself and earlier keys.")] = False,
-    window: Annotated[Optional[int], typer.Option(help="Each query sees keys at most N positions away.", metavar="N")] = None,
-    pad_to: Annotated[Optional[int], typer.Option("--pad-to", help="Append <pad> tokens up to N; pad keys are masked.", metavar="N")] = None,
-    positions: Annotated[Positions, typer.Option(help="Positional encoding added to the word vectors.")] = Positions.sinusoidal,
-    proj: Annotated[str, typer.Option("--proj", help="Projection to Q, K, V: identity, random (seeded) or trained.",
-                                      autocompletion=_complete_projection, metavar="NAME")] = "identity",
-    d_k: Annotated[Optional[int], typer.Option("--d-k", help="Query/key/value size of --proj random.")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the random projection and the variants' own weights.")] = 0,
-    layer: Annotated[Optional[int], typer.Option(help="Layer of --proj trained.")] = None,
-    head: Annotated[Optional[int], typer.Option(help="One head of --proj trained.")] = None,
-    heads: Annotated[Optional[int], typer.Option(help="Heads of --variant multihead (default 4).")] = None,
-    max_relative: Annotated[int, typer.Option("--max-relative", help="Clipping distance k of --variant relative.")] = 4,
-    show: Annotated[Show, typer.Option(help="What the heatmap shows.")] = Show.weights,
+    context: ContextOpt = None,
+    variant: VariantOpt = "scaled",
+    causal: CausalOpt = False,
+    window: WindowOpt = None,
+    pad_to: PadToOpt = None,
+    positions: PositionsOpt = Positions.sinusoidal,
+    proj: ProjOpt = "identity",
+    d_k: DKOpt = None,
+    seed: SeedOpt = 0,
+    layer: LayerOpt = None,
+    head: HeadOpt = None,
+    heads: HeadsOpt = None,
+    max_relative: MaxRelativeOpt = 4,
+    show: ShowOpt = Show.weights,
     explain: Annotated[Optional[tuple[int, int]], typer.Option(help="Start with the cursor on cell (I, J), 0-based.",
                                                                metavar="I J", show_default=False)] = None,
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Word-vector model (default: $ATTN_MODEL or the built-in one).")] = None,
-    transformer: Annotated[Optional[str], typer.Option(help="A pretrained Hugging Face model (hub id or directory): show its own "
-                                                            "attention; T in the app switches to the word-vector matrix.",
-                                                       metavar="NAME_OR_PATH", rich_help_panel="Pretrained transformers")] = None,
-    pair: Annotated[Optional[str], typer.Option(help="--transformer: a second sentence, one input with the first.",
-                                                rich_help_panel="Pretrained transformers")] = None,
-    words: Annotated[bool, typer.Option("--words", help="--transformer: merge word pieces into words.",
-                                        rich_help_panel="Pretrained transformers")] = False,
-    hide_special: Annotated[bool, typer.Option("--hide-special", help="--transformer: drop [CLS]/[SEP]/<s> rows and columns.",
-                                               rich_help_panel="Pretrained transformers")] = False,
-    rollout: Annotated[bool, typer.Option("--rollout", help="--transformer: attention rollout through layers 0..--layer.",
-                                          rich_help_panel="Pretrained transformers")] = False,
+    model: ModelOpt = None,
+    transformer: TransformerOpt = None,
+    pair: PairOpt = None,
+    pair_filter: FilterOpt = None,
+    words: WordsOpt = False,
+    hide_special: HideSpecialOpt = False,
+    rollout: RolloutOpt = False,
+    backend: BackendOpt = None,
+    truncate: TruncateOpt = False,
     dict_path: Annotated[Optional[str], typer.Option("--dict", help="JSON object of the lookup pane (default: the shipped car.json).",
                                                      show_default=False)] = None,
     serve: Annotated[bool, typer.Option("--serve", help="Serve the app as a web page (textual-serve) instead of running it here.")] = False,
@@ -96,9 +97,15 @@ def explore_cmd(
         raise BadInput("attn explore reads the keyboard, not stdin: give the sentence as an argument or --file PATH, "
                        "and --dict a file")
     text = DEFAULT_SENTENCE if sentence is None and file is None else _read_text(sentence, file)
-    if transformer is None and (pair is not None or words or hide_special or rollout):
-        flag = "--pair" if pair is not None else "--words" if words else "--hide-special" if hide_special else "--rollout"
-        raise BadInput(f"{flag} needs --transformer NAME_OR_PATH (a pretrained model)")
+    given = [flag for flag, value in (("--pair", pair is not None), ("--filter", pair_filter is not None), ("--words", words),
+                                      ("--hide-special", hide_special), ("--rollout", rollout),
+                                      ("--backend", backend is not None), ("--truncate", truncate)) if value]
+    if transformer is None and given:
+        raise BadInput(f"{given[0]} needs --transformer NAME_OR_PATH (a pretrained model)")
+    if pair_filter is not None and pair is None:
+        from attncli.explore.pretrained import FILTER_NEEDS_PAIR
+
+        raise BadInput(FILTER_NEEDS_PAIR)
     options = {name: value for name, value in (("layer", layer), ("head", head)) if value is not None}
     if options and proj != "trained" and transformer is None:
         raise BadInput(f"--{next(iter(options))} needs --proj trained (it picks a learned layer or head)")
@@ -110,7 +117,8 @@ def explore_cmd(
         text=text, context=context, variant=variant, causal=causal, window=window, pad_to=pad_to,
         positions=positions.value, projection=proj, d_k=d_k, seed=seed, heads=heads, max_relative=max_relative,
         layer=layer, head=head, model=model, show=show.value, cursor=explain or (0, 0), dict_path=dict_path,
-        transformer=transformer, pair=pair, words=words, hide_special=hide_special, rollout=rollout,
+        transformer=transformer, pair=pair, pair_filter=pair_filter.value if pair_filter else None, words=words,
+        hide_special=hide_special, rollout=rollout, backend=backend.value if backend else "auto", truncate=truncate,
     )
     if serve:
         from attncli.explore.serve import DEFAULT_HOST, DEFAULT_PORT

@@ -1,44 +1,25 @@
 """Commands ``attn matrix``, ``attn variants``, ``attn demo`` and ``attn scale``: a thin layer.
 
 The core is :mod:`attncli.attention.matrix` (pipeline), :mod:`attncli.attention.variants` (variants),
-:mod:`attncli.attention.explain`, :mod:`attncli.views.render` (heatmaps), :mod:`attncli.attention.example` and :mod:`attncli.cli.panels`. Nothing heavy
+:mod:`attncli.attention.explain`, :mod:`attncli.views.render` (heatmaps), :mod:`attncli.attention.example` and :mod:`attncli.cli.panels`; the options it shares with
+``attn explore`` are declared in :mod:`attncli.cli.options`. Nothing heavy
 is imported at module level: the command bodies import what they use, and never torch, gensim or
 nltk.
 """
 
 import sys
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from attncli.cli.app import app, emit_json, info, json_write, out_console
+from attncli.cli.options import (PRETRAINED, BackendOpt, CausalOpt, ContextOpt, DKOpt, FilterOpt, HeadOpt, HeadsOpt,
+                                 HideSpecialOpt, LayerOpt, MaxRelativeOpt, ModelOpt, PadToOpt, PairOpt, Positions,
+                                 PositionsOpt, ProjOpt, RolloutOpt, SeedOpt, Show, ShowOpt, TransformerOpt, TruncateOpt,
+                                 VariantOpt, WindowOpt, WordsOpt)
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.textio import read_user_text
-
-
-class Show(str, Enum):
-    weights = "weights"
-    scores = "scores"
-    output = "output"
-
-
-class Positions(str, Enum):
-    sinusoidal = "sinusoidal"
-    none = "none"
-
-
-def _complete_variant(incomplete: str) -> list[str]:
-    from attncli.attention.variants import VARIANTS
-
-    return [name for name in VARIANTS if name.startswith(incomplete)]
-
-
-def _complete_projection(incomplete: str) -> list[str]:
-    from attncli.attention.projection import PROJECTIONS
-
-    return [name for name in PROJECTIONS if name.startswith(incomplete)]
 
 
 def _read_text(sentence: Optional[str], file: Optional[Path]) -> str:
@@ -102,71 +83,46 @@ def _save_exports(console, svg: Optional[Path], html: Optional[Path], title: str
             raise RuntimeFailure(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
 
 
-class Backend(str, Enum):
-    auto = "auto"
-    numpy = "numpy"
-    torch = "torch"
-
-
-class PairFilter(str, Enum):
-    all = "all"
-    a_a = "a-a"
-    a_b = "a-b"
-    b_a = "b-a"
-    b_b = "b-b"
-
-
 @app.command("matrix")
 def matrix_cmd(
     ctx: typer.Context,
     sentence: Annotated[Optional[str], typer.Argument(help="The sentence (queries); - reads stdin.", show_default=False)] = None,
     *,
     file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Read the sentence from a file (- = stdin).")] = None,
-    context: Annotated[Optional[str], typer.Option(help="Cross-attention: keys and values come from this sentence.")] = None,
-    variant: Annotated[str, typer.Option(help="Attention variant (see 'attn variants').", autocompletion=_complete_variant,
-                                         metavar="NAME")] = "scaled",
-    causal: Annotated[bool, typer.Option("--causal", help="Each query sees only itself and earlier keys.")] = False,
-    window: Annotated[Optional[int], typer.Option(help="Each query sees keys at most N positions away (local: window D, default 2).",
-                                                   metavar="N")] = None,
-    pad_to: Annotated[Optional[int], typer.Option("--pad-to", help="Append <pad> tokens up to N; pad keys are masked.", metavar="N")] = None,
-    positions: Annotated[Positions, typer.Option(help="Positional encoding added to the word vectors.")] = Positions.sinusoidal,
-    proj: Annotated[str, typer.Option("--proj", help="Projection to Q, K, V: identity, random (seeded) or trained.",
-                                      autocompletion=_complete_projection, metavar="NAME")] = "identity",
-    d_k: Annotated[Optional[int], typer.Option("--d-k", help="Query/key/value size of --proj random (default: the vector size).")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the random projection and the variants' own weights.")] = 0,
-    layer: Annotated[Optional[int], typer.Option(help="Layer of --proj trained (default 0) or of --transformer (0-based; default the last).")] = None,
-    head: Annotated[Optional[int], typer.Option(help="One head of --proj trained or --transformer (0-based; default: every head and their mean).")] = None,
-    heads: Annotated[Optional[int], typer.Option(help="Heads of --variant multihead (default 4).")] = None,
-    max_relative: Annotated[int, typer.Option("--max-relative", help="Clipping distance k of --variant relative.")] = 4,
-    show: Annotated[Show, typer.Option(help="What the heatmap shows.")] = Show.weights,
+    context: ContextOpt = None,
+    variant: VariantOpt = "scaled",
+    causal: CausalOpt = False,
+    window: WindowOpt = None,
+    pad_to: PadToOpt = None,
+    positions: PositionsOpt = Positions.sinusoidal,
+    proj: ProjOpt = "identity",
+    d_k: DKOpt = None,
+    seed: SeedOpt = 0,
+    layer: LayerOpt = None,
+    head: HeadOpt = None,
+    heads: HeadsOpt = None,
+    max_relative: MaxRelativeOpt = 4,
+    show: ShowOpt = Show.weights,
     explain: Annotated[Optional[tuple[int, int]], typer.Option(help="Explain cell (I, J), 0-based: query I, key J (--transformer: input positions, NumPy backend).",
                                                                metavar="I J", show_default=False)] = None,
     rows: Annotated[Optional[str], typer.Option(help="Rows to draw, START:END (0-based, END excluded).")] = None,
     cols: Annotated[Optional[str], typer.Option(help="Columns to draw, START:END.")] = None,
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Word-vector model (default: $ATTN_MODEL or the built-in one).")] = None,
+    model: ModelOpt = None,
     svg: Annotated[Optional[Path], typer.Option(help="Also save the view as SVG.")] = None,
     html: Annotated[Optional[Path], typer.Option(help="Also save the view as HTML.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the matrices as JSON.")] = False,
-    transformer: Annotated[Optional[str], typer.Option(help="A pretrained Hugging Face model: hub id or directory (docs/transformers.md).",
-                                                       metavar="NAME_OR_PATH", rich_help_panel="Pretrained transformers")] = None,
-    pair: Annotated[Optional[str], typer.Option(help="Second sentence: the two are ONE input (segments A and B).",
-                                                rich_help_panel="Pretrained transformers")] = None,
-    pair_filter: Annotated[Optional[PairFilter], typer.Option("--filter", help="One block of a --pair: QUERIES-KEYS.",
-                                                              rich_help_panel="Pretrained transformers")] = None,
-    words: Annotated[bool, typer.Option("--words", help="Merge word pieces: sum over a word's keys, mean over its queries.",
-                                        rich_help_panel="Pretrained transformers")] = False,
-    hide_special: Annotated[bool, typer.Option("--hide-special", help="Drop [CLS]/[SEP]/<s> rows and columns; rows renormalised over the other keys.",
-                                               rich_help_panel="Pretrained transformers")] = False,
-    rollout: Annotated[bool, typer.Option("--rollout", help="Attention rollout through layers 0..--layer: R = Â_L...Â_0, Â = rownorm(head mean + I) (Abnar & Zuidema 2020).",
-                                          rich_help_panel="Pretrained transformers")] = False,
-    backend: Annotated[Optional[Backend], typer.Option(help="numpy (attn's own forward pass), torch (transformers) or auto.",
-                                                       rich_help_panel="Pretrained transformers")] = None,
-    truncate: Annotated[bool, typer.Option("--truncate", help="Cut an input longer than the model's limit.",
-                                           rich_help_panel="Pretrained transformers")] = False,
+    transformer: TransformerOpt = None,
+    pair: PairOpt = None,
+    pair_filter: FilterOpt = None,
+    words: WordsOpt = False,
+    hide_special: HideSpecialOpt = False,
+    rollout: RolloutOpt = False,
+    backend: BackendOpt = None,
+    truncate: TruncateOpt = False,
     model_view: Annotated[bool, typer.Option("--model-view", help="Every layer x head at a glance, each head's class beside it.",
-                                             rich_help_panel="Pretrained transformers")] = False,
+                                             rich_help_panel=PRETRAINED)] = False,
     layers: Annotated[Optional[str], typer.Option(help="Layers of --model-view, A-B (0-based, both included).",
-                                                  rich_help_panel="Pretrained transformers")] = None,
+                                                  rich_help_panel=PRETRAINED)] = None,
 ) -> None:
     """Attention matrix of a sentence as a heatmap: rows are queries, columns keys.
 

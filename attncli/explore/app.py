@@ -72,7 +72,7 @@ class ExploreApp(LookupPane):
         self.last_export: Path | None = None
         self._vectors: dict[str | None, Any] = {} if vectors is None else {state.model if state else None: vectors}
         self._dictionary = None
-        self._models: dict[str, Any] = {}  # pretrained transformers, loaded once each
+        self._models: dict[tuple[str, str], Any] = {}  # pretrained transformers by (name, backend), loaded once each
         self.transformer_name = self.state.transformer  # what T switches to and from
 
     # ---------------------------------------------------------------- layout
@@ -350,8 +350,12 @@ class ExploreApp(LookupPane):
         self.query_one("#query" if name == "lookup" else "#matrix").focus()
 
     def action_copy(self) -> None:
-        pretrained = getattr(self.result, "is_pretrained", False)
-        command = self.state.command_line(explain=not pretrained or self.result.explainable(self.state) is None)
+        if getattr(self.result, "is_pretrained", False):
+            from attncli.explore.pretrained import command_line
+
+            command = command_line(self.result, self.good_state or self.state)  # the view on screen's
+        else:
+            command = self.state.command_line()
         self.copy_to_clipboard(command)
         self.notify(command, title="copied: the attn matrix command of this view", timeout=10)
 

@@ -15,6 +15,8 @@ import numpy as np
 
 from attncli.errors import BadInput
 
+FILTER_NEEDS_PAIR = "--filter picks a block of a sentence pair: give the second sentence with --pair TEXT"  # attn matrix's
+
 
 @dataclass
 class PretrainedResult:
@@ -32,6 +34,11 @@ class PretrainedResult:
         m = self.view.words.weights if self.view.words is not None else self.view.weights
         return m.shape  # (R, C)
 
+    def input_cell(self, state) -> tuple[int, int]:
+        """The cursor's cell as input positions (query, key): what ``attn matrix --explain I J`` takes
+        (the view's rows and columns are a subset of them with --filter)."""
+        return int(self.view.rows[state.cursor[0]]), int(self.view.cols[state.cursor[1]])
+
     def explainable(self, state) -> Optional[str]:
         """None when a cell of this view can be explained, else why not."""
         if self.qk is None:
@@ -44,6 +51,8 @@ class PretrainedResult:
 
 def check(state) -> None:
     """The refusals of ``attn matrix --transformer`` that need no model."""
+    if state.pair_filter is not None and state.pair is None:
+        raise BadInput(FILTER_NEEDS_PAIR)
     if state.rollout and state.head is not None:
         raise BadInput("--rollout uses every head (the mean of each layer's heads): drop --head")
     for name, value in (("--layer", state.layer), ("--head", state.head)):
@@ -51,32 +60,35 @@ def check(state) -> None:
             raise BadInput(f"{name} is 0-based and at least 0 (got {value})")
 
 
-def compute(state, models: dict[str, Any]) -> PretrainedResult:
-    """What ``attn matrix TEXT --transformer NAME [--pair ...] [--layer/--head/--words/...]`` computes."""
+def compute(state, models: dict[tuple[str, str], Any]) -> PretrainedResult:
+    """What ``attn matrix TEXT --transformer NAME [--pair ...] [--layer/--head/--words/...]`` computes.
+    ``models`` keeps each model loaded, by (name, backend)."""
     from attncli.attention import pretrained as pv
 
     check(state)
-    if state.transformer not in models:
+    key = (state.transformer, state.backend)
+    if key not in models:
         from attncli.transformer import load
 
-        models[state.transformer] = load(state.transformer, backend="auto")
-    model = models[state.transformer]
+        models[key] = load(state.transformer, backend=state.backend)
+    model = models[key]
     if state.layer is not None and state.layer >= model.layers:
         raise BadInput(f"--layer {state.layer} is out of range: the model has {model.layers} layers (0..{model.layers - 1})")
     if state.head is not None and state.head >= model.heads:
         raise BadInput(f"--head {state.head} is out of range: the model has {model.heads} heads per layer (0..{model.heads - 1})")
     layer = model.layers - 1 if state.layer is None else state.layer
-    enc = model.encode(state.text, pair=state.pair)
+    enc = model.encode(state.text, pair=state.pair, truncate=state.truncate)
     attentions = model.attentions(enc)  # (L, h, T, T)
+    block = state.pair_filter or "all"
     meta = {"model": model.name, "model_type": model.model_type, "backend": model.backend, "layer": layer,
-            "head": state.head, "rollout": state.rollout, "filter": "all", "hide_special": state.hide_special,
+            "head": state.head, "rollout": state.rollout, "filter": block, "hide_special": state.hide_special,
             "words_merged": state.words, "causal": bool(model.is_decoder), "truncated": bool(enc.truncated),
             "layers": model.layers, "heads": model.heads}
     view = pv.select(attentions, layer=layer, head=state.head, rollout=state.rollout, hide_special=state.hide_special,
-                     block="all", words=state.words, tokens=enc.tokens, segments=enc.segments,
+                     block=block, words=state.words, tokens=enc.tokens, segments=enc.segments,
                      special=enc.special, word_ids=enc.word_ids, word_texts=enc.words)
     if view.weights.size == 0:
-        raise BadInput("the view is empty: no token is left after --hide-special")
+        raise BadInput("the view is empty: no token is left after --hide-special or --filter")
     qk = model.qk(enc, layer) if model.backend == "numpy" else None  # (h, T, d_head) each
     return PretrainedResult(model, enc, layer, meta, view, attentions, qk)
 
@@ -87,10 +99,17 @@ def explain(res: PretrainedResult, state) -> Optional[dict[str, Any]]:
 
     if res.explainable(state) is not None:
         return None
-    i, j = (int(res.view.rows[state.cursor[0]]), int(res.view.cols[state.cursor[1]]))
+    i, j = res.input_cell(state)
     q, k = res.qk
     return pv.explain_cell(q, k, res.model.scale(res.layer), bool(res.model.is_decoder), res.attentions[res.layer],
                            res.enc.tokens, i, j, head=state.head)
+
+
+def command_line(res: PretrainedResult, state) -> str:
+    """The ``attn matrix --transformer`` command of this view, with ``--explain I J`` of the cursor's
+    cell (as input positions) where the command has an explanation."""
+    explained = res.explainable(state) is None
+    return state.command_line(explained, res.input_cell(state) if explained else None)
 
 
 def renderables(res: PretrainedResult, state, width: int, *, cursor=None, cell_meta: bool = False,
@@ -125,7 +144,7 @@ def export_text(res: PretrainedResult, state, fmt: str, width: int = 120) -> str
         console.print(part)
     for part in explanation_renderables(explanation) if explanation is not None else ():
         console.print(part)
-    console.print(state.command_line(explanation is not None), style="dim", highlight=False, markup=False)
+    console.print(command_line(res, state), style="dim", highlight=False, markup=False)
     if fmt == ".svg":
         return console.export_svg(title=f"attn explore: {res.enc.text[:60]}")
     return console.export_html()

@@ -67,9 +67,12 @@ class ExploreState:
     # a pretrained model's attention instead (attn matrix --transformer): its own options
     transformer: str | None = None
     pair: str | None = None
+    pair_filter: str | None = None  # --filter: one block of the pair (a-a, a-b, b-a, b-b, all)
     words: bool = False
     hide_special: bool = False
     rollout: bool = False
+    backend: str = "auto"
+    truncate: bool = False
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     # ------------------------------------------------------------------ the request
@@ -140,23 +143,25 @@ class ExploreState:
     def toggle(self, name: str) -> ExploreState:
         return replace(self, **{name: not getattr(self, name)})
 
-    def transformer_options(self, explain: bool) -> list[str]:
+    def transformer_options(self, explain: bool, cell: tuple[int, int] | None = None) -> list[str]:
         args = [self.text, "--transformer", self.transformer]
-        if self.pair is not None:
-            args += ["--pair", self.pair]
-        for option, value in (("--layer", self.layer), ("--head", self.head)):
+        for option, value in (("--pair", self.pair), ("--filter", self.pair_filter), ("--layer", self.layer),
+                              ("--head", self.head), ("--backend", None if self.backend == "auto" else self.backend)):
             if value is not None:
                 args += [option, str(value)]
-        for option, flag in (("--words", self.words), ("--hide-special", self.hide_special), ("--rollout", self.rollout)):
+        for option, flag in (("--words", self.words), ("--hide-special", self.hide_special), ("--rollout", self.rollout),
+                             ("--truncate", self.truncate)):
             if flag:
                 args.append(option)
-        return args + (["--explain", str(self.cursor[0]), str(self.cursor[1])] if explain else [])
+        i, j = cell or self.cursor
+        return args + (["--explain", str(i), str(j)] if explain else [])
 
-    def options(self, explain: bool = True) -> list[str]:
+    def options(self, explain: bool = True, cell: tuple[int, int] | None = None) -> list[str]:
         """The sentence and the options of ``attn matrix`` that differ from its defaults (with
-        ``--explain`` of the cursor's cell when ``explain``)."""
+        ``--explain`` of the cursor's cell when ``explain``; ``cell``: the input positions of that
+        cell where they differ from the cursor's, in a transformer's view with --filter)."""
         if self.transformer is not None:
-            return self.transformer_options(explain)
+            return self.transformer_options(explain, cell)
         args = [self.text]
         if self.context is not None:
             args += ["--context", self.context]
@@ -175,13 +180,14 @@ class ExploreState:
                 args += [option, str(value)]
         return args + (["--explain", str(self.cursor[0]), str(self.cursor[1])] if explain else [])
 
-    def command_line(self, explain: bool = True) -> str:
-        """The ``attn matrix`` command that prints this view (and --explain of the cursor's cell).
+    def command_line(self, explain: bool = True, cell: tuple[int, int] | None = None) -> str:
+        """The ``attn matrix`` command that prints this view (and --explain of the cursor's cell,
+        or of ``cell``: see :meth:`options`).
 
         >>> ExploreState("time flies", causal=True, window=2).command_line()
         "attn matrix 'time flies' --causal --window 2 --explain 0 0"
         """
-        return shlex.join(["attn", "matrix", *self.options(explain)])
+        return shlex.join(["attn", "matrix", *self.options(explain, cell)])
 
     def explore_args(self) -> list[str]:
         """The arguments of ``attn explore`` that start the app in this state."""
@@ -193,8 +199,10 @@ class ExploreState:
             which = "rollout" if self.rollout else "all heads" if self.head is None else f"head {self.head}"
             parts = [f"transformer {Path(self.transformer).name or self.transformer}",
                      f"layer {'last' if self.layer is None else self.layer}", which]
-            parts += [name for name, flag in (("pair", self.pair is not None), ("words", self.words),
-                                              ("hide special", self.hide_special)) if flag]
+            parts += [name for name, flag in (("pair", self.pair is not None), (f"filter {self.pair_filter}", self.pair_filter),
+                                              ("words", self.words), ("hide special", self.hide_special),
+                                              (f"backend {self.backend}", self.backend != "auto"),
+                                              ("truncate", self.truncate)) if flag]
             return " · ".join(parts + [f"cell {self.cursor[0]},{self.cursor[1]}"])
         mask = MaskSpec(causal=self.causal, window=self.window, pad_to=self.pad_to).describe()
         parts = [f"variant {self.variant}", f"mask {mask}", f"proj {self.projection}", f"pos {self.positions}",

@@ -1,0 +1,91 @@
+"""The options ``attn matrix`` and ``attn explore`` share, declared once as ``Annotated`` aliases.
+
+``attn explore`` takes ``attn matrix``'s options as its starting state, so both signatures use
+these (the defaults stay in the signatures). Each help text is true for both commands. Nothing
+heavy is imported here: the completions import the registries only when they run.
+"""
+
+from enum import Enum
+from typing import Annotated, Optional
+
+import typer
+
+PRETRAINED = "Pretrained transformers"  # the --help panel of the --transformer options
+
+
+class Show(str, Enum):
+    weights = "weights"
+    scores = "scores"
+    output = "output"
+
+
+class Positions(str, Enum):
+    sinusoidal = "sinusoidal"
+    none = "none"
+
+
+class Backend(str, Enum):
+    auto = "auto"
+    numpy = "numpy"
+    torch = "torch"
+
+
+class PairFilter(str, Enum):
+    all = "all"
+    a_a = "a-a"
+    a_b = "a-b"
+    b_a = "b-a"
+    b_b = "b-b"
+
+
+def _complete_variant(incomplete: str) -> list[str]:
+    from attncli.attention.variants import VARIANTS
+
+    return [name for name in VARIANTS if name.startswith(incomplete)]
+
+
+def _complete_projection(incomplete: str) -> list[str]:
+    from attncli.attention.projection import PROJECTIONS
+
+    return [name for name in PROJECTIONS if name.startswith(incomplete)]
+
+
+# --- the word-vector matrix -----------------------------------------------------------------------
+
+ContextOpt = Annotated[Optional[str], typer.Option(help="Cross-attention: keys and values come from this sentence.")]
+VariantOpt = Annotated[str, typer.Option(help="Attention variant (see 'attn variants').", autocompletion=_complete_variant,
+                                         metavar="NAME")]
+CausalOpt = Annotated[bool, typer.Option("--causal", help="Each query sees only itself and earlier keys.")]
+WindowOpt = Annotated[Optional[int], typer.Option(help="Each query sees keys at most N positions away (local: window D, default 2).",
+                                                  metavar="N")]
+PadToOpt = Annotated[Optional[int], typer.Option("--pad-to", help="Append <pad> tokens up to N; pad keys are masked.", metavar="N")]
+PositionsOpt = Annotated[Positions, typer.Option(help="Positional encoding added to the word vectors.")]
+ProjOpt = Annotated[str, typer.Option("--proj", help="Projection to Q, K, V: identity, random (seeded) or trained.",
+                                      autocompletion=_complete_projection, metavar="NAME")]
+DKOpt = Annotated[Optional[int], typer.Option("--d-k", help="Query/key/value size of --proj random (default: the vector size).")]
+SeedOpt = Annotated[int, typer.Option(help="Seed of the random projection and the variants' own weights.")]
+LayerOpt = Annotated[Optional[int], typer.Option(help="Layer of --proj trained (default 0) or of --transformer (0-based; default the last).")]
+HeadOpt = Annotated[Optional[int], typer.Option(help="One head of --proj trained or --transformer (0-based; default: every head and their mean).")]
+HeadsOpt = Annotated[Optional[int], typer.Option(help="Heads of --variant multihead (default 4).")]
+MaxRelativeOpt = Annotated[int, typer.Option("--max-relative", help="Clipping distance k of --variant relative.")]
+ShowOpt = Annotated[Show, typer.Option(help="What the heatmap shows.")]
+ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="Word-vector model (default: $ATTN_MODEL or the built-in one).")]
+
+# --- a pretrained transformer's attention ---------------------------------------------------------
+
+TransformerOpt = Annotated[Optional[str], typer.Option(help="A pretrained Hugging Face model: hub id or directory (docs/transformers.md).",
+                                                       metavar="NAME_OR_PATH", rich_help_panel=PRETRAINED)]
+PairOpt = Annotated[Optional[str], typer.Option(help="Second sentence: the two are ONE input (segments A and B).",
+                                                rich_help_panel=PRETRAINED)]
+FilterOpt = Annotated[Optional[PairFilter], typer.Option("--filter", help="One block of a --pair: QUERIES-KEYS.",
+                                                         rich_help_panel=PRETRAINED)]
+WordsOpt = Annotated[bool, typer.Option("--words", help="Merge word pieces: sum over a word's keys, mean over its queries.",
+                                        rich_help_panel=PRETRAINED)]
+HideSpecialOpt = Annotated[bool, typer.Option("--hide-special", help="Drop [CLS]/[SEP]/<s> rows and columns; rows renormalised over the other keys.",
+                                              rich_help_panel=PRETRAINED)]
+RolloutOpt = Annotated[bool, typer.Option("--rollout", help="Attention rollout through layers 0..--layer: R = Â_L...Â_0, Â = rownorm(head mean + I) (Abnar & Zuidema 2020).",
+                                          rich_help_panel=PRETRAINED)]
+BackendOpt = Annotated[Optional[Backend], typer.Option(help="numpy (attn's own forward pass), torch (transformers) or auto.",
+                                                       rich_help_panel=PRETRAINED)]
+TruncateOpt = Annotated[bool, typer.Option("--truncate", help="Cut an input longer than the model's limit.",
+                                           rich_help_panel=PRETRAINED)]
