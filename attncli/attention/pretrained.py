@@ -22,6 +22,9 @@ import numpy as np
 from attncli.attention.rollout import rollout as rollout_fn
 from attncli.attention.words import hide_special as hide_fn
 from attncli.attention.words import merge_words, pair_block, word_groups, word_label
+from attncli.errors import BadInput
+
+FILTER_NEEDS_PAIR = "--filter picks a block of a sentence pair: give the second sentence with --pair TEXT"
 
 
 @dataclass
@@ -88,6 +91,37 @@ def select(attentions: np.ndarray, *, layer: int, head: Optional[int] = None, ro
     if words:
         view.words = _words(mats, rows, cols, tokens, segments, word_ids, word_texts)
     return view
+
+
+def check_view_options(*, pair: Optional[str], block: Optional[str], rollout: bool, layer: Optional[int],
+                       head: Optional[int]) -> None:
+    """The refusals of the view's options that need no model (attn matrix and attn explore --transformer)."""
+    if block is not None and pair is None:
+        raise BadInput(FILTER_NEEDS_PAIR)
+    if rollout and head is not None:
+        raise BadInput("--rollout uses every head (the mean of each layer's heads): drop --head")
+    for name, value in (("--layer", layer), ("--head", head)):
+        if value is not None and value < 0:
+            raise BadInput(f"{name} is 0-based and at least 0 (got {value})")
+
+
+def layer_shown(model, layer: Optional[int], head: Optional[int]) -> int:
+    """The layer to show (default: the last), after checking ``layer`` and ``head`` against the
+    model's ``layers`` and ``heads``."""
+    if layer is not None and layer >= model.layers:
+        raise BadInput(f"--layer {layer} is out of range: the model has {model.layers} layers (0..{model.layers - 1})")
+    if head is not None and head >= model.heads:
+        raise BadInput(f"--head {head} is out of range: the model has {model.heads} heads per layer (0..{model.heads - 1})")
+    return model.layers - 1 if layer is None else layer
+
+
+def view_meta(model, enc, *, layer: int, head: Optional[int], rollout: bool, block: Optional[str],
+              hide_special: bool, words: bool) -> dict[str, Any]:
+    """The ``meta`` of a view's JSON document: the model, the input's facts and the view's options."""
+    return {"model": model.name, "model_type": model.model_type, "backend": model.backend, "layer": layer,
+            "head": head, "rollout": rollout, "filter": block or "all", "hide_special": hide_special,
+            "words_merged": words, "causal": bool(model.is_decoder), "truncated": bool(enc.truncated),
+            "layers": model.layers, "heads": model.heads}
 
 
 def _words(mats, rows, cols, tokens, segments, word_ids, word_texts) -> WordView:

@@ -103,7 +103,7 @@ def explore_cmd(
     if transformer is None and given:
         raise BadInput(f"{given[0]} needs --transformer NAME_OR_PATH (a pretrained model)")
     if pair_filter is not None and pair is None:
-        from attncli.explore.pretrained import FILTER_NEEDS_PAIR
+        from attncli.attention.pretrained import FILTER_NEEDS_PAIR
 
         raise BadInput(FILTER_NEEDS_PAIR)
     options = {name: value for name, value in (("layer", layer), ("head", head)) if value is not None}

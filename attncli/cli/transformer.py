@@ -73,12 +73,11 @@ class MatrixOptions:
 
 def check_combinations(o: MatrixOptions) -> None:
     """What can be checked before the model is loaded."""
-    if o.block is not None and o.pair is None:
-        raise BadInput("--filter picks a block of a sentence pair: give the second sentence with --pair TEXT")
+    from attncli.attention.pretrained import check_view_options
+
+    check_view_options(pair=o.pair, block=o.block, rollout=o.rollout, layer=o.layer, head=o.head)
     if o.words and o.explain is not None:
         raise BadInput("--explain I J explains one token-level cell: drop --words (word rows mix several pieces)")
-    if o.rollout and o.head is not None:
-        raise BadInput("--rollout uses every head (the mean of each layer's heads): drop --head")
     if o.rollout and o.explain is not None:
         raise BadInput("--explain I J explains one head's cell, not the rollout: drop --rollout")
     if o.explain is not None and o.hide_special:
@@ -91,18 +90,6 @@ def check_combinations(o: MatrixOptions) -> None:
         raise BadInput("--layers A-B picks the layers of --model-view (one layer of the matrix: --layer L)")
     if o.backend not in ("auto", "numpy", "torch"):
         raise BadInput(f"--backend {o.backend!r}: expected auto, numpy or torch")
-    for name, value in (("--layer", o.layer), ("--head", o.head)):
-        if value is not None and value < 0:
-            raise BadInput(f"{name} is 0-based and at least 0 (got {value})")
-
-
-def check_range(model, o: MatrixOptions) -> int:
-    """The layer to show (default: the last), after checking --layer/--head against the model."""
-    if o.layer is not None and o.layer >= model.layers:
-        raise BadInput(f"--layer {o.layer} is out of range: the model has {model.layers} layers (0..{model.layers - 1})")
-    if o.head is not None and o.head >= model.heads:
-        raise BadInput(f"--head {o.head} is out of range: the model has {model.heads} heads per layer (0..{model.heads - 1})")
-    return model.layers - 1 if o.layer is None else o.layer
 
 
 def layer_range(text: Optional[str], n: int) -> tuple[int, int]:
@@ -132,16 +119,14 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, svg: Optional[Path], html: O
 
     check_combinations(o)
     model = load_model(o.transformer, o.backend)
-    layer = check_range(model, o)
+    layer = pv.layer_shown(model, o.layer, o.head)
     if o.explain is not None and model.backend != "numpy":
         raise BadInput("--explain I J needs attn's NumPy forward pass (the queries and keys of a layer): "
                        "add --backend numpy (BERT and GPT-2 families)")
     enc = model.encode(o.text, pair=o.pair, truncate=o.truncate)
     attentions = model.attentions(enc)  # (L, h, T, T)
-    meta = {"model": model.name, "model_type": model.model_type, "backend": model.backend, "layer": layer,
-            "head": o.head, "rollout": o.rollout, "filter": o.block or "all", "hide_special": o.hide_special,
-            "words_merged": o.words, "causal": bool(model.is_decoder), "truncated": bool(enc.truncated),
-            "layers": model.layers, "heads": model.heads}
+    meta = pv.view_meta(model, enc, layer=layer, head=o.head, rollout=o.rollout, block=o.block,
+                        hide_special=o.hide_special, words=o.words)
     from attncli.cli.transformer_views import render_model_view, render_view
 
     console = None

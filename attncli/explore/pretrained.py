@@ -15,8 +15,6 @@ import numpy as np
 
 from attncli.errors import BadInput
 
-FILTER_NEEDS_PAIR = "--filter picks a block of a sentence pair: give the second sentence with --pair TEXT"  # attn matrix's
-
 
 @dataclass
 class PretrainedResult:
@@ -51,13 +49,9 @@ class PretrainedResult:
 
 def check(state) -> None:
     """The refusals of ``attn matrix --transformer`` that need no model."""
-    if state.pair_filter is not None and state.pair is None:
-        raise BadInput(FILTER_NEEDS_PAIR)
-    if state.rollout and state.head is not None:
-        raise BadInput("--rollout uses every head (the mean of each layer's heads): drop --head")
-    for name, value in (("--layer", state.layer), ("--head", state.head)):
-        if value is not None and value < 0:
-            raise BadInput(f"{name} is 0-based and at least 0 (got {value})")
+    from attncli.attention.pretrained import check_view_options
+
+    check_view_options(pair=state.pair, block=state.pair_filter, rollout=state.rollout, layer=state.layer, head=state.head)
 
 
 def compute(state, models: dict[tuple[str, str], Any]) -> PretrainedResult:
@@ -72,18 +66,12 @@ def compute(state, models: dict[tuple[str, str], Any]) -> PretrainedResult:
 
         models[key] = load(state.transformer, backend=state.backend)
     model = models[key]
-    if state.layer is not None and state.layer >= model.layers:
-        raise BadInput(f"--layer {state.layer} is out of range: the model has {model.layers} layers (0..{model.layers - 1})")
-    if state.head is not None and state.head >= model.heads:
-        raise BadInput(f"--head {state.head} is out of range: the model has {model.heads} heads per layer (0..{model.heads - 1})")
-    layer = model.layers - 1 if state.layer is None else state.layer
+    layer = pv.layer_shown(model, state.layer, state.head)
     enc = model.encode(state.text, pair=state.pair, truncate=state.truncate)
     attentions = model.attentions(enc)  # (L, h, T, T)
     block = state.pair_filter or "all"
-    meta = {"model": model.name, "model_type": model.model_type, "backend": model.backend, "layer": layer,
-            "head": state.head, "rollout": state.rollout, "filter": block, "hide_special": state.hide_special,
-            "words_merged": state.words, "causal": bool(model.is_decoder), "truncated": bool(enc.truncated),
-            "layers": model.layers, "heads": model.heads}
+    meta = pv.view_meta(model, enc, layer=layer, head=state.head, rollout=state.rollout, block=block,
+                        hide_special=state.hide_special, words=state.words)
     view = pv.select(attentions, layer=layer, head=state.head, rollout=state.rollout, hide_special=state.hide_special,
                      block=block, words=state.words, tokens=enc.tokens, segments=enc.segments,
                      special=enc.special, word_ids=enc.word_ids, word_texts=enc.words)
