@@ -268,7 +268,9 @@ def test_the_command_line_and_explore_args_carry_filter_backend_truncate(monkeyp
 
 @pytest.mark.parametrize("args", [["--filter", "a-b"], ["--backend", "numpy"], ["--truncate"],
                                   ["--filter", "a-b", "--transformer", "TINY"],
-                                  ["--filter", "b-b", "--transformer", "TINY", "--words"]])
+                                  ["--filter", "b-b", "--transformer", "TINY", "--words"],
+                                  ["--transformer", "TINY", "--rollout", "--head", "1"],
+                                  ["--transformer", "TINY", "--layer", "-1"]])
 def test_bad_combinations_exit_2_with_attn_matrixs_message(tiny_bert_dir, args):
     args = [str(tiny_bert_dir) if a == "TINY" else a for a in args]
     explore, matrix = CliRunner().invoke(cli, ["explore", SENTENCE, *args]), matrix_run(SENTENCE, *args)

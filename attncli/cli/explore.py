@@ -102,10 +102,11 @@ def explore_cmd(
                                       ("--backend", backend is not None), ("--truncate", truncate)) if value]
     if transformer is None and given:
         raise BadInput(f"{given[0]} needs --transformer NAME_OR_PATH (a pretrained model)")
-    if pair_filter is not None and pair is None:
-        from attncli.attention.pretrained import FILTER_NEEDS_PAIR
+    if transformer is not None:  # attn matrix --transformer's refusals, before the app starts (exit 2)
+        from attncli.attention.pretrained import check_view_options
 
-        raise BadInput(FILTER_NEEDS_PAIR)
+        check_view_options(pair=pair, block=pair_filter.value if pair_filter else None, rollout=rollout,
+                           layer=layer, head=head)
     options = {name: value for name, value in (("layer", layer), ("head", head)) if value is not None}
     if options and proj != "trained" and transformer is None:
         raise BadInput(f"--{next(iter(options))} needs --proj trained (it picks a learned layer or head)")
