@@ -14,10 +14,10 @@ from typing import Annotated, Optional
 import typer
 
 from attncli.cli.app import app, emit_json, info, json_write, out_console
-from attncli.cli.options import (PRETRAINED, BackendOpt, CausalOpt, ContextOpt, DKOpt, FilterOpt, HeadOpt, HeadsOpt,
-                                 HideSpecialOpt, LayerOpt, MaxRelativeOpt, ModelOpt, PadToOpt, PairOpt, Positions,
-                                 PositionsOpt, ProjOpt, RolloutOpt, SeedOpt, Show, ShowOpt, TransformerOpt, TruncateOpt,
-                                 VariantOpt, WindowOpt, WordsOpt)
+from attncli.cli.options import (BackendOpt, CausalOpt, ContextOpt, DKOpt, FilterOpt, HeadOpt, HeadsOpt,
+                                 HideSpecialOpt, LayerOpt, LayersOpt, MaxRelativeOpt, ModelOpt, ModelViewOpt, PadToOpt,
+                                 PairOpt, Positions, PositionsOpt, ProjOpt, RolloutOpt, SeedOpt, Show, ShowOpt,
+                                 TransformerOpt, TruncateOpt, VariantOpt, WindowOpt, WordsOpt)
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.textio import read_user_text
 
@@ -119,10 +119,8 @@ def matrix_cmd(
     rollout: RolloutOpt = False,
     backend: BackendOpt = None,
     truncate: TruncateOpt = False,
-    model_view: Annotated[bool, typer.Option("--model-view", help="Every layer x head at a glance, each head's class beside it.",
-                                             rich_help_panel=PRETRAINED)] = False,
-    layers: Annotated[Optional[str], typer.Option(help="Layers of --model-view, A-B (0-based, both included).",
-                                                  rich_help_panel=PRETRAINED)] = None,
+    model_view: ModelViewOpt = False,
+    layers: LayersOpt = None,
 ) -> None:
     """Attention matrix of a sentence as a heatmap: rows are queries, columns keys.
 

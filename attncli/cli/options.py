@@ -89,3 +89,7 @@ BackendOpt = Annotated[Optional[Backend], typer.Option(help="numpy (attn's own f
                                                        rich_help_panel=PRETRAINED)]
 TruncateOpt = Annotated[bool, typer.Option("--truncate", help="Cut an input longer than the model's limit.",
                                            rich_help_panel=PRETRAINED)]
+ModelViewOpt = Annotated[bool, typer.Option("--model-view", help="Every layer x head at a glance, each head's class beside it.",
+                                            rich_help_panel=PRETRAINED)]
+LayersOpt = Annotated[Optional[str], typer.Option(help="Layers of --model-view, A-B (0-based, both included).",
+                                                  rich_help_panel=PRETRAINED)]

@@ -1,10 +1,11 @@
 """``attn matrix --transformer`` and ``attn heads --transformer``: a pretrained model's attention.
 
 Thin layer: the model runs in :mod:`attncli.transformer` (NumPy or transformers), the views are
-computed in :mod:`attncli.attention.pretrained` (pure NumPy) and drawn by
-:mod:`attncli.cli.transformer_views`. ``attn matrix`` hands over here only when --transformer is
-given, so no other command imports this module (and nothing here imports torch, transformers,
-tokenizers or safetensors at module level either).
+computed in :mod:`attncli.attention.pretrained` and :mod:`attncli.attention.model_view` (pure
+NumPy) and drawn by :mod:`attncli.cli.transformer_views` and :mod:`attncli.views.model_view`.
+``attn matrix`` hands over here only when --transformer is given, so no other command imports
+this module (and nothing here imports torch, transformers, tokenizers or safetensors at module
+level either).
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ class MatrixOptions:
 
 def check_combinations(o: MatrixOptions) -> None:
     """What can be checked before the model is loaded."""
+    from attncli.attention.model_view import check_model_view_options
     from attncli.attention.pretrained import check_view_options
 
     check_view_options(pair=o.pair, block=o.block, rollout=o.rollout, layer=o.layer, head=o.head)
@@ -82,28 +84,10 @@ def check_combinations(o: MatrixOptions) -> None:
         raise BadInput("--explain I J explains one head's cell, not the rollout: drop --rollout")
     if o.explain is not None and o.hide_special:
         raise BadInput("--explain I J takes input positions (special tokens included): drop --hide-special")
-    if o.model_view and (o.head is not None or o.layer is not None or o.explain is not None or o.rollout or o.words
-                         or o.block is not None):
-        raise BadInput("--model-view draws every head of every layer (pick layers with --layers A-B): --layer, --head, "
-                       "--explain, --rollout, --words and --filter do not apply")
-    if o.layers is not None and not o.model_view:
-        raise BadInput("--layers A-B picks the layers of --model-view (one layer of the matrix: --layer L)")
+    check_model_view_options(model_view=o.model_view, layers=o.layers, layer=o.layer, head=o.head, explain=o.explain,
+                             rollout=o.rollout, words=o.words, block=o.block)
     if o.backend not in ("auto", "numpy", "torch"):
         raise BadInput(f"--backend {o.backend!r}: expected auto, numpy or torch")
-
-
-def layer_range(text: Optional[str], n: int) -> tuple[int, int]:
-    """'A-B' (0-based, both included) or 'A' -> (A, B + 1), checked against n layers."""
-    if text is None:
-        return 0, n
-    a, sep, b = text.partition("-")
-    try:
-        lo, hi = int(a), int(b) if sep else int(a)
-    except ValueError:
-        raise BadInput(f"--layers {text!r}: expected A-B (0-based, both included), e.g. --layers 0-2") from None
-    if not 0 <= lo <= hi < n:
-        raise BadInput(f"--layers {text!r}: the model has layers 0..{n - 1}")
-    return lo, hi + 1
 
 
 def load_model(name: str, backend: str):
@@ -127,7 +111,7 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, svg: Optional[Path], html: O
     attentions = model.attentions(enc)  # (L, h, T, T)
     meta = pv.view_meta(model, enc, layer=layer, head=o.head, rollout=o.rollout, block=o.block,
                         hide_special=o.hide_special, words=o.words)
-    from attncli.cli.transformer_views import render_model_view, render_view
+    from attncli.cli.transformer_views import render_view
 
     console = None
     if svg or html:
@@ -135,6 +119,9 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, svg: Optional[Path], html: O
 
         console = _recording_console(to_stdout=not json_out)
     if o.model_view:
+        from attncli.attention.model_view import layer_range
+        from attncli.views.model_view import render_model_view
+
         lo, hi = layer_range(o.layers, model.layers)
         if json_out:
             _write_model_view_json(model, enc, attentions, meta, lo, hi, o.hide_special)
@@ -169,18 +156,12 @@ def _save(console, svg, html, enc) -> None:
 
 
 def _write_model_view_json(model, enc, attentions, meta, lo, hi, hide_special: bool) -> None:
-    """The model view as JSON: every head's (T, T) matrix of layers lo..hi-1, layer-major in one
-    list (``attentions[(layer - lo) * heads + head]``), and each head's class on this input."""
-    from attncli.attention.document import Rows
+    """The model view as JSON (attncli.attention.model_view.model_view_document)."""
+    from attncli.attention.model_view import head_classes, model_view_document
     from attncli.attention.pretrained import write_document
-    from attncli.cli.transformer_views import head_classes
 
     classes = head_classes(model, enc, attentions, hide_special)
-    doc = {"tokens": enc.tokens, **{k: v for k, v in meta.items() if k not in ("head", "layer")},
-           "segments": enc.segments, "special": enc.special, "layer_range": [lo, hi - 1],
-           "classes": [classes[layer] for layer in range(lo, hi)],
-           "attentions": [Rows(attentions[layer, h]) for layer in range(lo, hi) for h in range(model.heads)]}
-    write_document(doc, sys.stdout.write)
+    write_document(model_view_document(model, enc, attentions, meta, lo, hi, classes), sys.stdout.write)
     sys.stdout.flush()
 
 
