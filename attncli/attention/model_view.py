@@ -34,15 +34,20 @@ def check_model_view_options(*, model_view: bool, layers: Optional[str], layer: 
         raise BadInput(LAYERS_NEED_MODEL_VIEW)
 
 
+def parse_layers(text: str) -> tuple[int, int]:
+    """'A-B' or 'A' -> (A, B), both included; only the form is checked (the range needs the model)."""
+    a, sep, b = text.partition("-")
+    try:
+        return int(a), int(b) if sep else int(a)
+    except ValueError:
+        raise BadInput(f"--layers {text!r}: expected A-B (0-based, both included), e.g. --layers 0-2") from None
+
+
 def layer_range(text: Optional[str], n: int) -> tuple[int, int]:
     """'A-B' (0-based, both included) or 'A' -> (A, B + 1), checked against n layers."""
     if text is None:
         return 0, n
-    a, sep, b = text.partition("-")
-    try:
-        lo, hi = int(a), int(b) if sep else int(a)
-    except ValueError:
-        raise BadInput(f"--layers {text!r}: expected A-B (0-based, both included), e.g. --layers 0-2") from None
+    lo, hi = parse_layers(text)
     if not 0 <= lo <= hi < n:
         raise BadInput(f"--layers {text!r}: the model has layers 0..{n - 1}")
     return lo, hi + 1

@@ -15,9 +15,9 @@ import typer
 from attncli.cli.app import app
 from attncli.cli.matrix import _read_text
 from attncli.cli.options import (BackendOpt, CausalOpt, ContextOpt, DKOpt, FilterOpt, HeadOpt, HeadsOpt, HideSpecialOpt,
-                                 LayerOpt, MaxRelativeOpt, ModelOpt, PadToOpt, PairOpt, Positions, PositionsOpt, ProjOpt,
-                                 RolloutOpt, SeedOpt, Show, ShowOpt, TransformerOpt, TruncateOpt, VariantOpt, WindowOpt,
-                                 WordsOpt)
+                                 LayerOpt, LayersOpt, MaxRelativeOpt, ModelOpt, ModelViewOpt, PadToOpt, PairOpt, Positions,
+                                 PositionsOpt, ProjOpt, RolloutOpt, SeedOpt, Show, ShowOpt, TransformerOpt, TruncateOpt,
+                                 VariantOpt, WindowOpt, WordsOpt)
 from attncli.errors import BadInput
 
 INSTALL = 'attn explore needs the "explore" extra (Textual and textual-serve): pip install "attncli[explore]"'
@@ -37,7 +37,8 @@ EXPLORE_HELP = "\n\n".join(" ".join(paragraph.split()) for paragraph in (
     cursor over the cells (the explanation follows); look keys up in a dictionary; export the view
     (SVG, HTML, JSON) and copy the equivalent `attn matrix` command. Press ? in the app for the keys.""",
     """--transformer: a pretrained model's own attention, as `attn matrix --transformer` shows it; T in the
-    app switches to the word-vector matrix of the same sentence.""",
+    app switches to the word-vector matrix of the same sentence, M to the model view (every layer x head,
+    --model-view).""",
     """--serve: the same app as a web page (textual-serve), on 127.0.0.1 unless --host says otherwise.""",
 ))
 
@@ -73,6 +74,8 @@ def explore_cmd(
     rollout: RolloutOpt = False,
     backend: BackendOpt = None,
     truncate: TruncateOpt = False,
+    model_view: ModelViewOpt = False,
+    layers: LayersOpt = None,
     dict_path: Annotated[Optional[str], typer.Option("--dict", help="JSON object of the lookup pane (default: the shipped car.json).",
                                                      show_default=False)] = None,
     serve: Annotated[bool, typer.Option("--serve", help="Serve the app as a web page (textual-serve) instead of running it here.")] = False,
@@ -99,14 +102,20 @@ def explore_cmd(
     text = DEFAULT_SENTENCE if sentence is None and file is None else _read_text(sentence, file)
     given = [flag for flag, value in (("--pair", pair is not None), ("--filter", pair_filter is not None), ("--words", words),
                                       ("--hide-special", hide_special), ("--rollout", rollout),
-                                      ("--backend", backend is not None), ("--truncate", truncate)) if value]
+                                      ("--backend", backend is not None), ("--truncate", truncate),
+                                      ("--model-view", model_view), ("--layers", layers is not None)) if value]
     if transformer is None and given:
         raise BadInput(f"{given[0]} needs --transformer NAME_OR_PATH (a pretrained model)")
     if transformer is not None:  # attn matrix --transformer's refusals, before the app starts (exit 2)
+        from attncli.attention.model_view import check_model_view_options, parse_layers
         from attncli.attention.pretrained import check_view_options
 
-        check_view_options(pair=pair, block=pair_filter.value if pair_filter else None, rollout=rollout,
-                           layer=layer, head=head)
+        block = pair_filter.value if pair_filter else None
+        check_view_options(pair=pair, block=block, rollout=rollout, layer=layer, head=head)
+        check_model_view_options(model_view=model_view, layers=layers, layer=layer, head=head, explain=explain,
+                                 rollout=rollout, words=words, block=block)
+        if layers is not None:
+            parse_layers(layers)  # its form; the range is checked against the model in the app
     options = {name: value for name, value in (("layer", layer), ("head", head)) if value is not None}
     if options and proj != "trained" and transformer is None:
         raise BadInput(f"--{next(iter(options))} needs --proj trained (it picks a learned layer or head)")
@@ -120,6 +129,7 @@ def explore_cmd(
         layer=layer, head=head, model=model, show=show.value, cursor=explain or (0, 0), dict_path=dict_path,
         transformer=transformer, pair=pair, pair_filter=pair_filter.value if pair_filter else None, words=words,
         hide_special=hide_special, rollout=rollout, backend=backend.value if backend else "auto", truncate=truncate,
+        model_view=model_view, layers=layers,
     )
     if serve:
         from attncli.explore.serve import DEFAULT_HOST, DEFAULT_PORT

@@ -1,5 +1,6 @@
 """The Textual app of ``attn explore``: the heatmap of :mod:`attncli.views.render`, the
-explanation of the cell under the cursor, a lookup pane, and keys for every setting.
+explanation of the cell under the cursor, a lookup pane, the model view of a pretrained model
+(``ModelViewPane``), and keys for every setting.
 
 Work that may take time (loading the word vectors, the matrix, a lookup, an export) runs in
 thread workers, newest first (``exclusive``): the UI never waits on it. Every refusal of the core
@@ -25,13 +26,14 @@ from textual.widgets import ContentSwitcher, Footer, Input, Static
 from attncli.errors import AttnError
 from attncli.explore.keys import KEYS
 from attncli.explore.lookup_pane import LookupPane
+from attncli.explore.model_view_pane import ModelViewPane
 from attncli.explore.state import DEFAULT_EXPORT, ExploreState
 from attncli.explore.widgets import Drawing, ExportScreen, HelpScreen, MatrixView
 
 INLINE_WORDS = 64  # up to this many tokens a matrix takes milliseconds: no worker needed
 
 
-class ExploreApp(LookupPane):
+class ExploreApp(LookupPane, ModelViewPane):
     """``attn explore``: change the settings with keys, watch the matrix follow."""
 
     TITLE = "attn explore"
@@ -178,9 +180,12 @@ class ExploreApp(LookupPane):
     def _computed(self, state: ExploreState, res) -> None:
         if state != self.state:  # a newer request is on its way
             return
-        T, S = self._shape(res)
-        i, j = state.cursor
-        state = replace(state, cursor=(min(i, T - 1), min(j, S - 1)))
+        if getattr(res, "is_model_view", False):
+            state = replace(state, grid=res.grid_cell(state.grid))
+        else:
+            T, S = self._shape(res)
+            i, j = state.cursor
+            state = replace(state, cursor=(min(i, T - 1), min(j, S - 1)))
         self.state = self.good_state = state
         self.result = res
         self.computing = False
@@ -211,6 +216,9 @@ class ExploreApp(LookupPane):
         res, state = self.result, self.state
         view = self.query_one("#matrix", MatrixView)
         width = max((view.content_size.width or self.query_one("#matrix-scroll").size.width or self.size.width) - 1, 20)
+        if getattr(res, "is_model_view", False):
+            self._draw_model_view(view, width)
+            return
         if getattr(res, "is_pretrained", False):
             from attncli.explore import pretrained
 
@@ -230,14 +238,18 @@ class ExploreApp(LookupPane):
         self._settings_line()
 
     def _scroll_to_cursor(self, view: MatrixView) -> None:
-        y = view.line_of("cell", self.state.cursor)
+        self._scroll_to(view, "cell", self.state.cursor)
+
+    def _scroll_to(self, view: MatrixView, meta_key: str, value) -> None:
+        y = view.line_of(meta_key, value)
         if y is not None:  # keep the cursor's row in sight (a long sentence, a short terminal)
             scroll = self.query_one("#matrix-scroll")
             self.call_after_refresh(scroll.scroll_to_region, Region(0, max(y - 2, 0), 1, 5), animate=False)
 
     def _settings_line(self) -> None:
         busy = " · computing ..." if self.computing else ""
-        self.query_one("#settings", Static).update(Text(self.state.summary() + busy, no_wrap=True, overflow="ellipsis"))
+        line = self.state.summary() + self._grid_class()
+        self.query_one("#settings", Static).update(Text(line + busy, no_wrap=True, overflow="ellipsis"))
 
     def _say(self, message: str, *, error: bool = False) -> None:
         self.message = message
@@ -281,11 +293,15 @@ class ExploreApp(LookupPane):
         self.recompute(state)
 
     def action_layer(self, step: int) -> None:
-        if self._transformer_only("--layer") and getattr(self.result, "is_pretrained", False):
+        if self._in_model_view():  # the cursor moves to the previous / next layer of the grid
+            self.action_move(step, 0)
+        elif self._transformer_only("--layer") and getattr(self.result, "is_pretrained", False):
             self.recompute(self.state.step_layer(step, self.result.model.layers))
 
     def action_head(self, step: int) -> None:
-        if self._transformer_only("--head") and getattr(self.result, "is_pretrained", False):
+        if self._in_model_view():
+            self.action_move(0, step)
+        elif self._transformer_only("--head") and getattr(self.result, "is_pretrained", False):
             self.recompute(self.state.step_head(step, self.result.model.heads))
 
     def action_flag(self, name: str) -> None:
@@ -329,11 +345,16 @@ class ExploreApp(LookupPane):
     def action_move(self, di: int, dj: int) -> None:
         if self.result is None or self.computing:
             return
+        if self._in_model_view():  # up / down: layers, left / right: heads
+            self._move_grid(di, dj)
+            return
+        if getattr(self.result, "is_model_view", False):
+            return
         self.state = self.good_state = self.state.move_cursor(di, dj, self._shape(self.result))
         self._draw()
 
     def set_cursor(self, i: int, j: int) -> None:
-        if self.result is None or self.computing:
+        if self.result is None or self.computing or getattr(self.result, "is_model_view", False):
             return
         self.state = self.good_state = replace(self.state, cursor=(0, 0)).move_cursor(i, j, self._shape(self.result))
         self._draw()

@@ -38,6 +38,10 @@ KEYS: tuple[Key, ...] = (
     Key("left_square_bracket", "[ / ]", "layer(-1)", "--transformer: the previous / next layer (default: the last)"),
     Key("right_curly_bracket", "", "head(1)", "the next head"),
     Key("left_curly_bracket", "{ / }", "head(-1)", "--transformer: the previous / next head (all heads with their mean, 0, 1, ...)"),
+    Key("M", "M", "model_view", "--transformer: the model view (--model-view), every layer x head at a glance with "
+        "its class; the arrows, [ / ] and { / } (or a click) move over the heads, Enter or M opens the one under the "
+        "cursor in the ordinary view"),
+    Key("enter", "", "open_head", "model view: open the head under the cursor"),
     Key("u", "u", "flag('words')", "--transformer: merge word pieces into words (--words)"),
     Key("z", "z", "flag('hide_special')", "--transformer: hide [CLS] / [SEP] / <s> (--hide-special)"),
     Key("r", "r", "flag('rollout')", "--transformer: attention rollout through the layers up to this one (--rollout)"),

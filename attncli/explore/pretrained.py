@@ -1,6 +1,7 @@
 """A pretrained transformer's attention in ``attn explore`` (``--transformer``): the same steps as
 ``attn matrix --transformer`` (load, encode, every layer's attentions, the view of one head, a
-layer's heads or the rollout, special tokens hidden, pieces merged into words), as plain data.
+layer's heads or the rollout, special tokens hidden, pieces merged into words; or, with
+``--model-view``, every head of a range of layers with its class), as plain data.
 
 The model is loaded once per name and kept; a forward pass runs in the app's worker. Shapes: L
 layers, h heads, T input tokens, R x C the view.
@@ -19,6 +20,7 @@ from attncli.errors import BadInput
 @dataclass
 class PretrainedResult:
     is_pretrained = True
+    is_model_view = False
     model: Any
     enc: Any
     layer: int
@@ -47,16 +49,41 @@ class PretrainedResult:
         return None
 
 
+@dataclass
+class ModelViewResult:
+    """What ``attn matrix --transformer ... --model-view [--layers A-B]`` computes: every head of
+    layers lo..hi-1 and each head's class on the input."""
+
+    is_pretrained = True
+    is_model_view = True
+    model: Any
+    enc: Any
+    meta: dict[str, Any]
+    attentions: np.ndarray  # (L, h, T, T)
+    lo: int
+    hi: int
+    classes: list[list[dict[str, Any]]]  # [layer][head]: {"label", "score"}
+
+    def grid_cell(self, grid: Optional[tuple[int, int]]) -> tuple[int, int]:
+        """``grid`` (layer, head) within the view (None: the first head of the first layer)."""
+        layer, head = grid if grid is not None else (self.lo, 0)
+        return min(max(layer, self.lo), self.hi - 1), min(max(head, 0), self.model.heads - 1)
+
+
 def check(state) -> None:
     """The refusals of ``attn matrix --transformer`` that need no model."""
+    from attncli.attention.model_view import check_model_view_options
     from attncli.attention.pretrained import check_view_options
 
     check_view_options(pair=state.pair, block=state.pair_filter, rollout=state.rollout, layer=state.layer, head=state.head)
+    check_model_view_options(model_view=state.model_view, layers=state.layers, layer=state.layer, head=state.head,
+                             rollout=state.rollout, words=state.words, block=state.pair_filter)
 
 
-def compute(state, models: dict[tuple[str, str], Any]) -> PretrainedResult:
-    """What ``attn matrix TEXT --transformer NAME [--pair ...] [--layer/--head/--words/...]`` computes.
-    ``models`` keeps each model loaded, by (name, backend)."""
+def compute(state, models: dict[tuple[str, str], Any]) -> PretrainedResult | ModelViewResult:
+    """What ``attn matrix TEXT --transformer NAME [--pair ...] [--layer/--head/--words/...]`` computes
+    (with ``--model-view [--layers A-B]``: every head of those layers). ``models`` keeps each model
+    loaded, by (name, backend)."""
     from attncli.attention import pretrained as pv
 
     check(state)
@@ -72,6 +99,12 @@ def compute(state, models: dict[tuple[str, str], Any]) -> PretrainedResult:
     block = state.pair_filter or "all"
     meta = pv.view_meta(model, enc, layer=layer, head=state.head, rollout=state.rollout, block=block,
                         hide_special=state.hide_special, words=state.words)
+    if state.model_view:
+        from attncli.attention.model_view import head_classes, layer_range
+
+        lo, hi = layer_range(state.layers, model.layers)
+        return ModelViewResult(model, enc, meta, attentions, lo, hi,
+                               head_classes(model, enc, attentions, state.hide_special))
     view = pv.select(attentions, layer=layer, head=state.head, rollout=state.rollout, hide_special=state.hide_special,
                      block=block, words=state.words, tokens=enc.tokens, segments=enc.segments,
                      special=enc.special, word_ids=enc.word_ids, word_texts=enc.words)
@@ -96,6 +129,8 @@ def explain(res: PretrainedResult, state) -> Optional[dict[str, Any]]:
 def command_line(res: PretrainedResult, state) -> str:
     """The ``attn matrix --transformer`` command of this view, with ``--explain I J`` of the cursor's
     cell (as input positions) where the command has an explanation."""
+    if res.is_model_view:
+        return state.command_line(explain=False)
     explained = res.explainable(state) is None
     return state.command_line(explained, res.input_cell(state) if explained else None)
 
@@ -112,6 +147,8 @@ def renderables(res: PretrainedResult, state, width: int, *, cursor=None, cell_m
 
 def export_text(res: PretrainedResult, state, fmt: str, width: int = 120) -> str:
     """The view as .json (``attn matrix --transformer ... --json``'s document), .svg or .html."""
+    if res.is_model_view:
+        return model_view_export(res, state, fmt, width)
     explanation = explain(res, state)
     if fmt == ".json":
         from attncli.attention import pretrained as pv
@@ -131,6 +168,38 @@ def export_text(res: PretrainedResult, state, fmt: str, width: int = 120) -> str
     for part in renderables(res, state, console.width):
         console.print(part)
     for part in explanation_renderables(explanation) if explanation is not None else ():
+        console.print(part)
+    console.print(command_line(res, state), style="dim", highlight=False, markup=False)
+    if fmt == ".svg":
+        return console.export_svg(title=f"attn explore: {res.enc.text[:60]}")
+    return console.export_html()
+
+
+def model_view_renderables(res: ModelViewResult, state, width: int, *, cursor=None, cell_meta: bool = False) -> list:
+    """The model view's lines, as ``attn matrix --transformer ... --model-view`` draws them."""
+    from attncli.views.model_view import model_view_renderables as lines
+
+    return lines(res.model, res.enc, res.attentions, res.lo, res.hi, width, hide_special=state.hide_special,
+                 classes=res.classes, cursor=cursor, cell_meta=cell_meta)
+
+
+def model_view_export(res: ModelViewResult, state, fmt: str, width: int = 120) -> str:
+    """The model view as .json (``attn matrix ... --model-view --json``'s document), .svg or .html
+    (its drawing at ``width`` columns and the command line)."""
+    if fmt == ".json":
+        from attncli.attention.model_view import model_view_document
+        from attncli.attention.pretrained import write_document
+
+        parts: list[str] = []
+        write_document(model_view_document(res.model, res.enc, res.attentions, res.meta, res.lo, res.hi, res.classes),
+                       parts.append)
+        return "".join(parts)
+    import io
+
+    from rich.console import Console
+
+    console = Console(record=True, width=max(width, 40), file=io.StringIO(), color_system="truecolor")
+    for part in model_view_renderables(res, state, console.width):
         console.print(part)
     console.print(command_line(res, state), style="dim", highlight=False, markup=False)
     if fmt == ".svg":

@@ -73,6 +73,9 @@ class ExploreState:
     rollout: bool = False
     backend: str = "auto"
     truncate: bool = False
+    model_view: bool = False  # --model-view: every layer x head of the input (layers: --layers A-B)
+    layers: str | None = None
+    grid: tuple[int, int] | None = None  # the model view's cursor (layer, head); None: the first head shown
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     # ------------------------------------------------------------------ the request
@@ -143,6 +146,19 @@ class ExploreState:
     def toggle(self, name: str) -> ExploreState:
         return replace(self, **{name: not getattr(self, name)})
 
+    def enter_model_view(self, layer: int) -> ExploreState:
+        """The model view, its cursor on this view's layer and head (head 0 for all heads)."""
+        return replace(self, model_view=True, grid=(layer, self.head or 0), layer=None, head=None)
+
+    def open_head(self, grid: tuple[int, int]) -> ExploreState:
+        """The ordinary view of the model view's head ``grid`` (layer, head); --layers stays for M."""
+        return replace(self, model_view=False, grid=None, layer=grid[0], head=grid[1])
+
+    def move_grid(self, dl: int, dh: int, lo: int, hi: int, heads: int) -> ExploreState:
+        """The model view's cursor moved, within layers lo..hi-1 and heads 0..heads-1."""
+        layer, head = self.grid if self.grid is not None else (lo, 0)
+        return replace(self, grid=(min(max(layer + dl, lo), hi - 1), min(max(head + dh, 0), heads - 1)))
+
     def transformer_options(self, explain: bool, cell: tuple[int, int] | None = None) -> list[str]:
         args = [self.text, "--transformer", self.transformer]
         for option, value in (("--pair", self.pair), ("--filter", self.pair_filter), ("--layer", self.layer),
@@ -150,9 +166,11 @@ class ExploreState:
             if value is not None:
                 args += [option, str(value)]
         for option, flag in (("--words", self.words), ("--hide-special", self.hide_special), ("--rollout", self.rollout),
-                             ("--truncate", self.truncate)):
+                             ("--truncate", self.truncate), ("--model-view", self.model_view)):
             if flag:
                 args.append(option)
+        if self.model_view:  # --layers belongs to it; it has no --explain
+            return args + (["--layers", self.layers] if self.layers is not None else [])
         i, j = cell or self.cursor
         return args + (["--explain", str(i), str(j)] if explain else [])
 
@@ -195,6 +213,13 @@ class ExploreState:
 
     def summary(self) -> str:
         """One line of the current settings (the app's status bar)."""
+        if self.transformer is not None and self.model_view:
+            parts = [f"transformer {Path(self.transformer).name or self.transformer}",
+                     f"model view, layers {self.layers or 'all'}"]
+            parts += [name for name, flag in (("pair", self.pair is not None), ("hide special", self.hide_special),
+                                              (f"backend {self.backend}", self.backend != "auto"),
+                                              ("truncate", self.truncate)) if flag]
+            return " · ".join(parts + ([f"layer {self.grid[0]} head {self.grid[1]}"] if self.grid else []))
         if self.transformer is not None:
             which = "rollout" if self.rollout else "all heads" if self.head is None else f"head {self.head}"
             parts = [f"transformer {Path(self.transformer).name or self.transformer}",

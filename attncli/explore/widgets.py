@@ -1,5 +1,6 @@
 """The widgets of ``attn explore``: a drawing of rich renderables (the heatmap, the explanation,
-the lookup table), the matrix view with its cursor keys and clicks, the help and export screens."""
+the lookup table), the matrix view with its cursor keys, Enter and clicks, the help and export
+screens."""
 
 from __future__ import annotations
 
@@ -76,7 +77,8 @@ class MatrixView(Drawing, can_focus=True):
     """The heatmap; a click on a cell moves the cursor there. The arrows move the cursor here,
     before the scrolling container around it would take them."""
 
-    BINDINGS = [Binding(k.key, f"app.{k.action}", k.help, show=False) for k in KEYS if k.action.startswith("move(")]
+    BINDINGS = [Binding(k.key, f"app.{k.action}", k.help, show=False) for k in KEYS
+                if k.action.startswith("move(") or k.action == "open_head"]
 
     def on_resize(self, event) -> None:
         if event.size.width != self._drawn_width and self.app.result is not None:
@@ -85,9 +87,11 @@ class MatrixView(Drawing, can_focus=True):
             super().on_resize(event)
 
     def on_click(self, event) -> None:
-        cell = event.style.meta.get("cell") if event.style else None
-        if cell is not None:
-            self.app.set_cursor(*cell)
+        meta = event.style.meta if event.style else {}
+        if meta.get("cell") is not None:
+            self.app.set_cursor(*meta["cell"])
+        elif meta.get("grid") is not None:  # a head of the model view
+            self.app.set_grid(*meta["grid"])
 
 
 class HelpScreen(ModalScreen):
