@@ -270,7 +270,12 @@ def test_the_command_line_and_explore_args_carry_filter_backend_truncate(monkeyp
                                   ["--filter", "a-b", "--transformer", "TINY"],
                                   ["--filter", "b-b", "--transformer", "TINY", "--words"],
                                   ["--transformer", "TINY", "--rollout", "--head", "1"],
-                                  ["--transformer", "TINY", "--layer", "-1"]])
+                                  ["--transformer", "TINY", "--layer", "-1"], ["--model-view"], ["--layers", "0-1"],
+                                  ["--transformer", "TINY", "--model-view", "--head", "1"],
+                                  ["--transformer", "TINY", "--model-view", "--rollout"],
+                                  ["--transformer", "TINY", "--model-view", "--explain", "1", "1"],
+                                  ["--transformer", "TINY", "--layers", "0-1"],
+                                  ["--transformer", "TINY", "--model-view", "--layers", "x"]])
 def test_bad_combinations_exit_2_with_attn_matrixs_message(tiny_bert_dir, args):
     args = [str(tiny_bert_dir) if a == "TINY" else a for a in args]
     explore, matrix = CliRunner().invoke(cli, ["explore", SENTENCE, *args]), matrix_run(SENTENCE, *args)
@@ -291,3 +296,193 @@ def test_a_filter_whose_pair_is_removed_in_the_app_is_refused_there(tiny_bert_di
         assert app.state.pair == PAIR  # the settings of the view on screen stay
 
     drive(script, ExploreState(SENTENCE, transformer=str(tiny_bert_dir), pair=PAIR, pair_filter="a-a"), size=(160, 50))
+
+
+# ---------------------------------------------------------------- the model view (M, --model-view)
+
+
+def matrix_at(columns: int, *args: str):
+    """attn matrix ARGS with a console COLUMNS wide (made afresh: it is cached per process)."""
+    import attncli.cli.app as cli_app
+
+    cli_app._consoles.clear()
+    try:
+        result = CliRunner().invoke(cli, ["matrix", *args], env={"COLUMNS": str(columns)})
+    finally:
+        cli_app._consoles.clear()
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def drawn_shades(lines: list[str], layer: int, heads: int, T: int, width: int) -> np.ndarray:
+    """(heads, T, T) the shade characters of one layer's maps as drawn (the layout of the model view:
+    a map is T cells of 2 characters, a block max(2T, 10) wide and 2 apart, as many per row as fit)."""
+    cell = 2 if (T * 2 + 2) * 2 <= width else 1
+    block_w = max(T * cell, 10)
+    per_row = (width - 1) // (block_w + 2)
+    y = lines.index(next(line for line in lines if line.rstrip() == f"layer {layer}")) + 1
+    out = np.empty((heads, T, T), dtype=object)
+    for start in range(0, heads, per_row):
+        rows = lines[y + 1:y + 1 + T]  # below the group's header
+        for n, h in enumerate(range(start, min(start + per_row, heads))):
+            x0 = n * (block_w + 2)
+            for i, row in enumerate(rows):
+                out[h, i] = [row.ljust(width)[x0 + j * cell] for j in range(T)]
+        y += 1 + T
+    return out
+
+
+def expected_shades(m: np.ndarray) -> np.ndarray:
+    """The shade of each weight (bins of docs/transformers.md: ' ' < 0.05 <= ░ < 0.2 <= ▒ < 0.4 <= ▓ < 0.7 <= █)."""
+    bins = np.array([0.05, 0.2, 0.4, 0.7])
+    return np.array([" ", "░", "▒", "▓", "█"], dtype=object)[np.searchsorted(bins, m, side="right")]
+
+
+@pytest.mark.parametrize("keys,start,args", [
+    (("M",), {}, []),
+    ((), {"model_view": True, "layers": "1-1", "hide_special": True, "pair": PAIR},
+     ["--layers", "1-1", "--hide-special", "--pair", PAIR]),
+])
+def test_the_model_view_is_attn_matrix_model_view(tiny_bert_dir, keys, start, args):
+    async def script(app, pilot):
+        await press(app, pilot, *keys)
+        assert app.message == "" and app.state.model_view and app.result.is_model_view
+        command = app.state.command_line()
+        assert "--model-view" in shlex.split(command) and "--explain" not in command
+        doc = transformer_json(command)
+        assert doc == matrix_doc(SENTENCE, "--transformer", str(tiny_bert_dir), "--model-view", *args)
+        lo, hi = doc["layer_range"][0], doc["layer_range"][1] + 1
+        L, H = hi - lo, doc["heads"]
+        T = len(doc["tokens"])
+        attentions = np.array(doc["attentions"]).reshape(L, H, T, T)  # layer-major, as documented
+        np.testing.assert_allclose(app.result.attentions[lo:hi], attentions, atol=1e-6)
+        assert [app.result.classes[layer] for layer in range(lo, hi)] == doc["classes"]
+        # the drawing: every map's shades are those of the JSON's weights (rows renormalised over
+        # the other keys with --hide-special), and the lines are attn matrix --model-view's at this width
+        keep = ~np.array(doc["special"]) if app.state.hide_special else np.ones(T, dtype=bool)
+        width = app.query_one("#matrix").content_size.width - 1
+        lines = lines_of(app)
+        for layer in range(lo, hi):
+            m = attentions[layer - lo][:, keep][:, :, keep]  # (h, T', T')
+            m = m / m.sum(axis=-1, keepdims=True)
+            shades = drawn_shades(lines, layer, H, int(keep.sum()), width)
+            assert (shades == expected_shades(m)).all(), layer
+        cli_lines = matrix_at(width, SENTENCE, "--transformer", str(tiny_bert_dir), "--model-view", *args).splitlines()
+        legend = next(n for n, line in enumerate(cli_lines) if line.startswith("each map:"))
+        assert [line.rstrip() for line in lines[:legend]] == [line.rstrip() for line in cli_lines[:legend]]
+
+    drive(script, ExploreState(SENTENCE, transformer=str(tiny_bert_dir), **start), size=(160, 50))
+
+
+def click_offset(app, meta_key: str, value) -> tuple[int, int]:
+    """(x, y) in the matrix view of the first character whose style carries meta {meta_key: value}."""
+    view = app.query_one("#matrix")
+    y = view.line_of(meta_key, value)
+    x = 0
+    for segment in view._strips[y]:
+        if segment.style is not None and segment.style.meta.get(meta_key) == value:
+            return x, y
+        x += segment.cell_length
+    raise AssertionError(f"no {meta_key} {value} drawn")
+
+
+def test_the_cursor_picks_a_head_and_enter_opens_it(tiny_bert_dir):
+    async def script(app, pilot):
+        await press(app, pilot, "M")
+        assert app.state.grid == (1, 0)  # this view's layer (the last) and head (all heads: 0)
+        await press(app, pilot, "up", "right", "right", "right", "right", "left")
+        assert app.state.grid == (0, 2) and app.state.model_view  # stopped at the edges
+        model_doc = transformer_json(app.state.command_line())
+        label = model_doc["classes"][0][2]["label"]
+        assert "layer 0 head 2" in app.state.summary()
+        status = str(app.query_one("#settings").render())
+        assert "layer 0 head 2" in status and label in status
+        assert f"layer 0 head 2: {label}" in "\n".join(lines_of(app, "#explain"))
+        await press(app, pilot, "enter")
+        assert (app.state.layer, app.state.head, app.state.model_view) == (0, 2, False)
+        assert not app.result.is_model_view and app.message == ""
+        doc = transformer_json(app.state.command_line(explain=False))
+        assert (doc["layer"], doc["head"]) == (0, 2)
+        weights = np.array(doc["weights"])
+        np.testing.assert_allclose(app.result.view.weights, weights, atol=1e-6)
+        np.testing.assert_allclose(last_table(lines_of(app), doc["tokens"]), weights, atol=5e-4 + 1e-9)
+        # M comes back with the cursor on that head; a click on another head moves it; M opens it
+        await press(app, pilot, "M")
+        assert app.state.model_view and app.state.grid == (0, 2) and app.state.layer is None
+        await press(app, pilot, "right_square_bracket", "left_curly_bracket")
+        assert app.state.grid == (1, 1)  # [ ] and { } move over the layers and heads here
+        await pilot.click("#matrix", offset=click_offset(app, "grid", (1, 3)))
+        await settle(app, pilot)
+        assert app.state.grid == (1, 3)
+        await press(app, pilot, "M")
+        assert (app.state.layer, app.state.head, app.state.model_view) == (1, 3, False)
+        doc = transformer_json(app.state.command_line(explain=False))
+        np.testing.assert_allclose(app.result.view.weights, np.array(doc["weights"]), atol=1e-6)
+
+    drive(script, ExploreState(SENTENCE, transformer=str(tiny_bert_dir)), size=(160, 50))
+
+
+def test_what_the_model_view_refuses_is_attn_matrixs_message(tiny_bert_dir):
+    refused = CliRunner().invoke(cli, ["matrix", SENTENCE, "--transformer", str(tiny_bert_dir), "--model-view",
+                                       "--words"])
+    words_message = " ".join(refused.stderr.split()).removeprefix("error: ")
+    out_of_range = CliRunner().invoke(cli, ["matrix", SENTENCE, "--transformer", str(tiny_bert_dir), "--model-view",
+                                            "--layers", "0-5"])
+    assert refused.exit_code == out_of_range.exit_code == 2
+
+    async def script(app, pilot):
+        assert app.message == " ".join(out_of_range.stderr.split()).removeprefix("error: ")  # needs the model: in the app
+        app.state = replace(app.state, layers=None)
+        app.recompute()
+        await settle(app, pilot)
+        assert app.message == "" and app.result.is_model_view
+        await press(app, pilot, "u")  # --words does not apply to the model view
+        assert app.message == words_message and not app.state.words and app.state.model_view
+        await press(app, pilot, "z")  # --hide-special does
+        assert app.message == "" and app.state.hide_special and app.result.is_model_view
+
+    drive(script, ExploreState(SENTENCE, transformer=str(tiny_bert_dir), model_view=True, layers="0-5"), size=(160, 50))
+
+
+def test_model_view_exports_are_what_attn_matrix_model_view_writes(tiny_bert_dir, tmp_path):
+    import html
+
+    async def script(app, pilot):
+        for name in ("mv.json", "mv.html", "mv.svg"):
+            await press(app, pilot, "x")
+            app.screen.query_one("#export-path").value = name
+            await pilot.press("enter")
+            await settle(app, pilot)
+            assert app.message == f"wrote {tmp_path / name}"
+
+    app = drive(script, ExploreState(SENTENCE, transformer=str(tiny_bert_dir), model_view=True, layers="0-1"),
+                size=(160, 50), cwd=tmp_path)
+    args = [SENTENCE, "--transformer", str(tiny_bert_dir), "--model-view", "--layers", "0-1"]
+    assert json.loads((tmp_path / "mv.json").read_text()) == matrix_doc(*args)
+    matrix_at(160, *args, "--html", str(tmp_path / "matrix.html"))
+
+    def text_of(page: str) -> list[str]:
+        return html.unescape(re.sub(r"<[^>]+>", "", re.search(r"<pre[^>]*>(.*)</pre>", page, re.S).group(1))).splitlines()
+
+    drawn, printed = text_of((tmp_path / "mv.html").read_text()), text_of((tmp_path / "matrix.html").read_text())
+    assert drawn[:len(printed)] == printed and drawn[len(printed)] == app.state.command_line()
+    assert any("▓" in line for line in printed)
+    svg = (tmp_path / "mv.svg").read_text()
+    assert svg.startswith("<svg") and "model&#160;view" in svg
+
+
+def test_the_command_line_and_explore_args_carry_the_model_view(monkeypatch):
+    import attncli.explore.app as explore_app
+
+    state = ExploreState(SENTENCE, transformer="some/model", pair=PAIR, hide_special=True, model_view=True, layers="0-1")
+    args = shlex.split(state.command_line())
+    assert args[:2] == ["attn", "matrix"] and "--model-view" in args and args[args.index("--layers") + 1] == "0-1"
+    assert not {"--explain", "--layer", "--head"} & set(args)
+    opened = state.open_head((1, 2))
+    assert (opened.layer, opened.head, opened.model_view) == (1, 2, False)
+    assert "--model-view" not in opened.command_line() and "--layers" not in opened.command_line()
+    started = []
+    monkeypatch.setattr(explore_app, "run", lambda s: started.append(s) or 0)
+    result = CliRunner().invoke(cli, ["explore", *state.explore_args()])  # what --serve starts in each tab
+    assert result.exit_code == 0, result.output
+    assert started == [state]
