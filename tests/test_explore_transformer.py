@@ -422,6 +422,22 @@ def test_the_cursor_picks_a_head_and_enter_opens_it(tiny_bert_dir):
     drive(script, ExploreState(SENTENCE, transformer=str(tiny_bert_dir)), size=(160, 50))
 
 
+def test_enter_opens_a_head_when_the_model_view_started_with_layers(tiny_bert_dir):
+    """--layers is the model view's: leaving the view keeps it for the next M, and is no refusal."""
+    async def script(app, pilot):
+        assert app.result.is_model_view and app.state.grid == (1, 0)
+        await press(app, pilot, "right", "enter")
+        assert app.message == "" and not app.result.is_model_view
+        assert (app.state.layer, app.state.head, app.state.model_view) == (1, 1, False)
+        doc = transformer_json(app.state.command_line(explain=False))
+        assert "--layers" not in app.state.command_line(explain=False)
+        np.testing.assert_allclose(app.result.view.weights, np.array(doc["weights"]), atol=1e-6)
+        await press(app, pilot, "M")
+        assert app.message == "" and app.result.is_model_view and app.state.layers == "1-1"
+
+    drive(script, ExploreState(SENTENCE, transformer=str(tiny_bert_dir), model_view=True, layers="1-1"), size=(160, 50))
+
+
 def test_what_the_model_view_refuses_is_attn_matrixs_message(tiny_bert_dir):
     refused = CliRunner().invoke(cli, ["matrix", SENTENCE, "--transformer", str(tiny_bert_dir), "--model-view",
                                        "--words"])

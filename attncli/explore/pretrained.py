@@ -76,8 +76,10 @@ def check(state) -> None:
     from attncli.attention.pretrained import check_view_options
 
     check_view_options(pair=state.pair, block=state.pair_filter, rollout=state.rollout, layer=state.layer, head=state.head)
-    check_model_view_options(model_view=state.model_view, layers=state.layers, layer=state.layer, head=state.head,
-                             rollout=state.rollout, words=state.words, block=state.pair_filter)
+    # the app keeps --layers for the next M while the ordinary view is on: only the model view uses it
+    check_model_view_options(model_view=state.model_view, layers=state.layers if state.model_view else None,
+                             layer=state.layer, head=state.head, rollout=state.rollout, words=state.words,
+                             block=state.pair_filter)
 
 
 def compute(state, models: dict[tuple[str, str], Any]) -> PretrainedResult | ModelViewResult:
