@@ -208,6 +208,33 @@ def test_filter_is_attn_matrix_filter_and_the_copied_command_explains_the_same_c
     drive(script, ExploreState(SENTENCE, transformer=str(tiny_bert_dir), pair=PAIR, pair_filter="a-b"), size=(160, 50))
 
 
+def test_f_and_b_cycle_the_filter_and_the_backend_in_the_app(tiny_bert_dir):
+    pytest.importorskip("transformers")
+
+    async def script(app, pilot):
+        await press(app, pilot, "f")  # no --pair yet: matrix's refusal, the view stays
+        assert "--filter picks a block of a sentence pair" in app.message and app.state.pair_filter is None
+        app.state = replace(app.state, pair=PAIR)
+        await press(app, pilot, "f", "f")
+        assert app.message == "" and app.state.pair_filter == "a-b" == app.result.meta["filter"]
+        doc = matrix_doc(SENTENCE, "--transformer", str(tiny_bert_dir), "--pair", PAIR, "--filter", "a-b")
+        np.testing.assert_allclose(app.result.view.weights, np.array(doc["weights"]), atol=1e-6)
+        assert "--filter a-b" in app.state.command_line(explain=False)
+        await press(app, pilot, "F", "F")  # back through a-a to no filter
+        assert app.state.pair_filter is None and app.result.meta["filter"] == "all"
+        await press(app, pilot, "b")
+        assert app.state.backend == "numpy" == app.result.meta["backend"]
+        numpy_weights = app.result.view.weights
+        await press(app, pilot, "b")
+        assert app.state.backend == "torch" == app.result.meta["backend"] and app.message == ""
+        np.testing.assert_allclose(app.result.view.weights, numpy_weights, atol=1e-5)
+        assert "--backend torch" in app.state.command_line(explain=False)
+        await press(app, pilot, "b")
+        assert app.state.backend == "auto"
+
+    drive(script, ExploreState(SENTENCE, transformer=str(tiny_bert_dir)), size=(160, 50))
+
+
 def test_backend_torch_and_numpy_give_the_same_weights_and_the_meta_names_each(tiny_bert_dir):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")

@@ -304,6 +304,14 @@ class ExploreApp(LookupPane, ModelViewPane):
         elif self._transformer_only("--head") and getattr(self.result, "is_pretrained", False):
             self.recompute(self.state.step_head(step, self.result.model.heads))
 
+    def action_filter(self, step: int) -> None:
+        if self._transformer_only("--filter"):
+            self.recompute(self.state.next_filter(step))
+
+    def action_backend(self, step: int) -> None:
+        if self._transformer_only("--backend"):
+            self.recompute(self.state.next_backend(step))
+
     def action_flag(self, name: str) -> None:
         if self._transformer_only("--" + name.replace("_", "-")):
             self.recompute(self.state.toggle(name))

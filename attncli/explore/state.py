@@ -21,6 +21,8 @@ from attncli.attention.matrix import DEFAULT_POSITIONS, POSITIONS, MatrixRequest
 from attncli.errors import BadInput, RuntimeFailure
 
 SHOWS = ("weights", "scores", "output")
+FILTERS = ("all", "a-a", "a-b", "b-a", "b-b")  # --filter: "all" is no filter
+BACKENDS = ("auto", "numpy", "torch")
 EXPORT_FORMATS = (".svg", ".html", ".json")
 DEFAULT_EXPORT = "attn-explore.svg"
 
@@ -142,6 +144,14 @@ class ExploreState:
         order = [None, *range(heads)]
         i = order.index(self.head) if self.head in order else 0
         return replace(self, head=order[(i + step) % len(order)])
+
+    def next_filter(self, step: int = 1) -> ExploreState:
+        """--filter: no filter (all) -> a-a -> a-b -> b-a -> b-b -> all."""
+        block = _cycle(FILTERS, self.pair_filter or "all", step)
+        return replace(self, pair_filter=None if block == "all" else block)
+
+    def next_backend(self, step: int = 1) -> ExploreState:
+        return replace(self, backend=_cycle(BACKENDS, self.backend, step))
 
     def toggle(self, name: str) -> ExploreState:
         return replace(self, **{name: not getattr(self, name)})
