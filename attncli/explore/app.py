@@ -1,6 +1,6 @@
 """The Textual app of ``attn explore``: the heatmap of :mod:`attncli.views.render`, the
 explanation of the cell under the cursor, a lookup pane, the model view of a pretrained model
-(``ModelViewPane``), and keys for every setting.
+(``ModelViewPane``), and keys for every setting (the transformer's: ``TransformerKeys``).
 
 Work that may take time (loading the word vectors, the matrix, a lookup, an export) runs in
 thread workers, newest first (``exclusive``): the UI never waits on it. Every refusal of the core
@@ -27,13 +27,14 @@ from attncli.errors import AttnError
 from attncli.explore.keys import KEYS
 from attncli.explore.lookup_pane import LookupPane
 from attncli.explore.model_view_pane import ModelViewPane
+from attncli.explore.transformer_keys import TransformerKeys
 from attncli.explore.state import DEFAULT_EXPORT, ExploreState
 from attncli.explore.widgets import Drawing, ExportScreen, HelpScreen, MatrixView
 
 INLINE_WORDS = 64  # up to this many tokens a matrix takes milliseconds: no worker needed
 
 
-class ExploreApp(LookupPane, ModelViewPane):
+class ExploreApp(LookupPane, ModelViewPane, TransformerKeys):
     """``attn explore``: change the settings with keys, watch the matrix follow."""
 
     TITLE = "attn explore"
@@ -271,50 +272,6 @@ class ExploreApp(LookupPane, ModelViewPane):
         self._say(f"{what} belongs to the word-vector matrix; the pretrained model's attention is its own "
                   "(T switches back)", error=True)
         return False
-
-    def _transformer_only(self, what: str) -> bool:
-        if self.state.transformer is not None:
-            return True
-        self._say(f"{what} needs a pretrained transformer: start with attn explore --transformer NAME_OR_PATH"
-                  + (" (or press T)" if self.transformer_name else ""), error=True)
-        return False
-
-    def action_transformer(self) -> None:
-        """T: the pretrained model's attention <-> the word-vector matrix, same sentence."""
-        if self.transformer_name is None:
-            self._transformer_only("T")
-            return
-        on = self.state.transformer is None
-        state = replace(self.state, transformer=self.transformer_name if on else None, layer=None, head=None,
-                        cursor=(0, 0))
-        field = self.query_one("#context", Input)
-        field.value = (state.pair if on else state.context) or ""
-        field.placeholder = "--pair sentence (one input with the first)" if on else "--context sentence (empty: self-attention)"
-        self.recompute(state)
-
-    def action_layer(self, step: int) -> None:
-        if self._in_model_view():  # the cursor moves to the previous / next layer of the grid
-            self.action_move(step, 0)
-        elif self._transformer_only("--layer") and getattr(self.result, "is_pretrained", False):
-            self.recompute(self.state.step_layer(step, self.result.model.layers))
-
-    def action_head(self, step: int) -> None:
-        if self._in_model_view():
-            self.action_move(0, step)
-        elif self._transformer_only("--head") and getattr(self.result, "is_pretrained", False):
-            self.recompute(self.state.step_head(step, self.result.model.heads))
-
-    def action_filter(self, step: int) -> None:
-        if self._transformer_only("--filter"):
-            self.recompute(self.state.next_filter(step))
-
-    def action_backend(self, step: int) -> None:
-        if self._transformer_only("--backend"):
-            self.recompute(self.state.next_backend(step))
-
-    def action_flag(self, name: str) -> None:
-        if self._transformer_only("--" + name.replace("_", "-")):
-            self.recompute(self.state.toggle(name))
 
     def action_variant(self, step: int) -> None:
         if self._word_vectors_only('variant'):

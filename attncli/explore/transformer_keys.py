@@ -1,0 +1,58 @@
+"""The keys of a pretrained transformer's view in ``attn explore --transformer``: T (its attention
+<-> the word-vector matrix), [ ] (layer), { } (head), u z r (--words, --hide-special, --rollout),
+f F (--filter) and b (--backend). Part of the app (ExploreApp derives from it)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from textual.app import App
+from textual.widgets import Input
+
+
+class TransformerKeys(App):
+    """The transformer's keys (ExploreApp derives from it)."""
+
+    def _transformer_only(self, what: str) -> bool:
+        if self.state.transformer is not None:
+            return True
+        self._say(f"{what} needs a pretrained transformer: start with attn explore --transformer NAME_OR_PATH"
+                  + (" (or press T)" if self.transformer_name else ""), error=True)
+        return False
+
+    def action_transformer(self) -> None:
+        """T: the pretrained model's attention <-> the word-vector matrix, same sentence."""
+        if self.transformer_name is None:
+            self._transformer_only("T")
+            return
+        on = self.state.transformer is None
+        state = replace(self.state, transformer=self.transformer_name if on else None, layer=None, head=None,
+                        cursor=(0, 0))
+        field = self.query_one("#context", Input)
+        field.value = (state.pair if on else state.context) or ""
+        field.placeholder = "--pair sentence (one input with the first)" if on else "--context sentence (empty: self-attention)"
+        self.recompute(state)
+
+    def action_layer(self, step: int) -> None:
+        if self._in_model_view():  # the cursor moves to the previous / next layer of the grid
+            self.action_move(step, 0)
+        elif self._transformer_only("--layer") and getattr(self.result, "is_pretrained", False):
+            self.recompute(self.state.step_layer(step, self.result.model.layers))
+
+    def action_head(self, step: int) -> None:
+        if self._in_model_view():
+            self.action_move(0, step)
+        elif self._transformer_only("--head") and getattr(self.result, "is_pretrained", False):
+            self.recompute(self.state.step_head(step, self.result.model.heads))
+
+    def action_filter(self, step: int) -> None:
+        if self._transformer_only("--filter"):
+            self.recompute(self.state.next_filter(step))
+
+    def action_backend(self, step: int) -> None:
+        if self._transformer_only("--backend"):
+            self.recompute(self.state.next_backend(step))
+
+    def action_flag(self, name: str) -> None:
+        if self._transformer_only("--" + name.replace("_", "-")):
+            self.recompute(self.state.toggle(name))
