@@ -43,15 +43,18 @@ class ModelViewPane(App):
         return f" · {class_text(res.classes[layer][head])}"
 
     def _move_grid(self, dl: int, dh: int) -> None:
-        res = self.result
-        self.state = self.good_state = self.state.move_grid(dl, dh, res.lo, res.hi, res.model.heads)
-        self._draw()
+        layer, head = self.result.grid_cell(self.state.grid)
+        self._put_grid(layer + dl, head + dh)
 
     def set_grid(self, layer: int, head: int) -> None:
         """A click on a head of the model view moves the cursor there."""
         if self._in_model_view():
-            self.state = self.good_state = replace(self.state, grid=self.result.grid_cell((layer, head)))
-            self._draw()
+            self._put_grid(layer, head)
+
+    def _put_grid(self, layer: int, head: int) -> None:
+        """The model view's cursor on (layer, head), kept within the heads drawn (``grid_cell``)."""
+        self.state = self.good_state = replace(self.state, grid=self.result.grid_cell((layer, head)))
+        self._draw()
 
     def action_model_view(self) -> None:
         """M: the model view, its cursor on this view's layer and head; in the model view, the head

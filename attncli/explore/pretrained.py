@@ -160,21 +160,12 @@ def export_text(res: PretrainedResult, state, fmt: str, width: int = 120) -> str
         parts: list[str] = []
         pv.write_document(doc, parts.append)
         return "".join(parts)
-    import io
-
-    from rich.console import Console
-
+    from attncli.explore.state import export_drawing
     from attncli.views.render import explanation_renderables
 
-    console = Console(record=True, width=max(width, 40), file=io.StringIO(), color_system="truecolor")
-    for part in renderables(res, state, console.width):
-        console.print(part)
-    for part in explanation_renderables(explanation) if explanation is not None else ():
-        console.print(part)
-    console.print(command_line(res, state), style="dim", highlight=False, markup=False)
-    if fmt == ".svg":
-        return console.export_svg(title=f"attn explore: {res.enc.text[:60]}")
-    return console.export_html()
+    explained = explanation_renderables(explanation) if explanation is not None else []
+    return export_drawing(lambda w: [*renderables(res, state, w), *explained], command_line(res, state),
+                          res.enc.text, fmt, width)
 
 
 def model_view_renderables(res: ModelViewResult, state, width: int, *, cursor=None, cell_meta: bool = False) -> list:
@@ -196,14 +187,7 @@ def model_view_export(res: ModelViewResult, state, fmt: str, width: int = 120) -
         write_document(model_view_document(res.model, res.enc, res.attentions, res.meta, res.lo, res.hi, res.classes),
                        parts.append)
         return "".join(parts)
-    import io
+    from attncli.explore.state import export_drawing
 
-    from rich.console import Console
-
-    console = Console(record=True, width=max(width, 40), file=io.StringIO(), color_system="truecolor")
-    for part in model_view_renderables(res, state, console.width):
-        console.print(part)
-    console.print(command_line(res, state), style="dim", highlight=False, markup=False)
-    if fmt == ".svg":
-        return console.export_svg(title=f"attn explore: {res.enc.text[:60]}")
-    return console.export_html()
+    return export_drawing(lambda w: model_view_renderables(res, state, w), command_line(res, state),
+                          res.enc.text, fmt, width)

@@ -164,11 +164,6 @@ class ExploreState:
         """The ordinary view of the model view's head ``grid`` (layer, head); --layers stays for M."""
         return replace(self, model_view=False, grid=None, layer=grid[0], head=grid[1])
 
-    def move_grid(self, dl: int, dh: int, lo: int, hi: int, heads: int) -> ExploreState:
-        """The model view's cursor moved, within layers lo..hi-1 and heads 0..heads-1."""
-        layer, head = self.grid if self.grid is not None else (lo, 0)
-        return replace(self, grid=(min(max(layer + dl, lo), hi - 1), min(max(head + dh, 0), heads - 1)))
-
     def transformer_options(self, explain: bool, cell: tuple[int, int] | None = None) -> list[str]:
         args = [self.text, "--transformer", self.transformer]
         for option, value in (("--pair", self.pair), ("--filter", self.pair_filter), ("--layer", self.layer),
@@ -303,20 +298,25 @@ def export_text(res, state: ExploreState, fmt: str, width: int = 120) -> str:
         parts: list[str] = []
         write_json(res, parts.append, explanation)
         return "".join(parts)
+    from attncli.views.render import explanation_renderables, matrix_renderables
+
+    return export_drawing(lambda w: [*matrix_renderables(res, w, state.show), *explanation_renderables(explanation)],
+                          state.command_line(), " ".join(res.tokens), fmt, width)
+
+
+def export_drawing(draw, command: str, text: str, fmt: str, width: int = 120) -> str:
+    """A view drawn for an export: ``draw(width)``'s renderables and the ``command`` line under them,
+    recorded by rich at ``width`` (at least 40) columns, as SVG (titled by ``text``) or HTML."""
     import io
 
     from rich.console import Console
 
-    from attncli.views.render import explanation_renderables, matrix_renderables
-
     console = Console(record=True, width=max(width, 40), file=io.StringIO(), color_system="truecolor")
-    for part in matrix_renderables(res, console.width, state.show):
+    for part in draw(console.width):
         console.print(part)
-    for part in explanation_renderables(explanation):
-        console.print(part)
-    console.print(state.command_line(), style="dim", highlight=False, markup=False)
+    console.print(command, style="dim", highlight=False, markup=False)
     if fmt == ".svg":
-        return console.export_svg(title=f"attn explore: {' '.join(res.tokens)[:60]}")
+        return console.export_svg(title=f"attn explore: {text[:60]}")
     return console.export_html()
 
 
