@@ -119,14 +119,16 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, svg: Optional[Path], html: O
 
         console = _recording_console(to_stdout=not json_out)
     if o.model_view:
-        from attncli.attention.model_view import layer_range
+        from attncli.attention.model_view import head_classes, layer_range
         from attncli.views.model_view import render_model_view
 
         lo, hi = layer_range(o.layers, model.layers)
+        classes = head_classes(model, enc, attentions, o.hide_special)  # once, for the JSON and the drawing
         if json_out:
-            _write_model_view_json(model, enc, attentions, meta, lo, hi, o.hide_special)
+            _write_model_view_json(model, enc, attentions, meta, lo, hi, classes)
         if not json_out or console is not None:
-            render_model_view(console or out_console(), model, enc, attentions, lo, hi, hide_special=o.hide_special)
+            render_model_view(console or out_console(), model, enc, attentions, lo, hi, hide_special=o.hide_special,
+                              classes=classes)
         _save(console, svg, html, enc)
         return
     view = pv.select(attentions, layer=layer, head=o.head, rollout=o.rollout, hide_special=o.hide_special,
@@ -155,12 +157,11 @@ def _save(console, svg, html, enc) -> None:
     _save_exports(console, svg, html, title=f"attn matrix: {enc.text[:60]}")
 
 
-def _write_model_view_json(model, enc, attentions, meta, lo, hi, hide_special: bool) -> None:
+def _write_model_view_json(model, enc, attentions, meta, lo, hi, classes) -> None:
     """The model view as JSON (attncli.attention.model_view.model_view_document)."""
-    from attncli.attention.model_view import head_classes, model_view_document
+    from attncli.attention.model_view import model_view_document
     from attncli.attention.pretrained import write_document
 
-    classes = head_classes(model, enc, attentions, hide_special)
     write_document(model_view_document(model, enc, attentions, meta, lo, hi, classes), sys.stdout.write)
     sys.stdout.flush()
 

@@ -130,7 +130,9 @@ def model_view_renderables(model, enc, attentions: np.ndarray, lo: int, hi: int,
 
 
 def render_model_view(console, model, enc, attentions: np.ndarray, lo: int, hi: int, *,
-                      hide_special: bool = False) -> None:
-    """Print the model view of layers lo..hi-1 at the console's width."""
-    for part in model_view_renderables(model, enc, attentions, lo, hi, console.width, hide_special=hide_special):
+                      hide_special: bool = False, classes: Optional[list] = None) -> None:
+    """Print the model view of layers lo..hi-1 at the console's width (``classes``: as
+    :func:`model_view_renderables`)."""
+    for part in model_view_renderables(model, enc, attentions, lo, hi, console.width, hide_special=hide_special,
+                                       classes=classes):
         console.print(part)
