@@ -86,10 +86,7 @@ def pool(hidden: np.ndarray, mask: np.ndarray, modes: Sequence[str] = ("mean",))
     mean = sum over the real tokens / their number
     mean_sqrt_len = sum over the real tokens / sqrt(their number)
     """
-    modes = (modes,) if isinstance(modes, str) else tuple(modes)
-    unknown = [m for m in modes if m not in POOLINGS]
-    if unknown or not modes:
-        raise BadInput(f"pooling must be one or more of {', '.join(POOLINGS)}, not {', '.join(unknown) or 'none'}")
+    modes = check_pooling(modes)
     m = mask[..., None].astype(hidden.dtype)  # (B, T, 1)
     total = (hidden * m).sum(axis=1)  # (B, d)
     count = np.maximum(m.sum(axis=1), 1e-9)  # (B, 1)
@@ -99,7 +96,17 @@ def pool(hidden: np.ndarray, mask: np.ndarray, modes: Sequence[str] = ("mean",))
         "mean": lambda: total / count,
         "mean_sqrt_len": lambda: total / np.sqrt(count),
     }
-    return np.concatenate([parts[mode]() for mode in POOLINGS if mode in modes], axis=-1)
+    return np.concatenate([parts[mode]() for mode in modes], axis=-1)
+
+
+def check_pooling(modes: str | Sequence[str]) -> tuple[str, ...]:
+    """The distinct ``modes`` in POOLINGS order (one mode may be given as a string); BadInput for
+    an unknown mode or none."""
+    modes = (modes,) if isinstance(modes, str) else tuple(modes)
+    unknown = [m for m in modes if m not in POOLINGS]
+    if unknown or not modes:
+        raise BadInput(f"pooling must be one or more of {', '.join(POOLINGS)}, not {', '.join(unknown) or 'none'}")
+    return tuple(m for m in POOLINGS if m in modes)
 
 
 def _batches(lengths: list[int], heads: int) -> list[list[int]]:
@@ -173,7 +180,7 @@ class Pretrained:
         mean pooling; not normalised."""
         if isinstance(texts, str):
             raise BadInput("embed() takes a list of texts, not one string")
-        pool(np.zeros((1, 1, 1)), np.ones((1, 1), dtype=bool), pooling)  # a bad mode fails before the forward pass
+        pooling = check_pooling(pooling)  # a bad mode fails before the forward pass
         encs = [self._tokenize([check_text(t)], self.embed_limit) for t in texts]
         if any(len(e.ids) == 0 for e in encs):
             raise BadInput("a text to embed gives no tokens")
@@ -198,7 +205,7 @@ class Pretrained:
             for row, i in enumerate(rows):
                 out[i] = pooled[row]
         if not out:
-            return np.zeros((0, self.hidden_size * len(set(pooling))), dtype=np.float64)
+            return np.zeros((0, self.hidden_size * len(pooling)), dtype=np.float64)
         return np.stack(out)  # (n, d)
 
     @property
