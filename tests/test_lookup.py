@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -324,11 +325,16 @@ def test_default_model_answers_black_for_colour():
 EVAL_SETS = ["lookup_eval.json", "lookup_eval_heldout.json"]
 
 
+def eval_set(name: str) -> dict:
+    """One of the lookup evaluation sets beside this file (docs/lookup.md)."""
+    return json.loads((Path(__file__).parent / name).read_text(encoding="utf-8"))
+
+
 @pytest.mark.parametrize("name", EVAL_SETS)
 def test_eval_sets_are_well_formed(name):
     """Each case's expected key is a key of its dictionary, no query is a key there (that would be
     a dict lookup, not a test of similarity), and the categories are the three docs/lookup.md counts."""
-    spec = json.loads((__import__("pathlib").Path(__file__).parent / name).read_text(encoding="utf-8"))
+    spec = eval_set(name)
     assert spec["cases"] and spec["dictionaries"]
     for case in spec["cases"]:
         keys = spec["dictionaries"][case["dict"]]
@@ -345,7 +351,7 @@ def test_eval_sets_are_well_formed(name):
 def test_default_model_quality_floors(name, synonym_floor):
     """Floors well under what docs/lookup.md measures, so that a regression in scoring shows. The
     held-out set's synonyms are harder for Brown's vectors (22 of 60 measured against 35 of 59)."""
-    spec = json.loads((__import__("pathlib").Path(__file__).parent / name).read_text(encoding="utf-8"))
+    spec = eval_set(name)
     v = load_vectors("default")
     indexes = {name: KeyIndex(v, keys) for name, keys in spec["dictionaries"].items()}
     hits, totals = Counter(), Counter()
