@@ -10,9 +10,9 @@ Shapes: N keys, D the encoder's hidden size, T tokens of one text.
 pooling all-MiniLM-L6-v2 was trained with: every token the tokenizer gives, [CLS] and [SEP]
 included, padding excluded. A model whose sentence-transformers Pooling config names another
 pooling (the [CLS] token, as BGE models; max; mean / sqrt(length)) gets that one, as
-sentence-transformers would give it; several are concatenated in its order. The forward pass is the transformer wing's ``Pretrained.embed``
-(NumPy from model.safetensors and tokenizer.json when the model is a BERT-family one, else
-transformers). The n-gram overlap is the word-vector lookup's own (``keyindex.KeyTokens``);
+sentence-transformers would give it; several are concatenated in its order. The forward pass is
+the transformer wing's ``Pretrained.embed`` (NumPy from model.safetensors and tokenizer.json when
+the model is a BERT-family one, else transformers). The n-gram overlap is the word-vector lookup's own (``keyindex.KeyTokens``);
 docs/lookup.md has the measurements behind the default lambda for both.
 """
 
