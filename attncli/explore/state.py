@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import os
 import shlex
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from attncli.attention.masks import MaskSpec
 from attncli.attention.matrix import DEFAULT_POSITIONS, POSITIONS, MatrixRequest
-from attncli.errors import BadInput, RuntimeFailure
+from attncli.errors import BadInput
+from attncli.fileio import atomic_write
 
 SHOWS = ("weights", "scores", "output")
 FILTERS = ("all", "a-a", "a-b", "b-a", "b-b")  # --filter: "all" is no filter
@@ -262,26 +262,6 @@ def export_path(given: str, cwd: Path | None = None) -> Path:
     return path
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` whole or not at all: a temp file beside ``path``, then ``os.replace``."""
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise RuntimeFailure(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(exc, OSError):
-            raise RuntimeFailure(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
-        raise
-
-
 def export_text(res, state: ExploreState, fmt: str, width: int = 120) -> str:
     """The current view as ``fmt`` (.svg, .html, .json): the JSON is ``attn matrix --json
     --explain I J``'s document; SVG and HTML are the heatmap and the explanation as drawn."""
@@ -323,5 +303,5 @@ def export_drawing(draw, command: str, text: str, fmt: str, width: int = 120) ->
 def export(res, state: ExploreState, given: str, cwd: Path | None = None, width: int = 120) -> Path:
     """Write the current view to ``given`` (format from its suffix), atomically; the path written."""
     path = export_path(given, cwd)
-    write_atomic(path, export_text(res, state, path.suffix.lower(), width))
+    atomic_write(path, export_text(res, state, path.suffix.lower(), width))
     return path

@@ -197,24 +197,15 @@ def _read_cache(cache: Path) -> list[list[str]] | None:
 
 
 def _write_cache(cache: Path, sentences: list[list[str]]) -> None:
-    """Atomic: a temporary file in the same directory, then ``os.replace``. A failure only warns."""
-    import tempfile
-
+    """Atomic (:func:`attncli.fileio.atomic_writer`). A failure only warns."""
+    from attncli.fileio import atomic_writer
     from attncli.messages import warn
 
-    tmp = None
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=cache.parent, prefix=".corpus-", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write("".join(" ".join(s) + "\n" for s in sentences))
-        os.replace(tmp, cache)
+        with atomic_writer(cache) as fh:
+            fh.write("".join(" ".join(s) + "\n" for s in sentences).encode("utf-8"))
     except OSError as exc:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
         warn(f"could not cache the tokenized corpus in {cache.parent} ({exc}); the next training reads Brown again")
 
 

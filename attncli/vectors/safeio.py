@@ -6,82 +6,23 @@ block), a device or a symlink to ``/dev/zero`` (reading it never ends), an ``.np
 ``.npz`` entry whose header declares a huge shape (allocating it exhausts memory). Every reader
 of the store goes through :func:`open_regular`, :func:`read_text`, :func:`load_npy` and
 :func:`load_npz`; each failure is a :class:`FileProblem` whose message says what is wrong with
-the file, which the caller turns into "model ... is damaged (FILE: problem)".
+the file, which the caller turns into "model ... is damaged (FILE: problem)". The checked
+open and read are :mod:`attncli.fileio`'s, the door every reader in attn goes through.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from attncli.fileio import FileProblem, open_regular, read_text  # noqa: F401 - the store's readers import them from here
 
 if TYPE_CHECKING:
     import numpy as np
 
 MAX_HEADER = 10_000  # bytes of an .npy header (numpy's own default limit)
-
-
-class FileProblem(Exception):
-    """A model file cannot be used; ``str()`` says why (no path: the caller names the file)."""
-
-
-def open_regular(path: Path) -> int:
-    """A read-only descriptor of ``path`` if it is a regular file; FileProblem otherwise.
-
-    Symlinks are not followed (the store never writes one inside a model) and the open never
-    blocks (a FIFO), so nothing here waits or reads without end.
-    """
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise FileProblem("it is missing") from None
-    except OSError as exc:
-        if os.path.islink(path):
-            raise FileProblem("it is a symbolic link, not a regular file") from None
-        _environment(exc)
-        raise FileProblem(f"it cannot be opened: {exc.strerror or exc}") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else \
-            "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a socket or other special file"
-        raise FileProblem(f"it is {kind}, not a regular file")
-    try:
-        os.set_blocking(fd, True)
-    except OSError:
-        pass
-    return fd
-
-
-def _environment(exc: OSError) -> None:
-    """Too many open files or no memory is the environment's problem, not damage: re-raise it."""
-    import errno
-
-    if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOMEM):
-        raise exc
-
-
-def read_text(path: Path, limit: int) -> str:
-    """The UTF-8 text of a regular file of at most ``limit`` bytes."""
-    fd = open_regular(path)
-    with os.fdopen(fd, "rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        if size > limit:
-            raise FileProblem(f"it is {size:,} bytes, more than the {limit:,} it can be")
-        try:
-            data = fh.read(limit + 1)
-        except OSError as exc:
-            _environment(exc)
-            raise FileProblem(f"it cannot be read: {exc.strerror or exc}") from None
-    if len(data) > limit:
-        raise FileProblem(f"it is more than {limit:,} bytes")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise FileProblem(f"it is not UTF-8 text (byte {exc.start})") from None
 
 
 def _read_header(fh) -> tuple[tuple[int, ...], bool, "np.dtype"]:
