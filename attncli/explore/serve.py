@@ -6,14 +6,16 @@ Roboto Mono font from fonts.googleapis.com; the package also ships that font, so
 served from a copy of the installed template whose link is replaced by a local ``@font-face``:
 the page fetches nothing but the server's own URLs (tests/test_explore.py checks it).
 
-Anyone who can reach the port runs the app as the user who started the server (it reads
-models, dictionaries and writes exports with that user's rights): the default host is 127.0.0.1.
+Anyone who can use the server runs the app as the user who started it (it reads models and
+dictionaries and writes exports with that user's rights): the default host is 127.0.0.1, every
+request must come from the server's own page (``serve_guard``: Origin and Host checked), and
+bound beyond loopback every request needs the random token printed at start. Sessions end with
+their socket or the server (``serve_sessions``).
 """
 
 from __future__ import annotations
 
 import re
-import shlex
 import sys
 import tempfile
 from pathlib import Path
@@ -75,16 +77,39 @@ def check_bind(host: str, port: int) -> None:
             raise BadInput(f"cannot listen on {host}:{port}: {exc.strerror or exc} (pick another --port)") from None
 
 
+def start_lines(host: str, port: int, token: str | None) -> list[str]:
+    """What the server prints on stderr at start: the URL to open and, beyond loopback, the warning."""
+    import socket
+
+    def url(name: str) -> str:
+        name = f"[{name}]" if ":" in name else name
+        return f"http://{name}:{port}/" + (f"?token={token}" if token else "")
+
+    if token is None:
+        return [f"attn explore --serve: open {url(host)} in a browser (Ctrl-C stops the server and every session)"]
+    wildcard = host in ("0.0.0.0", "::", "")
+    names = ["127.0.0.1", socket.gethostname()] if wildcard else [host]
+    return [f"attn explore --serve: open {url(name)}" for name in names] + [
+        f"warning: listening on {host}:{port}, reachable from the network: whoever has the URL (its token) runs the "
+        "app as you (your models, files and exports, with your rights), over unencrypted http; "
+        "use --host 127.0.0.1 unless you need another machine to connect, and only on a network you trust"]
+
+
 def serve(app_args: list[str], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
-    """Serve ``attn explore APP_ARGS`` on http://HOST:PORT until Ctrl-C."""
-    from textual_serve.server import Server
+    """Serve ``attn explore APP_ARGS`` on http://HOST:PORT until Ctrl-C or SIGTERM (which end every session)."""
+    import textual_serve
+
+    from attncli.explore.serve_guard import Guard
+    from attncli.explore.serve_sessions import GuardedServer
 
     check_bind(host, port)
-    command = shlex.join([sys.executable, "-m", "attncli", "explore", *app_args])
+    guard = Guard.for_bind(host, port)
+    argv = [sys.executable, "-m", "attncli", "explore", *app_args]
     with tempfile.TemporaryDirectory(prefix="attn-serve-") as tmp:
-        import textual_serve
-
         statics = Path(textual_serve.__file__).parent / "static"
-        server = Server(command, host=host, port=port, title="attn explore",
-                        templates_path=offline_templates(Path(tmp)), statics_path=statics)
-        server.serve()
+        server = GuardedServer(argv, guard=guard, urls=start_lines(host, port, guard.token), host=host, port=port,
+                               title="attn explore", templates_path=offline_templates(Path(tmp)), statics_path=statics)
+        try:
+            server.serve()
+        finally:
+            server.end_every_session()
