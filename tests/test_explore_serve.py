@@ -30,6 +30,25 @@ from attncli.explore.serve_guard import Guard, binds_loopback_only, split_host  
 
 REPO = Path(__file__).resolve().parent.parent
 TOKEN = "s3cret-Token_value"
+# A stubborn session, as the issue found one: put on the PYTHONPATH as sitecustomize, it makes a
+# served app (TEXTUAL_DRIVER set) ignore the server's "quit" and SIGTERM, and start a child in its
+# process group that ignores SIGTERM too: only SIGKILL to the whole group ends them.
+STUBBORN = """
+import os
+if os.environ.get("TEXTUAL_DRIVER"):
+    import signal, subprocess, sys
+    from textual.drivers import web_driver
+    web_driver.WebDriver.on_meta = (lambda on_meta: lambda self, kind, payload:
+                                    None if kind == "quit" else on_meta(self, kind, payload))(web_driver.WebDriver.on_meta)
+    start = web_driver.WebDriver.start_application_mode
+    def stubborn_start(self):
+        start(self)
+        import asyncio
+        asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"])
+    web_driver.WebDriver.start_application_mode = stubborn_start
+"""
 
 # ---------------------------------------------------------------------------------- the rules
 
@@ -94,14 +113,20 @@ def free_port() -> int:
 class Served:
     """``attn explore --serve`` in a subprocess; its stderr collected; SIGKILL of its groups at the end."""
 
-    def __init__(self, tmp_path: Path, *args: str):
+    def __init__(self, tmp_path: Path, *args: str, stubborn: bool = False):
         self.port = free_port()
+        path = str(REPO)
+        if stubborn:
+            (tmp_path / "stubborn").mkdir()
+            (tmp_path / "stubborn" / "sitecustomize.py").write_text(STUBBORN)
+            path = f"{tmp_path / 'stubborn'}{os.pathsep}{REPO}"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "attncli", "explore", "a b c", "--serve", "--port", str(self.port), *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-            env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "100"})
+            env={**os.environ, "PYTHONPATH": path, "COLUMNS": "100"})
         self.err: list[str] = []
         self.out: list[str] = []
+        self.groups: set[int] = set()  # every session's process group seen (for the checks and the cleanup)
         for stream, into in ((self.proc.stderr, self.err), (self.proc.stdout, self.out)):
             threading.Thread(target=lambda s=stream, i=into: i.extend(iter(s.readline, "")), daemon=True).start()
         deadline = time.monotonic() + 30
@@ -118,7 +143,10 @@ class Served:
         return f"http://127.0.0.1:{self.port}{path}"
 
     def children(self) -> list[int]:
-        return [pid for pid, ppid, _ in processes() if ppid == self.proc.pid]
+        """The server's child processes: its sessions (each the leader of its own process group)."""
+        found = [pid for pid, ppid, _ in processes() if ppid == self.proc.pid]
+        self.groups.update(found)
+        return found
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -141,6 +169,10 @@ def processes() -> list[tuple[int, int, int]]:
     return found
 
 
+def in_group(group: int) -> list[int]:
+    return [pid for pid, _, pgid in processes() if pgid == group]
+
+
 def wait_until(condition, seconds: float, what: str) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
@@ -152,14 +184,15 @@ def wait_until(condition, seconds: float, what: str) -> None:
 def served(tmp_path):
     servers: list[Served] = []
 
-    def start(*args: str) -> Served:
-        servers.append(Served(tmp_path, *args))
+    def start(*args: str, stubborn: bool = False) -> Served:
+        servers.append(Served(tmp_path, *args, stubborn=stubborn))
         return servers[-1]
 
     yield start
     for server in servers:
-        for pid in server.children():
-            os.killpg(pid, signal.SIGKILL)
+        for group in server.groups:
+            for pid in in_group(group):
+                os.kill(pid, signal.SIGKILL)
         server.close()
 
 
@@ -200,8 +233,19 @@ def test_a_foreign_origin_is_refused_and_the_own_one_gets_the_app(served):
     assert "".join(server.out) == ""  # nothing of the server's on stdout
 
 
-def test_sigterm_ends_the_server_and_every_session(served):
-    server = served()
+def test_a_stubborn_session_ends_with_its_socket(served):
+    """An app that ignores quit and SIGTERM, with a child that ignores SIGTERM: all gone, bounded."""
+    server = served(stubborn=True)
+    assert asyncio.run(first_screen(server.url("/ws"), server.url(""))) >= 1000
+    wait_until(lambda: server.children(), 5, "no session seen")  # the stubborn app is still there
+    group = next(iter(server.groups))
+    assert len(in_group(group)) == 2  # the app and its child
+    wait_until(lambda: in_group(group) == [], 20, "the stubborn session outlived its socket")
+
+
+@pytest.mark.parametrize("stubborn", [False, True], ids=["app", "stubborn-app"])
+def test_sigterm_ends_the_server_and_every_session(served, stubborn):
+    server = served(stubborn=stubborn)
 
     async def open_and_hold() -> None:
         async with aiohttp.ClientSession() as client:
