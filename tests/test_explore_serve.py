@@ -290,3 +290,25 @@ def test_beyond_loopback_the_token_is_needed(served):
             return bare.status, first.status, again.status
 
     assert asyncio.run(page_then_cookie()) == (403, 200, 200)
+
+
+# ---------------------------------------------------------------------------------- no terminal
+
+
+@pytest.mark.parametrize("stdin_tty", [False, True], ids=["stdin-devnull", "stdout-a-pipe"])
+def test_without_a_terminal_it_says_so_at_once(tmp_path, stdin_tty):
+    """stdin from /dev/null (or a terminal) and stdout a pipe: exit 2 and a message, not a spinning app."""
+    import pty
+
+    leader, follower = pty.openpty() if stdin_tty else (None, None)
+    try:
+        result = subprocess.run([sys.executable, "-m", "attncli", "explore", "a b c"],
+                                stdin=follower if stdin_tty else subprocess.DEVNULL, capture_output=True, text=True,
+                                timeout=60, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})
+    finally:
+        for fd in (leader, follower):
+            if fd is not None:
+                os.close(fd)
+    assert result.returncode == 2, result.stderr
+    assert "attn explore needs a terminal" in result.stderr and "--serve" in result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""

@@ -23,7 +23,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.geometry import Region
 from textual.widgets import ContentSwitcher, Footer, Input, Static
 
-from attncli.errors import AttnError
+from attncli.errors import AttnError, BadInput
 from attncli.explore.keys import KEYS
 from attncli.explore.lookup_pane import LookupPane
 from attncli.explore.model_view_pane import ModelViewPane
@@ -389,7 +389,12 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys):
 
 
 def run(state: ExploreState) -> int:
-    """Run the app in this terminal; its return code."""
+    """Run the app in this terminal (refused without one, where Textual would spin); its return code."""
+    import sys
+
+    if not os.environ.get("TEXTUAL_DRIVER") and not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise BadInput("attn explore needs a terminal (stdin and stdout are not one): run it in a terminal, "
+                       "or serve it to a browser with --serve")
     app = ExploreApp(state)
     app.run()
     return app.return_code or 0
