@@ -109,6 +109,14 @@ def explore_cmd(
     if transformer is not None:  # attn matrix --transformer's refusals, before the app starts (exit 2)
         from attncli.attention.model_view import check_model_view_options, parse_layers
         from attncli.attention.pretrained import check_view_options
+        from attncli.transformer import source
+
+        # the extra to install, named before the app starts (auto with a model outside the numpy
+        # backend's families finds out it needs transformers when it reads the config, in the app)
+        if backend is not None and backend.value == "torch":
+            source.require_transformers()
+        else:
+            source.require_pretrained()
 
         block = pair_filter.value if pair_filter else None
         check_view_options(pair=pair, block=block, rollout=rollout, layer=layer, head=head)

@@ -335,6 +335,18 @@ def _fit(model, train_set, cfg: TrainConfig, rng: np.random.Generator, on_progre
             "seconds": time.perf_counter() - start, "parameters": int(sum(p.numel() for p in params))}
 
 
+INSTALL_TORCH = ("pip install 'attncli[torch]' (torch's CPU build first: "
+                 "pip install torch --index-url https://download.pytorch.org/whl/cpu)")
+
+
+def require_torch() -> None:
+    """BadInput (exit 2) naming the extra when torch is not installed: said before the corpus is read."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        raise BadInput(f"training attention needs torch, which is not installed: {INSTALL_TORCH}")
+
+
 def train(
     source: str | None,
     name: str | None,
@@ -345,6 +357,8 @@ def train(
 ) -> TrainResult:
     """Train attention over the vectors of model ``source`` and store it as model ``name``."""
     from attncli.vectors.model import load_vectors
+
+    require_torch()
 
     from_env = source is None and bool(os.environ.get("ATTN_MODEL"))
     source = store.default_model_name() if source is None else source
