@@ -69,6 +69,8 @@ def select(attentions: np.ndarray, *, layer: int, head: Optional[int] = None, ro
     special = np.asarray(special, dtype=bool)
     if hide_special and special.any():
         keep = ~special
+        if not keep.any():
+            raise BadInput("the view is empty: every token is a special one, none is left after --hide-special")
         mats, share = hide_fn(mats, keep, keep)  # (k, T', T'), (k, T')
         rows = cols = np.flatnonzero(keep)
         share = share.mean(axis=0)  # (T',): for a layer's heads, their mean
@@ -91,6 +93,16 @@ def select(attentions: np.ndarray, *, layer: int, head: Optional[int] = None, ro
     if words:
         view.words = _words(mats, rows, cols, tokens, segments, word_ids, word_texts)
     return view
+
+
+def check_texts(text: str, pair: Optional[str]) -> None:
+    """The sentence, and the --pair sentence when given, must hold more than blanks: a model would
+    otherwise show its special tokens alone, as if that were the sentence's attention."""
+    if not text.strip():
+        raise BadInput('the sentence is empty: give a sentence, e.g. attn matrix "time flies like an arrow" '
+                       "--transformer NAME")
+    if pair is not None and not pair.strip():
+        raise BadInput("the --pair sentence is empty: give a second sentence, or drop --pair")
 
 
 def check_view_options(*, pair: Optional[str], block: Optional[str], rollout: bool, layer: Optional[int],

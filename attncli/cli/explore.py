@@ -100,6 +100,8 @@ def explore_cmd(
         raise BadInput("attn explore reads the keyboard, not stdin: give the sentence as an argument or --file PATH, "
                        "and --dict a file")
     text = DEFAULT_SENTENCE if sentence is None and file is None else _read_text(sentence, file)
+    if not text.strip():
+        raise BadInput('the sentence is empty: give a sentence, e.g. attn explore "time flies like an arrow"')
     given = [flag for flag, value in (("--pair", pair is not None), ("--filter", pair_filter is not None), ("--words", words),
                                       ("--hide-special", hide_special), ("--rollout", rollout),
                                       ("--backend", backend is not None), ("--truncate", truncate),
@@ -108,7 +110,7 @@ def explore_cmd(
         raise BadInput(f"{given[0]} needs --transformer NAME_OR_PATH (a pretrained model)")
     if transformer is not None:  # attn matrix --transformer's refusals, before the app starts (exit 2)
         from attncli.attention.model_view import check_model_view_options, parse_layers
-        from attncli.attention.pretrained import check_view_options
+        from attncli.attention.pretrained import check_texts, check_view_options
         from attncli.transformer import source
 
         # the extra to install, named before the app starts (auto with a model outside the numpy
@@ -119,6 +121,7 @@ def explore_cmd(
             source.require_pretrained()
 
         block = pair_filter.value if pair_filter else None
+        check_texts(text, pair)
         check_view_options(pair=pair, block=block, rollout=rollout, layer=layer, head=head)
         check_model_view_options(model_view=model_view, layers=layers, layer=layer, head=head, explain=explain,
                                  rollout=rollout, words=words, block=block)

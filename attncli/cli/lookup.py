@@ -59,6 +59,8 @@ def lookup_cmd(
 
     dictionary = core.read_dictionary(dict_path if dict_path is not None else data_dir() / "car.json")
     batch = core.read_queries(queries) if queries is not None else [(0, query)]
+    if query is not None and not query.strip():  # before a model is loaded
+        raise BadInput("the query is empty: give a word or phrase to look up")
     if encoder is not None:
         from attncli.lookup.encoder import EncoderIndex, load_encoder
 

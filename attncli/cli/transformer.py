@@ -75,8 +75,9 @@ class MatrixOptions:
 def check_combinations(o: MatrixOptions) -> None:
     """What can be checked before the model is loaded."""
     from attncli.attention.model_view import check_model_view_options
-    from attncli.attention.pretrained import check_view_options
+    from attncli.attention.pretrained import check_texts, check_view_options
 
+    check_texts(o.text, o.pair)
     check_view_options(pair=o.pair, block=o.block, rollout=o.rollout, layer=o.layer, head=o.head)
     if o.words and o.explain is not None:
         raise BadInput("--explain I J explains one token-level cell: drop --words (word rows mix several pieces)")

@@ -89,6 +89,7 @@ def compute(state, models: dict[tuple[str, str], Any]) -> PretrainedResult | Mod
     from attncli.attention import pretrained as pv
 
     check(state)
+    pv.check_texts(state.text, state.pair)
     key = (state.transformer, state.backend)
     if key not in models:
         from attncli.transformer import load
