@@ -39,7 +39,9 @@ EXPLORE_HELP = "\n\n".join(" ".join(paragraph.split()) for paragraph in (
     """--transformer: a pretrained model's own attention, as `attn matrix --transformer` shows it; T in the
     app switches to the word-vector matrix of the same sentence, M to the model view (every layer x head,
     --model-view).""",
-    """--serve: the same app as a web page (textual-serve), on 127.0.0.1 unless --host says otherwise.""",
+    """--serve: the same app as a web page (textual-serve), on 127.0.0.1 unless --host says otherwise; only
+    the server's own page may drive it (Origin and Host checked), and beyond loopback only with the token
+    it prints at start.""",
 ))
 
 
@@ -80,9 +82,10 @@ def explore_cmd(
                                                      show_default=False)] = None,
     serve: Annotated[bool, typer.Option("--serve", help="Serve the app as a web page (textual-serve) instead of running it here.")] = False,
     host: Annotated[Optional[str], typer.Option(help="--serve: the address to listen on (default 127.0.0.1). Anything but "
-                                                     "127.0.0.1 / localhost lets every machine that can reach the port run "
-                                                     "the app as you (your models, files and exports, with your rights): "
-                                                     "do that only on a network you trust.", show_default=False)] = None,
+                                                     "loopback (e.g. 0.0.0.0) makes the app reachable from the network, where "
+                                                     "whoever opens it runs it as you (your models, files and exports): the "
+                                                     "server then requires a random token, in the URL it prints at start. "
+                                                     "Do that only on a network you trust.", show_default=False)] = None,
     port: Annotated[Optional[int], typer.Option(help="--serve: the port to listen on (default 8000).", show_default=False)] = None,
 ) -> None:
     """Explore attention interactively: the matrix of `attn matrix`, with keys for every setting.
