@@ -37,6 +37,7 @@ STUBBORN = """
 import os
 if os.environ.get("TEXTUAL_DRIVER"):
     import signal, subprocess, sys
+    print("a stubborn session starts", file=sys.stderr, flush=True)
     from textual.drivers import web_driver
     web_driver.WebDriver.on_meta = (lambda on_meta: lambda self, kind, payload:
                                     None if kind == "quit" else on_meta(self, kind, payload))(web_driver.WebDriver.on_meta)
@@ -241,6 +242,7 @@ def test_a_stubborn_session_ends_with_its_socket(served):
     group = next(iter(server.groups))
     assert len(in_group(group)) == 2  # the app and its child
     wait_until(lambda: in_group(group) == [], 20, "the stubborn session outlived its socket")
+    assert "a stubborn session starts\n" in server.err and server.out == []  # the app's stderr: the server's stderr
 
 
 @pytest.mark.parametrize("stubborn", [False, True], ids=["app", "stubborn-app"])

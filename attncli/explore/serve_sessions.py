@@ -60,8 +60,10 @@ class Session(AppService):
     async def _open_app_process(self, width: int = 80, height: int = 24):
         self._process = process = await asyncio.create_subprocess_exec(
             *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env=self._build_environment(width=width, height=height),
+            stderr=None, env=self._build_environment(width=width, height=height),  # the app's stderr is the server's
             start_new_session=True)
+        process.stderr = asyncio.StreamReader()  # textual-serve's run() copies it to stdout: given nothing
+        process.stderr.feed_eof()
         self._stdin = process.stdin
         return process
 
