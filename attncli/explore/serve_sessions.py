@@ -125,7 +125,7 @@ class GuardedServer(Server):
 
     async def on_startup(self, app: web.Application) -> None:
         for line in self.urls:
-            print(line, file=sys.stderr)
+            print(visible(line), file=sys.stderr)  # --host is the user's text
 
     async def on_shutdown(self, app: web.Application) -> None:
         """Stopping the server ends every session (bounded), then closes their sockets."""
