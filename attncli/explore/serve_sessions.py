@@ -188,6 +188,8 @@ class GuardedServer(Server):
             await self._process_messages(websocket, session)
         except (asyncio.CancelledError, ConnectionError):
             pass
+        except Exception as exc:  # the session could not start or broke: one line, not a traceback
+            print(visible(f"attn explore --serve: a session failed: {type(exc).__name__}: {exc}"), file=sys.stderr)
         finally:
             try:
                 await session.stop()
