@@ -155,6 +155,9 @@ class Served:
             self.proc.wait()
 
 
+needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the processes from Linux's /proc")
+
+
 def processes() -> list[tuple[int, int, int]]:
     """(pid, parent pid, process group) of every live process (zombies excluded), from /proc."""
     found = []
@@ -220,6 +223,7 @@ async def first_screen(url: str, origin: str) -> int:
     return received
 
 
+@needs_proc
 def test_a_foreign_origin_is_refused_and_the_own_one_gets_the_app(served):
     server = served()
     ws = server.url("/ws")
@@ -234,6 +238,7 @@ def test_a_foreign_origin_is_refused_and_the_own_one_gets_the_app(served):
     assert "".join(server.out) == ""  # nothing of the server's on stdout
 
 
+@needs_proc
 def test_a_stubborn_session_ends_with_its_socket(served):
     """An app that ignores quit and SIGTERM, with a child that ignores SIGTERM: all gone, bounded."""
     server = served(stubborn=True)
@@ -245,6 +250,7 @@ def test_a_stubborn_session_ends_with_its_socket(served):
     assert "a stubborn session starts\n" in server.err and server.out == []  # the app's stderr: the server's stderr
 
 
+@needs_proc
 @pytest.mark.parametrize("stubborn", [False, True], ids=["app", "stubborn-app"])
 def test_sigterm_ends_the_server_and_every_session(served, stubborn):
     server = served(stubborn=stubborn)
