@@ -42,11 +42,12 @@ PRETRAINED_ONLY = ["torch", "transformers", "sentence_transformers"]
     (NO_EXTRAS, ["matrix", "a b c", "--transformer", "BERT"], "attncli[pretrained]"),
     (NO_EXTRAS, ["generate", "a b", "--transformer", "GPT2"], "attncli[pretrained]"),
     (NO_EXTRAS, ["lookup", "a b", "--encoder", "BERT"], "attncli[pretrained]"),
+    (NO_EXTRAS, ["heads", "--transformer", "BERT"], "attncli[pretrained]"),
     (NO_EXTRAS[:-2], ["explore", "a b c", "--transformer", "BERT"], "attncli[pretrained]"),
     (PRETRAINED_ONLY, ["matrix", "a b c", "--transformer", "BERT", "--backend", "torch"], "attncli[transformers]"),
     (PRETRAINED_ONLY, ["explore", "a b c", "--transformer", "BERT", "--backend", "torch"], "attncli[transformers]"),
 ], ids=["train-attention", "train-attention-bare", "explore", "explore-serve", "matrix-transformer",
-        "generate-transformer", "lookup-encoder", "explore-transformer", "matrix-torch", "explore-torch"])
+        "generate-transformer", "lookup-encoder", "heads-transformer", "explore-transformer", "matrix-torch", "explore-torch"])
 def test_a_missing_extra_is_named_before_any_work(tmp_path, attn_home, tiny_bert_dir, tiny_gpt2_dir, hidden, args, extra):
     args = [str(tiny_bert_dir) if a == "BERT" else str(tiny_gpt2_dir) if a == "GPT2" else a for a in args]
     record = tmp_path / "imported.json"
