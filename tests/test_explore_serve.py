@@ -194,10 +194,15 @@ def served(tmp_path):
 
     yield start
     for server in servers:
-        for group in server.groups:
-            for pid in in_group(group):
-                os.kill(pid, signal.SIGKILL)
-        server.close()
+        try:
+            for group in server.groups:
+                for pid in in_group(group):
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+        finally:
+            server.close()
 
 
 async def handshake(url: str, **kwargs) -> int:
