@@ -147,7 +147,7 @@ def renderables(res: PretrainedResult, state, width: int, *, cursor=None, cell_m
             for part in heatmap_renderables(hm, width, lines=lines)]
 
 
-def export_text(res: PretrainedResult, state, fmt: str, width: int = 120) -> str:
+def export_text(res: PretrainedResult, state, fmt: str, width: int | None = None) -> str | bytes:
     """The view as .json (``attn matrix --transformer ... --json``'s document), .svg or .html."""
     if res.is_model_view:
         return model_view_export(res, state, fmt, width)
@@ -176,9 +176,9 @@ def model_view_renderables(res: ModelViewResult, state, width: int, *, cursor=No
                  classes=res.classes, cursor=cursor, cell_meta=cell_meta)
 
 
-def model_view_export(res: ModelViewResult, state, fmt: str, width: int = 120) -> str:
+def model_view_export(res: ModelViewResult, state, fmt: str, width: int | None = None) -> str | bytes:
     """The model view as .json (``attn matrix ... --model-view --json``'s document), .svg or .html
-    (its drawing at ``width`` columns and the command line)."""
+    (its drawing at ``width`` columns, None: as wide as it needs, and the command line)."""
     if fmt == ".json":
         from attncli.attention.model_view import model_view_document
         from attncli.attention.pretrained import write_document
