@@ -304,3 +304,25 @@ def test_explore_exports_a_png(tiny, tmp_path):
     path = export(res := compute(state.request()), state, "e.png", tmp_path)
     width, height, rows = read_png(path.read_bytes())
     assert width > len(res.tokens) * 7 * CHAR_W and height > len(res.tokens) * LINE_H
+
+
+# files written inside a model directory that is itself swapped in whole (store.writing_model),
+# and textual-serve's templates copied into a fresh temporary folder: not output files
+BUILT_IN_A_TEMP_DIR = {"vectors/store.py", "lm/train.py", "explore/serve.py"}
+
+
+def test_every_output_file_goes_through_the_one_door():
+    """No module writes a file but through attncli.fileio (atomic_write / atomic_writer)."""
+    from pathlib import Path
+
+    import attncli
+
+    root = Path(attncli.__file__).parent
+    around = re.compile(r"""\.write_(text|bytes)\(|\.save_(svg|html|text)\(|\bopen\([^)]*["'][wax]b?["']""")
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel == "fileio.py" or rel in BUILT_IN_A_TEMP_DIR:
+            continue
+        found += [f"{rel}:{n}" for n, line in enumerate(path.read_text().splitlines(), 1) if around.search(line)]
+    assert found == []
