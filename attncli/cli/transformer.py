@@ -127,6 +127,7 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span)
                               classes=classes)
         _export(lambda w: model_view_renderables(model, enc, attentions, lo, hi, w, hide_special=o.hide_special,
                                                  classes=classes), title, exports)
+        _page(o, model, enc, attentions, meta, layer, classes, exports.html, title)
         return
     view = pv.select(attentions, layer=layer, head=o.head, rollout=o.rollout, hide_special=o.hide_special,
                      block=o.block or "all", words=o.words, tokens=enc.tokens, segments=enc.segments,
@@ -143,14 +144,31 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span)
     else:
         render_view(out_console(), view, meta, enc, row_span, col_span, explanation)
     _export(lambda w: view_renderables(view, meta, enc, row_span, col_span, explanation, w), title, exports)
+    _page(o, model, enc, attentions, meta, layer, None, exports.html, title)
 
 
 def _export(draw, title: str, exports) -> None:
-    if not exports:
+    """The drawn exports (SVG, PNG); --html is the interactive page (:func:`_page`)."""
+    if exports.svg is None and exports.png is None:
         return
     from attncli.views.export import export_files
 
-    export_files(draw, title, svg=exports.svg, html=exports.html, png=exports.png, width=exports.width)
+    export_files(draw, title, svg=exports.svg, png=exports.png, width=exports.width)
+
+
+def _page(o: MatrixOptions, model, enc, attentions, meta, layer: int, classes, html: Optional[Path], title: str) -> None:
+    """--html: the interactive page (attncli.views.page), opened on the view the options ask for."""
+    if html is None:
+        return
+    from attncli.attention.model_view import head_classes
+    from attncli.fileio import atomic_write
+    from attncli.views.page import interactive_page, page_data
+
+    if classes is None:
+        classes = head_classes(model, enc, attentions, o.hide_special)
+    data = page_data(model, enc, attentions, meta, classes, layer=layer, head=o.head, words=o.words,
+                     hide_special=o.hide_special, rollout=o.rollout, block=o.block, model_view=o.model_view)
+    atomic_write(html, interactive_page(data, title))
 
 
 def _write_model_view_json(model, enc, attentions, meta, lo, hi, classes) -> None:
