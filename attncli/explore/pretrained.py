@@ -160,6 +160,8 @@ def export_text(res: PretrainedResult, state, fmt: str, width: int | None = None
         parts: list[str] = []
         pv.write_document(doc, parts.append)
         return "".join(parts)
+    if fmt == ".html":
+        return page_export(res, state, None, model_view=False)
     from attncli.explore.state import export_drawing
     from attncli.views.render import explanation_renderables
 
@@ -187,7 +189,24 @@ def model_view_export(res: ModelViewResult, state, fmt: str, width: int | None =
         write_document(model_view_document(res.model, res.enc, res.attentions, res.meta, res.lo, res.hi, res.classes),
                        parts.append)
         return "".join(parts)
+    if fmt == ".html":
+        return page_export(res, state, res.classes, model_view=True)
     from attncli.explore.state import export_drawing
 
     return export_drawing(lambda w: model_view_renderables(res, state, w), command_line(res, state),
                           res.enc.text, fmt, width)
+
+
+def page_export(res, state, classes, *, model_view: bool) -> str:
+    """The .html export of a pretrained view: the interactive page ``attn matrix --transformer ...
+    --html`` writes (attncli.views.page), opened on the same view."""
+    from attncli.attention.model_view import head_classes
+    from attncli.views.page import interactive_page, page_data
+
+    if classes is None:
+        classes = head_classes(res.model, res.enc, res.attentions, state.hide_special)
+    block = state.pair_filter if state.pair_filter not in (None, "all") else None
+    data = page_data(res.model, res.enc, res.attentions, res.meta, classes, layer=res.meta["layer"], head=state.head,
+                     words=state.words, hide_special=state.hide_special, rollout=state.rollout, block=block,
+                     model_view=model_view)
+    return interactive_page(data, f"attn matrix: {res.enc.text[:60]}")
