@@ -186,7 +186,8 @@ def evaluate_in_page(chromium: str, url: str, expressions: list[str], requested:
     requests is appended to ``requested``."""
     import urllib.request
 
-    with tempfile.TemporaryDirectory(prefix="attn-chromium-") as profile:
+    # Chromium's helper processes may still write the profile while it is removed
+    with tempfile.TemporaryDirectory(prefix="attn-chromium-", ignore_cleanup_errors=True) as profile:
         proc = subprocess.Popen([chromium, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:

@@ -77,12 +77,12 @@ def table_rows(lines: list[str], labels: list[str]) -> dict[str, list[str]]:
     return rows
 
 
-def needs_cairosvg() -> None:
-    """Skip without CairoSVG or the cairo library, but fail under CI (.ci/run installs both)."""
+def needs_pillow() -> None:
+    """Skip without Pillow (the png extra), but fail under CI (the test extra installs it)."""
     try:
-        import cairosvg  # noqa: F401
-    except (ImportError, OSError) as exc:
-        message = f"no CairoSVG ({exc}): pip install 'attncli[png]' and apt-get install libcairo2"
+        import PIL.ImageDraw  # noqa: F401
+    except ImportError as exc:
+        message = f"no Pillow ({exc}): pip install 'attncli[png]'"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
@@ -197,8 +197,8 @@ def test_the_offline_check_sees_rich_s_remote_font():
 # --- 3. PNG ---------------------------------------------------------------------------------------
 
 
-def test_png_is_the_svg_picture_with_each_cell_in_its_viridis_colour(tiny, tmp_path):
-    needs_cairosvg()
+def test_png_is_the_svg_s_picture_with_each_cell_in_its_viridis_colour(tiny, tmp_path):
+    needs_pillow()
     from _chromium import read_png
 
     from attncli.views.render import palette
@@ -233,7 +233,7 @@ def test_png_is_the_svg_picture_with_each_cell_in_its_viridis_colour(tiny, tmp_p
 def test_png_without_the_extra_names_it(tiny, tmp_path, monkeypatch):
     import sys
 
-    monkeypatch.setitem(sys.modules, "cairosvg", None)  # import cairosvg -> ImportError
+    monkeypatch.setitem(sys.modules, "PIL.ImageDraw", None)  # import PIL.ImageDraw -> ImportError
     result = run("matrix", SENTENCE, "--model", tiny, "--png", str(tmp_path / "m.png"))
     assert result.exit_code == 2
     assert "attncli[png]" in result.stderr and "Traceback" not in result.stderr
@@ -294,7 +294,7 @@ def test_explore_export_is_laid_out_for_the_file(tiny, tmp_path):
 
 
 def test_explore_exports_a_png(tiny, tmp_path):
-    needs_cairosvg()
+    needs_pillow()
     from _chromium import read_png
 
     from attncli.attention.matrix import compute

@@ -290,11 +290,11 @@ def export_drawing(draw, command: str, text: str, fmt: str, width: int | None = 
     as SVG (titled by ``text``, offline fonts), HTML or PNG (bytes)."""
     from attncli.views.export import html_text, png_bytes, record, svg_text
 
-    console = record(draw, width, command)
+    console, parts = record(draw, width, command)
+    title = f"attn explore: {text[:60]}"
     if fmt == ".html":
         return html_text(console)
-    svg = svg_text(console, f"attn explore: {text[:60]}")
-    return png_bytes(svg) if fmt == ".png" else svg
+    return png_bytes(console, parts, title) if fmt == ".png" else svg_text(console, title)
 
 
 def export(res, state: ExploreState, given: str, cwd: Path | None = None, width: int | None = None) -> Path:

@@ -5,8 +5,9 @@ A file has no terminal: unless a width is asked for, a view is drawn as wide as 
 (``draw(None)``: every column, whole labels, the most decimals) and recorded by rich at the width
 of its widest part that must not wrap (a table, a map line), at least :data:`MIN_WIDTH` so that
 titles and notes read. The SVG loads no font from the network (rich's default ``@font-face``
-points at a CDN): it names a local monospace stack. The PNG is that SVG rasterised by CairoSVG
-(the ``png`` extra). Every file goes through :func:`attncli.fileio.atomic_write`.
+points at a CDN): it names a local monospace stack. The PNG is the same picture drawn by Pillow
+(the ``png`` extra) from the same recorded lines, on the SVG's grid. Every file goes through
+:func:`attncli.fileio.atomic_write`.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from __future__ import annotations
 import io
 import re
 from pathlib import Path
-from typing import Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 MIN_WIDTH = 80  # columns: a narrower view still gets room for its titles and notes
 MAX_WIDTH = 4000  # columns: the widest drawing recorded (a 512-token matrix is ~3,600)
 FONT_STACK = "'DejaVu Sans Mono', Menlo, Consolas, 'Liberation Mono', 'Courier New', monospace"
-PNG_EXTRA = "--png needs the png extra: pip install 'attncli[png]' (CairoSVG, and the cairo library: apt-get install libcairo2)"
+PNG_EXTRA = "--png needs the png extra: pip install 'attncli[png]' (Pillow)"
 
 Draw = Callable[[Optional[int]], Iterable]  # width (None: the file's) -> rich renderables
 
@@ -40,21 +41,22 @@ def drawing_width(parts: list, cap: Optional[int] = None) -> int:
     return min(max(widest, MIN_WIDTH), cap or MAX_WIDTH)
 
 
-def record(draw: Draw, width: Optional[int] = None, command: Optional[str] = None):
-    """A recording rich Console holding ``draw``'s view (and ``command`` under it, dim): at
-    ``width`` columns when given (laid out as for a terminal that wide), else as wide as the view
-    needs (see :func:`drawing_width`)."""
+def record(draw: Draw, width: Optional[int] = None, command: Optional[str] = None) -> tuple[Any, list]:
+    """A recording rich Console holding ``draw``'s view (and ``command`` under it, dim), and the
+    renderables printed: at ``width`` columns when given (laid out as for a terminal that wide),
+    else as wide as the view needs (see :func:`drawing_width`)."""
     from rich.console import Console
+    from rich.text import Text
 
     parts = list(draw(width))
     columns = width if width is not None else drawing_width(parts)
+    if command:
+        parts.append(Text(command, style="dim"))
     console = Console(record=True, width=columns, file=io.StringIO(), color_system="truecolor", force_terminal=True,
                       legacy_windows=False)
     for part in parts:
         console.print(part)
-    if command:
-        console.print(command, style="dim", highlight=False, markup=False)
-    return console
+    return console, parts
 
 
 _FONT_FACE = re.compile(r"@font-face\s*\{[^}]*\}\s*")
@@ -74,21 +76,87 @@ def html_text(console) -> str:
 
 
 def png_available() -> None:
-    """BadInput (exit 2) naming the ``png`` extra when CairoSVG or the cairo library is missing."""
+    """BadInput (exit 2) naming the ``png`` extra when Pillow is missing."""
     from attncli.errors import BadInput
 
     try:
-        import cairosvg  # noqa: F401  (loads the cairo library through cairocffi)
-    except (ImportError, OSError):
+        import PIL.Image  # noqa: F401
+        import PIL.ImageDraw  # noqa: F401
+    except ImportError:
         raise BadInput(PNG_EXTRA) from None
 
 
-def png_bytes(svg: str, scale: float = 1.0) -> bytes:
-    """``svg`` rasterised to PNG by CairoSVG (one SVG pixel = ``scale`` PNG pixels)."""
-    png_available()
-    import cairosvg
+# rich's SVG geometry (Console.export_svg): 20 px characters 0.61 wide, lines 1.22 high, a 1 px
+# margin, 8 px padding (40 at the top, under the title bar); the PNG draws the same picture.
+CHAR_H = 20
+CHAR_W = CHAR_H * 0.61
+LINE_H = CHAR_H * 1.22
+MONO_FONTS = ("DejaVuSansMono.ttf", "LiberationMono-Regular.ttf", "Menlo.ttc", "consola.ttf", "cour.ttf")
+MONO_BOLD = ("DejaVuSansMono-Bold.ttf", "LiberationMono-Bold.ttf", "Menlo.ttc", "consolab.ttf", "courbd.ttf")
+TITLE_FONTS = ("DejaVuSans-Bold.ttf", "LiberationSans-Bold.ttf", "Arial Bold.ttf", "arialbd.ttf")
 
-    return cairosvg.svg2png(bytestring=svg.encode("utf-8"), scale=scale, unsafe=False)
+
+def _font(names: tuple[str, ...], size: int):
+    """The first of ``names`` Pillow finds among the system's fonts, else Pillow's own."""
+    from PIL import ImageFont
+
+    for name in names:
+        try:
+            return ImageFont.truetype(name, size)
+        except OSError:
+            continue
+    return ImageFont.load_default(size)
+
+
+def png_bytes(console, parts: list, title: str) -> bytes:
+    """The recorded view drawn by Pillow as rich draws its SVG (same size, same places, same
+    colours: the terminal theme of rich's SVG export), as PNG bytes."""
+    import math
+
+    png_available()
+    from PIL import Image, ImageDraw
+    from rich.cells import cell_len
+    from rich.color import blend_rgb
+    from rich.segment import Segment
+    from rich.style import Style
+    from rich.terminal_theme import SVG_EXPORT_THEME as theme
+
+    segments = [seg for part in parts for seg in console.render(part)]
+    lines = list(Segment.split_and_crop_lines(Segment.filter_control(segments), length=console.width))
+    term_w, term_h = math.ceil(console.width * CHAR_W + 16), len(lines) * LINE_H + 48
+    image = Image.new("RGB", (term_w + 2, round(term_h + 2)), (255, 255, 255))
+    pen = ImageDraw.Draw(image)
+    bg, fg = tuple(theme.background_color), tuple(theme.foreground_color)
+    pen.rounded_rectangle((1, 1, 1 + term_w, 1 + term_h), radius=8, fill=bg, outline=(118, 118, 118))
+    for cx, colour in ((26, (0xff, 0x5f, 0x57)), (48, (0xfe, 0xbc, 0x2e)), (70, (0x28, 0xc8, 0x40))):
+        pen.ellipse((cx - 7, 15, cx + 7, 29), fill=colour)
+    pen.text((term_w // 2, 1 + CHAR_H + 6), title, font=_font(TITLE_FONTS, 18), fill=fg, anchor="ms")
+    fonts = {False: _font(MONO_FONTS, CHAR_H), True: _font(MONO_BOLD, CHAR_H)}
+    ox, oy = 9, 41  # margin + padding
+    for y, line in enumerate(lines):
+        x = 0
+        for text, style, _control in line:
+            style = style or Style()
+            colour = fg if style.color is None or style.color.is_default else tuple(style.color.get_truecolor(theme))
+            back = bg if style.bgcolor is None or style.bgcolor.is_default else tuple(style.bgcolor.get_truecolor(theme))
+            if style.reverse:
+                colour, back = back, colour
+            if style.dim:
+                colour = tuple(blend_rgb(colour, back, 0.4))
+            width = cell_len(text)
+            if style.reverse or (style.bgcolor is not None and not style.bgcolor.is_default):
+                top = oy + y * LINE_H + 1.5
+                pen.rectangle((round(ox + x * CHAR_W), round(top), round(ox + (x + width) * CHAR_W) - 1,
+                               round(top + LINE_H + 0.25) - 1), fill=back)
+            if text.strip():
+                pen.text((ox + x * CHAR_W, oy + y * LINE_H + CHAR_H), text, font=fonts[bool(style.bold)], fill=colour,
+                         anchor="ls")
+            x += width
+    import io
+
+    out = io.BytesIO()
+    image.save(out, format="PNG", compress_level=3)
+    return out.getvalue()
 
 
 def export_files(draw: Draw, title: str, *, svg: Optional[Path] = None, html: Optional[Path] = None,
@@ -99,11 +167,10 @@ def export_files(draw: Draw, title: str, *, svg: Optional[Path] = None, html: Op
 
     if svg is None and html is None and png is None:
         return
-    console = record(draw, width, command)
-    picture = svg_text(console, title) if (svg or png) else ""
+    console, parts = record(draw, width, command)
     if svg is not None:
-        atomic_write(svg, picture)
+        atomic_write(svg, svg_text(console, title))
     if html is not None:
         atomic_write(html, html_text(console))
     if png is not None:
-        atomic_write(png, png_bytes(picture))
+        atomic_write(png, png_bytes(console, parts, title))
