@@ -326,3 +326,17 @@ def test_every_output_file_goes_through_the_one_door():
             continue
         found += [f"{rel}:{n}" for n, line in enumerate(path.read_text().splitlines(), 1) if around.search(line)]
     assert found == []
+
+
+def test_a_long_input_is_bounded_in_a_file_and_says_what_is_left_out(tiny, tmp_path):
+    from attncli.views.render import FILE_MAX
+
+    page = tmp_path / "m.html"
+    sentence = " ".join(WORDS * 20)  # 160 tokens
+    result = run("matrix", sentence, "--model", tiny, "--html", str(page), env={"COLUMNS": "40"})
+    assert result.exit_code == 0, result.stderr
+    lines = html_lines(page.read_text())
+    header = next(s for s in lines if s.split()[:len(WORDS)] == WORDS)
+    assert len(header.split()) == FILE_MAX  # the first 128 columns, on one line
+    assert sum(1 for s in lines if re.match(r"\d+ \S", s)) == FILE_MAX
+    assert "left out: rows 0-127 of 0-159 shown; columns 0-127 of 0-159 shown" in " ".join(lines)

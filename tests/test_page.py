@@ -131,3 +131,21 @@ def test_a_hostile_sentence_stays_data(tiny_bert_dir, tmp_path):
     assert "<!--" not in text
     data = re.search(r'<script type="application/json" id="attn-data">(.*?)</script>', text, re.S).group(1)
     assert json.loads(data)["text"] == "</script><script>alert(1)</script> <!--"
+
+
+def test_a_page_too_big_is_refused_before_any_work(tiny_bert_dir, tmp_path, monkeypatch):
+    import attncli.views.page as page_module
+
+    page = tmp_path / "page.html"
+    doc = json.loads(run("matrix", SENTENCE, "--transformer", str(tiny_bert_dir), "--json").stdout)
+    T, L, h = len(doc["tokens"]), doc["layers"], doc["heads"]
+    weights = L * (h + 2) * T * T * 2 * 2  # (heads, mean, rollout) x (special tokens shown, hidden) x (tokens, words)
+    monkeypatch.setattr(page_module, "MAX_NUMBERS", weights - 1)
+    result = CliRunner().invoke(app, ["matrix", SENTENCE, "--transformer", str(tiny_bert_dir), "--html", str(page)],
+                                env={"COLUMNS": "400"})
+    assert result.exit_code == 2
+    assert f"--html: the interactive page of {T} tokens would hold {weights:,} weights" in result.stderr
+    assert not page.exists() and result.stdout == ""
+    monkeypatch.setattr(page_module, "MAX_NUMBERS", weights)
+    run("matrix", SENTENCE, "--transformer", str(tiny_bert_dir), "--html", str(page))
+    assert page.exists()

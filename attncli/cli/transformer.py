@@ -108,6 +108,10 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span)
         raise BadInput("--explain I J needs attn's NumPy forward pass (the queries and keys of a layer): "
                        "add --backend numpy (BERT and GPT-2 families)")
     enc = model.encode(o.text, pair=o.pair, truncate=o.truncate)
+    if exports.html is not None:
+        from attncli.views.page import check_size
+
+        check_size(model.layers, model.heads, len(enc.tokens), any(enc.special))
     attentions = model.attentions(enc)  # (L, h, T, T)
     meta = pv.view_meta(model, enc, layer=layer, head=o.head, rollout=o.rollout, block=o.block,
                         hide_special=o.hide_special, words=o.words)

@@ -22,6 +22,21 @@ from typing import Any, Optional
 from attncli.views.render import _VIRIDIS
 
 SCRIPT_FILE = "page.js"
+MAX_NUMBERS = 4_000_000  # weights the page may embed (about 10 bytes each in its JSON): ~40 MB
+
+
+def check_size(layers: int, heads: int, tokens: int, has_special: bool) -> None:
+    """BadInput (exit 2) before any work when the page would embed more than MAX_NUMBERS
+    weights: every layer x head x T x T, with and without the special tokens, by token and by
+    word (the rollouts add one matrix per layer)."""
+    from attncli.errors import BadInput
+
+    numbers = layers * (heads + 2) * tokens * tokens * (2 if has_special else 1) * 2
+    if numbers > MAX_NUMBERS:
+        most = int((MAX_NUMBERS / (layers * (heads + 2) * (2 if has_special else 1) * 2)) ** 0.5)
+        raise BadInput(f"--html: the interactive page of {tokens} tokens would hold {numbers:,} weights "
+                       f"({layers} layers x {heads} heads); it takes up to about {most} tokens of this model: "
+                       "shorten the input, or use --svg / --json")
 
 
 def page_views(model, enc, attentions, meta: dict[str, Any]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ _VIRIDIS = ["#440154", "#482475", "#414487", "#355f8d", "#2a788e", "#21918c",
 _STOPS = np.array([[int(h[i : i + 2], 16) for i in (1, 3, 5)] for h in _VIRIDIS], dtype=float)  # (11, 3)
 MASKED = "·"
 LABEL_WIDTH = 14  # row labels ("12 token") are cut to this many characters
+FILE_MAX = 128  # rows and columns of a heatmap laid out for a file (width None): bounded work and size
 
 
 _STOP_ROWS = _STOPS.tolist()  # the same stops as Python floats: palette runs once per drawn cell
@@ -151,8 +152,8 @@ def heatmap_renderables(hm: Heatmap, width: int | None, *, max_rows: int = 60, m
                         lines: bool = False) -> list:
     """``hm`` as rich renderables (titles, tables, notes) that fit ``width`` columns: what
     :func:`render_heatmap` prints, and what ``attn explore`` shows in a widget. ``width`` None:
-    laid out for a file, as wide as the view needs (every row and column on one page, whole
-    labels, the first of ``hm.decimals``).
+    laid out for a file, as wide as the view needs (every row and column on one page, up to
+    FILE_MAX of each, whole labels, the first of ``hm.decimals``).
 
     ``lines``: each page as one Text of the same lines a rich Table would draw here (no box, no
     padding: a label column, then cells of equal width), about ten times faster to render, for
@@ -165,8 +166,8 @@ def heatmap_renderables(hm: Heatmap, width: int | None, *, max_rows: int = 60, m
     R, C = hm.values.shape
     width_given = width is not None
     masked = hm.masked if hm.masked is not None else np.zeros((R, C), dtype=bool)
-    r0, r1 = _range(hm.rows, R, max_rows if width_given else R)
-    c0, c_end = _range(hm.cols, C, C)
+    r0, r1 = _range(hm.rows, R, max_rows if width_given else FILE_MAX)
+    c0, c_end = _range(hm.cols, C, C if width_given else FILE_MAX)
     block = hm.values[r0:r1, c0:c_end]
     block_masked = masked[r0:r1, c0:c_end]
     visible = hm.values[~masked]
