@@ -131,6 +131,12 @@ def test_width_lays_the_export_out_for_that_many_columns(tiny, tmp_path):
     assert "page 1/" in "\n".join(lines)  # a 40-column terminal's pages
 
 
+def test_width_without_an_export_is_bad_input(tiny):
+    result = run("matrix", SENTENCE, "--model", tiny, "--width", "60")
+    assert result.exit_code == 2 and "--width lays out the --svg / --html / --png files" in result.stderr
+    assert result.stdout == ""
+
+
 @pytest.mark.parametrize("width", ["0", "19", "4001"])
 def test_width_out_of_range_is_bad_input(tiny, tmp_path, width):
     result = run("matrix", SENTENCE, "--model", tiny, "--svg", str(tmp_path / "m.svg"), "--width", width)

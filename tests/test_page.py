@@ -149,3 +149,20 @@ def test_a_page_too_big_is_refused_before_any_work(tiny_bert_dir, tmp_path, monk
     monkeypatch.setattr(page_module, "MAX_NUMBERS", weights)
     run("matrix", SENTENCE, "--transformer", str(tiny_bert_dir), "--html", str(page))
     assert page.exists()
+
+
+def test_explore_s_html_export_is_the_page_and_bounded_alike(tiny_bert_dir, monkeypatch):
+    import attncli.views.page as page_module
+    from attncli.errors import BadInput
+    from attncli.explore.pretrained import compute, export_text
+    from attncli.explore.state import ExploreState
+
+    state = ExploreState(SENTENCE, transformer=str(tiny_bert_dir), pair=PAIR, layer=1, head=2)
+    res = compute(state, {})
+    page = export_text(res, state, ".html")
+    data = json.loads(re.search(r'id="attn-data">(.*?)</script>', page, re.S).group(1))
+    assert data["start"] == {"layer": 1, "head": 2, "words": False, "hide_special": False, "rollout": False,
+                             "filter": "all", "view": "head"}
+    monkeypatch.setattr(page_module, "MAX_NUMBERS", 10)
+    with pytest.raises(BadInput, match="--html: the interactive page of"):
+        export_text(res, state, ".html")

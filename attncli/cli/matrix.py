@@ -73,6 +73,9 @@ def _check_exports(exports: Exports) -> None:
         _check_export_path(path, option)
     if exports.width is not None and not 20 <= exports.width <= 4000:
         raise BadInput(f"--width must be between 20 and 4000 columns (got {exports.width})")
+    if exports.width is not None and not exports:
+        raise BadInput("--width lays out the --svg / --html / --png files: give one of them (the terminal's view "
+                       "takes the terminal's width)")
     if exports.png is not None:
         from attncli.views.export import png_available
 

@@ -201,8 +201,9 @@ def page_export(res, state, classes, *, model_view: bool) -> str:
     """The .html export of a pretrained view: the interactive page ``attn matrix --transformer ...
     --html`` writes (attncli.views.page), opened on the same view."""
     from attncli.attention.model_view import head_classes
-    from attncli.views.page import interactive_page, page_data
+    from attncli.views.page import check_size, interactive_page, page_data
 
+    check_size(res.model.layers, res.model.heads, len(res.enc.tokens), any(res.enc.special))
     if classes is None:
         classes = head_classes(res.model, res.enc, res.attentions, state.hide_special)
     block = state.pair_filter if state.pair_filter not in (None, "all") else None
