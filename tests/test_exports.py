@@ -236,6 +236,17 @@ def test_png_is_the_svg_s_picture_with_each_cell_in_its_viridis_colour(tiny, tmp
     assert checked >= 5
 
 
+def test_a_png_too_big_is_bad_input_and_writes_nothing(tiny, tmp_path, monkeypatch):
+    needs_pillow()
+    import attncli.views.export as export_module
+
+    monkeypatch.setattr(export_module, "MAX_PIXELS", 100_000)
+    png = tmp_path / "m.png"
+    result = run("matrix", SENTENCE, "--model", tiny, "--png", str(png), env={"COLUMNS": "400"})
+    assert result.exit_code == 2 and "--png: the picture would be" in result.stderr
+    assert "pixels, more than 100,000: draw less" in result.stderr and not png.exists()
+
+
 def test_png_without_the_extra_names_it(tiny, tmp_path, monkeypatch):
     import sys
 

@@ -93,6 +93,7 @@ CHAR_W = CHAR_H * 0.61
 LINE_H = CHAR_H * 1.22
 MONO_FONTS = ("DejaVuSansMono.ttf", "LiberationMono-Regular.ttf", "Menlo.ttc", "consola.ttf", "cour.ttf")
 MONO_BOLD = ("DejaVuSansMono-Bold.ttf", "LiberationMono-Bold.ttf", "Menlo.ttc", "consolab.ttf", "courbd.ttf")
+MAX_PIXELS = 120_000_000  # a PNG's pixels (3 bytes each in memory while it is drawn)
 TITLE_FONTS = ("DejaVuSans-Bold.ttf", "LiberationSans-Bold.ttf", "Arial Bold.ttf", "arialbd.ttf")
 
 
@@ -124,6 +125,11 @@ def png_bytes(console, parts: list, title: str) -> bytes:
     segments = [seg for part in parts for seg in console.render(part)]
     lines = list(Segment.split_and_crop_lines(Segment.filter_control(segments), length=console.width))
     term_w, term_h = math.ceil(console.width * CHAR_W + 16), len(lines) * LINE_H + 48
+    if (term_w + 2) * (term_h + 2) > MAX_PIXELS:
+        from attncli.errors import BadInput
+
+        raise BadInput(f"--png: the picture would be {term_w + 2:,} x {round(term_h + 2):,} pixels, more than "
+                       f"{MAX_PIXELS:,}: draw less (--head, --rows/--cols, --width) or use --svg")
     image = Image.new("RGB", (term_w + 2, round(term_h + 2)), (255, 255, 255))
     pen = ImageDraw.Draw(image)
     bg, fg = tuple(theme.background_color), tuple(theme.foreground_color)
@@ -152,8 +158,6 @@ def png_bytes(console, parts: list, title: str) -> bytes:
                 pen.text((ox + x * CHAR_W, oy + y * LINE_H + CHAR_H), text, font=fonts[bool(style.bold)], fill=colour,
                          anchor="ls")
             x += width
-    import io
-
     out = io.BytesIO()
     image.save(out, format="PNG", compress_level=3)
     return out.getvalue()
