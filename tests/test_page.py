@@ -106,7 +106,9 @@ def test_the_page_shows_what_json_gives_and_requests_nothing(tiny_bert_dir, tmp_
     assert drawn.startswith("layer 1 head 2")
     assert keys_13 == fmt(head_view["weights"][3])  # hover query 3: where it attends, with its numbers
     assert cells == [fmt(row) for row in head_view["weights"]]
-    assert headers == head_view["key_tokens"]
+    # a pair's keys are marked A / B, as its rows: the two "flies" columns are told apart
+    assert headers == [f"{s.upper()} {t}" if s else t for s, t in zip(head_view["key_segments"], head_view["key_tokens"])]
+    assert headers.count("A fl") == 1 and headers.count("B fl") == 1
     assert keys_words == fmt(words["words"]["weights"][1])  # words, special tokens hidden, mean of the heads
     assert block_cells == [fmt(row) for row in block["words"]["weights"]]  # the B-A block
     assert keys_rollout == fmt(rollout["weights"][4])

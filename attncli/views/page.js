@@ -50,7 +50,7 @@
     }
     const mark = (s) => (D.pair !== null && s ? s.toUpperCase() + " " : "");
     return {
-      rows: ri.map((i) => i + " " + mark(rowSeg[i]) + rows[i]), cols: ci.map((j) => cols[j]),
+      rows: ri.map((i) => i + " " + mark(rowSeg[i]) + rows[i]), cols: ci.map((j) => mark(colSeg[j]) + cols[j]),
       W: ri.map((i) => ci.map((j) => M[i][j])),
     };
   }
