@@ -488,8 +488,6 @@ def test_what_the_model_view_refuses_is_attn_matrixs_message(tiny_bert_dir):
 
 
 def test_model_view_exports_are_what_attn_matrix_model_view_writes(tiny_bert_dir, tmp_path):
-    import html
-
     async def script(app, pilot):
         for name in ("mv.json", "mv.html", "mv.svg"):
             await press(app, pilot, "x")
@@ -502,13 +500,18 @@ def test_model_view_exports_are_what_attn_matrix_model_view_writes(tiny_bert_dir
                 size=(160, 50), cwd=tmp_path)
     args = [SENTENCE, "--transformer", str(tiny_bert_dir), "--model-view", "--layers", "0-1"]
     assert json.loads((tmp_path / "mv.json").read_text()) == matrix_doc(*args)
-    matrix_at(160, *args, "--html", str(tmp_path / "matrix.html"))
+    matrix_at(160, *args, "--html", str(tmp_path / "matrix.html"), "--svg", str(tmp_path / "matrix.svg"))
 
-    def text_of(page: str) -> list[str]:
-        return html.unescape(re.sub(r"<[^>]+>", "", re.search(r"<pre[^>]*>(.*)</pre>", page, re.S).group(1))).splitlines()
+    def data_of(page: str) -> dict:
+        return json.loads(re.search(r'<script type="application/json" id="attn-data">(.*?)</script>', page, re.S).group(1))
 
-    drawn, printed = text_of((tmp_path / "mv.html").read_text()), text_of((tmp_path / "matrix.html").read_text())
-    assert drawn[:len(printed)] == printed and drawn[len(printed)] == app.state.command_line()
+    # .html: the interactive page, on the same data and state as attn matrix's (tests/test_page.py)
+    assert data_of((tmp_path / "mv.html").read_text()) == data_of((tmp_path / "matrix.html").read_text())
+    from test_exports import svg_lines
+
+    drawn, printed = svg_lines((tmp_path / "mv.svg").read_text()), svg_lines((tmp_path / "matrix.svg").read_text())
+    assert drawn[:len(printed)] == printed  # both laid out for the file, whatever the window or terminal
+    assert " ".join(s.strip() for s in drawn[len(printed):] if s.strip()) == app.state.command_line()  # wrapped
     assert any("▓" in line for line in printed)
     svg = (tmp_path / "mv.svg").read_text()
     assert svg.startswith("<svg") and "model&#160;view" in svg

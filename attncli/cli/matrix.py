@@ -8,6 +8,7 @@ nltk.
 """
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -18,6 +19,7 @@ from attncli.cli.options import (BackendOpt, CausalOpt, ContextOpt, DKOpt, Filte
                                  HideSpecialOpt, LayerOpt, LayersOpt, MaxRelativeOpt, ModelOpt, ModelViewOpt, PadToOpt,
                                  PairOpt, Positions, PositionsOpt, ProjOpt, RolloutOpt, SeedOpt, Show, ShowOpt,
                                  TransformerOpt, TruncateOpt, VariantOpt, WindowOpt, WordsOpt)
+from attncli.cli.options import ExportWidthOpt, HtmlOpt, PngOpt, SvgOpt
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.textio import read_user_text
 
@@ -51,13 +53,33 @@ def _span(text: Optional[str], option: str) -> Optional[tuple[int, int]]:
     return lo, hi
 
 
-def _recording_console(to_stdout: bool):
-    import io
+@dataclass
+class Exports:
+    """The files ``attn matrix`` writes besides what it prints (attncli.views.export)."""
 
-    from rich.console import Console
+    svg: Optional[Path] = None
+    html: Optional[Path] = None
+    png: Optional[Path] = None
+    width: Optional[int] = None  # None: as wide as the view needs
 
-    base = out_console()
-    return Console(record=True, width=base.width, file=None if to_stdout else io.StringIO())
+    def __bool__(self) -> bool:
+        return any(p is not None for p in (self.svg, self.html, self.png))
+
+
+def _check_exports(exports: Exports) -> None:
+    """File names whose folders exist, a sane --width and the png extra, checked before any work
+    (bad input: exit 2)."""
+    for path, option in ((exports.svg, "--svg"), (exports.html, "--html"), (exports.png, "--png")):
+        _check_export_path(path, option)
+    if exports.width is not None and not 20 <= exports.width <= 4000:
+        raise BadInput(f"--width must be between 20 and 4000 columns (got {exports.width})")
+    if exports.width is not None and not exports:
+        raise BadInput("--width lays out the --svg / --html / --png files: give one of them (the terminal's view "
+                       "takes the terminal's width)")
+    if exports.png is not None:
+        from attncli.views.export import png_available
+
+        png_available()
 
 
 def _check_export_path(path: Optional[Path], option: str) -> None:
@@ -70,17 +92,6 @@ def _check_export_path(path: Optional[Path], option: str) -> None:
         raise BadInput(f"{option} {str(path)!r} is a directory: give a file name, e.g. {option} matrix{path.suffix or '.' + option[2:]}")
     if not path.parent.is_dir():
         raise BadInput(f"{option} {str(path)!r}: the folder {str(path.parent)!r} does not exist")
-
-
-def _save_exports(console, svg: Optional[Path], html: Optional[Path], title: str) -> None:
-    for path, save in ((svg, lambda p: console.save_svg(p, title=title, clear=False)),
-                       (html, lambda p: console.save_html(p, clear=False))):
-        if path is None:
-            continue
-        try:
-            save(str(path))
-        except OSError as exc:
-            raise RuntimeFailure(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
 
 
 @app.command("matrix")
@@ -108,8 +119,10 @@ def matrix_cmd(
     rows: Annotated[Optional[str], typer.Option(help="Rows to draw, START:END (0-based, END excluded).")] = None,
     cols: Annotated[Optional[str], typer.Option(help="Columns to draw, START:END.")] = None,
     model: ModelOpt = None,
-    svg: Annotated[Optional[Path], typer.Option(help="Also save the view as SVG.")] = None,
-    html: Annotated[Optional[Path], typer.Option(help="Also save the view as HTML.")] = None,
+    svg: SvgOpt = None,
+    html: HtmlOpt = None,
+    png: PngOpt = None,
+    width: ExportWidthOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the matrices as JSON.")] = False,
     transformer: TransformerOpt = None,
     pair: PairOpt = None,
@@ -130,17 +143,17 @@ def matrix_cmd(
     last layer, every head).
     """
     given = {name for name in ctx.params if _given(ctx, name)}
+    exports = Exports(svg=svg, html=html, png=png, width=width)
     if transformer is not None or given & set(_TRANSFORMER_ONLY):
         _transformer_matrix(given, sentence=sentence, file=file, transformer=transformer, pair=pair, pair_filter=pair_filter,
                             layer=layer, head=head, words=words, hide_special=hide_special, rollout=rollout,
                             backend=backend, truncate=truncate, explain=explain, model_view=model_view,
-                            layers=layers, rows=rows, cols=cols, svg=svg, html=html, json_out=json_out)
+                            layers=layers, rows=rows, cols=cols, exports=exports, json_out=json_out)
         return
     from attncli.attention.masks import MaskSpec
     from attncli.attention.matrix import MatrixRequest, compute
 
-    _check_export_path(svg, "--svg")
-    _check_export_path(html, "--html")
+    _check_exports(exports)
     text = _read_text(sentence, file)
     row_span, col_span = _span(rows, "--rows"), _span(cols, "--cols")
     options = {name: value for name, value in (("layer", layer), ("head", head)) if value is not None}
@@ -164,16 +177,19 @@ def matrix_cmd(
 
         write_json(res, json_write, explanation)
         sys.stdout.flush()
-    if json_out and svg is None and html is None:
-        return
-    from attncli.views.render import render_explanation, render_matrix
+    from attncli.views.render import explanation_renderables, matrix_renderables, render_explanation, render_matrix
 
-    console = _recording_console(to_stdout=not json_out) if (svg or html) else out_console()
-    render_matrix(console, res, show.value, row_span, col_span)
-    if explanation is not None:
-        render_explanation(console, explanation)
-    if svg or html:
-        _save_exports(console, svg, html, title=f"attn matrix: {' '.join(res.tokens)[:60]}")
+    if not json_out:
+        render_matrix(out_console(), res, show.value, row_span, col_span)
+        if explanation is not None:
+            render_explanation(out_console(), explanation)
+    if exports:
+        from attncli.views.export import export_files
+
+        explained = explanation_renderables(explanation) if explanation is not None else []
+        export_files(lambda w: [*matrix_renderables(res, w, show.value, row_span, col_span), *explained],
+                     f"attn matrix: {' '.join(res.tokens)[:60]}", svg=exports.svg, html=exports.html, png=exports.png,
+                     width=exports.width)
 
 
 _TRANSFORMER_ONLY = ("pair", "pair_filter", "words", "hide_special", "rollout", "backend", "truncate", "model_view", "layers")
@@ -186,19 +202,18 @@ def _given(ctx, name: str) -> bool:
 
 
 def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, pair_filter, layer, head, words,
-                        hide_special, rollout, backend, truncate, explain, model_view, layers, rows, cols, svg,
-                        html, json_out) -> None:
+                        hide_special, rollout, backend, truncate, explain, model_view, layers, rows, cols, exports,
+                        json_out) -> None:
     """attn matrix --transformer: checked here, computed and drawn by attncli.cli.transformer."""
     from attncli.cli.transformer import MatrixOptions, check_options, run_matrix
 
     check_options(given, transformer)
-    _check_export_path(svg, "--svg")
-    _check_export_path(html, "--html")
+    _check_exports(exports)
     opts = MatrixOptions(transformer=transformer, text=_read_text(sentence, file), pair=pair,
                          layer=layer, head=head, block=pair_filter.value if pair_filter else None, words=words,
                          hide_special=hide_special, rollout=rollout, backend=backend.value if backend else "auto",
                          truncate=truncate, explain=explain, model_view=model_view, layers=layers)
-    run_matrix(opts, json_out=json_out, svg=svg, html=html, row_span=_span(rows, "--rows"), col_span=_span(cols, "--cols"))
+    run_matrix(opts, json_out=json_out, exports=exports, row_span=_span(rows, "--rows"), col_span=_span(cols, "--cols"))
 
 
 @app.command("variants")

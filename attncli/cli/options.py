@@ -6,6 +6,7 @@ heavy is imported here: the completions import the registries only when they run
 """
 
 from enum import Enum
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -93,3 +94,14 @@ ModelViewOpt = Annotated[bool, typer.Option("--model-view", help="Every layer x 
                                             rich_help_panel=PRETRAINED)]
 LayersOpt = Annotated[Optional[str], typer.Option(help="Layers of --model-view, A-B (0-based, both included).",
                                                   rich_help_panel=PRETRAINED)]
+
+# --- exports (--svg, --html, --png, --width): laid out for the file, not the terminal ------------
+
+SvgOpt = Annotated[Optional[Path], typer.Option(help="Also save the view as SVG (as wide as the view needs; offline fonts).",
+                                                metavar="FILE")]
+HtmlOpt = Annotated[Optional[Path], typer.Option(help="Also save the view as HTML (--transformer: an interactive page, offline).",
+                                                 metavar="FILE")]
+PngOpt = Annotated[Optional[Path], typer.Option(help="Also save the view as PNG (the SVG's picture; the png extra).",
+                                                metavar="FILE")]
+ExportWidthOpt = Annotated[Optional[int], typer.Option("--width", help="Lay the --svg/--html/--png view out for N columns "
+                                                       "(default: as wide as it needs).", metavar="N")]

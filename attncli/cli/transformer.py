@@ -97,8 +97,8 @@ def load_model(name: str, backend: str):
     return load(name, backend=backend)
 
 
-def run_matrix(o: MatrixOptions, *, json_out: bool, svg: Optional[Path], html: Optional[Path],
-               row_span, col_span) -> None:
+def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span) -> None:
+    """Compute and print the view (or its --json); write the exports (attncli.cli.matrix.Exports)."""
     from attncli.attention import pretrained as pv
     from attncli.cli.app import out_console
 
@@ -109,28 +109,30 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, svg: Optional[Path], html: O
         raise BadInput("--explain I J needs attn's NumPy forward pass (the queries and keys of a layer): "
                        "add --backend numpy (BERT and GPT-2 families)")
     enc = model.encode(o.text, pair=o.pair, truncate=o.truncate)
+    if exports.html is not None:
+        from attncli.views.page import check_size
+
+        check_size(model.layers, model.heads, len(enc.tokens), any(enc.special))
     attentions = model.attentions(enc)  # (L, h, T, T)
     meta = pv.view_meta(model, enc, layer=layer, head=o.head, rollout=o.rollout, block=o.block,
                         hide_special=o.hide_special, words=o.words)
-    from attncli.cli.transformer_views import render_view
+    from attncli.cli.transformer_views import render_view, view_renderables
 
-    console = None
-    if svg or html:
-        from attncli.cli.matrix import _recording_console
-
-        console = _recording_console(to_stdout=not json_out)
+    title = f"attn matrix: {enc.text[:60]}"
     if o.model_view:
         from attncli.attention.model_view import head_classes, layer_range
-        from attncli.views.model_view import render_model_view
+        from attncli.views.model_view import model_view_renderables, render_model_view
 
         lo, hi = layer_range(o.layers, model.layers)
         classes = head_classes(model, enc, attentions, o.hide_special)  # once, for the JSON and the drawing
         if json_out:
             _write_model_view_json(model, enc, attentions, meta, lo, hi, classes)
-        if not json_out or console is not None:
-            render_model_view(console or out_console(), model, enc, attentions, lo, hi, hide_special=o.hide_special,
+        else:
+            render_model_view(out_console(), model, enc, attentions, lo, hi, hide_special=o.hide_special,
                               classes=classes)
-        _save(console, svg, html, enc)
+        _export(lambda w: model_view_renderables(model, enc, attentions, lo, hi, w, hide_special=o.hide_special,
+                                                 classes=classes), title, exports)
+        _page(o, model, enc, attentions, meta, layer, classes, exports.html, title)
         return
     view = pv.select(attentions, layer=layer, head=o.head, rollout=o.rollout, hide_special=o.hide_special,
                      block=o.block or "all", words=o.words, tokens=enc.tokens, segments=enc.segments,
@@ -144,18 +146,34 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, svg: Optional[Path], html: O
         doc = pv.document(view, meta, segments=enc.segments, special=enc.special, explanation=explanation)
         pv.write_document(doc, sys.stdout.write)
         sys.stdout.flush()
-        if console is None:
-            return
-    render_view(console or out_console(), view, meta, enc, row_span, col_span, explanation)
-    _save(console, svg, html, enc)
+    else:
+        render_view(out_console(), view, meta, enc, row_span, col_span, explanation)
+    _export(lambda w: view_renderables(view, meta, enc, row_span, col_span, explanation, w), title, exports)
+    _page(o, model, enc, attentions, meta, layer, None, exports.html, title)
 
 
-def _save(console, svg, html, enc) -> None:
-    if console is None:
+def _export(draw, title: str, exports) -> None:
+    """The drawn exports (SVG, PNG); --html is the interactive page (:func:`_page`)."""
+    if exports.svg is None and exports.png is None:
         return
-    from attncli.cli.matrix import _save_exports
+    from attncli.views.export import export_files
 
-    _save_exports(console, svg, html, title=f"attn matrix: {enc.text[:60]}")
+    export_files(draw, title, svg=exports.svg, png=exports.png, width=exports.width)
+
+
+def _page(o: MatrixOptions, model, enc, attentions, meta, layer: int, classes, html: Optional[Path], title: str) -> None:
+    """--html: the interactive page (attncli.views.page), opened on the view the options ask for."""
+    if html is None:
+        return
+    from attncli.attention.model_view import head_classes
+    from attncli.fileio import atomic_write
+    from attncli.views.page import interactive_page, page_data
+
+    if classes is None:
+        classes = head_classes(model, enc, attentions, o.hide_special)
+    data = page_data(model, enc, attentions, meta, classes, layer=layer, head=o.head, words=o.words,
+                     hide_special=o.hide_special, rollout=o.rollout, block=o.block, model_view=o.model_view)
+    atomic_write(html, interactive_page(data, title))
 
 
 def _write_model_view_json(model, enc, attentions, meta, lo, hi, classes) -> None:

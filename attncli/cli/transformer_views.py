@@ -8,12 +8,18 @@ from __future__ import annotations
 from typing import Any, Optional
 
 
+def view_renderables(view, meta: dict[str, Any], enc, row_span=None, col_span=None,
+                     explanation: Optional[dict] = None, width: Optional[int] = None) -> list:
+    """The view as rich renderables ``width`` columns wide (None: as wide as it needs, a file's)."""
+    from attncli.views.pretrained import pretrained_heatmaps
+    from attncli.views.render import explanation_renderables, heatmap_renderables
+
+    parts = [part for hm in pretrained_heatmaps(view, meta, enc, row_span, col_span)
+             for part in heatmap_renderables(hm, width)]
+    return parts + (explanation_renderables(explanation) if explanation is not None else [])
+
+
 def render_view(console, view, meta: dict[str, Any], enc, row_span=None, col_span=None,
                 explanation: Optional[dict] = None) -> None:
-    from attncli.views.pretrained import pretrained_heatmaps
-    from attncli.views.render import render_explanation, render_heatmap
-
-    for hm in pretrained_heatmaps(view, meta, enc, row_span, col_span):
-        render_heatmap(console, hm)
-    if explanation is not None:
-        render_explanation(console, explanation)
+    for part in view_renderables(view, meta, enc, row_span, col_span, explanation, console.width):
+        console.print(part)

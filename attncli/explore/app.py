@@ -357,14 +357,14 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys):
 
     def _export_to(self, given: str | None) -> None:
         if given is not None:
-            self._export(self.result, self.state, given, self.size.width)
+            self._export(self.result, self.state, given)
 
     @work(thread=True, exclusive=True, group="export", exit_on_error=False)
-    def _export(self, res, state: ExploreState, given: str, width: int) -> None:
+    def _export(self, res, state: ExploreState, given: str) -> None:
         from attncli.explore.state import export
 
         try:
-            path = export(res, state, given, self.cwd, width)
+            path = export(res, state, given, self.cwd)  # laid out for the file, not this window
         except AttnError as exc:
             self._from_thread(self._say, str(exc), error=True)
         except Exception as exc:

@@ -50,7 +50,7 @@ KEYS: tuple[Key, ...] = (
     Key("r", "r", "flag('rollout')", "--transformer: attention rollout through the layers up to this one (--rollout)"),
     Key("l", "l", "pane('lookup')", "lookup pane: type a query, see its weights over the dictionary's keys (--dict)", "lookup"),
     Key("m", "m", "pane('matrix')", "back to the matrix"),
-    Key("x", "x", "export", "export the view: .svg, .html or .json (the name's suffix picks), written atomically", "export"),
+    Key("x", "x", "export", "export the view: .svg, .html, .png or .json (the name's suffix picks), written atomically", "export"),
     Key("y", "y", "copy", "copy the equivalent attn matrix command line (and show it)", "copy cmd"),
     Key("question_mark,f1", "? / F1", "help", "this help", "help"),
     Key("q,ctrl+c", "q / Ctrl-C", "quit", "quit", "quit"),

@@ -148,7 +148,7 @@ def renderables(res: PretrainedResult, state, width: int, *, cursor=None, cell_m
             for part in heatmap_renderables(hm, width, lines=lines)]
 
 
-def export_text(res: PretrainedResult, state, fmt: str, width: int = 120) -> str:
+def export_text(res: PretrainedResult, state, fmt: str, width: int | None = None) -> str | bytes:
     """The view as .json (``attn matrix --transformer ... --json``'s document), .svg or .html."""
     if res.is_model_view:
         return model_view_export(res, state, fmt, width)
@@ -161,6 +161,8 @@ def export_text(res: PretrainedResult, state, fmt: str, width: int = 120) -> str
         parts: list[str] = []
         pv.write_document(doc, parts.append)
         return "".join(parts)
+    if fmt == ".html":
+        return page_export(res, state, None, model_view=False)
     from attncli.explore.state import export_drawing
     from attncli.views.render import explanation_renderables
 
@@ -177,9 +179,9 @@ def model_view_renderables(res: ModelViewResult, state, width: int, *, cursor=No
                  classes=res.classes, cursor=cursor, cell_meta=cell_meta)
 
 
-def model_view_export(res: ModelViewResult, state, fmt: str, width: int = 120) -> str:
+def model_view_export(res: ModelViewResult, state, fmt: str, width: int | None = None) -> str | bytes:
     """The model view as .json (``attn matrix ... --model-view --json``'s document), .svg or .html
-    (its drawing at ``width`` columns and the command line)."""
+    (its drawing at ``width`` columns, None: as wide as it needs, and the command line)."""
     if fmt == ".json":
         from attncli.attention.model_view import model_view_document
         from attncli.attention.pretrained import write_document
@@ -188,7 +190,25 @@ def model_view_export(res: ModelViewResult, state, fmt: str, width: int = 120) -
         write_document(model_view_document(res.model, res.enc, res.attentions, res.meta, res.lo, res.hi, res.classes),
                        parts.append)
         return "".join(parts)
+    if fmt == ".html":
+        return page_export(res, state, res.classes, model_view=True)
     from attncli.explore.state import export_drawing
 
     return export_drawing(lambda w: model_view_renderables(res, state, w), command_line(res, state),
                           res.enc.text, fmt, width)
+
+
+def page_export(res, state, classes, *, model_view: bool) -> str:
+    """The .html export of a pretrained view: the interactive page ``attn matrix --transformer ...
+    --html`` writes (attncli.views.page), opened on the same view."""
+    from attncli.attention.model_view import head_classes
+    from attncli.views.page import check_size, interactive_page, page_data
+
+    check_size(res.model.layers, res.model.heads, len(res.enc.tokens), any(res.enc.special))
+    if classes is None:
+        classes = head_classes(res.model, res.enc, res.attentions, state.hide_special)
+    block = state.pair_filter if state.pair_filter not in (None, "all") else None
+    data = page_data(res.model, res.enc, res.attentions, res.meta, classes, layer=res.meta["layer"], head=state.head,
+                     words=state.words, hide_special=state.hide_special, rollout=state.rollout, block=block,
+                     model_view=model_view)
+    return interactive_page(data, f"attn matrix: {res.enc.text[:60]}")

@@ -23,7 +23,7 @@ from attncli.fileio import atomic_write
 SHOWS = ("weights", "scores", "output")
 FILTERS = ("all", "a-a", "a-b", "b-a", "b-b")  # --filter: "all" is no filter
 BACKENDS = ("auto", "numpy", "torch")
-EXPORT_FORMATS = (".svg", ".html", ".json")
+EXPORT_FORMATS = (".svg", ".html", ".json", ".png")
 DEFAULT_EXPORT = "attn-explore.svg"
 
 
@@ -262,8 +262,8 @@ def export_path(given: str, cwd: Path | None = None) -> Path:
     return path
 
 
-def export_text(res, state: ExploreState, fmt: str, width: int = 120) -> str:
-    """The current view as ``fmt`` (.svg, .html, .json): the JSON is ``attn matrix --json
+def export_text(res, state: ExploreState, fmt: str, width: int | None = None) -> str | bytes:
+    """The current view as ``fmt`` (.svg, .html, .png, .json): the JSON is ``attn matrix --json
     --explain I J``'s document; SVG and HTML are the heatmap and the explanation as drawn."""
     if getattr(res, "is_pretrained", False):
         from attncli.explore.pretrained import export_text as pretrained_export
@@ -284,24 +284,22 @@ def export_text(res, state: ExploreState, fmt: str, width: int = 120) -> str:
                           state.command_line(), " ".join(res.tokens), fmt, width)
 
 
-def export_drawing(draw, command: str, text: str, fmt: str, width: int = 120) -> str:
+def export_drawing(draw, command: str, text: str, fmt: str, width: int | None = None) -> str | bytes:
     """A view drawn for an export: ``draw(width)``'s renderables and the ``command`` line under them,
-    recorded by rich at ``width`` (at least 40) columns, as SVG (titled by ``text``) or HTML."""
-    import io
+    recorded by rich (attncli.views.export) at ``width`` columns, else as wide as the view needs,
+    as SVG (titled by ``text``, offline fonts), HTML or PNG (bytes)."""
+    from attncli.views.export import html_text, png_bytes, record, svg_text
 
-    from rich.console import Console
-
-    console = Console(record=True, width=max(width, 40), file=io.StringIO(), color_system="truecolor")
-    for part in draw(console.width):
-        console.print(part)
-    console.print(command, style="dim", highlight=False, markup=False)
-    if fmt == ".svg":
-        return console.export_svg(title=f"attn explore: {text[:60]}")
-    return console.export_html()
+    console, parts = record(draw, width, command)
+    title = f"attn explore: {text[:60]}"
+    if fmt == ".html":
+        return html_text(console)
+    return png_bytes(console, parts, title) if fmt == ".png" else svg_text(console, title)
 
 
-def export(res, state: ExploreState, given: str, cwd: Path | None = None, width: int = 120) -> Path:
-    """Write the current view to ``given`` (format from its suffix), atomically; the path written."""
+def export(res, state: ExploreState, given: str, cwd: Path | None = None, width: int | None = None) -> Path:
+    """Write the current view to ``given`` (format from its suffix), atomically; the path written.
+    ``width`` None: laid out for the file (as wide as the view needs), not for the app's window."""
     path = export_path(given, cwd)
     atomic_write(path, export_text(res, state, path.suffix.lower(), width))
     return path

@@ -110,7 +110,7 @@ class HelpScreen(ModalScreen):
 
 
 class ExportScreen(ModalScreen[str | None]):
-    """Asks where to export; the name's suffix (.svg, .html, .json) picks the format."""
+    """Asks where to export; the name's suffix (.svg, .html, .png, .json) picks the format."""
 
     BINDINGS = [Binding("escape", "cancel", "cancel")]
 
@@ -120,7 +120,7 @@ class ExportScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="export"):
-            yield Label("Export the view to (.svg, .html or .json; relative to the current directory):")
+            yield Label("Export the view to (.svg, .html, .png or .json; relative to the current directory):")
             yield Input(self.default, id="export-path")
             yield Label("Enter writes it, Esc cancels.", classes="dim")
 

@@ -63,13 +63,14 @@ def _style(style: str, meta: Optional[dict]):
     return Style.parse(style) + Style.from_meta(meta)
 
 
-def model_view_renderables(model, enc, attentions: np.ndarray, lo: int, hi: int, width: int, *,
+def model_view_renderables(model, enc, attentions: np.ndarray, lo: int, hi: int, width: Optional[int], *,
                            hide_special: bool = False, classes: Optional[list] = None,
                            cursor: Optional[tuple[int, int]] = None, cell_meta: bool = False) -> list:
-    """The lines of the model view of layers lo..hi-1 at ``width`` columns: a small shaded map per
-    head with its class, side by side as the width allows; when even one map does not fit, one line
-    per head instead. ``cursor`` (layer, head) is drawn in reverse video; with ``cell_meta`` each
-    head's segments carry meta {"grid": (layer, head)} (mouse clicks, as in ``attn explore``)."""
+    """The lines of the model view of layers lo..hi-1 at ``width`` columns (None: a file's, every
+    head of a layer side by side): a small shaded map per head with its class, side by side as
+    the width allows; when even one map does not fit, one line per head instead. ``cursor``
+    (layer, head) is drawn in reverse video; with ``cell_meta`` each head's segments carry meta
+    {"grid": (layer, head)} (mouse clicks, as in ``attn explore``)."""
     from rich.text import Text
 
     from attncli.attention.model_view import head_classes
@@ -81,6 +82,8 @@ def model_view_renderables(model, enc, attentions: np.ndarray, lo: int, hi: int,
     shown = shown_positions(enc, hide_special)  # (T,) input positions drawn
     tokens = [enc.tokens[t] for t in shown]
     T = len(tokens)
+    if width is None:  # a file: every head of a layer side by side, two characters a cell
+        width = 1 + model.heads * (max(T * 2, 10) + 2)
     width = max(width, 20)
     cell = 2 if (T * 2 + 2) * 2 <= width else 1
     block_w = max(T * cell, 10)
@@ -105,7 +108,7 @@ def model_view_renderables(model, enc, attentions: np.ndarray, lo: int, hi: int,
             continue
         for start in range(0, model.heads, per_row):
             group = range(start, min(start + per_row, model.heads))
-            header = Text()
+            header = Text(no_wrap=True)
             for h in group:
                 meta = {"grid": (layer, h)} if cell_meta else None
                 label = f"{h:>2} {class_text(classes[layer][h], short=True)}"[:block_w].ljust(block_w)
@@ -116,7 +119,7 @@ def model_view_renderables(model, enc, attentions: np.ndarray, lo: int, hi: int,
                     header.append(label + "  ", style=_style("bold", meta))
             out.append(header)
             for i in range(T):
-                line = Text()
+                line = Text(no_wrap=True)
                 for h in group:
                     meta = {"grid": (layer, h)} if cell_meta else None
                     for j in range(T):

@@ -29,6 +29,7 @@ _VIRIDIS = ["#440154", "#482475", "#414487", "#355f8d", "#2a788e", "#21918c",
 _STOPS = np.array([[int(h[i : i + 2], 16) for i in (1, 3, 5)] for h in _VIRIDIS], dtype=float)  # (11, 3)
 MASKED = "·"
 LABEL_WIDTH = 14  # row labels ("12 token") are cut to this many characters
+FILE_MAX = 128  # rows and columns of a heatmap laid out for a file (width None): bounded work and size
 
 
 _STOP_ROWS = _STOPS.tolist()  # the same stops as Python floats: palette runs once per drawn cell
@@ -147,9 +148,12 @@ def render_heatmap(console, hm: Heatmap, *, max_rows: int = 60, max_pages: int =
         console.print(part)
 
 
-def heatmap_renderables(hm: Heatmap, width: int, *, max_rows: int = 60, max_pages: int = 3, lines: bool = False) -> list:
+def heatmap_renderables(hm: Heatmap, width: int | None, *, max_rows: int = 60, max_pages: int = 3,
+                        lines: bool = False) -> list:
     """``hm`` as rich renderables (titles, tables, notes) that fit ``width`` columns: what
-    :func:`render_heatmap` prints, and what ``attn explore`` shows in a widget.
+    :func:`render_heatmap` prints, and what ``attn explore`` shows in a widget. ``width`` None:
+    laid out for a file, as wide as the view needs (every row and column on one page, up to
+    FILE_MAX of each, whole labels, the first of ``hm.decimals``).
 
     ``lines``: each page as one Text of the same lines a rich Table would draw here (no box, no
     padding: a label column, then cells of equal width), about ten times faster to render, for
@@ -160,16 +164,22 @@ def heatmap_renderables(hm: Heatmap, width: int, *, max_rows: int = 60, max_page
     parts: list = []
 
     R, C = hm.values.shape
+    width_given = width is not None
     masked = hm.masked if hm.masked is not None else np.zeros((R, C), dtype=bool)
-    r0, r1 = _range(hm.rows, R, max_rows)
-    c0, c_end = _range(hm.cols, C, C)
+    r0, r1 = _range(hm.rows, R, max_rows if width_given else FILE_MAX)
+    c0, c_end = _range(hm.cols, C, C if width_given else FILE_MAX)
     block = hm.values[r0:r1, c0:c_end]
     block_masked = masked[r0:r1, c0:c_end]
     visible = hm.values[~masked]
     lo, hi = (float(visible.min()), float(visible.max())) if visible.size else (0.0, 1.0)
-    labels = [abbreviate(visible_text(s), LABEL_WIDTH) for s in hm.row_labels[r0:r1]]  # data: controls escaped
+    label_cap = LABEL_WIDTH if width is not None else 1 << 30  # a file: whole labels
+    labels = [abbreviate(visible_text(s), label_cap) for s in hm.row_labels[r0:r1]]  # data: controls escaped
     col_labels = [visible_text(s) for s in hm.col_labels]
     label_w = max([len(s) for s in labels] + [1])
+    if width is None:  # a file: every column on one page, whole headers, the most decimals
+        texts = _cell_texts(block, block_masked, hm.decimals[0])
+        cell_w = max([len(s) for row in texts for s in row] + [len(col_labels[j]) for j in range(c0, c_end)] + [1])
+        width = label_w + 1 + (c_end - c0) * (cell_w + 2)
     width = max(width, 20)
 
     for decimals in hm.decimals:
@@ -178,7 +188,7 @@ def heatmap_renderables(hm: Heatmap, width: int, *, max_rows: int = 60, max_page
         per_page = max(1, (width - label_w - 1) // (cell_w + 2))
         if per_page >= c_end - c0:
             break
-    header_w = max([min(len(col_labels[j]), 8) for j in range(c0, c_end)] + [cell_w])
+    header_w = max([min(len(col_labels[j]), 8 if width_given else 1 << 30) for j in range(c0, c_end)] + [cell_w])
     if (width - label_w - 1) // (header_w + 2) >= c_end - c0:  # room for whole headers
         cell_w, per_page = header_w, c_end - c0
     pages = [(s, min(s + per_page, c_end)) for s in range(c0, c_end, per_page)][:max_pages]
@@ -276,9 +286,10 @@ def check_spans(res, show: str = "weights", rows=None, cols=None) -> None:
             raise BadInput(f"{option} starts at {span[0]}, but the view has {n} {what} (0..{n - 1})")
 
 
-def matrix_renderables(res, width: int, show: str = "weights", rows=None, cols=None, *, cursor=None,
+def matrix_renderables(res, width: int | None, show: str = "weights", rows=None, cols=None, *, cursor=None,
                        cell_meta=False, max_rows: int = 60, lines: bool = False) -> list:
-    """What ``attn matrix --show`` prints, as rich renderables ``width`` columns wide."""
+    """What ``attn matrix --show`` prints, as rich renderables ``width`` columns wide (None: as
+    wide as the view needs, for a file)."""
     check_spans(res, show, rows, cols)
     return [part for hm in matrix_heatmaps(res, show, rows, cols, cursor, cell_meta)
             for part in heatmap_renderables(hm, width, max_rows=max_rows, lines=lines)]
