@@ -116,7 +116,8 @@ ALLOWED = {
 }
 ALLOWED = {(rel, fn, arg[:KEY]): why for (rel, fn, arg), why in ALLOWED.items()}
 
-SINK_METHODS = {"print", "rule", "echo", "add_row", "notify", "show"}
+SINK_METHODS = {"print", "rule", "echo", "secho", "out", "add_row", "notify", "show"}
+NUMERIC_MODULES = ("np", "numpy", "math", "torch")  # their .log is a logarithm, not a console's log
 SINK_FIRST_ARG_METHODS = {"add_column"}
 SINK_CONSTRUCTORS = {"Text", "Static", "Label", "Panel"}
 SINK_KEYWORDS = {"title", "caption", "last", "description", "subtitle"}
@@ -225,7 +226,7 @@ class Checker:
             return list(call.args[:1]) + kw
         if func.attr == "update" and receiver.endswith("bar"):
             return kw
-        if func.attr in SINK_METHODS:
+        if func.attr in SINK_METHODS or func.attr == "log" and receiver not in NUMERIC_MODULES:
             return list(call.args) + kw
         if func.attr in SINK_FIRST_ARG_METHODS:
             return list(call.args[:1]) + kw
@@ -336,6 +337,8 @@ def test_every_allowance_is_still_needed():
     ("def f(t):\n    table = Table(title=f'keys of {t}')\n", True),
     ("def f(t):\n    table.caption = t\n", True),
     ("def f(self, m):\n    self.notify(m)\n", True),
+    ("def f(m):\n    console.log(m)\n", True),
+    ("def f(m):\n    return np.log(m)\n", False),
     ("def f(self, m):\n    self.query_one('#x').update(m)\n", True),
     ("def f(path):\n    sys.stderr.write(str(path))\n", True),
     ("def f(words):\n    out.print(', '.join(w for w in words))\n", True),
