@@ -23,7 +23,9 @@ def warn(message: str) -> None:
     if sink is not None:
         sink(message)
     else:
-        print(f"warning: {message}", file=sys.stderr)
+        from attncli.textio import visible
+
+        print(f"warning: {visible(message)}", file=sys.stderr)
 
 
 def info(message: str) -> None:
@@ -31,4 +33,6 @@ def info(message: str) -> None:
     if sink is not None:
         sink(message)
     else:
-        print(message, file=sys.stderr)
+        from attncli.textio import visible
+
+        print(visible(message), file=sys.stderr)

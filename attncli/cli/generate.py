@@ -14,6 +14,7 @@ import typer
 
 from attncli.cli.app import app, emit_json, err_console, escape, info, out_console
 from attncli.errors import BadInput
+from attncli.textio import visible
 
 INDENT = "    "
 
@@ -128,10 +129,12 @@ def _print_header(gen) -> None:
     d = gen.decoder
     con = out_console()
     describe = d.describe() if hasattr(d, "describe") else d.name
-    con.print(f"{describe}", style="bold", highlight=False, markup=False)
+    # markup=False: these lines are plain text; visible(): the model's name or path, the prompt and
+    # the generated text are data, their control characters are shown, not acted on
+    con.print(visible(describe), style="bold", highlight=False, markup=False)
     con.print(_sampling_label(gen), highlight=False, markup=False)
     con.print(f"attention: {gen.view.label(d.heads, d.layers)}", highlight=False, markup=False)
-    con.print(f"prompt: {gen.text(0, gen.prompt_length)}", highlight=False, markup=False)
+    con.print(f"prompt: {visible(gen.text(0, gen.prompt_length))}", highlight=False, markup=False)
 
 
 def _labels(gen) -> list[str]:
@@ -155,9 +158,9 @@ def _print_cells(cells: list[tuple[str, float]], first: str) -> None:
     con = out_console()
     width = max(con.width, 20)
     hi = max((w for _, w in cells), default=1.0) or 1.0
-    line = Text(first)
+    line = Text(visible(first))
     for tok, w in cells:
-        cell = f"{tok} {w:.2f}"
+        cell = f"{visible(tok)} {w:.2f}"
         if len(line) + 2 + len(cell) > width and len(line) > len(INDENT):
             con.print(line, highlight=False, no_wrap=True, overflow="ellipsis")
             line = Text(INDENT)
@@ -170,10 +173,10 @@ def _print_cells(cells: list[tuple[str, float]], first: str) -> None:
 
 def _print_step(gen, step, top: int | None) -> None:
     con = out_console()
-    token = gen.decoder.label(step.token)
+    token = visible(gen.decoder.label(step.token))
     shown = f"{token} (end of text)" if step.eos else token
     drawn = "" if step.sample_prob is None else f" ({step.sample_prob:.3f} after temperature and top-k)"
-    cands = ", ".join(f"{gen.decoder.label(t)} {p:.3f}" for t, p in step.candidates)
+    cands = ", ".join(f"{visible(gen.decoder.label(t))} {p:.3f}" for t, p in step.candidates)
     con.print(f"+ {shown}  p {step.prob:.3f}{drawn}", highlight=False, markup=False, overflow="fold")
     con.print(f"{INDENT}model's top: {cands}", highlight=False, markup=False, overflow="fold")
     labels = _labels(gen)
@@ -188,7 +191,7 @@ def _print_end(gen, top: int | None) -> None:
     con = out_console()
     P, T = gen.prompt_length, len(gen.tokens)
     ended = "the model ended the text" if gen.stopped == "eos" else f"{len(gen.generated)} tokens written"
-    con.print(f"text: {gen.text(0, P)} | {gen.text(P)}  ({ended})", highlight=False, markup=False)
+    con.print(f"text: {visible(gen.text(0, P))} | {visible(gen.text(P))}  ({ended})", highlight=False, markup=False)
     shown = _labels(gen)
     view = gen.view.label(gen.decoder.heads, gen.decoder.layers)
     where = f"rows 0-{P - 1} prompt, {P}-{T - 1} (+) generated" if T > P else "the prompt only"

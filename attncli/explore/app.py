@@ -30,6 +30,7 @@ from attncli.explore.model_view_pane import ModelViewPane
 from attncli.explore.transformer_keys import TransformerKeys
 from attncli.explore.state import DEFAULT_EXPORT, ExploreState
 from attncli.explore.widgets import Drawing, ExportScreen, HelpScreen, MatrixView
+from attncli.textio import visible
 
 INLINE_WORDS = 64  # up to this many tokens a matrix takes milliseconds: no worker needed
 
@@ -100,7 +101,7 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys):
                     yield Drawing(Text("Type a query: its attention weights over the dictionary's keys appear here."),
                                   id="lookup-result")
         yield Static("", id="message")
-        yield Static(self.state.summary(), id="settings")
+        yield Static(Text(visible(self.state.summary())), id="settings")  # a Text: no markup in a path
         yield Footer()
 
     def on_mount(self) -> None:
@@ -115,7 +116,7 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys):
             return super()._fatal_error()
         error = self._exception
         self._exit_renderables.append(Text.assemble(
-            ("internal error: ", "bold red"), f"{type(error).__name__}: {error}\n",
+            ("internal error: ", "bold red"), visible(f"{type(error).__name__}: {error}") + "\n",
             "This is a bug in attn; run again with ATTN_DEBUG=1 for the traceback."))
         self._close_messages_no_wait()
 
@@ -202,7 +203,7 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys):
         self._say(message, error=True)
         self._settings_line()
         if self.result is None:
-            self.query_one("#matrix", MatrixView).show(Text(message, style="bold red"))
+            self.query_one("#matrix", MatrixView).show(Text(visible(message), style="bold red"))
 
     @staticmethod
     def _shape(res) -> tuple[int, int]:
@@ -227,7 +228,7 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys):
             self.explanation = pretrained.explain(res, state)
             why = res.explainable(state)
             self.query_one("#explain", Drawing).show(*(explanation_renderables(self.explanation) if why is None
-                                                       else [Text(why, style="dim")]))
+                                                       else [Text(visible(why), style="dim")]))
             self._scroll_to_cursor(view)
             self._settings_line()
             return
@@ -250,15 +251,15 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys):
     def _settings_line(self) -> None:
         busy = " · computing ..." if self.computing else ""
         line = self.state.summary() + self._grid_class()
-        self.query_one("#settings", Static).update(Text(line + busy, no_wrap=True, overflow="ellipsis"))
+        self.query_one("#settings", Static).update(Text(visible(line + busy), no_wrap=True, overflow="ellipsis"))
 
     def _say(self, message: str, *, error: bool = False) -> None:
         self.message = message
         widget = self.query_one("#message", Static)
-        widget.update(Text(message))
+        widget.update(Text(visible(message)))  # messages quote the user's sentences and paths
         widget.set_class(error, "-error")
         if error:
-            self.notify(message, severity="error", timeout=6)
+            self.notify(visible(message), severity="error", timeout=6, markup=False)
 
     # ---------------------------------------------------------------- actions (keys)
 
@@ -343,7 +344,7 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys):
         else:
             command = self.state.command_line()
         self.copy_to_clipboard(command)
-        self.notify(command, title="copied: the attn matrix command of this view", timeout=10)
+        self.notify(visible(command), title="copied: the attn matrix command of this view", timeout=10, markup=False)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
@@ -372,7 +373,7 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys):
         else:
             self.last_export = path
             self._from_thread(self._say, f"wrote {path}")
-            self._from_thread(self.notify, str(path), title="exported")
+            self._from_thread(self.notify, visible(str(path)), title="exported", markup=False)
 
     # ---------------------------------------------------------------- the inputs
 

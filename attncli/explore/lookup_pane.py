@@ -13,6 +13,7 @@ from textual.widgets import Input
 from attncli.errors import AttnError
 from attncli.explore.state import ExploreState
 from attncli.explore.widgets import Drawing
+from attncli.textio import visible
 
 LOOKUP_ROWS = 20
 
@@ -54,7 +55,7 @@ class LookupPane(App):
     def _lookup_refused(self, query: str, message: str) -> None:
         if query == self._current_query():
             self.lookup_result = None
-            self.query_one("#lookup-result", Drawing).show(Text(message, style="bold red"))
+            self.query_one("#lookup-result", Drawing).show(Text(visible(message), style="bold red"))
             self._say(message, error=True)
 
     def _looked_up(self, query: str, result) -> None:
@@ -62,7 +63,8 @@ class LookupPane(App):
             return
         self.lookup_result = result
         self._say("")
-        table = Table(title=f"attention over {result.n_keys:,} keys for {query!r}, T = {result.temperature:g}",
+        # keys, values and the query are data: shown through visible() in Text (no markup)
+        table = Table(title=Text(visible(f"attention over {result.n_keys:,} keys for {query!r}, T = {result.temperature:g}")),
                       title_justify="left", expand=True)
         table.add_column("key", overflow="fold")
         table.add_column("similarity", justify="right")
@@ -70,8 +72,9 @@ class LookupPane(App):
         table.add_column("", no_wrap=True, style="cyan", ratio=1)
         table.add_column("value", overflow="fold")
         for e in result.head(LOOKUP_ROWS):
-            table.add_row(e.key, f"{e.similarity:.3f}", f"{e.weight:.3f}", "█" * int(round(e.weight * 20)), str(e.value))
+            table.add_row(Text(visible(e.key)), f"{e.similarity:.3f}", f"{e.weight:.3f}", "█" * int(round(e.weight * 20)),
+                          Text(visible(str(e.value))))
         best = result.best
         how = "exact key" if result.exact else f"weight {best.weight:.3f}"
-        answer = Text.assemble("answer: ", (str(best.value), "bold"), f"  (key {best.key!r}, {how})")
+        answer = Text.assemble("answer: ", (visible(str(best.value)), "bold"), visible(f"  (key {best.key!r}, {how})"))
         self.query_one("#lookup-result", Drawing).show(table, answer)

@@ -83,11 +83,15 @@ def _pooling_flags(path: Path) -> list[str]:
 
 def _pooling_config(path: Path) -> dict:
     """1_Pooling/config.json (the folder modules.json names for the Pooling module), or {}."""
-    try:
-        modules = json.loads((path / "modules.json").read_text(encoding="utf-8"))
+    from attncli.fileio import FileProblem, read_text
+
+    try:  # a stranger's folder: regular files of at most 1 MiB (attncli.fileio), a folder name inside it
+        modules = json.loads(read_text(path / "modules.json", 1 << 20, follow_symlinks=True))
         folder = next((m.get("path") for m in modules if isinstance(m, dict) and "Pooling" in str(m.get("type"))), "1_Pooling")
-        config = json.loads((path / str(folder) / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, TypeError, StopIteration):
+        if not isinstance(folder, str) or Path(folder).is_absolute() or ".." in Path(folder).parts:
+            return {}
+        config = json.loads(read_text(path / folder / "config.json", 1 << 20, follow_symlinks=True))
+    except (FileProblem, ValueError, TypeError, StopIteration):
         return {}
     return config if isinstance(config, dict) else {}
 

@@ -7,7 +7,6 @@ the same code for both, here.
 
 from __future__ import annotations
 
-import json
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Sequence
@@ -66,9 +65,11 @@ def max_positions(config: dict[str, Any], path: Path) -> int:
 
 
 def _json(path: Path) -> dict[str, Any]:
+    from attncli.fileio import FileProblem
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        data = source.read_json(path)
+    except (FileProblem, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
 

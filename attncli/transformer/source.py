@@ -17,6 +17,7 @@ from typing import Any
 from attncli.errors import BadInput, RuntimeFailure
 
 CONFIG = "config.json"
+MAX_JSON_BYTES = 16 * 2**20  # a model folder's config.json or tokenizer_config.json (real ones: a few KB to 1 MB)
 SAFETENSORS = "model.safetensors"
 TOKENIZER = "tokenizer.json"
 # what a hub download fetches: configs, tokenizer files and the weights (safetensors first)
@@ -111,10 +112,21 @@ def _from_hub(repo_id: str) -> Path:
     return path
 
 
+def read_json(path: Path) -> Any:
+    """The JSON in a model folder's file ``path``: a regular file (the hub cache's symbolic links
+    are followed) of at most MAX_JSON_BYTES, read through attncli.fileio; FileProblem or ValueError
+    (not UTF-8, not JSON) when it cannot be."""
+    from attncli.fileio import read_text
+
+    return json.loads(read_text(path, MAX_JSON_BYTES, follow_symlinks=True))
+
+
 def read_config(path: Path) -> dict[str, Any]:
+    from attncli.fileio import FileProblem
+
     try:
-        config = json.loads((path / CONFIG).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        config = read_json(path / CONFIG)
+    except (FileProblem, ValueError) as exc:
         raise BadInput(f"cannot read {path / CONFIG}: {exc}") from None
     if not isinstance(config, dict) or not isinstance(config.get("model_type"), str):
         raise BadInput(f"{path / CONFIG} names no model_type: it is not a transformers model config")

@@ -43,8 +43,10 @@ class Layout:
 
 
 def scan(path: Path, size: int, progress) -> Layout:
+    from attncli.vectors.imports import open_vectors
+
     src = repr(str(path))
-    with open(path, "rb") as fh:
+    with open_vectors(path) as fh:  # a regular file, through attncli.fileio
         head = fh.read(_HEAD.size + _DICT.size)
         if len(head) < _OLD_HEAD.size + _OLD_DICT.size:
             raise BadInput(f"{src} is truncated: it ends inside fastText's header")

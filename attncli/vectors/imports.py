@@ -31,6 +31,7 @@ from typing import Any, Callable
 import numpy as np
 
 from attncli.errors import BadInput
+from attncli.textio import MAX_LINE_BYTES
 from attncli.vectors import store
 
 FORMATS = ("word2vec", "word2vec-binary", "glove", "fasttext-bin")
@@ -38,6 +39,9 @@ PRECISIONS = ("float32", "float16")
 MAX_DIM = 10_000
 MAX_WORD_BYTES = 1_000  # a longer "word" in a binary file means the file is not what it was said to be
 CHUNK = 1 << 22  # bytes read at a time
+# a text file is read CHUNK bytes at a time, cut at its last newline; a line longer than
+# MAX_LINE_BYTES (1 MiB: 10,000 numbers of 100 characters) is refused, so reading costs at most
+# about 2 x (CHUNK + MAX_LINE_BYTES) besides the vectors themselves, whatever the file holds
 
 Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
 
@@ -78,16 +82,12 @@ def check_format(fmt: str) -> str:
 def sniff(path: Path, fmt: str) -> int:
     """The file's size, after refusing what is not a readable file of format ``fmt`` at a glance."""
     source = f"{str(path)!r}"
-    try:
-        with open(path, "rb") as fh:
+    with open_vectors(path) as fh:
+        try:
             head = fh.read(16)
-            size = os.fstat(fh.fileno()).st_size
-    except FileNotFoundError:
-        raise BadInput(f"{source} does not exist") from None
-    except IsADirectoryError:
-        raise BadInput(f"{source} is a directory: give the vectors file") from None
-    except OSError as exc:
-        raise BadInput(f"cannot read {source}: {exc.strerror or exc}") from None
+        except OSError as exc:
+            raise BadInput(f"cannot read {source}: {exc.strerror or exc}") from None
+        size = os.fstat(fh.fileno()).st_size
     if len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5 or path.suffix.lower() in (".model", ".pkl", ".pickle"):
         raise BadInput(f"{source} {_PICKLE_HINT}")
     if not head:
@@ -101,6 +101,23 @@ def sniff(path: Path, fmt: str) -> int:
     if fmt != "fasttext-bin" and is_fasttext:
         raise BadInput(f"{source} is a fastText .bin model, not {fmt}: use --format fasttext-bin")
     return size
+
+
+def open_vectors(path: Path):
+    """The vectors file, opened for reading in binary: a regular file (a symbolic link to one is
+    followed), never a FIFO or a device (``/dev/zero``), through attncli.fileio's door."""
+    from attncli.fileio import FileProblem, open_regular
+
+    source = f"{str(path)!r}"
+    try:
+        return os.fdopen(open_regular(path, follow_symlinks=True), "rb")
+    except FileProblem as exc:
+        why = str(exc)
+        if why == "it is missing":
+            raise BadInput(f"{source} does not exist") from None
+        if why.startswith("it is a directory"):
+            raise BadInput(f"{source} is a directory: give the vectors file") from None
+        raise BadInput(f"cannot read {source}: {why}") from None
 
 
 def _has_control_bytes(sample: bytes) -> bool:
@@ -131,7 +148,7 @@ def import_file(path: str | Path, fmt: str, *, limit: int | None = None, progres
         from attncli.vectors.fasttext_bin import read_fasttext_bin
 
         return read_fasttext_bin(path, size, limit=limit, progress=progress)
-    with open(path, "rb") as fh:
+    with open_vectors(path) as fh:
         if fmt == "word2vec-binary":
             return _read_binary(fh, path, size, limit, progress)
         return _read_text(fh, path, size, header=fmt == "word2vec", limit=limit, progress=progress)
@@ -215,12 +232,7 @@ def _read_text(fh, path: Path, size: int, *, header: bool, limit: int | None, pr
     blocks: list[np.ndarray] = []
     n = 0
     done = False
-    while not done:
-        lines = fh.readlines(CHUNK)
-        if not lines:
-            break
-        first_line = line_no + 1
-        line_no += len(lines)
+    for first_line, lines in _line_blocks(fh, path, line_no + 1):
         ws: list[bytes] = []
         rests: list[bytes] = []
         nos: list[int] = []
@@ -246,6 +258,8 @@ def _read_text(fh, path: Path, size: int, *, header: bool, limit: int | None, pr
         blocks.append(block)
         n += len(ws)
         progress(fh.tell(), size)
+        if done:
+            break
     if n == 0:
         raise BadInput(f"{str(path)!r} holds no vectors")
     if count is not None and n != count and not (done and n < count):
@@ -256,6 +270,38 @@ def _read_text(fh, path: Path, size: int, *, header: bool, limit: int | None, pr
     vectors = np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
     blocks.clear()
     return Imported(words.words, vectors, words_in_file=None if done and limit is not None else n)
+
+
+def _line_blocks(fh, path: Path, first: int):
+    """(number of the first line, lines) for blocks of about CHUNK bytes of ``fh``, each line
+    without its newline. A line longer than MAX_LINE_BYTES is a BadInput as soon as it is seen
+    (one huge line, ``/dev/zero``, a file without newlines), so memory stays bounded."""
+    carry = b""
+    while True:
+        data = fh.read(CHUNK)
+        if not data:
+            if carry:
+                yield first, [carry]
+            return
+        data = carry + data
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            carry = data
+            _check_line_length(len(carry), first, path)
+            continue
+        lines = data[:cut].split(b"\n")
+        carry = data[cut + 1:]
+        longest = max(range(len(lines)), key=lambda i: len(lines[i]))
+        _check_line_length(len(lines[longest]), first + longest, path)
+        _check_line_length(len(carry), first + len(lines), path)
+        yield first, lines
+        first += len(lines)
+
+
+def _check_line_length(n: int, line: int, path: Path) -> None:
+    if n > MAX_LINE_BYTES:
+        raise BadInput(f"{str(path)!r}: line {line:,} is longer than {MAX_LINE_BYTES // 2**20:,} MiB, the most attn "
+                       "reads in a line: it is not a text vectors file (check --format)")
 
 
 def _first_dim(word: bytes, rest: bytes, path: Path) -> int:

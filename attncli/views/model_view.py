@@ -14,6 +14,8 @@ from typing import Any, Optional
 
 import numpy as np
 
+from attncli.textio import visible
+
 SHADES = ((0.05, " "), (0.2, "░"), (0.4, "▒"), (0.7, "▓"), (2.0, "█"))
 SHORT = {"previous_token": "prev", "next_token": "next", "first_token": "first", "separator": "sep", "self": "self",
          "duplicate_token": "dup", "induction": "induct", "local": "local", "broad": "broad", "mixed": "mixed"}
@@ -27,9 +29,9 @@ def shade(w: float) -> str:
 
 
 def strongest(m: np.ndarray, tokens: list[str]) -> str:
-    """The strongest cell of one head's (T, T) map, as 'query→key weight'."""
+    """The strongest cell of one head's (T, T) map, as 'query→key weight' (the tokens escaped: a view)."""
     i, j = np.unravel_index(int(np.argmax(m)), m.shape)
-    return f"{tokens[i]}→{tokens[j]} {m[i, j]:.2f}"
+    return f"{visible(tokens[i])}→{visible(tokens[j])} {m[i, j]:.2f}"
 
 
 def class_text(c: dict[str, Any], short: bool = False) -> str:
@@ -88,9 +90,10 @@ def model_view_renderables(model, enc, attentions: np.ndarray, lo: int, hi: int,
     cell = 2 if (T * 2 + 2) * 2 <= width else 1
     block_w = max(T * cell, 10)
     per_row = (width - 1) // (block_w + 2)
-    out = [Text(f"{model.name} · model view: layers {lo}-{hi - 1} x {model.heads} heads · backend {model.backend}",
+    # the model's name (a path from anywhere) and its tokens are data: visible() shows their controls
+    out = [Text(visible(f"{model.name} · model view: layers {lo}-{hi - 1} x {model.heads} heads · backend {model.backend}"),
                 style="bold"),
-           Text("tokens: " + "  ".join(f"{t} {enc.tokens[t]}" for t in shown))]
+           Text(visible("tokens: " + "  ".join(f"{t} {enc.tokens[t]}" for t in shown)))]
     if hide_special:
         out.append(Text("special tokens hidden: each row renormalised over the other keys", style="dim"))
     note = pair_note(enc)
