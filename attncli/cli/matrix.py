@@ -14,8 +14,8 @@ from typing import Annotated, Optional
 import typer
 
 from attncli.cli.app import app, emit_json, info, json_write, out_console
-from attncli.cli.options import (BackendOpt, CausalOpt, ContextOpt, DKOpt, FilterOpt, HeadOpt, HeadsOpt,
-                                 HideSpecialOpt, LayerOpt, LayersOpt, MaxRelativeOpt, ModelOpt, ModelViewOpt, PadToOpt,
+from attncli.cli.options import (BackendOpt, CausalOpt, ContextOpt, DKOpt, FilterOpt, FilterSpecialsOpt, HeadOpt,
+                                 HeadsOpt, HideSpecialOpt, LayerOpt, LayersOpt, MaxRelativeOpt, ModelOpt, ModelViewOpt, PadToOpt,
                                  PairOpt, Positions, PositionsOpt, ProjOpt, RolloutOpt, SeedOpt, Show, ShowOpt,
                                  TransformerOpt, TruncateOpt, VariantOpt, WindowOpt, WordsOpt)
 from attncli.errors import BadInput, RuntimeFailure
@@ -114,6 +114,7 @@ def matrix_cmd(
     transformer: TransformerOpt = None,
     pair: PairOpt = None,
     pair_filter: FilterOpt = None,
+    filter_specials: FilterSpecialsOpt = None,
     words: WordsOpt = False,
     hide_special: HideSpecialOpt = False,
     rollout: RolloutOpt = False,
@@ -132,7 +133,8 @@ def matrix_cmd(
     given = {name for name in ctx.params if _given(ctx, name)}
     if transformer is not None or given & set(_TRANSFORMER_ONLY):
         _transformer_matrix(given, sentence=sentence, file=file, transformer=transformer, pair=pair, pair_filter=pair_filter,
-                            layer=layer, head=head, words=words, hide_special=hide_special, rollout=rollout,
+                            filter_specials=filter_specials, layer=layer, head=head, words=words,
+                            hide_special=hide_special, rollout=rollout,
                             backend=backend, truncate=truncate, explain=explain, model_view=model_view,
                             layers=layers, rows=rows, cols=cols, svg=svg, html=html, json_out=json_out)
         return
@@ -176,7 +178,8 @@ def matrix_cmd(
         _save_exports(console, svg, html, title=f"attn matrix: {' '.join(res.tokens)[:60]}")
 
 
-_TRANSFORMER_ONLY = ("pair", "pair_filter", "words", "hide_special", "rollout", "backend", "truncate", "model_view", "layers")
+_TRANSFORMER_ONLY = ("pair", "pair_filter", "filter_specials", "words", "hide_special", "rollout", "backend", "truncate",
+                     "model_view", "layers")
 
 
 def _given(ctx, name: str) -> bool:
@@ -185,9 +188,9 @@ def _given(ctx, name: str) -> bool:
     return source is not None and getattr(source, "name", "") not in ("DEFAULT", "DEFAULT_MAP")
 
 
-def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, pair_filter, layer, head, words,
-                        hide_special, rollout, backend, truncate, explain, model_view, layers, rows, cols, svg,
-                        html, json_out) -> None:
+def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, pair_filter, filter_specials, layer,
+                        head, words, hide_special, rollout, backend, truncate, explain, model_view, layers, rows, cols,
+                        svg, html, json_out) -> None:
     """attn matrix --transformer: checked here, computed and drawn by attncli.cli.transformer."""
     from attncli.cli.transformer import MatrixOptions, check_options, run_matrix
 
@@ -195,7 +198,8 @@ def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, p
     _check_export_path(svg, "--svg")
     _check_export_path(html, "--html")
     opts = MatrixOptions(transformer=transformer, text=_read_text(sentence, file), pair=pair,
-                         layer=layer, head=head, block=pair_filter.value if pair_filter else None, words=words,
+                         layer=layer, head=head, block=pair_filter.value if pair_filter else None,
+                         block_specials=filter_specials.value if filter_specials else "none", words=words,
                          hide_special=hide_special, rollout=rollout, backend=backend.value if backend else "auto",
                          truncate=truncate, explain=explain, model_view=model_view, layers=layers)
     run_matrix(opts, json_out=json_out, svg=svg, html=html, row_span=_span(rows, "--rows"), col_span=_span(cols, "--cols"))

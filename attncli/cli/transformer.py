@@ -34,7 +34,8 @@ NOT_FOR_TRANSFORMERS = {
     "show": "the pretrained view shows weights (--explain I J shows the scores of one cell)",
 }
 # options that only --transformer gives a meaning to (attn matrix's parameter names)
-TRANSFORMER_ONLY = ("pair", "pair_filter", "words", "hide_special", "rollout", "backend", "truncate", "model_view", "layers")
+TRANSFORMER_ONLY = ("pair", "pair_filter", "filter_specials", "words", "hide_special", "rollout", "backend", "truncate",
+                    "model_view", "layers")
 
 
 def option_name(param: str) -> str:
@@ -62,6 +63,7 @@ class MatrixOptions:
     layer: Optional[int] = None
     head: Optional[int] = None
     block: Optional[str] = None
+    block_specials: str = "none"
     words: bool = False
     hide_special: bool = False
     rollout: bool = False
@@ -78,6 +80,8 @@ def check_combinations(o: MatrixOptions) -> None:
     from attncli.attention.pretrained import check_view_options
 
     check_view_options(pair=o.pair, block=o.block, rollout=o.rollout, layer=o.layer, head=o.head)
+    if o.block_specials != "none" and o.block in (None, "all"):
+        raise BadInput("--filter-specials says where a --filter block puts the special tokens: add --filter a-a|a-b|b-a|b-b")
     if o.words and o.explain is not None:
         raise BadInput("--explain I J explains one token-level cell: drop --words (word rows mix several pieces)")
     if o.rollout and o.explain is not None:
@@ -132,7 +136,7 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, svg: Optional[Path], html: O
         _save(console, svg, html, enc)
         return
     view = pv.select(attentions, layer=layer, head=o.head, rollout=o.rollout, hide_special=o.hide_special,
-                     block=o.block or "all", words=o.words, tokens=enc.tokens, segments=enc.segments,
+                     block=o.block or "all", block_specials=o.block_specials, words=o.words, tokens=enc.tokens, segments=enc.segments,
                      special=enc.special, word_ids=enc.word_ids, word_texts=enc.words)
     explanation = None
     if o.explain is not None:
