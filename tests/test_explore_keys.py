@@ -14,3 +14,15 @@ def test_a_key_pair_says_what_each_key_does():
     assert len(pairs) >= 5
     for key in pairs:
         assert re.search(r"previous|fewer", key.help), f"{key.shown}: {key.help}"
+
+
+def test_every_command_but_explore_takes_json():
+    """The README says every command but attn explore takes --json (explore exports JSON with x)."""
+    import typer.main
+
+    from attncli.cli.main import app
+
+    group = typer.main.get_command(app)
+    without = sorted(name for name, command in group.commands.items()
+                     if not any("--json" in p.opts for p in command.params))
+    assert without == ["explore"]
