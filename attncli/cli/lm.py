@@ -56,10 +56,15 @@ def train_attention_cmd(
     task = None
     live = err_console().is_terminal
     last_line = time.monotonic()
+    from attncli.cli.progress import Stage
+
+    preparing = Stage("preparing: reading the model and Brown, splitting, counting the vocabulary and the baselines "
+                      "(the bar starts with the first training step)", json_out=json_out)
 
     def on_progress(*, step, total, epoch, loss, tokens_per_s):
         nonlocal task, last_line
         if task is None:  # the bar starts with the first step: an option refused earlier leaves no blank bar line
+            preparing.stop()
             progress.start()
             task = progress.add_task("train", total=total, epoch=epoch, loss=loss, tps=tokens_per_s)
         progress.update(task, completed=step, epoch=epoch, loss=loss, tps=tokens_per_s)
@@ -70,6 +75,7 @@ def train_attention_cmd(
     try:
         result = train(model, name, cfg, on_progress=on_progress)
     finally:
+        preparing.stop()
         if task is not None:
             progress.stop()
     doc = {"source": result.source, "name": result.name, "path": result.path, "attention": result.attention}
@@ -137,7 +143,7 @@ def heads_cmd(
         from attncli.cli.transformer import run_heads
 
         report = run_heads(transformer, file=file, sentences=sentences, window=window, exclude_first=exclude_first,
-                           backend=backend)
+                           backend=backend, json_out=json_out)
         if json_out:
             emit_json(report)
             return

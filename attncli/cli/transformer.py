@@ -94,10 +94,15 @@ def check_combinations(o: MatrixOptions) -> None:
         raise BadInput(f"--backend {o.backend!r}: expected auto, numpy or torch")
 
 
-def load_model(name: str, backend: str):
+def load_model(name: str, backend: str, *, json_out: bool = False):
+    """The model, with a line on stderr while it loads (a second or more; --backend torch imports
+    torch and transformers first)."""
+    from attncli.cli.progress import Stage
     from attncli.transformer import load
 
-    return load(name, backend=backend)
+    what = "" if backend == "auto" else f", --backend {backend}"
+    with Stage(f"loading {name}{what}", json_out=json_out):
+        return load(name, backend=backend)
 
 
 def run_matrix(o: MatrixOptions, *, json_out: bool, svg: Optional[Path], html: Optional[Path],
@@ -106,7 +111,7 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, svg: Optional[Path], html: O
     from attncli.cli.app import out_console
 
     check_combinations(o)
-    model = load_model(o.transformer, o.backend)
+    model = load_model(o.transformer, o.backend, json_out=json_out)
     layer = pv.layer_shown(model, o.layer, o.head)
     if o.explain is not None and model.backend != "numpy":
         raise BadInput("--explain I J needs attn's NumPy forward pass (the queries and keys of a layer): "
@@ -176,7 +181,7 @@ DEFAULT_SENTENCES = 200
 
 
 def run_heads(transformer: str, *, file: Optional[Path], sentences: Optional[int], window: int,
-              exclude_first: bool, backend: str) -> dict[str, Any]:
+              exclude_first: bool, backend: str, json_out: bool = False) -> dict[str, Any]:
     """The report of ``attn heads --transformer``: on --file's lines, else on Brown's held-out
     sentences (the documents ``attn train-attention`` holds out by default, punctuation kept)."""
     from attncli.cli.transformer_heads import score_transformer_heads
@@ -191,14 +196,15 @@ def run_heads(transformer: str, *, file: Optional[Path], sentences: Optional[int
         texts = [t for t in texts if t]
     else:
         texts = None
-    model = load_model(transformer, backend)
+    model = load_model(transformer, backend, json_out=json_out)
     if texts is None:
         texts = brown_texts(sentences or DEFAULT_SENTENCES)
     if sentences is not None:
         texts = texts[:sentences]
     if not texts:
         raise BadInput("no sentence to score the heads on (--file is empty)")
-    from attncli.cli.app import info
+    from attncli.cli.progress import Bar
 
-    info(f"scoring the {model.layers * model.heads} heads of {model.name} on {len(texts)} sentences ({model.backend} backend)")
-    return score_transformer_heads(model, texts, window=window, exclude_first=exclude_first)
+    with Bar(f"scoring the {model.layers * model.heads} heads of {model.name} on {len(texts)} sentences "
+             f"({model.backend} backend)", "sentences", len(texts), json_out=json_out) as bar:
+        return score_transformer_heads(model, texts, window=window, exclude_first=exclude_first, on_text=bar.advance)
