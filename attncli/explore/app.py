@@ -24,7 +24,7 @@ from textual.geometry import Region
 from textual.widgets import ContentSwitcher, Footer, Input, Static
 
 from attncli.errors import AttnError
-from attncli.explore.keys import KEYS
+from attncli.explore.keys import FOOTER, KEYS
 from attncli.explore.lookup_pane import LookupPane
 from attncli.explore.model_view_pane import ModelViewPane
 from attncli.explore.transformer_keys import TransformerKeys
@@ -59,8 +59,10 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys):
     #help { width: 90%; height: 90%; border: thick $primary; background: $surface; }
     .dim { color: $text-muted; }
     """
-    BINDINGS = [Binding(k.key, k.action, k.label or k.help, show=bool(k.label), priority=k.action == "quit")
-                for k in KEYS] + [Binding("escape", "focus_matrix", "matrix", show=False)]
+    # one binding per key; only Ctrl-C quits even from a box (q is typed into it); the footer's
+    # keys change with the mode (_update_footer)
+    BINDINGS = [Binding(key, k.action, k.label or k.help, show=bool(k.label), priority=key == "ctrl+c")
+                for k in KEYS for key in k.key.split(",")]
 
     def __init__(self, state: ExploreState | None = None, *, vectors: Any = None, cwd: Path | None = None) -> None:
         super().__init__()
@@ -77,6 +79,7 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys):
         self._dictionary = None
         self._models: dict[tuple[str, str], Any] = {}  # pretrained transformers by (name, backend), loaded once each
         self.transformer_name = self.state.transformer  # what T switches to and from
+        self._footer_mode = ""
 
     # ---------------------------------------------------------------- layout
 
@@ -96,7 +99,7 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys):
                         yield Drawing(id="explain")
             with Vertical(id="lookup-pane"):
                 yield Input(placeholder="lookup query, e.g. colour", id="query")
-                with VerticalScroll():
+                with VerticalScroll(id="lookup-scroll"):
                     yield Drawing(Text("Type a query: its attention weights over the dictionary's keys appear here."),
                                   id="lookup-result")
         yield Static("", id="message")
@@ -251,14 +254,43 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys):
         busy = " · computing ..." if self.computing else ""
         line = self.state.summary() + self._grid_class()
         self.query_one("#settings", Static).update(Text(line + busy, no_wrap=True, overflow="ellipsis"))
+        self._update_footer()
 
-    def _say(self, message: str, *, error: bool = False) -> None:
+    def footer_mode(self) -> str:
+        """'lookup', 'model view', 'transformer' or 'word-vector': what the footer lists keys for."""
+        if self.query_one(ContentSwitcher).current == "lookup-pane":
+            return "lookup"
+        if self.state.model_view and getattr(self.result, "is_model_view", False):
+            return "model view"
+        return "transformer" if self.state.transformer is not None else "word-vector"
+
+    def _update_footer(self) -> None:
+        """Show in the footer the keys that work in this mode (keys.FOOTER), and only those."""
+        mode = self.footer_mode()
+        if mode == self._footer_mode:
+            return
+        self._footer_mode = mode
+        shown = dict(FOOTER[mode])
+        if mode == "word-vector" and self.transformer_name is not None:
+            shown["transformer"] = "transformer"
+        ours = {k.action for k in KEYS}
+        table = self._bindings.key_to_bindings
+        for key, bindings in table.items():
+            table[key] = [replace(b, show=b.action in shown, description=shown.get(b.action, b.description))
+                          if b.action in ours else b for b in bindings]
+        self.refresh_bindings()
+
+    def _say(self, message: str, *, error: bool = False, toast: bool = True) -> None:
+        """``message`` on the message line (an error in red, and as a toast unless ``toast`` is
+        False); anything else (a success) clears the error toasts still on screen, now stale."""
         self.message = message
         widget = self.query_one("#message", Static)
         widget.update(Text(message))
         widget.set_class(error, "-error")
-        if error:
+        if error and toast:
             self.notify(message, severity="error", timeout=6)
+        elif not error:
+            self.clear_notifications()
 
     # ---------------------------------------------------------------- actions (keys)
 
@@ -331,9 +363,20 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys):
     def action_focus_matrix(self) -> None:
         self.query_one("#matrix").focus()
 
+    def action_escape(self) -> None:
+        """Esc: out of the box being typed in; in the lookup pane, out of the box first (then m
+        and q work), then back to the matrix."""
+        if self.query_one(ContentSwitcher).current != "lookup-pane":
+            self.action_focus_matrix()
+        elif isinstance(self.focused, Input):
+            self.query_one("#lookup-scroll").focus()
+        else:
+            self.action_pane("matrix")
+
     def action_pane(self, name: str) -> None:
         self.query_one(ContentSwitcher).current = f"{name}-pane"
         self.query_one("#query" if name == "lookup" else "#matrix").focus()
+        self._update_footer()
 
     def action_copy(self) -> None:
         if getattr(self.result, "is_pretrained", False):

@@ -53,8 +53,25 @@ KEYS: tuple[Key, ...] = (
     Key("x", "x", "export", "export the view: .svg, .html or .json (the name's suffix picks), written atomically", "export"),
     Key("y", "y", "copy", "copy the equivalent attn matrix command line (and show it)", "copy cmd"),
     Key("question_mark,f1", "? / F1", "help", "this help", "help"),
-    Key("q,ctrl+c", "q / Ctrl-C", "quit", "quit", "quit"),
+    Key("q,ctrl+c", "q / Ctrl-C", "quit", "quit (q: not while typing in a box)", "quit"),
+    Key("escape", "Esc", "escape", "leave the box being typed in (the sentence, the lookup query); in the lookup pane, "
+        "out of the box: back to the matrix"),
 )
+
+# The footer of each mode: the keys that work there (action: label), in this order. The other keys
+# still answer (with a message saying why they do nothing there); they are only left out of it.
+_COMMON = {"pane('lookup')": "lookup", "export": "export", "copy": "copy cmd", "help": "help", "quit": "quit"}
+FOOTER: dict[str, dict[str, str]] = {
+    "word-vector": {"edit('sentence')": "sentence", "edit('context')": "context", "variant(1)": "variant",
+                    "causal": "causal", "window(1)": "window", "projection(1)": "proj", "show(1)": "show", **_COMMON},
+    "transformer": {"edit('sentence')": "sentence", "edit('context')": "pair", "layer(1)": "layer", "head(1)": "head",
+                    "model_view": "model view", "flag('words')": "words", "flag('hide_special')": "specials",
+                    "flag('rollout')": "rollout", "filter(1)": "filter", "backend(1)": "backend",
+                    "transformer": "vectors", **_COMMON},
+    "model view": {"layer(1)": "layer", "head(1)": "head", "model_view": "open head",
+                   "export": "export", "copy": "copy cmd", "help": "help", "quit": "quit"},
+    "lookup": {"escape": "leave box / back", "pane('matrix')": "matrix", "help": "help", "quit": "quit"},
+}
 
 
 def help_rows() -> list[tuple[str, str]]:
