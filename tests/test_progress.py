@@ -101,3 +101,17 @@ def test_a_quick_refusal_has_no_progress_before_it(monkeypatch, tiny_bert_dir):
     monkeypatch.setattr(attncli.cli.progress, "DELAY", 30.0)  # far more than the load takes, however busy
     result = run("matrix", "time flies", "--transformer", str(tiny_bert_dir), "--layer", "99")
     assert result.exit_code == 2 and result.stderr.startswith("error: --layer 99 is out of range"), result.stderr
+
+
+@pytest.mark.slow
+def test_heads_transformer_says_it_reads_brown(tiny_bert_dir):
+    """Without --file the sentences come from Brown, seconds of reading (the whole corpus: slow)
+    said before the bar."""
+    from conftest import skip_without_brown
+
+    skip_without_brown()
+    result = run("heads", "--transformer", str(tiny_bert_dir), "--sentences", "2")
+    assert result.exit_code == 0, result.stderr
+    lines = [" ".join(line.split()) for line in result.stderr.splitlines()]
+    reading = lines.index("reading the held-out Brown sentences")
+    assert reading < next(n for n, line in enumerate(lines) if line.startswith("sentences 2/2"))

@@ -198,7 +198,10 @@ def run_heads(transformer: str, *, file: Optional[Path], sentences: Optional[int
         texts = None
     model = load_model(transformer, backend, json_out=json_out)
     if texts is None:
-        texts = brown_texts(sentences or DEFAULT_SENTENCES)
+        from attncli.cli.progress import Stage
+
+        with Stage("reading the held-out Brown sentences", json_out=json_out):
+            texts = brown_texts(sentences or DEFAULT_SENTENCES)
     if sentences is not None:
         texts = texts[:sentences]
     if not texts:
