@@ -106,7 +106,7 @@ def test_a_quick_refusal_has_no_progress_before_it(monkeypatch, tiny_bert_dir):
 @pytest.mark.slow
 def test_heads_transformer_says_it_reads_brown(tiny_bert_dir):
     """Without --file the sentences come from Brown, seconds of reading (the whole corpus: slow)
-    said before the bar."""
+    are said before the bar."""
     from conftest import skip_without_brown
 
     skip_without_brown()
