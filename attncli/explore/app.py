@@ -24,7 +24,8 @@ from textual.geometry import Region
 from textual.widgets import ContentSwitcher, Footer, Input, Static
 
 from attncli.errors import AttnError
-from attncli.explore.keys import FOOTER, KEYS
+from attncli.explore.footer import FooterModes
+from attncli.explore.keys import KEYS
 from attncli.explore.lookup_pane import LookupPane
 from attncli.explore.model_view_pane import ModelViewPane
 from attncli.explore.transformer_keys import TransformerKeys
@@ -34,7 +35,7 @@ from attncli.explore.widgets import Drawing, ExportScreen, HelpScreen, MatrixVie
 INLINE_WORDS = 64  # up to this many tokens a matrix takes milliseconds: no worker needed
 
 
-class ExploreApp(LookupPane, ModelViewPane, TransformerKeys):
+class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, FooterModes):
     """``attn explore``: change the settings with keys, watch the matrix follow."""
 
     TITLE = "attn explore"
@@ -256,30 +257,6 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys):
         self.query_one("#settings", Static).update(Text(line + busy, no_wrap=True, overflow="ellipsis"))
         self._update_footer()
 
-    def footer_mode(self) -> str:
-        """'lookup', 'model view', 'transformer' or 'word-vector': what the footer lists keys for."""
-        if self.query_one(ContentSwitcher).current == "lookup-pane":
-            return "lookup"
-        if self.state.model_view and getattr(self.result, "is_model_view", False):
-            return "model view"
-        return "transformer" if self.state.transformer is not None else "word-vector"
-
-    def _update_footer(self) -> None:
-        """Show in the footer the keys that work in this mode (keys.FOOTER), and only those."""
-        mode = self.footer_mode()
-        if mode == self._footer_mode:
-            return
-        self._footer_mode = mode
-        shown = dict(FOOTER[mode])
-        if mode == "word-vector" and self.transformer_name is not None:
-            shown["transformer"] = "transformer"
-        ours = {k.action for k in KEYS}
-        table = self._bindings.key_to_bindings
-        for key, bindings in table.items():
-            table[key] = [replace(b, show=b.action in shown, description=shown.get(b.action, b.description))
-                          if b.action in ours else b for b in bindings]
-        self.refresh_bindings()
-
     def _say(self, message: str, *, error: bool = False, toast: bool = True) -> None:
         """``message`` on the message line (an error in red, and as a toast unless ``toast`` is
         False); anything else (a success) clears the error toasts still on screen, now stale."""
@@ -362,16 +339,6 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys):
 
     def action_focus_matrix(self) -> None:
         self.query_one("#matrix").focus()
-
-    def action_escape(self) -> None:
-        """Esc: out of the box being typed in; in the lookup pane, out of the box first (then m
-        and q work), then back to the matrix."""
-        if self.query_one(ContentSwitcher).current != "lookup-pane":
-            self.action_focus_matrix()
-        elif isinstance(self.focused, Input):
-            self.query_one("#lookup-scroll").focus()
-        else:
-            self.action_pane("matrix")
 
     def action_pane(self, name: str) -> None:
         self.query_one(ContentSwitcher).current = f"{name}-pane"
