@@ -83,3 +83,18 @@ def test_words_are_whole_column_headers(minilm_dir, columns):
     headers = [line.split() for line in result.stdout.splitlines() if line.startswith("    ")]
     assert [w for line in headers for w in line] == ["[CLS]", "the", "tokenization", "flies", "[SEP]"]
     assert "…" not in result.stdout
+
+
+@pytest.mark.parametrize("columns", [40, 80, 120, 200])
+def test_matrix_explain_keeps_values_and_notes_whole(columns):
+    """attn matrix --explain's steps at any width: each value on one line, uncut, and each note's
+    start readable on one line (a table where the note column gets 24 columns, else stacked)."""
+    from attncli.views.render import _fmt
+
+    args = ("matrix", "time flies like an arrow", "--causal", "--explain", "3", "1")
+    text = run(*args, columns=columns).stdout.splitlines()
+    steps = json.loads(run(*args, "--json", columns=columns).stdout)["explanation"]["steps"]
+    for step in steps:
+        assert any(_fmt(step["value"]) in line for line in text), (columns, step)
+        assert any(step["note"][:20] in line for line in text), (columns, step)
+    assert max(len(line.rstrip()) for line in text) <= columns
