@@ -51,7 +51,8 @@ class PretrainedView:
 
 
 def select(attentions: np.ndarray, *, layer: int, head: Optional[int] = None, rollout: bool = False,
-           hide_special: bool = False, block: str = "all", words: bool = False, tokens: Sequence[str],
+           hide_special: bool = False, block: str = "all", block_specials: str = "none", words: bool = False,
+           tokens: Sequence[str],
            segments: Sequence[Optional[str]], special: Sequence[bool], word_ids: Sequence[Optional[int]],
            word_texts: Sequence[str]) -> PretrainedView:
     """The view of ``attentions`` (L, h, T, T) described in the module docstring."""
@@ -77,11 +78,13 @@ def select(attentions: np.ndarray, *, layer: int, head: Optional[int] = None, ro
         notes.append(f"special tokens hidden: their rows and columns dropped, each row renormalised over the "
                      f"other keys (they had {share.mean():.0%} of the attention on average)")
     seg = [segments[t] for t in rows]
-    r_keep, c_keep = pair_block(seg, block)
+    r_keep, c_keep = pair_block(seg, block, block_specials)
     if block != "all":
         mats = mats[:, r_keep][:, :, c_keep]
         notes.append(f"block {block}: sentence {block[0].upper()}'s queries, sentence {block[2].upper()}'s keys; "
-                     "weights as in the whole matrix (a row sums to the share of attention that went to that sentence)")
+                     "weights as in the whole matrix (a row sums to the share of attention that went to that sentence)"
+                     + ("; special tokens placed as bertviz does ([CLS] and the first [SEP] in A, the last [SEP] in B)"
+                        if block_specials == "bertviz" else ""))
         if share is not None:
             share = share[r_keep]
     rows, cols = rows[r_keep], cols[c_keep]

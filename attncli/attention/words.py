@@ -84,15 +84,32 @@ def hide_special(weights: np.ndarray, keep_rows: np.ndarray, keep_cols: np.ndarr
     return out, total - mass[..., 0]
 
 
-def pair_block(segments: Sequence[Optional[str]], which: str) -> tuple[np.ndarray, np.ndarray]:
+SPECIALS_IN_BLOCKS = ("none", "bertviz")
+
+
+def bertviz_segments(segments: Sequence[Optional[str]]) -> list[Optional[str]]:
+    """The segments with each special token (None) given to a sentence as bertviz's sentence
+    filter does (``sentence_b_start``: A is every token before B's first, B the rest): a special
+    token before sentence B's first token belongs to A ([CLS] and the first [SEP]; RoBERTa's
+    ``<s>`` and ``</s></s>``), one after it to B (the last [SEP])."""
+    first_b = next((i for i, s in enumerate(segments) if s == "b"), len(segments))
+    return [s if s is not None else ("a" if i < first_b else "b") for i, s in enumerate(segments)]
+
+
+def pair_block(segments: Sequence[Optional[str]], which: str, specials: str = "none") -> tuple[np.ndarray, np.ndarray]:
     """The rows and columns of one block of a sentence pair's attention (bertviz's sentence filter):
     ``which`` is 'all' or QUERY-KEY with each side 'a' or 'b' ('a-b' = sentence A's tokens
-    attending to sentence B's). 'all' keeps every token; a block keeps neither sentence's special
-    tokens. The weights of a block are shown as they are (not renormalised): a row of 'a-b' sums to
-    the share of that query's attention that crossed to sentence B. Returns (rows (T,), cols (S,))
-    as boolean masks."""
+    attending to sentence B's). 'all' keeps every token; with ``specials`` 'none' a block keeps
+    neither sentence's special tokens, with 'bertviz' they go to the sentences as bertviz puts them
+    (:func:`bertviz_segments`). The weights of a block are shown as they are (not renormalised): a
+    row of 'a-b' sums to the share of that query's attention that crossed to sentence B. Returns
+    (rows (T,), cols (S,)) as boolean masks."""
     if which not in FILTERS:
         raise BadInput(f"--filter {which!r}: expected one of {', '.join(FILTERS)}")
+    if specials not in SPECIALS_IN_BLOCKS:
+        raise BadInput(f"--filter-specials {specials!r}: expected one of {', '.join(SPECIALS_IN_BLOCKS)}")
+    if specials == "bertviz":
+        segments = bertviz_segments(segments)
     seg = np.array([s or "" for s in segments])  # (T,)
     if which == "all":
         everything = np.ones(len(seg), dtype=bool)

@@ -56,10 +56,15 @@ def train_attention_cmd(
     task = None
     live = err_console().is_terminal
     last_line = time.monotonic()
+    from attncli.cli.progress import Stage
+
+    preparing = Stage("preparing: reading the model and Brown, splitting, counting the vocabulary and the baselines "
+                      "(the bar starts with the first training step)", json_out=json_out)
 
     def on_progress(*, step, total, epoch, loss, tokens_per_s):
         nonlocal task, last_line
         if task is None:  # the bar starts with the first step: an option refused earlier leaves no blank bar line
+            preparing.stop()
             progress.start()
             task = progress.add_task("train", total=total, epoch=epoch, loss=loss, tps=tokens_per_s)
         progress.update(task, completed=step, epoch=epoch, loss=loss, tps=tokens_per_s)
@@ -70,6 +75,7 @@ def train_attention_cmd(
     try:
         result = train(model, name, cfg, on_progress=on_progress)
     finally:
+        preparing.stop()
         if task is not None:
             progress.stop()
     doc = {"source": result.source, "name": result.name, "path": result.path, "attention": result.attention}
@@ -137,7 +143,7 @@ def heads_cmd(
         from attncli.cli.transformer import run_heads
 
         report = run_heads(transformer, file=file, sentences=sentences, window=window, exclude_first=exclude_first,
-                           backend=backend)
+                           backend=backend, json_out=json_out)
         if json_out:
             emit_json(report)
             return
@@ -164,25 +170,18 @@ def heads_cmd(
 
 
 def _print_heads(report: dict[str, Any]) -> None:
-    from rich.table import Table
+    from attncli.views.heads_table import SHORT, heads_table
 
-    u = report["uniform"]
     if "scores" in report:  # a pretrained model: the scores that applied to it
-        keys = report["scores"]
         title = f"heads of {escape(report['model'])} ({report['backend']} backend): mean attention per query"
     else:
-        keys = ["previous_token", "first_token", "self", "local", "entropy"]
         title = f"learned heads of model '{escape(report['model'])}': mean attention per query"
-    short = {"previous_token": "previous", "first_token": "first", "next_token": "next", "separator": "sep",
-             "duplicate_token": "dup", "induction": "induct"}
-    table = Table(title=title)
-    for col in ("layer", "head", *(short.get(k, k) for k in keys), "label"):
-        table.add_column(col, justify="right" if col not in ("label",) else "left")
-    fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
-    for h in report["heads"]:
-        table.add_row(str(h["layer"]), str(h["head"]), *(fmt(h[k]) for k in keys), h["label"])
-    table.add_row("", "uniform", *(fmt(u[k]) for k in keys), "", style="dim")
-    out_console().print(table)
+    console = out_console()
+    table, left_out = heads_table(report, title, console.width)
+    console.print(table)
+    if left_out:
+        err_console().print(f"scores left out at {console.width} columns (a wider terminal or --json shows them): "
+                            + ", ".join(SHORT.get(k, k) for k in left_out), highlight=False, style="dim")
     t = report["thresholds"]
     err_console().print(
         f"{report['sentences']} sentences, {report['queries']:,} queries; local = keys {'within ' + str(report['window']) + ' either way' if report.get('causal') is False else '0..' + str(report['window']) + ' back'}. "

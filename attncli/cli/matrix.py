@@ -15,8 +15,8 @@ from typing import Annotated, Optional
 import typer
 
 from attncli.cli.app import app, emit_json, info, json_write, out_console
-from attncli.cli.options import (BackendOpt, CausalOpt, ContextOpt, DKOpt, FilterOpt, HeadOpt, HeadsOpt,
-                                 HideSpecialOpt, LayerOpt, LayersOpt, MaxRelativeOpt, ModelOpt, ModelViewOpt, PadToOpt,
+from attncli.cli.options import (BackendOpt, CausalOpt, ContextOpt, DKOpt, FilterOpt, FilterSpecialsOpt, HeadOpt,
+                                 HeadsOpt, HideSpecialOpt, LayerOpt, LayersOpt, MaxRelativeOpt, ModelOpt, ModelViewOpt, PadToOpt,
                                  PairOpt, Positions, PositionsOpt, ProjOpt, RolloutOpt, SeedOpt, Show, ShowOpt,
                                  TransformerOpt, TruncateOpt, VariantOpt, WindowOpt, WordsOpt)
 from attncli.cli.options import ExportWidthOpt, HtmlOpt, PngOpt, SvgOpt
@@ -127,6 +127,7 @@ def matrix_cmd(
     transformer: TransformerOpt = None,
     pair: PairOpt = None,
     pair_filter: FilterOpt = None,
+    filter_specials: FilterSpecialsOpt = None,
     words: WordsOpt = False,
     hide_special: HideSpecialOpt = False,
     rollout: RolloutOpt = False,
@@ -146,7 +147,8 @@ def matrix_cmd(
     exports = Exports(svg=svg, html=html, png=png, width=width)
     if transformer is not None or given & set(_TRANSFORMER_ONLY):
         _transformer_matrix(given, sentence=sentence, file=file, transformer=transformer, pair=pair, pair_filter=pair_filter,
-                            layer=layer, head=head, words=words, hide_special=hide_special, rollout=rollout,
+                            filter_specials=filter_specials, layer=layer, head=head, words=words,
+                            hide_special=hide_special, rollout=rollout,
                             backend=backend, truncate=truncate, explain=explain, model_view=model_view,
                             layers=layers, rows=rows, cols=cols, exports=exports, json_out=json_out)
         return
@@ -192,7 +194,8 @@ def matrix_cmd(
                      width=exports.width)
 
 
-_TRANSFORMER_ONLY = ("pair", "pair_filter", "words", "hide_special", "rollout", "backend", "truncate", "model_view", "layers")
+_TRANSFORMER_ONLY = ("pair", "pair_filter", "filter_specials", "words", "hide_special", "rollout", "backend", "truncate",
+                     "model_view", "layers")
 
 
 def _given(ctx, name: str) -> bool:
@@ -201,16 +204,17 @@ def _given(ctx, name: str) -> bool:
     return source is not None and getattr(source, "name", "") not in ("DEFAULT", "DEFAULT_MAP")
 
 
-def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, pair_filter, layer, head, words,
-                        hide_special, rollout, backend, truncate, explain, model_view, layers, rows, cols, exports,
-                        json_out) -> None:
+def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, pair_filter, filter_specials, layer,
+                        head, words, hide_special, rollout, backend, truncate, explain, model_view, layers, rows, cols,
+                        exports, json_out) -> None:
     """attn matrix --transformer: checked here, computed and drawn by attncli.cli.transformer."""
     from attncli.cli.transformer import MatrixOptions, check_options, run_matrix
 
     check_options(given, transformer)
     _check_exports(exports)
     opts = MatrixOptions(transformer=transformer, text=_read_text(sentence, file), pair=pair,
-                         layer=layer, head=head, block=pair_filter.value if pair_filter else None, words=words,
+                         layer=layer, head=head, block=pair_filter.value if pair_filter else None,
+                         block_specials=filter_specials.value if filter_specials else "none", words=words,
                          hide_special=hide_special, rollout=rollout, backend=backend.value if backend else "auto",
                          truncate=truncate, explain=explain, model_view=model_view, layers=layers)
     run_matrix(opts, json_out=json_out, exports=exports, row_span=_span(rows, "--rows"), col_span=_span(cols, "--cols"))

@@ -31,6 +31,11 @@ class Backend(str, Enum):
     torch = "torch"
 
 
+class FilterSpecials(str, Enum):
+    none = "none"
+    bertviz = "bertviz"
+
+
 class PairFilter(str, Enum):
     all = "all"
     a_a = "a-a"
@@ -80,6 +85,9 @@ PairOpt = Annotated[Optional[str], typer.Option(help="Second sentence: the two a
                                                 rich_help_panel=PRETRAINED)]
 FilterOpt = Annotated[Optional[PairFilter], typer.Option("--filter", help="One block of a --pair: QUERIES-KEYS.",
                                                          rich_help_panel=PRETRAINED)]
+FilterSpecialsOpt = Annotated[Optional[FilterSpecials], typer.Option(
+    "--filter-specials", help="Special tokens in a --filter block: none (attn's default) or bertviz ([CLS] and the first [SEP] in A, the last [SEP] in B).",
+    rich_help_panel=PRETRAINED)]
 WordsOpt = Annotated[bool, typer.Option("--words", help="Merge word pieces: sum over a word's keys, mean over its queries.",
                                         rich_help_panel=PRETRAINED)]
 HideSpecialOpt = Annotated[bool, typer.Option("--hide-special", help="Drop [CLS]/[SEP]/<s> rows and columns; rows renormalised over the other keys.",

@@ -34,7 +34,8 @@ NOT_FOR_TRANSFORMERS = {
     "show": "the pretrained view shows weights (--explain I J shows the scores of one cell)",
 }
 # options that only --transformer gives a meaning to (attn matrix's parameter names)
-TRANSFORMER_ONLY = ("pair", "pair_filter", "words", "hide_special", "rollout", "backend", "truncate", "model_view", "layers")
+TRANSFORMER_ONLY = ("pair", "pair_filter", "filter_specials", "words", "hide_special", "rollout", "backend", "truncate",
+                    "model_view", "layers")
 
 
 def option_name(param: str) -> str:
@@ -62,6 +63,7 @@ class MatrixOptions:
     layer: Optional[int] = None
     head: Optional[int] = None
     block: Optional[str] = None
+    block_specials: str = "none"
     words: bool = False
     hide_special: bool = False
     rollout: bool = False
@@ -79,6 +81,8 @@ def check_combinations(o: MatrixOptions) -> None:
 
     check_texts(o.text, o.pair)
     check_view_options(pair=o.pair, block=o.block, rollout=o.rollout, layer=o.layer, head=o.head)
+    if o.block_specials != "none" and o.block in (None, "all"):
+        raise BadInput("--filter-specials says where a --filter block puts the special tokens: add --filter a-a|a-b|b-a|b-b")
     if o.words and o.explain is not None:
         raise BadInput("--explain I J explains one token-level cell: drop --words (word rows mix several pieces)")
     if o.rollout and o.explain is not None:
@@ -91,10 +95,15 @@ def check_combinations(o: MatrixOptions) -> None:
         raise BadInput(f"--backend {o.backend!r}: expected auto, numpy or torch")
 
 
-def load_model(name: str, backend: str):
+def load_model(name: str, backend: str, *, json_out: bool = False):
+    """The model, with a line on stderr while it loads (a second or more; --backend torch imports
+    torch and transformers first)."""
+    from attncli.cli.progress import Stage
     from attncli.transformer import load
 
-    return load(name, backend=backend)
+    what = "" if backend == "auto" else f", --backend {backend}"
+    with Stage(f"loading {name}{what}", json_out=json_out):
+        return load(name, backend=backend)
 
 
 def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span) -> None:
@@ -103,7 +112,7 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span)
     from attncli.cli.app import out_console
 
     check_combinations(o)
-    model = load_model(o.transformer, o.backend)
+    model = load_model(o.transformer, o.backend, json_out=json_out)
     layer = pv.layer_shown(model, o.layer, o.head)
     if o.explain is not None and model.backend != "numpy":
         raise BadInput("--explain I J needs attn's NumPy forward pass (the queries and keys of a layer): "
@@ -135,7 +144,7 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span)
         _page(o, model, enc, attentions, meta, layer, classes, exports.html, title)
         return
     view = pv.select(attentions, layer=layer, head=o.head, rollout=o.rollout, hide_special=o.hide_special,
-                     block=o.block or "all", words=o.words, tokens=enc.tokens, segments=enc.segments,
+                     block=o.block or "all", block_specials=o.block_specials, words=o.words, tokens=enc.tokens, segments=enc.segments,
                      special=enc.special, word_ids=enc.word_ids, word_texts=enc.words)
     explanation = None
     if o.explain is not None:
@@ -191,7 +200,7 @@ DEFAULT_SENTENCES = 200
 
 
 def run_heads(transformer: str, *, file: Optional[Path], sentences: Optional[int], window: int,
-              exclude_first: bool, backend: str) -> dict[str, Any]:
+              exclude_first: bool, backend: str, json_out: bool = False) -> dict[str, Any]:
     """The report of ``attn heads --transformer``: on --file's lines, else on Brown's held-out
     sentences (the documents ``attn train-attention`` holds out by default, punctuation kept)."""
     from attncli.cli.transformer_heads import score_transformer_heads
@@ -206,14 +215,18 @@ def run_heads(transformer: str, *, file: Optional[Path], sentences: Optional[int
         texts = [t for t in texts if t]
     else:
         texts = None
-    model = load_model(transformer, backend)
+    model = load_model(transformer, backend, json_out=json_out)
     if texts is None:
-        texts = brown_texts(sentences or DEFAULT_SENTENCES)
+        from attncli.cli.progress import Stage
+
+        with Stage("reading the held-out Brown sentences", json_out=json_out):
+            texts = brown_texts(sentences or DEFAULT_SENTENCES)
     if sentences is not None:
         texts = texts[:sentences]
     if not texts:
         raise BadInput("no sentence to score the heads on (--file is empty)")
-    from attncli.cli.app import info
+    from attncli.cli.progress import Bar
 
-    info(f"scoring the {model.layers * model.heads} heads of {model.name} on {len(texts)} sentences ({model.backend} backend)")
-    return score_transformer_heads(model, texts, window=window, exclude_first=exclude_first)
+    with Bar(f"scoring the {model.layers * model.heads} heads of {model.name} on {len(texts)} sentences "
+             f"({model.backend} backend)", "sentences", len(texts), json_out=json_out) as bar:
+        return score_transformer_heads(model, texts, window=window, exclude_first=exclude_first, on_text=bar.advance)

@@ -6,7 +6,7 @@ own LM); this module only runs the model over the sentences and hands the attent
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
@@ -14,11 +14,14 @@ from attncli.attention.heads import ScoredInput, classify
 from attncli.lm.heads import check_window
 
 
-def scored_inputs(model, texts: list[str]) -> Iterator[ScoredInput]:
+def scored_inputs(model, texts: list[str], on_text: Optional[Callable[[], None]] = None) -> Iterator[ScoredInput]:
     """Each sentence's attention (queries: its non-special tokens; separators: the special tokens
     after the first, [SEP] or </s>; an encoder's duplicate tokens); for a decoder also the sentence's token ids twice in a row,
-    scored for duplicate_token and induction only (TransformerLens' repeated-sequence test)."""
-    for text in texts:
+    scored for duplicate_token and induction only (TransformerLens' repeated-sequence test).
+    ``on_text`` is called once each sentence is done (a progress bar)."""
+    for n, text in enumerate(texts):
+        if on_text is not None and n > 0:  # the sentence before this one is done
+            on_text()
         enc = model.encode(text, truncate=True)
         special = np.asarray(enc.special, dtype=bool)  # (T,)
         if (~special).sum() < 2:
@@ -32,11 +35,14 @@ def scored_inputs(model, texts: list[str]) -> Iterator[ScoredInput]:
             _, attentions = model.logits_and_attentions(ids)  # (L, h, 2T, 2T)
             yield ScoredInput(attentions, queries=np.ones(len(ids), dtype=bool), token_ids=ids,
                               only=("duplicate_token", "induction"))
+    if on_text is not None and texts:
+        on_text()
 
 
-def score_transformer_heads(model, texts: list[str], *, window: int, exclude_first: bool) -> dict[str, Any]:
+def score_transformer_heads(model, texts: list[str], *, window: int, exclude_first: bool,
+                            on_text: Optional[Callable[[], None]] = None) -> dict[str, Any]:
     check_window(window)
-    report = classify(scored_inputs(model, texts), layers=model.layers, heads=model.heads,
+    report = classify(scored_inputs(model, texts, on_text), layers=model.layers, heads=model.heads,
                       causal=bool(model.is_decoder), window=window, exclude_first=exclude_first)
     if report["sentences"] == 0:
         from attncli.errors import BadInput

@@ -24,6 +24,7 @@ from textual.geometry import Region
 from textual.widgets import ContentSwitcher, Footer, Input, Static
 
 from attncli.errors import AttnError, BadInput
+from attncli.explore.footer import FooterModes
 from attncli.explore.keys import KEYS
 from attncli.explore.lookup_pane import LookupPane
 from attncli.explore.model_view_pane import ModelViewPane
@@ -35,7 +36,7 @@ from attncli.textio import visible
 INLINE_WORDS = 64  # up to this many tokens a matrix takes milliseconds: no worker needed
 
 
-class ExploreApp(LookupPane, ModelViewPane, TransformerKeys):
+class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, FooterModes):
     """``attn explore``: change the settings with keys, watch the matrix follow."""
 
     TITLE = "attn explore"
@@ -60,8 +61,10 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys):
     #help { width: 90%; height: 90%; border: thick $primary; background: $surface; }
     .dim { color: $text-muted; }
     """
-    BINDINGS = [Binding(k.key, k.action, k.label or k.help, show=bool(k.label), priority=k.action == "quit")
-                for k in KEYS] + [Binding("escape", "focus_matrix", "matrix", show=False)]
+    # one binding per key; only Ctrl-C quits even from a box (q is typed into it); the footer's
+    # keys change with the mode (_update_footer)
+    BINDINGS = [Binding(key, k.action, k.label or k.help, show=bool(k.label), priority=key == "ctrl+c")
+                for k in KEYS for key in k.key.split(",")]
 
     def __init__(self, state: ExploreState | None = None, *, vectors: Any = None, cwd: Path | None = None) -> None:
         super().__init__()
@@ -78,6 +81,7 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys):
         self._dictionary = None
         self._models: dict[tuple[str, str], Any] = {}  # pretrained transformers by (name, backend), loaded once each
         self.transformer_name = self.state.transformer  # what T switches to and from
+        self._footer_mode = ""
 
     # ---------------------------------------------------------------- layout
 
@@ -97,7 +101,7 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys):
                         yield Drawing(id="explain")
             with Vertical(id="lookup-pane"):
                 yield Input(placeholder="lookup query, e.g. colour", id="query")
-                with VerticalScroll():
+                with VerticalScroll(id="lookup-scroll"):
                     yield Drawing(Text("Type a query: its attention weights over the dictionary's keys appear here."),
                                   id="lookup-result")
         yield Static("", id="message")
@@ -252,14 +256,19 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys):
         busy = " · computing ..." if self.computing else ""
         line = self.state.summary() + self._grid_class()
         self.query_one("#settings", Static).update(Text(visible(line + busy), no_wrap=True, overflow="ellipsis"))
+        self._update_footer()
 
-    def _say(self, message: str, *, error: bool = False) -> None:
+    def _say(self, message: str, *, error: bool = False, toast: bool = True) -> None:
+        """``message`` on the message line (an error in red, and as a toast unless ``toast`` is
+        False); anything else (a success) clears the error toasts still on screen, now stale."""
         self.message = message
         widget = self.query_one("#message", Static)
         widget.update(Text(visible(message)))  # messages quote the user's sentences and paths
         widget.set_class(error, "-error")
-        if error:
+        if error and toast:
             self.notify(visible(message), severity="error", timeout=6, markup=False)
+        elif not error:
+            self.clear_notifications()
 
     # ---------------------------------------------------------------- actions (keys)
 
@@ -335,6 +344,7 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys):
     def action_pane(self, name: str) -> None:
         self.query_one(ContentSwitcher).current = f"{name}-pane"
         self.query_one("#query" if name == "lookup" else "#matrix").focus()
+        self._update_footer()
 
     def action_copy(self) -> None:
         if getattr(self.result, "is_pretrained", False):

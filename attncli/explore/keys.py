@@ -17,17 +17,17 @@ KEYS: tuple[Key, ...] = (
     Key("e", "e", "edit('sentence')", "edit the sentence (Enter applies, Esc returns)", "sentence"),
     Key("k", "k", "edit('context')", "edit the --context sentence: keys and values come from it (empty: self-attention); "
         "with --transformer, the --pair sentence"),
-    Key("v", "v / V", "variant(1)", "next attention variant", "variant"),
+    Key("v", "v / V", "variant(1)", "next / previous attention variant", "variant"),
     Key("V", "", "variant(-1)", "previous attention variant"),
     Key("c", "c", "causal", "causal mask on / off", "causal"),
     Key("w", "w / W", "window(1)", "mask --window N: one more / one fewer key each side (below 1: no window)", "window"),
     Key("W", "", "window(-1)", "window one fewer"),
     Key("a", "a / A", "pad(1)", "--pad-to N: one more / one fewer <pad> key (back to none)"),
     Key("A", "", "pad(-1)", "one <pad> key fewer"),
-    Key("p", "p / P", "projection(1)", "projection: identity, random, trained", "proj"),
+    Key("p", "p / P", "projection(1)", "next / previous projection: identity, random, trained", "proj"),
     Key("P", "", "projection(-1)", "previous projection"),
     Key("n", "n", "positions", "positions: sinusoidal / none"),
-    Key("s", "s / S", "show(1)", "show weights, scores (before softmax) or the output vectors", "show"),
+    Key("s", "s / S", "show(1)", "next / previous view: weights, scores (before softmax) or the output vectors", "show"),
     Key("S", "", "show(-1)", "show the previous view"),
     Key("up", "arrows", "move(-1,0)", "move the cursor over the cells (or click a cell): the explanation follows"),
     Key("down", "", "move(1,0)", "cursor down"),
@@ -44,7 +44,7 @@ KEYS: tuple[Key, ...] = (
     Key("enter", "", "open_head", "model view: open the head under the cursor"),
     Key("u", "u", "flag('words')", "--transformer: merge word pieces into words (--words)"),
     Key("z", "z", "flag('hide_special')", "--transformer: hide [CLS] / [SEP] / <s> (--hide-special)"),
-    Key("f", "f / F", "filter(1)", "--transformer with --pair: one block, QUERIES-KEYS: all, a-a, a-b, b-a, b-b (--filter)"),
+    Key("f", "f / F", "filter(1)", "--transformer with --pair: the next / previous block, QUERIES-KEYS: all, a-a, a-b, b-a, b-b (--filter)"),
     Key("F", "", "filter(-1)", "the previous block"),
     Key("b", "b", "backend(1)", "--transformer: the forward pass, auto / numpy (attn's own) / torch (transformers) (--backend)"),
     Key("r", "r", "flag('rollout')", "--transformer: attention rollout through the layers up to this one (--rollout)"),
@@ -53,8 +53,25 @@ KEYS: tuple[Key, ...] = (
     Key("x", "x", "export", "export the view: .svg, .html, .png or .json (the name's suffix picks), written atomically", "export"),
     Key("y", "y", "copy", "copy the equivalent attn matrix command line (and show it)", "copy cmd"),
     Key("question_mark,f1", "? / F1", "help", "this help", "help"),
-    Key("q,ctrl+c", "q / Ctrl-C", "quit", "quit", "quit"),
+    Key("q,ctrl+c", "q / Ctrl-C", "quit", "quit (q: not while typing in a box)", "quit"),
+    Key("escape", "Esc", "escape", "leave the box being typed in (the sentence, the lookup query); in the lookup pane, "
+        "out of the box: back to the matrix"),
 )
+
+# The footer of each mode: the keys that work there (action: label), in this order. The other keys
+# still answer (with a message saying why they do nothing there); they are only left out of it.
+_COMMON = {"pane('lookup')": "lookup", "export": "export", "copy": "copy cmd", "help": "help", "quit": "quit"}
+FOOTER: dict[str, dict[str, str]] = {
+    "word-vector": {"edit('sentence')": "sentence", "edit('context')": "context", "variant(1)": "variant",
+                    "causal": "causal", "window(1)": "window", "projection(1)": "proj", "show(1)": "show", **_COMMON},
+    "transformer": {"edit('sentence')": "sentence", "edit('context')": "pair", "layer(1)": "layer", "head(1)": "head",
+                    "model_view": "model view", "flag('words')": "words", "flag('hide_special')": "specials",
+                    "flag('rollout')": "rollout", "filter(1)": "filter", "backend(1)": "backend",
+                    "transformer": "vectors", **_COMMON},
+    "model view": {"layer(1)": "layer", "head(1)": "head", "model_view": "open head",
+                   "export": "export", "copy": "copy cmd", "help": "help", "quit": "quit"},
+    "lookup": {"escape": "leave box / back", "pane('matrix')": "matrix", "help": "help", "quit": "quit"},
+}
 
 
 def help_rows() -> list[tuple[str, str]]:

@@ -56,7 +56,7 @@ class LookupPane(App):
         if query == self._current_query():
             self.lookup_result = None
             self.query_one("#lookup-result", Drawing).show(Text(visible(message), style="bold red"))
-            self._say(message, error=True)
+            self._say(message, error=True, toast=False)  # a prefix typed so far: no toast to outlive the answer
 
     def _looked_up(self, query: str, result) -> None:
         if query != self._current_query():

@@ -99,6 +99,20 @@ def _range(window: tuple[int, int] | None, n: int, cap: int) -> tuple[int, int]:
     return start, min(end, start + cap)
 
 
+def _pages(col_w: dict[int, int], c0: int, c_end: int, avail: int) -> list[tuple[int, int]]:
+    """Columns c0..c_end-1 of widths ``col_w`` (plus a space each side) cut into pages of at most
+    ``avail`` characters (a column wider than that gets a page of its own): [(start, end), ...]."""
+    pages, start, used = [], c0, 0
+    for j in range(c0, c_end):
+        if j > start and used + col_w[j] + 2 > avail:
+            pages.append((start, j))
+            start, used = j, 0
+        used += col_w[j] + 2
+    if c_end > c0:
+        pages.append((start, c_end))
+    return pages
+
+
 def _cell_texts(values: np.ndarray, masked: np.ndarray, decimals: int) -> list[list[str]]:
     return [[MASKED if m else f"{x:.{decimals}f}" for x, m in zip(row, mrow)] for row, mrow in zip(values, masked)]
 
@@ -118,21 +132,22 @@ def _cell(hm: Heatmap, row, block, block_masked, r: int, j: int, r0: int, c0: in
     return shown, (_cell_style(style, r0 + r, j) if hm.cell_meta else style)
 
 
-def _page_lines(hm: Heatmap, texts, block, block_masked, labels, col_labels, label_w: int, cell_w: int, r0: int,
-                c0: int, s: int, e: int, lo: float, hi: float):
-    """One page of the heatmap as a single Text: the header line, then one line per row."""
+def _page_lines(hm: Heatmap, texts, block, block_masked, labels, col_labels, label_w: int, col_w: dict[int, int],
+                r0: int, c0: int, s: int, e: int, lo: float, hi: float):
+    """One page of the heatmap as a single Text: the header line, then one line per row; column j
+    is ``col_w[j]`` characters wide (plus one space each side)."""
     from rich.text import Text
 
     out = Text(no_wrap=True, overflow="crop")
     out.append(" " * (label_w + 1), style="bold")
     for j in range(s, e):
-        out.append(f"{abbreviate(col_labels[j], cell_w):>{cell_w + 2}}", style="bold")  # as the Table justifies it
+        out.append(f"{abbreviate(col_labels[j], col_w[j]):>{col_w[j] + 2}}", style="bold")  # as the Table justifies it
     for r, row in enumerate(texts):
         out.append("\n")
         out.append(f"{labels[r]:<{label_w}} ", style="bold")
         for j in range(s, e):
-            shown, style = _cell(hm, row, block, block_masked, r, j, r0, c0, cell_w, lo, hi)
-            out.append(shown.rstrip().rjust(cell_w + 2), style=style)  # a right-justified Table cell
+            shown, style = _cell(hm, row, block, block_masked, r, j, r0, c0, col_w[j], lo, hi)
+            out.append(shown.rstrip().rjust(col_w[j] + 2), style=style)  # a right-justified Table cell
     return out
 
 
@@ -188,31 +203,41 @@ def heatmap_renderables(hm: Heatmap, width: int | None, *, max_rows: int = 60, m
         per_page = max(1, (width - label_w - 1) // (cell_w + 2))
         if per_page >= c_end - c0:
             break
-    header_w = max([min(len(col_labels[j]), 8 if width_given else 1 << 30) for j in range(c0, c_end)] + [cell_w])
-    if (width - label_w - 1) // (header_w + 2) >= c_end - c0:  # room for whole headers
-        cell_w, per_page = header_w, c_end - c0
-    pages = [(s, min(s + per_page, c_end)) for s in range(c0, c_end, per_page)][:max_pages]
+    # each column as wide as its cells or its whole header (up to a row label's width; a file:
+    # whole), paged to fit; if that would leave columns out that equal widths show, headers are
+    # cut to 8 as they fit
+    avail = width - label_w - 1
+    header_cap = LABEL_WIDTH if width_given else 1 << 30
+    col_w = {j: max(cell_w, min(len(col_labels[j]), header_cap)) for j in range(c0, c_end)}
+    pages = _pages(col_w, c0, c_end, avail)
+    if width_given and len(pages) > max(-(-(c_end - c0) // per_page), max_pages):
+        header_w = max([min(len(col_labels[j]), 8) for j in range(c0, c_end)] + [cell_w])
+        if avail // (header_w + 2) >= c_end - c0:  # room for these headers on one page
+            cell_w, per_page = header_w, c_end - c0
+        col_w = {j: cell_w for j in range(c0, c_end)}
+        pages = [(s, min(s + per_page, c_end)) for s in range(c0, c_end, per_page)]
+    pages = pages[:max_pages]
     shown_end = pages[-1][1] if pages else c0
 
     for p, (s, e) in enumerate(pages):
         title = hm.title if len(pages) == 1 else f"{hm.title} (columns {s}-{e - 1}, page {p + 1}/{len(pages)})"
         parts.append(Text(visible_text(title), style="bold"))
-        if lines and hm.divider_after is None and label_w + 1 + (e - s) * (cell_w + 2) <= width:
-            parts.append(_page_lines(hm, texts, block, block_masked, labels, col_labels, label_w, cell_w, r0, c0, s, e,
+        if lines and hm.divider_after is None and label_w + 1 + sum(col_w[j] + 2 for j in range(s, e)) <= width:
+            parts.append(_page_lines(hm, texts, block, block_masked, labels, col_labels, label_w, col_w, r0, c0, s, e,
                                      lo, hi))
             continue
         table = Table(box=None, padding=(0, 0), show_edge=False, pad_edge=False,
                       collapse_padding=True, header_style="bold")
         table.add_column("", no_wrap=True, min_width=label_w + 1)
         for j in range(s, e):
-            header = abbreviate(col_labels[j], cell_w)
-            table.add_column(Text(f" {header:>{cell_w}} "), no_wrap=True, justify="right")
+            header = abbreviate(col_labels[j], col_w[j])
+            table.add_column(Text(f" {header:>{col_w[j]}} "), no_wrap=True, justify="right")
         for r, row in enumerate(texts):
-            cells = [Text(*_cell(hm, row, block, block_masked, r, j, r0, c0, cell_w, lo, hi)) for j in range(s, e)]
+            cells = [Text(*_cell(hm, row, block, block_masked, r, j, r0, c0, col_w[j], lo, hi)) for j in range(s, e)]
             table.add_row(Text(labels[r] + " ", style="bold"), *cells)
             if hm.divider_after is not None and r0 + r == hm.divider_after and r0 + r + 1 < r1:
-                rule = Text("─" * (cell_w + 2), style="dim")
-                table.add_row(Text("─" * (label_w + 1), style="dim"), *[rule] * (e - s))
+                rules = [Text("─" * (col_w[j] + 2), style="dim") for j in range(s, e)]
+                table.add_row(Text("─" * (label_w + 1), style="dim"), *rules)
         parts.append(table)
 
     notes = [visible_text(n) for n in hm.notes]
@@ -226,7 +251,7 @@ def heatmap_renderables(hm: Heatmap, width: int | None, *, max_rows: int = 60, m
         left.append(f"columns {c0}-{shown_end - 1} of 0-{C - 1} shown")
     if left:
         notes.append("left out: " + "; ".join(left) + f" ({hm.more})")
-    if any(abbreviate(col_labels[j], cell_w) != col_labels[j] for j in range(c0, shown_end)):
+    if any(abbreviate(col_labels[j], col_w[j]) != col_labels[j] for j in range(c0, shown_end)):
         notes.append("column headers are abbreviated with …")
     parts.append(Text("\n".join(notes), style="dim"))
     return parts
@@ -309,10 +334,53 @@ def _fmt(value) -> str:
     return str(value)
 
 
+NOTE_MIN = 24  # the narrowest the note column of an explanation gets before the steps stack instead
+
+
+class ExplanationSteps:
+    """The steps of an explanation, (name, value, note) each, laid out for the width they get: a
+    table (step, value, note) where the note column gets at least ``NOTE_MIN`` characters beside
+    whole values; else stacked, each step's name and value on a line (the value on its own
+    indented line if they do not fit together) and its note below, so a value is never cut and a
+    note never squeezed into a column a few characters wide."""
+
+    def __init__(self, steps: list[tuple[str, str, str]]) -> None:
+        self.steps = steps
+
+    def table(self):
+        from rich import box
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False)
+        table.add_column("step", no_wrap=True)
+        table.add_column("value", justify="right", no_wrap=True)
+        table.add_column("note", style="dim", min_width=NOTE_MIN)
+        for row in self.steps:
+            table.add_row(*(Text(x) for x in row))
+        return table
+
+    def __rich_console__(self, console, options):
+        from rich.text import Text
+
+        width = options.max_width
+        name_w = max(len(name) for name, _, _ in self.steps)
+        value_w = max(len(value) for _, value, _ in self.steps)
+        if max(name_w, 4) + max(value_w, 5) + NOTE_MIN + 3 * 2 <= width:  # each column padded by a space each side
+            yield self.table()
+            return
+        for name, value, note in self.steps:
+            if name_w + 2 + len(value) <= width:
+                yield Text(f"{name:<{name_w}}  {value}", style="bold", no_wrap=True, overflow="fold")
+            else:
+                yield Text(name, style="bold")
+                yield Text("  " + value, no_wrap=True, overflow="fold")
+            if note:
+                yield Text("  " + note, style="dim")
+
+
 def explanation_renderables(doc: dict) -> list:
     """The ``--explain`` panel of one cell (attncli.attention.explain) as rich renderables."""
-    from rich import box
-    from rich.table import Table
     from rich.text import Text
 
     q, k = doc["query"], doc["key"]
@@ -322,13 +390,8 @@ def explanation_renderables(doc: dict) -> list:
     parts: list = []
     for head, steps in groups:
         parts.append(Text(visible_text(title if head is None else f"{title} · {head}"), style="bold"))
-        table = Table(box=box.SIMPLE_HEAD, show_edge=False)
-        table.add_column("step", no_wrap=True)
-        table.add_column("value", justify="right", no_wrap=True)
-        table.add_column("note", style="dim")
-        for step in steps:
-            table.add_row(*(Text(visible_text(x)) for x in (step["name"], _fmt(step["value"]), step["note"])))
-        parts.append(table)
+        parts.append(ExplanationSteps([tuple(visible_text(x) for x in (s["name"], _fmt(s["value"]), s["note"]))
+                                       for s in steps]))
     if doc["masked"]:
         parts.append(Text(visible_text("masked: " + "; ".join(doc["mask_reasons"]))))
     parts.append(Text(visible_text(f"weight = {doc['weight']:.6g}" + (f" ({doc['note']})" if doc.get("note") else ""))))

@@ -1,0 +1,55 @@
+"""The table of ``attn heads`` (the built-in model's learned heads, or ``--transformer``'s): one
+row per head with its scores and its class, fitted to a width without ever cutting the class.
+
+The layer, head and class columns keep their whole text (no wrap, no ellipsis); score columns are
+left out from the right while the table is wider than the terminal, and the caller says which
+(the JSON has them all)."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+SHORT = {"previous_token": "prev", "first_token": "first", "next_token": "next", "separator": "sep",
+         "duplicate_token": "dup", "induction": "induct"}
+
+
+def score_keys(report: dict[str, Any]) -> list[str]:
+    """The scores the report has, in its order (a pretrained model's, else the learned heads')."""
+    return list(report["scores"]) if "scores" in report else ["previous_token", "first_token", "self", "local", "entropy"]
+
+
+def _table(report: dict[str, Any], keys: list[str], title: str):
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("layer", justify="right", no_wrap=True)
+    table.add_column("head", justify="right", no_wrap=True)
+    for k in keys:
+        table.add_column(SHORT.get(k, k), justify="right", no_wrap=True)
+    table.add_column("label", justify="left", no_wrap=True)
+    fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+    for h in report["heads"]:
+        table.add_row(str(h["layer"]), str(h["head"]), *(fmt(h[k]) for k in keys), h["label"])
+    u = report["uniform"]
+    table.add_row("", "uniform", *(fmt(u[k]) for k in keys), "", style="dim")
+    return table
+
+
+def _natural_width(table) -> int:
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    console = Console(width=10_000, file=io.StringIO())
+    return Measurement.get(console, console.options, table).maximum
+
+
+def heads_table(report: dict[str, Any], title: str, width: int) -> tuple[Any, list[str]]:
+    """(the rich Table, the score keys left out) for ``report`` in ``width`` columns: as many
+    score columns as fit, from the left; layer, head and label always whole."""
+    keys = score_keys(report)
+    for n in range(len(keys), 0, -1):
+        table = _table(report, keys[:n], title)
+        if _natural_width(table) <= width:
+            return table, keys[n:]
+    return _table(report, [], title), keys
