@@ -11,13 +11,17 @@ the prefix is found from an anchor tensor and then left out of every name asked 
 from __future__ import annotations
 
 import json
+import os
 import struct
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
+from attncli.fileio import FileProblem, open_regular
+from attncli.transformer.config_check import MAX_DEPTH, SAFETENSORS_HEADER_BYTES, damaged, depth
+from attncli.transformer.weight_check import check_finite
 
 NUMPY_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
                 "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
@@ -31,6 +35,7 @@ class Weights:
 
         self.path = Path(path)
         self.dtype = np.dtype(dtype)
+        self._raw, self._data_start = read_header(self.path)  # a regular file, its header bounded
         try:
             self._file = safe_open(str(self.path), framework="numpy")
             names = list(self._file.keys())
@@ -38,17 +43,24 @@ class Weights:
             raise RuntimeFailure(f"cannot read {self.path}: {exc}") from None
         self._names = set(names)
         self._cache: dict[tuple[str, np.dtype], np.ndarray] = {}
-        self._raw: dict[str, dict] | None = None
         self.prefix = _prefix(names, anchors, self.path)
 
     def __contains__(self, name: str) -> bool:
         return self.prefix + name in self._names
 
+    def base_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Every tensor of the base model (its name starts with the prefix; a task head's, such as
+        cls.* or lm_head.weight, does not) by its name without the prefix, with its shape."""
+        n = len(self.prefix)
+        return {name[n:]: tuple(self._raw[name]["shape"]) for name in self._names if name.startswith(self.prefix)}
+
     def get(self, name: str, dtype: type | None = None) -> np.ndarray:
         """The whole tensor ``name`` (prefix left out) in the compute dtype (or ``dtype``), cached."""
         dtype = self.dtype if dtype is None else np.dtype(dtype)
         if (name, dtype) not in self._cache:
-            self._cache[name, dtype] = self._read(self.prefix + name, dtype)[()]
+            tensor = self._read(self.prefix + name, dtype)[()]
+            check_finite(tensor, f"the weight {name}")
+            self._cache[name, dtype] = tensor
         return self._cache[name, dtype]
 
     def has_exact(self, full: str) -> bool:
@@ -56,7 +68,9 @@ class Weights:
 
     def get_exact(self, full: str, dtype: type | None = None) -> np.ndarray:
         """A tensor by its full name, prefix included (a head outside the base model, e.g. lm_head.weight)."""
-        return self._read(full, None if dtype is None else np.dtype(dtype))[()]
+        tensor = self._read(full, None if dtype is None else np.dtype(dtype))[()]
+        check_finite(tensor, f"the weight {full}")
+        return tensor
 
     def rows(self, name: str, ids: np.ndarray) -> np.ndarray:
         """Rows ``ids`` of a 2-D tensor (an embedding table) without reading the rest of it."""
@@ -65,12 +79,15 @@ class Weights:
             if cached == name:  # already read whole (e.g. GPT-2's wte for the logits)
                 return table[ids].astype(self.dtype)
         if self._dtype_of(full) == "BF16":
-            return self._read(full)[ids].astype(self.dtype)
+            found = self._read(full)[ids].astype(self.dtype)
+            check_finite(found, f"the weight {name}")
+            return found
         sl = self._file.get_slice(full)
         unique, inverse = np.unique(np.asarray(ids).ravel(), return_inverse=True)
         if unique.size and (unique[0] < 0 or unique[-1] >= sl.get_shape()[0]):
             raise IndexError(f"row {unique[-1]} of {name}, which has {sl.get_shape()[0]}")
         gathered = np.stack([sl[int(i): int(i) + 1][0] for i in unique]).astype(self.dtype)
+        check_finite(gathered, f"the weight {name}")
         return gathered[inverse].reshape(*np.shape(ids), -1)
 
     def _dtype_of(self, full: str) -> str:
@@ -88,17 +105,48 @@ class Weights:
 
     def _bfloat16(self, full: str) -> np.ndarray:
         """bfloat16 is the top half of a float32: widen the memory-mapped uint16s by a 16-bit shift."""
-        if self._raw is None:
-            with open(self.path, "rb") as f:
-                (n,) = struct.unpack("<Q", f.read(8))
-                self._raw = json.loads(f.read(n))
-                self._data_start = 8 + n
         info = self._raw[full]
         begin, end = info["data_offsets"]
         shape = tuple(info["shape"])
         halves = np.memmap(self.path, dtype="<u2", mode="r", offset=self._data_start + begin,
                            shape=((end - begin) // 2,))
         return (halves.astype(np.uint32) << 16).view(np.float32).reshape(shape)
+
+
+def read_header(path: Path) -> tuple[dict[str, Any], int]:
+    """A safetensors file's header (tensor name -> dtype, shape, data_offsets) and where its data
+    starts, read through the checked door: a regular file (no FIFO, no device), a header of at
+    most SAFETENSORS_HEADER_BYTES inside the file, JSON nested at most MAX_DEPTH deep, every entry
+    with a list of sizes as its shape. Anything else is damage that names the file."""
+    try:
+        fd = open_regular(path, follow_symlinks=True)
+    except FileProblem as exc:
+        raise damaged(path.name, str(exc)) from None
+    with os.fdopen(fd, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        head = fh.read(8)
+        if len(head) < 8:
+            raise damaged(path.name, "it is too short to be a safetensors file")
+        (n,) = struct.unpack("<Q", head)
+        if n > min(SAFETENSORS_HEADER_BYTES, size - 8):
+            raise damaged(path.name, f"its header claims {n:,} bytes (the file has {size:,})")
+        raw = fh.read(n)
+    try:
+        header = json.loads(raw)
+    except RecursionError:
+        raise damaged(path.name, f"its header nests more than {MAX_DEPTH} deep") from None
+    except ValueError as exc:
+        raise damaged(path.name, f"its header is not JSON ({exc})") from None
+    if not isinstance(header, dict) or depth(header) > MAX_DEPTH:
+        raise damaged(path.name, "its header is not a table of tensors")
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        shape = info.get("shape") if isinstance(info, dict) else None
+        if not (isinstance(shape, list) and len(shape) <= 8
+                and all(isinstance(k, int) and not isinstance(k, bool) and 0 <= k < 2**40 for k in shape)):
+            raise damaged(path.name, f"tensor {json.dumps(name)[:60]} has no valid shape")
+    return header, 8 + n
 
 
 def _prefix(names: list[str], anchors: Sequence[str], path: Path) -> str:
