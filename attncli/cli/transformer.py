@@ -34,7 +34,8 @@ NOT_FOR_TRANSFORMERS = {
     "show": "the pretrained view shows weights (--explain I J shows the scores of one cell)",
 }
 # options that only --transformer gives a meaning to (attn matrix's parameter names)
-TRANSFORMER_ONLY = ("pair", "pair_filter", "words", "hide_special", "rollout", "backend", "truncate", "model_view", "layers")
+TRANSFORMER_ONLY = ("pair", "pair_filter", "words", "hide_special", "rollout", "backend", "truncate", "model_view", "layers",
+                    "allow_missing_weights")
 
 
 def option_name(param: str) -> str:
@@ -70,6 +71,7 @@ class MatrixOptions:
     explain: Optional[tuple[int, int]] = None
     model_view: bool = False
     layers: Optional[str] = None
+    allow_missing_weights: bool = False
 
 
 def check_combinations(o: MatrixOptions) -> None:
@@ -90,10 +92,10 @@ def check_combinations(o: MatrixOptions) -> None:
         raise BadInput(f"--backend {o.backend!r}: expected auto, numpy or torch")
 
 
-def load_model(name: str, backend: str):
+def load_model(name: str, backend: str, allow_missing_weights: bool = False):
     from attncli.transformer import load
 
-    return load(name, backend=backend)
+    return load(name, backend=backend, allow_missing_weights=allow_missing_weights)
 
 
 def run_matrix(o: MatrixOptions, *, json_out: bool, svg: Optional[Path], html: Optional[Path],
@@ -102,7 +104,7 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, svg: Optional[Path], html: O
     from attncli.cli.app import out_console
 
     check_combinations(o)
-    model = load_model(o.transformer, o.backend)
+    model = load_model(o.transformer, o.backend, o.allow_missing_weights)
     layer = pv.layer_shown(model, o.layer, o.head)
     if o.explain is not None and model.backend != "numpy":
         raise BadInput("--explain I J needs attn's NumPy forward pass (the queries and keys of a layer): "
@@ -172,7 +174,7 @@ DEFAULT_SENTENCES = 200
 
 
 def run_heads(transformer: str, *, file: Optional[Path], sentences: Optional[int], window: int,
-              exclude_first: bool, backend: str) -> dict[str, Any]:
+              exclude_first: bool, backend: str, allow_missing_weights: bool = False) -> dict[str, Any]:
     """The report of ``attn heads --transformer``: on --file's lines, else on Brown's held-out
     sentences (the documents ``attn train-attention`` holds out by default, punctuation kept)."""
     from attncli.cli.transformer_heads import score_transformer_heads
@@ -187,7 +189,7 @@ def run_heads(transformer: str, *, file: Optional[Path], sentences: Optional[int
         texts = [t for t in texts if t]
     else:
         texts = None
-    model = load_model(transformer, backend)
+    model = load_model(transformer, backend, allow_missing_weights)
     if texts is None:
         texts = brown_texts(sentences or DEFAULT_SENTENCES)
     if sentences is not None:

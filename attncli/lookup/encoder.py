@@ -37,7 +37,7 @@ POOLING = {
 }  # what each of sentence-transformers' poolings attn computes (transformer.pretrained.pool) is
 
 
-def load_encoder(name_or_path: str):
+def load_encoder(name_or_path: str, *, allow_missing_weights: bool = False):
     """A loaded ``attncli.transformer.Pretrained`` that is an encoder; BadInput otherwise.
 
     A model without sentence-transformers' files (modules.json) is an encoder but was not trained
@@ -46,7 +46,7 @@ def load_encoder(name_or_path: str):
     """
     from attncli.transformer import load
 
-    model = load(name_or_path)
+    model = load(name_or_path, allow_missing_weights=allow_missing_weights)
     if model.is_decoder:
         raise BadInput(f"--encoder '{name_or_path}' is a decoder ({model.model_type}), not an encoder: "
                        "give a sentence encoder such as all-MiniLM-L6-v2")

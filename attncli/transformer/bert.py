@@ -73,7 +73,7 @@ def unsupported(config: dict) -> str | None:
         return "a BERT-family decoder (is_decoder / cross-attention)"
     if config.get("hidden_act", "gelu") not in ops.ACTIVATIONS:
         return f"hidden_act '{config.get('hidden_act')}'"
-    if config["hidden_size"] % config["num_attention_heads"]:
+    if config["hidden_size"] % config["num_attention_heads"] or config["num_hidden_layers"] < 1:
         return "hidden_size not a multiple of num_attention_heads"
     return None
 

@@ -143,7 +143,7 @@ def check_config(config: dict[str, Any], path: Path) -> None:
     for field in TOKEN_IDS:
         value = config.get(field)
         values = value if isinstance(value, list) else [value]
-        if value is not None and not all(_is_int(v) and 0 <= v < 2**31 for v in values):
+        if value is not None and not all(_is_int(v) and -1 <= v < 2**31 for v in values):  # -1: "none" in some
             raise damaged(f"config.json: {field}", f"{_show(value)} is not a token id (an integer >= 0, or null)")
     for field in EPSILONS:
         if field in config:

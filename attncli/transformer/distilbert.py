@@ -49,7 +49,7 @@ def expected(config: dict) -> dict[str, tuple[int | None, ...]]:
 def unsupported(config: dict) -> str | None:
     if config.get("activation", "gelu") not in ops.ACTIVATIONS:
         return f"activation '{config.get('activation')}'"
-    if config["dim"] % config["n_heads"]:
+    if config["dim"] % config["n_heads"] or config["n_layers"] < 1:
         return "dim not a multiple of n_heads"
     return None
 

@@ -52,7 +52,7 @@ def unsupported(config: dict) -> str | None:
         return "cross-attention"
     if config.get("activation_function", "gelu_new") not in ops.ACTIVATIONS:
         return f"activation_function '{config.get('activation_function')}'"
-    if config["n_embd"] % config["n_head"]:
+    if config["n_embd"] % config["n_head"] or config["n_layer"] < 1:
         return "n_embd not a multiple of n_head"
     return None
 

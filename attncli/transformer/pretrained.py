@@ -204,7 +204,7 @@ class Pretrained:
         if any(len(e.ids) == 0 for e in encs):
             raise BadInput("a text to embed gives no tokens")
         pad = self.config.get("pad_token_id")
-        pad = int(pad) if isinstance(pad, int) else 0
+        pad = int(pad) if isinstance(pad, int) and pad >= 0 else 0
         out: list[np.ndarray | None] = [None] * len(encs)
         order = sorted(range(len(encs)), key=lambda i: len(encs[i].ids))
         for batch in _batches([len(encs[i].ids) for i in order], self.heads):

@@ -49,7 +49,8 @@ def report_unused(name: str, *, missing: Iterable[str] = (), unexpected: Iterabl
     if allow and can_allow:
         messages.warn(text + f"; going on as {ALLOW} asks: the attention shown is not the trained model's")
         return
-    hint = f" ({ALLOW} runs it anyway, with a warning)" if can_allow else ""
+    hint = (f" ({ALLOW} runs it anyway, with a warning)" if can_allow else
+            f" (attn's NumPy path cannot run without them; --backend torch {ALLOW} runs them random, with a warning)")
     raise RuntimeFailure(f"{text}: attn will not show attention that is silently wrong{hint}")
 
 
