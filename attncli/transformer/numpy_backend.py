@@ -62,6 +62,7 @@ def check_weight_names(name: str, module: Any, weights: Weights, config: dict[st
     unused = [n for n in present if n not in wanted
               and not any(n == ok or n.startswith(ok) or n.endswith("." + ok) for ok in module.UNUSED_OK)]
     report_unused(name, missing=missing, unexpected=unused, allow=allow, can_allow=not missing)
+    weights.check_finite(list(wanted))
 
 
 class NumpyPretrained(Pretrained):

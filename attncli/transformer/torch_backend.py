@@ -62,7 +62,9 @@ class TorchPretrained(Pretrained):
             self.is_decoder = _is_decoder(hf_config)
             auto = transformers.AutoModelForCausalLM if self.is_decoder else transformers.AutoModel
             self.model, info = auto.from_pretrained(self.path, attn_implementation="eager", dtype=torch.float32,
-                                                    use_safetensors=True, output_loading_info=True, **NEVER_REMOTE)
+                                                    use_safetensors=True, output_loading_info=True,
+                                                    ignore_mismatched_sizes=True,  # reported below, by name
+                                                    **NEVER_REMOTE)
             self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.path, **NEVER_REMOTE)
         except Exception as exc:  # noqa: BLE001 - as above
             raise RuntimeFailure(f"transformers could not load '{visible(name)}': {_first_line(exc)}") from None
@@ -86,9 +88,12 @@ class TorchPretrained(Pretrained):
         def used(key: str) -> bool:
             return not key.removeprefix(prefix).startswith(UNUSED_OK)
 
+        for entry in sorted(info.get("mismatched_keys", ()), key=str):  # (name, checkpoint's shape, config's)
+            key, got, want = (entry, "?", "?") if isinstance(entry, str) else (entry + ("?", "?"))[:3]
+            raise RuntimeFailure(f"damaged model: {visible(str(key))}: shape {tuple(got)}, but config.json implies "
+                                 f"{tuple(want)}")
         report_unused(self.name, missing=[k for k in info.get("missing_keys", ()) if used(k)],
                       unexpected=[k for k in info.get("unexpected_keys", ()) if in_model(k) and used(k)],
-                      mismatched=[k if isinstance(k, str) else k[0] for k in info.get("mismatched_keys", ())],
                       allow=allow)
         torch = self.torch
         for key, tensor in model.state_dict().items():

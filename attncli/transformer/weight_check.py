@@ -29,11 +29,12 @@ def _names(keys: Iterable[str]) -> str:
 
 
 def report_unused(name: str, *, missing: Iterable[str] = (), unexpected: Iterable[str] = (),
-                  mismatched: Iterable[str] = (), allow: bool = False, can_allow: bool = True) -> None:
-    """RuntimeFailure naming the tensors the checkpoint lacks (they would be random), holds but the
-    model does not use (its attention would be computed without them) or holds in another shape;
-    with ``allow`` (and ``can_allow``: the backend can run without them) a warning instead."""
-    missing, unexpected, mismatched = set(missing), set(unexpected), set(mismatched)
+                  allow: bool = False, can_allow: bool = True) -> None:
+    """RuntimeFailure naming the tensors the checkpoint lacks (they would be random) or holds but
+    the model does not use (its attention would be computed without them); with ``allow`` (and
+    ``can_allow``: the backend can run without them) a warning instead. (A tensor of another
+    shape is damage, never allowed: check_shapes.)"""
+    missing, unexpected = set(missing), set(unexpected)
     problems = []
     if missing:
         problems.append(f"{len(missing)} weight(s) the model needs are not in the checkpoint "
@@ -41,8 +42,6 @@ def report_unused(name: str, *, missing: Iterable[str] = (), unexpected: Iterabl
     if unexpected:
         problems.append(f"{len(unexpected)} weight(s) in the checkpoint are not used by the model "
                         f"({_names(unexpected)}: its attention would be computed without them)")
-    if mismatched:
-        problems.append(f"{len(mismatched)} weight(s) have another shape than the model's ({_names(mismatched)})")
     if not problems:
         return
     text = f"model '{visible(name)}': " + "; ".join(problems)

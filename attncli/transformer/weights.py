@@ -58,9 +58,7 @@ class Weights:
         """The whole tensor ``name`` (prefix left out) in the compute dtype (or ``dtype``), cached."""
         dtype = self.dtype if dtype is None else np.dtype(dtype)
         if (name, dtype) not in self._cache:
-            tensor = self._read(self.prefix + name, dtype)[()]
-            check_finite(tensor, f"the weight {name}")
-            self._cache[name, dtype] = tensor
+            self._cache[name, dtype] = self._read(self.prefix + name, dtype)[()]
         return self._cache[name, dtype]
 
     def has_exact(self, full: str) -> bool:
@@ -68,9 +66,7 @@ class Weights:
 
     def get_exact(self, full: str, dtype: type | None = None) -> np.ndarray:
         """A tensor by its full name, prefix included (a head outside the base model, e.g. lm_head.weight)."""
-        tensor = self._read(full, None if dtype is None else np.dtype(dtype))[()]
-        check_finite(tensor, f"the weight {full}")
-        return tensor
+        return self._read(full, None if dtype is None else np.dtype(dtype))[()]
 
     def rows(self, name: str, ids: np.ndarray) -> np.ndarray:
         """Rows ``ids`` of a 2-D tensor (an embedding table) without reading the rest of it."""
@@ -79,16 +75,24 @@ class Weights:
             if cached == name:  # already read whole (e.g. GPT-2's wte for the logits)
                 return table[ids].astype(self.dtype)
         if self._dtype_of(full) == "BF16":
-            found = self._read(full)[ids].astype(self.dtype)
-            check_finite(found, f"the weight {name}")
-            return found
+            return self._read(full)[ids].astype(self.dtype)
         sl = self._file.get_slice(full)
         unique, inverse = np.unique(np.asarray(ids).ravel(), return_inverse=True)
         if unique.size and (unique[0] < 0 or unique[-1] >= sl.get_shape()[0]):
             raise IndexError(f"row {unique[-1]} of {name}, which has {sl.get_shape()[0]}")
         gathered = np.stack([sl[int(i): int(i) + 1][0] for i in unique]).astype(self.dtype)
-        check_finite(gathered, f"the weight {name}")
         return gathered[inverse].reshape(*np.shape(ids), -1)
+
+    def check_finite(self, names: Sequence[str]) -> None:
+        """Every float tensor ``names`` (prefix left out) holds no NaN or infinity: each is read
+        from the memory map in its own dtype, checked and let go (nothing is cached), so a damaged
+        weight is refused at load, before any output."""
+        for name in names:
+            full = self.prefix + name
+            if full not in self._names:
+                continue
+            tensor = self._bfloat16(full) if self._dtype_of(full) == "BF16" else self._file.get_tensor(full)
+            check_finite(tensor, f"the weight {name}")
 
     def _dtype_of(self, full: str) -> str:
         return self._file.get_slice(full).get_dtype()
