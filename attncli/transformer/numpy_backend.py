@@ -139,7 +139,8 @@ class NumpyPretrained(Pretrained):
         padded = not mask.all()
         allowed = ops.key_mask(mask, arch.causal) if (padded or arch.causal) else None  # (B, 1, T, T)
         attentions: list[np.ndarray] = []
-        with blas.one_thread(ids.size <= ONE_THREAD_TOKENS):
+        # an overflow is found by check_activations and reported as damage, not as a RuntimeWarning
+        with blas.one_thread(ids.size <= ONE_THREAD_TOKENS), np.errstate(over="ignore", invalid="ignore"):
             for l in range(arch.layers):
                 x, weights, q, k = arch.layer(l, x, allowed)[:4]
                 check_activations(l, x, weights)
@@ -232,7 +233,7 @@ class KVCache:
         x = arch.embeddings(new, np.zeros_like(new), np.ones_like(new, dtype=bool), offset=P)  # (1, n, d)
         allowed = np.tril(np.ones((n, S), dtype=bool), k=P)[None, None]  # (1, 1, n, S): key j <= P + i
         rows = []
-        with blas.one_thread(n <= ONE_THREAD_TOKENS):
+        with blas.one_thread(n <= ONE_THREAD_TOKENS), np.errstate(over="ignore", invalid="ignore"):
             for l in range(arch.layers):
                 past = (self.keys[l], self.values[l]) if P else None
                 x, weights, _, k, v = arch.layer(l, x, allowed, past)  # weights (1, h, n, S)
