@@ -136,9 +136,7 @@ def check_config(config: dict[str, Any], path: Path) -> None:
     the heads divide the width, and the model it describes fits in its weights' bytes."""
     for field, (low, high) in SIZES.items():
         value = config.get(field)
-        if value is None and field in ("n_inner", "head_dim", "num_key_value_heads", "embedding_size"):
-            continue  # null means "the default" for these
-        if field in config:
+        if value is not None:  # null: transformers' default (n_inner, head_dim, ...)
             _count(field, value, low, high)
     for field in TOKEN_IDS:
         value = config.get(field)
@@ -158,7 +156,8 @@ def check_config(config: dict[str, Any], path: Path) -> None:
         if field in config and not isinstance(config[field], str):
             raise damaged(f"config.json: {field}", f"{_show(config[field])} is not a name (a string)")
     for width, heads in WIDTH_AND_HEADS:
-        if width in config and heads in config and config.get("head_dim") is None and config[width] % config[heads]:
+        if _is_int(config.get(width)) and _is_int(config.get(heads)) and config.get("head_dim") is None \
+                and config[width] % config[heads]:
             raise damaged(f"config.json: {heads}", f"{config[heads]} heads do not divide {width} {config[width]}")
     _fits_its_weights(config, path)
 
