@@ -358,3 +358,51 @@ def test_a_weight_of_the_wrong_shape_is_damage_on_the_numpy_path(tiny_bert_dir, 
     src = tiny_bert_dir if kind == "bert" else tiny_gpt2_dir
     d = edit_weights(copy(src, tmp_path / "shape"), lambda t: t.update({name: np.ones(shape, np.float32)}))
     refused(matrix(d, "numpy"), 1, f"damaged model: {name.removeprefix('transformer.')}: shape {shape}")
+
+
+# -- --allow-missing-weights where --transformer / --encoder applies ----------------------------------------
+
+
+def test_the_flag_reaches_explore_heads_generate_and_lookup(tiny_bert_dir, tiny_gpt2_dir, tmp_path):
+    from attncli.errors import RuntimeFailure
+    from attncli.explore.pretrained import compute
+    from attncli.explore.state import ExploreState
+
+    bert = edit_weights(copy(tiny_bert_dir, tmp_path / "bert-extra"), add_unused)
+    state = ExploreState(transformer=str(bert))
+    with pytest.raises(RuntimeFailure, match="distance_embedding"):
+        compute(state, {})
+    allowed = ExploreState(transformer=str(bert), allow_missing_weights=True)
+    assert compute(allowed, {}).attentions.shape[0] == 2
+    assert "--allow-missing-weights" in allowed.transformer_options(False)  # the copied command carries it
+
+    texts = tmp_path / "texts.txt"
+    texts.write_text("the cat sat on the mat\n")
+    refused(run("heads", "--transformer", bert, "--file", texts, "--json"), 1, "distance_embedding")
+    result = run("heads", "--transformer", bert, "--file", texts, "--json", "--allow-missing-weights")
+    assert result.exit_code == 0 and "distance_embedding" in flat(result.stderr)
+    json.loads(result.stdout)
+
+    refused(run("lookup", "colour", "--encoder", bert), 1, "distance_embedding")
+    result = run("lookup", "colour", "--encoder", bert, "--allow-missing-weights", "--json")
+    assert result.exit_code == 0 and "distance_embedding" in flat(result.stderr)
+
+    def gpt2_extra(tensors):
+        tensors["transformer.h.0.attn.rotary.weight"] = np.ones((4, 4), np.float32)
+
+    gpt2 = edit_weights(copy(tiny_gpt2_dir, tmp_path / "gpt2-extra"), gpt2_extra)
+    refused(run("generate", "the cat", "-n", "2", "--greedy", "--transformer", gpt2), 1, "h.0.attn.rotary.weight")
+    result = run("generate", "the cat", "-n", "2", "--greedy", "--transformer", gpt2, "--json", "--allow-missing-weights")
+    assert result.exit_code == 0 and "rotary" in flat(result.stderr)
+    json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("argv", [
+    ("matrix", SENTENCE, "--allow-missing-weights"),
+    ("heads", "--allow-missing-weights"),
+    ("generate", "the cat", "--allow-missing-weights"),
+    ("lookup", "colour", "--allow-missing-weights"),
+    ("explore", "--allow-missing-weights"),
+])
+def test_the_flag_without_a_pretrained_model_is_bad_input(argv):
+    refused(run(*argv), 2, "--allow-missing-weights needs")
