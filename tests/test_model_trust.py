@@ -406,3 +406,16 @@ def test_the_flag_reaches_explore_heads_generate_and_lookup(tiny_bert_dir, tiny_
 ])
 def test_the_flag_without_a_pretrained_model_is_bad_input(argv):
     refused(run(*argv), 2, "--allow-missing-weights needs")
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64])
+def test_nan_is_found_in_every_float_dtype_on_disk(tiny_bert_dir, tmp_path, dtype):
+    """The load-time scan views the file in the tensor's own dtype: a NaN in float16 or float64."""
+    def cast_with_nan(tensors):
+        for name in list(tensors):
+            if tensors[name].dtype.kind == "f":
+                tensors[name] = tensors[name].astype(dtype)
+        tensors[BERT_KEY][-1, -1] = np.nan
+
+    d = edit_weights(copy(tiny_bert_dir, tmp_path / "cast"), cast_with_nan)
+    refused(matrix(d, "numpy"), 1, "damaged model: NaN in the weight", BERT_KEY)

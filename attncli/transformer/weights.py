@@ -27,6 +27,9 @@ NUMPY_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": 
                 "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
 
 
+FLOAT_VIEWS = {"F64": "<f8", "F32": "<f4", "F16": "<f2"}  # safetensors' floats are little-endian
+
+
 class Weights:
     """The tensors of one safetensors file, by name without the head model's prefix."""
 
@@ -84,14 +87,24 @@ class Weights:
         return gathered[inverse].reshape(*np.shape(ids), -1)
 
     def check_finite(self, names: Sequence[str]) -> None:
-        """Every float tensor ``names`` (prefix left out) holds no NaN or infinity: each is read
-        from the memory map in its own dtype, checked and let go (nothing is cached), so a damaged
-        weight is refused at load, before any output."""
+        """Every float tensor ``names`` (prefix left out) holds no NaN or infinity, so a damaged
+        weight is refused at load, before any output: each is viewed through a memory map of the
+        file in its own dtype (no copy, nothing kept; safe_open has checked the offsets)."""
         for name in names:
             full = self.prefix + name
             if full not in self._names:
                 continue
-            tensor = self._bfloat16(full) if self._dtype_of(full) == "BF16" else self._file.get_tensor(full)
+            kind = self._dtype_of(full)
+            if kind == "BF16":
+                tensor = self._bfloat16(full)
+            elif kind in FLOAT_VIEWS:
+                begin, end = self._raw[full]["data_offsets"]
+                if end == begin:
+                    continue
+                tensor = np.memmap(self.path, dtype=FLOAT_VIEWS[kind], mode="r", offset=self._data_start + begin,
+                                   shape=((end - begin) // np.dtype(FLOAT_VIEWS[kind]).itemsize,))
+            else:
+                continue
             check_finite(tensor, f"the weight {name}")
 
     def _dtype_of(self, full: str) -> str:
