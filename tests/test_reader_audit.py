@@ -195,7 +195,7 @@ def in_a_child(code: str) -> str:
 def test_a_model_folders_json_files_are_regular_and_bounded(tmp_path):
     import os
 
-    from attncli.errors import BadInput
+    from attncli.errors import RuntimeFailure
     from attncli.transformer import pretrained, source
 
     folder = tmp_path / "model"
@@ -203,13 +203,18 @@ def test_a_model_folders_json_files_are_regular_and_bounded(tmp_path):
     with open(folder / "config.json", "wb") as fh:  # sparse: 20 MiB of nothing after a brace
         fh.write(b"{")
         fh.truncate(20 << 20)
-    with pytest.raises(BadInput, match=r"cannot read .*config\.json: it is 20,971,520 bytes, more than"):
+    with pytest.raises(RuntimeFailure, match=r"damaged model: config\.json: it is 20,971,520 bytes, more than"):
         source.read_config(folder)
-    os.mkfifo(folder / "tokenizer_config.json")
-    assert pretrained._json(folder / "tokenizer_config.json") == {}  # ignored, as a missing one is
+    os.mkfifo(folder / "tokenizer_config.json")  # present but not a file: damage, never waited on
+    with pytest.raises(RuntimeFailure, match=r"tokenizer_config\.json: it is a FIFO"):
+        pretrained._json(folder / "tokenizer_config.json")
+    assert pretrained._json(folder / "absent.json") == {}  # an optional file that is missing
     (folder / "generation_config.json").symlink_to("/dev/zero")
-    assert in_a_child("from attncli.transformer import pretrained; "
-                      f"print(pretrained._json(Path({str(folder / 'generation_config.json')!r})))") == "{}"
+    assert "a device" in in_a_child("from attncli.transformer import pretrained\n"
+                                    "try:\n"
+                                    f"    pretrained._json(Path({str(folder / 'generation_config.json')!r}))\n"
+                                    "except Exception as exc:\n"
+                                    "    print(exc)")
     (folder / "real.json").write_text('{"model_max_length": 7}', encoding="utf-8")
     (folder / "linked.json").symlink_to(folder / "real.json")  # the hub cache's links to its blobs
     assert pretrained._json(folder / "linked.json") == {"model_max_length": 7}

@@ -14,7 +14,7 @@ import typer
 
 from attncli.cli.app import app
 from attncli.cli.matrix import _read_text
-from attncli.cli.options import (BackendOpt, CausalOpt, ContextOpt, DKOpt, FilterOpt, HeadOpt, HeadsOpt, HideSpecialOpt,
+from attncli.cli.options import (AllowMissingWeightsOpt, BackendOpt, CausalOpt, ContextOpt, DKOpt, FilterOpt, HeadOpt, HeadsOpt, HideSpecialOpt,
                                  LayerOpt, LayersOpt, MaxRelativeOpt, ModelOpt, ModelViewOpt, PadToOpt, PairOpt, Positions,
                                  PositionsOpt, ProjOpt, RolloutOpt, SeedOpt, Show, ShowOpt, TransformerOpt, TruncateOpt,
                                  VariantOpt, WindowOpt, WordsOpt)
@@ -78,6 +78,7 @@ def explore_cmd(
     truncate: TruncateOpt = False,
     model_view: ModelViewOpt = False,
     layers: LayersOpt = None,
+    allow_missing_weights: AllowMissingWeightsOpt = False,
     dict_path: Annotated[Optional[str], typer.Option("--dict", help="JSON object of the lookup pane (default: the shipped car.json).",
                                                      show_default=False)] = None,
     serve: Annotated[bool, typer.Option("--serve", help="Serve the app as a web page (textual-serve) instead of running it here.")] = False,
@@ -108,7 +109,8 @@ def explore_cmd(
     given = [flag for flag, value in (("--pair", pair is not None), ("--filter", pair_filter is not None), ("--words", words),
                                       ("--hide-special", hide_special), ("--rollout", rollout),
                                       ("--backend", backend is not None), ("--truncate", truncate),
-                                      ("--model-view", model_view), ("--layers", layers is not None)) if value]
+                                      ("--model-view", model_view), ("--layers", layers is not None),
+                                      ("--allow-missing-weights", allow_missing_weights)) if value]
     if transformer is None and given:
         raise BadInput(f"{given[0]} needs --transformer NAME_OR_PATH (a pretrained model)")
     if transformer is not None:  # attn matrix --transformer's refusals, before the app starts (exit 2)
@@ -143,7 +145,7 @@ def explore_cmd(
         layer=layer, head=head, model=model, show=show.value, cursor=explain or (0, 0), dict_path=dict_path,
         transformer=transformer, pair=pair, pair_filter=pair_filter.value if pair_filter else None, words=words,
         hide_special=hide_special, rollout=rollout, backend=backend.value if backend else "auto", truncate=truncate,
-        model_view=model_view, layers=layers,
+        model_view=model_view, layers=layers, allow_missing_weights=allow_missing_weights,
     )
     if serve:
         from attncli.explore.serve import DEFAULT_HOST, DEFAULT_PORT

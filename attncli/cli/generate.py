@@ -31,6 +31,7 @@ def generate_cmd(
     ignore_eos: Annotated[bool, typer.Option("--ignore-eos", help="Never end the text early: write exactly -n tokens.")] = False,
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="Word-vector model whose trained LM writes (default: $ATTN_MODEL or the built-in one).")] = None,
     transformer: Annotated[Optional[str], typer.Option("--transformer", help="A pretrained causal LM instead: a Hugging Face name or directory (GPT-2 family in NumPy, others through transformers).")] = None,
+    allow_missing_weights: Annotated[bool, typer.Option("--allow-missing-weights", help="With --transformer: run a model whose checkpoint lacks weights or holds unused ones, with a warning.")] = False,
     layer: Annotated[Optional[int], typer.Option(help="Show this layer's attention (default: the last layer).")] = None,
     head: Annotated[Optional[int], typer.Option(help="Show this head only (default: the mean of the layer's heads).")] = None,
     rollout: Annotated[bool, typer.Option("--rollout", help="Show attention rollout through every layer (Abnar & Zuidema 2020) instead of one layer.")] = False,
@@ -61,7 +62,9 @@ def generate_cmd(
     from attncli.generate.decoders import load_decoder
     from attncli.generate.run import generate, header_document, step_document, document
 
-    decoder = load_decoder(model, transformer)
+    if allow_missing_weights and transformer is None:
+        raise BadInput("--allow-missing-weights needs --transformer NAME_OR_PATH (a pretrained model)")
+    decoder = load_decoder(model, transformer, allow_missing_weights=allow_missing_weights)
     drawing = not (json_out or jsonl)
     progress = _Progress(settings.n) if (not drawing or not out_console().is_terminal) else None
 

@@ -116,6 +116,7 @@ def heads_cmd(
                                                        metavar="NAME_OR_PATH")] = None,
     exclude_first: Annotated[bool, typer.Option("--exclude-first", help="With --transformer: drop key 0 and renormalise each row first (attention sinks).")] = False,
     backend: Annotated[str, typer.Option(help="With --transformer: auto, numpy or torch.")] = "auto",
+    allow_missing_weights: Annotated[bool, typer.Option("--allow-missing-weights", help="With --transformer: run a model whose checkpoint lacks weights or holds unused ones, with a warning.")] = False,
 ) -> None:
     """Score each learned head as previous-token, first-token, self, local or broad (entropy).
 
@@ -143,13 +144,14 @@ def heads_cmd(
         from attncli.cli.transformer import run_heads
 
         report = run_heads(transformer, file=file, sentences=sentences, window=window, exclude_first=exclude_first,
-                           backend=backend, json_out=json_out)
+                           backend=backend, json_out=json_out, allow_missing_weights=allow_missing_weights)
         if json_out:
             emit_json(report)
             return
         _print_heads(report)
         return
-    for flag, on in (("--exclude-first", exclude_first), ("--backend", backend != "auto")):
+    for flag, on in (("--exclude-first", exclude_first), ("--backend", backend != "auto"),
+                     ("--allow-missing-weights", allow_missing_weights)):
         if on:
             raise BadInput(f"{flag} needs --transformer NAME_OR_PATH (a pretrained model)")
     att = load_trained(model)

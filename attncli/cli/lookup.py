@@ -26,6 +26,7 @@ def lookup_cmd(
     dict_path: Annotated[Optional[str], typer.Option("--dict", help="JSON object to look in: a file, or - for stdin (default: the shipped car.json).", show_default=False)] = None,
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="Word-vector model (default: $ATTN_MODEL, else the built-in one).", show_default=False)] = None,
     encoder: Annotated[Optional[str], typer.Option("--encoder", help="Compare query and keys with a pretrained sentence encoder instead (a directory or hub id, e.g. all-MiniLM-L6-v2): its sentence-transformers pooling (mean if none), then cosine.", show_default=False)] = None,
+    allow_missing_weights: Annotated[bool, typer.Option("--allow-missing-weights", help="With --encoder: run an encoder whose checkpoint lacks weights or holds unused ones, with a warning.")] = False,
     temperature: Annotated[float, typer.Option("--temperature", "-t", help="Softmax temperature T (> 0): lower is sharper.")] = DEFAULT_TEMPERATURE,
     top_k: Annotated[Optional[int], typer.Option("--top-k", help="Keep only the K most similar keys (softmax over those K).", show_default=False)] = None,
     ngram_weight: Annotated[float, typer.Option(help="lambda in similarity = (1-lambda)*cosine + lambda*ngram overlap; 0: cosine only.")] = NGRAM_WEIGHT,
@@ -55,6 +56,8 @@ def lookup_cmd(
         raise BadInput("--queries - and --dict - cannot both read stdin: put one of them in a file")
     if encoder is not None and model is not None:
         raise BadInput("--model (word vectors) and --encoder (a sentence encoder) are two ways to compare keys: give one")
+    if allow_missing_weights and encoder is None:
+        raise BadInput("--allow-missing-weights needs --encoder NAME_OR_PATH (a pretrained sentence encoder)")
     core.check_ngram_weight(ngram_weight)
 
     dictionary = core.read_dictionary(dict_path if dict_path is not None else data_dir() / "car.json")
@@ -65,7 +68,8 @@ def lookup_cmd(
         from attncli.lookup.encoder import EncoderIndex, load_encoder
 
         vectors = None
-        index = EncoderIndex(load_encoder(encoder), list(dictionary), ngram_weight=ngram_weight)
+        index = EncoderIndex(load_encoder(encoder, allow_missing_weights=allow_missing_weights), list(dictionary),
+                             ngram_weight=ngram_weight)
     else:
         vectors = load_vectors(model)
         index = core.KeyIndex(vectors, list(dictionary), ngram_weight=ngram_weight)

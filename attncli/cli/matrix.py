@@ -15,12 +15,12 @@ from typing import Annotated, Optional
 import typer
 
 from attncli.cli.app import app, emit_json, info, json_write, out_console
-from attncli.cli.options import (BackendOpt, CausalOpt, ContextOpt, DKOpt, FilterOpt, FilterSpecialsOpt, HeadOpt,
-                                 HeadsOpt, HideSpecialOpt, LayerOpt, LayersOpt, MaxRelativeOpt, ModelOpt, ModelViewOpt, PadToOpt,
+from attncli.cli.options import (AllowMissingWeightsOpt, BackendOpt, CausalOpt, ContextOpt, DKOpt, FilterOpt, FilterSpecialsOpt,
+                                 HeadOpt, HeadsOpt, HideSpecialOpt, LayerOpt, LayersOpt, MaxRelativeOpt, ModelOpt, ModelViewOpt, PadToOpt,
                                  PairOpt, Positions, PositionsOpt, ProjOpt, RolloutOpt, SeedOpt, Show, ShowOpt,
                                  TransformerOpt, TruncateOpt, VariantOpt, WindowOpt, WordsOpt)
 from attncli.cli.options import ExportWidthOpt, HtmlOpt, PngOpt, SvgOpt
-from attncli.errors import BadInput, RuntimeFailure
+from attncli.errors import BadInput
 from attncli.textio import read_user_text
 
 
@@ -135,6 +135,7 @@ def matrix_cmd(
     truncate: TruncateOpt = False,
     model_view: ModelViewOpt = False,
     layers: LayersOpt = None,
+    allow_missing_weights: AllowMissingWeightsOpt = False,
 ) -> None:
     """Attention matrix of a sentence as a heatmap: rows are queries, columns keys.
 
@@ -150,7 +151,8 @@ def matrix_cmd(
                             filter_specials=filter_specials, layer=layer, head=head, words=words,
                             hide_special=hide_special, rollout=rollout,
                             backend=backend, truncate=truncate, explain=explain, model_view=model_view,
-                            layers=layers, rows=rows, cols=cols, exports=exports, json_out=json_out)
+                            layers=layers, rows=rows, cols=cols, exports=exports, json_out=json_out,
+                            allow_missing_weights=allow_missing_weights)
         return
     from attncli.attention.masks import MaskSpec
     from attncli.attention.matrix import MatrixRequest, compute
@@ -195,7 +197,7 @@ def matrix_cmd(
 
 
 _TRANSFORMER_ONLY = ("pair", "pair_filter", "filter_specials", "words", "hide_special", "rollout", "backend", "truncate",
-                     "model_view", "layers")
+                     "model_view", "layers", "allow_missing_weights")
 
 
 def _given(ctx, name: str) -> bool:
@@ -206,7 +208,7 @@ def _given(ctx, name: str) -> bool:
 
 def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, pair_filter, filter_specials, layer,
                         head, words, hide_special, rollout, backend, truncate, explain, model_view, layers, rows, cols,
-                        exports, json_out) -> None:
+                        exports, json_out, allow_missing_weights=False) -> None:
     """attn matrix --transformer: checked here, computed and drawn by attncli.cli.transformer."""
     from attncli.cli.transformer import MatrixOptions, check_options, run_matrix
 
@@ -216,7 +218,8 @@ def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, p
                          layer=layer, head=head, block=pair_filter.value if pair_filter else None,
                          block_specials=filter_specials.value if filter_specials else "none", words=words,
                          hide_special=hide_special, rollout=rollout, backend=backend.value if backend else "auto",
-                         truncate=truncate, explain=explain, model_view=model_view, layers=layers)
+                         truncate=truncate, explain=explain, model_view=model_view, layers=layers,
+                         allow_missing_weights=allow_missing_weights)
     run_matrix(opts, json_out=json_out, exports=exports, row_span=_span(rows, "--rows"), col_span=_span(cols, "--cols"))
 
 

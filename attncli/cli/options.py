@@ -100,6 +100,9 @@ TruncateOpt = Annotated[bool, typer.Option("--truncate", help="Cut an input long
                                            rich_help_panel=PRETRAINED)]
 ModelViewOpt = Annotated[bool, typer.Option("--model-view", help="Every layer x head at a glance, each head's class beside it.",
                                             rich_help_panel=PRETRAINED)]
+AllowMissingWeightsOpt = Annotated[bool, typer.Option(
+    "--allow-missing-weights", help="Run a model whose checkpoint lacks weights it needs or holds some it does not use "
+    "(an error without this flag), with a warning: its attention is not the trained model's.", rich_help_panel=PRETRAINED)]
 LayersOpt = Annotated[Optional[str], typer.Option(help="Layers of --model-view, A-B (0-based, both included).",
                                                   rich_help_panel=PRETRAINED)]
 

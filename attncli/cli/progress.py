@@ -5,7 +5,6 @@ on): a program reading stdout and stderr gets the JSON and nothing else."""
 
 from __future__ import annotations
 
-from typing import Optional
 
 from attncli.cli.app import err_console, escape
 

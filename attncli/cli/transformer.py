@@ -35,7 +35,7 @@ NOT_FOR_TRANSFORMERS = {
 }
 # options that only --transformer gives a meaning to (attn matrix's parameter names)
 TRANSFORMER_ONLY = ("pair", "pair_filter", "filter_specials", "words", "hide_special", "rollout", "backend", "truncate",
-                    "model_view", "layers")
+                    "model_view", "layers", "allow_missing_weights")
 
 
 def option_name(param: str) -> str:
@@ -72,6 +72,7 @@ class MatrixOptions:
     explain: Optional[tuple[int, int]] = None
     model_view: bool = False
     layers: Optional[str] = None
+    allow_missing_weights: bool = False
 
 
 def check_combinations(o: MatrixOptions) -> None:
@@ -95,7 +96,7 @@ def check_combinations(o: MatrixOptions) -> None:
         raise BadInput(f"--backend {o.backend!r}: expected auto, numpy or torch")
 
 
-def load_model(name: str, backend: str, *, json_out: bool = False):
+def load_model(name: str, backend: str, allow_missing_weights: bool = False, *, json_out: bool = False):
     """The model, with a line on stderr while it loads (a second or more; --backend torch imports
     torch and transformers first)."""
     from attncli.cli.progress import Stage
@@ -103,7 +104,7 @@ def load_model(name: str, backend: str, *, json_out: bool = False):
 
     what = "" if backend == "auto" else f", --backend {backend}"
     with Stage(f"loading {name}{what}", json_out=json_out):
-        return load(name, backend=backend)
+        return load(name, backend=backend, allow_missing_weights=allow_missing_weights)
 
 
 def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span) -> None:
@@ -112,7 +113,7 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span)
     from attncli.cli.app import out_console
 
     check_combinations(o)
-    model = load_model(o.transformer, o.backend, json_out=json_out)
+    model = load_model(o.transformer, o.backend, o.allow_missing_weights, json_out=json_out)
     layer = pv.layer_shown(model, o.layer, o.head)
     if o.explain is not None and model.backend != "numpy":
         raise BadInput("--explain I J needs attn's NumPy forward pass (the queries and keys of a layer): "
@@ -200,7 +201,7 @@ DEFAULT_SENTENCES = 200
 
 
 def run_heads(transformer: str, *, file: Optional[Path], sentences: Optional[int], window: int,
-              exclude_first: bool, backend: str, json_out: bool = False) -> dict[str, Any]:
+              exclude_first: bool, backend: str, json_out: bool = False, allow_missing_weights: bool = False) -> dict[str, Any]:
     """The report of ``attn heads --transformer``: on --file's lines, else on Brown's held-out
     sentences (the documents ``attn train-attention`` holds out by default, punctuation kept)."""
     from attncli.cli.transformer_heads import score_transformer_heads
@@ -215,7 +216,7 @@ def run_heads(transformer: str, *, file: Optional[Path], sentences: Optional[int
         texts = [t for t in texts if t]
     else:
         texts = None
-    model = load_model(transformer, backend, json_out=json_out)
+    model = load_model(transformer, backend, allow_missing_weights, json_out=json_out)
     if texts is None:
         from attncli.cli.progress import Stage
 

@@ -94,7 +94,7 @@ def compute(state, models: dict[tuple[str, str], Any]) -> PretrainedResult | Mod
     if key not in models:
         from attncli.transformer import load
 
-        models[key] = load(state.transformer, backend=state.backend)
+        models[key] = load(state.transformer, backend=state.backend, allow_missing_weights=state.allow_missing_weights)
     model = models[key]
     layer = pv.layer_shown(model, state.layer, state.head)
     enc = model.encode(state.text, pair=state.pair, truncate=state.truncate)

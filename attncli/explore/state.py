@@ -75,6 +75,7 @@ class ExploreState:
     rollout: bool = False
     backend: str = "auto"
     truncate: bool = False
+    allow_missing_weights: bool = False  # --allow-missing-weights: a checkpoint's missing / unused weights warned about
     model_view: bool = False  # --model-view: every layer x head of the input (layers: --layers A-B)
     layers: str | None = None
     grid: tuple[int, int] | None = None  # the model view's cursor (layer, head); None: the first head shown
@@ -171,7 +172,8 @@ class ExploreState:
             if value is not None:
                 args += [option, str(value)]
         for option, flag in (("--words", self.words), ("--hide-special", self.hide_special), ("--rollout", self.rollout),
-                             ("--truncate", self.truncate), ("--model-view", self.model_view)):
+                             ("--truncate", self.truncate), ("--model-view", self.model_view),
+                             ("--allow-missing-weights", self.allow_missing_weights)):
             if flag:
                 args.append(option)
         if self.model_view:  # --layers belongs to it; it has no --explain

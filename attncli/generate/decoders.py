@@ -129,7 +129,8 @@ class BuiltinLM:
         return logits[-1], weights
 
 
-def load_decoder(model: str | None = None, transformer: str | None = None) -> Decoder:
+def load_decoder(model: str | None = None, transformer: str | None = None, *,
+                 allow_missing_weights: bool = False) -> Decoder:
     """The built-in LM of word-vector model ``model`` (default: the default model), or a pretrained
     causal model ``transformer`` (a name or a directory)."""
     if transformer is not None:
@@ -137,7 +138,7 @@ def load_decoder(model: str | None = None, transformer: str | None = None) -> De
             raise BadInput("--model names a word-vector model with a built-in LM; --transformer a pretrained one: give one of them")
         from attncli.generate.pretrained import load_pretrained
 
-        return load_pretrained(transformer)
+        return load_pretrained(transformer, allow_missing_weights=allow_missing_weights)
     from attncli.lm.model import load_trained
 
     return BuiltinLM(load_trained(model))

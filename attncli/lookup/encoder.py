@@ -18,7 +18,6 @@ docs/lookup.md has the measurements behind the default lambda for both.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +37,7 @@ POOLING = {
 }  # what each of sentence-transformers' poolings attn computes (transformer.pretrained.pool) is
 
 
-def load_encoder(name_or_path: str):
+def load_encoder(name_or_path: str, *, allow_missing_weights: bool = False):
     """A loaded ``attncli.transformer.Pretrained`` that is an encoder; BadInput otherwise.
 
     A model without sentence-transformers' files (modules.json) is an encoder but was not trained
@@ -47,11 +46,11 @@ def load_encoder(name_or_path: str):
     """
     from attncli.transformer import load
 
-    model = load(name_or_path)
+    model = load(name_or_path, allow_missing_weights=allow_missing_weights)
     if model.is_decoder:
         raise BadInput(f"--encoder '{name_or_path}' is a decoder ({model.model_type}), not an encoder: "
                        "give a sentence encoder such as all-MiniLM-L6-v2")
-    if not (model.path / "modules.json").is_file():
+    if not _modules(model.path):
         messages.warn(f"'{name_or_path}' has no sentence-transformers files (modules.json): it is an encoder, "
                       "but not one trained for sentence similarity, so its cosines may mean little")
     else:
@@ -82,18 +81,28 @@ def _pooling_flags(path: Path) -> list[str]:
 
 
 def _pooling_config(path: Path) -> dict:
-    """1_Pooling/config.json (the folder modules.json names for the Pooling module), or {}."""
-    from attncli.fileio import FileProblem, read_text
+    """1_Pooling/config.json (the folder modules.json names for the Pooling module, a plain folder
+    name inside the model directory), or {}. Both are read through the transformer wing's checked
+    door: a FIFO, a device, a huge or deeply nested file is damage (exit 1), never waited on."""
+    from attncli.transformer.config_check import read_optional_json
 
-    try:  # a stranger's folder: regular files of at most 1 MiB (attncli.fileio), a folder name inside it
-        modules = json.loads(read_text(path / "modules.json", 1 << 20, follow_symlinks=True))
-        folder = next((m.get("path") for m in modules if isinstance(m, dict) and "Pooling" in str(m.get("type"))), "1_Pooling")
-        if not isinstance(folder, str) or Path(folder).is_absolute() or ".." in Path(folder).parts:
-            return {}
-        config = json.loads(read_text(path / folder / "config.json", 1 << 20, follow_symlinks=True))
-    except (FileProblem, ValueError, TypeError, StopIteration):
+    modules = _modules(path)
+    folder = next((m.get("path") for m in modules if isinstance(m, dict) and "Pooling" in str(m.get("type"))), "1_Pooling")
+    if not isinstance(folder, str) or not folder or folder in (".", "..") or "/" in folder or "\\" in folder:
         return {}
-    return config if isinstance(config, dict) else {}
+    return read_optional_json(path / folder / "config.json")
+
+
+def _modules(path: Path) -> list:
+    """modules.json's list of sentence-transformers modules ([] when absent or not a list)."""
+    from attncli.transformer.config_check import damaged, read_json
+
+    if not (path / "modules.json").exists():
+        return []
+    modules = read_json(path / "modules.json")
+    if not isinstance(modules, list):
+        raise damaged("modules.json", "it is not a list of modules")
+    return modules
 
 
 def unit(m: np.ndarray) -> np.ndarray:

@@ -11,7 +11,7 @@
 
 API (shapes: L layers, h heads, T tokens, d model width, d_head = d / h, V vocabulary):
 
-``load(name_or_path, *, backend="auto") -> Pretrained``
+``load(name_or_path, *, backend="auto", allow_missing_weights=False) -> Pretrained``
     ``name_or_path`` is a local directory written by ``save_pretrained`` (config.json and weights)
     or a hub id, looked up in the local Hugging Face cache (downloaded only when the hub is
     reachable and ``HF_HUB_OFFLINE`` is unset). ``backend`` is ``"numpy"`` (attn's own forward pass
@@ -23,6 +23,14 @@ API (shapes: L layers, h heads, T tokens, d model width, d_head = d / h, V vocab
     missing optional package (``pip install 'attncli[pretrained]'`` for numpy,
     ``'attncli[transformers]'`` for torch); ``RuntimeFailure`` for a hub id that is not cached
     while offline, or a model whose attentions do not come back.
+
+    A model directory is hostile input (config_check.py, weight_check.py; docs/transformers.md):
+    ``BadInput`` for a model that needs its own code (``auto_map``, a model_type transformers does
+    not know) or has only pickled weights; ``RuntimeFailure`` "damaged model: ..." for a damaged
+    config.json field, a FIFO / device / oversized file, a weight of the wrong shape, NaN in a
+    weight or (later, in any call) an activation; ``RuntimeFailure`` naming the tensors when the
+    checkpoint lacks weights the model needs or holds ones it does not use (a warning instead
+    with ``allow_missing_weights``), or when the tokenizer knows no word of a plain sentence.
 
 ``Pretrained`` (what ``load`` returns)
     ``name`` (as given), ``path`` (the resolved directory), ``backend`` ("numpy" | "torch"),

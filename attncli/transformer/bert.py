@@ -27,6 +27,44 @@ MODEL_TYPES = {"bert", "electra"} | ROBERTA_TYPES
 ANCHORS = ("embeddings.word_embeddings.weight",)
 
 
+# in the base model but never read by this forward pass, and harmless: the pooler (attn reads the
+# last hidden state), the position_ids buffer some older checkpoints saved
+UNUSED_OK = ("pooler.", "embeddings.position_ids")
+OPTIONAL = {"embeddings.token_type_embeddings.weight", "embeddings_project.weight", "embeddings_project.bias"}
+
+
+def expected(config: dict) -> dict[str, tuple[int | None, ...]]:
+    """Every tensor this forward pass reads, with the shape config.json implies (None: a size the
+    config does not state)."""
+    d, inner = config.get("hidden_size"), config.get("intermediate_size")
+    e = config.get("embedding_size") if config["model_type"] == "electra" else d
+    shapes = {
+        "embeddings.word_embeddings.weight": (config.get("vocab_size"), e),
+        "embeddings.position_embeddings.weight": (config.get("max_position_embeddings"), e),
+        "embeddings.token_type_embeddings.weight": (config.get("type_vocab_size"), e),
+        "embeddings.LayerNorm.weight": (e,), "embeddings.LayerNorm.bias": (e,),
+        "embeddings_project.weight": (d, e), "embeddings_project.bias": (d,),
+    }
+    for l in range(int(config["num_hidden_layers"])):
+        p = f"encoder.layer.{l}."
+        for part in ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"):
+            shapes[p + part + ".weight"], shapes[p + part + ".bias"] = (d, d), (d,)
+        for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
+            shapes[p + norm + ".weight"], shapes[p + norm + ".bias"] = (d,), (d,)
+        shapes[p + "intermediate.dense.weight"], shapes[p + "intermediate.dense.bias"] = (inner, d), (inner,)
+        shapes[p + "output.dense.weight"], shapes[p + "output.dense.bias"] = (d, inner), (d,)
+    return shapes
+
+
+def not_in_transformers(config: dict) -> str | None:
+    """What a BERT-family config asks for that transformers 5 dropped too (relative position
+    embeddings: its BertModel loads such a checkpoint without its distance_embedding weights)."""
+    if config.get("model_type") not in MODEL_TYPES:
+        return None
+    kind = config.get("position_embedding_type", "absolute")
+    return None if kind in ("absolute", None) else f"position_embedding_type '{kind}'"
+
+
 def unsupported(config: dict) -> str | None:
     """Why this config's model is beyond this forward pass, or None."""
     if config.get("position_embedding_type", "absolute") != "absolute":
@@ -35,7 +73,7 @@ def unsupported(config: dict) -> str | None:
         return "a BERT-family decoder (is_decoder / cross-attention)"
     if config.get("hidden_act", "gelu") not in ops.ACTIVATIONS:
         return f"hidden_act '{config.get('hidden_act')}'"
-    if config["hidden_size"] % config["num_attention_heads"]:
+    if config["hidden_size"] % config["num_attention_heads"] or config["num_hidden_layers"] < 1:
         return "hidden_size not a multiple of num_attention_heads"
     return None
 

@@ -23,10 +23,33 @@ ANCHORS = ("embeddings.word_embeddings.weight",)
 EPS = 1e-12  # fixed in modeling_distilbert.py
 
 
+UNUSED_OK = ("embeddings.position_ids",)
+OPTIONAL: set[str] = set()
+
+
+def expected(config: dict) -> dict[str, tuple[int | None, ...]]:
+    """Every tensor this forward pass reads, with the shape config.json implies."""
+    d, inner = config.get("dim"), config.get("hidden_dim")
+    shapes = {
+        "embeddings.word_embeddings.weight": (config.get("vocab_size"), d),
+        "embeddings.position_embeddings.weight": (config.get("max_position_embeddings"), d),
+        "embeddings.LayerNorm.weight": (d,), "embeddings.LayerNorm.bias": (d,),
+    }
+    for l in range(int(config["n_layers"])):
+        p = f"transformer.layer.{l}."
+        for part in ("attention.q_lin", "attention.k_lin", "attention.v_lin", "attention.out_lin"):
+            shapes[p + part + ".weight"], shapes[p + part + ".bias"] = (d, d), (d,)
+        for norm in ("sa_layer_norm", "output_layer_norm"):
+            shapes[p + norm + ".weight"], shapes[p + norm + ".bias"] = (d,), (d,)
+        shapes[p + "ffn.lin1.weight"], shapes[p + "ffn.lin1.bias"] = (inner, d), (inner,)
+        shapes[p + "ffn.lin2.weight"], shapes[p + "ffn.lin2.bias"] = (d, inner), (d,)
+    return shapes
+
+
 def unsupported(config: dict) -> str | None:
     if config.get("activation", "gelu") not in ops.ACTIVATIONS:
         return f"activation '{config.get('activation')}'"
-    if config["dim"] % config["n_heads"]:
+    if config["dim"] % config["n_heads"] or config["n_layers"] < 1:
         return "dim not a multiple of n_heads"
     return None
 

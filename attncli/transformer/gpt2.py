@@ -24,12 +24,35 @@ MODEL_TYPES = {"gpt2"}
 ANCHORS = ("wte.weight",)
 
 
+# the causal-mask buffers older checkpoints saved (h.N.attn.bias, h.N.attn.masked_bias): never weights
+UNUSED_OK = ("attn.bias", "attn.masked_bias")
+OPTIONAL: set[str] = set()
+
+
+def expected(config: dict) -> dict[str, tuple[int | None, ...]]:
+    """Every tensor this forward pass reads, with the shape config.json implies (Conv1D: (in, out))."""
+    d = config.get("n_embd")
+    inner = config.get("n_inner") or (4 * d if d is not None else None)
+    shapes = {"wte.weight": (config.get("vocab_size"), d), "wpe.weight": (config.get("n_positions"), d),
+              "ln_f.weight": (d,), "ln_f.bias": (d,)}
+    for l in range(int(config["n_layer"])):
+        p = f"h.{l}."
+        for norm in ("ln_1", "ln_2"):
+            shapes[p + norm + ".weight"], shapes[p + norm + ".bias"] = (d,), (d,)
+        shapes[p + "attn.c_attn.weight"], shapes[p + "attn.c_attn.bias"] = (d, None if d is None else 3 * d), \
+            (None if d is None else 3 * d,)
+        shapes[p + "attn.c_proj.weight"], shapes[p + "attn.c_proj.bias"] = (d, d), (d,)
+        shapes[p + "mlp.c_fc.weight"], shapes[p + "mlp.c_fc.bias"] = (d, inner), (inner,)
+        shapes[p + "mlp.c_proj.weight"], shapes[p + "mlp.c_proj.bias"] = (inner, d), (d,)
+    return shapes
+
+
 def unsupported(config: dict) -> str | None:
     if config.get("add_cross_attention"):
         return "cross-attention"
     if config.get("activation_function", "gelu_new") not in ops.ACTIVATIONS:
         return f"activation_function '{config.get('activation_function')}'"
-    if config["n_embd"] % config["n_head"]:
+    if config["n_embd"] % config["n_head"] or config["n_layer"] < 1:
         return "n_embd not a multiple of n_head"
     return None
 

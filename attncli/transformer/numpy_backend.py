@@ -19,7 +19,9 @@ from attncli.errors import BadInput, RuntimeFailure
 from attncli.transformer import bert, blas, distilbert, gpt2, ops
 from attncli.transformer.encoding import Encoding
 from attncli.transformer.pretrained import Pretrained
+from attncli.transformer.config_check import TOKENIZER_BYTES, damaged
 from attncli.transformer.source import SAFETENSORS, TOKENIZER
+from attncli.transformer.weight_check import check_finite, check_shapes, report_unused
 from attncli.transformer.weights import Weights, WeightsAs
 
 ARCHITECTURES = {
@@ -49,22 +51,44 @@ def unsupported(path: Path, config: dict[str, Any]) -> str | None:
     return f"its {reason} is not implemented" if reason else None
 
 
+def check_weight_names(name: str, module: Any, weights: Weights, config: dict[str, Any], allow: bool) -> None:
+    """The base model's tensors in the file are the ones this forward pass reads, in the shapes
+    config.json implies: a missing one is an error (the numpy path cannot make one up), an unused
+    one an error or, with ``allow``, a warning; a task head's (cls.*, lm_head) is never counted."""
+    present = weights.base_shapes()
+    wanted = module.expected(config)
+    check_shapes(present, wanted)
+    missing = [n for n in wanted if n not in present and n not in module.OPTIONAL]
+    unused = [n for n in present if n not in wanted
+              and not any(n == ok or n.startswith(ok) or n.endswith("." + ok) for ok in module.UNUSED_OK)]
+    report_unused(name, missing=missing, unexpected=unused, allow=allow, can_allow=not missing)
+    weights.check_finite(list(wanted))
+
+
 class NumpyPretrained(Pretrained):
     backend = "numpy"
 
-    def __init__(self, name: str, path: Path, config: dict[str, Any]):
+    def __init__(self, name: str, path: Path, config: dict[str, Any], *, allow_missing_weights: bool = False):
         super().__init__(name, path, config)
         from tokenizers import Tokenizer
 
+        from attncli.fileio import FileProblem, read_text
+
         try:
-            self.tokenizer = Tokenizer.from_file(str(self.path / TOKENIZER))
+            text = read_text(self.path / TOKENIZER, TOKENIZER_BYTES, follow_symlinks=True)
+        except FileProblem as exc:
+            raise damaged(TOKENIZER, str(exc)) from None
+        try:
+            self.tokenizer = Tokenizer.from_str(text)
         except Exception as exc:  # tokenizers raises its own exception types
-            raise RuntimeFailure(f"cannot read {self.path / TOKENIZER}: {exc}") from None
+            raise damaged(TOKENIZER, f"tokenizers cannot read it ({str(exc)[:200]})") from None
         self.tokenizer.no_truncation()  # tokenizer.json may carry a fixed truncation / padding
         self.tokenizer.no_padding()     # (all-MiniLM-L6-v2's pads to 128); transformers sets them per call
         module, cls = ARCHITECTURES[self.model_type]
 
-        self.arch = cls(Weights(self.path / SAFETENSORS, module.ANCHORS, DTYPE), config)
+        weights = Weights(self.path / SAFETENSORS, module.ANCHORS, DTYPE)
+        check_weight_names(name, module, weights, config, allow_missing_weights)
+        self.arch = cls(weights, config)
         self.layers = self.arch.layers
         self.heads = self.arch.heads
         self.is_decoder = self.arch.causal
@@ -115,9 +139,11 @@ class NumpyPretrained(Pretrained):
         padded = not mask.all()
         allowed = ops.key_mask(mask, arch.causal) if (padded or arch.causal) else None  # (B, 1, T, T)
         attentions: list[np.ndarray] = []
-        with blas.one_thread(ids.size <= ONE_THREAD_TOKENS):
+        # an overflow is found by check_activations and reported as damage, not as a RuntimeWarning
+        with blas.one_thread(ids.size <= ONE_THREAD_TOKENS), np.errstate(over="ignore", invalid="ignore"):
             for l in range(arch.layers):
                 x, weights, q, k = arch.layer(l, x, allowed)[:4]
+                check_activations(l, x, weights)
                 if keep:
                     attentions.append(weights)
                 if stop == l:
@@ -156,7 +182,9 @@ class NumpyPretrained(Pretrained):
         arr = self.check_ids(ids)[None]  # (1, T)
         if cache is None:
             hidden, attentions, _ = self._run(arr, np.zeros_like(arr), np.ones_like(arr, dtype=bool))
-            return self.arch.logits(hidden[0]), np.stack([a[0] for a in attentions])  # (T, V), (L, h, T, T)
+            logits = self.arch.logits(hidden[0])  # (T, V)
+            check_finite(logits, "the logits")
+            return logits, np.stack([a[0] for a in attentions])  # (T, V), (L, h, T, T)
         return cache.extend(self, arr[0])
 
     def decode(self, ids: Sequence[int]) -> str:
@@ -164,6 +192,13 @@ class NumpyPretrained(Pretrained):
 
     def token_strings(self, ids: Sequence[int]) -> list[str]:
         return [self.tokenizer.id_to_token(int(i)) or "" for i in ids]
+
+
+def check_activations(layer: int, x: np.ndarray, weights: np.ndarray) -> None:
+    """A layer's attention and output hold no NaN or infinity (weights that overflow, or NaN that
+    came in through a row the load-time checks did not read)."""
+    check_finite(weights, f"layer {layer}'s attention")
+    check_finite(x, f"layer {layer}'s output")
 
 
 class KVCache:
@@ -198,10 +233,11 @@ class KVCache:
         x = arch.embeddings(new, np.zeros_like(new), np.ones_like(new, dtype=bool), offset=P)  # (1, n, d)
         allowed = np.tril(np.ones((n, S), dtype=bool), k=P)[None, None]  # (1, 1, n, S): key j <= P + i
         rows = []
-        with blas.one_thread(n <= ONE_THREAD_TOKENS):
+        with blas.one_thread(n <= ONE_THREAD_TOKENS), np.errstate(over="ignore", invalid="ignore"):
             for l in range(arch.layers):
                 past = (self.keys[l], self.values[l]) if P else None
                 x, weights, _, k, v = arch.layer(l, x, allowed, past)  # weights (1, h, n, S)
+                check_activations(l, x, weights)
                 if P:
                     self.keys[l], self.values[l] = k, v
                 else:
@@ -209,6 +245,7 @@ class KVCache:
                     self.values.append(v)
                 rows.append(weights[0])
             logits = arch.logits(arch.final(x)[0])  # (n, V)
+            check_finite(logits, "the logits")
         attentions = np.zeros((self.layers, rows[0].shape[0], S, S))  # (L, h, S, S)
         if P:
             attentions[:, :, :P, :P] = self.attentions

@@ -13,7 +13,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from attncli.errors import BadInput
+from attncli.errors import BadInput, RuntimeFailure
+from attncli.textio import visible
 from attncli.transformer import source
 from attncli.transformer.encoding import Encoding, check_text, from_tokenizers, too_long
 
@@ -24,23 +25,42 @@ EMBED_BUDGET = 2**23  # attention weights (B h T T) per batch, 64 MB in float64
 NO_LIMIT = 10**9
 
 
-def load(name_or_path: str, *, backend: str = "auto") -> "Pretrained":
-    """A pretrained model by hub id or local directory, on ``backend`` ("auto", "numpy" or "torch")."""
+def load(name_or_path: str, *, backend: str = "auto", allow_missing_weights: bool = False) -> "Pretrained":
+    """A pretrained model by hub id or local directory, on ``backend`` ("auto", "numpy" or "torch").
+
+    Checked before and after it loads (config_check, weight_check): no code from the directory,
+    every file regular and bounded, config.json's fields sane; a weight the model lacks or does
+    not use is an error (a warning with ``allow_missing_weights``); NaN is damage; a tokenizer
+    that knows no word is refused."""
+    model = _load(name_or_path, backend, allow_missing_weights)
+    model.check_tokenizer()
+    return model
+
+
+def _load(name_or_path: str, backend: str, allow_missing_weights: bool) -> "Pretrained":
     if backend not in BACKENDS:
         raise BadInput(f"unknown backend '{backend}': choose one of {', '.join(BACKENDS)}")
     path = source.resolve(str(name_or_path))
     config = source.read_config(path)
-    from attncli.transformer import numpy_backend
+    from attncli.transformer import bert, config_check, numpy_backend
+
+    config_check.check_trust(config, path)  # custom code: its model is not the one either backend would run
+    config_check.check_files(path)  # no FIFO or device for a library to open by name
+    refused = bert.not_in_transformers(config)
+    if refused:
+        raise BadInput(f"model '{name_or_path}' uses {refused}, which neither attn's NumPy path nor transformers "
+                       f"runs (transformers 5 would drop those weights and show other attention)")
+    keep = dict(allow_missing_weights=allow_missing_weights)
 
     reason = numpy_backend.unsupported(path, config)
     if backend == "numpy":
         if reason:
             raise BadInput(f"the numpy backend cannot run '{name_or_path}': {reason}; use --backend torch (or auto)")
         source.require_pretrained()
-        return numpy_backend.NumpyPretrained(str(name_or_path), path, config)
+        return numpy_backend.NumpyPretrained(str(name_or_path), path, config, **keep)
     if backend == "auto" and reason is None:
         if not source.missing("tokenizers", "safetensors"):
-            return numpy_backend.NumpyPretrained(str(name_or_path), path, config)
+            return numpy_backend.NumpyPretrained(str(name_or_path), path, config, **keep)
         if source.missing("torch", "transformers"):
             source.require_pretrained()  # the lighter install is the one to name
     if source.missing("torch", "transformers"):
@@ -49,7 +69,7 @@ def load(name_or_path: str, *, backend: str = "auto") -> "Pretrained":
                        f"{source.INSTALL_TRANSFORMERS}")
     from attncli.transformer import torch_backend
 
-    return torch_backend.TorchPretrained(str(name_or_path), path, config)
+    return torch_backend.TorchPretrained(str(name_or_path), path, config, **keep)
 
 
 def max_positions(config: dict[str, Any], path: Path) -> int:
@@ -65,13 +85,11 @@ def max_positions(config: dict[str, Any], path: Path) -> int:
 
 
 def _json(path: Path) -> dict[str, Any]:
-    from attncli.fileio import FileProblem
+    """An optional JSON file of the model directory, through the checked door: {} when absent,
+    damage (exit 1) when it is a FIFO, a device, too large, too deep or not JSON."""
+    from attncli.transformer.config_check import read_optional_json
 
-    try:
-        data = source.read_json(path)
-    except (FileProblem, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return read_optional_json(path)
 
 
 POOLINGS = ("cls", "max", "mean", "mean_sqrt_len")  # sentence-transformers' order when several are on
@@ -186,7 +204,7 @@ class Pretrained:
         if any(len(e.ids) == 0 for e in encs):
             raise BadInput("a text to embed gives no tokens")
         pad = self.config.get("pad_token_id")
-        pad = int(pad) if isinstance(pad, int) else 0
+        pad = int(pad) if isinstance(pad, int) and pad >= 0 else 0
         out: list[np.ndarray | None] = [None] * len(encs)
         order = sorted(range(len(encs)), key=lambda i: len(encs[i].ids))
         for batch in _batches([len(encs[i].ids) for i in order], self.heads):
@@ -213,6 +231,20 @@ class Pretrained:
     def hidden_size(self) -> int:
         c = self.config
         return int(c.get("hidden_size") or c.get("n_embd") or c.get("dim") or c.get("d_model") or 0)
+
+    PROBE = "time flies like an arrow, and the cat sat on the mat"
+
+    def check_tokenizer(self) -> None:
+        """RuntimeFailure when the tokenizer knows none of a plain English sentence's words (every
+        piece the unknown token, or no piece at all): what transformers builds for a model
+        directory without tokenizer.json whose slow tokenizer's files are missing too."""
+        enc = self._tokenize([self.PROBE], None)
+        pieces = {i for i, s in zip(enc.ids, enc.special_tokens_mask) if not s}
+        if len(pieces) <= 1:
+            what = "gives no token" if not pieces else f"gives only {visible(self.token_strings(list(pieces))[0])!r}"
+            raise RuntimeFailure(f"model '{visible(self.name)}': its tokenizer {what} for {self.PROBE!r}: the "
+                                 "directory lacks the tokenizer's files (tokenizer.json, written by the tokenizer's "
+                                 "save_pretrained)")
 
     def check_decoder(self) -> None:
         if not self.is_decoder:

@@ -8,7 +8,6 @@ message that says what to install.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import re
 from pathlib import Path
@@ -17,13 +16,14 @@ from typing import Any
 from attncli.errors import BadInput, RuntimeFailure
 
 CONFIG = "config.json"
-MAX_JSON_BYTES = 16 * 2**20  # a model folder's config.json or tokenizer_config.json (real ones: a few KB to 1 MB)
 SAFETENSORS = "model.safetensors"
 TOKENIZER = "tokenizer.json"
 # what a hub download fetches: configs, tokenizer files and the weights (safetensors first)
 HUB_FILES = ["*.json", "*.txt", "*.model", "merges.txt", "*.safetensors"]
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
 
+CONVERT = ("python -c \"import sys, transformers as t; d = sys.argv[1]; "
+           "t.AutoModel.from_pretrained(d).save_pretrained(d)\" MODEL_DIR")
 INSTALL_PRETRAINED = "pip install 'attncli[pretrained]'"
 INSTALL_TRANSFORMERS = ("pip install 'attncli[transformers]' (install torch's CPU build first: "
                         "pip install torch --index-url https://download.pytorch.org/whl/cpu)")
@@ -57,7 +57,10 @@ def resolve(name_or_path: str) -> Path:
     cached snapshot of a hub id (fetched only when online and ``HF_HUB_OFFLINE`` is unset)."""
     if not name_or_path or not name_or_path.strip():
         raise BadInput("no model given: pass a hub id (e.g. bert-base-uncased) or a directory written by save_pretrained")
-    path = Path(name_or_path).expanduser()
+    try:
+        path = Path(name_or_path).expanduser()
+    except RuntimeError:  # ~nosuchuser/...: no such user, no home to expand
+        raise BadInput(f"no such model or directory: '{name_or_path}' (no such user's home folder)") from None
     if path.is_dir():
         check_model_dir(path)
         return path
@@ -69,12 +72,18 @@ def resolve(name_or_path: str) -> Path:
 
 
 def check_model_dir(path: Path) -> None:
-    if not (path / CONFIG).is_file():
+    if not (path / CONFIG).exists():  # a FIFO or device config.json is damage, found when it is read
         raise BadInput(f"'{path}' is not a Hugging Face model: it has no {CONFIG} "
                        "(a model directory is what save_pretrained writes)")
-    weights = [p.name for p in path.iterdir() if p.suffix in (".safetensors", ".bin") or p.name.endswith(".index.json")]
-    if not weights:
-        raise BadInput(f"'{path}' has a {CONFIG} but no weights (model.safetensors or pytorch_model.bin)")
+    names = [p.name for p in path.iterdir()]
+    if any(n.endswith(".safetensors") for n in names):
+        return
+    pickles = [n for n in names if n.endswith((".bin", ".pt", ".pth", ".ckpt"))]
+    if pickles:
+        raise BadInput(f"'{path}' has only pickled weights ({', '.join(sorted(pickles)[:3])}), which attn never loads "
+                       "(unpickling can run code): convert them to safetensors on a machine you trust: "
+                       f"{CONVERT}")
+    raise BadInput(f"'{path}' has a {CONFIG} but no weights (model.safetensors)")
 
 
 def _from_hub(repo_id: str) -> Path:
@@ -103,31 +112,17 @@ def _from_hub(repo_id: str) -> Path:
             raise RuntimeFailure(f"{where}, and downloading it failed ({exc.__class__.__name__}): without network, "
                                  f"set HF_HUB_OFFLINE=1 and {how}") from None
     path = Path(found)
-    if not any(path.glob("*.safetensors")) and not offline():
-        try:  # an older repository with only pytorch weights
-            path = Path(huggingface_hub.snapshot_download(repo_id, allow_patterns=HUB_FILES + ["pytorch_model.bin"]))
-        except Exception:
-            pass
-    check_model_dir(path)
+    check_model_dir(path)  # an older repository with only pickled weights is refused: they are never fetched
     return path
 
 
-def read_json(path: Path) -> Any:
-    """The JSON in a model folder's file ``path``: a regular file (the hub cache's symbolic links
-    are followed) of at most MAX_JSON_BYTES, read through attncli.fileio; FileProblem or ValueError
-    (not UTF-8, not JSON) when it cannot be."""
-    from attncli.fileio import read_text
-
-    return json.loads(read_text(path, MAX_JSON_BYTES, follow_symlinks=True))
-
-
 def read_config(path: Path) -> dict[str, Any]:
-    from attncli.fileio import FileProblem
+    """config.json, read through the checked door (regular, bounded, not too deep) and validated
+    (``config_check.check_config``): damage is RuntimeFailure, a file that is no model's BadInput."""
+    from attncli.transformer import config_check
 
-    try:
-        config = read_json(path / CONFIG)
-    except (FileProblem, ValueError) as exc:
-        raise BadInput(f"cannot read {path / CONFIG}: {exc}") from None
+    config = config_check.read_json(path / CONFIG)
     if not isinstance(config, dict) or not isinstance(config.get("model_type"), str):
         raise BadInput(f"{path / CONFIG} names no model_type: it is not a transformers model config")
+    config_check.check_config(config, path)
     return config

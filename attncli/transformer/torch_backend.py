@@ -14,8 +14,14 @@ from typing import Any, Sequence
 import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
+from attncli.textio import visible
+from attncli.transformer import config_check
 from attncli.transformer.encoding import Encoding
 from attncli.transformer.pretrained import Pretrained
+from attncli.transformer.weight_check import check_finite, report_unused
+
+NEVER_REMOTE = dict(trust_remote_code=False)  # on every transformers call: no code from a model directory
+UNUSED_OK = ("pooler.",)  # attn reads the last hidden state: a missing pooler is never used
 
 DECODER_TYPES = {"gpt2", "gpt_neo", "gpt_neox", "gptj", "openai-gpt", "ctrl", "codegen", "opt", "bloom", "llama",
                  "mistral", "mixtral", "falcon", "phi", "phi3", "qwen2", "qwen3", "gemma", "gemma2", "olmo",
@@ -32,33 +38,67 @@ def _is_decoder(config: Any) -> bool:
 class TorchPretrained(Pretrained):
     backend = "torch"
 
-    def __init__(self, name: str, path: Path, config: dict[str, Any]):
+    def __init__(self, name: str, path: Path, config: dict[str, Any], *, allow_missing_weights: bool = False):
         super().__init__(name, path, config)
+        config_check.check_trust(config, self.path)  # load() did; again for a direct construction
         import torch
         import transformers
 
         self.torch = torch
         transformers.utils.logging.set_verbosity_error()  # stderr stays for attn's own messages
         transformers.utils.logging.disable_progress_bar()
+        if self.model_type not in transformers.CONFIG_MAPPING:
+            raise BadInput(f"model '{visible(name)}' has model_type '{visible(self.model_type)}', which transformers "
+                           f"{transformers.__version__} does not know: it would need code from the model directory, "
+                           "and attn never runs code that comes with a model")
         try:
-            hf_config = transformers.AutoConfig.from_pretrained(self.path)
-        except (OSError, ValueError, KeyError, ImportError, RuntimeError) as exc:
-            raise RuntimeFailure(f"transformers could not load '{name}': {_first_line(exc)}") from None
+            hf_config = transformers.AutoConfig.from_pretrained(self.path, **NEVER_REMOTE)
+        except Exception as exc:  # noqa: BLE001 - transformers raises anything on a damaged directory
+            raise RuntimeFailure(f"transformers could not load '{visible(name)}': {_first_line(exc)}") from None
         if getattr(hf_config, "is_encoder_decoder", False):
             raise BadInput(f"model '{name}' ({hf_config.model_type}) is an encoder-decoder: attn reads the "
                            "self-attention of one stack, an encoder (BERT family) or a decoder (GPT-2 family)")
         try:
             self.is_decoder = _is_decoder(hf_config)
             auto = transformers.AutoModelForCausalLM if self.is_decoder else transformers.AutoModel
-            self.model = auto.from_pretrained(self.path, attn_implementation="eager", dtype=torch.float32)
-            self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.path)
-        except (OSError, ValueError, KeyError, ImportError, RuntimeError) as exc:
-            raise RuntimeFailure(f"transformers could not load '{name}': {_first_line(exc)}") from None
+            self.model, info = auto.from_pretrained(self.path, attn_implementation="eager", dtype=torch.float32,
+                                                    use_safetensors=True, output_loading_info=True,
+                                                    ignore_mismatched_sizes=True,  # reported below, by name
+                                                    **NEVER_REMOTE)
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.path, **NEVER_REMOTE)
+        except Exception as exc:  # noqa: BLE001 - as above
+            raise RuntimeFailure(f"transformers could not load '{visible(name)}': {_first_line(exc)}") from None
+        self._check_loading(info, allow_missing_weights)
         self.model.eval()
         text_config = getattr(self.model.config, "get_text_config", lambda: self.model.config)()
         self.layers = int(getattr(text_config, "num_hidden_layers"))
         self.heads = int(getattr(text_config, "num_attention_heads"))
         self.use_type_ids = "token_type_ids" in getattr(self.tokenizer, "model_input_names", [])
+
+    def _check_loading(self, info: dict[str, Any], allow: bool) -> None:
+        """transformers' loading info: a weight it made up (missing) or dropped (unexpected, in the
+        base model: a task head's is not counted) is an error or a warning; a NaN weight is damage."""
+        model = self.model
+        prefix = getattr(model, "base_model_prefix", "") + "."
+        parts = {n for n, _ in model.named_children()} | {n for n, _ in model.base_model.named_children()}
+
+        def in_model(key: str) -> bool:
+            return key.removeprefix(prefix).split(".")[0] in parts
+
+        def used(key: str) -> bool:
+            return not key.removeprefix(prefix).startswith(UNUSED_OK)
+
+        for entry in sorted(info.get("mismatched_keys", ()), key=str):  # (name, checkpoint's shape, config's)
+            key, got, want = (entry, "?", "?") if isinstance(entry, str) else (entry + ("?", "?"))[:3]
+            raise RuntimeFailure(f"damaged model: {visible(str(key))}: shape {tuple(got)}, but config.json implies "
+                                 f"{tuple(want)}")
+        report_unused(self.name, missing=[k for k in info.get("missing_keys", ()) if used(k)],
+                      unexpected=[k for k in info.get("unexpected_keys", ()) if in_model(k) and used(k)],
+                      allow=allow)
+        torch = self.torch
+        for key, tensor in model.state_dict().items():
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                check_finite(tensor.float().numpy(), f"the weight {key}")
 
     def _tokenize(self, texts: list[str], max_length: int | None) -> Any:
         kwargs = dict(truncation="longest_first", max_length=max_length) if max_length is not None else {}
@@ -97,6 +137,8 @@ class TorchPretrained(Pretrained):
             raise RuntimeFailure(f"model '{self.name}' returned {got} for its {self.layers} layers' attentions: "
                                  "its attention implementation cannot return weights")
         stacked = np.stack([a[0].float().numpy() for a in attentions]).astype(np.float64)  # (L, h, T, T)
+        for layer, weights in enumerate(stacked):
+            check_finite(weights, f"layer {layer}'s attention")
         if stacked.shape[1:] != (self.heads, T, T):
             raise RuntimeFailure(f"model '{self.name}' returned attentions of shape {stacked.shape[1:]}, "
                                  f"expected ({self.heads}, {T}, {T})")
@@ -113,6 +155,8 @@ class TorchPretrained(Pretrained):
 
     def _last_hidden(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         out = self._forward(self._inputs(ids, type_ids, mask), output_hidden_states=True)
+        for layer, hidden in enumerate(out.hidden_states[1:]):
+            check_finite(hidden.float().numpy(), f"layer {layer}'s output")
         return out.hidden_states[-1].float().numpy()  # (B, T, d)
 
     def new_cache(self) -> None:
@@ -125,7 +169,10 @@ class TorchPretrained(Pretrained):
         self.check_decoder()
         arr = self.check_ids(ids)[None]  # (1, T)
         out = self._forward(self._inputs(arr, None, np.ones_like(arr, dtype=bool)), output_attentions=True)
-        return out.logits[0].float().numpy().astype(np.float64), self._stacked(out, arr.shape[1])
+        attentions = self._stacked(out, arr.shape[1])
+        logits = out.logits[0].float().numpy().astype(np.float64)  # (T, V)
+        check_finite(logits, "the logits")
+        return logits, attentions
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False)
@@ -157,4 +204,4 @@ def _slow_encoding(tokenizer: Any, batch: Any, n_texts: int) -> SimpleNamespace:
 
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
-    return text[0] if text else exc.__class__.__name__
+    return visible(text[0][:300]) if text else exc.__class__.__name__

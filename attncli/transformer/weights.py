@@ -11,16 +11,23 @@ the prefix is found from an anchor tensor and then left out of every name asked 
 from __future__ import annotations
 
 import json
+import os
 import struct
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
+from attncli.fileio import FileProblem, open_regular
+from attncli.transformer.config_check import MAX_DEPTH, SAFETENSORS_HEADER_BYTES, damaged, depth
+from attncli.transformer.weight_check import check_finite
 
 NUMPY_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
                 "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
+
+
+FLOAT_VIEWS = {"F64": "<f8", "F32": "<f4", "F16": "<f2"}  # safetensors' floats are little-endian
 
 
 class Weights:
@@ -31,6 +38,7 @@ class Weights:
 
         self.path = Path(path)
         self.dtype = np.dtype(dtype)
+        self._raw, self._data_start = read_header(self.path)  # a regular file, its header bounded
         try:
             self._file = safe_open(str(self.path), framework="numpy")
             names = list(self._file.keys())
@@ -38,11 +46,16 @@ class Weights:
             raise RuntimeFailure(f"cannot read {self.path}: {exc}") from None
         self._names = set(names)
         self._cache: dict[tuple[str, np.dtype], np.ndarray] = {}
-        self._raw: dict[str, dict] | None = None
         self.prefix = _prefix(names, anchors, self.path)
 
     def __contains__(self, name: str) -> bool:
         return self.prefix + name in self._names
+
+    def base_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Every tensor of the base model (its name starts with the prefix; a task head's, such as
+        cls.* or lm_head.weight, does not) by its name without the prefix, with its shape."""
+        n = len(self.prefix)
+        return {name[n:]: tuple(self._raw[name]["shape"]) for name in self._names if name.startswith(self.prefix)}
 
     def get(self, name: str, dtype: type | None = None) -> np.ndarray:
         """The whole tensor ``name`` (prefix left out) in the compute dtype (or ``dtype``), cached."""
@@ -73,6 +86,27 @@ class Weights:
         gathered = np.stack([sl[int(i): int(i) + 1][0] for i in unique]).astype(self.dtype)
         return gathered[inverse].reshape(*np.shape(ids), -1)
 
+    def check_finite(self, names: Sequence[str]) -> None:
+        """Every float tensor ``names`` (prefix left out) holds no NaN or infinity, so a damaged
+        weight is refused at load, before any output: each is viewed through a memory map of the
+        file in its own dtype (no copy, nothing kept; safe_open has checked the offsets)."""
+        for name in names:
+            full = self.prefix + name
+            if full not in self._names:
+                continue
+            kind = self._dtype_of(full)
+            if kind == "BF16":
+                tensor = self._bfloat16(full)
+            elif kind in FLOAT_VIEWS:
+                begin, end = self._raw[full]["data_offsets"]
+                if end == begin:
+                    continue
+                tensor = np.memmap(self.path, dtype=FLOAT_VIEWS[kind], mode="r", offset=self._data_start + begin,
+                                   shape=((end - begin) // np.dtype(FLOAT_VIEWS[kind]).itemsize,))
+            else:
+                continue
+            check_finite(tensor, f"the weight {name}")
+
     def _dtype_of(self, full: str) -> str:
         return self._file.get_slice(full).get_dtype()
 
@@ -88,17 +122,48 @@ class Weights:
 
     def _bfloat16(self, full: str) -> np.ndarray:
         """bfloat16 is the top half of a float32: widen the memory-mapped uint16s by a 16-bit shift."""
-        if self._raw is None:
-            with open(self.path, "rb") as f:
-                (n,) = struct.unpack("<Q", f.read(8))
-                self._raw = json.loads(f.read(n))
-                self._data_start = 8 + n
         info = self._raw[full]
         begin, end = info["data_offsets"]
         shape = tuple(info["shape"])
         halves = np.memmap(self.path, dtype="<u2", mode="r", offset=self._data_start + begin,
                            shape=((end - begin) // 2,))
         return (halves.astype(np.uint32) << 16).view(np.float32).reshape(shape)
+
+
+def read_header(path: Path) -> tuple[dict[str, Any], int]:
+    """A safetensors file's header (tensor name -> dtype, shape, data_offsets) and where its data
+    starts, read through the checked door: a regular file (no FIFO, no device), a header of at
+    most SAFETENSORS_HEADER_BYTES inside the file, JSON nested at most MAX_DEPTH deep, every entry
+    with a list of sizes as its shape. Anything else is damage that names the file."""
+    try:
+        fd = open_regular(path, follow_symlinks=True)
+    except FileProblem as exc:
+        raise damaged(path.name, str(exc)) from None
+    with os.fdopen(fd, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        head = fh.read(8)
+        if len(head) < 8:
+            raise damaged(path.name, "it is too short to be a safetensors file")
+        (n,) = struct.unpack("<Q", head)
+        if n > min(SAFETENSORS_HEADER_BYTES, size - 8):
+            raise damaged(path.name, f"its header claims {n:,} bytes (the file has {size:,})")
+        raw = fh.read(n)
+    try:
+        header = json.loads(raw)
+    except RecursionError:
+        raise damaged(path.name, f"its header nests more than {MAX_DEPTH} deep") from None
+    except ValueError as exc:
+        raise damaged(path.name, f"its header is not JSON ({exc})") from None
+    if not isinstance(header, dict) or depth(header) > MAX_DEPTH:
+        raise damaged(path.name, "its header is not a table of tensors")
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        shape = info.get("shape") if isinstance(info, dict) else None
+        if not (isinstance(shape, list) and len(shape) <= 8
+                and all(isinstance(k, int) and not isinstance(k, bool) and 0 <= k < 2**40 for k in shape)):
+            raise damaged(path.name, f"tensor {json.dumps(name)[:60]} has no valid shape")
+    return header, 8 + n
 
 
 def _prefix(names: list[str], anchors: Sequence[str], path: Path) -> str:

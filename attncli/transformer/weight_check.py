@@ -1,0 +1,76 @@
+"""Never silently wrong: weights a model did not use or did not find, weights of the wrong shape, and
+NaN or infinity in a weight or an activation, on both backends.
+
+``report_unused`` turns transformers' loading info (or the numpy path's own comparison of the
+safetensors names with what its forward pass reads) into an error that names the tensors (exit 1),
+or, with ``allow`` (``--allow-missing-weights``), a warning on stderr. ``check_shapes`` compares the
+safetensors header with the shapes the config implies. ``check_finite`` refuses an array holding
+NaN or infinity with "damaged model: NaN in <where>".
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from attncli import messages
+from attncli.errors import RuntimeFailure
+from attncli.textio import visible
+
+ALLOW = "--allow-missing-weights"
+SHOWN = 4  # tensor names listed in a message, then "and N more"
+
+
+def _names(keys: Iterable[str]) -> str:
+    keys = sorted(keys)
+    shown = ", ".join(visible(k) for k in keys[:SHOWN])
+    return shown + (f" and {len(keys) - SHOWN} more" if len(keys) > SHOWN else "")
+
+
+def report_unused(name: str, *, missing: Iterable[str] = (), unexpected: Iterable[str] = (),
+                  allow: bool = False, can_allow: bool = True) -> None:
+    """RuntimeFailure naming the tensors the checkpoint lacks (they would be random) or holds but
+    the model does not use (its attention would be computed without them); with ``allow`` (and
+    ``can_allow``: the backend can run without them) a warning instead. (A tensor of another
+    shape is damage, never allowed: check_shapes.)"""
+    missing, unexpected = set(missing), set(unexpected)
+    problems = []
+    if missing:
+        problems.append(f"{len(missing)} weight(s) the model needs are not in the checkpoint "
+                        f"({_names(missing)}: they would be random)")
+    if unexpected:
+        problems.append(f"{len(unexpected)} weight(s) in the checkpoint are not used by the model "
+                        f"({_names(unexpected)}: its attention would be computed without them)")
+    if not problems:
+        return
+    text = f"model '{visible(name)}': " + "; ".join(problems)
+    if allow and can_allow:
+        messages.warn(text + f"; going on as {ALLOW} asks: the attention shown is not the trained model's")
+        return
+    hint = (f" ({ALLOW} runs it anyway, with a warning)" if can_allow else
+            f" (attn's NumPy path cannot run without them; --backend torch {ALLOW} runs them random, with a warning)")
+    raise RuntimeFailure(f"{text}: attn will not show attention that is silently wrong{hint}")
+
+
+def check_shapes(actual: Mapping[str, Sequence[int]], expected: Mapping[str, tuple[int | None, ...]]) -> None:
+    """Each expected tensor present in ``actual`` has the shape the config implies (None: a size
+    the config does not state); RuntimeFailure "damaged model: <tensor>: shape (a, b), but
+    config.json implies (c, d)" otherwise (a position table shorter than max_position_embeddings)."""
+    for tensor, shape in expected.items():
+        got = actual.get(tensor)
+        if got is None:
+            continue
+        got = tuple(got)
+        if len(got) != len(shape) or any(want is not None and want != n for want, n in zip(shape, got)):
+            implied = "(" + ", ".join("any" if n is None else str(n) for n in shape) + ("," if len(shape) == 1 else "") + ")"
+            raise RuntimeFailure(f"damaged model: {visible(tensor)}: shape {got}, but config.json implies {implied}")
+
+
+def check_finite(array: Any, where: str) -> None:
+    """RuntimeFailure "damaged model: NaN in <where>" when ``array`` holds NaN or infinity."""
+    a = np.asarray(array)
+    if a.dtype.kind not in "fc" or np.isfinite(a).all():
+        return
+    kind = "NaN" if np.isnan(a).any() else "infinity"
+    raise RuntimeFailure(f"damaged model: {kind} in {where}")
