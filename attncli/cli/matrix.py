@@ -134,8 +134,10 @@ def matrix_cmd(
         _transformer_matrix(given, sentence=sentence, file=file, transformer=transformer, pair=pair, pair_filter=pair_filter,
                             layer=layer, head=head, words=words, hide_special=hide_special, rollout=rollout,
                             backend=backend, truncate=truncate, explain=explain, model_view=model_view,
-                            layers=layers, rows=rows, cols=cols, svg=svg, html=html, json_out=json_out)
+                            layers=layers, rows=rows, cols=cols, svg=svg, html=html, json_out=json_out, show=show.value)
         return
+    if show.value == "norms":
+        raise BadInput("--show norms needs --transformer NAME_OR_PATH (the value vectors of a pretrained model)")
     from attncli.attention.masks import MaskSpec
     from attncli.attention.matrix import MatrixRequest, compute
 
@@ -187,7 +189,7 @@ def _given(ctx, name: str) -> bool:
 
 def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, pair_filter, layer, head, words,
                         hide_special, rollout, backend, truncate, explain, model_view, layers, rows, cols, svg,
-                        html, json_out) -> None:
+                        html, json_out, show="weights") -> None:
     """attn matrix --transformer: checked here, computed and drawn by attncli.cli.transformer."""
     from attncli.cli.transformer import MatrixOptions, check_options, run_matrix
 
@@ -197,7 +199,7 @@ def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, p
     opts = MatrixOptions(transformer=transformer, text=_read_text(sentence, file), pair=pair,
                          layer=layer, head=head, block=pair_filter.value if pair_filter else None, words=words,
                          hide_special=hide_special, rollout=rollout, backend=backend.value if backend else "auto",
-                         truncate=truncate, explain=explain, model_view=model_view, layers=layers)
+                         truncate=truncate, explain=explain, model_view=model_view, layers=layers, show=show)
     run_matrix(opts, json_out=json_out, svg=svg, html=html, row_span=_span(rows, "--rows"), col_span=_span(cols, "--cols"))
 
 

@@ -17,6 +17,7 @@ class Show(str, Enum):
     weights = "weights"
     scores = "scores"
     output = "output"
+    norms = "norms"  # --transformer only: ||alpha f(x)|| (attncli.attention.value_norms)
 
 
 class Positions(str, Enum):
@@ -68,7 +69,7 @@ LayerOpt = Annotated[Optional[int], typer.Option(help="Layer of --proj trained (
 HeadOpt = Annotated[Optional[int], typer.Option(help="One head of --proj trained or --transformer (0-based; default: every head and their mean).")]
 HeadsOpt = Annotated[Optional[int], typer.Option(help="Heads of --variant multihead (default 4).")]
 MaxRelativeOpt = Annotated[int, typer.Option("--max-relative", help="Clipping distance k of --variant relative.")]
-ShowOpt = Annotated[Show, typer.Option(help="What the heatmap shows.")]
+ShowOpt = Annotated[Show, typer.Option(help="What the heatmap shows (--transformer: weights, scores or norms, ||alpha f(x)||).")]
 ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="Word-vector model (default: $ATTN_MODEL or the built-in one).")]
 
 # --- a pretrained transformer's attention ---------------------------------------------------------

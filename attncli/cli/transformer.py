@@ -31,7 +31,6 @@ NOT_FOR_TRANSFORMERS = {
     "heads": "the model's head count is fixed; pick one with --head",
     "max_relative": "it belongs to --variant relative",
     "model": "--transformer names the model",
-    "show": "the pretrained view shows weights (--explain I J shows the scores of one cell)",
 }
 # options that only --transformer gives a meaning to (attn matrix's parameter names)
 TRANSFORMER_ONLY = ("pair", "pair_filter", "words", "hide_special", "rollout", "backend", "truncate", "model_view", "layers")
@@ -70,6 +69,7 @@ class MatrixOptions:
     explain: Optional[tuple[int, int]] = None
     model_view: bool = False
     layers: Optional[str] = None
+    show: str = "weights"  # weights, scores (before the softmax) or norms (||alpha f(x)||)
 
 
 def check_combinations(o: MatrixOptions) -> None:
@@ -86,8 +86,38 @@ def check_combinations(o: MatrixOptions) -> None:
         raise BadInput("--explain I J takes input positions (special tokens included): drop --hide-special")
     check_model_view_options(model_view=o.model_view, layers=o.layers, layer=o.layer, head=o.head, explain=o.explain,
                              rollout=o.rollout, words=o.words, block=o.block)
+    _check_show(o)
     if o.backend not in ("auto", "numpy", "torch"):
         raise BadInput(f"--backend {o.backend!r}: expected auto, numpy or torch")
+
+
+def _check_show(o: MatrixOptions) -> None:
+    """--show scores / norms draw one layer's heads by token: the views that mix tokens, layers or
+    renormalise rows are refused."""
+    if o.show == "weights":
+        return
+    if o.show not in ("scores", "norms"):
+        raise BadInput(f"--show {o.show} does not apply with --transformer: choose weights, scores or norms")
+    for on, option, why in ((o.rollout, "--rollout", "it multiplies weights through the layers"),
+                            (o.words, "--words", "word rows sum and average weights"),
+                            (o.hide_special, "--hide-special", "it renormalises rows of weights"),
+                            (o.model_view, "--model-view", "it classifies the heads by their weights")):
+        if on:
+            raise BadInput(f"--show {o.show} draws one layer's heads token by token: drop {option} ({why})")
+
+
+def layer_matrices(model, enc, layer: int, show: str):
+    """(h, T, T) per head and (T, T) for the whole layer of ``show``: scores (the whole layer: the
+    heads' mean), or norms ||A f(x)|| (the whole layer: the norm of the heads' vectors added),
+    with the explain function of the norms (None for scores)."""
+    from attncli.attention import value_norms
+
+    if show == "scores":
+        per_head = model.scores(enc, layer)  # (h, T, T), -inf where masked
+        return per_head, per_head.mean(axis=0), None
+    weights, fx = model.value_vectors(enc, layer)  # (h, T, T), (h, T, d)
+    explain = lambda i, j, head: value_norms.explain_norm(weights, fx, enc.tokens, i, j, head)  # noqa: E731
+    return value_norms.head_norms(weights, fx), value_norms.summed_norms(weights, fx), explain
 
 
 def load_model(name: str, backend: str):
@@ -104,7 +134,7 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, svg: Optional[Path], html: O
     check_combinations(o)
     model = load_model(o.transformer, o.backend)
     layer = pv.layer_shown(model, o.layer, o.head)
-    if o.explain is not None and model.backend != "numpy":
+    if o.explain is not None and model.backend != "numpy" and o.show != "norms":
         raise BadInput("--explain I J needs attn's NumPy forward pass (the queries and keys of a layer): "
                        "add --backend numpy (BERT and GPT-2 families)")
     enc = model.encode(o.text, pair=o.pair, truncate=o.truncate)
@@ -131,11 +161,17 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, svg: Optional[Path], html: O
                               classes=classes)
         _save(console, svg, html, enc)
         return
-    view = pv.select(attentions, layer=layer, head=o.head, rollout=o.rollout, hide_special=o.hide_special,
+    shown, combined, explain_norm, at = attentions, None, None, layer
+    if o.show != "weights":
+        per_head, combined, explain_norm = layer_matrices(model, enc, layer, o.show)
+        shown, at, meta["show"] = per_head[None], 0, o.show  # (1, h, T, T): the one layer drawn
+    view = pv.select(shown, layer=at, head=o.head, rollout=o.rollout, hide_special=o.hide_special,
                      block=o.block or "all", words=o.words, tokens=enc.tokens, segments=enc.segments,
-                     special=enc.special, word_ids=enc.word_ids, word_texts=enc.words)
+                     special=enc.special, word_ids=enc.word_ids, word_texts=enc.words, combined=combined)
     explanation = None
-    if o.explain is not None:
+    if explain_norm is not None and o.explain is not None:
+        explanation = explain_norm(*o.explain, o.head)
+    elif o.explain is not None:
         q, k = model.qk(enc, layer)  # (h, T, d_head) each
         explanation = pv.explain_cell(q, k, model.scale(layer), bool(model.is_decoder), attentions[layer],
                                       enc.tokens, *o.explain, head=o.head)

@@ -18,7 +18,7 @@ import numpy as np
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.transformer import bert, blas, distilbert, gpt2, ops
 from attncli.transformer.encoding import Encoding
-from attncli.transformer.pretrained import Pretrained
+from attncli.transformer.pretrained import Pretrained, masked_scores
 from attncli.transformer.source import SAFETENSORS, TOKENIZER
 from attncli.transformer.weights import Weights, WeightsAs
 
@@ -102,10 +102,10 @@ class NumpyPretrained(Pretrained):
 
     def _run(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, *, keep: bool = True,
              stop: int | None = None, arch: Any = None
-             ) -> tuple[np.ndarray, list[np.ndarray], tuple[np.ndarray, np.ndarray] | None]:
+             ) -> tuple[np.ndarray, list[np.ndarray], tuple[np.ndarray, ...] | None]:
         """The forward pass (of ``self.arch``, float64, unless another ``arch``): the last hidden
-        state (B, T, d), each layer's attentions (B, h, T, T) if ``keep``, and q, k (B, h, T, d_head)
-        of layer ``stop`` (the pass ends there)."""
+        state (B, T, d), each layer's attentions (B, h, T, T) if ``keep``, and the attentions
+        (B, h, T, T) and q, k, v (B, h, T, d_head) of layer ``stop`` (the pass ends there)."""
         arch = self.arch if arch is None else arch
         try:
             x = arch.embeddings(ids, type_ids, mask)  # (B, T, d)
@@ -117,11 +117,12 @@ class NumpyPretrained(Pretrained):
         attentions: list[np.ndarray] = []
         with blas.one_thread(ids.size <= ONE_THREAD_TOKENS):
             for l in range(arch.layers):
-                x, weights, q, k = arch.layer(l, x, allowed)[:4]
+                out = arch.layer(l, x, allowed)
+                x, weights = out[:2]
                 if keep:
                     attentions.append(weights)
                 if stop == l:
-                    return x, attentions, (q, k)
+                    return x, attentions, out[1:5]  # weights, q, k, v
             return arch.final(x), attentions, None
 
     def attentions(self, enc) -> np.ndarray:
@@ -132,8 +133,24 @@ class NumpyPretrained(Pretrained):
     def qk(self, enc, layer: int) -> tuple[np.ndarray, np.ndarray]:
         """q, k (h, T, d_head) of ``layer``: softmax(q k^T * scale(layer) + mask) is its attentions."""
         self.check_layer(layer)
-        _, _, (q, k) = self._run(*self._arrays(enc), keep=False, stop=layer)
+        _, _, (_, q, k, _) = self._run(*self._arrays(enc), keep=False, stop=layer)
         return q[0], k[0]
+
+    def scores(self, enc, layer: int) -> np.ndarray:
+        """(h, T, T) q k^T * scale(layer) of ``layer``, before the softmax; -inf where masked (causal)."""
+        q, k = self.qk(enc, layer)
+        return masked_scores(q, k, self.scale(layer), self.is_decoder)
+
+    def value_vectors(self, enc, layer: int) -> tuple[np.ndarray, np.ndarray]:
+        """The attentions A (h, T, T) of ``layer`` and each head's transformed value vectors
+        f^h(x_j) = (x_j W_V + b_V)^h W_O^h (h, T, d), W_O^h the rows of head h (Kobayashi et al.
+        2020, eq. 6; b_O, shared by every token, is left out): the layer's attention output is
+        sum_h sum_j A[h, i, j] f^h(x_j) + b_O."""
+        self.check_layer(layer)
+        _, _, (weights, _, _, v) = self._run(*self._arrays(enc), keep=False, stop=layer)
+        h, d_head = self.heads, self.arch.d_head
+        w_o = self.arch.output_weight(layer).reshape(h, d_head, -1)  # (h, d_head, d)
+        return weights[0], np.einsum("htk,hkd->htd", v[0], w_o)  # (h, T, T), (h, T, d)
 
     def _last_hidden(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """For ``embed``: in float32, twice as fast as float64 and within 1e-6 of it."""
