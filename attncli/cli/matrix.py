@@ -18,6 +18,7 @@ from attncli.cli.options import (BackendOpt, CausalOpt, ContextOpt, DKOpt, Filte
                                  HideSpecialOpt, LayerOpt, LayersOpt, MaxRelativeOpt, ModelOpt, ModelViewOpt, PadToOpt,
                                  PairOpt, Positions, PositionsOpt, ProjOpt, RolloutOpt, SeedOpt, Show, ShowOpt,
                                  TransformerOpt, TruncateOpt, VariantOpt, WindowOpt, WordsOpt)
+from attncli.cli.options import FlowOpt
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.textio import read_user_text
 
@@ -121,6 +122,7 @@ def matrix_cmd(
     truncate: TruncateOpt = False,
     model_view: ModelViewOpt = False,
     layers: LayersOpt = None,
+    flow: FlowOpt = False,
 ) -> None:
     """Attention matrix of a sentence as a heatmap: rows are queries, columns keys.
 
@@ -134,7 +136,7 @@ def matrix_cmd(
         _transformer_matrix(given, sentence=sentence, file=file, transformer=transformer, pair=pair, pair_filter=pair_filter,
                             layer=layer, head=head, words=words, hide_special=hide_special, rollout=rollout,
                             backend=backend, truncate=truncate, explain=explain, model_view=model_view,
-                            layers=layers, rows=rows, cols=cols, svg=svg, html=html, json_out=json_out, show=show.value)
+                            layers=layers, rows=rows, cols=cols, svg=svg, html=html, json_out=json_out, show=show.value, flow=flow)
         return
     if show.value == "norms":
         raise BadInput("--show norms needs --transformer NAME_OR_PATH (the value vectors of a pretrained model)")
@@ -178,7 +180,8 @@ def matrix_cmd(
         _save_exports(console, svg, html, title=f"attn matrix: {' '.join(res.tokens)[:60]}")
 
 
-_TRANSFORMER_ONLY = ("pair", "pair_filter", "words", "hide_special", "rollout", "backend", "truncate", "model_view", "layers")
+_TRANSFORMER_ONLY = ("pair", "pair_filter", "words", "hide_special", "rollout", "backend", "truncate", "model_view", "layers",
+                     "flow")
 
 
 def _given(ctx, name: str) -> bool:
@@ -189,7 +192,7 @@ def _given(ctx, name: str) -> bool:
 
 def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, pair_filter, layer, head, words,
                         hide_special, rollout, backend, truncate, explain, model_view, layers, rows, cols, svg,
-                        html, json_out, show="weights") -> None:
+                        html, json_out, show="weights", flow=False) -> None:
     """attn matrix --transformer: checked here, computed and drawn by attncli.cli.transformer."""
     from attncli.cli.transformer import MatrixOptions, check_options, run_matrix
 
@@ -199,7 +202,7 @@ def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, p
     opts = MatrixOptions(transformer=transformer, text=_read_text(sentence, file), pair=pair,
                          layer=layer, head=head, block=pair_filter.value if pair_filter else None, words=words,
                          hide_special=hide_special, rollout=rollout, backend=backend.value if backend else "auto",
-                         truncate=truncate, explain=explain, model_view=model_view, layers=layers, show=show)
+                         truncate=truncate, explain=explain, model_view=model_view, layers=layers, show=show, flow=flow)
     run_matrix(opts, json_out=json_out, svg=svg, html=html, row_span=_span(rows, "--rows"), col_span=_span(cols, "--cols"))
 
 

@@ -94,3 +94,8 @@ ModelViewOpt = Annotated[bool, typer.Option("--model-view", help="Every layer x 
                                             rich_help_panel=PRETRAINED)]
 LayersOpt = Annotated[Optional[str], typer.Option(help="Layers of --model-view, A-B (0-based, both included).",
                                                   rich_help_panel=PRETRAINED)]
+
+# --- beyond raw weights (issue 22: docs/beyond-weights.md) -----------------------------------------
+
+FlowOpt = Annotated[bool, typer.Option("--flow", help="Attention flow through layers 0..--layer: max-flow from each input token through the rollout's Â graph (Abnar & Zuidema 2020).",
+                                       rich_help_panel=PRETRAINED)]

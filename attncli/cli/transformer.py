@@ -33,7 +33,8 @@ NOT_FOR_TRANSFORMERS = {
     "model": "--transformer names the model",
 }
 # options that only --transformer gives a meaning to (attn matrix's parameter names)
-TRANSFORMER_ONLY = ("pair", "pair_filter", "words", "hide_special", "rollout", "backend", "truncate", "model_view", "layers")
+TRANSFORMER_ONLY = ("pair", "pair_filter", "words", "hide_special", "rollout", "backend", "truncate", "model_view", "layers",
+                    "flow")
 
 
 def option_name(param: str) -> str:
@@ -70,6 +71,7 @@ class MatrixOptions:
     model_view: bool = False
     layers: Optional[str] = None
     show: str = "weights"  # weights, scores (before the softmax) or norms (||alpha f(x)||)
+    flow: bool = False  # attention flow (max-flow through the layers) instead of one layer
 
 
 def check_combinations(o: MatrixOptions) -> None:
@@ -87,6 +89,7 @@ def check_combinations(o: MatrixOptions) -> None:
     check_model_view_options(model_view=o.model_view, layers=o.layers, layer=o.layer, head=o.head, explain=o.explain,
                              rollout=o.rollout, words=o.words, block=o.block)
     _check_show(o)
+    _check_flow(o)
     if o.backend not in ("auto", "numpy", "torch"):
         raise BadInput(f"--backend {o.backend!r}: expected auto, numpy or torch")
 
@@ -104,6 +107,16 @@ def _check_show(o: MatrixOptions) -> None:
                             (o.model_view, "--model-view", "it classifies the heads by their weights")):
         if on:
             raise BadInput(f"--show {o.show} draws one layer's heads token by token: drop {option} ({why})")
+
+
+def _check_flow(o: MatrixOptions) -> None:
+    if not o.flow:
+        return
+    for on, option in ((o.head is not None, "--head"), (o.rollout, "--rollout"), (o.explain is not None, "--explain"),
+                       (o.show != "weights", "--show"), (o.words, "--words"), (o.hide_special, "--hide-special"),
+                       (o.model_view, "--model-view")):
+        if on:
+            raise BadInput(f"--flow is one matrix through every head of layers 0..--layer: drop {option}")
 
 
 def layer_matrices(model, enc, layer: int, show: str):
@@ -138,9 +151,13 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, svg: Optional[Path], html: O
         raise BadInput("--explain I J needs attn's NumPy forward pass (the queries and keys of a layer): "
                        "add --backend numpy (BERT and GPT-2 families)")
     enc = model.encode(o.text, pair=o.pair, truncate=o.truncate)
+    if o.flow:
+        from attncli.attention.flow import check_tokens
+
+        check_tokens(len(enc.ids))  # before the forward pass
     attentions = model.attentions(enc)  # (L, h, T, T)
     meta = pv.view_meta(model, enc, layer=layer, head=o.head, rollout=o.rollout, block=o.block,
-                        hide_special=o.hide_special, words=o.words)
+                        hide_special=o.hide_special, words=o.words, flow=o.flow)
     from attncli.cli.transformer_views import render_view
 
     console = None
@@ -167,7 +184,8 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, svg: Optional[Path], html: O
         shown, at, meta["show"] = per_head[None], 0, o.show  # (1, h, T, T): the one layer drawn
     view = pv.select(shown, layer=at, head=o.head, rollout=o.rollout, hide_special=o.hide_special,
                      block=o.block or "all", words=o.words, tokens=enc.tokens, segments=enc.segments,
-                     special=enc.special, word_ids=enc.word_ids, word_texts=enc.words, combined=combined)
+                     special=enc.special, word_ids=enc.word_ids, word_texts=enc.words, combined=combined,
+                     flow=o.flow)
     explanation = None
     if explain_norm is not None and o.explain is not None:
         explanation = explain_norm(*o.explain, o.head)
