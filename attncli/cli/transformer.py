@@ -155,7 +155,8 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, svg: Optional[Path], html: O
         from attncli.attention.flow import check_tokens
 
         check_tokens(len(enc.ids))  # before the forward pass
-    attentions = model.attentions(enc)  # (L, h, T, T)
+    # (L, h, T, T); --show norms / scores run their own pass up to the layer shown
+    attentions = model.attentions(enc) if o.show == "weights" or (o.show == "scores" and o.explain) else None
     meta = pv.view_meta(model, enc, layer=layer, head=o.head, rollout=o.rollout, block=o.block,
                         hide_special=o.hide_special, words=o.words, flow=o.flow)
     from attncli.cli.transformer_views import render_view
