@@ -176,6 +176,26 @@ class NumpyPretrained(Pretrained):
             return self.arch.logits(hidden[0]), np.stack([a[0] for a in attentions])  # (T, V), (L, h, T, T)
         return cache.extend(self, arr[0])
 
+    def residual_stream(self, ids: Sequence[int]) -> np.ndarray:
+        """Decoders: (L + 1, T, d) the residual stream of token ids ``ids`` before layer 0 (the
+        embeddings) and after each layer, before the final norm (the logit lens reads it)."""
+        self.check_decoder()
+        arr = self.check_ids(ids)[None]  # (1, T)
+        arch = self.arch
+        x = arch.embeddings(arr, np.zeros_like(arr), np.ones_like(arr, dtype=bool))  # (1, T, d)
+        allowed = ops.key_mask(np.ones_like(arr, dtype=bool), arch.causal)  # (1, 1, T, T)
+        stream = [x[0]]
+        with blas.one_thread(arr.size <= ONE_THREAD_TOKENS):
+            for l in range(arch.layers):
+                x = arch.layer(l, x, allowed)[0]
+                stream.append(x[0])
+        return np.stack(stream)  # (L + 1, T, d)
+
+    def lens_logits(self, x: np.ndarray) -> np.ndarray:
+        """(..., V) what the final norm and the unembedding make of residual vectors x (..., d)."""
+        self.check_decoder()
+        return self.arch.logits(self.arch.final(x))
+
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(map(int, ids)), skip_special_tokens=False)
 
