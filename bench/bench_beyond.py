@@ -19,7 +19,9 @@ Wall times on a shared machine grow with its load (printed at the end).
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -89,6 +91,59 @@ def bench_flow(model: Path) -> list[tuple[str, str, str]]:
              f"max |diff| {np.abs(ours - ref).max():.1e} [< 2 s]")]
 
 
+LENS_TEXT = "the quick brown fox jumps over the lazy dog and the cat sat on the mat by the door"
+
+
+def build_gpt2_shaped(directory: Path) -> Path:
+    """GPT-2 small's shape (12 layers, 12 heads, n_embd 768, vocab 50257, 1024 positions) with
+    random weights, and a byte-level BPE trained here on a few sentences (its ids fill the first
+    few hundred rows of the vocabulary; the unembedding still spans all 50257)."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers, decoders
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator([LENS_TEXT] * 20, trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>"],
+                                                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", bos_token="<|endoftext|>")
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=50257, n_embd=768, n_layer=12, n_head=12, n_positions=1024)).eval()
+    model.save_pretrained(directory)
+    fast.save_pretrained(directory)
+    return directory
+
+
+def bench_lens(tmp: Path, repeat: int) -> list[tuple[str, str, str]]:
+    model = build_gpt2_shaped(tmp / "gpt2-shaped")
+    code = ("import sys, time; t0 = time.perf_counter(); from attncli.cli.main import main; "
+            f"sys.argv = ['attn', 'lens', {LENS_TEXT!r}, '--transformer', {str(model)!r}, '--json']\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print('torch' in sys.modules, file=sys.stderr)")
+    times, cpu, torch_seen, tokens = [], [], set(), 0
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        times.append(time.perf_counter() - t0)
+        cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+        if done.returncode:
+            sys.exit(f"attn lens failed: {done.stderr[-400:]}")
+        torch_seen.add(done.stderr.strip().splitlines()[-1])
+        tokens = len(json.loads(done.stdout)["tokens"])
+    base = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "attncli", "--version"], capture_output=True)
+        base.append(time.perf_counter() - t0)
+    return [("attn --version, whole process (the floor)", f"{statistics.median(base):.3f} s", ""),
+            (f"attn lens, 12-layer GPT-2-shaped random model, {tokens} tokens, whole process",
+             f"{statistics.median(times):.3f} s", f"CPU {statistics.median(cpu):.3f} s; torch imported: "
+                                                  f"{', '.join(sorted(torch_seen))} [< 1.5 s, no torch]")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minilm", help="an extracted all-MiniLM-L6-v2 directory")
@@ -99,8 +154,7 @@ def main() -> None:
         model = minilm(args.minilm, Path(tmp))
         rows += bench_norms(model, args.repeat)
         rows += bench_flow(model)
-        if "bench_lens" in globals():
-            rows += bench_lens(Path(tmp), args.repeat)  # noqa: F821
+        rows += bench_lens(Path(tmp), args.repeat)
     print("| what | time | note |\n| --- | --- | --- |")
     for what, t, note in rows:
         print(f"| {what} | {t} | {note} |")

@@ -22,6 +22,7 @@ from typing import Callable, Optional
 import numpy as np
 
 SOURCE = "nostalgebraist 2020, interpreting GPT: the logit lens (LessWrong)"
+BLOCK = 512  # residual vectors per to_logits call: 512 x 50257 GPT-2 logits are 100 MB in float32
 
 
 @dataclass
@@ -42,25 +43,29 @@ def logit_lens(stream: np.ndarray, to_logits: Callable[[np.ndarray], np.ndarray]
                follow: Optional[int] = None) -> Lens:
     """The lens of ``stream`` (L + 1, T, d): per layer and position the top ``k`` tokens and their
     probabilities; with ``follow`` (a token id), that token's rank and probability everywhere.
-    ``to_logits`` maps (T, d) residual vectors to (T, V) logits (final norm, then unembedding);
-    one layer at a time, so memory holds one (T, V) block, not L of them."""
-    n_layers, T, _ = stream.shape
+    ``to_logits`` maps (n, d) residual vectors to (n, V) logits (final norm, then unembedding). It
+    is called on as many layers at once as fit ``BLOCK`` logits (one tall product is several times
+    faster than L + 1 short ones), so memory holds one block, never all (L + 1) T V logits."""
+    n_layers, T, d = stream.shape
     top_ids, top_probs, ranks, probs_f = [], [], [], []
-    for l in range(n_layers):
-        p = softmax(np.asarray(to_logits(stream[l]), dtype=np.float64))  # (T, V)
+    per_block = max(1, BLOCK // max(T, 1))
+    for start in range(0, n_layers, per_block):
+        group = stream[start:start + per_block]  # (g, T, d)
+        logits = np.asarray(to_logits(group.reshape(-1, d)))  # (g T, V), the dtype to_logits gives
+        p = softmax(logits).reshape(group.shape[0], T, -1)  # (g, T, V)
         kk = min(k, p.shape[-1])
-        part = np.argpartition(-p, kk - 1, axis=-1)[:, :kk]  # (T, kk), unordered
+        part = np.argpartition(-p, kk - 1, axis=-1)[..., :kk]  # (g, T, kk), unordered
         order = np.argsort(-np.take_along_axis(p, part, axis=-1), axis=-1, kind="stable")
-        ids = np.take_along_axis(part, order, axis=-1)  # (T, kk) best first
+        ids = np.take_along_axis(part, order, axis=-1)  # (g, T, kk) best first
         top_ids.append(ids)
-        top_probs.append(np.take_along_axis(p, ids, axis=-1))
+        top_probs.append(np.take_along_axis(p, ids, axis=-1).astype(np.float64))
         if follow is not None:
-            pf = p[:, follow]  # (T,)
-            probs_f.append(pf)
-            ranks.append((p > pf[:, None]).sum(axis=-1))  # tokens strictly more probable
-    lens = Lens(np.stack(top_ids), np.stack(top_probs))
+            pf = p[..., follow]  # (g, T)
+            probs_f.append(pf.astype(np.float64))
+            ranks.append((p > pf[..., None]).sum(axis=-1))  # tokens strictly more probable
+    lens = Lens(np.concatenate(top_ids), np.concatenate(top_probs))
     if follow is not None:
-        lens.follow_rank, lens.follow_prob = np.stack(ranks), np.stack(probs_f)
+        lens.follow_rank, lens.follow_prob = np.concatenate(ranks), np.concatenate(probs_f)
     return lens
 
 
