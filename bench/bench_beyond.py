@@ -91,7 +91,7 @@ def bench_flow(model: Path) -> list[tuple[str, str, str]]:
              f"max |diff| {np.abs(ours - ref).max():.1e} [< 2 s]")]
 
 
-LENS_TEXT = "the quick brown fox jumps over the lazy dog and the cat sat on the mat by the door"
+LENS_TEXT = "the quick brown fox jumps over the lazy dog and the cat sat on the mat by the door now"  # 20 words, 20 tokens
 
 
 def build_gpt2_shaped(directory: Path) -> Path:
@@ -144,14 +144,49 @@ def bench_lens(tmp: Path, repeat: int) -> list[tuple[str, str, str]]:
                                                   f"{', '.join(sorted(torch_seen))} [< 1.5 s, no torch]")]
 
 
+def disagreement(model: Path) -> None:
+    """Where raw weights and norms disagree, measured over every head of the seed pair: per head,
+    the mean over query rows of the total variation distance between the weights and the norms
+    normalised to sum 1 per row, and the share of the weight and of the norm that goes to the
+    special tokens ([CLS], [SEP])."""
+    import numpy as np
+
+    from attncli.attention.value_norms import head_norms
+    from attncli.transformer import load
+
+    m = load(str(model), backend="numpy")
+    enc = m.encode(TEXT, pair=PAIR)
+    special = np.asarray(enc.special, dtype=bool)
+    rows = []
+    for layer in range(m.layers):
+        weights, fx = m.value_vectors(enc, layer)  # (h, T, T), (h, T, d)
+        norms = head_norms(weights, fx)  # (h, T, T)
+        shares = norms / norms.sum(axis=-1, keepdims=True)  # (h, T, T): each row's norm, as shares
+        tv = 0.5 * np.abs(shares - weights).sum(axis=-1).mean(axis=-1)  # (h,)
+        for h in range(m.heads):
+            rows.append((float(tv[h]), layer, h, float(weights[h][:, special].sum(-1).mean()),
+                         float(shares[h][:, special].sum(-1).mean())))
+    rows.sort(reverse=True)
+    print("| layer | head | mean TV(weights, norm shares) | weight on [CLS]/[SEP] | norm share on [CLS]/[SEP] |")
+    print("| --- | --- | --- | --- | --- |")
+    for row in rows[:5] + rows[-2:]:
+        tv, layer, h, w_sp, n_sp = row
+        print(f"| {layer} | {h} | {tv:.3f} | {w_sp:.3f} | {n_sp:.3f} |")
+    print(f"\n{len(rows)} heads; the first five disagree most, the last two least")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minilm", help="an extracted all-MiniLM-L6-v2 directory")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--disagree", action="store_true", help="only rank MiniLM's heads by how far norms and weights disagree")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         model = minilm(args.minilm, Path(tmp))
+        if args.disagree:
+            disagreement(model)
+            return
         rows += bench_norms(model, args.repeat)
         rows += bench_flow(model)
         rows += bench_lens(Path(tmp), args.repeat)

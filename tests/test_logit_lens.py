@@ -138,3 +138,39 @@ def test_lens_never_imports_torch(tiny_gpt2_dir):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-500:]
     assert json.loads(done.stdout)["layers"] == 2
+
+
+def reference_first_top(probs_at, token):
+    """The first layer from which ``token`` is the argmax in every later layer, from (L + 1, V) probabilities."""
+    tops = probs_at.argmax(-1)
+    if tops[-1] != token:
+        return None
+    layer = len(tops) - 1
+    while layer > 0 and tops[layer - 1] == token:
+        layer -= 1
+    return layer
+
+
+@pytest.mark.parametrize("greedy", [True, False])
+def test_generate_lens_layers_equal_transformers_hidden_states(tiny_gpt2_dir, greedy):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    sampling = ["--greedy"] if greedy else ["--seed", "3"]
+    result = run("generate", "time flies", "--transformer", str(tiny_gpt2_dir), "-n", "6", "--ignore-eos", *sampling,
+                 "--lens", "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    from attncli.generate.pretrained import load_pretrained
+
+    dec = load_pretrained(str(tiny_gpt2_dir))
+    ids = list(dec.encode("time flies").inputs) + [s["id"] for s in doc["steps"]]
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_gpt2_dir)).eval()
+    with torch.no_grad():
+        hs = model(torch.tensor([ids]), output_hidden_states=True).hidden_states
+        probs = np.stack([softmax(model.lm_head(model.transformer.ln_f(h))[0].double().numpy()) for h in hs[:-1]]
+                         + [softmax(model.lm_head(hs[-1])[0].double().numpy())])  # (L + 1, T, V)
+    want = [reference_first_top(probs[:, s["query"]], s["id"]) for s in doc["steps"]]
+    assert doc["lens_layers"] == want
+    if greedy:
+        assert None not in want  # the argmax is always the last layer's top
