@@ -26,6 +26,18 @@ FORMULA = "||A_ij f(x_j)||,  f(x) = (x W_V + b_V) W_O  (one head: its rows of W_
 SOURCE = "Kobayashi et al. 2020, Attention is Not Only a Weight: Analyzing Transformers with Vector Norms (EMNLP)"
 
 
+def check_norms_options(*, rollout: bool, words: bool, hide_special: bool, model_view: bool,
+                        show: str = "norms") -> None:
+    """--show norms / scores draw one layer's heads token by token: refuse the views that mix
+    tokens or layers or renormalise rows (attn matrix and attn explore)."""
+    for on, option, why in ((rollout, "--rollout", "it multiplies weights through the layers"),
+                            (words, "--words", "word rows sum and average weights"),
+                            (hide_special, "--hide-special", "it renormalises rows of weights"),
+                            (model_view, "--model-view", "it classifies the heads by their weights")):
+        if on:
+            raise BadInput(f"--show {show} draws one layer's heads token by token: drop {option} ({why})")
+
+
 def head_norms(weights: np.ndarray, fx: np.ndarray) -> np.ndarray:
     """(h, T, S) ||A[h, i, j] f^h(x_j)|| = A[h, i, j] ||f^h(x_j)|| (weights are never negative).
 

@@ -101,12 +101,10 @@ def _check_show(o: MatrixOptions) -> None:
         return
     if o.show not in ("scores", "norms"):
         raise BadInput(f"--show {o.show} does not apply with --transformer: choose weights, scores or norms")
-    for on, option, why in ((o.rollout, "--rollout", "it multiplies weights through the layers"),
-                            (o.words, "--words", "word rows sum and average weights"),
-                            (o.hide_special, "--hide-special", "it renormalises rows of weights"),
-                            (o.model_view, "--model-view", "it classifies the heads by their weights")):
-        if on:
-            raise BadInput(f"--show {o.show} draws one layer's heads token by token: drop {option} ({why})")
+    from attncli.attention.value_norms import check_norms_options
+
+    check_norms_options(rollout=o.rollout, words=o.words, hide_special=o.hide_special, model_view=o.model_view,
+                        show=o.show)
 
 
 def _check_flow(o: MatrixOptions) -> None:

@@ -77,6 +77,7 @@ class ExploreState:
     truncate: bool = False
     model_view: bool = False  # --model-view: every layer x head of the input (layers: --layers A-B)
     layers: str | None = None
+    norms: bool = False  # --show norms: ||alpha f(x)|| instead of the weights (issue 22)
     grid: tuple[int, int] | None = None  # the model view's cursor (layer, head); None: the first head shown
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -174,6 +175,8 @@ class ExploreState:
                              ("--truncate", self.truncate), ("--model-view", self.model_view)):
             if flag:
                 args.append(option)
+        if self.norms:
+            args += ["--show", "norms"]
         if self.model_view:  # --layers belongs to it; it has no --explain
             return args + (["--layers", self.layers] if self.layers is not None else [])
         i, j = cell or self.cursor
