@@ -174,3 +174,14 @@ def test_generate_lens_layers_equal_transformers_hidden_states(tiny_gpt2_dir, gr
     assert doc["lens_layers"] == want
     if greedy:
         assert None not in want  # the argmax is always the last layer's top
+
+
+def test_lens_svg_and_html_are_written(tiny_gpt2_dir, tmp_path):
+    svg, html = tmp_path / "lens.svg", tmp_path / "lens.html"
+    result = run("lens", TEXT, "--transformer", str(tiny_gpt2_dir), "--svg", str(svg), "--html", str(html))
+    assert result.exit_code == 0, result.stderr
+    drawn_svg, drawn_html = svg.read_text(encoding="utf-8"), html.read_text(encoding="utf-8")
+    assert "attn lens: time flies" in drawn_svg.replace("&#160;", " ") and "logit lens" in drawn_html
+    assert "L2" in drawn_svg and "L2" in drawn_html  # the last layer's column
+    result = run("lens", TEXT, "--transformer", str(tiny_gpt2_dir), "--svg", str(tmp_path / "no" / "x.svg"))
+    assert result.exit_code == 2 and "exist" in result.stderr and "Traceback" not in result.stderr
