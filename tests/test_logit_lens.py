@@ -114,7 +114,7 @@ def test_token_follows_rank_and_probability(tiny_gpt2_dir):
     i = doc["follow"]["id"]
     np.testing.assert_allclose(np.array(doc["follow"]["prob"]), probs[..., i], atol=1e-5)
     assert np.array_equal(np.array(doc["follow"]["rank"]), (probs > probs[..., i:i + 1]).sum(-1))
-    text = run("lens", TEXT, "--transformer", str(tiny_gpt2_dir), "--token", "like").stdout
+    text = " ".join(run("lens", TEXT, "--transformer", str(tiny_gpt2_dir), "--token", "like").stdout.split())
     assert "logit lens" in text and "--token" in text and "L2" in text
 
 
