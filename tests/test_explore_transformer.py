@@ -55,6 +55,7 @@ def transformer_json(command: str) -> dict:
     (("u",), {"words": True}),
     (("z",), {"hide_special": True}),
     (("r",), {"rollout": True}),
+    (("N",), {"norms": True}),  # --show norms: the explanation is alpha, ||f(x)|| and their product
 ])
 def test_the_drawn_view_is_attn_matrix_transformer_json(tiny_bert_dir, keys, expect):
     async def script(app, pilot):
@@ -66,7 +67,8 @@ def test_the_drawn_view_is_attn_matrix_transformer_json(tiny_bert_dir, keys, exp
         doc = transformer_json(app.state.command_line(explain=explained))
         view = app.result.view
         weights = np.array(doc["words"]["weights"] if app.state.words else doc["weights"], dtype=float)
-        np.testing.assert_allclose(view.words.weights if app.state.words else view.weights, weights, atol=1e-6)
+        rtol = 1e-5 if app.state.norms else 0  # norms reach 10 and more: the JSON keeps 6 significant digits
+        np.testing.assert_allclose(view.words.weights if app.state.words else view.weights, weights, atol=1e-6, rtol=rtol)
         tokens = doc["words"]["tokens"] if app.state.words else doc["tokens"]
         drawn = last_table(lines_of(app), tokens)
         np.testing.assert_allclose(drawn, weights, atol=5e-4 + 1e-9)
@@ -532,3 +534,20 @@ def test_the_command_line_and_explore_args_carry_the_model_view(monkeypatch):
     result = CliRunner().invoke(cli, ["explore", *state.explore_args()])  # what --serve starts in each tab
     assert result.exit_code == 0, result.output
     assert started == [state]
+
+
+def test_norms_key_explains_an_off_diagonal_cell_as_attn_matrix_does(tiny_bert_dir):
+    """N (--show norms): the cursor's explanation (alpha, ||f(x_J)||, product) is the command line's."""
+    async def script(app, pilot):
+        await press(app, pilot, "right", "right", "down", "N")
+        assert app.message == "" and app.state.norms and app.state.cursor == (1, 2)
+        command = app.state.command_line(explain=True)
+        assert "--show norms" in command and "--explain 1 2" in command
+        doc = transformer_json(command)
+        assert doc["show"] == "norms" and doc["explanation"]["show"] == "norms"
+        assert app.explanation["weight"] == pytest.approx(doc["explanation"]["weight"], rel=1e-5)
+        assert app.explanation["weight"] == pytest.approx(app.result.view.weights[1, 2], rel=1e-9)
+        await press(app, pilot, "r")  # rollout and norms do not mix: refused, the last good view stays
+        assert "--rollout" in app.message
+
+    drive(script, ExploreState(SENTENCE, transformer=str(tiny_bert_dir)), size=(160, 50))

@@ -54,11 +54,18 @@ def select(attentions: np.ndarray, *, layer: int, head: Optional[int] = None, ro
            hide_special: bool = False, block: str = "all", block_specials: str = "none", words: bool = False,
            tokens: Sequence[str],
            segments: Sequence[Optional[str]], special: Sequence[bool], word_ids: Sequence[Optional[int]],
-           word_texts: Sequence[str]) -> PretrainedView:
-    """The view of ``attentions`` (L, h, T, T) described in the module docstring."""
+           word_texts: Sequence[str], combined: Optional[np.ndarray] = None, flow: bool = False) -> PretrainedView:
+    """The view of ``attentions`` (L, h, T, T) described in the module docstring. ``combined``
+    (T, T), if given, is the layer's matrix drawn instead of the heads' mean (e.g. the norm of the
+    heads' summed vectors, which is not the mean of their norms). ``flow``: the attention flow
+    through layers 0..layer (attncli.attention.flow) instead of one layer."""
     A = np.asarray(attentions, dtype=np.float64)  # (L, h, T, T)
     T = A.shape[-1]
-    if rollout:
+    if flow:
+        from attncli.attention.flow import attention_flow
+
+        mats = attention_flow(A, upto=layer)[None]  # (1, T, T)
+    elif rollout:
         mats = rollout_fn(A, upto=layer)[None]  # (1, T, T)
     elif head is not None:
         mats = A[layer, head][None]  # (1, T, T)
@@ -93,6 +100,8 @@ def select(attentions: np.ndarray, *, layer: int, head: Optional[int] = None, ro
         weights=mats.mean(axis=0) if mats.shape[0] > 1 else mats[0],
         head_weights=mats if mats.shape[0] > 1 else None, special_share=share, notes=notes,
     )
+    if combined is not None and mats.shape[0] > 1:
+        view.weights = np.asarray(combined, dtype=np.float64)[np.ix_(rows, cols)]  # (R, C)
     if words:
         view.words = _words(mats, rows, cols, tokens, segments, word_ids, word_texts)
     return view
@@ -131,12 +140,12 @@ def layer_shown(model, layer: Optional[int], head: Optional[int]) -> int:
 
 
 def view_meta(model, enc, *, layer: int, head: Optional[int], rollout: bool, block: Optional[str],
-              hide_special: bool, words: bool) -> dict[str, Any]:
+              hide_special: bool, words: bool, flow: bool = False) -> dict[str, Any]:
     """The ``meta`` of a view's JSON document: the model, the input's facts and the view's options."""
     return {"model": model.name, "model_type": model.model_type, "backend": model.backend, "layer": layer,
             "head": head, "rollout": rollout, "filter": block or "all", "hide_special": hide_special,
             "words_merged": words, "causal": bool(model.is_decoder), "truncated": bool(enc.truncated),
-            "layers": model.layers, "heads": model.heads}
+            "layers": model.layers, "heads": model.heads, "show": "weights", "flow": flow}
 
 
 def _words(mats, rows, cols, tokens, segments, word_ids, word_texts) -> WordView:
@@ -169,8 +178,8 @@ def document(view: PretrainedView, meta: dict[str, Any], *, segments: Sequence[O
         "tokens": view.tokens,
         "key_tokens": view.key_tokens,
         **meta,
-        "weights": Rows(view.weights),
-        "head_weights": [Rows(m) for m in view.head_weights] if view.head_weights is not None else None,
+        "weights": Rows(view.weights, np.isfinite(view.weights)),  # --show scores: masked -inf -> null
+        "head_weights": [Rows(m, np.isfinite(m)) for m in view.head_weights] if view.head_weights is not None else None,
         "rows": [int(t) for t in view.rows],
         "cols": [int(t) for t in view.cols],
         "segments": [segments[t] for t in view.rows],

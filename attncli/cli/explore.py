@@ -139,10 +139,13 @@ def explore_cmd(
         raise BadInput(f"--explain {explain[0]} {explain[1]}: cells are numbered from 0")
     if dict_path is not None and not Path(dict_path).is_file():
         raise BadInput(f"--dict {dict_path!r}: no such file")
+    if show.value == "norms" and transformer is None:
+        raise BadInput("--show norms needs --transformer NAME_OR_PATH (the value vectors of a pretrained model)")
     state = ExploreState(
         text=text, context=context, variant=variant, causal=causal, window=window, pad_to=pad_to,
         positions=positions.value, projection=proj, d_k=d_k, seed=seed, heads=heads, max_relative=max_relative,
-        layer=layer, head=head, model=model, show=show.value, cursor=explain or (0, 0), dict_path=dict_path,
+        layer=layer, head=head, model=model, show="weights" if show.value == "norms" else show.value,
+        norms=show.value == "norms", cursor=explain or (0, 0), dict_path=dict_path,
         transformer=transformer, pair=pair, pair_filter=pair_filter.value if pair_filter else None, words=words,
         hide_special=hide_special, rollout=rollout, backend=backend.value if backend else "auto", truncate=truncate,
         model_view=model_view, layers=layers, allow_missing_weights=allow_missing_weights,

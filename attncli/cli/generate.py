@@ -38,6 +38,7 @@ def generate_cmd(
     top: Annotated[Optional[int], typer.Option("--top", help="List each row's K strongest keys with their weights instead of the whole row.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document at the end.")] = False,
     jsonl: Annotated[bool, typer.Option("--jsonl", help="Stream JSON Lines: a header, one line per step, an end line.")] = False,
+    lens: Annotated[bool, typer.Option("--lens", help="Logit lens: for each generated token, the layer from which it was the top prediction (JSON: lens_layers).")] = False,
 ) -> None:
     """Let a causal language model continue PROMPT and watch what each new token attends to.
 
@@ -89,13 +90,23 @@ def generate_cmd(
     finally:
         if progress is not None:
             progress.stop()
+    extra = {}
+    if lens:
+        from attncli.generate.run import lens_layers
+
+        extra["lens_layers"] = lens_layers(gen)
     if jsonl:
         doc = document(gen)
-        emit_json({"type": "end", **{k: doc[k] for k in ("tokens", "generated", "stopped", "weights")}}, lines=True)
+        emit_json({"type": "end", **{k: doc[k] for k in ("tokens", "generated", "stopped", "weights")}, **extra}, lines=True)
     elif json_out:
-        emit_json(document(gen))
+        emit_json({**document(gen), **extra})
     else:
         _print_end(gen, top)
+        if lens:
+            shown = ", ".join(f"{escape(s.token)} L{layer}" if layer is not None else f"{escape(s.token)} -"
+                              for s, layer in zip(gen.steps, extra["lens_layers"]))
+            out_console().print(f"logit lens, the layer from which each token was the top prediction "
+                                f"(- : never, a sampled token): {shown}", highlight=False)
 
 
 class _Progress:

@@ -44,6 +44,8 @@ import attncli.cli.matrix  # noqa: E402,F401  matrix, variants, demo, scale
 import attncli.cli.lm  # noqa: E402,F401  train-attention, heads
 import attncli.cli.generate  # noqa: E402,F401  generate
 import attncli.cli.explore  # noqa: E402,F401  explore (the Textual app; textual imported only when it runs)
+import attncli.cli.compare  # noqa: E402,F401  compare (two matrices and their difference)
+import attncli.cli.lens  # noqa: E402,F401  lens (the logit lens of a decoder)
 
 
 def _check_arguments() -> None:

@@ -19,7 +19,7 @@ from attncli.cli.options import (AllowMissingWeightsOpt, BackendOpt, CausalOpt, 
                                  HeadOpt, HeadsOpt, HideSpecialOpt, LayerOpt, LayersOpt, MaxRelativeOpt, ModelOpt, ModelViewOpt, PadToOpt,
                                  PairOpt, Positions, PositionsOpt, ProjOpt, RolloutOpt, SeedOpt, Show, ShowOpt,
                                  TransformerOpt, TruncateOpt, VariantOpt, WindowOpt, WordsOpt)
-from attncli.cli.options import ExportWidthOpt, HtmlOpt, PngOpt, SvgOpt
+from attncli.cli.options import ExportWidthOpt, FlowOpt, HtmlOpt, PngOpt, SvgOpt
 from attncli.errors import BadInput
 from attncli.textio import read_user_text
 
@@ -136,6 +136,7 @@ def matrix_cmd(
     model_view: ModelViewOpt = False,
     layers: LayersOpt = None,
     allow_missing_weights: AllowMissingWeightsOpt = False,
+    flow: FlowOpt = False,
 ) -> None:
     """Attention matrix of a sentence as a heatmap: rows are queries, columns keys.
 
@@ -152,8 +153,10 @@ def matrix_cmd(
                             hide_special=hide_special, rollout=rollout,
                             backend=backend, truncate=truncate, explain=explain, model_view=model_view,
                             layers=layers, rows=rows, cols=cols, exports=exports, json_out=json_out,
-                            allow_missing_weights=allow_missing_weights)
+                            allow_missing_weights=allow_missing_weights, show=show.value, flow=flow)
         return
+    if show.value == "norms":
+        raise BadInput("--show norms needs --transformer NAME_OR_PATH (the value vectors of a pretrained model)")
     from attncli.attention.masks import MaskSpec
     from attncli.attention.matrix import MatrixRequest, compute
 
@@ -197,7 +200,7 @@ def matrix_cmd(
 
 
 _TRANSFORMER_ONLY = ("pair", "pair_filter", "filter_specials", "words", "hide_special", "rollout", "backend", "truncate",
-                     "model_view", "layers", "allow_missing_weights")
+                     "model_view", "layers", "allow_missing_weights", "flow")
 
 
 def _given(ctx, name: str) -> bool:
@@ -208,7 +211,7 @@ def _given(ctx, name: str) -> bool:
 
 def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, pair_filter, filter_specials, layer,
                         head, words, hide_special, rollout, backend, truncate, explain, model_view, layers, rows, cols,
-                        exports, json_out, allow_missing_weights=False) -> None:
+                        exports, json_out, allow_missing_weights=False, show="weights", flow=False) -> None:
     """attn matrix --transformer: checked here, computed and drawn by attncli.cli.transformer."""
     from attncli.cli.transformer import MatrixOptions, check_options, run_matrix
 
@@ -219,7 +222,7 @@ def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, p
                          block_specials=filter_specials.value if filter_specials else "none", words=words,
                          hide_special=hide_special, rollout=rollout, backend=backend.value if backend else "auto",
                          truncate=truncate, explain=explain, model_view=model_view, layers=layers,
-                         allow_missing_weights=allow_missing_weights)
+                         allow_missing_weights=allow_missing_weights, show=show, flow=flow)
     run_matrix(opts, json_out=json_out, exports=exports, row_span=_span(rows, "--rows"), col_span=_span(cols, "--cols"))
 
 

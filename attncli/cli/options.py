@@ -18,6 +18,7 @@ class Show(str, Enum):
     weights = "weights"
     scores = "scores"
     output = "output"
+    norms = "norms"  # --transformer only: ||alpha f(x)|| (attncli.attention.value_norms)
 
 
 class Positions(str, Enum):
@@ -74,7 +75,7 @@ LayerOpt = Annotated[Optional[int], typer.Option(help="Layer of --proj trained (
 HeadOpt = Annotated[Optional[int], typer.Option(help="One head of --proj trained or --transformer (0-based; default: every head and their mean).")]
 HeadsOpt = Annotated[Optional[int], typer.Option(help="Heads of --variant multihead (default 4).")]
 MaxRelativeOpt = Annotated[int, typer.Option("--max-relative", help="Clipping distance k of --variant relative.")]
-ShowOpt = Annotated[Show, typer.Option(help="What the heatmap shows.")]
+ShowOpt = Annotated[Show, typer.Option(help="What the heatmap shows (--transformer: weights, scores or norms, ||alpha f(x)||).")]
 ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="Word-vector model (default: $ATTN_MODEL or the built-in one).")]
 
 # --- a pretrained transformer's attention ---------------------------------------------------------
@@ -116,3 +117,8 @@ PngOpt = Annotated[Optional[Path], typer.Option(help="Also save the view as PNG 
                                                 metavar="FILE")]
 ExportWidthOpt = Annotated[Optional[int], typer.Option("--width", help="Lay the --svg/--html/--png view out for N columns "
                                                        "(default: as wide as it needs).", metavar="N")]
+
+# --- beyond raw weights (issue 22: docs/beyond-weights.md) -----------------------------------------
+
+FlowOpt = Annotated[bool, typer.Option("--flow", help="Attention flow through layers 0..--layer: max-flow from each input token through the rollout's Â graph (Abnar & Zuidema 2020).",
+                                       rich_help_panel=PRETRAINED)]

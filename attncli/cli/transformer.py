@@ -31,11 +31,10 @@ NOT_FOR_TRANSFORMERS = {
     "heads": "the model's head count is fixed; pick one with --head",
     "max_relative": "it belongs to --variant relative",
     "model": "--transformer names the model",
-    "show": "the pretrained view shows weights (--explain I J shows the scores of one cell)",
 }
 # options that only --transformer gives a meaning to (attn matrix's parameter names)
 TRANSFORMER_ONLY = ("pair", "pair_filter", "filter_specials", "words", "hide_special", "rollout", "backend", "truncate",
-                    "model_view", "layers", "allow_missing_weights")
+                    "model_view", "layers", "allow_missing_weights", "flow")
 
 
 def option_name(param: str) -> str:
@@ -73,6 +72,8 @@ class MatrixOptions:
     model_view: bool = False
     layers: Optional[str] = None
     allow_missing_weights: bool = False
+    show: str = "weights"  # weights, scores (before the softmax) or norms (||alpha f(x)||)
+    flow: bool = False  # attention flow (max-flow through the layers) instead of one layer
 
 
 def check_combinations(o: MatrixOptions) -> None:
@@ -92,8 +93,47 @@ def check_combinations(o: MatrixOptions) -> None:
         raise BadInput("--explain I J takes input positions (special tokens included): drop --hide-special")
     check_model_view_options(model_view=o.model_view, layers=o.layers, layer=o.layer, head=o.head, explain=o.explain,
                              rollout=o.rollout, words=o.words, block=o.block)
+    _check_show(o)
+    _check_flow(o)
     if o.backend not in ("auto", "numpy", "torch"):
         raise BadInput(f"--backend {o.backend!r}: expected auto, numpy or torch")
+
+
+def _check_show(o: MatrixOptions) -> None:
+    """--show scores / norms draw one layer's heads by token: the views that mix tokens, layers or
+    renormalise rows are refused."""
+    if o.show == "weights":
+        return
+    if o.show not in ("scores", "norms"):
+        raise BadInput(f"--show {o.show} does not apply with --transformer: choose weights, scores or norms")
+    from attncli.attention.value_norms import check_norms_options
+
+    check_norms_options(rollout=o.rollout, words=o.words, hide_special=o.hide_special, model_view=o.model_view,
+                        show=o.show)
+
+
+def _check_flow(o: MatrixOptions) -> None:
+    if not o.flow:
+        return
+    for on, option in ((o.head is not None, "--head"), (o.rollout, "--rollout"), (o.explain is not None, "--explain"),
+                       (o.show != "weights", "--show"), (o.words, "--words"), (o.hide_special, "--hide-special"),
+                       (o.model_view, "--model-view")):
+        if on:
+            raise BadInput(f"--flow is one matrix through every head of layers 0..--layer: drop {option}")
+
+
+def layer_matrices(model, enc, layer: int, show: str):
+    """(h, T, T) per head and (T, T) for the whole layer of ``show``: scores (the whole layer: the
+    heads' mean), or norms ||A f(x)|| (the whole layer: the norm of the heads' vectors added),
+    with the explain function of the norms (None for scores)."""
+    from attncli.attention import value_norms
+
+    if show == "scores":
+        per_head = model.scores(enc, layer)  # (h, T, T), -inf where masked
+        return per_head, per_head.mean(axis=0), None
+    weights, fx = model.value_vectors(enc, layer)  # (h, T, T), (h, T, d)
+    explain = lambda i, j, head: value_norms.explain_norm(weights, fx, enc.tokens, i, j, head)  # noqa: E731
+    return value_norms.head_norms(weights, fx), value_norms.summed_norms(weights, fx), explain
 
 
 def load_model(name: str, backend: str, allow_missing_weights: bool = False, *, json_out: bool = False):
@@ -115,17 +155,25 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span)
     check_combinations(o)
     model = load_model(o.transformer, o.backend, o.allow_missing_weights, json_out=json_out)
     layer = pv.layer_shown(model, o.layer, o.head)
-    if o.explain is not None and model.backend != "numpy":
+    if o.explain is not None and model.backend != "numpy" and o.show != "norms":
         raise BadInput("--explain I J needs attn's NumPy forward pass (the queries and keys of a layer): "
                        "add --backend numpy (BERT and GPT-2 families)")
     enc = model.encode(o.text, pair=o.pair, truncate=o.truncate)
     if exports.html is not None:
+        if o.show != "weights" or o.flow:
+            raise BadInput("--html is the interactive page of the attention weights: with --show " + o.show
+                           + (" --flow" if o.flow else "") + " save the view with --svg or --png")
         from attncli.views.page import check_size
 
         check_size(model.layers, model.heads, len(enc.tokens), any(enc.special))
-    attentions = model.attentions(enc)  # (L, h, T, T)
+    if o.flow:
+        from attncli.attention.flow import check_tokens
+
+        check_tokens(len(enc.ids))  # before the forward pass
+    # (L, h, T, T); --show norms / scores run their own pass up to the layer shown
+    attentions = model.attentions(enc) if o.show == "weights" or (o.show == "scores" and o.explain) else None
     meta = pv.view_meta(model, enc, layer=layer, head=o.head, rollout=o.rollout, block=o.block,
-                        hide_special=o.hide_special, words=o.words)
+                        hide_special=o.hide_special, words=o.words, flow=o.flow)
     from attncli.cli.transformer_views import render_view, view_renderables
 
     title = f"attn matrix: {enc.text[:60]}"
@@ -144,11 +192,18 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span)
                                                  classes=classes), title, exports)
         _page(o, model, enc, attentions, meta, layer, classes, exports.html, title)
         return
-    view = pv.select(attentions, layer=layer, head=o.head, rollout=o.rollout, hide_special=o.hide_special,
-                     block=o.block or "all", block_specials=o.block_specials, words=o.words, tokens=enc.tokens, segments=enc.segments,
-                     special=enc.special, word_ids=enc.word_ids, word_texts=enc.words)
+    shown, combined, explain_norm, at = attentions, None, None, layer
+    if o.show != "weights":
+        per_head, combined, explain_norm = layer_matrices(model, enc, layer, o.show)
+        shown, at, meta["show"] = per_head[None], 0, o.show  # (1, h, T, T): the one layer drawn
+    view = pv.select(shown, layer=at, head=o.head, rollout=o.rollout, hide_special=o.hide_special,
+                     block=o.block or "all", block_specials=o.block_specials, words=o.words, tokens=enc.tokens,
+                     segments=enc.segments, special=enc.special, word_ids=enc.word_ids, word_texts=enc.words,
+                     combined=combined, flow=o.flow)
     explanation = None
-    if o.explain is not None:
+    if explain_norm is not None and o.explain is not None:
+        explanation = explain_norm(*o.explain, o.head)
+    elif o.explain is not None:
         q, k = model.qk(enc, layer)  # (h, T, d_head) each
         explanation = pv.explain_cell(q, k, model.scale(layer), bool(model.is_decoder), attentions[layer],
                                       enc.tokens, *o.explain, head=o.head)

@@ -48,6 +48,7 @@ KEYS: tuple[Key, ...] = (
     Key("F", "", "filter(-1)", "the previous block"),
     Key("b", "b", "backend(1)", "--transformer: the forward pass, auto / numpy (attn's own) / torch (transformers) (--backend)"),
     Key("r", "r", "flag('rollout')", "--transformer: attention rollout through the layers up to this one (--rollout)"),
+    Key("N", "N", "flag('norms')", "--transformer: value norms ||alpha f(x)|| instead of the weights (--show norms)"),
     Key("l", "l", "pane('lookup')", "lookup pane: type a query, see its weights over the dictionary's keys (--dict)", "lookup"),
     Key("m", "m", "pane('matrix')", "back to the matrix"),
     Key("x", "x", "export", "export the view: .svg, .html, .png or .json (the name's suffix picks), written atomically", "export"),

@@ -28,6 +28,7 @@ class PretrainedResult:
     view: Any  # attncli.attention.pretrained.PretrainedView
     attentions: np.ndarray  # (L, h, T, T)
     qk: Optional[tuple[np.ndarray, np.ndarray]]  # the layer's (h, T, d_head) queries and keys, numpy backend
+    values: Optional[tuple[np.ndarray, np.ndarray]] = None  # --show norms: the layer's A (h, T, T), f(x) (h, T, d)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -41,6 +42,8 @@ class PretrainedResult:
 
     def explainable(self, state) -> Optional[str]:
         """None when a cell of this view can be explained, else why not."""
+        if state.norms and self.values is not None:
+            return None
         if self.qk is None:
             return "the explanation of a cell needs attn's NumPy forward pass (BERT and GPT-2 families)"
         for flag, option in ((state.words, "--words"), (state.rollout, "--rollout"), (state.hide_special, "--hide-special")):
@@ -80,6 +83,11 @@ def check(state) -> None:
     check_model_view_options(model_view=state.model_view, layers=state.layers if state.model_view else None,
                              layer=state.layer, head=state.head, rollout=state.rollout, words=state.words,
                              block=state.pair_filter)
+    if state.norms:
+        from attncli.attention.value_norms import check_norms_options
+
+        check_norms_options(rollout=state.rollout, words=state.words, hide_special=state.hide_special,
+                            model_view=state.model_view)
 
 
 def compute(state, models: dict[tuple[str, str], Any]) -> PretrainedResult | ModelViewResult:
@@ -108,13 +116,20 @@ def compute(state, models: dict[tuple[str, str], Any]) -> PretrainedResult | Mod
         lo, hi = layer_range(state.layers, model.layers)
         return ModelViewResult(model, enc, meta, attentions, lo, hi,
                                head_classes(model, enc, attentions, state.hide_special))
-    view = pv.select(attentions, layer=layer, head=state.head, rollout=state.rollout, hide_special=state.hide_special,
+    shown, at, combined, values = attentions, layer, None, None
+    if state.norms:  # as attn matrix --show norms
+        from attncli.attention import value_norms
+
+        values = model.value_vectors(enc, layer)  # (h, T, T), (h, T, d)
+        shown, at, combined = value_norms.head_norms(*values)[None], 0, value_norms.summed_norms(*values)
+        meta["show"] = "norms"
+    view = pv.select(shown, layer=at, head=state.head, rollout=state.rollout, hide_special=state.hide_special,
                      block=block, words=state.words, tokens=enc.tokens, segments=enc.segments,
-                     special=enc.special, word_ids=enc.word_ids, word_texts=enc.words)
+                     special=enc.special, word_ids=enc.word_ids, word_texts=enc.words, combined=combined)
     if view.weights.size == 0:
         raise BadInput("the view is empty: no token is left after --hide-special or --filter")
     qk = model.qk(enc, layer) if model.backend == "numpy" else None  # (h, T, d_head) each
-    return PretrainedResult(model, enc, layer, meta, view, attentions, qk)
+    return PretrainedResult(model, enc, layer, meta, view, attentions, qk, values)
 
 
 def explain(res: PretrainedResult, state) -> Optional[dict[str, Any]]:
@@ -124,6 +139,10 @@ def explain(res: PretrainedResult, state) -> Optional[dict[str, Any]]:
     if res.explainable(state) is not None:
         return None
     i, j = res.input_cell(state)
+    if state.norms and res.values is not None:
+        from attncli.attention.value_norms import explain_norm
+
+        return explain_norm(*res.values, res.enc.tokens, i, j, head=state.head)
     q, k = res.qk
     return pv.explain_cell(q, k, res.model.scale(res.layer), bool(res.model.is_decoder), res.attentions[res.layer],
                            res.enc.tokens, i, j, head=state.head)

@@ -78,6 +78,7 @@ class ExploreState:
     allow_missing_weights: bool = False  # --allow-missing-weights: a checkpoint's missing / unused weights warned about
     model_view: bool = False  # --model-view: every layer x head of the input (layers: --layers A-B)
     layers: str | None = None
+    norms: bool = False  # --show norms: ||alpha f(x)|| instead of the weights (issue 22)
     grid: tuple[int, int] | None = None  # the model view's cursor (layer, head); None: the first head shown
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -176,6 +177,8 @@ class ExploreState:
                              ("--allow-missing-weights", self.allow_missing_weights)):
             if flag:
                 args.append(option)
+        if self.norms:
+            args += ["--show", "norms"]
         if self.model_view:  # --layers belongs to it; it has no --explain
             return args + (["--layers", self.layers] if self.layers is not None else [])
         i, j = cell or self.cursor

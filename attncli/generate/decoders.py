@@ -123,6 +123,17 @@ class BuiltinLM:
         word = self.words[i]
         return vectors.vector(word) if vectors.can_embed(word) else np.zeros(vectors.dim, dtype=np.float32)
 
+    def lens(self, inputs: list[np.ndarray], k: int = 5, follow: int | None = None):
+        """The logit lens (attncli.attention.logit_lens) of the causal pass over ``inputs``."""
+        from attncli.attention.logit_lens import logit_lens
+
+        stream = self.att.residual_stream(self.att.embed_vectors(np.stack(inputs)))  # (L + 1, T, d)
+        return logit_lens(stream, self.att.lens_logits, k, follow)
+
+    def token_id(self, word: str) -> int | None:
+        """The output id of ``word`` (lower-cased, as the prompt is read), or None."""
+        return self.index.get(word.lower())
+
     def forward(self, inputs: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
         x = self.att.embed_vectors(np.stack(inputs))  # (T, d)
         logits, weights = self.att.logits_and_attentions(x)  # (T, V), L x (h, T, T)

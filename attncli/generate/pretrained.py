@@ -87,6 +87,30 @@ class PretrainedLM:
         return np.asarray(logits[-1], dtype=np.float64), list(att)
 
 
+    def lens(self, inputs: list[int], k: int = 5, follow: int | None = None):
+        """The logit lens (attncli.attention.logit_lens): needs attn's NumPy forward pass (GPT-2 family)."""
+        from attncli.attention.logit_lens import logit_lens
+        from attncli.errors import BadInput
+
+        if not hasattr(self.model, "residual_stream"):
+            raise BadInput(f"the logit lens reads attn's own NumPy forward pass (GPT-2 family); "
+                           f"'{self.name}' runs on the {self.model.backend} backend")
+        return logit_lens(self.model.residual_stream(inputs), self.model.lens_logits, k, follow)
+
+    def token_id(self, word: str) -> int | None:
+        """The id of ``word``: a vocabulary entry as written (e.g. 'Ġcat'), else the one token the
+        tokenizer makes of it (with a leading space first, as inside a text), else None."""
+        tok = getattr(self.model, "tokenizer", None)
+        exact = tok.token_to_id(word) if hasattr(tok, "token_to_id") else None
+        if exact is not None:
+            return int(exact)
+        for text in (" " + word, word):
+            ids = self.model.tokenizer.encode(text, add_special_tokens=False).ids if hasattr(tok, "token_to_id") else []
+            if len(ids) == 1:
+                return int(ids[0])
+        return None
+
+
 def load_pretrained(name_or_path: str, **kwargs: Any) -> PretrainedLM:
     from attncli.transformer import load
 

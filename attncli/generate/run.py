@@ -155,6 +155,25 @@ def generate(decoder: Decoder, prompt: str, settings: Settings,
     return gen
 
 
+def lens_layers(gen: Generation) -> list[int | None]:
+    """Per generated token, the logit lens's verdict (attncli.attention.logit_lens): the first layer
+    from which it is the top prediction at the position that chose it, in that layer and every
+    later one (0 = the embeddings already); None when even the last layer ranks another token
+    first (a sampled token). Tokens the decoder never writes (``banned``, e.g. the built-in LM's
+    <unk>) are passed over, as generation passes over them. One causal pass over the finished
+    text (earlier positions do not change as tokens are added)."""
+    from attncli.attention.logit_lens import first_top_layer
+
+    banned = set(gen.decoder.banned)
+    inputs = list(gen.encoded.inputs) + [gen.decoder.input_of(s.id) for s in gen.steps]
+    lens = gen.decoder.lens(inputs, 1 + len(banned))  # top_ids (L + 1, T, k)
+    layers = []
+    for s in gen.steps:
+        top = [next(int(i) for i in ids if int(i) not in banned) for ids in lens.top_ids[:, s.query]]  # (L + 1,)
+        layers.append(first_top_layer(np.asarray(top), s.id))
+    return layers
+
+
 def step_document(step: Step) -> dict[str, Any]:
     return {
         "index": step.index, "query": step.query, "token": step.token, "id": step.id, "prob": step.prob,

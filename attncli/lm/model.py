@@ -239,6 +239,21 @@ class TrainedAttention:
         x = layer_norm(x, self._p("final_ln.weight"), self._p("final_ln.bias"), self.eps)
         return x @ self._p("head.weight").T + self._p("head.bias"), weights  # (T, V_out), L x (h, T, T)
 
+    def residual_stream(self, tokens_or_x) -> np.ndarray:
+        """(L + 1, T, d) the causal pass's residual stream: x_0 and the output of every layer,
+        before the final norm (what the logit lens reads)."""
+        x = self._input(tokens_or_x)
+        stream = [x]
+        for layer in range(self.layers):
+            _, x = self._layer(x, layer, True)
+            stream.append(x)
+        return np.stack(stream)  # (L + 1, T, d)
+
+    def lens_logits(self, x: np.ndarray) -> np.ndarray:
+        """(..., V_out) the final norm and output head applied to residual vectors x (..., d)."""
+        x = layer_norm(x, self._p("final_ln.weight"), self._p("final_ln.bias"), self.eps)
+        return x @ self._p("head.weight").T + self._p("head.bias")
+
     def _input(self, tokens_or_x) -> np.ndarray:
         if isinstance(tokens_or_x, np.ndarray):
             if tokens_or_x.ndim != 2 or tokens_or_x.shape[1] != self.d_model:

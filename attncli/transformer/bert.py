@@ -119,7 +119,7 @@ class BertFamily:
         return x
 
     def layer(self, l: int, x: np.ndarray, allowed: np.ndarray | None):
-        """One BertLayer: returns the new x (B, T, d), the attentions (B, h, T, T) and q, k (B, h, T, d_head)."""
+        """One BertLayer: returns the new x (B, T, d), the attentions (B, h, T, T) and q, k, v (B, h, T, d_head)."""
         w = self.w
         p = f"encoder.layer.{l}."
         q = ops.split_heads(ops.linear(x, w.get(p + "attention.self.query.weight"), w.get(p + "attention.self.query.bias")), self.heads)
@@ -133,7 +133,11 @@ class BertFamily:
         inner = self.act(ops.linear(x, w.get(p + "intermediate.dense.weight"), w.get(p + "intermediate.dense.bias")))  # (B, T, 4d)
         out = ops.linear(inner, w.get(p + "output.dense.weight"), w.get(p + "output.dense.bias"))  # (B, T, d)
         x = ops.layer_norm(out + x, w.get(p + "output.LayerNorm.weight"), w.get(p + "output.LayerNorm.bias"), self.eps)
-        return x, weights, q, k
+        return x, weights, q, k, v
+
+    def output_weight(self, l: int) -> np.ndarray:
+        """W_O (d, d) as x @ W_O (rows h*d_head..(h+1)*d_head belong to head h): attention.output.dense."""
+        return self.w.get(f"encoder.layer.{l}.attention.output.dense.weight").T  # stored (out, in)
 
     def final(self, x: np.ndarray) -> np.ndarray:
         return x

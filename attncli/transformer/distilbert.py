@@ -75,7 +75,7 @@ class DistilBert:
         return ops.layer_norm(x, w.get("embeddings.LayerNorm.weight"), w.get("embeddings.LayerNorm.bias"), EPS)
 
     def layer(self, l: int, x: np.ndarray, allowed: np.ndarray | None):
-        """One TransformerBlock: the new x (B, T, d), the attentions (B, h, T, T), q and k (B, h, T, d_head)."""
+        """One TransformerBlock: the new x (B, T, d), the attentions (B, h, T, T), q, k and v (B, h, T, d_head)."""
         w = self.w
         p = f"transformer.layer.{l}."
         q = ops.split_heads(ops.linear(x, w.get(p + "attention.q_lin.weight"), w.get(p + "attention.q_lin.bias")), self.heads)
@@ -87,7 +87,11 @@ class DistilBert:
         inner = self.act(ops.linear(a, w.get(p + "ffn.lin1.weight"), w.get(p + "ffn.lin1.bias")))  # (B, T, hidden_dim)
         ffn = ops.linear(inner, w.get(p + "ffn.lin2.weight"), w.get(p + "ffn.lin2.bias"))  # (B, T, d)
         x = ops.layer_norm(ffn + a, w.get(p + "output_layer_norm.weight"), w.get(p + "output_layer_norm.bias"), EPS)
-        return x, weights, q, k
+        return x, weights, q, k, v
+
+    def output_weight(self, l: int) -> np.ndarray:
+        """W_O (d, d) as x @ W_O (rows h*d_head..(h+1)*d_head belong to head h): attention.out_lin."""
+        return self.w.get(f"transformer.layer.{l}.attention.out_lin.weight").T  # stored (out, in)
 
     def final(self, x: np.ndarray) -> np.ndarray:
         return x

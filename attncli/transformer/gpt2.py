@@ -101,6 +101,10 @@ class GPT2:
         x = x + ops.conv1d(inner, w.get(p + "mlp.c_proj.weight"), w.get(p + "mlp.c_proj.bias"))  # (B, T, d)
         return x, weights, q, k, v
 
+    def output_weight(self, l: int) -> np.ndarray:
+        """W_O (d, d) as x @ W_O (rows h*d_head..(h+1)*d_head belong to head h): attn.c_proj (Conv1D, stored (in, out))."""
+        return self.w.get(f"h.{l}.attn.c_proj.weight")
+
     def final(self, x: np.ndarray) -> np.ndarray:
         return ops.layer_norm(x, self.w.get("ln_f.weight"), self.w.get("ln_f.bias"), self.eps)
 

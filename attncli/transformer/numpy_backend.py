@@ -18,7 +18,7 @@ import numpy as np
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.transformer import bert, blas, distilbert, gpt2, ops
 from attncli.transformer.encoding import Encoding
-from attncli.transformer.pretrained import Pretrained
+from attncli.transformer.pretrained import Pretrained, masked_scores
 from attncli.transformer.config_check import TOKENIZER_BYTES, damaged
 from attncli.transformer.source import SAFETENSORS, TOKENIZER
 from attncli.transformer.weight_check import check_finite, check_shapes, report_unused
@@ -126,10 +126,10 @@ class NumpyPretrained(Pretrained):
 
     def _run(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, *, keep: bool = True,
              stop: int | None = None, arch: Any = None
-             ) -> tuple[np.ndarray, list[np.ndarray], tuple[np.ndarray, np.ndarray] | None]:
+             ) -> tuple[np.ndarray, list[np.ndarray], tuple[np.ndarray, ...] | None]:
         """The forward pass (of ``self.arch``, float64, unless another ``arch``): the last hidden
-        state (B, T, d), each layer's attentions (B, h, T, T) if ``keep``, and q, k (B, h, T, d_head)
-        of layer ``stop`` (the pass ends there)."""
+        state (B, T, d), each layer's attentions (B, h, T, T) if ``keep``, and the attentions
+        (B, h, T, T) and q, k, v (B, h, T, d_head) of layer ``stop`` (the pass ends there)."""
         arch = self.arch if arch is None else arch
         try:
             x = arch.embeddings(ids, type_ids, mask)  # (B, T, d)
@@ -142,12 +142,13 @@ class NumpyPretrained(Pretrained):
         # an overflow is found by check_activations and reported as damage, not as a RuntimeWarning
         with blas.one_thread(ids.size <= ONE_THREAD_TOKENS), np.errstate(over="ignore", invalid="ignore"):
             for l in range(arch.layers):
-                x, weights, q, k = arch.layer(l, x, allowed)[:4]
+                out = arch.layer(l, x, allowed)
+                x, weights = out[:2]
                 check_activations(l, x, weights)
                 if keep:
                     attentions.append(weights)
                 if stop == l:
-                    return x, attentions, (q, k)
+                    return x, attentions, out[1:5]  # weights, q, k, v
             return arch.final(x), attentions, None
 
     def attentions(self, enc) -> np.ndarray:
@@ -158,8 +159,24 @@ class NumpyPretrained(Pretrained):
     def qk(self, enc, layer: int) -> tuple[np.ndarray, np.ndarray]:
         """q, k (h, T, d_head) of ``layer``: softmax(q k^T * scale(layer) + mask) is its attentions."""
         self.check_layer(layer)
-        _, _, (q, k) = self._run(*self._arrays(enc), keep=False, stop=layer)
+        _, _, (_, q, k, _) = self._run(*self._arrays(enc), keep=False, stop=layer)
         return q[0], k[0]
+
+    def scores(self, enc, layer: int) -> np.ndarray:
+        """(h, T, T) q k^T * scale(layer) of ``layer``, before the softmax; -inf where masked (causal)."""
+        q, k = self.qk(enc, layer)
+        return masked_scores(q, k, self.scale(layer), self.is_decoder)
+
+    def value_vectors(self, enc, layer: int) -> tuple[np.ndarray, np.ndarray]:
+        """The attentions A (h, T, T) of ``layer`` and each head's transformed value vectors
+        f^h(x_j) = (x_j W_V + b_V)^h W_O^h (h, T, d), W_O^h the rows of head h (Kobayashi et al.
+        2020, eq. 6; b_O, shared by every token, is left out): the layer's attention output is
+        sum_h sum_j A[h, i, j] f^h(x_j) + b_O."""
+        self.check_layer(layer)
+        _, _, (weights, _, _, v) = self._run(*self._arrays(enc), keep=False, stop=layer)
+        h, d_head = self.heads, self.arch.d_head
+        w_o = self.arch.output_weight(layer).reshape(h, d_head, -1)  # (h, d_head, d)
+        return weights[0], np.einsum("htk,hkd->htd", v[0], w_o)  # (h, T, T), (h, T, d)
 
     def _last_hidden(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """For ``embed``: in float32, twice as fast as float64 and within 1e-6 of it."""
@@ -186,6 +203,27 @@ class NumpyPretrained(Pretrained):
             check_finite(logits, "the logits")
             return logits, np.stack([a[0] for a in attentions])  # (T, V), (L, h, T, T)
         return cache.extend(self, arr[0])
+
+    def residual_stream(self, ids: Sequence[int]) -> np.ndarray:
+        """Decoders: (L + 1, T, d) the residual stream of token ids ``ids`` before layer 0 (the
+        embeddings) and after each layer, before the final norm (the logit lens reads it). In
+        float32, as ``embed``: the weights need no widening (a 12-layer GPT-2 spent 4 s there)."""
+        self.check_decoder()
+        arr = self.check_ids(ids)[None]  # (1, T)
+        arch = self.arch32
+        x = arch.embeddings(arr, np.zeros_like(arr), np.ones_like(arr, dtype=bool))  # (1, T, d)
+        allowed = ops.key_mask(np.ones_like(arr, dtype=bool), arch.causal)  # (1, 1, T, T)
+        stream = [x[0]]
+        with blas.one_thread(arr.size <= ONE_THREAD_TOKENS):
+            for l in range(arch.layers):
+                x = arch.layer(l, x, allowed)[0]
+                stream.append(x[0])
+        return np.stack(stream)  # (L + 1, T, d)
+
+    def lens_logits(self, x: np.ndarray) -> np.ndarray:
+        """(..., V) what the final norm and the unembedding make of residual vectors x (..., d)."""
+        self.check_decoder()
+        return self.arch32.logits(self.arch32.final(x))  # float32, as residual_stream
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(map(int, ids)), skip_special_tokens=False)

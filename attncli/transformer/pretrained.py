@@ -128,6 +128,15 @@ def check_pooling(modes: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(m for m in POOLINGS if m in modes)
 
 
+def masked_scores(q: np.ndarray, k: np.ndarray, scale: float, causal: bool) -> np.ndarray:
+    """(h, T, T) q k^T * scale from q, k (h, T, d_head); -inf above the diagonal if ``causal``."""
+    scores = (q @ k.swapaxes(-1, -2)) * scale  # (h, T, T)
+    if causal:
+        T = scores.shape[-1]
+        scores = np.where(np.tril(np.ones((T, T), dtype=bool)), scores, -np.inf)
+    return scores
+
+
 def _batches(lengths: list[int], heads: int) -> list[list[int]]:
     """Consecutive runs of the (sorted) ``lengths``: at most EMBED_BATCH each, and B h T^2 within budget."""
     batches: list[list[int]] = []
@@ -141,8 +150,8 @@ def _batches(lengths: list[int], heads: int) -> list[list[int]]:
 
 class Pretrained:
     """A loaded model (see the package docstring for the whole API). Subclasses provide
-    ``_tokenize``, ``_last_hidden``, ``attentions``, ``qk``, ``logits_and_attentions``, ``decode``
-    and ``token_strings``."""
+    ``_tokenize``, ``_last_hidden``, ``attentions``, ``qk``, ``scores``, ``value_vectors``,
+    ``logits_and_attentions``, ``decode`` and ``token_strings``."""
 
     backend = ""
     layers: int

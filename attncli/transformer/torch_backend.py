@@ -17,7 +17,7 @@ from attncli.errors import BadInput, RuntimeFailure
 from attncli.textio import visible
 from attncli.transformer import config_check
 from attncli.transformer.encoding import Encoding
-from attncli.transformer.pretrained import Pretrained
+from attncli.transformer.pretrained import Pretrained, masked_scores
 from attncli.transformer.weight_check import check_finite, report_unused
 
 NEVER_REMOTE = dict(trust_remote_code=False)  # on every transformers call: no code from a model directory
@@ -115,6 +115,49 @@ class TorchPretrained(Pretrained):
         raise BadInput("q and k of a pretrained head come from the numpy backend (BERT and GPT-2 families): "
                        "use --backend numpy")
 
+    def _projections(self, enc: Encoding, layer: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Layer ``layer``'s attentions (h, T, T), q, k, v (h, T, d_head), read by forward hooks
+        on the model's own query / key / value modules, and W_O (d, d) as x @ W_O."""
+        self.check_layer(layer)
+        names = _projection_modules(self.model_type, self.is_decoder, layer)
+        if names is None:
+            raise BadInput(f"--show norms / scores on the torch backend knows the BERT, DistilBERT and GPT-2 "
+                           f"families, not '{self.model_type}'")
+        modules = dict(self.model.named_modules())
+        if any(n not in modules for n in names.values()):
+            raise RuntimeFailure(f"model '{self.name}' lacks the module {next(n for n in names.values() if n not in modules)!r}")
+        seen: dict[str, np.ndarray] = {}
+
+        def keep(role):
+            return lambda module, args, output: seen.__setitem__(role, output[0].float().numpy().astype(np.float64))
+
+        hooks = [modules[n].register_forward_hook(keep(role)) for role, n in names.items() if role != "o"]
+        try:
+            attentions = self.attentions(enc)
+        finally:
+            for hook in hooks:
+                hook.remove()
+        if "qkv" in seen:  # GPT-2's c_attn: q, k, v side by side
+            seen["q"], seen["k"], seen["v"] = np.split(seen.pop("qkv"), 3, axis=-1)
+        out = modules[names["o"]]
+        w_o = out.weight.detach().float().numpy().astype(np.float64)
+        if type(out).__name__ != "Conv1D":
+            w_o = w_o.T  # nn.Linear stores (out, in)
+        h = self.heads
+        q, k, v = (seen[r].reshape(seen[r].shape[0], h, -1).transpose(1, 0, 2) for r in "qkv")  # (h, T, d_head)
+        return attentions[layer], q, k, v, w_o
+
+    def value_vectors(self, enc: Encoding, layer: int) -> tuple[np.ndarray, np.ndarray]:
+        """As the numpy backend's: A (h, T, T) and f^h(x_j) = v^h_j W_O^h (h, T, d)."""
+        weights, _, _, v, w_o = self._projections(enc, layer)
+        h, _, d_head = v.shape
+        return weights, np.einsum("htk,hkd->htd", v, w_o.reshape(h, d_head, -1))  # (h, T, d)
+
+    def scores(self, enc: Encoding, layer: int) -> np.ndarray:
+        """(h, T, T) q k^T * scale of ``layer``, -inf where masked (causal), from the hooked q and k."""
+        _, q, k, _, _ = self._projections(enc, layer)
+        return masked_scores(q, k, _scale(self.model.config, q.shape[-1], layer), self.is_decoder)
+
     def _inputs(self, ids: np.ndarray, type_ids: np.ndarray | None, mask: np.ndarray) -> dict[str, Any]:
         torch = self.torch
         inputs = {"input_ids": torch.from_numpy(np.ascontiguousarray(ids, dtype=np.int64)),
@@ -179,6 +222,28 @@ class TorchPretrained(Pretrained):
 
     def token_strings(self, ids: Sequence[int]) -> list[str]:
         return list(self.tokenizer.convert_ids_to_tokens([int(i) for i in ids]))
+
+
+def _projection_modules(model_type: str, decoder: bool, layer: int) -> dict[str, str] | None:
+    """The names of layer ``layer``'s q, k, v (or GPT-2's joint qkv) and output modules."""
+    if model_type in ("bert", "electra", "roberta", "xlm-roberta", "camembert") and not decoder:
+        p = f"encoder.layer.{layer}.attention."
+        return {"q": p + "self.query", "k": p + "self.key", "v": p + "self.value", "o": p + "output.dense"}
+    if model_type == "distilbert":
+        p = f"transformer.layer.{layer}.attention."
+        return {"q": p + "q_lin", "k": p + "k_lin", "v": p + "v_lin", "o": p + "out_lin"}
+    if model_type == "gpt2":
+        p = f"transformer.h.{layer}.attn."
+        return {"qkv": p + "c_attn", "o": p + "c_proj"}
+    return None
+
+
+def _scale(config: Any, d_head: int, layer: int) -> float:
+    """The factor q k^T is multiplied by (GPT-2's two scaling flags; 1/sqrt(d_head) otherwise)."""
+    s = 1.0 / np.sqrt(d_head) if getattr(config, "scale_attn_weights", True) else 1.0
+    if getattr(config, "scale_attn_by_inverse_layer_idx", False):
+        s /= float(layer + 1)
+    return float(s)
 
 
 def _slow_encoding(tokenizer: Any, batch: Any, n_texts: int) -> SimpleNamespace:

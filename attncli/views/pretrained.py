@@ -14,7 +14,9 @@ def _mark(seg: Optional[str], pair: bool) -> str:
 
 
 def _title(meta: dict[str, Any], what: str) -> str:
-    if meta["rollout"]:
+    if meta.get("flow"):
+        which = f"attention flow through layers 0-{meta['layer']}"
+    elif meta["rollout"]:
         which = f"rollout through layers 0-{meta['layer']}"
     elif meta["head"] is not None:
         which = f"layer {meta['layer']} head {meta['head']}"
@@ -34,6 +36,14 @@ def pair_note(enc) -> Optional[str]:
     return "sentence pair: " + ", ".join(spans) + " (rows are marked A / B)"
 
 
+def _finite(m):
+    """(values, masked): --show scores' -inf (a causal model's future keys) drawn as masked cells."""
+    import numpy as np
+
+    masked = ~np.isfinite(m)
+    return np.where(masked, 0.0, m), (masked if masked.any() else None)
+
+
 def pretrained_heatmaps(view, meta: dict[str, Any], enc, row_span=None, col_span=None, *, cursor=None,
                         cell_meta: bool = False) -> list[Heatmap]:
     """The heatmaps of ``view`` (attncli.attention.pretrained.PretrainedView); ``cursor`` (row,
@@ -50,7 +60,7 @@ def pretrained_heatmaps(view, meta: dict[str, Any], enc, row_span=None, col_span
     else:
         row_labels = [f"{int(t)} {_mark(enc.segments[t], pair)}{tok}" for t, tok in zip(view.rows, view.tokens)]
         col_labels, mats, heads = view.key_tokens, view.weights, view.head_weights
-        what = "weights"
+        what = "max-flow" if meta.get("flow") else meta.get("show", "weights")
     R, C = mats.shape
     if R == 0 or C == 0:
         raise BadInput("the view is empty: no token is left after --hide-special / --filter")
@@ -61,6 +71,14 @@ def pretrained_heatmaps(view, meta: dict[str, Any], enc, row_span=None, col_span
     if view.words is not None:
         notes.append("word pieces merged: a word's row is the mean of its pieces' rows, its column the sum of their columns")
     notes.append(f"rows: queries, columns: keys · backend: {meta['backend']}")
+    if meta.get("flow"):
+        notes.append("flow: the max-flow from input token j (column) to position i (row) through the layers' "
+                     "(head mean + I)/2 graph (Abnar & Zuidema 2020); each <= 1, a row need not sum to 1")
+    if meta.get("show") == "norms":
+        notes.append("norms: ||alpha f(x_j)||, f(x) = (x W_V + b_V) W_O (Kobayashi et al. 2020); the layer's: "
+                     "||sum over heads||, not their mean")
+    elif meta.get("show") == "scores":
+        notes.append("scores: q.k x scale before the softmax; the layer's: the heads' mean")
     if (note := pair_note(enc)) is not None:
         notes.append(note)
     if meta["truncated"]:
@@ -68,9 +86,11 @@ def pretrained_heatmaps(view, meta: dict[str, Any], enc, row_span=None, col_span
     maps = []
     if heads is not None:
         for h, m in enumerate(heads):
-            maps.append(Heatmap(m, row_labels, col_labels, _title({**meta, "head": h}, what), rows=row_span, cols=col_span,
-                                cursor=cursor, cell_meta=cell_meta))
+            values, masked = _finite(m)
+            maps.append(Heatmap(values, row_labels, col_labels, _title({**meta, "head": h}, what), masked=masked,
+                                rows=row_span, cols=col_span, cursor=cursor, cell_meta=cell_meta))
         what = f"{what}, mean of {len(heads)} heads"
-    maps.append(Heatmap(mats, row_labels, col_labels, _title(meta, what), rows=row_span, cols=col_span,
+    values, masked = _finite(mats)
+    maps.append(Heatmap(values, row_labels, col_labels, _title(meta, what), masked=masked, rows=row_span, cols=col_span,
                         notes=tuple(notes), cursor=cursor, cell_meta=cell_meta))
     return maps

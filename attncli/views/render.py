@@ -45,6 +45,22 @@ def palette(t: float) -> tuple[str, str]:
     return bg, _text_colour(bg)
 
 
+# PuOr (ColorBrewer, 11 classes, colour-blind safe) from purple (low) through white (0) to orange (high)
+_PUOR = ["#2d004b", "#542788", "#8073ac", "#b2abd2", "#d8daeb", "#f7f7f7", "#fee0b6", "#fdb863", "#e08214",
+         "#b35806", "#7f3b08"]
+_PUOR_ROWS = [[int(h[i: i + 2], 16) for i in (1, 3, 5)] for h in _PUOR]
+
+
+def diverging_palette(t: float) -> tuple[str, str]:
+    """(background, text colour) for t in [0, 1] on PuOr: 0 purple, 0.5 white, 1 orange (differences)."""
+    t = min(max(float(t), 0.0), 1.0) * (len(_PUOR_ROWS) - 1)
+    lo = math.floor(t)
+    hi = min(lo + 1, len(_PUOR_ROWS) - 1)
+    rgb = [a + (t - lo) * (b - a) for a, b in zip(_PUOR_ROWS[lo], _PUOR_ROWS[hi])]
+    bg = "#{:02x}{:02x}{:02x}".format(*(round(x) for x in rgb))
+    return bg, _text_colour(bg)
+
+
 @lru_cache(maxsize=4096)
 def _text_colour(bg: str) -> str:
     return BLACK if relative_luminance(bg) > _CROSSOVER else WHITE
@@ -89,6 +105,7 @@ class Heatmap:
     cursor: tuple[int, int] | None = None  # (row, column) drawn in reverse video (attn explore)
     cell_meta: bool = False  # each cell's style carries meta {"cell": (row, column)} (mouse clicks)
     divider_after: int | None = None  # draw a dim rule under this row (e.g. the end of a prompt)
+    diverging: bool = False  # signed values (a difference): PuOr, symmetric around 0
     more: str = "pick others with --rows/--cols START:END, or see everything with --json"  # how to see what is left out
 
 
@@ -124,7 +141,7 @@ def _cell(hm: Heatmap, row, block, block_masked, r: int, j: int, r0: int, c0: in
         style, shown = "dim", f" {text:^{cell_w}} "
     else:
         t = 0.0 if hi <= lo else (block[r, j - c0] - lo) / (hi - lo)
-        bg, fg = palette(t)
+        bg, fg = (diverging_palette if hm.diverging else palette)(t)
         style, shown = f"{fg} on {bg}", f" {text:>{cell_w}} "
     if hm.cursor == (r0 + r, j):
         style += " reverse bold"
@@ -187,6 +204,8 @@ def heatmap_renderables(hm: Heatmap, width: int | None, *, max_rows: int = 60, m
     block_masked = masked[r0:r1, c0:c_end]
     visible = hm.values[~masked]
     lo, hi = (float(visible.min()), float(visible.max())) if visible.size else (0.0, 1.0)
+    if hm.diverging:  # white is 0
+        lo, hi = -max(abs(lo), abs(hi), 1e-12), max(abs(lo), abs(hi), 1e-12)
     label_cap = LABEL_WIDTH if width is not None else 1 << 30  # a file: whole labels
     labels = [abbreviate(visible_text(s), label_cap) for s in hm.row_labels[r0:r1]]  # data: controls escaped
     col_labels = [visible_text(s) for s in hm.col_labels]
@@ -243,7 +262,8 @@ def heatmap_renderables(hm: Heatmap, width: int | None, *, max_rows: int = 60, m
     notes = [visible_text(n) for n in hm.notes]
     if masked.any():
         notes.append(f"{MASKED} = masked (weight exactly 0)")
-    notes.append(f"colour: viridis, dark = {lo:.3g}, bright = {hi:.3g}")
+    notes.append(f"colour: PuOr, purple = {lo:.3g}, white = 0, orange = {hi:.3g}" if hm.diverging
+                 else f"colour: viridis, dark = {lo:.3g}, bright = {hi:.3g}")
     left = []
     if r0 > 0 or r1 < R:
         left.append(f"rows {r0}-{r1 - 1} of 0-{R - 1} shown")

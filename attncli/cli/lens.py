@@ -1,0 +1,88 @@
+"""Command ``attn lens``: the logit lens of a decoder (nostalgebraist 2020): for every layer and
+position, the next tokens the final norm and unembedding would give from that layer's residual
+stream. The built-in LM by default, or a pretrained GPT-2-family model on attn's NumPy pass
+(--transformer). The core is :mod:`attncli.attention.logit_lens`; drawn by
+:mod:`attncli.views.lens`. Nothing heavy is imported at module level (and torch never).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from attncli.cli.app import app, emit_json, out_console
+from attncli.cli.options import ModelOpt, TransformerOpt
+from attncli.errors import BadInput
+
+MAX_TOP_K = 20
+
+
+@app.command("lens")
+def lens_cmd(
+    text: Annotated[str, typer.Argument(help="The text the model reads.", show_default=False)],
+    *,
+    transformer: TransformerOpt = None,
+    model: ModelOpt = None,
+    top_k: Annotated[int, typer.Option("--top-k", "-k", help=f"Tokens kept per layer and position (1-{MAX_TOP_K}).")] = 5,
+    token: Annotated[Optional[str], typer.Option(help="Follow this token's rank and probability through the layers.",
+                                                 metavar="WORD")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the lens as JSON.")] = False,
+    svg: Annotated[Optional[Path], typer.Option(help="Also save the view as SVG.")] = None,
+    html: Annotated[Optional[Path], typer.Option(help="Also save the view as HTML.")] = None,
+) -> None:
+    """The logit lens: what a decoder would predict next if it stopped after each layer."""
+    from attncli.cli.matrix import _check_export_path
+
+    if not 1 <= top_k <= MAX_TOP_K:
+        raise BadInput(f"--top-k must be between 1 and {MAX_TOP_K} (got {top_k})")
+    _check_export_path(svg, "--svg")
+    _check_export_path(html, "--html")
+    doc = lens_document(text, transformer=transformer, model=model, top_k=top_k, token=token)
+    if json_out:
+        emit_json(doc)
+        if svg is None and html is None:
+            return
+    from attncli.views.lens import render_lens
+
+    if svg or html:
+        from attncli.cli.matrix import _recording_console, _save_exports
+
+        console = _recording_console(to_stdout=not json_out)
+        render_lens(console, doc)
+        _save_exports(console, svg, html, title=f"attn lens: {text[:60]}")
+    else:
+        render_lens(out_console(), doc)
+
+
+def lens_document(text: str, *, transformer: Optional[str], model: Optional[str], top_k: int,
+                  token: Optional[str]) -> dict[str, Any]:
+    """The lens as a JSON-ready document (keys in docs/beyond-weights.md)."""
+    from attncli.generate.decoders import load_decoder
+
+    decoder = load_decoder(model, transformer)
+    enc = decoder.encode(text)
+    if len(enc.inputs) > decoder.context:
+        raise BadInput(f"the text is {len(enc.inputs)} tokens, more than the model's {decoder.context}")
+    follow = None
+    if token is not None:
+        follow = decoder.token_id(token)
+        if follow is None:
+            raise BadInput(f"--token {token!r} is not one token of the model's vocabulary")
+    lens = decoder.lens(enc.inputs, top_k, follow)
+    n_layers = lens.top_ids.shape[0]
+    cells = [[[{"token": decoder.label(decoder.token(int(i))), "id": int(i), "prob": round(float(p), 6)}
+               for i, p in zip(lens.top_ids[l, t], lens.top_probs[l, t])] for t in range(len(enc.tokens))]
+             for l in range(n_layers)]
+    doc: dict[str, Any] = {
+        "model": decoder.name, "kind": decoder.kind, "tokens": [decoder.label(t) for t in enc.tokens],
+        "layers": n_layers - 1, "top_k": top_k,
+        "rows": "lens[l][t]: after l layers (0 = the embeddings) at position t, the top_k next tokens, best first",
+        "lens": cells, "follow": None,
+    }
+    if follow is not None:
+        doc["follow"] = {"token": decoder.label(decoder.token(follow)), "id": int(follow),
+                         "rank": lens.follow_rank.astype(int).tolist(),
+                         "prob": [[round(float(p), 6) for p in row] for row in lens.follow_prob]}
+    return doc

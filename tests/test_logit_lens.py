@@ -1,0 +1,187 @@
+"""``attn lens``: the logit lens (nostalgebraist 2020) against an independent reference: for GPT-2,
+transformers' own ``output_hidden_states`` through its ``ln_f`` and ``lm_head`` (the last hidden
+state already has ``ln_f`` applied); for the built-in LM, the torch model ``attn train-attention``
+trains, loaded with the same weights, its residual stream read by forward hooks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from attncli.cli.main import app
+
+TEXT = "time flies like an arrow"
+
+
+def run(*args):
+    import attncli.cli.app as cli_app
+
+    cli_app._consoles.clear()
+    return CliRunner().invoke(app, list(args))
+
+
+def lens_json(*args):
+    result = run("lens", *args, "--json")
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def gpt2_reference(path, text):
+    """(L + 1, T, V) probabilities from transformers' hidden states, ln_f and lm_head."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(path))
+    model = AutoModelForCausalLM.from_pretrained(str(path)).eval()
+    ids = tok(text, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        out = model(ids, output_hidden_states=True)
+        hs = out.hidden_states  # L + 1 tensors; the last already through ln_f
+        logits = [model.lm_head(model.transformer.ln_f(h)) for h in hs[:-1]] + [model.lm_head(hs[-1])]
+    probs = np.stack([softmax(x[0].double().numpy()) for x in logits])  # (L + 1, T, V)
+    np.testing.assert_allclose(probs[-1], softmax(out.logits[0].double().numpy()), atol=1e-6)  # the model's own
+    return probs
+
+
+def builtin_reference(att, tokens):
+    """(L + 1, T, V) probabilities from the torch CausalLM with the built-in LM's weights."""
+    import torch
+
+    from attncli.lm import model as trained
+    from attncli.lm import train as lm_train
+
+    table = trained.input_vectors(att.vectors, tokens)  # (T, d)
+    model = lm_train.model_from_weights(table, att.config, att.w).eval()
+    stream = []
+    hooks = [model.drop.register_forward_hook(lambda m, a, out: stream.append(out))]
+    hooks += [b.register_forward_hook(lambda m, a, out: stream.append(out[0])) for b in model.blocks]
+    with torch.no_grad():
+        model(torch.arange(len(tokens))[None, :])
+        probs = np.stack([softmax(model.head(model.final_ln(x))[0].double().numpy()) for x in stream])
+    for hook in hooks:
+        hook.remove()
+    return probs
+
+
+def check_against(doc, probs, k):
+    L1, T, V = probs.shape
+    assert doc["layers"] == L1 - 1 and len(doc["tokens"]) == T
+    for l in range(L1):
+        for t in range(T):
+            cell = doc["lens"][l][t]
+            np.testing.assert_allclose([c["prob"] for c in cell], np.sort(probs[l, t])[::-1][:k], atol=1e-5)
+            assert [c["id"] for c in cell][:1] == [int(np.argmax(probs[l, t]))]
+
+
+def test_gpt2_lens_equals_transformers_hidden_states(tiny_gpt2_dir):
+    probs = gpt2_reference(tiny_gpt2_dir, TEXT)
+    doc = lens_json(TEXT, "--transformer", str(tiny_gpt2_dir), "-k", "3")
+    check_against(doc, probs, 3)
+    assert not np.allclose(probs[0], probs[-1], atol=1e-3)  # the layers really differ
+    from attncli.generate.pretrained import load_pretrained  # full precision, through the API
+
+    dec = load_pretrained(str(tiny_gpt2_dir))
+    lens = dec.lens(dec.encode(TEXT).inputs, 4, follow=7)
+    np.testing.assert_allclose(lens.top_probs, -np.sort(-probs, axis=-1)[..., :4], atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(lens.follow_prob, probs[..., 7], atol=1e-5, rtol=1e-5)
+    assert (lens.follow_rank == (probs > probs[..., 7:8]).sum(-1)).all()
+
+
+def test_builtin_lm_lens_equals_the_torch_model():
+    from _attention_fixtures import make_random_attention
+
+    from attncli.lm import model as trained
+
+    make_random_attention("rand", layers=2, heads=4)
+    att = trained.load_trained("rand")
+    doc = lens_json("the cat sat on", "--model", "rand", "-k", "3")
+    check_against(doc, builtin_reference(att, doc["tokens"]), 3)
+
+
+def test_token_follows_rank_and_probability(tiny_gpt2_dir):
+    probs = gpt2_reference(tiny_gpt2_dir, TEXT)
+    doc = lens_json(TEXT, "--transformer", str(tiny_gpt2_dir), "--token", "like")
+    i = doc["follow"]["id"]
+    np.testing.assert_allclose(np.array(doc["follow"]["prob"]), probs[..., i], atol=1e-5)
+    assert np.array_equal(np.array(doc["follow"]["rank"]), (probs > probs[..., i:i + 1]).sum(-1))
+    text = " ".join(run("lens", TEXT, "--transformer", str(tiny_gpt2_dir), "--token", "like").stdout.split())
+    assert "logit lens" in text and "--token" in text and "L2" in text
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--top-k", "0"], "--top-k"), (["--token", "zzzzqqqq"], "--token"),
+])
+def test_refusals(tiny_gpt2_dir, args, needle):
+    result = run("lens", TEXT, "--transformer", str(tiny_gpt2_dir), *args)
+    assert result.exit_code == 2 and needle in result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_encoder_has_no_lens(tiny_bert_dir):
+    result = run("lens", TEXT, "--transformer", str(tiny_bert_dir))
+    assert result.exit_code == 2 and "encoder" in result.stderr
+
+
+def test_lens_never_imports_torch(tiny_gpt2_dir):
+    code = ("import sys; from attncli.cli.main import main; sys.argv = ['attn', 'lens', 'time flies', '--transformer', "
+            f"{str(tiny_gpt2_dir)!r}, '--json']\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
+            "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'torch imported'")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-500:]
+    assert json.loads(done.stdout)["layers"] == 2
+
+
+def reference_first_top(probs_at, token):
+    """The first layer from which ``token`` is the argmax in every later layer, from (L + 1, V) probabilities."""
+    tops = probs_at.argmax(-1)
+    if tops[-1] != token:
+        return None
+    layer = len(tops) - 1
+    while layer > 0 and tops[layer - 1] == token:
+        layer -= 1
+    return layer
+
+
+@pytest.mark.parametrize("greedy", [True, False])
+def test_generate_lens_layers_equal_transformers_hidden_states(tiny_gpt2_dir, greedy):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    sampling = ["--greedy"] if greedy else ["--seed", "3"]
+    result = run("generate", "time flies", "--transformer", str(tiny_gpt2_dir), "-n", "6", "--ignore-eos", *sampling,
+                 "--lens", "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    from attncli.generate.pretrained import load_pretrained
+
+    dec = load_pretrained(str(tiny_gpt2_dir))
+    ids = list(dec.encode("time flies").inputs) + [s["id"] for s in doc["steps"]]
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_gpt2_dir)).eval()
+    with torch.no_grad():
+        hs = model(torch.tensor([ids]), output_hidden_states=True).hidden_states
+        probs = np.stack([softmax(model.lm_head(model.transformer.ln_f(h))[0].double().numpy()) for h in hs[:-1]]
+                         + [softmax(model.lm_head(hs[-1])[0].double().numpy())])  # (L + 1, T, V)
+    want = [reference_first_top(probs[:, s["query"]], s["id"]) for s in doc["steps"]]
+    assert doc["lens_layers"] == want
+    if greedy:
+        assert None not in want  # the argmax is always the last layer's top
+
+
+def test_lens_svg_and_html_are_written(tiny_gpt2_dir, tmp_path):
+    svg, html = tmp_path / "lens.svg", tmp_path / "lens.html"
+    result = run("lens", TEXT, "--transformer", str(tiny_gpt2_dir), "--svg", str(svg), "--html", str(html))
+    assert result.exit_code == 0, result.stderr
+    drawn_svg, drawn_html = svg.read_text(encoding="utf-8"), html.read_text(encoding="utf-8")
+    assert "attn lens: time flies" in drawn_svg.replace("&#160;", " ") and "logit lens" in drawn_html
+    assert "L2" in drawn_svg and "L2" in drawn_html  # the last layer's column
+    result = run("lens", TEXT, "--transformer", str(tiny_gpt2_dir), "--svg", str(tmp_path / "no" / "x.svg"))
+    assert result.exit_code == 2 and "exist" in result.stderr and "Traceback" not in result.stderr

@@ -1,0 +1,162 @@
+"""``attn matrix --transformer M --show norms`` and ``--show scores`` (issue 22).
+
+The reference is computed here from transformers' own modules: forward hooks on the model's
+query / key / value projections give q, k, v; f^h(x_j) = v^h_j W_O^h with W_O read from the
+output dense layer; alpha from ``output_attentions`` (Kobayashi et al. 2020, eq. 6). attn's
+value vectors (NumPy forward pass, or the torch backend) must equal it to 1e-5.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from attncli.attention.value_norms import head_norms, summed_norms
+from attncli.cli.main import app
+
+SENTENCE = "time flies like an arrow"
+MODULES = {  # model_type: the q, k, v modules (or GPT-2's joint c_attn) and the output projection of layer {l}
+    "bert": ("encoder.layer.{l}.attention.self.query", "encoder.layer.{l}.attention.self.key",
+             "encoder.layer.{l}.attention.self.value", "encoder.layer.{l}.attention.output.dense"),
+    "gpt2": ("h.{l}.attn.c_attn", None, None, "h.{l}.attn.c_proj"),
+}
+_cache: dict = {}
+
+
+def run(*args):
+    import attncli.cli.app as cli_app
+
+    cli_app._consoles.clear()
+    return CliRunner().invoke(app, list(args))
+
+
+def matrix_json(path, *args):
+    result = run("matrix", SENTENCE, "--transformer", str(path), "--json", *args)
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def reference(path):
+    """Per layer: alpha (h, T, T), f (h, T, d) and scores (h, T, T, -inf masked), float64, from
+    transformers' own q / k / v projections and output dense weight."""
+    if str(path) in _cache:
+        return _cache[str(path)]
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(path))
+    model = AutoModel.from_pretrained(str(path), attn_implementation="eager").eval()
+    cfg = model.config
+    kind = "gpt2" if cfg.model_type == "gpt2" else "bert"
+    h = cfg.num_attention_heads
+    modules = dict(model.named_modules())
+    seen = {}
+    hooks = []
+    for l in range(cfg.num_hidden_layers):
+        for role, name in zip("qkv", MODULES[kind][:3]):
+            if name is not None:
+                hooks.append(modules[name.format(l=l)].register_forward_hook(
+                    lambda m, a, out, key=(l, role): seen.__setitem__(key, out[0].detach().double())))
+    enc = tok(SENTENCE, return_tensors="pt")
+    with torch.no_grad():
+        out = model(**enc, output_attentions=True)
+    for hook in hooks:
+        hook.remove()
+    layers = []
+    for l in range(cfg.num_hidden_layers):
+        if kind == "gpt2":
+            q, k, v = seen[(l, "q")].split(cfg.hidden_size, dim=-1)  # (T, d) each
+        else:
+            q, k, v = seen[(l, "q")], seen[(l, "k")], seen[(l, "v")]
+        T, d = v.shape
+        split = lambda x: x.view(T, h, d // h).transpose(0, 1)  # (h, T, d_head)  # noqa: E731
+        w = modules[MODULES[kind][3].format(l=l)].weight.detach().double()
+        w_o = w if kind == "gpt2" else w.T  # (d, d) as x @ W_O: Conv1D stores (in, out), Linear (out, in)
+        f = torch.einsum("htk,hkd->htd", split(v), w_o.view(h, d // h, d))  # (h, T, d)
+        scores = split(q) @ split(k).transpose(1, 2) / (d // h) ** 0.5  # (h, T, T)
+        if kind == "gpt2":
+            scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+        layers.append((out.attentions[l][0].double().numpy(), f.numpy(), scores.numpy()))
+    _cache[str(path)] = layers
+    return layers
+
+
+def ref_norms(alpha, f):
+    """Independent of attncli.attention.value_norms: a loop over heads in plain NumPy."""
+    per_head = np.stack([alpha[hd] * np.sqrt((f[hd] ** 2).sum(-1))[None, :] for hd in range(alpha.shape[0])])
+    summed = np.zeros(alpha.shape[1:])
+    for i in range(alpha.shape[1]):
+        for j in range(alpha.shape[2]):
+            summed[i, j] = np.sqrt(((alpha[:, i, j, None] * f[:, j]).sum(0) ** 2).sum())
+    return per_head, summed
+
+
+@pytest.mark.parametrize("fixture", ["tiny_bert_dir", "tiny_gpt2_dir", "minilm_dir"])
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_value_vectors_equal_transformers_own(request, fixture, backend):
+    from attncli.transformer import load
+
+    path = request.getfixturevalue(fixture)
+    model = load(str(path), backend=backend)
+    enc = model.encode(SENTENCE)
+    for l, (alpha, f, scores) in enumerate(reference(path)):
+        weights, fx = model.value_vectors(enc, l)
+        np.testing.assert_allclose(weights, alpha, atol=1e-5, rtol=1e-5)
+        np.testing.assert_allclose(fx, f, atol=1e-5, rtol=1e-5)
+        per_head, summed = ref_norms(alpha, f)
+        np.testing.assert_allclose(head_norms(weights, fx), per_head, atol=1e-5, rtol=1e-5)
+        np.testing.assert_allclose(summed_norms(weights, fx), summed, atol=1e-5, rtol=1e-5)
+        got = model.scores(enc, l)
+        assert np.array_equal(np.isinf(got), np.isinf(scores))
+        np.testing.assert_allclose(np.where(np.isinf(got), 0, got), np.where(np.isinf(scores), 0, scores), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("fixture", ["tiny_bert_dir", "tiny_gpt2_dir"])
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_show_norms_and_scores_json(request, fixture, backend):
+    path = request.getfixturevalue(fixture)
+    alpha, f, scores = reference(path)[1]
+    per_head, summed = ref_norms(alpha, f)
+    doc = matrix_json(path, "--layer", "1", "--show", "norms", "--backend", backend)
+    assert doc["show"] == "norms" and doc["backend"] == backend
+    np.testing.assert_allclose(np.array(doc["head_weights"]), per_head, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.array(doc["weights"]), summed, rtol=1e-5, atol=1e-5)
+    assert not np.allclose(summed, per_head.mean(axis=0), atol=1e-3)  # the layer's is not the heads' mean
+    doc = matrix_json(path, "--layer", "1", "--head", "2", "--show", "scores", "--backend", backend)
+    got = np.array([[np.nan if x is None else x for x in row] for row in doc["weights"]])
+    assert doc["show"] == "scores" and np.array_equal(np.isnan(got), np.isinf(scores[2]))
+    np.testing.assert_allclose(np.nan_to_num(got), np.where(np.isinf(scores[2]), 0, scores[2]), rtol=1e-5, atol=1e-5)
+
+
+def test_explain_norms_gives_alpha_size_and_product(tiny_bert_dir):
+    alpha, f, _ = reference(tiny_bert_dir)[0]
+    doc = matrix_json(tiny_bert_dir, "--layer", "0", "--show", "norms", "--explain", "2", "3")
+    ex = doc["explanation"]
+    for entry in ex["heads"]:
+        hd = entry["head"]
+        steps = {s["name"]: s["value"] for s in entry["steps"]}
+        assert steps["alpha"] == pytest.approx(alpha[hd, 2, 3], rel=1e-5, abs=1e-6)
+        assert steps["||f(x_J)||"] == pytest.approx(np.linalg.norm(f[hd, 3]), rel=1e-5)
+        assert steps["||alpha f(x_J)||"] == pytest.approx(alpha[hd, 2, 3] * np.linalg.norm(f[hd, 3]), rel=1e-5)
+        assert steps["||alpha f(x_J)||"] == pytest.approx(steps["alpha"] * steps["||f(x_J)||"], rel=1e-12)
+    assert ex["weight"] == pytest.approx(doc["weights"][2][3], rel=1e-5)
+    text = run("matrix", SENTENCE, "--transformer", str(tiny_bert_dir), "--show", "norms", "--explain", "2", "3").stdout
+    assert "||f(x_J)||" in text and "norms" in text
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--rollout"], "--rollout"), (["--words"], "--words"), (["--hide-special"], "--hide-special"),
+    (["--model-view"], "--model-view"), (["--show", "output"], "--show output"),
+])
+def test_show_norms_refuses_views_that_mix_tokens(tiny_bert_dir, args, needle):
+    show = [] if "--show" in args else ["--show", "norms"]
+    result = run("matrix", SENTENCE, "--transformer", str(tiny_bert_dir), *show, *args)
+    assert result.exit_code == 2 and needle in result.stderr and "Traceback" not in result.stderr
+
+
+def test_show_norms_needs_a_transformer():
+    result = run("matrix", SENTENCE, "--show", "norms")
+    assert result.exit_code == 2 and "--transformer" in result.stderr
