@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
-from attncli.transformer import bert, blas, distilbert, gpt2, ops
+from attncli.transformer import bert, blas, distilbert, gpt2, llama, ops
 from attncli.transformer.encoding import Encoding
 from attncli.transformer.pretrained import Pretrained
 from attncli.transformer.source import SAFETENSORS, TOKENIZER
@@ -26,9 +26,10 @@ ARCHITECTURES = {
     **{t: (bert, bert.BertFamily) for t in bert.MODEL_TYPES},
     **{t: (distilbert, distilbert.DistilBert) for t in distilbert.MODEL_TYPES},
     **{t: (gpt2, gpt2.GPT2) for t in gpt2.MODEL_TYPES},
+    **{t: (llama, llama.Llama) for t in llama.MODEL_TYPES},
 }
 NUMPY_MODEL_TYPES = frozenset(ARCHITECTURES)
-DTYPE = np.float64
+DTYPE = np.float64  # unless the architecture's module sets its own (llama: float32)
 ONE_THREAD_TOKENS = 256  # up to this many tokens in a pass, BLAS runs on one thread (see blas.py)
 
 
@@ -64,7 +65,7 @@ class NumpyPretrained(Pretrained):
         self.tokenizer.no_padding()     # (all-MiniLM-L6-v2's pads to 128); transformers sets them per call
         module, cls = ARCHITECTURES[self.model_type]
 
-        self.arch = cls(Weights(self.path / SAFETENSORS, module.ANCHORS, DTYPE), config)
+        self.arch = cls(Weights(self.path / SAFETENSORS, module.ANCHORS, getattr(module, "DTYPE", DTYPE)), config)
         self.layers = self.arch.layers
         self.heads = self.arch.heads
         self.is_decoder = self.arch.causal
@@ -133,7 +134,7 @@ class NumpyPretrained(Pretrained):
         """q, k (h, T, d_head) of ``layer``: softmax(q k^T * scale(layer) + mask) is its attentions."""
         self.check_layer(layer)
         _, _, (q, k) = self._run(*self._arrays(enc), keep=False, stop=layer)
-        return q[0], k[0]
+        return q[0].astype(np.float64), k[0].astype(np.float64)
 
     def _last_hidden(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """For ``embed``: in float32, twice as fast as float64 and within 1e-6 of it."""

@@ -55,8 +55,11 @@ class Weights:
         return full in self._names
 
     def get_exact(self, full: str, dtype: type | None = None) -> np.ndarray:
-        """A tensor by its full name, prefix included (a head outside the base model, e.g. lm_head.weight)."""
-        return self._read(full, None if dtype is None else np.dtype(dtype))[()]
+        """A tensor by its full name, prefix included (a head outside the base model, e.g. lm_head.weight), cached."""
+        dtype = self.dtype if dtype is None else np.dtype(dtype)
+        if ("/" + full, dtype) not in self._cache:  # "/": no tensor name starts with it
+            self._cache["/" + full, dtype] = self._read(full, dtype)[()]
+        return self._cache["/" + full, dtype]
 
     def rows(self, name: str, ids: np.ndarray) -> np.ndarray:
         """Rows ``ids`` of a 2-D tensor (an embedding table) without reading the rest of it."""

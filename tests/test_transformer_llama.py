@@ -1,0 +1,193 @@
+"""Llama-family decoders on the numpy backend against transformers itself (eager attention,
+``output_attentions``), layer by layer and head by head, to 1e-5 in float32: Llama (GQA, biases,
+linear and llama3 RoPE, tied and untied heads), Mistral (sliding window), Qwen2 (q/k/v biases, a
+window on some layers), Gemma (sqrt(d) embeddings, (1 + w) norms, GeGLU, head_dim apart) and
+Phi-3 (fused qkv and gate_up, partial rotary). Tiny random models from tests/_llama_fixtures.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tokenizers")
+pytest.importorskip("safetensors")
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from typer.testing import CliRunner  # noqa: E402
+
+from _llama_fixtures import KINDS, build_decoder  # noqa: E402
+from _probe import imported_by  # noqa: E402
+from attncli.cli.main import app  # noqa: E402
+from attncli.errors import BadInput  # noqa: E402
+from attncli.transformer import load  # noqa: E402
+
+torch.set_num_threads(1)
+runner = CliRunner()
+TEXTS = ["the cat sat on the mat and the dog sat on the log", "She sells sea shells, said the paper in 2017!"]
+WINDOWS = {"mistral": [3, 3], "qwen2": [None, 4], "phi3": [5, 5]}
+
+
+@pytest.fixture(scope="session")
+def decoders(tmp_path_factory):
+    base = tmp_path_factory.mktemp("llama-family")
+    return functools.lru_cache(maxsize=None)(lambda kind, dtype="float32": build_decoder(kind, base / f"{kind}-{dtype}",
+                                                                                         dtype))
+
+
+@functools.lru_cache(maxsize=None)
+def reference(path: str):
+    tok = transformers.AutoTokenizer.from_pretrained(path)
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager",
+                                                              dtype=torch.float32).eval()
+    return tok, model
+
+
+def reference_pass(path: str, ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """transformers' logits (T, V) and attentions (L, h, T, T), float64."""
+    _, model = reference(path)
+    with torch.no_grad():
+        out = model(torch.tensor([ids]), output_attentions=True)
+    return out.logits[0].double().numpy(), np.stack([a[0].double().numpy() for a in out.attentions])
+
+
+def allowed(T: int, window: int | None) -> np.ndarray:
+    """(T, T) bool: the causal mask, and the sliding window's."""
+    i, j = np.arange(T)[:, None], np.arange(T)[None]
+    return (j <= i) & ((i - j < window) if window else True)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_attentions_and_logits_equal_transformers_every_layer_and_head(kind, decoders):
+    path = str(decoders(kind))
+    model = load(path, backend="numpy")
+    assert model.backend == "numpy" and model.is_decoder and model.layers == 2 and model.heads == 4
+    tok, _ = reference(path)
+    for text in TEXTS:
+        enc = model.encode(text)
+        assert enc.tokens[0] == "<s>"  # the BOS tokenizer.json's post-processor adds, as transformers does
+        if kind != "qwen2":  # transformers 5 tokenizes a qwen2 with Qwen2Tokenizer's own pre-tokenizer (digits
+            assert enc.ids == tok(text)["input_ids"]  # one by one), not this fixture's tokenizer.json
+        got = model.attentions(enc)  # (L, h, T, T)
+        T = len(enc.ids)
+        assert got.shape == (2, 4, T, T) and got.dtype == np.float64
+        want_logits, want = reference_pass(path, enc.ids)
+        assert np.abs(got - want).max() < 1e-5, (kind, text)
+        np.testing.assert_allclose(got.sum(axis=-1), 1.0, atol=1e-12)
+        for l, window in enumerate(WINDOWS.get(kind, [None, None])):
+            assert np.all(got[l][:, ~allowed(T, window)] == 0.0)  # exactly 0 outside the causal window
+        seen = np.stack([allowed(T, w) & ~np.eye(T, dtype=bool) for w in WINDOWS.get(kind, [None, None])])
+        off = got.swapaxes(0, 1)[:, seen]  # (h, the keys a query may see besides itself)
+        assert ((off > 0.02) & (off < 0.98)).mean() > 0.3, "attention must be neither uniform nor one-hot to bite"
+        logits, _ = model.logits_and_attentions(enc.ids)
+        assert logits.shape == want_logits.shape
+        assert np.abs(logits - want_logits).max() < 1e-5 * max(1.0, np.abs(want_logits).max()), kind
+
+
+@pytest.mark.parametrize("kind", ["llama", "gemma", "mistral"])
+def test_qk_reproduce_the_attentions_and_share_key_value_heads(kind, decoders):
+    path = str(decoders(kind))
+    model = load(path, backend="numpy")
+    enc = model.encode(TEXTS[0])
+    att = model.attentions(enc)
+    T = len(enc.ids)
+    group = model.heads // model.config["num_key_value_heads"]
+    for layer in range(model.layers):
+        q, k = model.qk(enc, layer)  # (h, T, d_head)
+        assert q.shape[0] == model.heads and q.shape[2] == model.config.get("head_dim", 8)
+        for head in range(model.heads):
+            np.testing.assert_array_equal(k[head], k[head - head % group])  # one key per group of query heads
+        scores = np.where(allowed(T, WINDOWS.get(kind, [None, None])[layer]), q @ k.swapaxes(1, 2) * model.scale(layer),
+                          -np.inf)
+        e = np.exp(scores - scores.max(-1, keepdims=True))
+        np.testing.assert_allclose(e / e.sum(-1, keepdims=True), att[layer], atol=1e-9)
+
+
+@pytest.mark.parametrize("kind", ["llama", "mistral", "phi3"])
+def test_cached_steps_equal_one_full_pass_and_transformers(kind, decoders):
+    path = str(decoders(kind))
+    model = load(path, backend="numpy")
+    ids = model.encode(TEXTS[0]).ids
+    cache = model.new_cache()
+    for n in range(3, len(ids) + 1):  # one token at a time after a 3-token prompt
+        logits, att = model.logits_and_attentions(ids[:n], cache=cache)
+    full_logits, full = model.logits_and_attentions(ids)
+    np.testing.assert_allclose(att, full, atol=1e-6)
+    np.testing.assert_allclose(logits, full_logits, atol=1e-4)
+    want_logits, want = reference_pass(path, ids)
+    assert np.abs(att - want).max() < 1e-5
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_precision_checkpoints_read_as_transformers_reads_them(dtype, decoders):
+    path = str(decoders("llama", dtype))
+    header = json.loads(Path(path, "model.safetensors").read_bytes()[8:][:20000].split(b"}}", 1)[0] + b"}}")
+    assert {v["dtype"] for k, v in header.items() if k != "__metadata__"} == {"BF16" if dtype == "bfloat16" else "F16"}
+    model = load(path, backend="numpy")
+    enc = model.encode(TEXTS[0])
+    _, want = reference_pass(path, enc.ids)  # transformers widens the same weights to float32
+    assert np.abs(model.attentions(enc) - want).max() < 1e-5
+
+
+def _with_config(src: Path, dst: Path, **changes) -> Path:
+    dst.mkdir()
+    for f in src.iterdir():
+        (dst / f.name).symlink_to(f)
+    config = json.loads((src / "config.json").read_text())
+    config.update(changes)
+    (dst / "config.json").unlink()
+    (dst / "config.json").write_text(json.dumps(config))
+    return dst
+
+
+@pytest.mark.parametrize("changes, words", [
+    ({"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0}}, "rope type 'yarn'"),
+    ({"rope_parameters": None, "rope_scaling": {"type": "dynamic", "factor": 2.0}}, "rope type 'dynamic'"),
+    ({"rope_parameters": {"rope_type": "default", "rope_theta": float("nan")}}, "rope_theta"),
+    ({"num_key_value_heads": 3}, "not a multiple of num_key_value_heads"),
+    ({"num_attention_heads": -4}, "num_attention_heads"),
+    ({"hidden_act": "relu6"}, "hidden_act 'relu6'"),
+])
+def test_configs_it_cannot_run_are_refused_by_name(changes, words, decoders, tmp_path):
+    path = _with_config(decoders("llama"), tmp_path / "m", **changes)
+    with pytest.raises(BadInput, match="the numpy backend cannot run"):
+        load(str(path), backend="numpy")
+    result = runner.invoke(app, ["matrix", "a cat", "--transformer", str(path), "--backend", "numpy"])
+    assert result.exit_code == 2, result.output
+    assert words in " ".join(result.stderr.split()) and "Traceback" not in result.output
+
+
+def test_old_style_rope_theta_and_rope_scaling_are_read(decoders, tmp_path):
+    """Configs written before transformers 5 keep rope_theta and rope_scaling at the top level."""
+    src = decoders("llama3")
+    params = json.loads((src / "config.json").read_text())["rope_parameters"]
+    scaling = {k: v for k, v in params.items() if k != "rope_theta"}
+    path = _with_config(src, tmp_path / "m", rope_parameters=None, rope_theta=params["rope_theta"],
+                        rope_scaling={**scaling, "type": scaling.pop("rope_type")})
+    enc = load(str(src), backend="numpy").encode(TEXTS[0])
+    np.testing.assert_array_equal(load(str(path), backend="numpy").attentions(enc),
+                                  load(str(src), backend="numpy").attentions(enc))
+
+
+def test_cli_views_of_a_llama_head_and_model_view(decoders):
+    path = decoders("llama")
+    result = runner.invoke(app, ["matrix", TEXTS[0], "--transformer", str(path), "--layer", "1", "--head", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    enc = load(str(path), backend="numpy").encode(TEXTS[0])
+    _, want = reference_pass(str(path), enc.ids)
+    assert np.abs(np.asarray(doc["weights"]) - want[1, 2]).max() < 1e-5
+    result = runner.invoke(app, ["matrix", TEXTS[0], "--transformer", str(path), "--model-view", "--json"])
+    assert result.exit_code == 0, result.output
+
+
+def test_generate_on_a_llama_imports_no_torch(decoders, attn_home):
+    modules, out = imported_by(["generate", "the cat", "--transformer", str(decoders("qwen2")), "-n", "4", "--ignore-eos", "--json"])
+    bad = [m for m in ("torch", "transformers") if m in modules]
+    assert not bad, bad
+    assert len(json.loads(out)["steps"]) == 4
