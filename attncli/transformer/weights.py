@@ -67,8 +67,12 @@ class Weights:
         for (cached, _), table in self._cache.items():
             if cached == name:  # already read whole (e.g. GPT-2's wte for the logits)
                 return table[ids].astype(self.dtype)
-        if self._dtype_of(full) == "BF16":
-            return self._read(full)[ids].astype(self.dtype)
+        if self._dtype_of(full) == "BF16":  # only the rows asked for, widened from the memory map
+            table = self._bfloat16_halves(full)  # (V, d) uint16
+            flat = np.asarray(ids).ravel()
+            if flat.size and (flat.min() < 0 or flat.max() >= table.shape[0]):
+                raise IndexError(f"row {flat.max()} of {name}, which has {table.shape[0]}")
+            return _widen(table[flat]).astype(self.dtype, copy=False).reshape(*np.shape(ids), -1)
         sl = self._file.get_slice(full)
         unique, inverse = np.unique(np.asarray(ids).ravel(), return_inverse=True)
         if unique.size and (unique[0] < 0 or unique[-1] >= sl.get_shape()[0]):
@@ -85,12 +89,12 @@ class Weights:
             raise RuntimeFailure(f"{self.path} has no tensor '{full}': the checkpoint does not match its config.json")
         kind = self._dtype_of(full)
         if kind == "BF16":
-            return self._bfloat16(full).astype(dtype)
+            return _widen(self._bfloat16_halves(full)).astype(dtype, copy=False)
         tensor = self._file.get_tensor(full)
         return tensor.astype(dtype, copy=False) if tensor.dtype.kind == "f" else tensor
 
-    def _bfloat16(self, full: str) -> np.ndarray:
-        """bfloat16 is the top half of a float32: widen the memory-mapped uint16s by a 16-bit shift."""
+    def _bfloat16_halves(self, full: str) -> np.ndarray:
+        """A bfloat16 tensor's raw uint16s, memory-mapped (nothing read until indexed)."""
         if self._raw is None:
             with open(self.path, "rb") as f:
                 (n,) = struct.unpack("<Q", f.read(8))
@@ -99,9 +103,16 @@ class Weights:
         info = self._raw[full]
         begin, end = info["data_offsets"]
         shape = tuple(info["shape"])
-        halves = np.memmap(self.path, dtype="<u2", mode="r", offset=self._data_start + begin,
-                           shape=((end - begin) // 2,))
-        return (halves.astype(np.uint32) << 16).view(np.float32).reshape(shape)
+        return np.memmap(self.path, dtype="<u2", mode="r", offset=self._data_start + begin,
+                         shape=((end - begin) // 2,)).reshape(shape)
+
+
+def _widen(halves: np.ndarray) -> np.ndarray:
+    """bfloat16 (as uint16s) -> float32: a bfloat16 is the top half of a float32, so a 16-bit shift
+    (in place, one copy in all) makes the float32's bits."""
+    bits = halves.astype(np.uint32)
+    bits <<= 16
+    return bits.view(np.float32)
 
 
 def _prefix(names: list[str], anchors: Sequence[str], path: Path) -> str:
