@@ -191,3 +191,19 @@ def test_generate_on_a_llama_imports_no_torch(decoders, attn_home):
     bad = [m for m in ("torch", "transformers") if m in modules]
     assert not bad, bad
     assert len(json.loads(out)["steps"]) == 4
+
+
+def test_grouped_query_heads_are_named_in_the_json_and_in_attn_heads(decoders, tmp_path):
+    path = decoders("llama")  # 4 query heads, 2 key-value heads
+    result = runner.invoke(app, ["matrix", TEXTS[0], "--transformer", str(path), "--layer", "0", "--head", "3", "--json"])
+    doc = json.loads(result.stdout)
+    assert doc["heads"] == 4 and doc["kv_heads"] == 2 and doc["kv_head"] == 1
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("\n".join(TEXTS) + "\n")
+    result = runner.invoke(app, ["heads", "--transformer", str(path), "--file", str(sentences), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["kv_heads"] == 2 and [h["kv_head"] for h in report["heads"][:4]] == [0, 0, 1, 1]
+    result = runner.invoke(app, ["heads", "--transformer", str(path), "--file", str(sentences)],
+                           env={"COLUMNS": "200"})
+    assert result.exit_code == 0 and " kv " in result.stdout and "4 query heads share 2" in result.stderr

@@ -176,12 +176,15 @@ def _print_heads(report: dict[str, Any]) -> None:
     short = {"previous_token": "previous", "first_token": "first", "next_token": "next", "separator": "sep",
              "duplicate_token": "dup", "induction": "induct"}
     table = Table(title=title)
-    for col in ("layer", "head", *(short.get(k, k) for k in keys), "label"):
+    grouped = report.get("kv_heads", report["heads_per_layer"]) < report["heads_per_layer"]  # grouped-query attention
+    kv = ("kv",) if grouped else ()
+    for col in ("layer", "head", *kv, *(short.get(k, k) for k in keys), "label"):
         table.add_column(col, justify="right" if col not in ("label",) else "left")
     fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
     for h in report["heads"]:
-        table.add_row(str(h["layer"]), str(h["head"]), *(fmt(h[k]) for k in keys), h["label"])
-    table.add_row("", "uniform", *(fmt(u[k]) for k in keys), "", style="dim")
+        table.add_row(str(h["layer"]), str(h["head"]), *((str(h["kv_head"]),) if grouped else ()),
+                      *(fmt(h[k]) for k in keys), h["label"])
+    table.add_row("", "uniform", *(("",) if grouped else ()), *(fmt(u[k]) for k in keys), "", style="dim")
     out_console().print(table)
     t = report["thresholds"]
     err_console().print(
@@ -191,3 +194,7 @@ def _print_heads(report: dict[str, Any]) -> None:
         f"else broad if entropy >= {t['broad']}, else mixed",
         highlight=False, style="dim",
     )
+    if grouped:
+        err_console().print(f"kv: the key-value head each query head reads (grouped-query attention: "
+                            f"{report['heads_per_layer']} query heads share {report['kv_heads']})",
+                            highlight=False, style="dim")

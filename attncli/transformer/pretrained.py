@@ -213,6 +213,18 @@ class Pretrained:
         c = self.config
         return int(c.get("hidden_size") or c.get("n_embd") or c.get("dim") or c.get("d_model") or 0)
 
+    @property
+    def kv_heads(self) -> int:
+        """Key-value heads: fewer than ``heads`` under grouped-query attention (Llama 3, Mistral,
+        Qwen2, ...), where query head i reads key-value head ``kv_head(i)``; else ``heads``."""
+        kv = self.config.get("num_key_value_heads")
+        ok = isinstance(kv, int) and not isinstance(kv, bool) and 0 < kv <= self.heads and self.heads % kv == 0
+        return int(kv) if ok else self.heads
+
+    def kv_head(self, head: int) -> int:
+        """The key-value head query head ``head`` reads (``head`` itself without grouped-query attention)."""
+        return head // (self.heads // self.kv_heads)
+
     def check_decoder(self) -> None:
         if not self.is_decoder:
             raise BadInput(f"model '{self.name}' ({self.model_type}) is not a decoder: it predicts no next token")
