@@ -64,7 +64,9 @@ def build_tokenizer(vocab_size: int = 300):
     return fast
 
 
-def build_decoder(kind: str, directory: Path, dtype: str = "float32", **overrides) -> Path:
+def build_decoder(kind: str, directory: Path, dtype: str = "float32", shard: str | None = None, **overrides) -> Path:
+    """The model of ``kind`` in ``dtype``; ``shard`` (e.g. "20KB") writes a sharded checkpoint of
+    pieces at most that size and its model.safetensors.index.json."""
     import torch
     import transformers
 
@@ -83,7 +85,7 @@ def build_decoder(kind: str, directory: Path, dtype: str = "float32", **override
                 param.add_(torch.randn_like(param) * 0.2)
     if dtype != "float32":
         model = model.to(getattr(torch, dtype))
-    model.save_pretrained(directory)
+    model.save_pretrained(directory, **({"max_shard_size": shard} if shard else {}))
     tokenizer.save_pretrained(directory)
     for name in ("config.json", "tokenizer.json"):
         assert (directory / name).is_file(), f"{name} missing in {directory}"

@@ -36,8 +36,8 @@ WINDOWS = {"mistral": [3, 3], "qwen2": [None, 4], "phi3": [5, 5]}
 @pytest.fixture(scope="session")
 def decoders(tmp_path_factory):
     base = tmp_path_factory.mktemp("llama-family")
-    return functools.lru_cache(maxsize=None)(lambda kind, dtype="float32": build_decoder(kind, base / f"{kind}-{dtype}",
-                                                                                         dtype))
+    return functools.lru_cache(maxsize=None)(
+        lambda kind, dtype="float32", shard=None: build_decoder(kind, base / f"{kind}-{dtype}-{shard}", dtype, shard))
 
 
 @functools.lru_cache(maxsize=None)
@@ -207,3 +207,27 @@ def test_grouped_query_heads_are_named_in_the_json_and_in_attn_heads(decoders, t
     result = runner.invoke(app, ["heads", "--transformer", str(path), "--file", str(sentences)],
                            env={"COLUMNS": "200"})
     assert result.exit_code == 0 and " kv " in result.stdout and "4 query heads share 2" in result.stderr
+
+
+def test_a_sharded_bfloat16_checkpoint_is_read_through_its_index(decoders):
+    path = decoders("qwen2", "bfloat16", "20KB")
+    shards = sorted(p.name for p in path.glob("*.safetensors"))
+    assert len(shards) > 2 and not (path / "model.safetensors").exists()
+    model = load(str(path), backend="numpy")
+    enc = model.encode(TEXTS[0])
+    _, want = reference_pass(str(path), enc.ids)
+    assert np.abs(model.attentions(enc) - want).max() < 1e-5
+
+
+@pytest.mark.parametrize("shard", ["../elsewhere.safetensors", "/etc/passwd", "model.bin"])
+def test_an_index_naming_a_shard_outside_the_folder_is_refused(shard, decoders, tmp_path):
+    src = decoders("qwen2", "float32", "20KB")
+    path = _with_config(src, tmp_path / "m")
+    index = json.loads((src / "model.safetensors.index.json").read_text())
+    index["weight_map"][next(iter(index["weight_map"]))] = shard
+    (path / "model.safetensors.index.json").unlink()
+    (path / "model.safetensors.index.json").write_text(json.dumps(index))
+    result = runner.invoke(app, ["matrix", "a cat", "--transformer", str(path), "--backend", "numpy"])
+    assert result.exit_code == 1, result.output
+    assert "shards must be .safetensors files beside it" in " ".join(result.stderr.split())
+    assert "Traceback" not in result.output

@@ -20,7 +20,7 @@ from attncli.transformer import bert, blas, distilbert, gpt2, llama, ops
 from attncli.transformer.encoding import Encoding
 from attncli.transformer.pretrained import Pretrained
 from attncli.transformer.source import SAFETENSORS, TOKENIZER
-from attncli.transformer.weights import Weights, WeightsAs
+from attncli.transformer.weights import Weights, WeightsAs, checkpoint_file
 
 ARCHITECTURES = {
     **{t: (bert, bert.BertFamily) for t in bert.MODEL_TYPES},
@@ -38,8 +38,8 @@ def unsupported(path: Path, config: dict[str, Any]) -> str | None:
     model_type = config["model_type"]
     if model_type not in ARCHITECTURES:
         return f"model_type '{model_type}' is not one it runs ({', '.join(sorted(NUMPY_MODEL_TYPES))})"
-    if not (path / SAFETENSORS).is_file():
-        return f"the model has no {SAFETENSORS} (sharded or pytorch_model.bin weights)"
+    if checkpoint_file(path) is None:
+        return f"the model has no {SAFETENSORS} or model.safetensors.index.json (pytorch_model.bin weights)"
     if not (path / TOKENIZER).is_file():
         return f"the model has no {TOKENIZER} (only a slow tokenizer's files)"
     module, _ = ARCHITECTURES[model_type]
@@ -65,7 +65,7 @@ class NumpyPretrained(Pretrained):
         self.tokenizer.no_padding()     # (all-MiniLM-L6-v2's pads to 128); transformers sets them per call
         module, cls = ARCHITECTURES[self.model_type]
 
-        self.arch = cls(Weights(self.path / SAFETENSORS, module.ANCHORS, getattr(module, "DTYPE", DTYPE)), config)
+        self.arch = cls(Weights(checkpoint_file(self.path), module.ANCHORS, getattr(module, "DTYPE", DTYPE)), config)
         self.layers = self.arch.layers
         self.heads = self.arch.heads
         self.is_decoder = self.arch.causal

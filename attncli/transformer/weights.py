@@ -1,4 +1,5 @@
-"""A ``model.safetensors`` read for the NumPy forward passes: tensors by transformers' names.
+"""A ``model.safetensors`` (or a sharded checkpoint's ``model.safetensors.index.json`` and the shards
+it names) read for the NumPy forward passes: tensors by transformers' names.
 
 Read with ``safetensors``' ``safe_open`` (memory-mapped; a tensor is copied out only when a layer
 asks for it); bfloat16, which NumPy lacks, is read from the same memory map (the file is a
@@ -23,23 +24,70 @@ NUMPY_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": 
                 "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
 
 
+INDEX_SUFFIX = ".safetensors.index.json"  # a sharded checkpoint: model.safetensors.index.json
+INDEX_LIMIT = 64 * 2**20  # bytes of an index file read at most
+
+
+def checkpoint_file(directory: Path) -> Path | None:
+    """The model's weights in ``directory``: model.safetensors, else a sharded checkpoint's index."""
+    for name in ("model.safetensors", "model" + INDEX_SUFFIX):
+        if (directory / name).is_file():
+            return directory / name
+    return None
+
+
+def shard_files(path: Path) -> list[Path]:
+    """The safetensors files of a checkpoint: ``path`` itself, or the shards its index names
+    (plain file names in the same folder, each once; RuntimeFailure for anything else)."""
+    if not path.name.endswith(INDEX_SUFFIX):
+        return [path]
+    from attncli.fileio import FileProblem, read_text
+
+    try:
+        index = json.loads(read_text(path, INDEX_LIMIT))
+    except (FileProblem, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RuntimeFailure(f"cannot read {path}: {exc}") from None
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise RuntimeFailure(f"{path} has no weight_map: it is not a sharded checkpoint's index")
+    names = sorted(set(weight_map.values()), key=str)
+    for name in names:
+        if not isinstance(name, str) or Path(name).name != name or name in ("", ".", "..") \
+                or not name.endswith(".safetensors"):
+            raise RuntimeFailure(f"{path} names a shard {name!r}: shards must be .safetensors files beside it")
+    return [path.parent / name for name in names]
+
+
 class Weights:
-    """The tensors of one safetensors file, by name without the head model's prefix."""
+    """The tensors of one safetensors checkpoint (one file, or the shards an index names), by name
+    without the head model's prefix."""
 
     def __init__(self, path: Path, anchors: Sequence[str], dtype: type = np.float32):
         from safetensors import safe_open
 
         self.path = Path(path)
         self.dtype = np.dtype(dtype)
-        try:
-            self._file = safe_open(str(self.path), framework="numpy")
-            names = list(self._file.keys())
-        except Exception as exc:  # a truncated or foreign file: safetensors raises its own errors
-            raise RuntimeFailure(f"cannot read {self.path}: {exc}") from None
-        self._names = set(names)
+        self._where: dict[str, Path] = {}  # tensor name -> its shard
+        self._handles: dict[Path, object] = {}
+        for shard in shard_files(self.path):
+            try:
+                self._handles[shard] = handle = safe_open(str(shard), framework="numpy")
+                names = list(handle.keys())
+            except Exception as exc:  # a missing, truncated or foreign file: safetensors raises its own errors
+                raise RuntimeFailure(f"cannot read {shard}: {exc}") from None
+            for name in names:
+                if name in self._where:
+                    raise RuntimeFailure(f"tensor '{name}' is in two shards ({self._where[name].name}, {shard.name})")
+                self._where[name] = shard
+        self._names = set(self._where)
         self._cache: dict[tuple[str, np.dtype], np.ndarray] = {}
-        self._raw: dict[str, dict] | None = None
-        self.prefix = _prefix(names, anchors, self.path)
+        self._headers: dict[Path, tuple[dict, int]] = {}  # shard -> (its JSON header, where its data starts)
+        self.prefix = _prefix(list(self._where), anchors, self.path)
+
+    def _file(self, full: str):
+        if full not in self._where:
+            raise RuntimeFailure(f"{self.path} has no tensor '{full}': the checkpoint does not match its config.json")
+        return self._handles[self._where[full]]
 
     def __contains__(self, name: str) -> bool:
         return self.prefix + name in self._names
@@ -73,7 +121,7 @@ class Weights:
             if flat.size and (flat.min() < 0 or flat.max() >= table.shape[0]):
                 raise IndexError(f"row {flat.max()} of {name}, which has {table.shape[0]}")
             return _widen(table[flat]).astype(self.dtype, copy=False).reshape(*np.shape(ids), -1)
-        sl = self._file.get_slice(full)
+        sl = self._file(full).get_slice(full)
         unique, inverse = np.unique(np.asarray(ids).ravel(), return_inverse=True)
         if unique.size and (unique[0] < 0 or unique[-1] >= sl.get_shape()[0]):
             raise IndexError(f"row {unique[-1]} of {name}, which has {sl.get_shape()[0]}")
@@ -81,7 +129,7 @@ class Weights:
         return gathered[inverse].reshape(*np.shape(ids), -1)
 
     def _dtype_of(self, full: str) -> str:
-        return self._file.get_slice(full).get_dtype()
+        return self._file(full).get_slice(full).get_dtype()
 
     def _read(self, full: str, dtype: np.dtype | None = None) -> np.ndarray:
         dtype = self.dtype if dtype is None else dtype
@@ -90,21 +138,20 @@ class Weights:
         kind = self._dtype_of(full)
         if kind == "BF16":
             return _widen(self._bfloat16_halves(full)).astype(dtype, copy=False)
-        tensor = self._file.get_tensor(full)
+        tensor = self._file(full).get_tensor(full)
         return tensor.astype(dtype, copy=False) if tensor.dtype.kind == "f" else tensor
 
     def _bfloat16_halves(self, full: str) -> np.ndarray:
         """A bfloat16 tensor's raw uint16s, memory-mapped (nothing read until indexed)."""
-        if self._raw is None:
-            with open(self.path, "rb") as f:
+        shard = self._where[full]
+        if shard not in self._headers:
+            with open(shard, "rb") as f:  # safe_open has checked the file: a regular safetensors file
                 (n,) = struct.unpack("<Q", f.read(8))
-                self._raw = json.loads(f.read(n))
-                self._data_start = 8 + n
-        info = self._raw[full]
-        begin, end = info["data_offsets"]
-        shape = tuple(info["shape"])
-        return np.memmap(self.path, dtype="<u2", mode="r", offset=self._data_start + begin,
-                         shape=((end - begin) // 2,)).reshape(shape)
+                self._headers[shard] = json.loads(f.read(n)), 8 + n
+        header, start = self._headers[shard]
+        begin, end = header[full]["data_offsets"]
+        shape = tuple(header[full]["shape"])
+        return np.memmap(shard, dtype="<u2", mode="r", offset=start + begin, shape=((end - begin) // 2,)).reshape(shape)
 
 
 def _widen(halves: np.ndarray) -> np.ndarray:
