@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -137,7 +138,7 @@ def test_half_precision_checkpoints_read_as_transformers_reads_them(dtype, decod
 def _with_config(src: Path, dst: Path, **changes) -> Path:
     dst.mkdir()
     for f in src.iterdir():
-        (dst / f.name).symlink_to(f)
+        shutil.copy(f, dst / f.name)  # copies: attn reads no symlinked file
     config = json.loads((src / "config.json").read_text())
     config.update(changes)
     (dst / "config.json").unlink()
@@ -231,3 +232,32 @@ def test_an_index_naming_a_shard_outside_the_folder_is_refused(shard, decoders, 
     assert result.exit_code == 1, result.output
     assert "shards must be .safetensors files beside it" in " ".join(result.stderr.split())
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_chat_wraps_the_prompt_as_transformers_apply_chat_template(backend, decoders):
+    path = decoders("llama")
+    tok, _ = reference(str(path))
+    args = ["generate", "the cat sat", "--transformer", str(path), "-n", "2", "--greedy", "--json", "--backend", backend]
+    chat = json.loads(runner.invoke(app, args + ["--chat"]).stdout)
+    want = tok.apply_chat_template([{"role": "user", "content": "the cat sat"}], add_generation_prompt=True,
+                                   tokenize=True)["input_ids"]
+    assert [m["id"] for m in chat["prompt_mapping"]["tokens"]] == want and want.count(tok.bos_token_id) == 1
+    plain = json.loads(runner.invoke(app, args).stdout)  # the default: the text as given, the tokenizer's BOS first
+    assert [m["id"] for m in plain["prompt_mapping"]["tokens"]] == tok("the cat sat")["input_ids"]
+    assert plain["prompt_mapping"]["tokens"][0]["piece"] == "<s>"
+
+
+@pytest.mark.parametrize("template, code, words", [
+    (None, 2, "has no chat template"),
+    ("{{ ''.__class__.__mro__[1].__subclasses__() }}", 1, "chat template fails"),
+    ("{{ raise_exception('roles must alternate') }}", 2, "refuses the prompt: roles must alternate"),
+])
+def test_chat_templates_that_cannot_serve(template, code, words, decoders, tmp_path):
+    path = _with_config(decoders("llama"), tmp_path / "m")
+    (path / "chat_template.jinja").unlink()
+    if template is not None:
+        (path / "chat_template.jinja").write_text(template)
+    result = runner.invoke(app, ["generate", "the cat", "--transformer", str(path), "-n", "2", "--chat"])
+    assert result.exit_code == code, result.output
+    assert words in " ".join(result.stderr.split()) and "Traceback" not in result.output

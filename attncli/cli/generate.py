@@ -36,6 +36,8 @@ def generate_cmd(
     top: Annotated[Optional[int], typer.Option("--top", help="List each row's K strongest keys with their weights instead of the whole row.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document at the end.")] = False,
     jsonl: Annotated[bool, typer.Option("--jsonl", help="Stream JSON Lines: a header, one line per step, an end line.")] = False,
+    chat: Annotated[bool, typer.Option("--chat", help="With --transformer: wrap PROMPT as a user message in the model's chat template (default: the text as given, plus the BOS token its tokenizer adds).")] = False,
+    backend: Annotated[str, typer.Option(help="With --transformer: auto, numpy (attn's own forward pass) or torch (transformers).")] = "auto",
 ) -> None:
     """Let a causal language model continue PROMPT and watch what each new token attends to.
 
@@ -60,7 +62,7 @@ def generate_cmd(
     from attncli.generate.decoders import load_decoder
     from attncli.generate.run import generate, header_document, step_document, document
 
-    decoder = load_decoder(model, transformer)
+    decoder = load_decoder(model, transformer, chat=chat, backend=backend)
     drawing = not (json_out or jsonl)
     progress = _Progress(settings.n) if (not drawing or not out_console().is_terminal) else None
 

@@ -72,12 +72,12 @@ class NumpyPretrained(Pretrained):
         self.use_type_ids = (self.model_type in ("bert", "electra")
                              and "embeddings.token_type_embeddings.weight" in self.arch.w)
 
-    def _tokenize(self, texts: list[str], max_length: int | None) -> Any:
+    def _tokenize(self, texts: list[str], max_length: int | None, special: bool = True) -> Any:
         tok = self.tokenizer
         if max_length is not None:
             tok.enable_truncation(max_length, strategy="longest_first")
         try:
-            return tok.encode(*texts, add_special_tokens=True)
+            return tok.encode(*texts, add_special_tokens=special)
         finally:
             tok.no_truncation()
 

@@ -152,18 +152,20 @@ class Pretrained:
         two = sum(self._tokenize(["a", "b"], None).special_tokens_mask)
         return two > one
 
-    def encode(self, text: str, pair: str | None = None, *, truncate: bool = False) -> Encoding:
-        """``text`` (and ``pair``, as one input) tokenized by the model's own tokenizer."""
+    def encode(self, text: str, pair: str | None = None, *, truncate: bool = False, special: bool = True) -> Encoding:
+        """``text`` (and ``pair``, as one input) tokenized by the model's own tokenizer, with the special
+        tokens it adds (a Llama's <s>, BERT's [CLS] ... [SEP]) unless ``special`` is False (a text
+        that already holds them, e.g. a rendered chat template)."""
         texts = [check_text(text)] + ([check_text(pair, "pair")] if pair is not None else [])
         if pair is not None and not self.has_pairs:
             kind = "a decoder, it reads one text" if self.is_decoder else "its tokenizer has no pair format"
             raise BadInput(f"model '{self.name}' takes no sentence pairs ({kind}): drop --pair")
-        enc = self._tokenize(texts, None)
+        enc = self._tokenize(texts, None, special)
         truncated = False
         if len(enc.ids) > self.max_positions:
             if not truncate:
                 raise too_long(len(enc.ids), self.max_positions, pair is not None)
-            enc, truncated = self._tokenize(texts, self.max_positions), True
+            enc, truncated = self._tokenize(texts, self.max_positions, special), True
         if len(enc.ids) == 0:
             raise BadInput("the text gives no tokens: give the model something to read")
         return from_tokenizers(enc, texts, use_type_ids=self.use_type_ids, truncated=truncated)
@@ -245,8 +247,9 @@ class Pretrained:
         return arr
 
     # backend-specific ----------------------------------------------------------------------
-    def _tokenize(self, texts: list[str], max_length: int | None) -> Any:
-        """A ``tokenizers.Encoding`` of one text or a pair, cut to ``max_length`` tokens if given."""
+    def _tokenize(self, texts: list[str], max_length: int | None, special: bool = True) -> Any:
+        """A ``tokenizers.Encoding`` of one text or a pair, cut to ``max_length`` tokens if given,
+        with the tokenizer's special tokens if ``special``."""
         raise NotImplementedError
 
     def _last_hidden(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -60,8 +60,9 @@ class TorchPretrained(Pretrained):
         self.heads = int(getattr(text_config, "num_attention_heads"))
         self.use_type_ids = "token_type_ids" in getattr(self.tokenizer, "model_input_names", [])
 
-    def _tokenize(self, texts: list[str], max_length: int | None) -> Any:
+    def _tokenize(self, texts: list[str], max_length: int | None, special: bool = True) -> Any:
         kwargs = dict(truncation="longest_first", max_length=max_length) if max_length is not None else {}
+        kwargs["add_special_tokens"] = special
         batch = self.tokenizer(*texts, return_special_tokens_mask=True, return_offsets_mapping=self.tokenizer.is_fast,
                                **kwargs)
         if self.tokenizer.is_fast and batch.encodings:
