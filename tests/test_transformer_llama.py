@@ -261,3 +261,35 @@ def test_chat_templates_that_cannot_serve(template, code, words, decoders, tmp_p
     result = runner.invoke(app, ["generate", "the cat", "--transformer", str(path), "-n", "2", "--chat"])
     assert result.exit_code == code, result.output
     assert words in " ".join(result.stderr.split()) and "Traceback" not in result.output
+
+
+def test_device_and_dtype_on_the_transformers_path(decoders):
+    path = str(decoders("llama"))
+    base = ["matrix", TEXTS[0], "--transformer", path, "--layer", "1", "--json", "--backend", "torch"]
+    full = json.loads(runner.invoke(app, base + ["--device", "cpu"]).stdout)
+    result = runner.invoke(app, base + ["--dtype", "bfloat16", "--device", "auto"])
+    assert result.exit_code == 0, result.output
+    half = json.loads(result.stdout)
+    gap = np.abs(np.asarray(half["head_weights"]) - np.asarray(full["head_weights"])).max()
+    assert 1e-4 < gap < 0.05  # bfloat16's 8-bit mantissa shows, and no more
+    _, want = reference_pass(path, load(path, backend="numpy").encode(TEXTS[0]).ids)
+    assert np.abs(np.asarray(full["head_weights"]) - want[1]).max() < 1e-6
+    result = runner.invoke(app, ["generate", "the cat", "--transformer", path, "-n", "2", "--backend", "torch",
+                                 "--dtype", "float16", "--json"])
+    assert result.exit_code == 0 and len(json.loads(result.stdout)["steps"]) >= 1, result.output
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--dtype", "bfloat16"], "add --backend torch"),  # the numpy path runs this model
+    (["--backend", "numpy", "--device", "cpu"], "add --backend torch"),
+    (["--backend", "torch", "--dtype", "float64"], "unknown --dtype 'float64'"),
+    (["--backend", "torch", "--device", "tpu"], "unknown --device 'tpu'"),
+    (["--backend", "torch", "--device", "cuda"], "no CUDA device here"),
+])
+def test_device_and_dtype_refusals(args, words, decoders):
+    if "cuda" in args and torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    for command in (["matrix", "a cat"], ["generate", "a cat", "-n", "2"]):
+        result = runner.invoke(app, command + ["--transformer", str(decoders("llama")), *args])
+        assert result.exit_code == 2, result.output
+        assert words in " ".join(result.stderr.split()) and "Traceback" not in result.output

@@ -38,6 +38,8 @@ def generate_cmd(
     jsonl: Annotated[bool, typer.Option("--jsonl", help="Stream JSON Lines: a header, one line per step, an end line.")] = False,
     chat: Annotated[bool, typer.Option("--chat", help="With --transformer: wrap PROMPT as a user message in the model's chat template (default: the text as given, plus the BOS token its tokenizer adds).")] = False,
     backend: Annotated[str, typer.Option(help="With --transformer: auto, numpy (attn's own forward pass) or torch (transformers).")] = "auto",
+    device: Annotated[Optional[str], typer.Option(help="With --backend torch: where transformers runs the model: cpu, cuda, mps or auto.")] = None,
+    dtype: Annotated[Optional[str], typer.Option(help="With --backend torch: the weights' dtype: float32, bfloat16 or float16.")] = None,
 ) -> None:
     """Let a causal language model continue PROMPT and watch what each new token attends to.
 
@@ -62,7 +64,7 @@ def generate_cmd(
     from attncli.generate.decoders import load_decoder
     from attncli.generate.run import generate, header_document, step_document, document
 
-    decoder = load_decoder(model, transformer, chat=chat, backend=backend)
+    decoder = load_decoder(model, transformer, chat=chat, backend=backend, device=device, dtype=dtype)
     drawing = not (json_out or jsonl)
     progress = _Progress(settings.n) if (not drawing or not out_console().is_terminal) else None
 

@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 import typer
 
 from attncli.cli.app import app, emit_json, info, json_write, out_console
-from attncli.cli.options import (BackendOpt, CausalOpt, ContextOpt, DKOpt, FilterOpt, HeadOpt, HeadsOpt,
+from attncli.cli.options import (BackendOpt, CausalOpt, ContextOpt, DeviceOpt, DKOpt, DtypeOpt, FilterOpt, HeadOpt, HeadsOpt,
                                  HideSpecialOpt, LayerOpt, LayersOpt, MaxRelativeOpt, ModelOpt, ModelViewOpt, PadToOpt,
                                  PairOpt, Positions, PositionsOpt, ProjOpt, RolloutOpt, SeedOpt, Show, ShowOpt,
                                  TransformerOpt, TruncateOpt, VariantOpt, WindowOpt, WordsOpt)
@@ -121,6 +121,8 @@ def matrix_cmd(
     truncate: TruncateOpt = False,
     model_view: ModelViewOpt = False,
     layers: LayersOpt = None,
+    device: DeviceOpt = None,
+    dtype: DtypeOpt = None,
 ) -> None:
     """Attention matrix of a sentence as a heatmap: rows are queries, columns keys.
 
@@ -134,7 +136,8 @@ def matrix_cmd(
         _transformer_matrix(given, sentence=sentence, file=file, transformer=transformer, pair=pair, pair_filter=pair_filter,
                             layer=layer, head=head, words=words, hide_special=hide_special, rollout=rollout,
                             backend=backend, truncate=truncate, explain=explain, model_view=model_view,
-                            layers=layers, rows=rows, cols=cols, svg=svg, html=html, json_out=json_out)
+                            layers=layers, rows=rows, cols=cols, svg=svg, html=html, json_out=json_out,
+                            device=device, dtype=dtype)
         return
     from attncli.attention.masks import MaskSpec
     from attncli.attention.matrix import MatrixRequest, compute
@@ -176,7 +179,8 @@ def matrix_cmd(
         _save_exports(console, svg, html, title=f"attn matrix: {' '.join(res.tokens)[:60]}")
 
 
-_TRANSFORMER_ONLY = ("pair", "pair_filter", "words", "hide_special", "rollout", "backend", "truncate", "model_view", "layers")
+_TRANSFORMER_ONLY = ("pair", "pair_filter", "words", "hide_special", "rollout", "backend", "truncate", "model_view", "layers",
+                     "device", "dtype")
 
 
 def _given(ctx, name: str) -> bool:
@@ -187,7 +191,7 @@ def _given(ctx, name: str) -> bool:
 
 def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, pair_filter, layer, head, words,
                         hide_special, rollout, backend, truncate, explain, model_view, layers, rows, cols, svg,
-                        html, json_out) -> None:
+                        html, json_out, device=None, dtype=None) -> None:
     """attn matrix --transformer: checked here, computed and drawn by attncli.cli.transformer."""
     from attncli.cli.transformer import MatrixOptions, check_options, run_matrix
 
@@ -197,7 +201,8 @@ def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, p
     opts = MatrixOptions(transformer=transformer, text=_read_text(sentence, file), pair=pair,
                          layer=layer, head=head, block=pair_filter.value if pair_filter else None, words=words,
                          hide_special=hide_special, rollout=rollout, backend=backend.value if backend else "auto",
-                         truncate=truncate, explain=explain, model_view=model_view, layers=layers)
+                         truncate=truncate, explain=explain, model_view=model_view, layers=layers, device=device,
+                         dtype=dtype)
     run_matrix(opts, json_out=json_out, svg=svg, html=html, row_span=_span(rows, "--rows"), col_span=_span(cols, "--cols"))
 
 

@@ -34,7 +34,8 @@ NOT_FOR_TRANSFORMERS = {
     "show": "the pretrained view shows weights (--explain I J shows the scores of one cell)",
 }
 # options that only --transformer gives a meaning to (attn matrix's parameter names)
-TRANSFORMER_ONLY = ("pair", "pair_filter", "words", "hide_special", "rollout", "backend", "truncate", "model_view", "layers")
+TRANSFORMER_ONLY = ("pair", "pair_filter", "words", "hide_special", "rollout", "backend", "truncate", "model_view", "layers",
+                    "device", "dtype")
 
 
 def option_name(param: str) -> str:
@@ -70,6 +71,8 @@ class MatrixOptions:
     explain: Optional[tuple[int, int]] = None
     model_view: bool = False
     layers: Optional[str] = None
+    device: Optional[str] = None  # --device / --dtype: the torch backend's (None: cpu, float32)
+    dtype: Optional[str] = None
 
 
 def check_combinations(o: MatrixOptions) -> None:
@@ -90,10 +93,10 @@ def check_combinations(o: MatrixOptions) -> None:
         raise BadInput(f"--backend {o.backend!r}: expected auto, numpy or torch")
 
 
-def load_model(name: str, backend: str):
+def load_model(name: str, backend: str, device: Optional[str] = None, dtype: Optional[str] = None):
     from attncli.transformer import load
 
-    return load(name, backend=backend)
+    return load(name, backend=backend, device=device, dtype=dtype)
 
 
 def run_matrix(o: MatrixOptions, *, json_out: bool, svg: Optional[Path], html: Optional[Path],
@@ -102,7 +105,7 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, svg: Optional[Path], html: O
     from attncli.cli.app import out_console
 
     check_combinations(o)
-    model = load_model(o.transformer, o.backend)
+    model = load_model(o.transformer, o.backend, o.device, o.dtype)
     layer = pv.layer_shown(model, o.layer, o.head)
     if o.explain is not None and model.backend != "numpy":
         raise BadInput("--explain I J needs attn's NumPy forward pass (the queries and keys of a layer): "

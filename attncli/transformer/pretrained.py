@@ -19,21 +19,32 @@ from attncli.transformer import source
 from attncli.transformer.encoding import Encoding, check_text, from_tokenizers, too_long
 
 BACKENDS = ("auto", "numpy", "torch")
+DEVICES = ("auto", "cpu", "cuda", "mps")  # auto: cuda if torch sees one, else mps, else cpu
+DTYPES = ("float32", "bfloat16", "float16")
 ROBERTA_TYPES = {"roberta", "xlm-roberta", "camembert"}
 EMBED_BATCH = 32  # texts per forward pass in embed(), fewer when long:
 EMBED_BUDGET = 2**23  # attention weights (B h T T) per batch, 64 MB in float64
 NO_LIMIT = 10**9
 
 
-def load(name_or_path: str, *, backend: str = "auto") -> "Pretrained":
-    """A pretrained model by hub id or local directory, on ``backend`` ("auto", "numpy" or "torch")."""
+def load(name_or_path: str, *, backend: str = "auto", device: str | None = None,
+         dtype: str | None = None) -> "Pretrained":
+    """A pretrained model by hub id or local directory, on ``backend`` ("auto", "numpy" or "torch").
+    ``device`` (DEVICES) and ``dtype`` (DTYPES) choose where and how transformers runs it: the
+    torch backend only (None: cpu, float32)."""
     if backend not in BACKENDS:
         raise BadInput(f"unknown backend '{backend}': choose one of {', '.join(BACKENDS)}")
+    check_device(device, dtype)
     path = source.resolve(str(name_or_path))
     config = source.read_config(path)
     from attncli.transformer import numpy_backend
 
     reason = numpy_backend.unsupported(path, config)
+    placed = device is not None or dtype is not None
+    if placed and (backend == "numpy" or (backend == "auto" and reason is None)):
+        given = " and ".join(f"--{k} {v}" for k, v in (("device", device), ("dtype", dtype)) if v is not None)
+        raise BadInput(f"{given} choose how transformers runs a model; attn's NumPy path runs on the CPU "
+                       "(weights in float32, attention in float64): add --backend torch")
     if backend == "numpy":
         if reason:
             raise BadInput(f"the numpy backend cannot run '{name_or_path}': {reason}; use --backend torch (or auto)")
@@ -50,7 +61,15 @@ def load(name_or_path: str, *, backend: str = "auto") -> "Pretrained":
                        f"{source.INSTALL_TRANSFORMERS}")
     from attncli.transformer import torch_backend
 
-    return torch_backend.TorchPretrained(str(name_or_path), path, config)
+    return torch_backend.TorchPretrained(str(name_or_path), path, config, device=device or "cpu",
+                                         dtype=dtype or "float32")
+
+
+def check_device(device: str | None, dtype: str | None) -> None:
+    if device is not None and device not in DEVICES:
+        raise BadInput(f"unknown --device '{device}': choose one of {', '.join(DEVICES)}")
+    if dtype is not None and dtype not in DTYPES:
+        raise BadInput(f"unknown --dtype '{dtype}': choose one of {', '.join(DTYPES)}")
 
 
 def max_positions(config: dict[str, Any], path: Path) -> int:

@@ -32,12 +32,15 @@ def _is_decoder(config: Any) -> bool:
 class TorchPretrained(Pretrained):
     backend = "torch"
 
-    def __init__(self, name: str, path: Path, config: dict[str, Any]):
+    def __init__(self, name: str, path: Path, config: dict[str, Any], *, device: str = "cpu",
+                 dtype: str = "float32"):
         super().__init__(name, path, config)
         import torch
         import transformers
 
         self.torch = torch
+        self.device = _device(torch, device)
+        self.dtype = dtype
         transformers.utils.logging.set_verbosity_error()  # stderr stays for attn's own messages
         transformers.utils.logging.disable_progress_bar()
         try:
@@ -50,7 +53,8 @@ class TorchPretrained(Pretrained):
         try:
             self.is_decoder = _is_decoder(hf_config)
             auto = transformers.AutoModelForCausalLM if self.is_decoder else transformers.AutoModel
-            self.model = auto.from_pretrained(self.path, attn_implementation="eager", dtype=torch.float32)
+            self.model = auto.from_pretrained(self.path, attn_implementation="eager", dtype=getattr(torch, dtype))
+            self.model.to(self.device)
             self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.path)
         except (OSError, ValueError, KeyError, ImportError, RuntimeError) as exc:
             raise RuntimeFailure(f"transformers could not load '{name}': {_first_line(exc)}") from None
@@ -82,7 +86,7 @@ class TorchPretrained(Pretrained):
                   "attention_mask": torch.from_numpy(mask.astype(np.int64))}
         if self.use_type_ids and type_ids is not None:
             inputs["token_type_ids"] = torch.from_numpy(np.ascontiguousarray(type_ids, dtype=np.int64))
-        return inputs
+        return {k: v.to(self.device) for k, v in inputs.items()}
 
     def _forward(self, inputs: dict[str, Any], **flags: bool) -> Any:
         with self.torch.inference_mode():
@@ -97,7 +101,7 @@ class TorchPretrained(Pretrained):
             got = "none" if attentions is None else f"{sum(a is not None for a in attentions)} tensors"
             raise RuntimeFailure(f"model '{self.name}' returned {got} for its {self.layers} layers' attentions: "
                                  "its attention implementation cannot return weights")
-        stacked = np.stack([a[0].float().numpy() for a in attentions]).astype(np.float64)  # (L, h, T, T)
+        stacked = np.stack([a[0].float().cpu().numpy() for a in attentions]).astype(np.float64)  # (L, h, T, T)
         if stacked.shape[1:] != (self.heads, T, T):
             raise RuntimeFailure(f"model '{self.name}' returned attentions of shape {stacked.shape[1:]}, "
                                  f"expected ({self.heads}, {T}, {T})")
@@ -114,7 +118,7 @@ class TorchPretrained(Pretrained):
 
     def _last_hidden(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         out = self._forward(self._inputs(ids, type_ids, mask), output_hidden_states=True)
-        return out.hidden_states[-1].float().numpy()  # (B, T, d)
+        return out.hidden_states[-1].float().cpu().numpy()  # (B, T, d)
 
     def new_cache(self) -> None:
         """The torch backend keeps no cache: ``logits_and_attentions`` recomputes (cache=None is fine)."""
@@ -126,7 +130,7 @@ class TorchPretrained(Pretrained):
         self.check_decoder()
         arr = self.check_ids(ids)[None]  # (1, T)
         out = self._forward(self._inputs(arr, None, np.ones_like(arr, dtype=bool)), output_attentions=True)
-        return out.logits[0].float().numpy().astype(np.float64), self._stacked(out, arr.shape[1])
+        return out.logits[0].float().cpu().numpy().astype(np.float64), self._stacked(out, arr.shape[1])
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False)
@@ -154,6 +158,19 @@ def _slow_encoding(tokenizer: Any, batch: Any, n_texts: int) -> SimpleNamespace:
     return SimpleNamespace(ids=ids, tokens=tokens, special_tokens_mask=special, sequence_ids=sequence_ids,
                            word_ids=list(range(len(ids))), offsets=[(0, 0)] * len(ids),
                            type_ids=list(batch.get("token_type_ids") or [0] * len(ids)))
+
+
+def _device(torch: Any, device: str) -> str:
+    """The torch device for --device (auto: cuda, else mps, else cpu); BadInput when it is absent."""
+    mps = getattr(torch.backends, "mps", None)
+    has = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": bool(mps and mps.is_available())}
+    if device == "auto":
+        return next(d for d in ("cuda", "mps", "cpu") if has[d])
+    if not has.get(device, False):
+        raise BadInput(f"--device {device}: torch finds no {device.upper()} device here (its "
+                       f"{'torch.cuda' if device == 'cuda' else 'torch.backends.mps'}.is_available() is False): "
+                       "use --device cpu or auto")
+    return device
 
 
 def _first_line(exc: BaseException) -> str:
