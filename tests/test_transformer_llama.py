@@ -293,3 +293,24 @@ def test_device_and_dtype_refusals(args, words, decoders):
         result = runner.invoke(app, command + ["--transformer", str(decoders("llama")), *args])
         assert result.exit_code == 2, result.output
         assert words in " ".join(result.stderr.split()) and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("exclude_first", [False, True])
+def test_head_scores_equal_those_of_the_transformers_path(exclude_first, decoders, tmp_path):
+    """attn heads on a Llama (first-token, duplicate-token, induction, ... and --exclude-first for
+    attention sinks): the NumPy path's scores are the transformers path's."""
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("\n".join(TEXTS) + "\n")
+    reports = {}
+    for backend in ("numpy", "torch"):
+        args = ["heads", "--transformer", str(decoders("mistral")), "--file", str(sentences), "--json",
+                "--backend", backend] + (["--exclude-first"] if exclude_first else [])
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+        reports[backend] = json.loads(result.stdout)
+    scores = reports["numpy"]["scores"]
+    assert "induction" in scores and "duplicate_token" in scores and ("first_token" in scores) != exclude_first
+    for ours, theirs in zip(reports["numpy"]["heads"], reports["torch"]["heads"]):
+        assert ours["label"] == theirs["label"]
+        for key in scores:
+            assert ours[key] == pytest.approx(theirs[key], abs=1e-5), key
