@@ -90,3 +90,29 @@ def build_decoder(kind: str, directory: Path, dtype: str = "float32", shard: str
     for name in ("config.json", "tokenizer.json"):
         assert (directory / name).is_file(), f"{name} missing in {directory}"
     return directory
+
+
+def build_mpnet(directory: Path) -> Path:
+    """A tiny random MPNetModel (relative position bias, positions from padding_idx + 1) with a
+    WordPiece tokenizer whose special tokens are MPNet's (<s> 0, <pad> 1, </s> 2)."""
+    import torch
+    from transformers import MPNetConfig, MPNetModel, MPNetTokenizer
+
+    from _transformer_fixtures import WORDPIECE
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    vocab = directory / "vocab.txt"
+    vocab.write_text("\n".join(["<s>", "<pad>", "</s>", "<unk>", "<mask>", "[UNK]"] + WORDPIECE[5:]) + "\n")
+    tokenizer = MPNetTokenizer(str(vocab))
+    _seed()
+    config = MPNetConfig(vocab_size=len(WORDPIECE) + 1, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                         intermediate_size=37, max_position_embeddings=42, initializer_range=0.2,
+                         relative_attention_num_buckets=32)
+    model = MPNetModel(config).eval()
+    with torch.no_grad():  # the bias table starts small: make it bite
+        model.encoder.relative_attention_bias.weight.normal_(0.0, 1.0)
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    assert (directory / "tokenizer.json").is_file()
+    return directory

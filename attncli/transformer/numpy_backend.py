@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
-from attncli.transformer import bert, blas, distilbert, gpt2, llama, ops
+from attncli.transformer import bert, blas, distilbert, gpt2, llama, mpnet, ops
 from attncli.transformer.encoding import Encoding
 from attncli.transformer.pretrained import Pretrained
 from attncli.transformer.source import SAFETENSORS, TOKENIZER
@@ -27,6 +27,7 @@ ARCHITECTURES = {
     **{t: (distilbert, distilbert.DistilBert) for t in distilbert.MODEL_TYPES},
     **{t: (gpt2, gpt2.GPT2) for t in gpt2.MODEL_TYPES},
     **{t: (llama, llama.Llama) for t in llama.MODEL_TYPES},
+    **{t: (mpnet, mpnet.MPNet) for t in mpnet.MODEL_TYPES},
 }
 NUMPY_MODEL_TYPES = frozenset(ARCHITECTURES)
 DTYPE = np.float64  # unless the architecture's module sets its own (llama: float32)
@@ -133,6 +134,9 @@ class NumpyPretrained(Pretrained):
     def qk(self, enc, layer: int) -> tuple[np.ndarray, np.ndarray]:
         """q, k (h, T, d_head) of ``layer``: softmax(q k^T * scale(layer) + mask) is its attentions."""
         self.check_layer(layer)
+        if getattr(self.arch, "position_bias", False):
+            raise BadInput(f"model '{self.name}' ({self.model_type}) adds a relative position bias to q k^T: "
+                           "its queries and keys alone do not give its attention (no --explain)")
         _, _, (q, k) = self._run(*self._arrays(enc), keep=False, stop=layer)
         return q[0].astype(np.float64), k[0].astype(np.float64)
 

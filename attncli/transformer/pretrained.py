@@ -76,7 +76,7 @@ def max_positions(config: dict[str, Any], path: Path) -> int:
     """The most tokens one input may hold: the position table (RoBERTa's starts at padding_idx + 1),
     or the tokenizer's model_max_length when smaller."""
     n = config.get("max_position_embeddings") or config.get("n_positions") or config.get("n_ctx")
-    if n and config["model_type"] in ROBERTA_TYPES:
+    if n and config["model_type"] in ROBERTA_TYPES | {"mpnet"}:  # MPNet's positions also start at padding_idx + 1
         n = int(n) - int(config.get("pad_token_id") if config.get("pad_token_id") is not None else 1) - 1
     tok_limit = _json(path / "tokenizer_config.json").get("model_max_length")
     if isinstance(tok_limit, int) and 0 < tok_limit < 10**7:
