@@ -314,3 +314,14 @@ def test_head_scores_equal_those_of_the_transformers_path(exclude_first, decoder
         assert ours["label"] == theirs["label"]
         for key in scores:
             assert ours[key] == pytest.approx(theirs[key], abs=1e-5), key
+
+
+def test_gemma_legacy_gelu_is_the_tanh_approximation_as_transformers_reads_it(decoders, tmp_path):
+    """Gemma's official configs say hidden_act "gelu"; transformers runs it as gelu_pytorch_tanh."""
+    path = str(_with_config(decoders("gemma"), tmp_path / "m", hidden_act="gelu"))
+    model = load(path, backend="numpy")
+    enc = model.encode(TEXTS[0])
+    logits, att = model.logits_and_attentions(enc.ids)
+    want_logits, want = reference_pass(path, enc.ids)
+    assert np.abs(att - want).max() < 1e-5
+    assert np.abs(logits - want_logits).max() < 1e-5 * max(1.0, np.abs(want_logits).max())

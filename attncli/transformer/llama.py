@@ -181,8 +181,11 @@ class Llama:
         self.d = int(config["hidden_size"])
         self.d_head = int(config.get("head_dim") or self.d // self.heads)
         self.eps = float(config.get("rms_norm_eps") or 1e-6)
-        self.act = ops.ACTIVATIONS[config.get("hidden_act", "silu")]
         self.gemma = self.model_type == "gemma"
+        act = config.get("hidden_act", "silu")
+        if self.gemma and act == "gelu":  # GemmaConfig reads the official releases' legacy "gelu" as
+            act = "gelu_pytorch_tanh"     # the tanh approximation they were trained with
+        self.act = ops.ACTIVATIONS[act]
         self.inv_freq = inverse_frequencies(config, self.d_head)  # (rotary_dim / 2,)
         self.windows = windows(config)
         self.qkv_bias = self.model_type == "qwen2" or bool(config.get("attention_bias") and self.model_type == "llama")
