@@ -325,3 +325,18 @@ def test_gemma_legacy_gelu_is_the_tanh_approximation_as_transformers_reads_it(de
     want_logits, want = reference_pass(path, enc.ids)
     assert np.abs(att - want).max() < 1e-5
     assert np.abs(logits - want_logits).max() < 1e-5 * max(1.0, np.abs(want_logits).max())
+
+
+@pytest.mark.parametrize("changes", [
+    {"num_attention_heads": 2, "num_key_value_heads": 2},  # q_proj holds 4 heads
+    {"hidden_size": 64, "head_dim": 16},  # every tensor is 32 wide
+    {"intermediate_size": 40},  # the MLP's are 37
+    {"head_dim": 4},
+])
+def test_a_checkpoint_that_does_not_match_its_config_is_a_clear_failure(changes, decoders, tmp_path):
+    path = _with_config(decoders("llama"), tmp_path / "m", **changes)
+    for command in (["matrix", "a cat"], ["generate", "a cat", "-n", "2"]):
+        result = runner.invoke(app, command + ["--transformer", str(path), "--backend", "numpy"])
+        assert result.exit_code == 1, result.output
+        message = " ".join(result.stderr.split())
+        assert "does not match its config" in message and "internal error" not in message, message

@@ -29,6 +29,7 @@ import math
 
 import numpy as np
 
+from attncli.errors import RuntimeFailure
 from attncli.transformer import ops
 from attncli.transformer.weights import Weights
 
@@ -202,15 +203,37 @@ class Llama:
 
     def embeddings(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, offset: int = 0) -> np.ndarray:
         x = self.w.rows("embed_tokens.weight", ids)  # (B, T, d)
+        if x.shape[-1] != self.d:
+            raise RuntimeFailure(f"embed_tokens.weight has rows of {x.shape[-1]}, config.json's hidden_size is {self.d}: "
+                                 "the checkpoint does not match its config")
         if self.gemma:
             x = x * np.asarray(math.sqrt(self.d), dtype=x.dtype)
         return x
 
+    def _shape(self, name: str) -> tuple[int, ...]:
+        """The shape config.json implies for tensor ``name`` (a stranger's checkpoint may disagree)."""
+        h, kv, dh, d, i = self.heads, self.kv_heads, self.d_head, self.d, int(self.config["intermediate_size"])
+        part, kind = name.split(".")[-2:]
+        if part in ("input_layernorm", "post_attention_layernorm", "norm"):
+            return (d,)
+        out, inp = {"q_proj": (h * dh, d), "k_proj": (kv * dh, d), "v_proj": (kv * dh, d), "o_proj": (d, h * dh),
+                    "qkv_proj": ((h + 2 * kv) * dh, d), "gate_proj": (i, d), "up_proj": (i, d), "down_proj": (d, i),
+                    "gate_up_proj": (2 * i, d)}[part]
+        return (out, inp) if kind == "weight" else (out,)
+
+    def _get(self, name: str) -> np.ndarray:
+        tensor = self.w.get(name)
+        want = self._shape(name)
+        if tensor.shape != want:
+            raise RuntimeFailure(f"{name} has shape {tensor.shape}, config.json implies {want}: "
+                                 "the checkpoint does not match its config")
+        return tensor
+
     def _norm(self, name: str, x: np.ndarray) -> np.ndarray:
-        return rms_norm(x, self.w.get(name), self.eps, 1.0 if self.gemma else 0.0)
+        return rms_norm(x, self._get(name), self.eps, 1.0 if self.gemma else 0.0)
 
     def _proj(self, name: str, x: np.ndarray, bias: bool) -> np.ndarray:
-        return ops.linear(x, self.w.get(name + ".weight"), self.w.get(name + ".bias") if bias else None)
+        return ops.linear(x, self._get(name + ".weight"), self._get(name + ".bias") if bias else None)
 
     def _qkv(self, p: str, a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """q (B, T, h d_head), k and v (B, T, h_kv d_head)."""
@@ -269,4 +292,7 @@ class Llama:
     def logits(self, hidden: np.ndarray) -> np.ndarray:
         """(T, d) final hidden states -> (T, V) float64 logits through lm_head (embed_tokens if tied)."""
         head = self.w.get("embed_tokens.weight") if self.tied else self.w.get_exact("lm_head.weight")  # (V, d)
+        if head.shape[1:] != (self.d,):
+            raise RuntimeFailure(f"the LM head has shape {head.shape}, config.json's hidden_size is {self.d}: "
+                                 "the checkpoint does not match its config")
         return (hidden @ head.T).astype(np.float64)  # (T, V)
