@@ -1,7 +1,7 @@
 """attn generate --transformer: a pretrained causal LM writes; every streamed row is a row of
 transformers' own ``output_attentions`` over the finished text, greedy is transformers' own greedy
-``generate``, encoders are refused. Tiny random models (tests/_transformer_fixtures.py): GPT-2 on
-the NumPy path, a Llama on the transformers path."""
+``generate``, encoders are refused. Tiny random models (tests/_transformer_fixtures.py): GPT-2 and a
+Llama on the NumPy path, the Llama also on the transformers path ("llama:torch")."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from attncli.cli.main import app
-from attncli.generate.decoders import load_decoder
+from attncli.generate.pretrained import load_pretrained
 from attncli.generate.run import Settings, generate
 from _probe import imported_by
 
@@ -31,8 +31,7 @@ def run(*args):
 
 @pytest.fixture(scope="session")
 def tiny_llama_dir(tmp_path_factory) -> Path:
-    """A tiny random LlamaForCausalLM (grouped-query attention, rotary positions): not a GPT-2, so
-    it runs through transformers."""
+    """A tiny random LlamaForCausalLM (grouped-query attention, rotary positions)."""
     pytest.importorskip("transformers")
     import torch
     from transformers import GPT2Tokenizer, LlamaConfig, LlamaForCausalLM
@@ -52,6 +51,15 @@ def tiny_llama_dir(tmp_path_factory) -> Path:
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
+
+
+def decoder_of(kind: str, request):
+    """The decoder of tiny model ``kind`` ("gpt2", "llama", or "llama:torch": through transformers)."""
+    name, _, backend = kind.partition(":")
+    directory = request.getfixturevalue(f"tiny_{name}_dir")
+    dec = load_pretrained(str(directory), backend=backend or "auto")
+    assert dec.model.backend == (backend or "numpy")
+    return directory, dec
 
 
 def hf_reference(directory: Path, ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -76,12 +84,10 @@ def hf_greedy(directory: Path, ids: list[int], n: int) -> list[int]:
     return [int(i) for i in out[0, len(ids):]]
 
 
-@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+@pytest.mark.parametrize("kind", ["gpt2", "llama", "llama:torch"])
 @pytest.mark.parametrize("opts", [{}, {"layer": 0, "head": 1}, {"rollout": True}], ids=["mean", "head", "rollout"])
 def test_streamed_rows_are_rows_of_transformers_output_attentions(kind, opts, request):
-    directory = request.getfixturevalue(f"tiny_{kind}_dir")
-    dec = load_decoder(transformer=str(directory))
-    assert dec.model.backend == ("numpy" if kind == "gpt2" else "torch")
+    directory, dec = decoder_of(kind, request)
     gen = generate(dec, PROMPT, Settings(n=10, seed=3, top_k=0, ignore_eos=True, **opts))
     assert len(gen.generated) == 10
     _, att = hf_reference(directory, gen.ids)  # (L, h, T, T)
@@ -99,10 +105,9 @@ def test_streamed_rows_are_rows_of_transformers_output_attentions(kind, opts, re
     assert max(float(s.attention.max()) for s in gen.steps) > 2.0 / len(gen.tokens)  # far from uniform
 
 
-@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+@pytest.mark.parametrize("kind", ["gpt2", "llama", "llama:torch"])
 def test_greedy_is_transformers_greedy_generate(kind, request):
-    directory = request.getfixturevalue(f"tiny_{kind}_dir")
-    dec = load_decoder(transformer=str(directory))
+    directory, dec = decoder_of(kind, request)
     gen = generate(dec, PROMPT, Settings(n=8, greedy=True, ignore_eos=True))
     prompt_ids = gen.ids[: gen.prompt_length]
     assert gen.ids[gen.prompt_length:] == hf_greedy(directory, prompt_ids, 8)

@@ -145,7 +145,8 @@ def view_meta(model, enc, *, layer: int, head: Optional[int], rollout: bool, blo
     return {"model": model.name, "model_type": model.model_type, "backend": model.backend, "layer": layer,
             "head": head, "rollout": rollout, "filter": block or "all", "hide_special": hide_special,
             "words_merged": words, "causal": bool(model.is_decoder), "truncated": bool(enc.truncated),
-            "layers": model.layers, "heads": model.heads, "show": "weights", "flow": flow}
+            "layers": model.layers, "heads": model.heads, "show": "weights", "flow": flow, "kv_heads": model.kv_heads,
+            "kv_head": None if head is None else model.kv_head(head)}
 
 
 def _words(mats, rows, cols, tokens, segments, word_ids, word_texts) -> WordView:

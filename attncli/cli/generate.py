@@ -39,6 +39,10 @@ def generate_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document at the end.")] = False,
     jsonl: Annotated[bool, typer.Option("--jsonl", help="Stream JSON Lines: a header, one line per step, an end line.")] = False,
     lens: Annotated[bool, typer.Option("--lens", help="Logit lens: for each generated token, the layer from which it was the top prediction (JSON: lens_layers).")] = False,
+    chat: Annotated[bool, typer.Option("--chat", help="With --transformer: wrap PROMPT as a user message in the model's chat template (default: the text as given, plus the BOS token its tokenizer adds).")] = False,
+    backend: Annotated[str, typer.Option(help="With --transformer: auto, numpy (attn's own forward pass) or torch (transformers).")] = "auto",
+    device: Annotated[Optional[str], typer.Option(help="With --backend torch: where transformers runs the model: cpu, cuda, mps or auto.")] = None,
+    dtype: Annotated[Optional[str], typer.Option(help="With --backend torch: the weights' dtype: float32, bfloat16 or float16.")] = None,
 ) -> None:
     """Let a causal language model continue PROMPT and watch what each new token attends to.
 
@@ -65,7 +69,8 @@ def generate_cmd(
 
     if allow_missing_weights and transformer is None:
         raise BadInput("--allow-missing-weights needs --transformer NAME_OR_PATH (a pretrained model)")
-    decoder = load_decoder(model, transformer, allow_missing_weights=allow_missing_weights)
+    decoder = load_decoder(model, transformer, allow_missing_weights=allow_missing_weights, chat=chat, backend=backend,
+                           device=device, dtype=dtype)
     drawing = not (json_out or jsonl)
     progress = _Progress(settings.n) if (not drawing or not out_console().is_terminal) else None
 

@@ -172,7 +172,7 @@ def heads_cmd(
 
 
 def _print_heads(report: dict[str, Any]) -> None:
-    from attncli.views.heads_table import SHORT, heads_table
+    from attncli.views.heads_table import SHORT, grouped, heads_table
 
     if "scores" in report:  # a pretrained model: the scores that applied to it
         title = f"heads of {escape(report['model'])} ({report['backend']} backend): mean attention per query"
@@ -192,3 +192,7 @@ def _print_heads(report: dict[str, Any]) -> None:
         f"else broad if entropy >= {t['broad']}, else mixed",
         highlight=False, style="dim",
     )
+    if grouped(report):
+        err_console().print(f"kv: the key-value head each query head reads (grouped-query attention: "
+                            f"{report['heads_per_layer']} query heads share {report['kv_heads']})",
+                            highlight=False, style="dim")

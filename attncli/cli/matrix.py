@@ -15,8 +15,9 @@ from typing import Annotated, Optional
 import typer
 
 from attncli.cli.app import app, emit_json, info, json_write, out_console
-from attncli.cli.options import (AllowMissingWeightsOpt, BackendOpt, CausalOpt, ContextOpt, DKOpt, FilterOpt, FilterSpecialsOpt,
-                                 HeadOpt, HeadsOpt, HideSpecialOpt, LayerOpt, LayersOpt, MaxRelativeOpt, ModelOpt, ModelViewOpt, PadToOpt,
+from attncli.cli.options import (AllowMissingWeightsOpt, BackendOpt, CausalOpt, ContextOpt, DeviceOpt, DKOpt, DtypeOpt, FilterOpt,
+                                 FilterSpecialsOpt, HeadOpt, HeadsOpt, HideSpecialOpt, LayerOpt, LayersOpt, MaxRelativeOpt, ModelOpt,
+                                 ModelViewOpt, PadToOpt,
                                  PairOpt, Positions, PositionsOpt, ProjOpt, RolloutOpt, SeedOpt, Show, ShowOpt,
                                  TransformerOpt, TruncateOpt, VariantOpt, WindowOpt, WordsOpt)
 from attncli.cli.options import ExportWidthOpt, FlowOpt, HtmlOpt, PngOpt, SvgOpt
@@ -137,6 +138,8 @@ def matrix_cmd(
     layers: LayersOpt = None,
     allow_missing_weights: AllowMissingWeightsOpt = False,
     flow: FlowOpt = False,
+    device: DeviceOpt = None,
+    dtype: DtypeOpt = None,
 ) -> None:
     """Attention matrix of a sentence as a heatmap: rows are queries, columns keys.
 
@@ -153,7 +156,8 @@ def matrix_cmd(
                             hide_special=hide_special, rollout=rollout,
                             backend=backend, truncate=truncate, explain=explain, model_view=model_view,
                             layers=layers, rows=rows, cols=cols, exports=exports, json_out=json_out,
-                            allow_missing_weights=allow_missing_weights, show=show.value, flow=flow)
+                            allow_missing_weights=allow_missing_weights, show=show.value, flow=flow,
+                            device=device, dtype=dtype)
         return
     if show.value == "norms":
         raise BadInput("--show norms needs --transformer NAME_OR_PATH (the value vectors of a pretrained model)")
@@ -200,7 +204,7 @@ def matrix_cmd(
 
 
 _TRANSFORMER_ONLY = ("pair", "pair_filter", "filter_specials", "words", "hide_special", "rollout", "backend", "truncate",
-                     "model_view", "layers", "allow_missing_weights", "flow")
+                     "model_view", "layers", "allow_missing_weights", "flow", "device", "dtype")
 
 
 def _given(ctx, name: str) -> bool:
@@ -211,7 +215,8 @@ def _given(ctx, name: str) -> bool:
 
 def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, pair_filter, filter_specials, layer,
                         head, words, hide_special, rollout, backend, truncate, explain, model_view, layers, rows, cols,
-                        exports, json_out, allow_missing_weights=False, show="weights", flow=False) -> None:
+                        exports, json_out, allow_missing_weights=False, show="weights", flow=False, device=None,
+                        dtype=None) -> None:
     """attn matrix --transformer: checked here, computed and drawn by attncli.cli.transformer."""
     from attncli.cli.transformer import MatrixOptions, check_options, run_matrix
 
@@ -222,7 +227,7 @@ def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, p
                          block_specials=filter_specials.value if filter_specials else "none", words=words,
                          hide_special=hide_special, rollout=rollout, backend=backend.value if backend else "auto",
                          truncate=truncate, explain=explain, model_view=model_view, layers=layers,
-                         allow_missing_weights=allow_missing_weights, show=show, flow=flow)
+                         allow_missing_weights=allow_missing_weights, show=show, flow=flow, device=device, dtype=dtype)
     run_matrix(opts, json_out=json_out, exports=exports, row_span=_span(rows, "--rows"), col_span=_span(cols, "--cols"))
 
 

@@ -97,6 +97,10 @@ RolloutOpt = Annotated[bool, typer.Option("--rollout", help="Attention rollout t
                                           rich_help_panel=PRETRAINED)]
 BackendOpt = Annotated[Optional[Backend], typer.Option(help="numpy (attn's own forward pass), torch (transformers) or auto.",
                                                        rich_help_panel=PRETRAINED)]
+DeviceOpt = Annotated[Optional[str], typer.Option(help="With --backend torch: where transformers runs the model: cpu, cuda, mps or auto.",
+                                                   rich_help_panel=PRETRAINED)]
+DtypeOpt = Annotated[Optional[str], typer.Option(help="With --backend torch: the weights' dtype: float32, bfloat16 or float16.",
+                                                  rich_help_panel=PRETRAINED)]
 TruncateOpt = Annotated[bool, typer.Option("--truncate", help="Cut an input longer than the model's limit.",
                                            rich_help_panel=PRETRAINED)]
 ModelViewOpt = Annotated[bool, typer.Option("--model-view", help="Every layer x head at a glance, each head's class beside it.",

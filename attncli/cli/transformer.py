@@ -34,7 +34,7 @@ NOT_FOR_TRANSFORMERS = {
 }
 # options that only --transformer gives a meaning to (attn matrix's parameter names)
 TRANSFORMER_ONLY = ("pair", "pair_filter", "filter_specials", "words", "hide_special", "rollout", "backend", "truncate",
-                    "model_view", "layers", "allow_missing_weights", "flow")
+                    "model_view", "layers", "allow_missing_weights", "flow", "device", "dtype")
 
 
 def option_name(param: str) -> str:
@@ -74,6 +74,8 @@ class MatrixOptions:
     allow_missing_weights: bool = False
     show: str = "weights"  # weights, scores (before the softmax) or norms (||alpha f(x)||)
     flow: bool = False  # attention flow (max-flow through the layers) instead of one layer
+    device: Optional[str] = None  # --device / --dtype: the torch backend's (None: cpu, float32)
+    dtype: Optional[str] = None
 
 
 def check_combinations(o: MatrixOptions) -> None:
@@ -136,7 +138,8 @@ def layer_matrices(model, enc, layer: int, show: str):
     return value_norms.head_norms(weights, fx), value_norms.summed_norms(weights, fx), explain
 
 
-def load_model(name: str, backend: str, allow_missing_weights: bool = False, *, json_out: bool = False):
+def load_model(name: str, backend: str, allow_missing_weights: bool = False, *, json_out: bool = False,
+               device: Optional[str] = None, dtype: Optional[str] = None):
     """The model, with a line on stderr while it loads (a second or more; --backend torch imports
     torch and transformers first)."""
     from attncli.cli.progress import Stage
@@ -144,8 +147,7 @@ def load_model(name: str, backend: str, allow_missing_weights: bool = False, *, 
 
     what = "" if backend == "auto" else f", --backend {backend}"
     with Stage(f"loading {name}{what}", json_out=json_out):
-        return load(name, backend=backend, allow_missing_weights=allow_missing_weights)
-
+        return load(name, backend=backend, allow_missing_weights=allow_missing_weights, device=device, dtype=dtype)
 
 def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span) -> None:
     """Compute and print the view (or its --json); write the exports (attncli.cli.matrix.Exports)."""
@@ -153,7 +155,7 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span)
     from attncli.cli.app import out_console
 
     check_combinations(o)
-    model = load_model(o.transformer, o.backend, o.allow_missing_weights, json_out=json_out)
+    model = load_model(o.transformer, o.backend, o.allow_missing_weights, json_out=json_out, device=o.device, dtype=o.dtype)
     layer = pv.layer_shown(model, o.layer, o.head)
     if o.explain is not None and model.backend != "numpy" and o.show != "norms":
         raise BadInput("--explain I J needs attn's NumPy forward pass (the queries and keys of a layer): "

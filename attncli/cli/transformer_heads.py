@@ -48,5 +48,7 @@ def score_transformer_heads(model, texts: list[str], *, window: int, exclude_fir
         from attncli.errors import BadInput
 
         raise BadInput("no sentence of two or more tokens to score the heads on")
+    for entry in report["heads"]:  # grouped-query attention: which key-value head each query head reads
+        entry["kv_head"] = model.kv_head(entry["head"])
     return {"model": model.name, "backend": model.backend, "layers": model.layers, "heads_per_layer": model.heads,
-            "causal": bool(model.is_decoder), **report}
+            "kv_heads": model.kv_heads, "causal": bool(model.is_decoder), **report}

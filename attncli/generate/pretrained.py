@@ -28,11 +28,12 @@ class PretrainedLM:
 
     kind = "pretrained"
 
-    def __init__(self, model, use_cache: bool = True):
+    def __init__(self, model, use_cache: bool = True, chat: bool = False):
         if not model.is_decoder:
             raise BadInput(f"model '{model.name}' ({model.model_type}) is an encoder: it cannot generate text, "
                            "attn generate needs a causal LM (GPT-2 family, or any AutoModelForCausalLM)")
         self.model = model
+        self.chat = chat  # wrap the prompt in the model's chat template (--chat)
         self.name = model.name
         self.layers, self.heads = model.layers, model.heads
         self.context = int(model.max_positions)
@@ -67,14 +68,20 @@ class PretrainedLM:
     def encode(self, prompt: str) -> Encoded:
         if not prompt.strip():
             raise BadInput("the prompt is empty: give a few words to continue")
-        enc = self.model.encode(prompt, truncate=True)
+        text = prompt
+        if self.chat:
+            from attncli.transformer.chat import render
+
+            text = render(self.model.path, self.name, prompt)  # holds the template's special tokens itself
+        enc = self.model.encode(text, truncate=True, special=not self.chat)
         if getattr(enc, "truncated", False):
             raise BadInput(f"the prompt is longer than model '{self.name}' reads ({self.context} tokens, its context): "
                            f"shorten it to at most {self.context - 1} tokens")
         ids = [int(i) for i in enc.ids]
         tokens = [self.token(i) for i in ids]
         mapping = [{"token": t, "id": i, "piece": p} for t, i, p in zip(tokens, ids, enc.tokens)]
-        notes = [f"the prompt is {len(ids)} token(s) of the model's own tokenizer"]
+        notes = [f"the prompt is {len(ids)} token(s) of the model's own tokenizer"
+                 + (", wrapped in its chat template" if self.chat else "")]
         return Encoded(tokens, list(ids), list(ids), mapping, notes)
 
     def input_of(self, i: int) -> int:
@@ -111,7 +118,8 @@ class PretrainedLM:
         return None
 
 
-def load_pretrained(name_or_path: str, **kwargs: Any) -> PretrainedLM:
+def load_pretrained(name_or_path: str, *, chat: bool = False, **kwargs: Any) -> PretrainedLM:
+    """``kwargs`` go to ``attncli.transformer.load`` (backend, ...)."""
     from attncli.transformer import load
 
-    return PretrainedLM(load(name_or_path, **kwargs))
+    return PretrainedLM(load(name_or_path, **kwargs), chat=chat)

@@ -11,14 +11,17 @@
 
 API (shapes: L layers, h heads, T tokens, d model width, d_head = d / h, V vocabulary):
 
-``load(name_or_path, *, backend="auto", allow_missing_weights=False) -> Pretrained``
+``load(name_or_path, *, backend="auto", allow_missing_weights=False, device=None, dtype=None) -> Pretrained``
     ``name_or_path`` is a local directory written by ``save_pretrained`` (config.json and weights)
     or a hub id, looked up in the local Hugging Face cache (downloaded only when the hub is
     reachable and ``HF_HUB_OFFLINE`` is unset). ``backend`` is ``"numpy"`` (attn's own forward pass
-    from ``model.safetensors`` and ``tokenizer.json``: neither torch nor transformers is imported;
-    BERT, RoBERTa / XLM-R / CamemBERT, ELECTRA, DistilBERT, GPT-2), ``"torch"`` (transformers with
+    from ``model.safetensors`` (or sharded) and ``tokenizer.json``: neither torch nor transformers
+    is imported; BERT, RoBERTa / XLM-R / CamemBERT, ELECTRA, DistilBERT, GPT-2, and Llama, Mistral,
+    Qwen2, Gemma, Phi-3), ``"torch"`` (transformers with
     the eager attention, any architecture that returns attentions) or ``"auto"`` (numpy when the
-    model is supported and has those files, else torch). Raises ``BadInput`` for a missing model
+    model is supported and has those files, else torch). ``device`` ("cpu", "cuda", "mps", "auto")
+    and ``dtype`` ("float32", "bfloat16", "float16") place the torch backend's model; given for a
+    model the numpy backend runs, they are ``BadInput`` pointing to ``backend="torch"``. Raises ``BadInput`` for a missing model
     or directory, a directory that is not a model, ``backend="numpy"`` on an unsupported model, a
     missing optional package (``pip install 'attncli[pretrained]'`` for numpy,
     ``'attncli[transformers]'`` for torch); ``RuntimeFailure`` for a hub id that is not cached
@@ -36,10 +39,12 @@ API (shapes: L layers, h heads, T tokens, d model width, d_head = d / h, V vocab
     ``name`` (as given), ``path`` (the resolved directory), ``backend`` ("numpy" | "torch"),
     ``model_type`` (config's, e.g. "bert"), ``is_decoder`` (causal, e.g. GPT-2), ``layers`` (L),
     ``heads`` (h), ``max_positions`` (most tokens one input may hold, special tokens included),
-    ``has_pairs`` (the tokenizer has a sentence-pair format: False for decoders).
+    ``has_pairs`` (the tokenizer has a sentence-pair format: False for decoders), ``kv_heads`` and
+    ``kv_head(head)`` (grouped-query attention: the key-value head a query head reads).
 
-    ``encode(text, pair=None, *, truncate=False) -> Encoding`` tokenizes with the model's own
-    tokenizer and special tokens; a pair is ONE input (``tokenizer(text, pair)``). An input longer
+    ``encode(text, pair=None, *, truncate=False, special=True) -> Encoding`` tokenizes with the
+    model's own tokenizer and special tokens (none with ``special=False``: a rendered chat
+    template holds its own); a pair is ONE input (``tokenizer(text, pair)``). An input longer
     than ``max_positions`` is ``BadInput`` naming the limit and ``--truncate`` (``truncate=True``
     cuts it, longest sequence first). ``pair`` on a model without pairs is ``BadInput``.
 

@@ -16,21 +16,23 @@ from typing import Any, Sequence
 import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
-from attncli.transformer import bert, blas, distilbert, gpt2, ops
+from attncli.transformer import bert, blas, distilbert, gpt2, llama, mpnet, ops
 from attncli.transformer.encoding import Encoding
 from attncli.transformer.pretrained import Pretrained, masked_scores
 from attncli.transformer.config_check import TOKENIZER_BYTES, damaged
 from attncli.transformer.source import SAFETENSORS, TOKENIZER
 from attncli.transformer.weight_check import check_finite, check_shapes, report_unused
-from attncli.transformer.weights import Weights, WeightsAs
+from attncli.transformer.weights import Weights, WeightsAs, checkpoint_file
 
 ARCHITECTURES = {
     **{t: (bert, bert.BertFamily) for t in bert.MODEL_TYPES},
     **{t: (distilbert, distilbert.DistilBert) for t in distilbert.MODEL_TYPES},
     **{t: (gpt2, gpt2.GPT2) for t in gpt2.MODEL_TYPES},
+    **{t: (llama, llama.Llama) for t in llama.MODEL_TYPES},
+    **{t: (mpnet, mpnet.MPNet) for t in mpnet.MODEL_TYPES},
 }
 NUMPY_MODEL_TYPES = frozenset(ARCHITECTURES)
-DTYPE = np.float64
+DTYPE = np.float64  # unless the architecture's module sets its own (llama: float32)
 ONE_THREAD_TOKENS = 256  # up to this many tokens in a pass, BLAS runs on one thread (see blas.py)
 
 
@@ -39,8 +41,8 @@ def unsupported(path: Path, config: dict[str, Any]) -> str | None:
     model_type = config["model_type"]
     if model_type not in ARCHITECTURES:
         return f"model_type '{model_type}' is not one it runs ({', '.join(sorted(NUMPY_MODEL_TYPES))})"
-    if not (path / SAFETENSORS).is_file():
-        return f"the model has no {SAFETENSORS} (sharded or pytorch_model.bin weights)"
+    if checkpoint_file(path) is None:
+        return f"the model has no {SAFETENSORS} or model.safetensors.index.json (pytorch_model.bin weights)"
     if not (path / TOKENIZER).is_file():
         return f"the model has no {TOKENIZER} (only a slow tokenizer's files)"
     module, _ = ARCHITECTURES[model_type]
@@ -86,8 +88,9 @@ class NumpyPretrained(Pretrained):
         self.tokenizer.no_padding()     # (all-MiniLM-L6-v2's pads to 128); transformers sets them per call
         module, cls = ARCHITECTURES[self.model_type]
 
-        weights = Weights(self.path / SAFETENSORS, module.ANCHORS, DTYPE)
-        check_weight_names(name, module, weights, config, allow_missing_weights)
+        weights = Weights(checkpoint_file(self.path), module.ANCHORS, getattr(module, "DTYPE", DTYPE))
+        if hasattr(module, "expected"):  # the Llama family and MPNet check their tensors' shapes themselves
+            check_weight_names(name, module, weights, config, allow_missing_weights)
         self.arch = cls(weights, config)
         self.layers = self.arch.layers
         self.heads = self.arch.heads
@@ -95,12 +98,12 @@ class NumpyPretrained(Pretrained):
         self.use_type_ids = (self.model_type in ("bert", "electra")
                              and "embeddings.token_type_embeddings.weight" in self.arch.w)
 
-    def _tokenize(self, texts: list[str], max_length: int | None) -> Any:
+    def _tokenize(self, texts: list[str], max_length: int | None, special: bool = True) -> Any:
         tok = self.tokenizer
         if max_length is not None:
             tok.enable_truncation(max_length, strategy="longest_first")
         try:
-            return tok.encode(*texts, add_special_tokens=True)
+            return tok.encode(*texts, add_special_tokens=special)
         finally:
             tok.no_truncation()
 
@@ -159,8 +162,11 @@ class NumpyPretrained(Pretrained):
     def qk(self, enc, layer: int) -> tuple[np.ndarray, np.ndarray]:
         """q, k (h, T, d_head) of ``layer``: softmax(q k^T * scale(layer) + mask) is its attentions."""
         self.check_layer(layer)
-        _, _, (_, q, k, _) = self._run(*self._arrays(enc), keep=False, stop=layer)
-        return q[0], k[0]
+        if getattr(self.arch, "position_bias", False):
+            raise BadInput(f"model '{self.name}' ({self.model_type}) adds a relative position bias to q k^T: "
+                           "its queries and keys alone do not give its attention (no --explain)")
+        _, _, out = self._run(*self._arrays(enc), keep=False, stop=layer)  # out: weights, q, k[, v]
+        return out[1][0].astype(np.float64), out[2][0].astype(np.float64)
 
     def scores(self, enc, layer: int) -> np.ndarray:
         """(h, T, T) q k^T * scale(layer) of ``layer``, before the softmax; -inf where masked (causal)."""
@@ -173,6 +179,9 @@ class NumpyPretrained(Pretrained):
         2020, eq. 6; b_O, shared by every token, is left out): the layer's attention output is
         sum_h sum_j A[h, i, j] f^h(x_j) + b_O."""
         self.check_layer(layer)
+        if not hasattr(self.arch, "output_weight") or getattr(self.arch, "position_bias", False):
+            raise BadInput(f"--show norms reads each head's value vectors and output projection: attn's NumPy pass "
+                           f"of '{self.model_type}' does not expose them yet (BERT, DistilBERT and GPT-2 families do)")
         _, _, (weights, _, _, v) = self._run(*self._arrays(enc), keep=False, stop=layer)
         h, d_head = self.heads, self.arch.d_head
         w_o = self.arch.output_weight(layer).reshape(h, d_head, -1)  # (h, d_head, d)

@@ -19,27 +19,34 @@ from attncli.transformer import source
 from attncli.transformer.encoding import Encoding, check_text, from_tokenizers, too_long
 
 BACKENDS = ("auto", "numpy", "torch")
+DEVICES = ("auto", "cpu", "cuda", "mps")  # auto: cuda if torch sees one, else mps, else cpu
+DTYPES = ("float32", "bfloat16", "float16")
 ROBERTA_TYPES = {"roberta", "xlm-roberta", "camembert"}
 EMBED_BATCH = 32  # texts per forward pass in embed(), fewer when long:
 EMBED_BUDGET = 2**23  # attention weights (B h T T) per batch, 64 MB in float64
 NO_LIMIT = 10**9
 
 
-def load(name_or_path: str, *, backend: str = "auto", allow_missing_weights: bool = False) -> "Pretrained":
+def load(name_or_path: str, *, backend: str = "auto", allow_missing_weights: bool = False, device: str | None = None,
+         dtype: str | None = None) -> "Pretrained":
     """A pretrained model by hub id or local directory, on ``backend`` ("auto", "numpy" or "torch").
+    ``device`` (DEVICES) and ``dtype`` (DTYPES) choose where and how transformers runs it: the
+    torch backend only (None: cpu, float32).
 
     Checked before and after it loads (config_check, weight_check): no code from the directory,
     every file regular and bounded, config.json's fields sane; a weight the model lacks or does
     not use is an error (a warning with ``allow_missing_weights``); NaN is damage; a tokenizer
     that knows no word is refused."""
-    model = _load(name_or_path, backend, allow_missing_weights)
+    model = _load(name_or_path, backend, allow_missing_weights, device, dtype)
     model.check_tokenizer()
     return model
 
 
-def _load(name_or_path: str, backend: str, allow_missing_weights: bool) -> "Pretrained":
+def _load(name_or_path: str, backend: str, allow_missing_weights: bool, device: str | None,
+          dtype: str | None) -> "Pretrained":
     if backend not in BACKENDS:
         raise BadInput(f"unknown backend '{backend}': choose one of {', '.join(BACKENDS)}")
+    check_device(device, dtype)
     path = source.resolve(str(name_or_path))
     config = source.read_config(path)
     from attncli.transformer import bert, config_check, numpy_backend
@@ -53,6 +60,11 @@ def _load(name_or_path: str, backend: str, allow_missing_weights: bool) -> "Pret
     keep = dict(allow_missing_weights=allow_missing_weights)
 
     reason = numpy_backend.unsupported(path, config)
+    placed = device is not None or dtype is not None
+    if placed and (backend == "numpy" or (backend == "auto" and reason is None)):
+        given = " and ".join(f"--{k} {v}" for k, v in (("device", device), ("dtype", dtype)) if v is not None)
+        raise BadInput(f"{given} choose how transformers runs a model; attn's NumPy path runs on the CPU "
+                       "(weights in float32, attention in float64): add --backend torch")
     if backend == "numpy":
         if reason:
             raise BadInput(f"the numpy backend cannot run '{name_or_path}': {reason}; use --backend torch (or auto)")
@@ -69,14 +81,22 @@ def _load(name_or_path: str, backend: str, allow_missing_weights: bool) -> "Pret
                        f"{source.INSTALL_TRANSFORMERS}")
     from attncli.transformer import torch_backend
 
-    return torch_backend.TorchPretrained(str(name_or_path), path, config, **keep)
+    return torch_backend.TorchPretrained(str(name_or_path), path, config, device=device or "cpu",
+                                         dtype=dtype or "float32", **keep)
+
+
+def check_device(device: str | None, dtype: str | None) -> None:
+    if device is not None and device not in DEVICES:
+        raise BadInput(f"unknown --device '{device}': choose one of {', '.join(DEVICES)}")
+    if dtype is not None and dtype not in DTYPES:
+        raise BadInput(f"unknown --dtype '{dtype}': choose one of {', '.join(DTYPES)}")
 
 
 def max_positions(config: dict[str, Any], path: Path) -> int:
     """The most tokens one input may hold: the position table (RoBERTa's starts at padding_idx + 1),
     or the tokenizer's model_max_length when smaller."""
     n = config.get("max_position_embeddings") or config.get("n_positions") or config.get("n_ctx")
-    if n and config["model_type"] in ROBERTA_TYPES:
+    if n and config["model_type"] in ROBERTA_TYPES | {"mpnet"}:  # MPNet's positions also start at padding_idx + 1
         n = int(n) - int(config.get("pad_token_id") if config.get("pad_token_id") is not None else 1) - 1
     tok_limit = _json(path / "tokenizer_config.json").get("model_max_length")
     if isinstance(tok_limit, int) and 0 < tok_limit < 10**7:
@@ -180,18 +200,20 @@ class Pretrained:
         two = sum(self._tokenize(["a", "b"], None).special_tokens_mask)
         return two > one
 
-    def encode(self, text: str, pair: str | None = None, *, truncate: bool = False) -> Encoding:
-        """``text`` (and ``pair``, as one input) tokenized by the model's own tokenizer."""
+    def encode(self, text: str, pair: str | None = None, *, truncate: bool = False, special: bool = True) -> Encoding:
+        """``text`` (and ``pair``, as one input) tokenized by the model's own tokenizer, with the special
+        tokens it adds (a Llama's <s>, BERT's [CLS] ... [SEP]) unless ``special`` is False (a text
+        that already holds them, e.g. a rendered chat template)."""
         texts = [check_text(text)] + ([check_text(pair, "pair")] if pair is not None else [])
         if pair is not None and not self.has_pairs:
             kind = "a decoder, it reads one text" if self.is_decoder else "its tokenizer has no pair format"
             raise BadInput(f"model '{self.name}' takes no sentence pairs ({kind}): drop --pair")
-        enc = self._tokenize(texts, None)
+        enc = self._tokenize(texts, None, special)
         truncated = False
         if len(enc.ids) > self.max_positions:
             if not truncate:
                 raise too_long(len(enc.ids), self.max_positions, pair is not None)
-            enc, truncated = self._tokenize(texts, self.max_positions), True
+            enc, truncated = self._tokenize(texts, self.max_positions, special), True
         if len(enc.ids) == 0:
             raise BadInput("the text gives no tokens: give the model something to read")
         return from_tokenizers(enc, texts, use_type_ids=self.use_type_ids, truncated=truncated)
@@ -255,6 +277,18 @@ class Pretrained:
                                  "directory lacks the tokenizer's files (tokenizer.json, written by the tokenizer's "
                                  "save_pretrained)")
 
+    @property
+    def kv_heads(self) -> int:
+        """Key-value heads: fewer than ``heads`` under grouped-query attention (Llama 3, Mistral,
+        Qwen2, ...), where query head i reads key-value head ``kv_head(i)``; else ``heads``."""
+        kv = self.config.get("num_key_value_heads")
+        ok = isinstance(kv, int) and not isinstance(kv, bool) and 0 < kv <= self.heads and self.heads % kv == 0
+        return int(kv) if ok else self.heads
+
+    def kv_head(self, head: int) -> int:
+        """The key-value head query head ``head`` reads (``head`` itself without grouped-query attention)."""
+        return head // (self.heads // self.kv_heads)
+
     def check_decoder(self) -> None:
         if not self.is_decoder:
             raise BadInput(f"model '{self.name}' ({self.model_type}) is not a decoder: it predicts no next token")
@@ -275,8 +309,9 @@ class Pretrained:
         return arr
 
     # backend-specific ----------------------------------------------------------------------
-    def _tokenize(self, texts: list[str], max_length: int | None) -> Any:
-        """A ``tokenizers.Encoding`` of one text or a pair, cut to ``max_length`` tokens if given."""
+    def _tokenize(self, texts: list[str], max_length: int | None, special: bool = True) -> Any:
+        """A ``tokenizers.Encoding`` of one text or a pair, cut to ``max_length`` tokens if given,
+        with the tokenizer's special tokens if ``special``."""
         raise NotImplementedError
 
     def _last_hidden(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:

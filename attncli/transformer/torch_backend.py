@@ -38,13 +38,16 @@ def _is_decoder(config: Any) -> bool:
 class TorchPretrained(Pretrained):
     backend = "torch"
 
-    def __init__(self, name: str, path: Path, config: dict[str, Any], *, allow_missing_weights: bool = False):
+    def __init__(self, name: str, path: Path, config: dict[str, Any], *, allow_missing_weights: bool = False,
+                 device: str = "cpu", dtype: str = "float32"):
         super().__init__(name, path, config)
         config_check.check_trust(config, self.path)  # load() did; again for a direct construction
         import torch
         import transformers
 
         self.torch = torch
+        self.device = _device(torch, device)
+        self.dtype = dtype
         transformers.utils.logging.set_verbosity_error()  # stderr stays for attn's own messages
         transformers.utils.logging.disable_progress_bar()
         if self.model_type not in transformers.CONFIG_MAPPING:
@@ -61,10 +64,11 @@ class TorchPretrained(Pretrained):
         try:
             self.is_decoder = _is_decoder(hf_config)
             auto = transformers.AutoModelForCausalLM if self.is_decoder else transformers.AutoModel
-            self.model, info = auto.from_pretrained(self.path, attn_implementation="eager", dtype=torch.float32,
+            self.model, info = auto.from_pretrained(self.path, attn_implementation="eager", dtype=getattr(torch, dtype),
                                                     use_safetensors=True, output_loading_info=True,
                                                     ignore_mismatched_sizes=True,  # reported below, by name
                                                     **NEVER_REMOTE)
+            self.model.to(self.device)
             self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.path, **NEVER_REMOTE)
         except Exception as exc:  # noqa: BLE001 - as above
             raise RuntimeFailure(f"transformers could not load '{visible(name)}': {_first_line(exc)}") from None
@@ -98,10 +102,11 @@ class TorchPretrained(Pretrained):
         torch = self.torch
         for key, tensor in model.state_dict().items():
             if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-                check_finite(tensor.float().numpy(), f"the weight {key}")
+                check_finite(tensor.float().cpu().numpy(), f"the weight {key}")
 
-    def _tokenize(self, texts: list[str], max_length: int | None) -> Any:
+    def _tokenize(self, texts: list[str], max_length: int | None, special: bool = True) -> Any:
         kwargs = dict(truncation="longest_first", max_length=max_length) if max_length is not None else {}
+        kwargs["add_special_tokens"] = special
         batch = self.tokenizer(*texts, return_special_tokens_mask=True, return_offsets_mapping=self.tokenizer.is_fast,
                                **kwargs)
         if self.tokenizer.is_fast and batch.encodings:
@@ -129,7 +134,7 @@ class TorchPretrained(Pretrained):
         seen: dict[str, np.ndarray] = {}
 
         def keep(role):
-            return lambda module, args, output: seen.__setitem__(role, output[0].float().numpy().astype(np.float64))
+            return lambda module, args, output: seen.__setitem__(role, output[0].float().cpu().numpy().astype(np.float64))
 
         hooks = [modules[n].register_forward_hook(keep(role)) for role, n in names.items() if role != "o"]
         try:
@@ -140,7 +145,7 @@ class TorchPretrained(Pretrained):
         if "qkv" in seen:  # GPT-2's c_attn: q, k, v side by side
             seen["q"], seen["k"], seen["v"] = np.split(seen.pop("qkv"), 3, axis=-1)
         out = modules[names["o"]]
-        w_o = out.weight.detach().float().numpy().astype(np.float64)
+        w_o = out.weight.detach().float().cpu().numpy().astype(np.float64)
         if type(out).__name__ != "Conv1D":
             w_o = w_o.T  # nn.Linear stores (out, in)
         h = self.heads
@@ -164,7 +169,7 @@ class TorchPretrained(Pretrained):
                   "attention_mask": torch.from_numpy(mask.astype(np.int64))}
         if self.use_type_ids and type_ids is not None:
             inputs["token_type_ids"] = torch.from_numpy(np.ascontiguousarray(type_ids, dtype=np.int64))
-        return inputs
+        return {k: v.to(self.device) for k, v in inputs.items()}
 
     def _forward(self, inputs: dict[str, Any], **flags: bool) -> Any:
         with self.torch.inference_mode():
@@ -179,7 +184,7 @@ class TorchPretrained(Pretrained):
             got = "none" if attentions is None else f"{sum(a is not None for a in attentions)} tensors"
             raise RuntimeFailure(f"model '{self.name}' returned {got} for its {self.layers} layers' attentions: "
                                  "its attention implementation cannot return weights")
-        stacked = np.stack([a[0].float().numpy() for a in attentions]).astype(np.float64)  # (L, h, T, T)
+        stacked = np.stack([a[0].float().cpu().numpy() for a in attentions]).astype(np.float64)  # (L, h, T, T)
         for layer, weights in enumerate(stacked):
             check_finite(weights, f"layer {layer}'s attention")
         if stacked.shape[1:] != (self.heads, T, T):
@@ -199,8 +204,8 @@ class TorchPretrained(Pretrained):
     def _last_hidden(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         out = self._forward(self._inputs(ids, type_ids, mask), output_hidden_states=True)
         for layer, hidden in enumerate(out.hidden_states[1:]):
-            check_finite(hidden.float().numpy(), f"layer {layer}'s output")
-        return out.hidden_states[-1].float().numpy()  # (B, T, d)
+            check_finite(hidden.float().cpu().numpy(), f"layer {layer}'s output")
+        return out.hidden_states[-1].float().cpu().numpy()  # (B, T, d)
 
     def new_cache(self) -> None:
         """The torch backend keeps no cache: ``logits_and_attentions`` recomputes (cache=None is fine)."""
@@ -213,7 +218,7 @@ class TorchPretrained(Pretrained):
         arr = self.check_ids(ids)[None]  # (1, T)
         out = self._forward(self._inputs(arr, None, np.ones_like(arr, dtype=bool)), output_attentions=True)
         attentions = self._stacked(out, arr.shape[1])
-        logits = out.logits[0].float().numpy().astype(np.float64)  # (T, V)
+        logits = out.logits[0].float().cpu().numpy().astype(np.float64)  # (T, V)
         check_finite(logits, "the logits")
         return logits, attentions
 
@@ -265,6 +270,19 @@ def _slow_encoding(tokenizer: Any, batch: Any, n_texts: int) -> SimpleNamespace:
     return SimpleNamespace(ids=ids, tokens=tokens, special_tokens_mask=special, sequence_ids=sequence_ids,
                            word_ids=list(range(len(ids))), offsets=[(0, 0)] * len(ids),
                            type_ids=list(batch.get("token_type_ids") or [0] * len(ids)))
+
+
+def _device(torch: Any, device: str) -> str:
+    """The torch device for --device (auto: cuda, else mps, else cpu); BadInput when it is absent."""
+    mps = getattr(torch.backends, "mps", None)
+    has = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": bool(mps and mps.is_available())}
+    if device == "auto":
+        return next(d for d in ("cuda", "mps", "cpu") if has[d])
+    if not has.get(device, False):
+        raise BadInput(f"--device {device}: torch finds no {device.upper()} device here (its "
+                       f"{'torch.cuda' if device == 'cuda' else 'torch.backends.mps'}.is_available() is False): "
+                       "use --device cpu or auto")
+    return device
 
 
 def _first_line(exc: BaseException) -> str:

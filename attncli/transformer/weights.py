@@ -1,4 +1,5 @@
-"""A ``model.safetensors`` read for the NumPy forward passes: tensors by transformers' names.
+"""A ``model.safetensors`` (or a sharded checkpoint's ``model.safetensors.index.json`` and the shards
+it names) read for the NumPy forward passes: tensors by transformers' names.
 
 Read with ``safetensors``' ``safe_open`` (memory-mapped; a tensor is copied out only when a layer
 asks for it); bfloat16, which NumPy lacks, is read from the same memory map (the file is a
@@ -25,37 +26,111 @@ from attncli.transformer.weight_check import check_finite
 
 NUMPY_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
                 "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
-
-
 FLOAT_VIEWS = {"F64": "<f8", "F32": "<f4", "F16": "<f2"}  # safetensors' floats are little-endian
 
 
+INDEX_SUFFIX = ".safetensors.index.json"  # a sharded checkpoint: model.safetensors.index.json
+INDEX_LIMIT = 64 * 2**20  # bytes of an index file read at most
+
+
+def checkpoint_file(directory: Path) -> Path | None:
+    """The model's weights in ``directory``: model.safetensors, else a sharded checkpoint's index."""
+    for name in ("model.safetensors", "model" + INDEX_SUFFIX):
+        if (directory / name).is_file():
+            return directory / name
+    return None
+
+
+def shard_files(path: Path) -> list[Path]:
+    """The safetensors files of a checkpoint: ``path`` itself, or the shards its index names
+    (plain file names in the same folder, each once; RuntimeFailure for anything else)."""
+    if not path.name.endswith(INDEX_SUFFIX):
+        return [path]
+    from attncli.fileio import FileProblem, read_text
+
+    try:
+        index = json.loads(read_text(path, INDEX_LIMIT))
+    except (FileProblem, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RuntimeFailure(f"cannot read {path}: {exc}") from None
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise RuntimeFailure(f"{path} has no weight_map: it is not a sharded checkpoint's index")
+    names = sorted(set(weight_map.values()), key=str)
+    for name in names:
+        if not isinstance(name, str) or Path(name).name != name or name in ("", ".", "..") \
+                or not name.endswith(".safetensors"):
+            raise RuntimeFailure(f"{path} names a shard {name!r}: shards must be .safetensors files beside it")
+    return [path.parent / name for name in names]
+
+
 class Weights:
-    """The tensors of one safetensors file, by name without the head model's prefix."""
+    """The tensors of one safetensors checkpoint (one file, or the shards an index names), by name
+    without the head model's prefix."""
 
     def __init__(self, path: Path, anchors: Sequence[str], dtype: type = np.float32):
         from safetensors import safe_open
 
         self.path = Path(path)
         self.dtype = np.dtype(dtype)
-        self._raw, self._data_start = read_header(self.path)  # a regular file, its header bounded
-        try:
-            self._file = safe_open(str(self.path), framework="numpy")
-            names = list(self._file.keys())
-        except Exception as exc:  # a truncated or foreign file: safetensors raises its own errors
-            raise RuntimeFailure(f"cannot read {self.path}: {exc}") from None
-        self._names = set(names)
+        self._where: dict[str, Path] = {}  # tensor name -> its shard
+        self._handles: dict[Path, object] = {}
+        # shard -> (its JSON header, where its data starts): read through the checked door first
+        # (a regular file, a bounded header), before safetensors opens it
+        self._headers: dict[Path, tuple[dict, int]] = {}
+        for shard in shard_files(self.path):
+            self._headers[shard] = read_header(shard)
+            try:
+                self._handles[shard] = handle = safe_open(str(shard), framework="numpy")
+                names = list(handle.keys())
+            except Exception as exc:  # a missing, truncated or foreign file: safetensors raises its own errors
+                raise RuntimeFailure(f"cannot read {shard}: {exc}") from None
+            for name in names:
+                if name in self._where:
+                    raise RuntimeFailure(f"tensor '{name}' is in two shards ({self._where[name].name}, {shard.name})")
+                self._where[name] = shard
+        self._names = set(self._where)
         self._cache: dict[tuple[str, np.dtype], np.ndarray] = {}
-        self.prefix = _prefix(names, anchors, self.path)
+        self.prefix = _prefix(list(self._where), anchors, self.path)
+
+    def _file(self, full: str):
+        if full not in self._where:
+            raise RuntimeFailure(f"{self.path} has no tensor '{full}': the checkpoint does not match its config.json")
+        return self._handles[self._where[full]]
 
     def __contains__(self, name: str) -> bool:
         return self.prefix + name in self._names
+
+    def _info(self, full: str) -> dict:
+        """The header entry (dtype, shape, data_offsets) of tensor ``full``."""
+        return self._headers[self._where[full]][0][full]
 
     def base_shapes(self) -> dict[str, tuple[int, ...]]:
         """Every tensor of the base model (its name starts with the prefix; a task head's, such as
         cls.* or lm_head.weight, does not) by its name without the prefix, with its shape."""
         n = len(self.prefix)
-        return {name[n:]: tuple(self._raw[name]["shape"]) for name in self._names if name.startswith(self.prefix)}
+        return {name[n:]: tuple(self._info(name)["shape"]) for name in self._names if name.startswith(self.prefix)}
+
+    def check_finite(self, names: Sequence[str]) -> None:
+        """Every float tensor ``names`` (prefix left out) holds no NaN or infinity, so a damaged
+        weight is refused at load, before any output: each is viewed through a memory map of the
+        file in its own dtype (no copy, nothing kept; safe_open has checked the offsets)."""
+        for name in names:
+            full = self.prefix + name
+            if full not in self._names:
+                continue
+            kind = self._dtype_of(full)
+            if kind == "BF16":
+                tensor = _widen(self._bfloat16_halves(full))
+            elif kind in FLOAT_VIEWS:
+                begin, end = self._info(full)["data_offsets"]
+                if end == begin:
+                    continue
+                shard = self._where[full]
+                tensor = np.memmap(shard, dtype=FLOAT_VIEWS[kind], mode="r", offset=self._headers[shard][1] + begin,
+                                   shape=((end - begin) // np.dtype(FLOAT_VIEWS[kind]).itemsize,))
+            else:
+                continue
+            check_finite(tensor, f"the weight {name}")
 
     def get(self, name: str, dtype: type | None = None) -> np.ndarray:
         """The whole tensor ``name`` (prefix left out) in the compute dtype (or ``dtype``), cached."""
@@ -68,8 +143,11 @@ class Weights:
         return full in self._names
 
     def get_exact(self, full: str, dtype: type | None = None) -> np.ndarray:
-        """A tensor by its full name, prefix included (a head outside the base model, e.g. lm_head.weight)."""
-        return self._read(full, None if dtype is None else np.dtype(dtype))[()]
+        """A tensor by its full name, prefix included (a head outside the base model, e.g. lm_head.weight), cached."""
+        dtype = self.dtype if dtype is None else np.dtype(dtype)
+        if ("/" + full, dtype) not in self._cache:  # "/": no tensor name starts with it
+            self._cache["/" + full, dtype] = self._read(full, dtype)[()]
+        return self._cache["/" + full, dtype]
 
     def rows(self, name: str, ids: np.ndarray) -> np.ndarray:
         """Rows ``ids`` of a 2-D tensor (an embedding table) without reading the rest of it."""
@@ -77,38 +155,21 @@ class Weights:
         for (cached, _), table in self._cache.items():
             if cached == name:  # already read whole (e.g. GPT-2's wte for the logits)
                 return table[ids].astype(self.dtype)
-        if self._dtype_of(full) == "BF16":
-            return self._read(full)[ids].astype(self.dtype)
-        sl = self._file.get_slice(full)
+        if self._dtype_of(full) == "BF16":  # only the rows asked for, widened from the memory map
+            table = self._bfloat16_halves(full)  # (V, d) uint16
+            flat = np.asarray(ids).ravel()
+            if flat.size and (flat.min() < 0 or flat.max() >= table.shape[0]):
+                raise IndexError(f"row {flat.max()} of {name}, which has {table.shape[0]}")
+            return _widen(table[flat]).astype(self.dtype, copy=False).reshape(*np.shape(ids), -1)
+        sl = self._file(full).get_slice(full)
         unique, inverse = np.unique(np.asarray(ids).ravel(), return_inverse=True)
         if unique.size and (unique[0] < 0 or unique[-1] >= sl.get_shape()[0]):
             raise IndexError(f"row {unique[-1]} of {name}, which has {sl.get_shape()[0]}")
         gathered = np.stack([sl[int(i): int(i) + 1][0] for i in unique]).astype(self.dtype)
         return gathered[inverse].reshape(*np.shape(ids), -1)
 
-    def check_finite(self, names: Sequence[str]) -> None:
-        """Every float tensor ``names`` (prefix left out) holds no NaN or infinity, so a damaged
-        weight is refused at load, before any output: each is viewed through a memory map of the
-        file in its own dtype (no copy, nothing kept; safe_open has checked the offsets)."""
-        for name in names:
-            full = self.prefix + name
-            if full not in self._names:
-                continue
-            kind = self._dtype_of(full)
-            if kind == "BF16":
-                tensor = self._bfloat16(full)
-            elif kind in FLOAT_VIEWS:
-                begin, end = self._raw[full]["data_offsets"]
-                if end == begin:
-                    continue
-                tensor = np.memmap(self.path, dtype=FLOAT_VIEWS[kind], mode="r", offset=self._data_start + begin,
-                                   shape=((end - begin) // np.dtype(FLOAT_VIEWS[kind]).itemsize,))
-            else:
-                continue
-            check_finite(tensor, f"the weight {name}")
-
     def _dtype_of(self, full: str) -> str:
-        return self._file.get_slice(full).get_dtype()
+        return self._file(full).get_slice(full).get_dtype()
 
     def _read(self, full: str, dtype: np.dtype | None = None) -> np.ndarray:
         dtype = self.dtype if dtype is None else dtype
@@ -116,18 +177,25 @@ class Weights:
             raise RuntimeFailure(f"{self.path} has no tensor '{full}': the checkpoint does not match its config.json")
         kind = self._dtype_of(full)
         if kind == "BF16":
-            return self._bfloat16(full).astype(dtype)
-        tensor = self._file.get_tensor(full)
+            return _widen(self._bfloat16_halves(full)).astype(dtype, copy=False)
+        tensor = self._file(full).get_tensor(full)
         return tensor.astype(dtype, copy=False) if tensor.dtype.kind == "f" else tensor
 
-    def _bfloat16(self, full: str) -> np.ndarray:
-        """bfloat16 is the top half of a float32: widen the memory-mapped uint16s by a 16-bit shift."""
-        info = self._raw[full]
-        begin, end = info["data_offsets"]
-        shape = tuple(info["shape"])
-        halves = np.memmap(self.path, dtype="<u2", mode="r", offset=self._data_start + begin,
-                           shape=((end - begin) // 2,))
-        return (halves.astype(np.uint32) << 16).view(np.float32).reshape(shape)
+    def _bfloat16_halves(self, full: str) -> np.ndarray:
+        """A bfloat16 tensor's raw uint16s, memory-mapped (nothing read until indexed)."""
+        shard = self._where[full]
+        header, start = self._headers[shard]  # read_header's, checked
+        begin, end = header[full]["data_offsets"]
+        shape = tuple(header[full]["shape"])
+        return np.memmap(shard, dtype="<u2", mode="r", offset=start + begin, shape=((end - begin) // 2,)).reshape(shape)
+
+
+def _widen(halves: np.ndarray) -> np.ndarray:
+    """bfloat16 (as uint16s) -> float32: a bfloat16 is the top half of a float32, so a 16-bit shift
+    (in place, one copy in all) makes the float32's bits."""
+    bits = halves.astype(np.uint32)
+    bits <<= 16
+    return bits.view(np.float32)
 
 
 def read_header(path: Path) -> tuple[dict[str, Any], int]:

@@ -19,20 +19,29 @@ def score_keys(report: dict[str, Any]) -> list[str]:
     return list(report["scores"]) if "scores" in report else ["previous_token", "first_token", "self", "local", "entropy"]
 
 
+def grouped(report: dict[str, Any]) -> bool:
+    """Grouped-query attention: fewer key-value heads than query heads (a "kv" column is drawn)."""
+    return report.get("kv_heads", report.get("heads_per_layer", 0)) < report.get("heads_per_layer", 0)
+
+
 def _table(report: dict[str, Any], keys: list[str], title: str):
     from rich.table import Table
 
+    kv = grouped(report)
     table = Table(title=title)
     table.add_column("layer", justify="right", no_wrap=True)
     table.add_column("head", justify="right", no_wrap=True)
+    if kv:
+        table.add_column("kv", justify="right", no_wrap=True)
     for k in keys:
         table.add_column(SHORT.get(k, k), justify="right", no_wrap=True)
     table.add_column("label", justify="left", no_wrap=True)
     fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
     for h in report["heads"]:
-        table.add_row(str(h["layer"]), str(h["head"]), *(fmt(h[k]) for k in keys), h["label"])
+        table.add_row(str(h["layer"]), str(h["head"]), *((str(h["kv_head"]),) if kv else ()),
+                      *(fmt(h[k]) for k in keys), h["label"])
     u = report["uniform"]
-    table.add_row("", "uniform", *(fmt(u[k]) for k in keys), "", style="dim")
+    table.add_row("", "uniform", *(("",) if kv else ()), *(fmt(u[k]) for k in keys), "", style="dim")
     return table
 
 

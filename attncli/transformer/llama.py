@@ -1,0 +1,298 @@
+"""Llama-family decoders' forward pass in NumPy, step for step as transformers' ``modeling_llama.py``
+(and its Mistral, Qwen2, Gemma and Phi-3 variants).
+
+    embeddings  x = embed_tokens[ids]                      Gemma: * sqrt(d) (its "normalizer")
+    per layer   a = RMSNorm(x) = x / sqrt(mean(x^2) + eps) * w            Gemma: * (1 + w)
+                q, k, v = q_proj(a), k_proj(a), v_proj(a)   Phi-3: one qkv_proj, split q | k | v
+                q, k = RoPE(q), RoPE(k)                     rotate_half, cos / sin of position * inv_freq
+                k, v repeated h / h_kv times                (grouped-query attention: query head i
+                                                             reads key-value head i // (h / h_kv))
+                A = softmax(q k^T / sqrt(d_head) + mask)    (B, h, T, S); mask causal, and a sliding
+                                                             window: key j only if i - j < window
+                x = x + o_proj(concat_heads(A v))
+                x = x + down_proj(act(gate_proj(m)) * up_proj(m)),  m = RMSNorm(x)
+                                                            Phi-3: gate | up = gate_up_proj(m)
+    last        h = RMSNorm(x); logits = h lm_head^T (lm_head tied to embed_tokens when the config says)
+Biases: Qwen2 on q, k, v; Llama on q, k, v, o if attention_bias, on the MLP if mlp_bias; else none.
+RoPE's inverse frequencies: 1 / theta^(2i / rotary_dim), i < rotary_dim / 2 (rotary_dim = d_head *
+partial_rotary_factor), then per rope type: default, linear (/ factor), llama3 (Llama 3.1's
+wavelength bands); other types are refused by name.
+
+Runs in float32 (a real checkpoint's weights, bfloat16 on disk, fit once in memory at float32);
+the attention scores and weights in float64. Shapes: B texts, T queries, S keys (T, or more with
+a cache), d hidden_size, h heads, h_kv key-value heads, d_head head_dim, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from attncli.errors import RuntimeFailure
+from attncli.transformer import ops
+from attncli.transformer.weights import Weights
+
+MODEL_TYPES = {"llama", "mistral", "qwen2", "gemma", "phi3"}
+ANCHORS = ("embed_tokens.weight",)
+DTYPE = np.float32  # the weights and hidden states; attention scores in float64
+ROPE_TYPES = ("default", "linear", "llama3")
+TIED_BY_DEFAULT = {"gemma"}  # transformers' default tie_word_embeddings per family
+WINDOWED = {"mistral", "phi3"}  # config's sliding_window applies to every layer (Qwen2: per layer_types)
+
+
+def _number(config: dict, key: str, default=None, *, integer: bool = False) -> float:
+    """A positive finite number from the config (a TypeError naming ``key`` otherwise: the caller
+    reports "config.json lacks or garbles ...")."""
+    value = config.get(key, default) if default is not None else config[key]
+    if value is None and default is not None:
+        value = default
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    if not ok or (integer and int(value) != value):
+        raise TypeError(f"'{key}' ({value!r}: a positive {'integer' if integer else 'number'} is needed)")
+    return int(value) if integer else float(value)
+
+
+def rope_parameters(config: dict) -> dict:
+    """The RoPE settings, as transformers 5 writes them (``rope_parameters``) or as older configs
+    do (``rope_theta`` beside ``rope_scaling``; Phi-3 lets rope_scaling win)."""
+    params = config.get("rope_parameters")
+    scaling = config.get("rope_scaling")
+    if scaling is not None and (params is None or config["model_type"] == "phi3"):
+        params = scaling
+    if params is None:
+        params = {}
+    if not isinstance(params, dict) or any(isinstance(v, dict) for v in params.values()):
+        raise TypeError("'rope_parameters' (one dict of numbers is needed, not one per layer type)")
+    params = dict(params)
+    params.setdefault("rope_type", params.get("type", "default"))
+    if params.get("rope_theta") is None:
+        params["rope_theta"] = config.get("rope_theta") if config.get("rope_theta") is not None else 10000.0
+    if params.get("partial_rotary_factor") is None:
+        params["partial_rotary_factor"] = config.get("partial_rotary_factor") or 1.0
+    return params
+
+
+def unsupported(config: dict) -> str | None:
+    """Why this backend cannot run the config (None when it can); TypeError / KeyError for a
+    missing or garbled field."""
+    heads = _number(config, "num_attention_heads", integer=True)
+    kv = _number(config, "num_key_value_heads", heads, integer=True)
+    d = _number(config, "hidden_size", integer=True)
+    for key in ("num_hidden_layers", "intermediate_size", "vocab_size"):
+        _number(config, key, integer=True)
+    if config.get("head_dim") is not None:
+        _number(config, "head_dim", integer=True)
+    elif d % heads:
+        return "hidden_size not a multiple of num_attention_heads (and no head_dim)"
+    if heads % kv:
+        return f"num_attention_heads ({heads}) not a multiple of num_key_value_heads ({kv})"
+    _number(config, "rms_norm_eps", 1e-6)
+    act = config.get("hidden_act", "silu")
+    if act not in ops.ACTIVATIONS:
+        return f"hidden_act {act!r}"
+    params = rope_parameters(config)
+    if params["rope_type"] not in ROPE_TYPES:
+        return f"rope type {params['rope_type']!r} (it runs {', '.join(ROPE_TYPES)})"
+    _number(params, "rope_theta")
+    factor = _number(params, "partial_rotary_factor")
+    if factor > 1:
+        raise TypeError(f"'partial_rotary_factor' ({factor}: at most 1)")
+    if params["rope_type"] != "default":
+        _number(params, "factor")
+    if params["rope_type"] == "llama3":
+        for key in ("low_freq_factor", "high_freq_factor"):
+            _number(params, key)
+        if params["high_freq_factor"] <= params["low_freq_factor"]:
+            raise TypeError("'high_freq_factor' (must exceed low_freq_factor)")
+        _number(params, "original_max_position_embeddings",
+                config.get("original_max_position_embeddings") or config.get("max_position_embeddings"))
+    windows(config)
+    return None
+
+
+def windows(config: dict) -> list[int | None]:
+    """Per layer, the sliding window (a query sees the keys less than ``window`` positions back), or None."""
+    layers = _number(config, "num_hidden_layers", integer=True)
+    model_type = config["model_type"]
+    window = config.get("sliding_window")
+    if model_type == "qwen2" and not config.get("use_sliding_window", False):
+        window = None
+    if window is not None:
+        window = _number(config, "sliding_window", integer=True)
+    if model_type in WINDOWED:
+        return [window] * layers
+    if model_type != "qwen2" or window is None:
+        return [None] * layers
+    kinds = config.get("layer_types")
+    if kinds is None:
+        first = int(config.get("max_window_layers", 28))
+        kinds = ["sliding_attention" if l >= first else "full_attention" for l in range(layers)]
+    if not isinstance(kinds, list) or len(kinds) != layers or \
+            not set(kinds) <= {"sliding_attention", "full_attention"}:
+        raise TypeError("'layer_types' (one of full_attention / sliding_attention per layer)")
+    return [window if kind == "sliding_attention" else None for kind in kinds]
+
+
+def inverse_frequencies(config: dict, d_head: int) -> np.ndarray:
+    """(rotary_dim / 2,) float64: RoPE's angle per position for each pair of rotated dimensions."""
+    params = rope_parameters(config)
+    rotary_dim = int(d_head * float(params["partial_rotary_factor"]))
+    inv_freq = 1.0 / float(params["rope_theta"]) ** (np.arange(0, rotary_dim, 2, dtype=np.float64) / rotary_dim)
+    kind = params["rope_type"]
+    if kind == "linear":
+        return inv_freq / float(params["factor"])
+    if kind == "llama3":
+        factor, low, high = (float(params[k]) for k in ("factor", "low_freq_factor", "high_freq_factor"))
+        old = float(params.get("original_max_position_embeddings") or config.get("original_max_position_embeddings")
+                    or config["max_position_embeddings"])
+        wavelen = 2 * math.pi / inv_freq
+        scaled = np.where(wavelen > old / low, inv_freq / factor, inv_freq)  # long waves: / factor
+        smooth = (old / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = ~(wavelen < old / high) & ~(wavelen > old / low)  # between: interpolated
+        return np.where(medium, smoothed, scaled)
+    return inv_freq
+
+
+def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float, offset: float = 0.0) -> np.ndarray:
+    """x / sqrt(mean(x^2) + eps) * (offset + weight) over the last axis (Gemma: offset 1)."""
+    return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * (offset + weight)
+
+
+def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """RoPE on the first rotary_dim dimensions of x (B, h, T, d_head); cos, sin (T, rotary_dim)."""
+    r = cos.shape[-1]
+    rot, rest = x[..., :r], x[..., r:]
+    half = r // 2
+    rotated = np.concatenate([-rot[..., half:], rot[..., :half]], axis=-1)  # rotate_half
+    return np.concatenate([rot * cos + rotated * sin, rest], axis=-1)
+
+
+class Llama:
+    causal = True
+
+    def __init__(self, weights: Weights, config: dict):
+        self.w = weights
+        self.config = config
+        self.model_type = config["model_type"]
+        self.layers = int(config["num_hidden_layers"])
+        self.heads = int(config["num_attention_heads"])
+        self.kv_heads = int(config.get("num_key_value_heads") or self.heads)
+        self.d = int(config["hidden_size"])
+        self.d_head = int(config.get("head_dim") or self.d // self.heads)
+        self.eps = float(config.get("rms_norm_eps") or 1e-6)
+        self.gemma = self.model_type == "gemma"
+        act = config.get("hidden_act", "silu")
+        if self.gemma and act == "gelu":  # GemmaConfig reads the official releases' legacy "gelu" as
+            act = "gelu_pytorch_tanh"     # the tanh approximation they were trained with
+        self.act = ops.ACTIVATIONS[act]
+        self.inv_freq = inverse_frequencies(config, self.d_head)  # (rotary_dim / 2,)
+        self.windows = windows(config)
+        self.qkv_bias = self.model_type == "qwen2" or bool(config.get("attention_bias") and self.model_type == "llama")
+        self.o_bias = bool(config.get("attention_bias") and self.model_type == "llama")
+        self.mlp_bias = bool(config.get("mlp_bias") and self.model_type == "llama")
+        self.tied = bool(config.get("tie_word_embeddings", self.model_type in TIED_BY_DEFAULT))
+
+    def kv_head(self, head: int) -> int:
+        """The key-value head query head ``head`` reads (grouped-query attention)."""
+        return head // (self.heads // self.kv_heads)
+
+    def scale(self, layer: int) -> float:
+        return self.d_head ** -0.5
+
+    def embeddings(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, offset: int = 0) -> np.ndarray:
+        x = self.w.rows("embed_tokens.weight", ids)  # (B, T, d)
+        if x.shape[-1] != self.d:
+            raise RuntimeFailure(f"embed_tokens.weight has rows of {x.shape[-1]}, config.json's hidden_size is {self.d}: "
+                                 "the checkpoint does not match its config")
+        if self.gemma:
+            x = x * np.asarray(math.sqrt(self.d), dtype=x.dtype)
+        return x
+
+    def _shape(self, name: str) -> tuple[int, ...]:
+        """The shape config.json implies for tensor ``name`` (a stranger's checkpoint may disagree)."""
+        h, kv, dh, d, i = self.heads, self.kv_heads, self.d_head, self.d, int(self.config["intermediate_size"])
+        part, kind = name.split(".")[-2:]
+        if part in ("input_layernorm", "post_attention_layernorm", "norm"):
+            return (d,)
+        out, inp = {"q_proj": (h * dh, d), "k_proj": (kv * dh, d), "v_proj": (kv * dh, d), "o_proj": (d, h * dh),
+                    "qkv_proj": ((h + 2 * kv) * dh, d), "gate_proj": (i, d), "up_proj": (i, d), "down_proj": (d, i),
+                    "gate_up_proj": (2 * i, d)}[part]
+        return (out, inp) if kind == "weight" else (out,)
+
+    def _get(self, name: str) -> np.ndarray:
+        tensor = self.w.get(name)
+        want = self._shape(name)
+        if tensor.shape != want:
+            raise RuntimeFailure(f"{name} has shape {tensor.shape}, config.json implies {want}: "
+                                 "the checkpoint does not match its config")
+        return tensor
+
+    def _norm(self, name: str, x: np.ndarray) -> np.ndarray:
+        return rms_norm(x, self._get(name), self.eps, 1.0 if self.gemma else 0.0)
+
+    def _proj(self, name: str, x: np.ndarray, bias: bool) -> np.ndarray:
+        return ops.linear(x, self._get(name + ".weight"), self._get(name + ".bias") if bias else None)
+
+    def _qkv(self, p: str, a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """q (B, T, h d_head), k and v (B, T, h_kv d_head)."""
+        if self.model_type == "phi3":
+            qkv = self._proj(p + "self_attn.qkv_proj", a, False)  # (B, T, (h + 2 h_kv) d_head)
+            nq, nk = self.heads * self.d_head, self.kv_heads * self.d_head
+            return qkv[..., :nq], qkv[..., nq: nq + nk], qkv[..., nq + nk:]
+        return tuple(self._proj(p + f"self_attn.{n}_proj", a, self.qkv_bias) for n in "qkv")  # type: ignore
+
+    def _mlp(self, p: str, m: np.ndarray) -> np.ndarray:
+        if self.model_type == "phi3":
+            gate, up = np.split(self._proj(p + "mlp.gate_up_proj", m, False), 2, axis=-1)  # (B, T, i) each
+        else:
+            gate = self._proj(p + "mlp.gate_proj", m, self.mlp_bias)  # (B, T, i)
+            up = self._proj(p + "mlp.up_proj", m, self.mlp_bias)
+        return self._proj(p + "mlp.down_proj", self.act(gate) * up, self.mlp_bias)  # (B, T, d)
+
+    def layer(self, l: int, x: np.ndarray, allowed: np.ndarray | None,
+              past: tuple[np.ndarray, np.ndarray] | None = None):
+        """One decoder layer: the new x (B, T, d), the attentions (B, h, T, S) float64, q
+        (B, h, T, d_head) and k, v (B, h, S, d_head) (rotated, repeated per query head). ``past``
+        holds k, v of the S - T tokens before (a cache); ``allowed`` (B, 1, T, S) is the caller's mask."""
+        p = f"layers.{l}."
+        B, T, _ = x.shape
+        P = 0 if past is None else past[0].shape[2]  # tokens before these: positions P .. P+T-1
+        a = self._norm(p + "input_layernorm.weight", x)
+        q, k, v = self._qkv(p, a)
+        q = q.reshape(B, T, self.heads, self.d_head).transpose(0, 2, 1, 3)  # (B, h, T, d_head)
+        k, v = (t.reshape(B, T, self.kv_heads, self.d_head).transpose(0, 2, 1, 3) for t in (k, v))  # (B, h_kv, T, d_head)
+        angles = np.arange(P, P + T, dtype=np.float64)[:, None] * self.inv_freq[None]  # (T, r/2)
+        angles = np.concatenate([angles, angles], axis=-1)  # (T, r)
+        cos, sin = np.cos(angles).astype(x.dtype), np.sin(angles).astype(x.dtype)
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        group = self.heads // self.kv_heads
+        k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)  # (B, h, T, d_head)
+        if past is not None:
+            k = np.concatenate([past[0], k], axis=2)  # (B, h, S, d_head)
+            v = np.concatenate([past[1], v], axis=2)
+        S = k.shape[2]
+        window = self.windows[l]
+        if window is not None:
+            near = (np.arange(P, P + T)[:, None] - np.arange(S)[None]) < window  # (T, S)
+            allowed = near[None, None] if allowed is None else allowed & near[None, None]
+        scores = (q.astype(np.float64) @ k.astype(np.float64).swapaxes(-1, -2)) * self.scale(l)  # (B, h, T, S)
+        if allowed is not None:
+            scores = np.where(allowed, scores, -np.inf)
+        weights = ops.softmax(scores)  # (B, h, T, S)
+        context = weights.astype(x.dtype) @ v  # (B, h, T, d_head)
+        x = x + self._proj(p + "self_attn.o_proj", ops.merge_heads(context), self.o_bias)  # (B, T, d)
+        x = x + self._mlp(p, self._norm(p + "post_attention_layernorm.weight", x))
+        return x, weights, q, k, v
+
+    def final(self, x: np.ndarray) -> np.ndarray:
+        return self._norm("norm.weight", x)
+
+    def logits(self, hidden: np.ndarray) -> np.ndarray:
+        """(T, d) final hidden states -> (T, V) float64 logits through lm_head (embed_tokens if tied)."""
+        head = self.w.get("embed_tokens.weight") if self.tied else self.w.get_exact("lm_head.weight")  # (V, d)
+        if head.shape[1:] != (self.d,):
+            raise RuntimeFailure(f"the LM head has shape {head.shape}, config.json's hidden_size is {self.d}: "
+                                 "the checkpoint does not match its config")
+        return (hidden @ head.T).astype(np.float64)  # (T, V)

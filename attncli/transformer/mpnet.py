@@ -1,0 +1,104 @@
+"""MPNet's forward pass in NumPy (all-mpnet-base-v2), step for step as transformers' ``modeling_mpnet.py``.
+
+    embeddings  x = LayerNorm(word[ids] + position[pos])    pos = padding_idx + 1 + running count
+                                                            of real tokens (padding_idx 1, as RoBERTa)
+    bias        B[h, i, j] = relative_attention_bias[bucket(j - i), h]      (1, h, T, T), all layers
+                bucket: T5's bidirectional buckets, 32 of them, exact below 8, log-spaced to 128
+    per layer   q, k, v = attn.q(x), attn.k(x), attn.v(x)                   split into h heads
+                A = softmax(q k^T / sqrt(d_head) + B + mask)                  (B, h, T, T)
+                x = LayerNorm(x + attn.o(concat_heads(A v)))                  attention.LayerNorm
+                x = LayerNorm(x + output.dense(act(intermediate.dense(x))))   output.LayerNorm
+No token types, no pooler. Shapes: B texts, T tokens, d hidden_size, h heads, d_head = d / h.
+Because of the bias, softmax(q k^T * scale) alone is not the attention: ``qk`` is refused.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from attncli.transformer import ops
+from attncli.transformer.weights import Weights
+
+MODEL_TYPES = {"mpnet"}
+ANCHORS = ("embeddings.word_embeddings.weight",)
+PADDING_IDX = 1  # fixed in modeling_mpnet.py
+BUCKETS, MAX_DISTANCE = 32, 128  # compute_position_bias's defaults (the config's count sizes the table only)
+
+
+def unsupported(config: dict) -> str | None:
+    if config.get("hidden_act", "gelu") not in ops.ACTIVATIONS:
+        return f"hidden_act '{config.get('hidden_act')}'"
+    if config["hidden_size"] % config["num_attention_heads"]:
+        return "hidden_size not a multiple of num_attention_heads"
+    return None
+
+
+def relative_position_bucket(relative: np.ndarray) -> np.ndarray:
+    """T5's bidirectional bucket of each key-minus-query offset (int64, in 0..BUCKETS-1)."""
+    n = -relative
+    half = BUCKETS // 2
+    ret = (n < 0).astype(np.int64) * half
+    n = np.abs(n)
+    max_exact = half // 2
+    with np.errstate(divide="ignore"):
+        large = max_exact + (np.log(np.maximum(n, 1).astype(np.float32) / max_exact)
+                             / math.log(MAX_DISTANCE / max_exact) * (half - max_exact)).astype(np.int64)
+    large = np.minimum(large, half - 1)
+    return ret + np.where(n < max_exact, n, large)
+
+
+class MPNet:
+    causal = False
+    position_bias = True  # the attention adds a relative position bias (so qk alone is not it)
+
+    def __init__(self, weights: Weights, config: dict):
+        self.w = weights
+        self.config = config
+        self.layers = int(config["num_hidden_layers"])
+        self.heads = int(config["num_attention_heads"])
+        self.d = int(config["hidden_size"])
+        self.d_head = self.d // self.heads
+        self.eps = float(config.get("layer_norm_eps", 1e-12))
+        self.act = ops.ACTIVATIONS[config.get("hidden_act", "gelu")]
+        self._bias: np.ndarray | None = None
+
+    def scale(self, layer: int) -> float:
+        return 1.0 / math.sqrt(self.d_head)
+
+    def embeddings(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        w = self.w
+        real = (ids != PADDING_IDX).astype(np.int64)  # (B, T)
+        positions = np.cumsum(real, axis=1) * real + PADDING_IDX  # (B, T)
+        x = w.rows("embeddings.word_embeddings.weight", ids) + w.get("embeddings.position_embeddings.weight")[positions]
+        self._bias = self.position_bias_of(ids.shape[1])  # the same for every layer of this pass
+        return ops.layer_norm(x, w.get("embeddings.LayerNorm.weight"), w.get("embeddings.LayerNorm.bias"), self.eps)
+
+    def position_bias_of(self, T: int) -> np.ndarray:
+        """(1, h, T, T): the relative position bias added to every layer's scores."""
+        relative = np.arange(T)[None, :] - np.arange(T)[:, None]  # (T, T): key - query
+        table = self.w.get("encoder.relative_attention_bias.weight")  # (buckets, h)
+        return table[relative_position_bucket(relative)].transpose(2, 0, 1)[None]  # (1, h, T, T)
+
+    def _linear(self, name: str, x: np.ndarray) -> np.ndarray:
+        return ops.linear(x, self.w.get(name + ".weight"), self.w.get(name + ".bias"))
+
+    def layer(self, l: int, x: np.ndarray, allowed: np.ndarray | None):
+        """One MPNetLayer: the new x (B, T, d), the attentions (B, h, T, T), q, k (B, h, T, d_head)."""
+        p = f"encoder.layer.{l}."
+        q, k, v = (ops.split_heads(self._linear(p + f"attention.attn.{n}", x), self.heads) for n in "qkv")
+        scores = (q @ k.swapaxes(-1, -2)) * self.scale(l) + self._bias  # (B, h, T, T)
+        if allowed is not None:
+            scores = np.where(allowed, scores, -np.inf)
+        weights = ops.softmax(scores)  # (B, h, T, T)
+        attn_out = self._linear(p + "attention.attn.o", ops.merge_heads(weights @ v))  # (B, T, d)
+        x = ops.layer_norm(attn_out + x, self.w.get(p + "attention.LayerNorm.weight"),
+                           self.w.get(p + "attention.LayerNorm.bias"), self.eps)
+        inner = self.act(self._linear(p + "intermediate.dense", x))  # (B, T, i)
+        x = ops.layer_norm(self._linear(p + "output.dense", inner) + x, self.w.get(p + "output.LayerNorm.weight"),
+                           self.w.get(p + "output.LayerNorm.bias"), self.eps)
+        return x, weights, q, k
+
+    def final(self, x: np.ndarray) -> np.ndarray:
+        return x

@@ -1,0 +1,116 @@
+"""Issue 23's figures: a Llama-family decoder on attn's NumPy path beside the transformers path, in one run.
+
+Run from the repository root with the project and its [transformers] extra installed:
+
+    python bench/bench_llama.py            # 3 rounds after a warm-up (about 2 minutes on 2 cores)
+    python bench/bench_llama.py --runs 5 --keep DIR
+
+The model is SmolLM2-135M's shape with random weights (hidden 576, 30 layers, 9 heads, 3 key-value
+heads, intermediate 1536, vocabulary 49152, tied embeddings), written by save_pretrained in bfloat16
+(about 270 MB, as the hub ships it) with a small byte-level BPE tokenizer.json trained here, into a
+temporary folder (or --keep DIR, reused when it is there). Each figure is a whole process, timed
+with os.wait4 (peak RSS is its own), alternated with its reference round by round (bench_speed.py's
+helpers). Rows:
+- one head of the last layer for a 20-token sentence: `attn matrix TEXT --transformer DIR --layer 29
+  --head 8 --json` (numpy) beside the same with `--backend torch` (floors 1.0 s and 0.3x);
+- `attn generate PROMPT --transformer DIR -n 20 --ignore-eos --json` (floor 3 s), beside
+  `--backend torch` where generate has the option;
+- the peak RSS of each numpy row against 1.5x the float32 weights (135M x 4 bytes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from bench_speed import ATTN, Table, alternate, compile_attn, has_option  # noqa: E402
+
+CONFIG = dict(hidden_size=576, num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
+              intermediate_size=1536, vocab_size=49152, max_position_embeddings=8192, tie_word_embeddings=True,
+              rms_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": 100000.0})
+SENTENCE = "the quick brown fox jumps over the lazy dog while the cat sat on the mat"  # 20 tokens with <s>
+PROMPT = "the cat sat on the mat"
+CORPUS = ("the quick brown fox jumps over the lazy dog . the cat sat on the mat and the dog sat on the log . "
+          "time flies like an arrow ; fruit flies like a banana . attention is all you need .").split(" . ")
+
+
+def build(directory: Path) -> None:
+    """Write the model and tokenizer."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<unk>", "<s>", "</s>"], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(CORPUS * 5, trainer=trainer)
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", tok.token_to_id("<s>"))])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    torch.manual_seed(0)
+    config = LlamaConfig(**CONFIG, bos_token_id=1, eos_token_id=2, initializer_range=0.05)
+    model = LlamaForCausalLM(config).to(torch.bfloat16).eval()
+    model.save_pretrained(directory)
+    fast.save_pretrained(directory)
+
+
+def parameters(directory: Path) -> int:
+    """The number of parameters in the directory's safetensors files, from their headers."""
+    import json
+    import math
+    import struct
+
+    total = 0
+    for f in directory.glob("*.safetensors"):
+        with open(f, "rb") as fh:
+            (n,) = struct.unpack("<Q", fh.read(8))
+            header = json.loads(fh.read(n))
+        total += sum(math.prod(v["shape"]) for k, v in header.items() if k != "__metadata__")
+    return total
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--keep", type=Path, help="build the model here (reused if present) instead of a temp dir")
+    args = ap.parse_args()
+    compile_attn()
+    tmp = Path(tempfile.mkdtemp(prefix="attn-bench-llama-"))
+    try:
+        directory = args.keep or tmp / "smollm2-shaped"
+        if not (directory / "config.json").is_file():
+            build(directory)
+        params = parameters(directory)
+        size = sum(f.stat().st_size for f in directory.glob("*.safetensors"))
+        float32_mib = params * 4 / 2**20
+        print(f"model: {params:,} parameters, {size / 2**20:.0f} MiB of bfloat16 safetensors, "
+              f"{float32_mib:.0f} MiB in float32 (memory floor 1.5x = {1.5 * float32_mib:.0f} MiB)\n")
+        table = Table()
+        head = [ATTN, "matrix", SENTENCE, "--transformer", str(directory), "--layer", "29", "--head", "8", "--json"]
+        m = alternate({"numpy": head, "torch": head + ["--backend", "torch"]}, args.runs)
+        table.row("attn matrix TEXT --transformer DIR --layer 29 --head 8 --json", m["numpy"],
+                  "... --backend torch", m["torch"], floor_s=1.0, floor_ratio=0.3)
+        gen = [ATTN, "generate", PROMPT, "--transformer", str(directory), "-n", "20", "--ignore-eos", "--json"]
+        commands = {"numpy": gen}
+        if has_option([ATTN, "generate"], "--backend"):
+            commands["torch"] = gen + ["--backend", "torch"]
+        g = alternate(commands, args.runs)
+        table.row("attn generate PROMPT --transformer DIR -n 20 --ignore-eos --json", g["numpy"],
+                  "... --backend torch", g.get("torch"), floor_s=3.0)
+        for label, row in (("matrix", m["numpy"]), ("generate", g["numpy"])):
+            if "peak_mib" in row:
+                verdict = "ok" if row["peak_mib"] <= 1.5 * float32_mib else "OVER"
+                print(f"\npeak RSS of the numpy {label}: {row['peak_mib']:.0f} MiB = "
+                      f"{row['peak_mib'] / float32_mib:.2f}x the float32 weights (floor 1.5x: {verdict})")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
