@@ -6,11 +6,12 @@ import json
 
 import numpy as np
 import pytest
+from conftest import needed
 from typer.testing import CliRunner
 
 from attncli.cli.main import app
 
-torch = pytest.importorskip("torch")
+torch = needed("torch")
 
 
 def run(*args):

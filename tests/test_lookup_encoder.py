@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import needed
 from typer.testing import CliRunner
 
 from attncli.cli.main import app
@@ -27,8 +28,8 @@ TEXTS = ["colour", "top speed", "Phone-Number", "The price of a car, in US dolla
 def transformers_mean_pooling(model_dir: Path, texts: list[str]) -> np.ndarray:
     """(n, d) the reference: transformers' BertModel (eager) + the mask-weighted mean of the last
     hidden state, as sentence-transformers' Pooling module computes it."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    torch = needed("torch")
+    transformers = needed("transformers")
     tok = transformers.AutoTokenizer.from_pretrained(str(model_dir))
     model = transformers.AutoModel.from_pretrained(str(model_dir), attn_implementation="eager").eval()
     batch = tok(texts, padding=True, truncation=True, max_length=256, return_tensors="pt")
@@ -57,7 +58,7 @@ def test_embeddings_equal_transformers_mean_pooling(minilm, minilm_dir):
 
 
 def test_embeddings_equal_sentence_transformers(minilm, minilm_dir):
-    st = pytest.importorskip("sentence_transformers")
+    st = needed("sentence_transformers")
     reference = st.SentenceTransformer(str(minilm_dir), device="cpu").encode(TEXTS, convert_to_numpy=True)
     from attncli.lookup.encoder import unit
 
@@ -158,8 +159,8 @@ def test_encoder_path_imports_no_torch(minilm_dir, attn_home):
 def transformers_poolings(model_dir: Path, texts: list[str]) -> dict[str, np.ndarray]:
     """Each of sentence-transformers' poolings, by its formula over transformers' own last hidden
     state (the reference for attn's ``pool``): name -> (n, d)."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    torch = needed("torch")
+    transformers = needed("transformers")
     tok = transformers.AutoTokenizer.from_pretrained(str(model_dir))
     model = transformers.AutoModel.from_pretrained(str(model_dir), attn_implementation="eager").eval()
     batch = tok(texts, padding=True, return_tensors="pt")

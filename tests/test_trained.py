@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from conftest import needed
 from typer.testing import CliRunner
 
 from _attention_fixtures import SENTENCES, make_random_attention, tiny_brown, tiny_brown_model
@@ -15,7 +16,7 @@ from attncli import paths
 from attncli.vectors import store
 from attncli.cli.main import app
 
-torch = pytest.importorskip("torch")
+torch = needed("torch")
 
 runner = CliRunner()
 SMALL = ["--epochs", "1", "--vocab-size", "60", "--batch-tokens", "512", "--layers", "2", "--heads", "4"]

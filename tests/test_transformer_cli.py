@@ -11,6 +11,7 @@ import re
 
 import numpy as np
 import pytest
+from conftest import needed
 from typer.testing import CliRunner
 
 from attncli.cli.main import app
@@ -261,7 +262,7 @@ def test_svg_and_html_exports_load_nothing_from_the_network(tiny_bert_dir, tmp_p
 
 @pytest.fixture(scope="session")
 def head_gpt2_dir(tmp_path_factory):
-    pytest.importorskip("transformers")
+    needed("transformers")
     from _head_fixtures import build_head_gpt2
 
     return build_head_gpt2(tmp_path_factory.mktemp("head-gpt2") / "gpt2")

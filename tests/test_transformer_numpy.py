@@ -17,11 +17,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import needed
 
-pytest.importorskip("tokenizers")
-pytest.importorskip("safetensors")
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+needed("tokenizers")
+needed("safetensors")
+torch = needed("torch")
+transformers = needed("transformers")
 
 from attncli.transformer import load  # noqa: E402
 

@@ -1,0 +1,74 @@
+"""The safety net itself (issue 24): CI fails instead of skipping what it installs, a hang fails
+its test instead of hanging the suite, and no test asserts on wall-clock time."""
+
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+from conftest import needed, under_ci
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+
+
+def test_ci_run_exports_ci_true():
+    script = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    export = script.index("export CI=true")
+    assert export < script.index("python -m pytest")
+
+
+def test_a_missing_module_skips_locally_and_fails_under_ci(monkeypatch):
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="not installed"):
+        needed("attncli_no_such_module")
+    for value in ("true", "1"):
+        monkeypatch.setenv("CI", value)
+        assert under_ci()
+        with pytest.raises(pytest.fail.Exception, match="CI must run"):
+            needed("attncli_no_such_module")
+    monkeypatch.setenv("CI", "false")
+    assert not under_ci()
+    assert needed("json").dumps([1]) == "[1]"
+
+
+def _calls(tree: ast.AST) -> list[str]:
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            out.append(ast.unparse(node.func))
+    return out
+
+
+def test_no_test_skips_an_import_around_the_door():
+    """Every optional import goes through conftest.needed (which fails under CI)."""
+    offenders = [p.name for p in TESTS.glob("*.py") if p.name != "conftest.py"
+                 and {"importorskip", "pytest.importorskip"} & set(_calls(ast.parse(p.read_text(encoding="utf-8"))))]
+    assert offenders == []
+
+
+def test_no_test_asserts_on_wall_clock_time():
+    """Timing lives in bench/; a test counts work (operations, bytes, memory) or relies on the
+    per-test timeout. A clock may only bound a polling loop (waiting for a server)."""
+    clock = re.compile(r"\b(time\.(monotonic|perf_counter|time|process_time)\(\))")
+    offenders = []
+    for path in TESTS.glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            text = ast.unparse(node.test) if isinstance(node, ast.Assert) else ""
+            if "deadline" in text:  # the bound of a polling loop, not a measurement
+                continue
+            if clock.search(text):
+                offenders.append(f"{path.name}:{node.lineno}")
+            if re.search(r"\b(seconds|elapsed)\b\s*[<>]", text):
+                offenders.append(f"{path.name}:{node.lineno}")
+    assert offenders == []
+
+
+def test_every_test_has_a_timeout():
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]
+    assert 0 < int(config["timeout"]) <= 600
+    assert config["timeout_method"] == "thread"  # a signal cannot stop a hang inside C code
