@@ -72,3 +72,15 @@ def test_every_test_has_a_timeout():
     config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]
     assert 0 < int(config["timeout"]) <= 600
     assert config["timeout_method"] == "thread"  # a signal cannot stop a hang inside C code
+
+
+def test_each_pause_point_is_in_the_code_once_and_inert_unless_named(monkeypatch):
+    from attncli import faultpoints
+
+    source = "\n".join(p.read_text(encoding="utf-8") for p in (REPO / "attncli").rglob("*.py"))
+    for stage in faultpoints.STAGES:
+        assert source.count(f'pause_at("{stage}")') == 1, stage
+    monkeypatch.delenv("ATTN_TEST_PAUSE_AT", raising=False)
+    faultpoints.pause_at("version-written")  # returns at once
+    monkeypatch.setenv("ATTN_TEST_PAUSE_AT", "start-up,link-made")
+    faultpoints.pause_at("version-written")  # another stage: returns at once

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Iterator
 
 from attncli import paths
+from attncli.faultpoints import pause_at
 from attncli.errors import RuntimeFailure
 from attncli.vectors.safeio import FileProblem
 
@@ -219,12 +220,17 @@ def new_version(name: str, *, start_from: Path | None = None) -> Iterator[Path]:
         else:
             tmp.mkdir()
         yield tmp
+        pause_at("version-written")  # (tests only: attncli/faultpoints.py)
         _fsync_tree(tmp)
+        pause_at("version-fsynced")
         os.rename(tmp, final)
         _fsync_dir(versions)
+        pause_at("version-renamed")
         old_target = Path(os.path.join(root, os.readlink(link))) if link.is_symlink() else None
         os.symlink(os.path.join(".versions", final.name), tmp_link)
+        pause_at("link-made")
         os.replace(tmp_link, link)  # the commit point
+        pause_at("link-replaced")
         _fsync_dir(root)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
