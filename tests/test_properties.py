@@ -38,8 +38,9 @@ def check(result, *, json_lines: bool = False) -> None:
     assert "Traceback" not in result.stdout and "Traceback" not in result.stderr
     if result.exit_code == 0 and result.stdout.strip():
         if json_lines:
-            for line in result.stdout.splitlines():
-                _strict_json(line)
+            for line in result.stdout.split("\n"):  # JSON Lines end at \n only: a U+0085 or U+2028
+                if line:  # inside a string is text (str.splitlines would cut there)
+                    _strict_json(line)
         else:
             _strict_json(result.stdout)
     if result.exit_code != 0:

@@ -84,3 +84,15 @@ def test_each_pause_point_is_in_the_code_once_and_inert_unless_named(monkeypatch
     faultpoints.pause_at("version-written")  # returns at once
     monkeypatch.setenv("ATTN_TEST_PAUSE_AT", "start-up,link-made")
     faultpoints.pause_at("version-written")  # another stage: returns at once
+
+
+def test_the_mutation_config_names_real_files_and_agrees_with_ci_mutation():
+    import runpy
+
+    wings = runpy.run_path(str(REPO / ".ci" / "mutation"))["WINGS"]
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mutmut"]
+    assert sorted(config["only_mutate"]) == sorted(m for mods, _ in wings.values() for m in mods)
+    assert sorted(config["pytest_add_cli_args_test_selection"]) == sorted({t for _, ts in wings.values() for t in ts})
+    for mods, tests in wings.values():
+        assert all(list(REPO.glob(m)) for m in mods), mods
+        assert all((REPO / t).is_file() for t in tests), tests
