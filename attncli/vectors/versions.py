@@ -11,6 +11,9 @@ alone with a warning. ``sweep_stale`` removes what killed writes left behind.
 Power loss: a version is complete on disk before the link points at it, and the link swap is
 one rename, so after a crash a name points at its old version or its new one, whole. A crash
 mid-write leaves a partial directory, swept by a later write.
+
+Tests stop a write on cue between these steps (``pause_at``, attncli/faultpoints.py; inert
+unless ATTN_TEST_PAUSE_AT names the stage) to check each of these claims under SIGKILL.
 """
 
 from __future__ import annotations
