@@ -110,7 +110,9 @@ def test_eval_set_accuracy(minilm, name, measured):
         indexes[c["dict"]].keys[int(np.argmax(indexes[c["dict"]].score(c["query"])[3]))] == c["expected"]
         for c in spec["cases"]
     )
-    assert hits >= measured, hits
+    # exactly the reported figure (issue 24: a floor set at the measurement checked nothing more than
+    # this, and let docs/lookup.md go stale when the figure moved): a change updates the doc
+    assert hits == measured, f"{hits} of {len(spec['cases'])}: update docs/lookup.md's figure if this is right"
 
 
 def test_not_an_encoder_or_missing(tmp_path, tiny_gpt2_dir, minilm_dir):
