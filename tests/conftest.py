@@ -36,16 +36,37 @@ def skip_without_brown() -> None:
     if corpus.brown_installed():
         return
     message = "the Brown corpus is not installed: set NLTK_DATA (or run python -m nltk.downloader brown)"
-    if os.environ.get("CI"):
-        pytest.fail(message + "; CI must run the Brown tests")
+    if under_ci():
+        pytest.fail(message + "; CI must run the Brown tests", pytrace=False)
     pytest.skip(message)
+
+
+def under_ci() -> bool:
+    """True under CI: ``.ci/run`` exports CI=true (as GitHub Actions and GitLab do)."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
 def _needed_under_ci(message: str) -> None:
     """Skip where an optional piece is missing; under CI (which installs it) fail instead."""
-    if os.environ.get("CI"):
-        pytest.fail(message + "; .ci/run installs it, so CI must run these tests")
+    if under_ci():
+        pytest.fail(message + "; .ci/run installs it, so CI must run these tests", pytrace=False)
     pytest.skip(message)
+
+
+def needed(module: str, reason: str | None = None):
+    """The one door for a test's optional import: ``module`` imported, or the test (or, at module
+    level, the whole file) skipped with the reason where it is missing; under CI, which installs
+    every extra, a missing module fails instead of skipping quietly. Use it instead of
+    ``pytest.importorskip`` (tests/test_safety_net.py checks no test calls that directly)."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        message = reason or f"{module} is not installed ({exc})"
+        if under_ci():
+            pytest.fail(message + "; .ci/run installs it, so CI must run these tests", pytrace=False)
+        raise pytest.skip.Exception(message, allow_module_level=True) from None
 
 
 @pytest.fixture(scope="session")

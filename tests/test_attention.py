@@ -6,8 +6,9 @@ import math
 
 import numpy as np
 import pytest
+from conftest import needed
 
-torch = pytest.importorskip("torch")
+torch = needed("torch")
 F = torch.nn.functional
 
 from attncli.attention import masks  # noqa: E402

@@ -7,12 +7,14 @@ import json
 
 import numpy as np
 import pytest
+
+from conftest import needed
 from typer.testing import CliRunner
 
 from attncli.attention.flow import MAX_TOKENS, attention_flow, max_flow
 from attncli.cli.main import app
 
-nx = pytest.importorskip("networkx")
+nx = needed("networkx")
 SENTENCE, PAIR = "time flies like an arrow", "fruit flies like a banana"
 
 

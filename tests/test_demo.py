@@ -6,11 +6,12 @@ import json
 
 import numpy as np
 import pytest
+from conftest import needed
 from typer.testing import CliRunner
 
 from attncli.cli.main import app
 
-torch = pytest.importorskip("torch")
+torch = needed("torch")
 
 
 def run(*args):
@@ -64,7 +65,10 @@ def test_demo_terminal_view_walks_through_the_steps():
     out = run("demo").stdout
     for step in ("W_Q", "W_K", "W_V", "Q K^T", "sqrt", "softmax", "output = weights V"):
         assert step in out
+    # a golden: it guards the printed view against drift; paired with the JSON's output[0][0], which
+    # test_demo_output_first_row_by_hand recomputes by hand from Q, K and V
     assert "0.98522025" in out  # output[0][0] with 8 decimals
+    assert f"{json.loads(run('demo', '--json').stdout)['output'][0][0]:.8f}" in out
 
 
 def test_scale_panels_show_saturation():

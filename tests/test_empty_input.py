@@ -9,6 +9,8 @@ alone as if they were the sentence's attention (exit 0).
 from __future__ import annotations
 
 import pytest
+
+from conftest import needed
 from typer.testing import CliRunner
 
 from attncli.cli.main import app as cli
@@ -67,7 +69,7 @@ def test_a_view_emptied_by_hide_special_is_refused(tiny_bert_dir):
 
 def test_the_app_refuses_an_edited_empty_sentence(tiny_bert_dir):
     """attn explore --transformer: a sentence emptied in the app is a message, as at the start."""
-    pytest.importorskip("textual")
+    needed("textual")
     from attncli.errors import BadInput
     from attncli.explore.pretrained import compute
     from attncli.explore.state import ExploreState

@@ -2,7 +2,7 @@
 
 Disk full, a store that cannot be written, a full or closed stdout (--help and --version too),
 out of memory, too many open files, an ASCII-only locale, COLUMNS=0, Ctrl-C during start-up,
-SIGTERM and SIGHUP: one line on stderr and the right exit code, never "internal error" or a
+SIGTERM and SIGHUP (delivered on cue at a named stage, attncli/faultpoints.py): one line on stderr and the right exit code, never "internal error" or a
 traceback. Real signals and real streams in child processes; the rarer failures (ENOSPC while
 saving, EMFILE, MemoryError) injected in-process where the kernel cannot be made to fail on cue.
 """
@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from typer.testing import CliRunner
 
 from _attention_fixtures import make_random_attention
 from _lookup_fixtures import save_plain
+from _pause import paused
 from attncli import paths
 from attncli.cli.main import app
 from attncli.vectors import corpus, safeio, store
@@ -95,16 +95,16 @@ def test_a_nonsense_terminal_width_is_ignored(columns):
     assert "answer: black" in proc.stdout
 
 
-@pytest.mark.parametrize("delay", [0.2, 0.5, 1.0])
-def test_ctrl_c_during_start_up_is_interrupted_130(delay):
-    proc = subprocess.Popen(ATTN + ["lookup", "colour"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
-    time.sleep(delay)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
-    if proc.returncode in (0, -signal.SIGINT) and "answer:" in out:
-        return  # it had already finished (-2: in the interpreter's own shutdown): nothing to check at this delay
-    assert proc.returncode == 130, err
-    assert one_line(err) == "interrupted"
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_during_start_up_is_one_line(tmp_path, signum):
+    """Delivered on cue: the child is paused at start-up (attncli/faultpoints.py), signals
+    installed, the CLI not yet imported, when the signal arrives."""
+    with paused(ATTN + ["lookup", "colour"], tmp_path / "home", "start-up") as proc:
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signum, err
+    assert out == ""
+    assert one_line(err) == ("interrupted" if signum == signal.SIGINT else f"terminated by {signal.Signals(signum).name}")
 
 
 def test_disk_full_while_saving_is_one_line_and_leaves_nothing(monkeypatch, tiny_corpus):
@@ -162,31 +162,29 @@ def test_out_of_memory_is_one_line(monkeypatch):
 # -- 7. signals clean up like Ctrl-C; nothing lost silently ---------------------------------------
 
 
+@pytest.mark.parametrize("stage", ["version-written", "link-made"])
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
-def test_a_signal_during_training_cleans_up_like_ctrl_c(tmp_path, signum):
+def test_a_signal_while_a_trained_model_is_written_cleans_up_like_ctrl_c(tmp_path, tiny_corpus, signum, stage):
+    """Delivered on cue: the child is paused while it writes the model it trained (its files
+    written, or the link to it made but not yet swapped in) when the signal arrives; the child is
+    killed if it outlives the test."""
     home = tmp_path / "home"
-    big = tmp_path / "big.txt"
-    big.write_text("the quick brown fox jumps over the lazy dog again and again\n" * 20_000, encoding="utf-8")
-    e = env(ATTN_HOME=str(home))
-    keep = subprocess.run(ATTN + ["train", "--corpus", str(big), "--name", "m", "--epochs", "1", "--dim", "8",
-                                  "--workers", "1", "--max-sentences", "50"], capture_output=True, text=True, env=e, timeout=300)
+    argv = ATTN + ["train", "--corpus", str(tiny_corpus), "--name", "m", "--min-count", "1", "--epochs", "1",
+                   "--dim", "8", "--workers", "1"]
+    keep = subprocess.run(argv, capture_output=True, text=True, env=env(ATTN_HOME=str(home)), timeout=300)
     assert keep.returncode == 0, keep.stderr
     before = os.readlink(home / "models" / "m")
-    proc = subprocess.Popen(ATTN + ["train", "--corpus", str(big), "--name", "m", "--epochs", "10000", "--dim", "8",
-                                    "--workers", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e)
-    first = proc.stderr.readline()  # "Training word2vec ...": the training is under way
-    assert first.startswith("Training"), first
-    time.sleep(1.0)
-    proc.send_signal(signum)
-    _, err = proc.communicate(timeout=120)
+    with paused(argv + ["--force"], home, stage) as proc:
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signum, err
-    name = signal.Signals(signum).name
     assert "Traceback" not in err and "internal error" not in err, err
     lines = [line for line in err.splitlines() if line.strip()]
-    assert lines[-1] == ("interrupted" if signum == signal.SIGINT else f"terminated by {name}"), err
-    versions = home / "models" / ".versions"
-    assert sorted(p.name for p in versions.iterdir()) == [before.split("/")[-1]]  # no partial, no new version
-    assert os.readlink(home / "models" / "m") == before
+    assert lines[-1] == ("interrupted" if signum == signal.SIGINT else f"terminated by {signal.Signals(signum).name}"), err
+    models = home / "models"
+    assert sorted(p.name for p in (models / ".versions").iterdir()) == [before.split("/")[-1]]  # no partial, no new version
+    assert os.readlink(models / "m") == before
+    assert [p.name for p in models.iterdir() if p.name != ".versions"] == ["m"]  # no temporary link left
 
 
 def test_similar_with_empty_stdin_is_bad_input():

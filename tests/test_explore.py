@@ -21,9 +21,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import _needed_under_ci, needed
 from typer.testing import CliRunner
 
-pytest.importorskip("textual", reason="attn explore needs the explore extra (textual)")
+needed("textual", reason="attn explore needs the explore extra (textual)")
 
 from attncli.attention.explain import explain  # noqa: E402
 from attncli.cli.main import app as cli  # noqa: E402
@@ -459,9 +460,7 @@ def test_the_served_app_shows_the_heatmap_in_chromium(tmp_path):
     chromium = find_chromium()
     if chromium is None:
         message = "no Chromium installed (apt-get install chromium) to open the served page"
-        if os.environ.get("CI"):
-            pytest.fail(message + "; .ci/run installs it, so CI must run this test")
-        pytest.skip(message)
+        _needed_under_ci(message)
     port = _free_port()
     server = subprocess.Popen([sys.executable, "-m", "attncli", "explore", SENTENCE, "--serve", "--port", str(port)],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
@@ -539,7 +538,7 @@ CRASH = ("import attncli.explore.app as a\n"
 def test_the_terminal_is_restored_on_every_exit(key, crash, code):
     """attn explore in a pseudo-terminal: after q, Ctrl-C or a bug in a key's handler the app
     leaves the alternate screen, shows the cursor and turns the mouse off; a bug is one line."""
-    pty = pytest.importorskip("pty")
+    pty = needed("pty")
     import select
 
     script = (CRASH if crash else "") + ("import sys\nfrom attncli.cli.main import main\n"

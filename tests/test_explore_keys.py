@@ -32,7 +32,9 @@ def test_every_command_but_explore_takes_json():
 
 import pytest  # noqa: E402
 
-pytest.importorskip("textual", reason="attn explore needs the explore extra (textual)")
+from conftest import needed  # noqa: E402
+
+needed("textual", reason="attn explore needs the explore extra (textual)")
 
 from attncli.explore.keys import FOOTER  # noqa: E402
 from attncli.explore.state import ExploreState  # noqa: E402

@@ -23,8 +23,10 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("textual_serve", reason="attn explore --serve needs the explore extra (textual-serve)")
-aiohttp = pytest.importorskip("aiohttp")
+from conftest import needed
+
+needed("textual_serve", reason="attn explore --serve needs the explore extra (textual-serve)")
+aiohttp = needed("aiohttp")
 
 from attncli.explore.serve_guard import Guard, binds_loopback_only, split_host  # noqa: E402
 

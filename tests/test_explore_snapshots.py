@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("textual", reason="attn explore needs the explore extra (textual)")
-pytest.importorskip("pytest_textual_snapshot", reason="the snapshot tests need pytest-textual-snapshot")
+from conftest import needed
+
+needed("textual", reason="attn explore needs the explore extra (textual)")
+needed("pytest_textual_snapshot", reason="the snapshot tests need pytest-textual-snapshot")
 
 from attncli.explore.app import ExploreApp  # noqa: E402
 from attncli.explore.state import ExploreState  # noqa: E402

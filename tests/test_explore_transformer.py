@@ -11,10 +11,11 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from conftest import needed
 from typer.testing import CliRunner
 
-pytest.importorskip("textual", reason="attn explore needs the explore extra (textual)")
-pytest.importorskip("safetensors", reason="the NumPy transformer path needs the pretrained extra")
+needed("textual", reason="attn explore needs the explore extra (textual)")
+needed("safetensors", reason="the NumPy transformer path needs the pretrained extra")
 
 import re  # noqa: E402
 
@@ -211,7 +212,7 @@ def test_filter_is_attn_matrix_filter_and_the_copied_command_explains_the_same_c
 
 
 def test_f_and_b_cycle_the_filter_and_the_backend_in_the_app(tiny_bert_dir):
-    pytest.importorskip("transformers")
+    needed("transformers")
 
     async def script(app, pilot):
         await press(app, pilot, "f")  # no --pair yet: matrix's refusal, the view stays
@@ -238,8 +239,8 @@ def test_f_and_b_cycle_the_filter_and_the_backend_in_the_app(tiny_bert_dir):
 
 
 def test_backend_torch_and_numpy_give_the_same_weights_and_the_meta_names_each(tiny_bert_dir):
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
+    needed("torch")
+    needed("transformers")
     from attncli.explore.pretrained import compute
 
     models: dict = {}

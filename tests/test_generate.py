@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import needed
 
 from typer.testing import CliRunner
 
@@ -102,7 +103,7 @@ def test_cli_json_rows_are_rows_of_its_weights():
 
 
 def _torch_logits(att, tokens) -> np.ndarray:
-    torch = pytest.importorskip("torch")
+    torch = needed("torch")
     from attncli.lm import train as lm_train
 
     table = trained.input_vectors(att.vectors, tokens)  # (T, d)

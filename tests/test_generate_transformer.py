@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import needed
 
 from typer.testing import CliRunner
 
@@ -32,7 +33,7 @@ def run(*args):
 @pytest.fixture(scope="session")
 def tiny_llama_dir(tmp_path_factory) -> Path:
     """A tiny random LlamaForCausalLM (grouped-query attention, rotary positions)."""
-    pytest.importorskip("transformers")
+    needed("transformers")
     import torch
     from transformers import GPT2Tokenizer, LlamaConfig, LlamaForCausalLM
 

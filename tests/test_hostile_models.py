@@ -14,7 +14,6 @@ import os
 import resource
 import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
 
@@ -79,26 +78,24 @@ SPECIALS = {"fifo": replace_with_fifo, "dev_zero_link": lambda p: replace_with_l
             "device": replace_with_zero_device, "directory": lambda p: (p.unlink(), p.mkdir())}
 
 
+@pytest.mark.timeout(60)  # a blocking open of a FIFO or an endless read: fail, not hang
 @pytest.mark.parametrize("kind", SPECIALS)
 @pytest.mark.parametrize("file", ["meta.json", "vocab.txt", "vectors.npy", "ngrams.npy"])
 def test_special_vector_files_are_damage_at_once(kind, file):
     save_fasttext_like("tiny")
     SPECIALS[kind](version("tiny") / file)
-    start = time.monotonic()
-    result = runner.invoke(app, ["similar", "car", "--model", "tiny"])
-    assert time.monotonic() - start < 10
+    result = runner.invoke(app, ["similar", "car", "--model", "tiny"])  # a hang fails by the timeout marker
     assert_damaged(result.exit_code, result.stderr, "tiny")
 
 
+@pytest.mark.timeout(60)  # a blocking open of a FIFO or an endless read: fail, not hang
 @pytest.mark.parametrize("kind", ["fifo", "dev_zero_link", "directory"])
 @pytest.mark.parametrize("file", ["config.json", "weights.npz", "output_vocab.txt"])
 def test_special_attention_files_are_damage_at_once(kind, file):
     make_random_attention("rand", layers=1, heads=2)
     SPECIALS[kind](version("rand") / "attention" / file)
-    start = time.monotonic()
     argv = ["heads", "--model", "rand"] if file != "output_vocab.txt" else ["matrix", "the cat", "--proj", "trained", "--head", "0", "--model", "rand"]
-    result = runner.invoke(app, argv)
-    assert time.monotonic() - start < 10
+    result = runner.invoke(app, argv)  # a hang fails by the timeout marker
     if file == "output_vocab.txt":  # not read by these views: must not be needed
         assert result.exit_code == 0, result.output
     else:
@@ -200,6 +197,7 @@ def test_nan_rows_beyond_the_scan_limit_are_damage_when_used(monkeypatch, argv):
     assert "NaN" in result.stderr
 
 
+@pytest.mark.timeout(60)  # a blocking open of a FIFO or an endless read: fail, not hang
 @pytest.mark.parametrize("kind", ["fifo", "dev_zero_link"])
 def test_a_special_file_as_the_corpus_cache_is_ignored_not_read(tmp_path, kind):
     from attncli.vectors import corpus
@@ -207,6 +205,4 @@ def test_a_special_file_as_the_corpus_cache_is_ignored_not_read(tmp_path, kind):
     cache = tmp_path / "brown-all-tok1.txt"
     cache.write_text("the cat\n", encoding="utf-8")
     SPECIALS[kind](cache)
-    start = time.monotonic()
-    assert corpus._read_cache(cache) is None
-    assert time.monotonic() - start < 5
+    assert corpus._read_cache(cache) is None  # a hang fails by the timeout marker

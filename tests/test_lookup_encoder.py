@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import needed
 from typer.testing import CliRunner
 
 from attncli.cli.main import app
@@ -27,8 +28,8 @@ TEXTS = ["colour", "top speed", "Phone-Number", "The price of a car, in US dolla
 def transformers_mean_pooling(model_dir: Path, texts: list[str]) -> np.ndarray:
     """(n, d) the reference: transformers' BertModel (eager) + the mask-weighted mean of the last
     hidden state, as sentence-transformers' Pooling module computes it."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    torch = needed("torch")
+    transformers = needed("transformers")
     tok = transformers.AutoTokenizer.from_pretrained(str(model_dir))
     model = transformers.AutoModel.from_pretrained(str(model_dir), attn_implementation="eager").eval()
     batch = tok(texts, padding=True, truncation=True, max_length=256, return_tensors="pt")
@@ -51,18 +52,18 @@ def test_embeddings_equal_transformers_mean_pooling(minilm, minilm_dir):
     expected = transformers_mean_pooling(minilm_dir, TEXTS)
     np.testing.assert_allclose(minilm.embed(TEXTS), expected, rtol=0, atol=1e-5)
     index = EncoderIndex(minilm, TEXTS, ngram_weight=0.0)
-    np.testing.assert_allclose(index.key_matrix, unit(expected), rtol=0, atol=1e-5)
+    np.testing.assert_allclose(index.key_matrix, unit(expected), rtol=0, atol=2e-6)  # 1.2e-7 measured (was 1e-5)
     _, q = index.query_vector("colour")
-    np.testing.assert_allclose(q, unit(expected[:1])[0], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(q, unit(expected[:1])[0], rtol=0, atol=2e-6)
 
 
 def test_embeddings_equal_sentence_transformers(minilm, minilm_dir):
-    st = pytest.importorskip("sentence_transformers")
+    st = needed("sentence_transformers")
     reference = st.SentenceTransformer(str(minilm_dir), device="cpu").encode(TEXTS, convert_to_numpy=True)
     from attncli.lookup.encoder import unit
 
     # all-MiniLM-L6-v2's pipeline ends with Normalize: compare unit vectors
-    np.testing.assert_allclose(unit(minilm.embed(TEXTS)), unit(reference), rtol=0, atol=1e-5)
+    np.testing.assert_allclose(unit(minilm.embed(TEXTS)), unit(reference), rtol=0, atol=2e-6)  # 2e-7 measured (was 1e-5)
 
 
 def test_similarity_is_cosine_blended_with_ngrams(minilm):
@@ -109,7 +110,9 @@ def test_eval_set_accuracy(minilm, name, measured):
         indexes[c["dict"]].keys[int(np.argmax(indexes[c["dict"]].score(c["query"])[3]))] == c["expected"]
         for c in spec["cases"]
     )
-    assert hits >= measured, hits
+    # exactly the reported figure (issue 24: a floor set at the measurement checked nothing more than
+    # this, and let docs/lookup.md go stale when the figure moved): a change updates the doc
+    assert hits == measured, f"{hits} of {len(spec['cases'])}: update docs/lookup.md's figure if this is right"
 
 
 def test_not_an_encoder_or_missing(tmp_path, tiny_gpt2_dir, minilm_dir):
@@ -158,8 +161,8 @@ def test_encoder_path_imports_no_torch(minilm_dir, attn_home):
 def transformers_poolings(model_dir: Path, texts: list[str]) -> dict[str, np.ndarray]:
     """Each of sentence-transformers' poolings, by its formula over transformers' own last hidden
     state (the reference for attn's ``pool``): name -> (n, d)."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    torch = needed("torch")
+    transformers = needed("transformers")
     tok = transformers.AutoTokenizer.from_pretrained(str(model_dir))
     model = transformers.AutoModel.from_pretrained(str(model_dir), attn_implementation="eager").eval()
     batch = tok(texts, padding=True, return_tensors="pt")

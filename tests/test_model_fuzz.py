@@ -16,13 +16,15 @@ import struct
 from pathlib import Path
 
 import pytest
+
+from conftest import needed
 from hypothesis import HealthCheck, given, settings, strategies as st
 from typer.testing import CliRunner
 
 from attncli.cli.main import app
 
-pytest.importorskip("transformers")
-pytest.importorskip("safetensors")
+needed("transformers")
+needed("safetensors")
 
 SENTENCE = "time flies like an arrow"
 FIELDS = ["model_type", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",

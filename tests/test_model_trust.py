@@ -18,12 +18,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from conftest import needed
 from typer.testing import CliRunner
 
 from attncli.cli.main import app
 
-pytest.importorskip("transformers")
-pytest.importorskip("safetensors")
+needed("transformers")
+needed("safetensors")
 
 SENTENCE = "time flies like an arrow"
 

@@ -11,10 +11,19 @@ import io
 import json
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attncli.attention import document, numtext
+
+
+@pytest.fixture(autouse=True)
+def fresh_tables(monkeypatch):
+    """Each test builds the digit tables afresh (``cells`` caches them at first use): a change to
+    how they are built is then seen by every test, not only the first one in a process (mutation
+    testing runs each mutant in a process where they were already built; docs/mutation.md)."""
+    monkeypatch.setattr(numtext, "_tables", None)
 
 
 def _texts(x: np.ndarray, visible: np.ndarray | None = None) -> list[str]:

@@ -38,12 +38,19 @@ def check(result, *, json_lines: bool = False) -> None:
     assert "Traceback" not in result.stdout and "Traceback" not in result.stderr
     if result.exit_code == 0 and result.stdout.strip():
         if json_lines:
-            for line in result.stdout.splitlines():
-                _strict_json(line)
+            for line in result.stdout.split("\n"):  # JSON Lines end at \n only: a U+0085 or U+2028
+                if line:  # inside a string is text (str.splitlines would cut there)
+                    _strict_json(line)
         else:
             _strict_json(result.stdout)
     if result.exit_code != 0:
         assert result.stderr.strip(), "a failure must say why on stderr"
+    # a bug reaches the user as "internal error ... This is a bug in attn" with exit 1: whatever
+    # the exit code, that (or a traceback) is a failure of the test, never an accepted answer
+    said = " ".join(result.stderr.split())
+    assert "internal error" not in said and "bug in attn" not in said, said[:2000]
+    if result.exit_code == 1:  # a runtime failure is a message of a known kind: "error: ..."
+        assert said.startswith("error: "), said[:2000]
 
 
 @SETTINGS
@@ -108,6 +115,7 @@ def test_matrix_cross_attention_and_explain(sentence, context, i, j):
     check(runner.invoke(app, ["matrix", "--context", context, "--json", "--", sentence]))
     result = runner.invoke(app, ["matrix", "--explain", str(i), str(j), "--", sentence])
     assert result.exit_code in (0, 1, 2) and "Traceback" not in result.output
+    assert "internal error" not in " ".join(result.stderr.split()), result.stderr[:2000]
 
 
 @SETTINGS

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from conftest import needed
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attncli.vectors.subword import ft_hash, ngram_buckets, ngrams_bytes
 
-gensim_inner = pytest.importorskip("gensim.models.fasttext_inner")
-gensim_ft = pytest.importorskip("gensim.models.fasttext")
+gensim_inner = needed("gensim.models.fasttext_inner")
+gensim_ft = needed("gensim.models.fasttext")
 
 WORDS = [
     "colour", "a", "I", "it's", "self-confidence", "1960", "x",  # ASCII

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import needed
+
 REPO = Path(__file__).resolve().parent.parent
 INJECTED = "\x1b]52;c;aGk=\x07\x1b[2J\u202e"  # what the hostile token decodes to
 PROMPT = "hi \x1b]52;c;eA==\x07\x1b[2J\x9b1m\u202e x"
@@ -55,8 +57,8 @@ def hostile_gpt2(tmp_path_factory) -> Path:
     """A tiny random GPT-2 in a directory named with control sequences, whose vocabulary has one
     extra token decoding to INJECTED and whose output always picks it: the final layer norm gives
     every position the same vector b, and that token's embedding (tied to the output) is 5 b."""
-    pytest.importorskip("torch", reason="the hostile GPT-2 is built with torch and transformers")
-    pytest.importorskip("transformers", reason="the hostile GPT-2 is built with torch and transformers")
+    needed("torch", reason="the hostile GPT-2 is built with torch and transformers")
+    needed("transformers", reason="the hostile GPT-2 is built with torch and transformers")
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel, GPT2Tokenizer
 
@@ -167,7 +169,7 @@ def test_lookup_keys_and_values_are_inert_with_colour(attn_home, colour, tmp_pat
 def test_the_explore_status_line_and_messages_are_inert(hostile_gpt2):
     """attn explore --transformer PATH: the status line names the model's folder, and a refusal
     quotes the sentence; both drawn through visible() (no markup either)."""
-    pytest.importorskip("textual", reason="attn explore needs the explore extra (textual)")
+    needed("textual", reason="attn explore needs the explore extra (textual)")
     from test_explore import drive, lines_of, press
 
     from attncli.explore.state import ExploreState

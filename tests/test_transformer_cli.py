@@ -11,6 +11,7 @@ import re
 
 import numpy as np
 import pytest
+from conftest import needed
 from typer.testing import CliRunner
 
 from attncli.cli.main import app
@@ -100,6 +101,35 @@ def test_default_layer_is_the_last(tiny_bert_dir):
     np.testing.assert_allclose(np.array(doc["head_weights"]), att[-1], atol=1e-5)
 
 
+def words_by_formula(A: np.ndarray, groups: list[list[int]]) -> np.ndarray:
+    """--words written out (bertviz / Clark et al. 2019's word-level attention): the weight from
+    word I to word J is the mean over I's pieces i of the sum over J's pieces j of A[i, j]."""
+    out = np.zeros((len(groups), len(groups)))
+    for I, rows in enumerate(groups):
+        for J, cols in enumerate(groups):
+            out[I, J] = sum(sum(A[i, j] for j in cols) for i in rows) / len(rows)
+    return out
+
+
+def hide_special_by_formula(A: np.ndarray, keep: list[bool]) -> tuple[np.ndarray, list[float]]:
+    """--hide-special written out: kept rows and keys, each row renormalised over the kept keys;
+    and the share of each kept row that went to the dropped keys."""
+    kept = [i for i, k in enumerate(keep) if k]
+    out = np.array([[A[i, j] / sum(A[i, jj] for jj in kept) for j in kept] for i in kept])
+    return out, [float(sum(A[i, j] for j in range(len(keep)) if not keep[j])) for i in kept]
+
+
+def rollout_by_formula(att: np.ndarray, upto: int) -> np.ndarray:
+    """--rollout written out (Abnar & Zuidema 2020): per layer 0.5 (mean of the heads) + 0.5 I,
+    multiplied from the first layer up: R = B_upto ... B_1 B_0."""
+    T = att.shape[-1]
+    R = np.eye(T)
+    for layer in range(upto + 1):
+        B = 0.5 * att[layer].astype(np.float64).mean(axis=0) + 0.5 * np.eye(T)
+        R = B @ R
+    return R
+
+
 def test_words_hide_special_filter_and_rollout_from_the_reference(minilm_dir):
     from attncli.attention.rollout import rollout
     from attncli.attention.words import hide_special, merge_words
@@ -111,6 +141,7 @@ def test_words_hide_special_filter_and_rollout_from_the_reference(minilm_dir):
     groups = w["groups"]
     assert groups == [[0], [1], [2, 3], [4], [5]], tokens  # 'tokenization' = 'token', '##ization'
     np.testing.assert_allclose(np.array(w["weights"]), merge_words(att[2, 3], groups, groups), atol=1e-5)
+    np.testing.assert_allclose(np.array(w["weights"]), words_by_formula(att[2, 3], groups), atol=1e-5)
     np.testing.assert_allclose(np.array(w["weights"]).sum(-1), 1.0, atol=1e-5)
     # a one-piece word keeps its weights: 'the' attending to [SEP]
     np.testing.assert_allclose(w["weights"][1][-1], att[2, 3, 1, -1], atol=1e-5)
@@ -121,6 +152,9 @@ def test_words_hide_special_filter_and_rollout_from_the_reference(minilm_dir):
     assert hidden["tokens"] == [t for t, k in zip(tokens, keep) if k] and not any(hidden["special"])
     np.testing.assert_allclose(np.array(hidden["weights"]), expected, atol=1e-5)
     np.testing.assert_allclose(hidden["special_share"], share, atol=1e-5)
+    by_formula, share_by_formula = hide_special_by_formula(att[2, 3], list(keep))
+    np.testing.assert_allclose(np.array(hidden["weights"]), by_formula, atol=1e-5)
+    np.testing.assert_allclose(hidden["special_share"], share_by_formula, atol=1e-5)
 
     att2, tokens2 = reference(minilm_dir, SENTENCE, PAIR)
     block = matrix_json(minilm_dir, SENTENCE, "--pair", PAIR, "--filter", "b-a", "--layer", "5", "--head", "8")
@@ -131,9 +165,11 @@ def test_words_hide_special_filter_and_rollout_from_the_reference(minilm_dir):
     rolled = matrix_json(minilm_dir, SENTENCE, "--rollout")
     att1, _ = reference(minilm_dir, SENTENCE)
     np.testing.assert_allclose(np.array(rolled["weights"]), rollout(att1), atol=1e-5)
+    np.testing.assert_allclose(np.array(rolled["weights"]), rollout_by_formula(att1, att1.shape[0] - 1), atol=1e-5)
     np.testing.assert_allclose(np.array(rolled["weights"]).sum(-1), 1.0, atol=1e-5)
     partial = matrix_json(minilm_dir, SENTENCE, "--rollout", "--layer", "1")
     np.testing.assert_allclose(np.array(partial["weights"]), rollout(att1, upto=1), atol=1e-5)
+    np.testing.assert_allclose(np.array(partial["weights"]), rollout_by_formula(att1, 1), atol=1e-5)
 
 
 @pytest.mark.parametrize("fixture", ["minilm_dir", "tiny_gpt2_dir"])
@@ -261,7 +297,7 @@ def test_svg_and_html_exports_load_nothing_from_the_network(tiny_bert_dir, tmp_p
 
 @pytest.fixture(scope="session")
 def head_gpt2_dir(tmp_path_factory):
-    pytest.importorskip("transformers")
+    needed("transformers")
     from _head_fixtures import build_head_gpt2
 
     return build_head_gpt2(tmp_path_factory.mktemp("head-gpt2") / "gpt2")

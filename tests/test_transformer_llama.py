@@ -15,10 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("tokenizers")
-pytest.importorskip("safetensors")
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+from conftest import needed
+
+needed("tokenizers")
+needed("safetensors")
+torch = needed("torch")
+transformers = needed("transformers")
 
 from typer.testing import CliRunner  # noqa: E402
 

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import needed
 
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.transformer import load, source
 
-pytest.importorskip("tokenizers")
-pytest.importorskip("safetensors")
+needed("tokenizers")
+needed("safetensors")
 
 
 def copy_model(src: Path, dst: Path, drop: tuple[str, ...] = ()) -> Path:
@@ -33,7 +34,7 @@ def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
 
 
 def test_auto_picks_numpy_when_it_can_and_torch_otherwise(tiny_bert_dir, tmp_path):
-    pytest.importorskip("transformers")
+    needed("transformers")
     assert load(str(tiny_bert_dir)).backend == "numpy"
     no_fast = copy_model(tiny_bert_dir, tmp_path / "slow-files-only", drop=("tokenizer.json",))
     model = load(str(no_fast))  # vocab.txt only: transformers builds the tokenizer
@@ -138,7 +139,7 @@ def test_misuse_of_a_loaded_model(tiny_bert_dir, tiny_gpt2_dir):
 
 
 def test_torch_backend_refuses_qk_and_checks_the_attentions_came_back(tiny_bert_dir):
-    pytest.importorskip("transformers")
+    needed("transformers")
     model = load(str(tiny_bert_dir), backend="torch")
     enc = model.encode("time flies")
     with pytest.raises(BadInput, match="--backend numpy"):
@@ -173,7 +174,7 @@ def _fake_hub_cache(cache: Path, repo: str, model_dir: Path) -> None:
 
 
 def test_hub_ids_resolve_from_the_cache_and_an_uncached_one_offline_says_what_to_do(tiny_bert_dir, tmp_path):
-    pytest.importorskip("huggingface_hub")
+    needed("huggingface_hub")
     cache = tmp_path / "hub"
     _fake_hub_cache(cache, "attn-test/tiny-bert", tiny_bert_dir)
     code = f"""
@@ -217,7 +218,7 @@ def test_a_tokenizer_that_does_not_match_the_weights(tiny_bert_dir, tiny_roberta
 
 
 def test_an_encoder_decoder_is_refused_by_name(tmp_path):
-    transformers = pytest.importorskip("transformers")
+    transformers = needed("transformers")
     d = tmp_path / "t5"
     transformers.T5Config(d_model=8, d_ff=16, num_layers=1, num_heads=2, d_kv=4, vocab_size=10).save_pretrained(d)
     (d / "model.safetensors").write_bytes(b"")

@@ -12,9 +12,11 @@ import json
 import numpy as np
 import pytest
 
-pytest.importorskip("tokenizers")
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+from conftest import needed
+
+needed("tokenizers")
+torch = needed("torch")
+transformers = needed("transformers")
 
 from typer.testing import CliRunner  # noqa: E402
 

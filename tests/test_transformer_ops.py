@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from conftest import needed
 
 from attncli.transformer import ops
 
@@ -20,7 +21,7 @@ def test_erf_matches_math_erf_everywhere():
 
 
 def test_activations_match_torch():
-    torch = pytest.importorskip("torch")
+    torch = needed("torch")
     x = GRID[np.abs(GRID) < 30]
     t = torch.from_numpy(x)
     F = torch.nn.functional
@@ -31,7 +32,7 @@ def test_activations_match_torch():
 
 
 def test_layer_norm_matches_torch():
-    torch = pytest.importorskip("torch")
+    torch = needed("torch")
     rng = np.random.default_rng(0)
     x, w, b = rng.normal(size=(2, 5, 8)) * 3, rng.normal(size=8), rng.normal(size=8)
     want = torch.nn.functional.layer_norm(torch.from_numpy(x), (8,), torch.from_numpy(w), torch.from_numpy(b), 1e-12)

@@ -16,6 +16,9 @@ def main() -> None:
 
     try:
         signals.install()
+        from attncli.faultpoints import pause_at
+
+        pause_at("start-up")  # (tests only: a signal delivered during start-up, on cue)
         from attncli.cli.main import main as run
 
         run()

@@ -112,13 +112,18 @@ def read_one_version(name: str | None, load: Callable[[Path], T]) -> T:
     the link and removes that version while it is being read makes its files vanish: then the
     load runs once more on the new version (every file of a load comes from one version)."""
     directory = model_dir(name)
-    try:
-        return load(directory)
-    except (CorruptModel, BadInput):
-        again = model_dir(name)
-        if again == directory:
-            raise
-        return load(again)
+    for attempt in range(SWAPS_FOLLOWED):
+        try:
+            return load(directory)
+        except (CorruptModel, BadInput):
+            again = model_dir(name)
+            if again == directory or attempt == SWAPS_FOLLOWED - 1:
+                raise
+            directory = again  # swapped again while being read (retrains in quick succession)
+    raise AssertionError("unreachable")
+
+
+SWAPS_FOLLOWED = 8  # a load follows the name to a newer version at most this many times
 
 
 def _model_dir(name: str) -> Path:
@@ -131,9 +136,12 @@ def _model_dir(name: str) -> Path:
         return builtin_dir()
     check_name(name)
     path = paths.models_dir() / name
-    real = Path(os.path.realpath(path))
-    if real.is_dir():
-        return real
+    for _ in range(SWAPS_FOLLOWED):
+        real = Path(os.path.realpath(path))
+        if real.is_dir():
+            return real
+        if Path(os.path.realpath(path)) == real:
+            break  # not a version released while the name was being swapped: missing
     known = ", ".join([BUILTIN] + user_model_names())
     raise BadInput(f"unknown model '{name}': known models are {known} (see 'attn models')")
 

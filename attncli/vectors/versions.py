@@ -11,6 +11,9 @@ alone with a warning. ``sweep_stale`` removes what killed writes left behind.
 Power loss: a version is complete on disk before the link points at it, and the link swap is
 one rename, so after a crash a name points at its old version or its new one, whole. A crash
 mid-write leaves a partial directory, swept by a later write.
+
+Tests stop a write on cue between these steps (``pause_at``, attncli/faultpoints.py; inert
+unless ATTN_TEST_PAUSE_AT names the stage) to check each of these claims under SIGKILL.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import Iterator
 
 from attncli import paths
+from attncli.faultpoints import pause_at
 from attncli.errors import RuntimeFailure
 from attncli.vectors.safeio import FileProblem
 
@@ -219,12 +223,17 @@ def new_version(name: str, *, start_from: Path | None = None) -> Iterator[Path]:
         else:
             tmp.mkdir()
         yield tmp
+        pause_at("version-written")  # (tests only: attncli/faultpoints.py)
         _fsync_tree(tmp)
+        pause_at("version-fsynced")
         os.rename(tmp, final)
         _fsync_dir(versions)
+        pause_at("version-renamed")
         old_target = Path(os.path.join(root, os.readlink(link))) if link.is_symlink() else None
         os.symlink(os.path.join(".versions", final.name), tmp_link)
+        pause_at("link-made")
         os.replace(tmp_link, link)  # the commit point
+        pause_at("link-replaced")
         _fsync_dir(root)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
