@@ -77,17 +77,8 @@ ALLOWED = {
      'it with --model {escape(name)}"'): "extra: fixed words and the fastText n-gram numbers; the rest escape()d or numbers",
     ("cli/lm.py", "train_attention_cmd", "f'epoch {epoch} step {step}/{total} loss {loss:.3f} {tokens_per_s:,.0f} tok/s'"):
         "the training loop's counters: ints",
-    ("cli/lm.py", "_print_heads", "title"): "built just above from escape()d model names, the backend's name and fixed words",
-    ("cli/lm.py", "_print_heads", "col"): "the head report's fixed score names",
-    ("cli/lm.py", "_print_heads", "str(h['layer'])"): "an int",
-    ("cli/lm.py", "_print_heads", "str(h['head'])"): "an int",
-    ("cli/lm.py", "_print_heads", "h['label']"): "a head class: one of the fixed labels of attncli.attention.heads",
     ("cli/lookup.py", "render", "*cells"): "escape()d keys (built above) and formatted numbers",
     ("cli/lookup.py", "render", "value"): "escape()d values (built above)",
-    ("cli/matrix.py", "matrix_cmd", 'f"attn matrix: {\' \'.join(res.tokens)[:60]}"'):
-        "an SVG/HTML export's title: written to a file, not the terminal",
-    ("cli/transformer.py", "_save", "f'attn matrix: {enc.text[:60]}'"):
-        "an SVG/HTML export's title: written to a file, not the terminal",
     ("cli/panels.py", "_small_table", "title"): "the worked example's fixed captions",
     ("cli/panels.py", "_small_table", "c"): "the worked example's fixed words",
     ("cli/panels.py", "_small_table", "name"): "the worked example's fixed words",
@@ -100,19 +91,42 @@ ALLOWED = {
     ("cli/vectors.py", "_evaluation_table", "label"): "the fixed benchmark names",
     ("cli/vectors.py", "models_cmd", "str(r['dim'])"): "an int, type-checked when meta.json is read",
     ("explore/lookup_pane.py", "_looked_up", "answer"): "a Text.assemble of visible() parts (built above)",
-    ("explore/state.py", "export_drawing", "command"): "into an export file, not the terminal",
-    ("explore/state.py", "export_drawing", "part"): "the view's renderables (heatmaps checked in views/render.py)",
     ("explore/widgets.py", "compose", "shown"): "help rows: the fixed key bindings",
     ("explore/widgets.py", "compose", "text"): "help rows: the fixed key descriptions",
     ("views/model_view.py", "model_view_renderables", "note"): "pair_note: fixed words and token positions",
     ("views/model_view.py", "model_view_renderables", "line"): "class_text (a fixed label) and strongest (escaped)",
     ("views/model_view.py", "model_view_renderables", "label"): "a head number and class_text (a fixed label)",
     ("views/model_view.py", "model_view_renderables", "label + '  '"): "a head number and class_text (a fixed label)",
-    ("views/render.py", "_page_lines", "f'{abbreviate(col_labels[j], cell_w):>{cell_w + 2}}'"):
-        "labels: visible_text()ed by the caller (heatmap_renderables)",
     ("views/render.py", "_page_lines", "f'{labels[r]:<{label_w}} '"): "labels: visible_text()ed by the caller",
     ("cli/lm.py", "_print_heads", "f\"{report['sentences']} sentences, {report['queries']:,} queries; local"):
         "counts, the window (an int) and the thresholds (numbers) of the head report",
+    # sites the merged branches added (exports, heads table, lens, explanation layout)
+    ("cli/generate.py", "generate_cmd", "f'logit lens, the layer from which each token was the top prediction"):
+        "shown: escape()d tokens and layer numbers (built just above)",
+    ("cli/lens.py", "lens_cmd", "f'attn lens: {text[:60]}'"): "an SVG/HTML export's title: written to a file, not the terminal",
+    ("cli/lm.py", "_print_heads", "table"): "views/heads_table.py's Table (its cells checked there)",
+    ("cli/lm.py", "_print_heads", "f'scores left out at {console.width} columns (a wider terminal or --json"):
+        "a width (an int) and the fixed short names of the scores",
+    ("cli/lm.py", "_print_heads", "f\"kv: the key-value head each query head reads (grouped-query attent"):
+        "head counts (ints) of the report",
+    ("cli/transformer_views.py", "render_view", "part"): "view_renderables: heatmaps and explanations drawn through views/render.py (checked there)",
+    ("explore/footer.py", "_update_footer", "shown.get(b.action, b.description)"): "the app's fixed key bindings",
+    ("views/export.py", "record", "part"): "into a recording console that writes a file, not the terminal",
+    ("views/export.py", "record", "command"): "into a recording console that writes a file, not the terminal",
+    ("views/heads_table.py", "_table", "title"): "built by the caller from escape()d model names, the backend's name and fixed words",
+    ("views/heads_table.py", "_table", "SHORT.get(k, k)"): "the head report's fixed score names",
+    ("views/heads_table.py", "_table", "str(h['layer'])"): "an int",
+    ("views/heads_table.py", "_table", "str(h['head'])"): "an int",
+    ("views/heads_table.py", "_table", "*((str(h['kv_head']),) if kv else ())"): "an int",
+    ("views/heads_table.py", "_table", "h['label']"): "a head class: one of the fixed labels of attncli.attention.heads",
+    ("views/lens.py", "render_lens", "f\"{follow['rank'][l][t]:>4} {p:.2f}\""): "a rank (an int) and a probability",
+    ("views/render.py", "_page_lines", "f'{abbreviate(col_labels[j], col_w[j]):>{col_w[j] + 2}}'"):
+        "labels: visible_text()ed by the caller (heatmap_renderables)",
+    ("views/render.py", "table", "x"): "explanation steps: visible_text()ed by explanation_renderables before ExplanationSteps",
+    ("views/render.py", "__rich_console__", "f'{name:<{name_w}}  {value}'"): "explanation steps: visible_text()ed by the caller",
+    ("views/render.py", "__rich_console__", "name"): "explanation steps: visible_text()ed by the caller",
+    ("views/render.py", "__rich_console__", "'  ' + value"): "explanation steps: visible_text()ed by the caller",
+    ("views/render.py", "__rich_console__", "'  ' + note"): "explanation steps: visible_text()ed by the caller",
 }
 ALLOWED = {(rel, fn, arg[:KEY]): why for (rel, fn, arg), why in ALLOWED.items()}
 

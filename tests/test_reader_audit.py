@@ -42,14 +42,17 @@ ALLOWED = {
         "gensim's own bundled evaluation set (gensim.test.utils.datapath), never a user's file",
     ("vectors/fasttext_bin.py", "read_fasttext_bin", "load_facebook_vectors(str(path))"):
         "gensim reads the .bin only after scan() opened it through open_regular and checked every size and count in it",
-    ("transformer/weights.py", "__init__", "safe_open(str(self.path), framework='numpy')"):
-        "safetensors' own reader (no code runs; it checks its header) of a file check_model_dir found regular",
-    ("transformer/weights.py", "_bfloat16", "open(self.path, 'rb')"):
-        "re-reads the header safe_open has already read and checked (at most 100 MB, its limit)",
-    ("transformer/weights.py", "_bfloat16", "np.memmap(self.path, dtype='<u2', mode='r', offset=self._data_start + begin, shape=((end - begin) // 2,))"):
-        "maps a tensor whose offsets safe_open checked against the file",
-    ("transformer/torch_backend.py", "__init__", "transformers.AutoConfig.from_pretrained(self.path)"):
-        "transformers' loader (trust_remote_code off: no code from the folder runs), after check_model_dir",
+    ("transformer/weights.py", "__init__", "safe_open(str(shard), framework='numpy')"):
+        "safetensors' own reader (no code runs; it checks its header) of a shard whose header read_header "
+        "has already read through fileio.open_regular (a regular file, its header bounded)",
+    ("transformer/weights.py", "check_finite", "np.memmap(shard, dtype=FLOAT_VIEWS[kind], mode='r', offset=self._headers[shard][1] + begin, shape=((end - begin) // np.dtype(FLOAT_VIEWS[kind]).itemsize,))"):
+        "maps a tensor whose offsets safe_open checked against the file (a regular file, read_header's)",
+    ("transformer/weights.py", "_bfloat16_halves", "np.memmap(shard, dtype='<u2', mode='r', offset=start + begin, shape=((end - begin) // 2,))"):
+        "maps a tensor whose offsets safe_open checked against the file (a regular file, read_header's)",
+    ("transformer/torch_backend.py", "__init__", "transformers.AutoConfig.from_pretrained(self.path, **NEVER_REMOTE)"):
+        "transformers' loader (trust_remote_code off: no code from the folder runs), after config_check.check_files",
+    ("views/page.py", "interactive_page", "files('attncli.views').joinpath(SCRIPT_FILE).read_text(encoding='utf-8')"):
+        "attn's own page script, from its installed package, never a user's file",
     ("transformer/torch_backend.py", "__init__", "auto.from_pretrained(self.path, attn_implementation='eager', dtype=torch.float32)"):
         "transformers' loader (trust_remote_code off; safetensors or a weights_only torch.load), after check_model_dir",
     ("transformer/torch_backend.py", "__init__", "transformers.AutoTokenizer.from_pretrained(self.path)"):
@@ -234,15 +237,21 @@ def test_an_encoders_pooling_config_is_read_inside_its_folder_only(tmp_path, mod
     outside.mkdir()
     (outside / "config.json").write_text('{"pooling_mode_cls_token": true}', encoding="utf-8")
     pooling = {"escape": "../outside", "absolute": str(outside)}.get(modules, "1_Pooling")
-    if modules == "fifo":
+    from attncli.errors import RuntimeFailure
+
+    if modules == "fifo":  # present but not a file: damage (exit 1), never waited on
         os.mkfifo(folder / "modules.json")
+        with pytest.raises(RuntimeFailure, match=r"modules\.json: it is a FIFO"):
+            _pooling_config(folder)
     elif modules == "dev-zero":
         (folder / "modules.json").symlink_to("/dev/zero")
-        assert in_a_child(f"from attncli.lookup.encoder import _pooling_config; print(_pooling_config(Path({str(folder)!r})))") == "{}"
+        assert "modules.json: it is a device" in in_a_child(
+            "from attncli.lookup.encoder import _pooling_config\ntry:\n"
+            f"    _pooling_config(Path({str(folder)!r}))\nexcept Exception as exc:\n    print(exc)")
     else:
         (folder / "modules.json").write_text(json.dumps([{"type": "sentence_transformers.models.Pooling",
                                                           "path": pooling}]), encoding="utf-8")
-    assert _pooling_config(folder) == {}
+        assert _pooling_config(folder) == {}  # a folder outside the model's is not read
     (folder / "modules.json").unlink()
     (folder / "modules.json").write_text(json.dumps([{"type": "sentence_transformers.models.Pooling",
                                                       "path": "1_Pooling"}]), encoding="utf-8")
