@@ -31,8 +31,8 @@ def pause_at(stage: str) -> None:
 
     flag = os.environ.get("ATTN_TEST_PAUSED")
     if flag:
-        with open(flag + ".tmp", "w", encoding="utf-8") as fh:
-            fh.write(stage)
-        os.replace(flag + ".tmp", flag)
+        from attncli.fileio import atomic_write
+
+        atomic_write(flag, stage)
     while True:  # a signal's handler raises out of the sleep; SIGKILL ends it
         time.sleep(3600)

@@ -151,9 +151,7 @@ def _with_config(src: Path, dst: Path, **changes) -> Path:
 @pytest.mark.parametrize("changes, words", [
     ({"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0}}, "rope type 'yarn'"),
     ({"rope_parameters": None, "rope_scaling": {"type": "dynamic", "factor": 2.0}}, "rope type 'dynamic'"),
-    ({"rope_parameters": {"rope_type": "default", "rope_theta": float("nan")}}, "rope_theta"),
     ({"num_key_value_heads": 3}, "not a multiple of num_key_value_heads"),
-    ({"num_attention_heads": -4}, "num_attention_heads"),
     ({"hidden_act": "relu6"}, "hidden_act 'relu6'"),
 ])
 def test_configs_it_cannot_run_are_refused_by_name(changes, words, decoders, tmp_path):
@@ -163,6 +161,20 @@ def test_configs_it_cannot_run_are_refused_by_name(changes, words, decoders, tmp
     result = runner.invoke(app, ["matrix", "a cat", "--transformer", str(path), "--backend", "numpy"])
     assert result.exit_code == 2, result.output
     assert words in " ".join(result.stderr.split()) and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("changes, words", [
+    ({"rope_parameters": {"rope_type": "default", "rope_theta": float("nan")}}, "NaN is not a JSON number"),
+    ({"num_attention_heads": -4}, "num_attention_heads: -4 is outside"),
+])
+def test_damaged_configs_are_damage_before_any_backend_reads_them(changes, words, decoders, tmp_path):
+    """A NaN (not JSON) or a negative count is a damaged config.json: config_check refuses it
+    (exit 1, "damaged model: config.json: ...") before either backend looks at the family."""
+    path = _with_config(decoders("llama"), tmp_path / "m", **changes)
+    result = runner.invoke(app, ["matrix", "a cat", "--transformer", str(path), "--backend", "numpy"])
+    assert result.exit_code == 1, result.output
+    text = " ".join(result.stderr.split())
+    assert "damaged model: config.json" in text and words in text and "Traceback" not in result.output
 
 
 def test_old_style_rope_theta_and_rope_scaling_are_read(decoders, tmp_path):

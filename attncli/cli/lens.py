@@ -7,13 +7,12 @@ stream. The built-in LM by default, or a pretrained GPT-2-family model on attn's
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
 from attncli.cli.app import app, emit_json, out_console
-from attncli.cli.options import ModelOpt, TransformerOpt
+from attncli.cli.options import ExportWidthOpt, HtmlOpt, ModelOpt, PngOpt, SvgOpt, TransformerOpt
 from attncli.errors import BadInput
 
 MAX_TOP_K = 20
@@ -29,31 +28,30 @@ def lens_cmd(
     token: Annotated[Optional[str], typer.Option(help="Follow this token's rank and probability through the layers.",
                                                  metavar="WORD")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the lens as JSON.")] = False,
-    svg: Annotated[Optional[Path], typer.Option(help="Also save the view as SVG.")] = None,
-    html: Annotated[Optional[Path], typer.Option(help="Also save the view as HTML.")] = None,
+    svg: SvgOpt = None,
+    html: HtmlOpt = None,
+    png: PngOpt = None,
+    width: ExportWidthOpt = None,
 ) -> None:
     """The logit lens: what a decoder would predict next if it stopped after each layer."""
-    from attncli.cli.matrix import _check_export_path
+    from attncli.cli.matrix import Exports, _check_exports
 
     if not 1 <= top_k <= MAX_TOP_K:
         raise BadInput(f"--top-k must be between 1 and {MAX_TOP_K} (got {top_k})")
-    _check_export_path(svg, "--svg")
-    _check_export_path(html, "--html")
+    exports = Exports(svg=svg, html=html, png=png, width=width)
+    _check_exports(exports)
     doc = lens_document(text, transformer=transformer, model=model, top_k=top_k, token=token)
+    from attncli.views.lens import lens_renderables, render_lens
+
     if json_out:
         emit_json(doc)
-        if svg is None and html is None:
-            return
-    from attncli.views.lens import render_lens
-
-    if svg or html:
-        from attncli.cli.matrix import _recording_console, _save_exports
-
-        console = _recording_console(to_stdout=not json_out)
-        render_lens(console, doc)
-        _save_exports(console, svg, html, title=f"attn lens: {text[:60]}")
     else:
         render_lens(out_console(), doc)
+    if exports:
+        from attncli.views.export import export_files
+
+        export_files(lambda w: lens_renderables(doc), f"attn lens: {text[:60]}", svg=exports.svg, html=exports.html,
+                     png=exports.png, width=exports.width)
 
 
 def lens_document(text: str, *, transformer: Optional[str], model: Optional[str], top_k: int,

@@ -20,6 +20,12 @@ def _cell(token: str, prob: float):
 
 
 def render_lens(console, doc: dict[str, Any]) -> None:
+    for part in lens_renderables(doc):
+        console.print(part)
+
+
+def lens_renderables(doc: dict[str, Any]) -> list:
+    """The lens's tables and its colour note, as rich renderables (the terminal and the exports)."""
     from rich.table import Table
     from rich.text import Text
 
@@ -32,7 +38,7 @@ def render_lens(console, doc: dict[str, Any]) -> None:
     for t, tok in enumerate(doc["tokens"]):
         table.add_row(Text(f"{t} {abbreviate(visible(tok), 12)}", style="bold"),
                       *[_cell(doc["lens"][l][t][0]["token"], doc["lens"][l][t][0]["prob"]) for l in range(L + 1)])
-    console.print(table)
+    parts: list = [table]
     follow = doc.get("follow")
     if follow:
         ft = Table(title=f"--token {visible(follow['token'])}: rank (0 = top) and probability", box=None,
@@ -47,6 +53,7 @@ def render_lens(console, doc: dict[str, Any]) -> None:
                 bg, fg = palette(p)
                 cells.append(Text(f"{follow['rank'][l][t]:>4} {p:.2f}", style=f"{fg} on {bg}"))
             ft.add_row(Text(f"{t} {abbreviate(visible(tok), 12)}", style="bold"), *cells)
-        console.print(ft)
-    console.print(Text("colour: viridis by probability, dark = 0, bright = 1; each row predicts the token after its "
-                       "position", style="dim"))
+        parts.append(ft)
+    parts.append(Text("colour: viridis by probability, dark = 0, bright = 1; each row predicts the token after its "
+                      "position", style="dim"))
+    return parts
