@@ -31,7 +31,6 @@ ALLOWED = {
     ("fileio.py", "open_regular", "os.open(path, flags)"): "the door itself (O_NONBLOCK, regular files only)",
     ("fileio.py", "fsync_dir", "os.open(path, os.O_RDONLY | getattr(os, 'O_DIRECTORY', 0))"):
         "opens a folder to fsync it; reads nothing",
-    ("vectors/versions.py", "_fsync_dir", "os.open(path, os.O_RDONLY)"): "opens a store folder to fsync it; reads nothing",
     ("vectors/versions.py", "_fsync_tree", "os.open(path, os.O_RDONLY)"):
         "opens a file attn has just written in the store to fsync it; reads nothing",
     ("vectors/safeio.py", "load_npy", "np.memmap(fh, dtype=dtype, mode='r', offset=offset, shape=shape, order='F' if fortran else 'C')"):

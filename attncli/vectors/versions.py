@@ -28,21 +28,11 @@ from typing import Iterator
 
 from attncli import paths
 from attncli.faultpoints import pause_at
+from attncli.fileio import fsync_dir as _fsync_dir  # one helper for every folder fsync
 from attncli.errors import RuntimeFailure
 from attncli.vectors.safeio import FileProblem
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _fsync_tree(top: Path) -> None:
