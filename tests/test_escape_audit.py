@@ -103,7 +103,6 @@ ALLOWED = {
     # sites the merged branches added (exports, heads table, lens, explanation layout)
     ("cli/generate.py", "generate_cmd", "f'logit lens, the layer from which each token was the top prediction"):
         "shown: escape()d tokens and layer numbers (built just above)",
-    ("cli/lens.py", "lens_cmd", "f'attn lens: {text[:60]}'"): "an SVG/HTML export's title: written to a file, not the terminal",
     ("cli/lm.py", "_print_heads", "table"): "views/heads_table.py's Table (its cells checked there)",
     ("cli/lm.py", "_print_heads", "f'scores left out at {console.width} columns (a wider terminal or --json"):
         "a width (an int) and the fixed short names of the scores",
@@ -119,7 +118,8 @@ ALLOWED = {
     ("views/heads_table.py", "_table", "str(h['head'])"): "an int",
     ("views/heads_table.py", "_table", "*((str(h['kv_head']),) if kv else ())"): "an int",
     ("views/heads_table.py", "_table", "h['label']"): "a head class: one of the fixed labels of attncli.attention.heads",
-    ("views/lens.py", "render_lens", "f\"{follow['rank'][l][t]:>4} {p:.2f}\""): "a rank (an int) and a probability",
+    ("views/lens.py", "render_lens", "part"): "lens_renderables' tables: tokens through visible(), numbers (checked there)",
+    ("views/lens.py", "lens_renderables", "f\"{follow['rank'][l][t]:>4} {p:.2f}\""): "a rank (an int) and a probability",
     ("views/render.py", "_page_lines", "f'{abbreviate(col_labels[j], col_w[j]):>{col_w[j] + 2}}'"):
         "labels: visible_text()ed by the caller (heatmap_renderables)",
     ("views/render.py", "table", "x"): "explanation steps: visible_text()ed by explanation_renderables before ExplanationSteps",

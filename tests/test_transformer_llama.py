@@ -353,4 +353,27 @@ def test_a_checkpoint_that_does_not_match_its_config_is_a_clear_failure(changes,
         result = runner.invoke(app, command + ["--transformer", str(path), "--backend", "numpy"])
         assert result.exit_code == 1, result.output
         message = " ".join(result.stderr.split())
-        assert "does not match its config" in message and "internal error" not in message, message
+        # refused at load by the names-and-shapes check every NumPy family shares (check_weight_names)
+        assert "damaged model" in message and "config.json implies" in message, message
+        assert "internal error" not in message, message
+
+
+def test_an_unused_or_missing_tensor_is_named(decoders, tmp_path):
+    """A tensor the Llama pass would not read (transformers would drop it with a log line) or one it
+    needs that is absent: exit 1 naming it, before any output; --allow-missing-weights warns."""
+    from safetensors.numpy import load_file, save_file
+
+    for what, edit in (("unused", lambda t: t.update({"model.layers.0.self_attn.extra.weight": np.ones((2, 2), np.float32)})),
+                       ("missing", lambda t: t.pop("model.layers.0.mlp.up_proj.weight"))):
+        path = _with_config(decoders("llama"), tmp_path / what)
+        tensors = load_file(str(path / "model.safetensors"))
+        edit(tensors)
+        (path / "model.safetensors").unlink()
+        save_file(tensors, str(path / "model.safetensors"))
+        result = runner.invoke(app, ["matrix", "a cat", "--transformer", str(path), "--backend", "numpy"])
+        assert result.exit_code == 1, result.output
+        name = "layers.0.self_attn.extra.weight" if what == "unused" else "layers.0.mlp.up_proj.weight"
+        assert name in " ".join(result.stderr.split()) and result.stdout == "", result.output
+    result = runner.invoke(app, ["matrix", "a cat", "--transformer", str(tmp_path / "unused"), "--backend", "numpy",
+                                 "--allow-missing-weights"])
+    assert result.exit_code == 0 and "extra.weight" in result.stderr, result.output

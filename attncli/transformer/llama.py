@@ -169,6 +169,43 @@ def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     return np.concatenate([rot * cos + rotated * sin, rest], axis=-1)
 
 
+UNUSED_OK = ("rotary_emb.inv_freq",)  # a buffer some checkpoints carry; attn computes the frequencies
+OPTIONAL: set[str] = set()
+
+
+def expected(config: dict) -> dict[str, tuple[int | None, ...]]:
+    """Every tensor of the base model ("model." left out) this forward pass reads, with the shape
+    config.json implies: numpy_backend.check_weight_names reports a missing or unused one."""
+    kind = config["model_type"]
+    d, h = int(config["hidden_size"]), int(config["num_attention_heads"])
+    kv = int(config.get("num_key_value_heads") or h)
+    dh, i = int(config.get("head_dim") or d // h), int(config["intermediate_size"])
+    qkv_bias = kind == "qwen2" or bool(config.get("attention_bias") and kind == "llama")
+    o_bias = bool(config.get("attention_bias") and kind == "llama")
+    mlp_bias = bool(config.get("mlp_bias") and kind == "llama")
+    shapes: dict[str, tuple[int | None, ...]] = {"embed_tokens.weight": (config.get("vocab_size"), d), "norm.weight": (d,)}
+
+    def linear(name: str, out: int, inp: int, bias: bool) -> None:
+        shapes[name + ".weight"] = (out, inp)
+        if bias:
+            shapes[name + ".bias"] = (out,)
+
+    for l in range(int(config["num_hidden_layers"])):
+        p = f"layers.{l}."
+        shapes[p + "input_layernorm.weight"] = shapes[p + "post_attention_layernorm.weight"] = (d,)
+        if kind == "phi3":  # fused projections
+            linear(p + "self_attn.qkv_proj", (h + 2 * kv) * dh, d, False)
+            linear(p + "mlp.gate_up_proj", 2 * i, d, False)
+        else:
+            for name, out in (("q", h * dh), ("k", kv * dh), ("v", kv * dh)):
+                linear(p + f"self_attn.{name}_proj", out, d, qkv_bias)
+            linear(p + "mlp.gate_proj", i, d, mlp_bias)
+            linear(p + "mlp.up_proj", i, d, mlp_bias)
+        linear(p + "self_attn.o_proj", d, h * dh, o_bias)
+        linear(p + "mlp.down_proj", d, i, mlp_bias)
+    return shapes
+
+
 class Llama:
     causal = True
 
