@@ -86,3 +86,21 @@ def test_the_numpy_path_imports_no_torch(mpnet_dir, attn_home):
     assert json.loads(out)["backend"] == "numpy"
     modules, out = imported_by(["lookup", "colour", "--encoder", str(mpnet_dir), "--json"])
     assert not [m for m in ("torch", "transformers") if m in modules]
+
+
+def test_an_unused_tensor_is_named_not_dropped(mpnet_dir, tmp_path):
+    """A tensor the MPNet pass would not read (e.g. another kind of position table) is exit 1
+    naming it, as on every NumPy family, not silently left out of the attention."""
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    path = tmp_path / "m"
+    shutil.copytree(mpnet_dir, path)
+    tensors = load_file(str(path / "model.safetensors"))
+    tensors["encoder.layer.0.attention.attn.distance_embedding.weight"] = np.ones((3, 4), np.float32)
+    (path / "model.safetensors").unlink()
+    save_file(tensors, str(path / "model.safetensors"))
+    result = CliRunner().invoke(app, ["matrix", "a cat", "--transformer", str(path), "--backend", "numpy"])
+    assert result.exit_code == 1, result.output
+    assert "distance_embedding" in " ".join(result.stderr.split()) and result.stdout == "", result.output

@@ -27,6 +27,32 @@ PADDING_IDX = 1  # fixed in modeling_mpnet.py
 BUCKETS, MAX_DISTANCE = 32, 128  # compute_position_bias's defaults (the config's count sizes the table only)
 
 
+UNUSED_OK = ("pooler.", "embeddings.position_ids")  # the pooler is never used; position_ids: a buffer older checkpoints carry
+OPTIONAL: set[str] = set()
+
+
+def expected(config: dict) -> dict[str, tuple[int | None, ...]]:
+    """Every tensor this forward pass reads (the base model's names), with the shape config.json
+    implies: numpy_backend.check_weight_names reports a missing or unused one."""
+    d, i = int(config["hidden_size"]), int(config["intermediate_size"])
+    shapes: dict[str, tuple[int | None, ...]] = {
+        "embeddings.word_embeddings.weight": (config.get("vocab_size"), d),
+        "embeddings.position_embeddings.weight": (config.get("max_position_embeddings"), d),
+        "embeddings.LayerNorm.weight": (d,), "embeddings.LayerNorm.bias": (d,),
+        "encoder.relative_attention_bias.weight": (config.get("relative_attention_num_buckets"),
+                                                   int(config["num_attention_heads"])),
+    }
+    for l in range(int(config["num_hidden_layers"])):
+        p = f"encoder.layer.{l}."
+        for name in "qkvo":
+            shapes[p + f"attention.attn.{name}.weight"], shapes[p + f"attention.attn.{name}.bias"] = (d, d), (d,)
+        for norm in ("attention.LayerNorm", "output.LayerNorm"):
+            shapes[p + norm + ".weight"], shapes[p + norm + ".bias"] = (d,), (d,)
+        shapes[p + "intermediate.dense.weight"], shapes[p + "intermediate.dense.bias"] = (i, d), (i,)
+        shapes[p + "output.dense.weight"], shapes[p + "output.dense.bias"] = (d, i), (d,)
+    return shapes
+
+
 def unsupported(config: dict) -> str | None:
     if config.get("hidden_act", "gelu") not in ops.ACTIVATIONS:
         return f"hidden_act '{config.get('hidden_act')}'"

@@ -89,8 +89,7 @@ class NumpyPretrained(Pretrained):
         module, cls = ARCHITECTURES[self.model_type]
 
         weights = Weights(checkpoint_file(self.path), module.ANCHORS, getattr(module, "DTYPE", DTYPE))
-        if hasattr(module, "expected"):  # MPNet's pass checks its tensors' shapes as it reads them
-            check_weight_names(name, module, weights, config, allow_missing_weights)
+        check_weight_names(name, module, weights, config, allow_missing_weights)
         self.arch = cls(weights, config)
         self.layers = self.arch.layers
         self.heads = self.arch.heads
