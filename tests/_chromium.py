@@ -73,117 +73,40 @@ def colours(png: bytes, step: int = 3) -> set[tuple[int, int, int]]:
     return found
 
 
-async def _screenshots(ws_url: str, url: str, done, timeout: float, requested: list[str]) -> bytes:
+def _caller(ws, requested: list[str]):
+    """``call(method, **params)``: one DevTools command on ``ws``, awaited until its answer; every
+    URL the page requests meanwhile (documents, scripts, fonts, websockets) is appended to
+    ``requested``."""
+    counter = 0
+
+    async def call(method: str, **params):
+        nonlocal counter
+        counter += 1
+        await ws.send_str(json.dumps({"id": counter, "method": method, "params": params}))
+        while True:
+            msg = json.loads((await ws.receive()).data)
+            if msg.get("method") in ("Network.requestWillBeSent", "Network.webSocketCreated"):
+                requested.append(msg["params"].get("request", msg["params"]).get("url", ""))
+            if msg.get("id") == counter:
+                if "error" in msg:
+                    raise RuntimeError(msg["error"])
+                return msg["result"]
+
+    return call
+
+
+async def _session(ws_url: str, requested: list[str], work):
+    """Connect to the page's DevTools socket and run ``work(call)`` (see :func:`_caller`)."""
     import aiohttp
 
     async with aiohttp.ClientSession() as session:
         async with session.ws_connect(ws_url, max_msg_size=0) as ws:
-            counter = 0
-
-            async def call(method: str, **params):
-                nonlocal counter
-                counter += 1
-                await ws.send_str(json.dumps({"id": counter, "method": method, "params": params}))
-                while True:
-                    msg = json.loads((await ws.receive()).data)
-                    if msg.get("method") in ("Network.requestWillBeSent", "Network.webSocketCreated"):
-                        requested.append(msg["params"].get("request", msg["params"]).get("url", ""))
-                    if msg.get("id") == counter:
-                        if "error" in msg:
-                            raise RuntimeError(msg["error"])
-                        return msg["result"]
-
-            await call("Page.enable")
-            await call("Network.enable")
-            await call("Page.navigate", url=url)
-            deadline = time.monotonic() + timeout
-            png = b""
-            while time.monotonic() < deadline:
-                await asyncio.sleep(0.5)
-                import base64
-
-                png = base64.b64decode((await call("Page.captureScreenshot", format="png"))["data"])
-                if done(png):
-                    return png
-            return png
+            return await work(_caller(ws, requested))
 
 
-def screenshot_when(chromium: str, url: str, done, timeout: float = 40.0,
-                    requested: list[str] | None = None) -> bytes:
-    """Open ``url`` in headless Chromium; take screenshots until ``done(png)`` or ``timeout``.
-    Every URL the page requests (documents, scripts, fonts, websockets) is appended to ``requested``."""
-    import urllib.request
-
-    with tempfile.TemporaryDirectory(prefix="attn-chromium-") as profile:
-        proc = subprocess.Popen([chromium, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        try:
-            port_file = Path(profile) / "DevToolsActivePort"
-            deadline = time.monotonic() + 30
-            while not port_file.is_file() or not port_file.read_text().strip():
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("Chromium did not open its DevTools port")
-                time.sleep(0.1)
-            port = int(port_file.read_text().split()[0])
-            targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json", timeout=10).read())
-            page = next(t for t in targets if t.get("type") == "page")
-            return asyncio.run(_screenshots(page["webSocketDebuggerUrl"], url, done, timeout,
-                                            requested if requested is not None else []))
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
-async def _evaluate(ws_url: str, url: str, expressions: list[str], requested: list[str], timeout: float) -> list:
-    import aiohttp
-
-    async with aiohttp.ClientSession() as session:
-        async with session.ws_connect(ws_url, max_msg_size=0) as ws:
-            counter = 0
-
-            async def call(method: str, **params):
-                nonlocal counter
-                counter += 1
-                await ws.send_str(json.dumps({"id": counter, "method": method, "params": params}))
-                while True:
-                    msg = json.loads((await ws.receive()).data)
-                    if msg.get("method") in ("Network.requestWillBeSent", "Network.webSocketCreated"):
-                        requested.append(msg["params"].get("request", msg["params"]).get("url", ""))
-                    if msg.get("id") == counter:
-                        if "error" in msg:
-                            raise RuntimeError(msg["error"])
-                        return msg["result"]
-
-            await call("Page.enable")
-            await call("Network.enable")
-            await call("Runtime.enable")
-            await call("Page.navigate", url=url)
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:  # the page is loaded and its script has run
-                state = await call("Runtime.evaluate", expression="document.readyState", returnByValue=True)
-                if state["result"].get("value") == "complete":
-                    break
-                await asyncio.sleep(0.05)
-            results = []
-            for expression in expressions:
-                out = await call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
-                if "exceptionDetails" in out:
-                    raise RuntimeError(f"{expression[:60]}: {out['exceptionDetails']}")
-                results.append(out["result"].get("value"))
-            await asyncio.sleep(0.3)  # anything the page would still request shows up here
-            await call("Runtime.evaluate", expression="0")
-            return results
-
-
-def evaluate_in_page(chromium: str, url: str, expressions: list[str], requested: list[str] | None = None,
-                     timeout: float = 40.0) -> list:
-    """Open ``url`` in headless Chromium, wait until it is loaded, evaluate each JavaScript
-    expression in turn (its value returned by value) and return their values. Every URL the page
-    requests is appended to ``requested``."""
+def _in_chromium(chromium: str, requested: list[str] | None, work):
+    """Start headless Chromium on a fresh profile, connect to its page and run the coroutine
+    function ``work(call)`` there; Chromium is stopped (killed if it lingers) whatever happens."""
     import urllib.request
 
     # Chromium's helper processes may still write the profile while it is removed
@@ -200,8 +123,7 @@ def evaluate_in_page(chromium: str, url: str, expressions: list[str], requested:
             port = int(port_file.read_text().split()[0])
             targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json", timeout=10).read())
             page = next(t for t in targets if t.get("type") == "page")
-            return asyncio.run(_evaluate(page["webSocketDebuggerUrl"], url, expressions,
-                                         requested if requested is not None else [], timeout))
+            return asyncio.run(_session(page["webSocketDebuggerUrl"], requested if requested is not None else [], work))
         finally:
             proc.terminate()
             try:
@@ -209,3 +131,55 @@ def evaluate_in_page(chromium: str, url: str, expressions: list[str], requested:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def screenshot_when(chromium: str, url: str, done, timeout: float = 40.0,
+                    requested: list[str] | None = None) -> bytes:
+    """Open ``url`` in headless Chromium; take screenshots until ``done(png)`` or ``timeout``.
+    Every URL the page requests (documents, scripts, fonts, websockets) is appended to ``requested``."""
+    import base64
+
+    async def work(call) -> bytes:
+        await call("Page.enable")
+        await call("Network.enable")
+        await call("Page.navigate", url=url)
+        deadline = time.monotonic() + timeout
+        png = b""
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.5)
+            png = base64.b64decode((await call("Page.captureScreenshot", format="png"))["data"])
+            if done(png):
+                return png
+        return png
+
+    return _in_chromium(chromium, requested, work)
+
+
+def evaluate_in_page(chromium: str, url: str, expressions: list[str], requested: list[str] | None = None,
+                     timeout: float = 40.0) -> list:
+    """Open ``url`` in headless Chromium, wait until it is loaded, evaluate each JavaScript
+    expression in turn (its value returned by value) and return their values. Every URL the page
+    requests is appended to ``requested``."""
+
+    async def work(call) -> list:
+        await call("Page.enable")
+        await call("Network.enable")
+        await call("Runtime.enable")
+        await call("Page.navigate", url=url)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:  # the page is loaded and its script has run
+            state = await call("Runtime.evaluate", expression="document.readyState", returnByValue=True)
+            if state["result"].get("value") == "complete":
+                break
+            await asyncio.sleep(0.05)
+        results = []
+        for expression in expressions:
+            out = await call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+            if "exceptionDetails" in out:
+                raise RuntimeError(f"{expression[:60]}: {out['exceptionDetails']}")
+            results.append(out["result"].get("value"))
+        await asyncio.sleep(0.3)  # anything the page would still request shows up here
+        await call("Runtime.evaluate", expression="0")
+        return results
+
+    return _in_chromium(chromium, requested, work)
