@@ -17,61 +17,15 @@ def wanted(json_out: bool) -> bool:
 DELAY = 1.0  # seconds of work before a Stage or a Bar says anything: a quick run (or refusal) stays silent; 0: at once
 
 
-class Stage:
-    """One message for a stretch of work without steps (loading a model, preparing data), said
-    once the work has run for ``DELAY`` seconds, so that a quick run prints nothing and a refusal
-    is still the first line on stderr; on a terminal a spinner runs beside it until :meth:`stop`
-    (or the end of the ``with``)."""
+class _Delayed:
+    """What Stage and Bar share: ``_show`` runs once the work has run for ``DELAY`` seconds (in a
+    timer thread, under the lock), unless :meth:`stop` came first; :meth:`stop` cancels the timer
+    and ``_hide`` takes down what was shown. Nothing runs when progress is not ``wanted``."""
 
-    def __init__(self, message: str, *, json_out: bool) -> None:
+    def __init__(self, json_out: bool) -> None:
         import threading
 
-        self.message, self.status, self.lock = message, None, threading.Lock()
-        self.timer = None
-        if wanted(json_out):
-            self.timer = threading.Timer(DELAY, self._say)
-            self.timer.daemon = True
-            if DELAY <= 0:
-                self._say()
-            else:
-                self.timer.start()
-
-    def _say(self) -> None:
-        with self.lock:
-            if self.timer is None:
-                return
-            console = err_console()
-            console.print(escape(self.message), highlight=False)
-            if console.is_terminal:
-                self.status = console.status("working", spinner="dots")
-                self.status.start()
-
-    def stop(self) -> None:
-        with self.lock:
-            if self.timer is not None:
-                self.timer.cancel()
-                self.timer = None
-            if self.status is not None:
-                self.status.stop()
-                self.status = None
-
-    def __enter__(self) -> "Stage":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-
-class Bar:
-    """A bar of ``total`` steps (``label``: what a step is) on stderr, with ``message`` above it;
-    both appear once the work has run for ``DELAY`` seconds, the bar at the steps done by then.
-    :meth:`advance` after each step."""
-
-    def __init__(self, message: str, label: str, total: int, *, json_out: bool) -> None:
-        import threading
-
-        self.message, self.label, self.total, self.done = message, label, total, 0
-        self.progress, self.task, self.lock, self.timer = None, None, threading.Lock(), None
+        self.lock, self.timer = threading.Lock(), None
         if wanted(json_out):
             self.timer = threading.Timer(DELAY, self._start)
             self.timer.daemon = True
@@ -81,17 +35,72 @@ class Bar:
                 self.timer.start()
 
     def _start(self) -> None:
+        with self.lock:
+            if self.timer is not None:  # not stopped meanwhile
+                self._show()
+
+    def _show(self) -> None:
+        raise NotImplementedError
+
+    def _hide(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        with self.lock:
+            if self.timer is not None:
+                self.timer.cancel()
+                self.timer = None
+            self._hide()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class Stage(_Delayed):
+    """One message for a stretch of work without steps (loading a model, preparing data), said
+    once the work has run for ``DELAY`` seconds, so that a quick run prints nothing and a refusal
+    is still the first line on stderr; on a terminal a spinner runs beside it until :meth:`stop`
+    (or the end of the ``with``)."""
+
+    def __init__(self, message: str, *, json_out: bool) -> None:
+        self.message, self.status = message, None
+        super().__init__(json_out)
+
+    def _show(self) -> None:
+        console = err_console()
+        console.print(escape(self.message), highlight=False)
+        if console.is_terminal:
+            self.status = console.status("working", spinner="dots")
+            self.status.start()
+
+    def _hide(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
+
+
+class Bar(_Delayed):
+    """A bar of ``total`` steps (``label``: what a step is) on stderr, with ``message`` above it;
+    both appear once the work has run for ``DELAY`` seconds, the bar at the steps done by then.
+    :meth:`advance` after each step."""
+
+    def __init__(self, message: str, label: str, total: int, *, json_out: bool) -> None:
+        self.message, self.label, self.total, self.done = message, label, total, 0
+        self.progress, self.task = None, None
+        super().__init__(json_out)
+
+    def _show(self) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        with self.lock:
-            if self.timer is None:
-                return
-            console = err_console()
-            console.print(escape(self.message), highlight=False)
-            self.progress = Progress(TextColumn(escape(self.label)), MofNCompleteColumn(), BarColumn(),
-                                     TimeElapsedColumn(), console=console, transient=False)
-            self.task = self.progress.add_task(self.label, total=self.total, completed=self.done)
-            self.progress.start()
+        console = err_console()
+        console.print(escape(self.message), highlight=False)
+        self.progress = Progress(TextColumn(escape(self.label)), MofNCompleteColumn(), BarColumn(),
+                                 TimeElapsedColumn(), console=console, transient=False)
+        self.task = self.progress.add_task(self.label, total=self.total, completed=self.done)
+        self.progress.start()
 
     def advance(self) -> None:
         with self.lock:
@@ -99,17 +108,7 @@ class Bar:
             if self.progress is not None:
                 self.progress.update(self.task, completed=self.done)
 
-    def stop(self) -> None:
-        with self.lock:
-            if self.timer is not None:
-                self.timer.cancel()
-                self.timer = None
-            if self.progress is not None:
-                self.progress.stop()
-                self.progress = None
-
-    def __enter__(self) -> "Bar":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
+    def _hide(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
