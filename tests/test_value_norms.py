@@ -160,3 +160,13 @@ def test_show_norms_refuses_views_that_mix_tokens(tiny_bert_dir, args, needle):
 def test_show_norms_needs_a_transformer():
     result = run("matrix", SENTENCE, "--show", "norms")
     assert result.exit_code == 2 and "--transformer" in result.stderr
+
+
+@pytest.mark.parametrize("args", [["--show", "norms"], ["--show", "scores"], ["--flow"]])
+def test_html_with_norms_scores_or_flow_is_refused_before_any_model_is_read(tmp_path, args):
+    """The interactive page shows weights: --html with these views is bad usage, said before the
+    model is looked for (the model path here does not exist)."""
+    result = run("matrix", SENTENCE, "--transformer", str(tmp_path / "no-such-model"), *args,
+                 "--html", str(tmp_path / "page.html"))
+    assert result.exit_code == 2 and "--html is the interactive page" in result.stderr, result.stderr
+    assert not (tmp_path / "page.html").exists()

@@ -21,6 +21,7 @@ from attncli.cli.options import (AllowMissingWeightsOpt, BackendOpt, CausalOpt, 
                                  PairOpt, Positions, PositionsOpt, ProjOpt, RolloutOpt, SeedOpt, Show, ShowOpt,
                                  TransformerOpt, TruncateOpt, VariantOpt, WindowOpt, WordsOpt)
 from attncli.cli.options import ExportWidthOpt, FlowOpt, HtmlOpt, PngOpt, SvgOpt
+from attncli.cli.options import TRANSFORMER_ONLY as _TRANSFORMER_ONLY
 from attncli.errors import BadInput
 from attncli.textio import read_user_text
 
@@ -203,8 +204,6 @@ def matrix_cmd(
                      width=exports.width)
 
 
-_TRANSFORMER_ONLY = ("pair", "pair_filter", "filter_specials", "words", "hide_special", "rollout", "backend", "truncate",
-                     "model_view", "layers", "allow_missing_weights", "flow", "device", "dtype")
 
 
 def _given(ctx, name: str) -> bool:

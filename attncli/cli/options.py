@@ -126,3 +126,8 @@ ExportWidthOpt = Annotated[Optional[int], typer.Option("--width", help="Lay the 
 
 FlowOpt = Annotated[bool, typer.Option("--flow", help="Attention flow through layers 0..--layer: max-flow from each input token through the rollout's Â graph (Abnar & Zuidema 2020).",
                                        rich_help_panel=PRETRAINED)]
+
+# options that only --transformer gives a meaning to (attn matrix's parameter names), read by cli.matrix
+# (which sends them to --transformer) and cli.transformer (which refuses them without it)
+TRANSFORMER_ONLY = ("pair", "pair_filter", "filter_specials", "words", "hide_special", "rollout", "backend", "truncate",
+                    "model_view", "layers", "allow_missing_weights", "flow", "device", "dtype")

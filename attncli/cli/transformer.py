@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from attncli.cli.options import TRANSFORMER_ONLY  # one list, kept beside the options
 from attncli.errors import BadInput
 
 # attn matrix options that belong to the word-vector path, with what to use instead
@@ -32,9 +33,6 @@ NOT_FOR_TRANSFORMERS = {
     "max_relative": "it belongs to --variant relative",
     "model": "--transformer names the model",
 }
-# options that only --transformer gives a meaning to (attn matrix's parameter names)
-TRANSFORMER_ONLY = ("pair", "pair_filter", "filter_specials", "words", "hide_special", "rollout", "backend", "truncate",
-                    "model_view", "layers", "allow_missing_weights", "flow", "device", "dtype")
 
 
 def option_name(param: str) -> str:
@@ -155,6 +153,9 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span)
     from attncli.cli.app import out_console
 
     check_combinations(o)
+    if exports.html is not None and (o.show != "weights" or o.flow):  # before the model loads
+        raise BadInput("--html is the interactive page of the attention weights: with --show " + o.show
+                       + (" --flow" if o.flow else "") + " save the view with --svg or --png")
     model = load_model(o.transformer, o.backend, o.allow_missing_weights, json_out=json_out, device=o.device, dtype=o.dtype)
     layer = pv.layer_shown(model, o.layer, o.head)
     if o.explain is not None and model.backend != "numpy" and o.show != "norms":
@@ -162,9 +163,6 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span)
                        "add --backend numpy (BERT and GPT-2 families)")
     enc = model.encode(o.text, pair=o.pair, truncate=o.truncate)
     if exports.html is not None:
-        if o.show != "weights" or o.flow:
-            raise BadInput("--html is the interactive page of the attention weights: with --show " + o.show
-                           + (" --flow" if o.flow else "") + " save the view with --svg or --png")
         from attncli.views.page import check_size
 
         check_size(model.layers, model.heads, len(enc.tokens), any(enc.special))
