@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -95,8 +96,8 @@ def test_a_write_fsyncs_everything_before_one_atomic_replace(calls):
 _READER = r"""
 import json, os, sys
 from attncli.vectors.model import load_vectors
-stop, sizes, bad, loads = sys.argv[1], set(), [], 0
-while not os.path.exists(stop) and loads < 20000:
+stop, ready, sizes, bad, loads = sys.argv[1], sys.argv[3], set(), [], 0
+while loads == 0 or (not os.path.exists(stop) and loads < 20000):
     try:
         v = load_vectors("m")
         words, vectors = list(v.words), v.vectors
@@ -108,6 +109,8 @@ while not os.path.exists(stop) and loads < 20000:
     except Exception as exc:  # noqa: BLE001 - every failure is recorded
         bad.append(f"{type(exc).__name__}: {exc}")
     loads += 1
+    if loads == 1:
+        open(ready, "w").close()  # the writer starts swapping only once this reader is loading
 print(json.dumps({"loads": loads, "bad": bad[:5], "n_bad": len(bad), "sizes": sorted(sizes)}))
 """
 
@@ -122,10 +125,15 @@ def _save_marked(words: list[str], mark: float) -> None:
 
 def test_a_reader_hammering_the_name_during_many_swaps_sees_whole_models(tmp_path):
     _save_marked(list(WORDS), 1.0)
-    stop = tmp_path / "stop"
-    reader = subprocess.Popen([PYTHON, "-c", _READER, str(stop), str(len(WORDS))], stdout=subprocess.PIPE,
+    stop, ready = tmp_path / "stop", tmp_path / "ready"
+    reader = subprocess.Popen([PYTHON, "-c", _READER, str(stop), str(len(WORDS)), str(ready)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=child_env(paths.home(), "", tmp_path / "none"))
     try:
+        # on a loaded machine the reader's start-up (imports) can outlast all 60 swaps: wait for its first load
+        deadline = time.monotonic() + 60
+        while not ready.exists() and reader.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert ready.exists(), "the reader never loaded the model"
         for i in range(60):  # 60 swaps between two versions of different sizes
             _save_marked(BIGGER if i % 2 == 0 else list(WORDS), 2.0 if i % 2 == 0 else 1.0)
         stop.touch()
