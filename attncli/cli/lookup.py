@@ -13,9 +13,10 @@ import typer
 from attncli.cli.app import app, emit_json, err_console, escape, out_console, warn
 from attncli.errors import BadInput
 from attncli.textio import clip
-from attncli.lookup.params import DEFAULT_TEMPERATURE, NGRAM_WEIGHT
+from attncli.lookup.params import DEFAULT_TEMPERATURE, ENCODER_NGRAM_WEIGHTS, NGRAM_WEIGHT, encoder_ngram_weight
 
 BAR_WIDTH = 20
+_ENCODER_WEIGHTS = ", ".join(f"{name} {lam:g}" for name, lam in ENCODER_NGRAM_WEIGHTS.items())
 COMPACT_JSON_ABOVE = 1000  # entries
 
 
@@ -29,7 +30,7 @@ def lookup_cmd(
     allow_missing_weights: Annotated[bool, typer.Option("--allow-missing-weights", help="With --encoder: run an encoder whose checkpoint lacks weights or holds unused ones, with a warning.")] = False,
     temperature: Annotated[float, typer.Option("--temperature", "-t", help="Softmax temperature T (> 0): lower is sharper.")] = DEFAULT_TEMPERATURE,
     top_k: Annotated[Optional[int], typer.Option("--top-k", help="Keep only the K most similar keys (softmax over those K).", show_default=False)] = None,
-    ngram_weight: Annotated[float, typer.Option(help="lambda in similarity = (1-lambda)*cosine + lambda*ngram overlap; 0: cosine only.")] = NGRAM_WEIGHT,
+    ngram_weight: Annotated[Optional[float], typer.Option(help=f"lambda in similarity = (1-lambda)*cosine + lambda*ngram overlap; 0: cosine only. Default {NGRAM_WEIGHT:g}; with --encoder, the encoder's own where one was chosen ({_ENCODER_WEIGHTS}).", show_default=False)] = None,
     exact: Annotated[bool, typer.Option("--exact/--no-exact", help="A query that is a key gets weight 1 on it, like a dict.")] = True,
     queries: Annotated[Optional[str], typer.Option("--queries", help="Batch: one query per line from a file, or - for stdin.", show_default=False)] = None,
     rows: Annotated[int, typer.Option(help="Table rows to show (0: all); --json always lists every kept key.")] = 20,
@@ -58,6 +59,8 @@ def lookup_cmd(
         raise BadInput("--model (word vectors) and --encoder (a sentence encoder) are two ways to compare keys: give one")
     if allow_missing_weights and encoder is None:
         raise BadInput("--allow-missing-weights needs --encoder NAME_OR_PATH (a pretrained sentence encoder)")
+    if ngram_weight is None:
+        ngram_weight = encoder_ngram_weight(encoder) if encoder is not None else NGRAM_WEIGHT
     core.check_ngram_weight(ngram_weight)
 
     dictionary = core.read_dictionary(dict_path if dict_path is not None else data_dir() / "car.json")

@@ -13,7 +13,8 @@ pooling (the [CLS] token, as BGE models; max; mean / sqrt(length)) gets that one
 sentence-transformers would give it; several are concatenated in its order. The forward pass is
 the transformer wing's ``Pretrained.embed`` (NumPy from model.safetensors and tokenizer.json when
 the model is a BERT-family one, else transformers). The n-gram overlap is the word-vector lookup's own (``keyindex.KeyTokens``);
-docs/lookup.md has the measurements behind the default lambda for both.
+lambda defaults to the encoder's own where params.ENCODER_NGRAM_WEIGHTS names it (all-mpnet-base-v2:
+0.15), else 0.6; docs/lookup.md has the measurements behind each.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 from attncli import messages
 from attncli.errors import BadInput
 from attncli.lookup.keyindex import KeyTokens
-from attncli.lookup.params import NGRAM_WEIGHT
+from attncli.lookup.params import encoder_ngram_weight
 from attncli.textio import clip
 from attncli.vectors.tokenize import tokenize
 
@@ -115,7 +116,9 @@ def unit(m: np.ndarray) -> np.ndarray:
 class EncoderIndex(KeyTokens):
     """The keys of one dictionary embedded once by a sentence encoder; ``score(query)`` as KeyIndex."""
 
-    def __init__(self, encoder, keys: list[str], *, ngram_weight: float = NGRAM_WEIGHT, pooling: tuple[str, ...] | None = None):
+    def __init__(self, encoder, keys: list[str], *, ngram_weight: float | None = None, pooling: tuple[str, ...] | None = None):
+        if ngram_weight is None:  # the encoder's own, chosen on the held-out set (params.ENCODER_NGRAM_WEIGHTS)
+            ngram_weight = encoder_ngram_weight(encoder.name)
         super().__init__(keys, ngram_weight=ngram_weight)  # checks every key has a word in it
         self.encoder = encoder
         self.name = encoder.name
