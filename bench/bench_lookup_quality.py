@@ -46,7 +46,7 @@ ATTN = shutil.which("attn") or "attn"
 from attncli.errors import BadInput  # noqa: E402
 from attncli.lookup.dictionary import softmax  # noqa: E402
 from attncli.lookup.keyindex import KeyIndex  # noqa: E402
-from attncli.lookup.params import DEFAULT_TEMPERATURE, NGRAM_WEIGHT  # noqa: E402
+from attncli.lookup.params import DEFAULT_TEMPERATURE, NGRAM_WEIGHT, encoder_ngram_weight  # noqa: E402
 
 
 def make_imports(home: Path) -> list[str]:
@@ -144,7 +144,8 @@ def main() -> None:
             from attncli.lookup.encoder import EncoderIndex, load_encoder
 
             enc = load_encoder(args.encoder)
-            for lam in (0.0, 0.3, 0.5, NGRAM_WEIGHT, 0.7):
+            own = encoder_ngram_weight(args.encoder)  # the encoder's default (params.ENCODER_NGRAM_WEIGHTS)
+            for lam in sorted({0.0, 0.3, 0.5, NGRAM_WEIGHT, 0.7, own}):
                 rows.append((f"encoder: {Path(args.encoder).name} (mean pooling)", f"cosine{f' + {lam:g} n-gram' if lam else ''}",
                              lambda keys, lam=lam: EncoderIndex(enc, keys, ngram_weight=lam),
                              [ATTN, "lookup", "colors", "--json", "--encoder", args.encoder, "--ngram-weight", str(lam)]))
