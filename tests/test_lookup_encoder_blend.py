@@ -30,8 +30,8 @@ def test_the_stored_weights():
 
 
 @pytest.mark.parametrize("given, weight", [
-    ("all-mpnet-base-v2", 0.15), ("sentence-transformers/all-mpnet-base-v2", 0.15), ("/models/all-mpnet-base-v2/", 0.15),
-    ("All-MPNet-Base-v2", 0.15), ("C:\\models\\all-mpnet-base-v2", 0.15),
+    ("all-mpnet-base-v2", 0.15), ("sentence-transformers/all-mpnet-base-v2", 0.15),
+    ("/models/all-mpnet-base-v2/", 0.15), ("All-MPNet-Base-v2", 0.15), ("C:\\models\\all-mpnet-base-v2", 0.15),
     ("all-MiniLM-L6-v2", 0.6), ("all-mpnet-base-v2-finetuned", 0.6), ("/models/all-mpnet-base-v2/other", 0.6),
 ])
 def test_the_weight_is_found_by_the_encoders_name(given, weight):
