@@ -126,7 +126,9 @@ def test_not_an_encoder_or_missing(tmp_path, tiny_gpt2_dir, minilm_dir):
     for args, phrase in cases:
         result = runner.invoke(app, ["lookup", "colour", *args])
         message = " ".join(result.stderr.split())
-        assert result.exit_code in (1, 2) and phrase in message, (args, result.exit_code, message)
+        # compared without whitespace: rich wraps a long temporary path wherever the width ends
+        found = "".join(phrase.split()) in "".join(message.split())
+        assert result.exit_code in (1, 2) and found, (args, result.exit_code, message)
         assert "Traceback" not in result.output and len(result.stderr.strip().splitlines()) <= 3
 
 
