@@ -217,10 +217,17 @@ def test_a_tokenizer_that_does_not_match_the_weights(tiny_bert_dir, tiny_roberta
         model.attentions(model.encode("zebra quiz " * 3))
 
 
-def test_an_encoder_decoder_is_refused_by_name(tmp_path):
+def test_an_encoder_decoder_is_refused_by_numpy_and_by_a_single_stack_class(tmp_path):
+    """T5 runs through transformers only (attncli.transformer.seq2seq, tests/test_encoder_decoder.py):
+    --backend numpy names it and points to torch; TorchPretrained, which reads one stack, refuses it."""
     transformers = needed("transformers")
+    from attncli.transformer import source
+    from attncli.transformer.torch_backend import TorchPretrained
+
     d = tmp_path / "t5"
     transformers.T5Config(d_model=8, d_ff=16, num_layers=1, num_heads=2, d_kv=4, vocab_size=10).save_pretrained(d)
     (d / "model.safetensors").write_bytes(b"")
-    with pytest.raises(BadInput, match=r"model '.*' \(t5\) is an encoder-decoder"):
-        load(str(d))
+    with pytest.raises(BadInput, match=r"'t5' is an encoder-decoder.*use --backend torch"):
+        load(str(d), backend="numpy")
+    with pytest.raises(BadInput, match=r"model '.*' \(t5\) is an encoder-decoder: load it with attncli.transformer.load"):
+        TorchPretrained(str(d), d, source.read_config(d))

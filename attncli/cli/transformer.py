@@ -295,4 +295,10 @@ def run_heads(transformer: str, *, file: Optional[Path], sentences: Optional[int
 
     with Bar(f"scoring the {model.layers * model.heads} heads of {model.name} on {len(texts)} sentences "
              f"({model.backend} backend)", "sentences", len(texts), json_out=json_out) as bar:
-        return score_transformer_heads(model, texts, window=window, exclude_first=exclude_first, on_text=bar.advance)
+        report = score_transformer_heads(model, texts, window=window, exclude_first=exclude_first, on_text=bar.advance)
+    if getattr(model, "encoder_decoder", False):  # T5, BART: the encoder's self-attention (transformer.seq2seq)
+        from attncli.cli.app import info
+
+        info("an encoder-decoder: these are the encoder stack's heads (its self-attention over each sentence)")
+        report["stack"] = "encoder"
+    return report
