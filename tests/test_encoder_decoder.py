@@ -216,6 +216,24 @@ def test_cross_renders_with_target_rows_and_source_columns(models, tmp_path):
     assert "banana" in text and "arrow" in text
 
 
+def test_the_decoder_stack_as_a_page_and_a_model_view(models, references, tmp_path):
+    """The square stacks get every view of a self-attention: the --html page opens on the decoder's
+    tokens, and --model-view --json holds every decoder head."""
+    import re
+
+    ref = references["bart"]
+    page = tmp_path / "decoder.html"
+    result = run("matrix", SOURCE, "--transformer", str(models["bart"]), "--target", TARGET, "--stack", "decoder",
+                 "--html", str(page))
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(re.search(r'id="attn-data">(.*?)</script>', page.read_text(encoding="utf-8"), re.S).group(1))
+    target_tokens = ["</s>"] + ref["tok"].convert_ids_to_tokens(ref["labels"][0])[:-1]
+    assert data["input"]["tokens"] == target_tokens and data["heads"] == 2 and data["text"] == TARGET
+    doc = matrix_json(models["bart"], "--target", TARGET, "--stack", "decoder", "--model-view")
+    att = np.array(doc["attentions"]).reshape(ref["decoder"].shape)  # layer-major: (L, h, T, T)
+    np.testing.assert_allclose(att, ref["decoder"], atol=1e-6, rtol=0)
+
+
 def test_heads_read_the_encoder_stack(models, tmp_path):
     sentences = tmp_path / "s.txt"
     sentences.write_text("time flies like an arrow\nfruit flies like a banana\n", encoding="utf-8")
