@@ -148,6 +148,16 @@ def test_cross_attention_by_hand_from_the_hooked_q_and_k(kind, models, reference
     np.testing.assert_allclose(np.array(doc["weights"]), by_hand, atol=1e-6, rtol=0)
 
 
+def test_embed_pools_the_encoder(loaded, references):
+    """attn lookup --encoder on an encoder-decoder: the mean of the encoder's last hidden state."""
+    import torch
+
+    ref = references["bart"]
+    with torch.no_grad():
+        hidden = ref["model"].get_encoder()(**ref["src"]).last_hidden_state[0].double().numpy()  # (S, d)
+    np.testing.assert_allclose(loaded["bart"].embed([SOURCE])[0], hidden.mean(axis=0), atol=1e-5, rtol=0)
+
+
 # --- the CLI ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -302,3 +312,22 @@ def test_a_damaged_t5_config_is_refused(models, tmp_path, field, value, message)
     with pytest.raises(RuntimeFailure, match="damaged model") as caught:
         load(str(d))
     assert message in str(caught.value)
+
+
+def test_auto_without_transformers_names_the_extra(models, tmp_path):
+    """On a machine without torch and transformers, auto names the extra an encoder-decoder needs."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from test_missing_extras import HIDE, PRETRAINED_ONLY
+
+    record = tmp_path / "imported.json"
+    result = subprocess.run([sys.executable, "-c", HIDE, ",".join(PRETRAINED_ONLY), str(record), "matrix", SOURCE,
+                             "--transformer", str(models["bart"]), "--target", TARGET, "--stack", "cross"],
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    message = " ".join(result.stderr.split())
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "'bart' is an encoder-decoder" in message and "pip install 'attncli[transformers]'" in message, message
