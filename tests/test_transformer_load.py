@@ -48,11 +48,11 @@ def test_auto_picks_numpy_when_it_can_and_torch_otherwise(tiny_bert_dir, tmp_pat
 
 
 def test_numpy_backend_on_an_unsupported_architecture_names_why(tmp_path):
-    d = tmp_path / "t5"
+    d = tmp_path / "xlnet"
     d.mkdir()
-    (d / "config.json").write_text(json.dumps({"model_type": "t5", "num_hidden_layers": 1}))
+    (d / "config.json").write_text(json.dumps({"model_type": "xlnet", "num_hidden_layers": 1}))
     (d / "model.safetensors").write_bytes(b"")
-    with pytest.raises(BadInput, match="model_type 't5' is not one it runs"):
+    with pytest.raises(BadInput, match="model_type 'xlnet' is not one it runs"):
         load(str(d), backend="numpy")
     (d / "config.json").write_text(json.dumps({"model_type": "bert", "position_embedding_type": "relative_key",
                                                "hidden_size": 8, "num_attention_heads": 2}))
