@@ -138,22 +138,23 @@ class Seq2SeqPretrained(TorchPretrained):
         if not isinstance(enc, Encoding) or not enc.ids:
             raise BadInput("attentions() takes an Encoding from encode()")
         ids = np.asarray([enc.ids])
-        inputs = self._inputs(ids, None, np.ones_like(ids, dtype=bool))
-        with self.torch.inference_mode():
-            try:
-                out = self.model.get_encoder()(**inputs, output_attentions=True)
-            except (RuntimeError, ValueError, TypeError, IndexError) as exc:
-                raise RuntimeFailure(f"model '{visible(self.name)}' failed to run: {str(exc).splitlines()[0][:200]}") from None
+        out = self._encoder(ids, np.ones_like(ids, dtype=bool), output_attentions=True)
         S = len(enc.ids)
         return self._stack_of(out, "attentions", (self.layers, self.heads, S, S))
 
     def _last_hidden(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """(B, S, d): the encoder's last hidden state (what ``embed`` pools)."""
-        with self.torch.inference_mode():
-            out = self.model.get_encoder()(**self._inputs(ids, None, mask))
-        hidden = out.last_hidden_state.float().cpu().numpy()
+        hidden = self._encoder(ids, mask).last_hidden_state.float().cpu().numpy()
         check_finite(hidden, "the encoder's output")
         return hidden
+
+    def _encoder(self, ids: np.ndarray, mask: np.ndarray, **flags: bool) -> Any:
+        """The encoder stack alone on ``ids`` (B, S)."""
+        with self.torch.inference_mode():
+            try:
+                return self.model.get_encoder()(**self._inputs(ids, None, mask), **flags)
+            except (RuntimeError, ValueError, TypeError, IndexError) as exc:
+                raise RuntimeFailure(f"model '{visible(self.name)}' failed to run: {str(exc).splitlines()[0][:200]}") from None
 
     def scores(self, enc: Encoding, layer: int) -> np.ndarray:
         raise BadInput(NO_SCORES)
