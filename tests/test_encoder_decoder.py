@@ -331,3 +331,21 @@ def test_auto_without_transformers_names_the_extra(models, tmp_path):
     message = " ".join(result.stderr.split())
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert "'bart' is an encoder-decoder" in message and "pip install 'attncli[transformers]'" in message, message
+
+
+def test_explore_reads_the_encoder_stack(models, references):
+    """attn explore --transformer on an encoder-decoder draws the encoder's self-attention (it has
+    no --target): the last layer's head mean, as transformers computes it."""
+    needed("textual")
+    from test_explore import drive, press
+
+    from attncli.explore.state import ExploreState
+
+    async def script(app, pilot):
+        await press(app, pilot, "right", "down")
+        assert app.message == ""
+        assert app.result.enc.tokens == references["t5"]["source_tokens"]
+        np.testing.assert_allclose(app.result.view.weights, references["t5"]["encoder"][-1].mean(axis=0),
+                                   atol=1e-6, rtol=0)
+
+    drive(script, ExploreState(SOURCE, transformer=str(models["t5"])), size=(160, 50))
