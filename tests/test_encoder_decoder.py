@@ -349,3 +349,15 @@ def test_explore_reads_the_encoder_stack(models, references):
                                    atol=1e-6, rtol=0)
 
     drive(script, ExploreState(SOURCE, transformer=str(models["t5"])), size=(160, 50))
+
+
+def test_a_bert_that_claims_to_be_an_encoder_decoder_is_damaged(tiny_bert_dir, tmp_path):
+    import shutil
+
+    d = tmp_path / "bert"
+    shutil.copytree(tiny_bert_dir, d)
+    config = json.loads((d / "config.json").read_text(encoding="utf-8"))
+    (d / "config.json").write_text(json.dumps({**config, "is_encoder_decoder": True, "decoder_start_token_id": 0}),
+                                   encoding="utf-8")
+    refused(run("matrix", SOURCE, "--transformer", str(d), "--target", TARGET, "--stack", "cross"),
+            "is_encoder_decoder is true, but transformers builds a BertModel", code=1)

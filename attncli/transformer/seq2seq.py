@@ -65,6 +65,10 @@ class Seq2SeqPretrained(TorchPretrained):
     def __init__(self, name: str, path: Path, config: dict[str, Any], **kwargs: Any):
         super().__init__(name, path, config, **kwargs)
         cfg = self.model.config
+        if not all(isinstance(getattr(self.model, part, None), self.torch.nn.Module) for part in ("encoder", "decoder")):
+            raise RuntimeFailure(f"damaged model: config.json: is_encoder_decoder is true, but transformers builds a "
+                                 f"{type(self.model).__name__} for model_type '{visible(self.model_type)}', "
+                                 "which has no encoder and decoder")
         self.is_decoder = False  # without a target it reads as an encoder
         self.decoder_layers = _count(cfg, "num_decoder_layers", "decoder_layers", default=self.layers)
         self.decoder_heads = _count(cfg, "decoder_attention_heads", default=self.heads)
