@@ -5,8 +5,9 @@ ATTN_HOME). Numbers are compared to within 2e-3 (the last printed digit may diff
 BLAS kernels); everything else must match exactly, apart from trailing spaces.
 
 A command that names all-MiniLM-L6-v2 runs in a folder holding the model (from its pip package,
-extracted under that name, as the docs say) and a link to the repository's data/; every other
-command runs from the repository root."""
+extracted under that name, as the docs say) and a link to the repository's data/; one that names
+tiny-t5 runs in a folder holding a tiny random T5 of that name (tests/_seq2seq_fixtures.py: there
+is no encoder-decoder in the test environment); every other command runs from the repository root."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 COLUMNS_MARK = re.compile(r"<!-- test: COLUMNS=(\d+) -->")
 MINILM = "all-MiniLM-L6-v2"
+TINY_T5 = "tiny-t5"
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
 
@@ -38,6 +40,10 @@ class Example:
     @property
     def needs_minilm(self) -> bool:
         return MINILM in self.command
+
+    @property
+    def needs_t5(self) -> bool:
+        return TINY_T5 in self.command
 
 
 def _complete(command: str) -> bool:
@@ -132,11 +138,25 @@ def minilm_folder(minilm_dir) -> Path:
     return minilm_dir.parent
 
 
+@pytest.fixture(scope="module")
+def t5_folder(tmp_path_factory) -> Path:
+    """A folder holding a tiny random T5 (docs/transformers.md's encoder-decoder examples) as tiny-t5."""
+    from conftest import needed
+
+    needed("transformers")
+    from _seq2seq_fixtures import build_t5
+
+    folder = tmp_path_factory.mktemp("t5-docs")
+    build_t5(folder / TINY_T5)
+    return folder
+
+
 @pytest.mark.parametrize("example", EXAMPLES, ids=[f"{e.source} {e.command[:50]}" for e in EXAMPLES])
 def test_documented_example(example, tmp_path, request):
     if "jq" in example.command and shutil.which("jq") is None:
         pytest.skip("jq is not installed")
-    cwd = request.getfixturevalue("minilm_folder") if example.needs_minilm else REPO
+    cwd = (request.getfixturevalue("minilm_folder") if example.needs_minilm
+           else request.getfixturevalue("t5_folder") if example.needs_t5 else REPO)
     bindir = str(Path(sys.executable).parent)
     env = dict(os.environ, COLUMNS=str(example.columns), NO_COLOR="1", ATTN_HOME=str(tmp_path / "home"),
                PATH=bindir + os.pathsep + os.environ.get("PATH", ""))

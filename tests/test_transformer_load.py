@@ -48,11 +48,11 @@ def test_auto_picks_numpy_when_it_can_and_torch_otherwise(tiny_bert_dir, tmp_pat
 
 
 def test_numpy_backend_on_an_unsupported_architecture_names_why(tmp_path):
-    d = tmp_path / "t5"
+    d = tmp_path / "xlnet"
     d.mkdir()
-    (d / "config.json").write_text(json.dumps({"model_type": "t5", "num_hidden_layers": 1}))
+    (d / "config.json").write_text(json.dumps({"model_type": "xlnet", "num_hidden_layers": 1}))
     (d / "model.safetensors").write_bytes(b"")
-    with pytest.raises(BadInput, match="model_type 't5' is not one it runs"):
+    with pytest.raises(BadInput, match="model_type 'xlnet' is not one it runs"):
         load(str(d), backend="numpy")
     (d / "config.json").write_text(json.dumps({"model_type": "bert", "position_embedding_type": "relative_key",
                                                "hidden_size": 8, "num_attention_heads": 2}))
@@ -217,10 +217,17 @@ def test_a_tokenizer_that_does_not_match_the_weights(tiny_bert_dir, tiny_roberta
         model.attentions(model.encode("zebra quiz " * 3))
 
 
-def test_an_encoder_decoder_is_refused_by_name(tmp_path):
+def test_an_encoder_decoder_is_refused_by_numpy_and_by_a_single_stack_class(tmp_path):
+    """T5 runs through transformers only (attncli.transformer.seq2seq, tests/test_encoder_decoder.py):
+    --backend numpy names it and points to torch; TorchPretrained, which reads one stack, refuses it."""
     transformers = needed("transformers")
+    from attncli.transformer import source
+    from attncli.transformer.torch_backend import TorchPretrained
+
     d = tmp_path / "t5"
     transformers.T5Config(d_model=8, d_ff=16, num_layers=1, num_heads=2, d_kv=4, vocab_size=10).save_pretrained(d)
     (d / "model.safetensors").write_bytes(b"")
-    with pytest.raises(BadInput, match=r"model '.*' \(t5\) is an encoder-decoder"):
-        load(str(d))
+    with pytest.raises(BadInput, match=r"'t5' is an encoder-decoder.*use --backend torch"):
+        load(str(d), backend="numpy")
+    with pytest.raises(BadInput, match=r"model '.*' \(t5\) is an encoder-decoder: load it with attncli.transformer.load"):
+        TorchPretrained(str(d), d, source.read_config(d))

@@ -54,13 +54,20 @@ def select(attentions: np.ndarray, *, layer: int, head: Optional[int] = None, ro
            hide_special: bool = False, block: str = "all", block_specials: str = "none", words: bool = False,
            tokens: Sequence[str],
            segments: Sequence[Optional[str]], special: Sequence[bool], word_ids: Sequence[Optional[int]],
-           word_texts: Sequence[str], combined: Optional[np.ndarray] = None, flow: bool = False) -> PretrainedView:
+           word_texts: Sequence[str], combined: Optional[np.ndarray] = None, flow: bool = False,
+           keys: Optional["KeySide"] = None) -> PretrainedView:
     """The view of ``attentions`` (L, h, T, T) described in the module docstring. ``combined``
     (T, T), if given, is the layer's matrix drawn instead of the heads' mean (e.g. the norm of the
     heads' summed vectors, which is not the mean of their norms). ``flow``: the attention flow
-    through layers 0..layer (attncli.attention.flow) instead of one layer."""
-    A = np.asarray(attentions, dtype=np.float64)  # (L, h, T, T)
+    through layers 0..layer (attncli.attention.flow) instead of one layer. ``keys``: the columns'
+    tokens when they are other tokens than the rows' (an encoder-decoder's cross-attention,
+    (L, h, T, S): no rollout, flow or pair block there)."""
+    A = np.asarray(attentions, dtype=np.float64)  # (L, h, T, T), or (L, h, T, S) with keys
     T = A.shape[-1]
+    if keys is not None and (rollout or flow or block != "all"):
+        raise BadInput("rollout, flow and --filter follow one sequence's tokens through the layers: they do not "
+                       "apply when the rows and the columns are different tokens")
+    keys = keys or KeySide(tokens, segments, special, word_ids, word_texts)
     if flow:
         from attncli.attention.flow import attention_flow
 
@@ -71,16 +78,17 @@ def select(attentions: np.ndarray, *, layer: int, head: Optional[int] = None, ro
         mats = A[layer, head][None]  # (1, T, T)
     else:
         mats = A[layer]  # (h, T, T)
-    rows = cols = np.arange(T)
+    rows, cols = np.arange(A.shape[-2]), np.arange(T)
     notes: list[str] = []
     share = None
     special = np.asarray(special, dtype=bool)
-    if hide_special and special.any():
-        keep = ~special
-        if not keep.any():
+    key_special = np.asarray(keys.special, dtype=bool)
+    if hide_special and (special.any() or key_special.any()):
+        keep, keep_cols = ~special, ~key_special
+        if not keep.any() or not keep_cols.any():
             raise BadInput("the view is empty: every token is a special one, none is left after --hide-special")
-        mats, share = hide_fn(mats, keep, keep)  # (k, T', T'), (k, T')
-        rows = cols = np.flatnonzero(keep)
+        mats, share = hide_fn(mats, keep, keep_cols)  # (k, T', S'), (k, T')
+        rows, cols = np.flatnonzero(keep), np.flatnonzero(keep_cols)
         share = share.mean(axis=0)  # (T',): for a layer's heads, their mean
         notes.append(f"special tokens hidden: their rows and columns dropped, each row renormalised over the "
                      f"other keys (they had {share.mean():.0%} of the attention on average)")
@@ -94,17 +102,29 @@ def select(attentions: np.ndarray, *, layer: int, head: Optional[int] = None, ro
                         if block_specials == "bertviz" else ""))
         if share is not None:
             share = share[r_keep]
-    rows, cols = rows[r_keep], cols[c_keep]
+    if block != "all":
+        rows, cols = rows[r_keep], cols[c_keep]
     view = PretrainedView(
-        rows=rows, cols=cols, tokens=[tokens[t] for t in rows], key_tokens=[tokens[t] for t in cols],
+        rows=rows, cols=cols, tokens=[tokens[t] for t in rows], key_tokens=[keys.tokens[t] for t in cols],
         weights=mats.mean(axis=0) if mats.shape[0] > 1 else mats[0],
         head_weights=mats if mats.shape[0] > 1 else None, special_share=share, notes=notes,
     )
     if combined is not None and mats.shape[0] > 1:
         view.weights = np.asarray(combined, dtype=np.float64)[np.ix_(rows, cols)]  # (R, C)
     if words:
-        view.words = _words(mats, rows, cols, tokens, segments, word_ids, word_texts)
+        view.words = _words(mats, rows, cols, KeySide(tokens, segments, special, word_ids, word_texts), keys)
     return view
+
+
+@dataclass
+class KeySide:
+    """One side's tokens (the rows', or the columns' when they differ), per input position."""
+
+    tokens: Sequence[str]
+    segments: Sequence[Optional[str]]
+    special: Sequence[bool]
+    word_ids: Sequence[Optional[int]]
+    word_texts: Sequence[str]
 
 
 def check_texts(text: str, pair: Optional[str]) -> None:
@@ -149,31 +169,36 @@ def view_meta(model, enc, *, layer: int, head: Optional[int], rollout: bool, blo
             "kv_head": None if head is None else model.kv_head(head)}
 
 
-def _words(mats, rows, cols, tokens, segments, word_ids, word_texts) -> WordView:
-    def groups_of(positions):
-        local = word_groups([word_ids[t] for t in positions], [segments[t] for t in positions])
+def _words(mats, rows, cols, query: KeySide, key: KeySide) -> WordView:
+    def groups_of(positions, side: KeySide):
+        local = word_groups([side.word_ids[t] for t in positions], [side.segments[t] for t in positions])
         return [[int(positions[n]) for n in g] for g in local]
 
-    def label(group):
-        wid = word_ids[group[0]]
-        return word_texts[wid] if wid is not None and wid < len(word_texts) else word_label([tokens[t] for t in group])
+    def label(group, side: KeySide):
+        wid = side.word_ids[group[0]]
+        return (side.word_texts[wid] if wid is not None and wid < len(side.word_texts)
+                else word_label([side.tokens[t] for t in group]))
 
-    row_groups, col_groups = groups_of(rows), groups_of(cols)
+    row_groups, col_groups = groups_of(rows, query), groups_of(cols, key)
     index_r = {int(t): n for n, t in enumerate(rows)}
     index_c = {int(t): n for n, t in enumerate(cols)}
     merged = merge_words(mats, [[index_r[t] for t in g] for g in row_groups],
                          [[index_c[t] for t in g] for g in col_groups])  # (k, W_q, W_k)
     return WordView(
-        tokens=[label(g) for g in row_groups], key_tokens=[label(g) for g in col_groups],
+        tokens=[label(g, query) for g in row_groups], key_tokens=[label(g, key) for g in col_groups],
         weights=merged.mean(axis=0) if merged.shape[0] > 1 else merged[0],
         head_weights=merged if merged.shape[0] > 1 else None, groups=row_groups, key_groups=col_groups,
     )
 
 
 def document(view: PretrainedView, meta: dict[str, Any], *, segments: Sequence[Optional[str]],
-             special: Sequence[bool], explanation: Optional[dict] = None) -> dict[str, Any]:
-    """The ``--json`` document (keys in docs/transformers.md); matrices as :class:`document.Rows`."""
+             special: Sequence[bool], explanation: Optional[dict] = None,
+             keys: Optional[KeySide] = None) -> dict[str, Any]:
+    """The ``--json`` document (keys in docs/transformers.md); matrices as :class:`document.Rows`.
+    ``keys``: the columns' side when it is other tokens than the rows' (cross-attention)."""
     from attncli.attention.document import Rows
+
+    key_segments, key_special = (keys.segments, keys.special) if keys is not None else (segments, special)
 
     doc: dict[str, Any] = {
         "tokens": view.tokens,
@@ -185,8 +210,8 @@ def document(view: PretrainedView, meta: dict[str, Any], *, segments: Sequence[O
         "cols": [int(t) for t in view.cols],
         "segments": [segments[t] for t in view.rows],
         "special": [bool(special[t]) for t in view.rows],
-        "key_segments": [segments[t] for t in view.cols],
-        "key_special": [bool(special[t]) for t in view.cols],
+        "key_segments": [key_segments[t] for t in view.cols],
+        "key_special": [bool(key_special[t]) for t in view.cols],
         "special_share": None if view.special_share is None else [round(float(x), 6) for x in view.special_share],
     }
     if view.words is not None:

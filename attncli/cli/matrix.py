@@ -20,7 +20,7 @@ from attncli.cli.options import (AllowMissingWeightsOpt, BackendOpt, CausalOpt, 
                                  ModelViewOpt, PadToOpt,
                                  PairOpt, Positions, PositionsOpt, ProjOpt, RolloutOpt, SeedOpt, Show, ShowOpt,
                                  TransformerOpt, TruncateOpt, VariantOpt, WindowOpt, WordsOpt)
-from attncli.cli.options import ExportWidthOpt, FlowOpt, HtmlOpt, PngOpt, SvgOpt
+from attncli.cli.options import ExportWidthOpt, FlowOpt, HtmlOpt, PngOpt, StackOpt, SvgOpt, TargetOpt
 from attncli.cli.options import TRANSFORMER_ONLY as _TRANSFORMER_ONLY
 from attncli.errors import BadInput
 from attncli.textio import read_user_text
@@ -141,6 +141,8 @@ def matrix_cmd(
     flow: FlowOpt = False,
     device: DeviceOpt = None,
     dtype: DtypeOpt = None,
+    target: TargetOpt = None,
+    stack: StackOpt = None,
 ) -> None:
     """Attention matrix of a sentence as a heatmap: rows are queries, columns keys.
 
@@ -158,7 +160,7 @@ def matrix_cmd(
                             backend=backend, truncate=truncate, explain=explain, model_view=model_view,
                             layers=layers, rows=rows, cols=cols, exports=exports, json_out=json_out,
                             allow_missing_weights=allow_missing_weights, show=show.value, flow=flow,
-                            device=device, dtype=dtype)
+                            device=device, dtype=dtype, target=target, stack=stack.value if stack else None)
         return
     if show.value == "norms":
         raise BadInput("--show norms needs --transformer NAME_OR_PATH (the value vectors of a pretrained model)")
@@ -215,7 +217,7 @@ def _given(ctx, name: str) -> bool:
 def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, pair_filter, filter_specials, layer,
                         head, words, hide_special, rollout, backend, truncate, explain, model_view, layers, rows, cols,
                         exports, json_out, allow_missing_weights=False, show="weights", flow=False, device=None,
-                        dtype=None) -> None:
+                        dtype=None, target=None, stack=None) -> None:
     """attn matrix --transformer: checked here, computed and drawn by attncli.cli.transformer."""
     from attncli.cli.transformer import MatrixOptions, check_options, run_matrix
 
@@ -226,7 +228,8 @@ def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, p
                          block_specials=filter_specials.value if filter_specials else "none", words=words,
                          hide_special=hide_special, rollout=rollout, backend=backend.value if backend else "auto",
                          truncate=truncate, explain=explain, model_view=model_view, layers=layers,
-                         allow_missing_weights=allow_missing_weights, show=show, flow=flow, device=device, dtype=dtype)
+                         allow_missing_weights=allow_missing_weights, show=show, flow=flow, device=device, dtype=dtype,
+                         target=target, stack=stack)
     run_matrix(opts, json_out=json_out, exports=exports, row_span=_span(rows, "--rows"), col_span=_span(cols, "--cols"))
 
 

@@ -127,7 +127,20 @@ ExportWidthOpt = Annotated[Optional[int], typer.Option("--width", help="Lay the 
 FlowOpt = Annotated[bool, typer.Option("--flow", help="Attention flow through layers 0..--layer: max-flow from each input token through the rollout's Â graph (Abnar & Zuidema 2020).",
                                        rich_help_panel=PRETRAINED)]
 
+# --- encoder-decoders (T5, BART: docs/transformers.md, "Encoder-decoders") ---------------------------
+
+class Stack(str, Enum):
+    encoder = "encoder"
+    decoder = "decoder"
+    cross = "cross"
+
+
+TargetOpt = Annotated[Optional[str], typer.Option("--target", help="An encoder-decoder's (T5, BART) decoder text: its labels shifted right, as transformers feeds them.",
+                                                  rich_help_panel=PRETRAINED, show_default=False)]
+StackOpt = Annotated[Optional[Stack], typer.Option("--stack", help="An encoder-decoder's attention: encoder (default), decoder (causal, over --target) or cross (--target's tokens over the sentence's).",
+                                                   rich_help_panel=PRETRAINED, show_default=False)]
+
 # options that only --transformer gives a meaning to (attn matrix's parameter names), read by cli.matrix
 # (which sends them to --transformer) and cli.transformer (which refuses them without it)
 TRANSFORMER_ONLY = ("pair", "pair_filter", "filter_specials", "words", "hide_special", "rollout", "backend", "truncate",
-                    "model_view", "layers", "allow_missing_weights", "flow", "device", "dtype")
+                    "model_view", "layers", "allow_missing_weights", "flow", "device", "dtype", "target", "stack")

@@ -74,6 +74,8 @@ class MatrixOptions:
     flow: bool = False  # attention flow (max-flow through the layers) instead of one layer
     device: Optional[str] = None  # --device / --dtype: the torch backend's (None: cpu, float32)
     dtype: Optional[str] = None
+    target: Optional[str] = None  # an encoder-decoder's decoder text (attncli.cli.seq2seq)
+    stack: Optional[str] = None  # encoder, decoder or cross (None: encoder)
 
 
 def check_combinations(o: MatrixOptions) -> None:
@@ -95,6 +97,10 @@ def check_combinations(o: MatrixOptions) -> None:
                              rollout=o.rollout, words=o.words, block=o.block)
     _check_show(o)
     _check_flow(o)
+    if o.target is not None or o.stack is not None:
+        from attncli.cli.seq2seq import check_seq2seq_options
+
+        check_seq2seq_options(o)
     if o.backend not in ("auto", "numpy", "torch"):
         raise BadInput(f"--backend {o.backend!r}: expected auto, numpy or torch")
 
@@ -157,6 +163,10 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span)
         raise BadInput("--html is the interactive page of the attention weights: with --show " + o.show
                        + (" --flow" if o.flow else "") + " save the view with --svg or --png")
     model = load_model(o.transformer, o.backend, o.allow_missing_weights, json_out=json_out, device=o.device, dtype=o.dtype)
+    if getattr(model, "encoder_decoder", False) or o.target is not None or o.stack is not None:
+        from attncli.cli.seq2seq import run_seq2seq_matrix
+
+        return run_seq2seq_matrix(o, model, json_out=json_out, exports=exports, row_span=row_span, col_span=col_span)
     layer = pv.layer_shown(model, o.layer, o.head)
     if o.explain is not None and model.backend != "numpy" and o.show != "norms":
         raise BadInput("--explain I J needs attn's NumPy forward pass (the queries and keys of a layer): "
@@ -285,4 +295,10 @@ def run_heads(transformer: str, *, file: Optional[Path], sentences: Optional[int
 
     with Bar(f"scoring the {model.layers * model.heads} heads of {model.name} on {len(texts)} sentences "
              f"({model.backend} backend)", "sentences", len(texts), json_out=json_out) as bar:
-        return score_transformer_heads(model, texts, window=window, exclude_first=exclude_first, on_text=bar.advance)
+        report = score_transformer_heads(model, texts, window=window, exclude_first=exclude_first, on_text=bar.advance)
+    if getattr(model, "encoder_decoder", False):  # T5, BART: the encoder's self-attention (transformer.seq2seq)
+        from attncli.cli.app import info
+
+        info("an encoder-decoder: these are the encoder stack's heads (its self-attention over each sentence)")
+        report["stack"] = "encoder"
+    return report

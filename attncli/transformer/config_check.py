@@ -39,13 +39,26 @@ SIZES = {
     "num_key_value_heads": (1, 2**12),
     "intermediate_size": (1, 2**20), "n_inner": (1, 2**20), "hidden_dim": (1, 2**20),
     "max_position_embeddings": (1, 2**22), "n_positions": (1, 2**22), "n_ctx": (1, 2**22),
+    # encoder-decoders (T5 / BART families, attncli.transformer.seq2seq)
+    "num_layers": (1, 2**10), "num_decoder_layers": (1, 2**10), "encoder_layers": (1, 2**10),
+    "decoder_layers": (1, 2**10), "num_heads": (1, 2**12), "encoder_attention_heads": (1, 2**12),
+    "decoder_attention_heads": (1, 2**12), "d_kv": (1, 2**14), "d_ff": (1, 2**20), "encoder_ffn_dim": (1, 2**20),
+    "decoder_ffn_dim": (1, 2**20), "relative_attention_num_buckets": (4, 2**12),
+    "relative_attention_max_distance": (1, 2**22),
 }
-TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id")  # an int (or a list of ints), or null
+ENCODER_DECODER_TYPES = frozenset({"t5", "mt5", "umt5", "bart", "mbart", "marian", "pegasus"})  # when the flag is absent
+# rates and scales read (or kept) by an encoder-decoder's config: finite, within (smallest, largest)
+RATES = {"dropout_rate": (0.0, 1.0), "dropout": (0.0, 1.0), "attention_dropout": (0.0, 1.0),
+         "activation_dropout": (0.0, 1.0), "initializer_factor": (0.0, 1e6), "init_std": (0.0, 1e6)}
+TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "forced_eos_token_id",
+             "forced_bos_token_id")  # an int (or a list of ints), or null
 EPSILONS = ("layer_norm_eps", "layer_norm_epsilon", "rms_norm_eps")
 FLAGS = ("is_decoder", "add_cross_attention", "tie_word_embeddings", "scale_attn_weights",
-         "scale_attn_by_inverse_layer_idx", "is_encoder_decoder", "sinusoidal_pos_embds")
-NAMES = ("model_type", "hidden_act", "activation", "activation_function", "position_embedding_type")
-WIDTH_AND_HEADS = (("hidden_size", "num_attention_heads"), ("n_embd", "n_head"), ("dim", "n_heads"))
+         "scale_attn_by_inverse_layer_idx", "is_encoder_decoder", "sinusoidal_pos_embds", "scale_embedding")
+NAMES = ("model_type", "hidden_act", "activation", "activation_function", "position_embedding_type",
+         "feed_forward_proj", "dense_act_fn")
+WIDTH_AND_HEADS = (("hidden_size", "num_attention_heads"), ("n_embd", "n_head"), ("dim", "n_heads"),
+                   ("d_model", "encoder_attention_heads"), ("d_model", "decoder_attention_heads"))
 BYTES_PER_PARAMETER = 0.25  # a 2-bit quantized checkpoint is the densest a config may claim
 
 
@@ -149,6 +162,15 @@ def check_config(config: dict[str, Any], path: Path) -> None:
             if not (isinstance(value, (int, float)) and not isinstance(value, bool)
                     and math.isfinite(value) and 0 < value < 1):
                 raise damaged(f"config.json: {field}", f"{_show(value)} is not a small positive number")
+    for field, (low, high) in RATES.items():
+        value = config.get(field)
+        if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)
+                                      and math.isfinite(value) and low <= value <= high):
+            raise damaged(f"config.json: {field}", f"{_show(value)} is not a number in {low:g}..{high:g}")
+    buckets, distance = config.get("relative_attention_num_buckets"), config.get("relative_attention_max_distance")
+    if _is_int(buckets) and _is_int(distance) and distance <= buckets // 2:  # T5's log-spaced buckets need room
+        raise damaged("config.json: relative_attention_max_distance",
+                      f"{distance} is not more than half of relative_attention_num_buckets {buckets}")
     for field in FLAGS:
         if field in config and not isinstance(config[field], bool):
             raise damaged(f"config.json: {field}", f"{_show(config[field])} is not true or false")
@@ -220,3 +242,9 @@ def check_trust(config: dict[str, Any], path: Path) -> None:
         if "auto_map" in data:
             raise BadInput(f"model '{path}' needs custom code ({name} has an auto_map naming Python files "
                            "in the model directory): attn never runs code that comes with a model")
+
+
+def is_encoder_decoder(config: dict[str, Any]) -> bool:
+    """T5, BART and their kin: config.json says so, or (without the flag) its model_type is one."""
+    flag = config.get("is_encoder_decoder")
+    return flag is True or (flag is None and config.get("model_type") in ENCODER_DECODER_TYPES)

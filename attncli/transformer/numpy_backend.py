@@ -39,6 +39,10 @@ ONE_THREAD_TOKENS = 256  # up to this many tokens in a pass, BLAS runs on one th
 def unsupported(path: Path, config: dict[str, Any]) -> str | None:
     """Why the numpy backend cannot run this model, or None when it can."""
     model_type = config["model_type"]
+    from attncli.transformer.config_check import is_encoder_decoder
+
+    if is_encoder_decoder(config):
+        return f"'{model_type}' is an encoder-decoder, whose three stacks attn reads through transformers only"
     if model_type not in ARCHITECTURES:
         return f"model_type '{model_type}' is not one it runs ({', '.join(sorted(NUMPY_MODEL_TYPES))})"
     if checkpoint_file(path) is None:

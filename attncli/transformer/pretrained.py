@@ -79,6 +79,11 @@ def _load(name_or_path: str, backend: str, allow_missing_weights: bool, device: 
         why = f" (the numpy backend cannot: {reason})" if reason and backend == "auto" else ""
         raise BadInput(f"model '{name_or_path}' runs through transformers{why}, which is not installed: "
                        f"{source.INSTALL_TRANSFORMERS}")
+    if config_check.is_encoder_decoder(config):  # T5, BART: three stacks (torch only)
+        from attncli.transformer import seq2seq
+
+        return seq2seq.Seq2SeqPretrained(str(name_or_path), path, config, device=device or "cpu",
+                                         dtype=dtype or "float32", **keep)
     from attncli.transformer import torch_backend
 
     return torch_backend.TorchPretrained(str(name_or_path), path, config, device=device or "cpu",

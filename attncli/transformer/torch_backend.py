@@ -37,6 +37,7 @@ def _is_decoder(config: Any) -> bool:
 
 class TorchPretrained(Pretrained):
     backend = "torch"
+    encoder_decoder = False  # T5, BART: attncli.transformer.seq2seq
 
     def __init__(self, name: str, path: Path, config: dict[str, Any], *, allow_missing_weights: bool = False,
                  device: str = "cpu", dtype: str = "float32"):
@@ -58,11 +59,12 @@ class TorchPretrained(Pretrained):
             hf_config = transformers.AutoConfig.from_pretrained(self.path, **NEVER_REMOTE)
         except Exception as exc:  # noqa: BLE001 - transformers raises anything on a damaged directory
             raise RuntimeFailure(f"transformers could not load '{visible(name)}': {_first_line(exc)}") from None
-        if getattr(hf_config, "is_encoder_decoder", False):
-            raise BadInput(f"model '{name}' ({hf_config.model_type}) is an encoder-decoder: attn reads the "
-                           "self-attention of one stack, an encoder (BERT family) or a decoder (GPT-2 family)")
+        if bool(getattr(hf_config, "is_encoder_decoder", False)) != self.encoder_decoder:  # load() picks the class
+            what = "an encoder-decoder" if not self.encoder_decoder else "not an encoder-decoder"
+            raise BadInput(f"model '{visible(name)}' ({visible(hf_config.model_type)}) is {what}: load it with "
+                           "attncli.transformer.load, which picks the class that reads it")
         try:
-            self.is_decoder = _is_decoder(hf_config)
+            self.is_decoder = _is_decoder(hf_config) and not self.encoder_decoder
             auto = transformers.AutoModelForCausalLM if self.is_decoder else transformers.AutoModel
             self.model, info = auto.from_pretrained(self.path, attn_implementation="eager", dtype=getattr(torch, dtype),
                                                     use_safetensors=True, output_loading_info=True,

@@ -22,7 +22,8 @@ def _title(meta: dict[str, Any], what: str) -> str:
         which = f"layer {meta['layer']} head {meta['head']}"
     else:
         which = f"layer {meta['layer']}"
-    return f"{meta['model']} · {which} · {what}"
+    stack = f"{meta['stack']} " if meta.get("stack") else ""  # an encoder-decoder's stack
+    return f"{meta['model']} · {stack}{which} · {what}"
 
 
 def pair_note(enc) -> Optional[str]:
