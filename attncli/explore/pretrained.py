@@ -221,13 +221,15 @@ def page_export(res, state, classes, *, model_view: bool) -> str:
     """The .html export of a pretrained view: the interactive page ``attn matrix --transformer ...
     --html`` writes (attncli.views.page), opened on the same view."""
     from attncli.attention.model_view import head_classes
-    from attncli.views.page import check_size, interactive_page, page_data
+    from attncli.views.page import check_size, extra_size, interactive_page, page_data
 
-    check_size(res.model.layers, res.model.heads, len(res.enc.tokens), any(res.enc.special))
+    show = "norms" if state.norms else "weights"
+    check_size(res.model.layers, res.model.heads, len(res.enc.tokens), any(res.enc.special),
+               extra_size(res.model.heads, show, state.flow))
     if classes is None:
         classes = head_classes(res.model, res.enc, res.attentions, state.hide_special)
     block = state.pair_filter if state.pair_filter not in (None, "all") else None
-    data = page_data(res.model, res.enc, res.attentions, res.meta, classes, layer=res.meta["layer"], head=state.head,
-                     words=state.words, hide_special=state.hide_special, rollout=state.rollout, block=block,
-                     model_view=model_view)
+    data = page_data(res.model, res.enc, res.attentions, {**res.meta, "show": "weights", "flow": False}, classes,
+                     layer=res.meta["layer"], head=state.head, words=state.words, hide_special=state.hide_special,
+                     rollout=state.rollout, block=block, model_view=model_view, show=show, flow=state.flow)
     return interactive_page(data, f"attn matrix: {res.enc.text[:60]}")
