@@ -228,3 +228,56 @@ def test_snapshot_at_80_columns(snap_compare, tiny_bert_dir, tiny_gpt2_dir, tmp_
 
     assert snap_compare(ExploreApp(ExploreState(SENTENCE, transformer=name), cwd=tmp_path), terminal_size=(80, 40),
                         run_before=run_before)
+
+
+def test_M_from_the_lens_or_a_comparison_opens_the_model_view(tiny_gpt2_dir):
+    async def script(app, pilot):
+        await press(app, pilot, "L", "M")
+        assert app.state.model_view and not app.state.lens and getattr(app.result, "is_model_view", False)
+        await press(app, pilot, "M")  # back to a head's ordinary view
+        await compare_with(app, pilot, OTHER)
+        await press(app, pilot, "M")
+        assert app.state.model_view and app.state.compare_text is None and app.result.is_model_view
+
+    drive(script, ExploreState(SENTENCE, transformer=str(tiny_gpt2_dir)), size=(120, 40))
+
+
+def test_a_hostile_second_text_reaches_the_screen_escaped(tiny_bert_dir):
+    async def script(app, pilot):
+        app._compare_with("\x1b[2Jfruit\x07 flies")  # what the prompt hands over (a paste can hold anything)
+        await settle(app, pilot)
+        assert app.message == "" and app.state.compare_text.startswith("\x1b")
+        drawn = "\n".join(lines_of(app) + lines_of(app, "#settings"))
+        assert "\x1b" not in drawn and "\x07" not in drawn and "\\x1b[2Jfruit" in drawn
+
+    drive(script, ExploreState(SENTENCE, transformer=str(tiny_bert_dir)), size=(160, 60))
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--flow", "--head", "1"], "drop --head"), (["--flow", "--rollout"], "drop --rollout"),
+    (["--flow", "--show", "norms"], "drop --show"),
+])
+def test_explore_flow_refuses_what_attn_matrix_flow_refuses(tiny_bert_dir, args, needle):
+    from typer.testing import CliRunner
+
+    from attncli.cli.main import app as cli
+
+    result = CliRunner().invoke(cli, ["explore", SENTENCE, "--transformer", str(tiny_bert_dir), *args])
+    assert result.exit_code == 2 and needle in " ".join(result.stderr.split()) and "Traceback" not in result.stderr
+    result = CliRunner().invoke(cli, ["explore", SENTENCE, "--flow"])
+    assert result.exit_code == 2 and "--flow needs --transformer" in result.stderr
+
+
+def test_the_flow_state_round_trips_through_explore_args(monkeypatch):
+    """attn explore --flow starts where the app's state says (explore_args, which --serve uses)."""
+    import attncli.explore.app as explore_app
+    from typer.testing import CliRunner
+
+    from attncli.cli.main import app as cli
+
+    started = []
+    monkeypatch.setattr(explore_app, "run", lambda state: started.append(state) or 0)
+    state = ExploreState(SENTENCE, transformer="some-model", flow=True, layer=1)
+    result = CliRunner().invoke(cli, ["explore", *state.explore_args()])
+    assert result.exit_code == 0, result.stderr
+    assert started == [state] and "--flow" in state.command_line()

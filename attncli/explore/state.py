@@ -162,8 +162,10 @@ class ExploreState:
         return replace(self, **{name: not getattr(self, name)})
 
     def enter_model_view(self, layer: int) -> ExploreState:
-        """The model view, its cursor on this view's layer and head (head 0 for all heads)."""
-        return replace(self, model_view=True, grid=(layer, self.head or 0), layer=None, head=None)
+        """The model view, its cursor on this view's layer and head (head 0 for all heads); it
+        replaces the logit lens or a comparison."""
+        return replace(self, model_view=True, grid=(layer, self.head or 0), layer=None, head=None, lens=False,
+                       compare_text=None)
 
     def open_head(self, grid: tuple[int, int]) -> ExploreState:
         """The ordinary view of the model view's head ``grid`` (layer, head); --layers stays for M."""
