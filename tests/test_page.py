@@ -204,7 +204,7 @@ def test_the_norms_view_and_its_tooltip_are_attn_matrix_show_norms(tiny_bert_dir
     ], requested)
     assert requested == [page.as_uri()]
     assert got[0] == [fmt(row) for row in summed["weights"]]
-    assert got[1].startswith("layer 1, the 4 heads' vectors added ||alpha f(x)||")
+    assert got[1].startswith("layer 1 ||alpha f(x)||, the 4 heads' vectors added")
     assert got[4] == [fmt(row) for row in head["weights"]]
     steps = {s["name"]: s["value"] for s in head["explanation"]["steps"]}
     alpha, size, product = numbers(got[5])

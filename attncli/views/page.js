@@ -1,6 +1,7 @@
 // The interactive page of `attn matrix --transformer ... --html` (attncli/views/page.py): vanilla
 // JavaScript, no library, nothing loaded. The data are `attn matrix --json` documents, one per
-// layer x {tokens, special tokens hidden} x {heads, rollout}, each with its words merged.
+// layer x {tokens, special tokens hidden} x {heads, rollout}, each with its words merged; D.extra
+// holds the views beyond the weights (--show norms / scores, --flow), one document per layer.
 "use strict";
 (function () {
   const D = JSON.parse(document.getElementById("attn-data").textContent);
@@ -76,9 +77,10 @@
   function which() {
     if (S.show === "flow" && extra()) return "attention flow through layers 0-" + S.layer;
     if (S.rollout) return "rollout through layers 0-" + S.layer;
-    const what = S.show === "norms" && extra() ? " ||alpha f(x)||" : S.show === "scores" && extra() ? " scores" : "";
-    return "layer " + S.layer + (S.head === null ? ", " + (S.show === "norms" && extra() ? "the " + D.heads + " heads' vectors added"
-      : "mean of " + D.heads + " heads") : " head " + S.head) + what;
+    const norms = S.show === "norms" && extra();
+    const what = norms ? " ||alpha f(x)||," : S.show === "scores" && extra() ? " scores," : "";
+    return "layer " + S.layer + what + (S.head === null ? (what ? " " : ", ") + (norms ? "the " + D.heads + " heads' vectors added"
+      : "mean of " + D.heads + " heads") : " head " + S.head);
   }
 
   // --- the head view: queries on the left, keys on the right, a line per weight ------------------
