@@ -133,6 +133,19 @@ def delta_table(lines: list[str]) -> list[list[float]]:
     return rows
 
 
+def run_copied(command: str) -> dict:
+    import json
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from attncli.cli.main import app as cli
+
+    result = CliRunner().invoke(cli, [*shlex.split(command)[1:], "--json"])
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
 def test_C_compares_with_a_second_text_as_the_core_computes_it(tiny_bert_dir):
     model = load(tiny_bert_dir)
     a, b = (model.attentions(model.encode(t))[0, 2] for t in (SENTENCE, OTHER))  # layer 0, head 2: (T, T) each
@@ -150,6 +163,9 @@ def test_C_compares_with_a_second_text_as_the_core_computes_it(tiny_bert_dir):
         np.testing.assert_allclose(drawn, expected, atol=5e-4 + 1e-9)
         command = app.state.command_line()
         assert command.startswith(f"attn compare '{SENTENCE}' '{OTHER}'") and "--layer 0 --head 2" in command
+        doc = run_copied(command)  # the command y copies prints the same comparison
+        np.testing.assert_allclose(np.array(doc["delta"]), expected, atol=1e-6)
+        assert doc["cropped"] == app.result.comparison.cropped
         await press(app, pilot, "left_curly_bracket")  # head 1: both sides follow
         np.testing.assert_allclose(app.result.comparison.a, model.attentions(model.encode(SENTENCE))[0, 1][:R, :C],
                                    atol=1e-9)
