@@ -77,8 +77,10 @@ class CompareResult:
         return document(self.comparison, self.meta_a, self.meta_b, self.unit)
 
 
-def token_label(text: str) -> str:
-    """A token's text for a label, as attn lens writes it: its leading space dropped."""
+def token_label(piece: str) -> str:
+    """A token's text for a label, as attn lens writes it (attncli.generate.pretrained.shown, which
+    this wing may not import): invisible characters escaped, its leading space dropped."""
+    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in piece)
     return text.strip(" ") or ("␣" * len(text) if text else "∅")
 
 
