@@ -12,6 +12,10 @@ Run from the repository root with the project installed (the pretrained and test
 * lens: ``attn lens`` on a 12-layer GPT-2-shaped model with random weights, built here with
   ``save_pretrained``, 20 tokens, whole process, and whether torch was imported [< 1.5 s, no torch].
 
+With ``--page``, only the interactive page: ``attn matrix PAIR --transformer all-MiniLM-L6-v2
+--html`` (the weights' page, reference) against the same with ``--show norms`` and with ``--flow``
+(every layer's view added), whole processes, the median of ``--repeat``, and each page's size.
+
 ``--minilm`` defaults to the ``all_minilm_l6_v2`` package's model.zip, extracted to a temp dir.
 Wall times on a shared machine grow with its load (printed at the end).
 """
@@ -144,6 +148,19 @@ def bench_lens(tmp: Path, repeat: int) -> list[tuple[str, str, str]]:
                                                   f"{', '.join(sorted(torch_seen))} [< 1.5 s, no torch]")]
 
 
+def bench_page(model: Path, tmp: Path, repeat: int) -> list[tuple[str, str, str]]:
+    rows, reference = [], None
+    for extra in ([], ["--show", "norms"], ["--flow"]):
+        page = tmp / f"page{'-'.join(extra)}.html"
+        t = wall(["matrix", TEXT, "--pair", PAIR, "--transformer", str(model), "--backend", "numpy", *extra,
+                  "--html", str(page)], repeat)
+        reference = reference or t
+        what = " ".join(extra) or "(weights only, reference)"
+        rows.append((f"matrix --html {what}, whole process", f"{t:.3f} s",
+                     f"{t / reference:.2f}x reference; page {page.stat().st_size / 1e6:.2f} MB"))
+    return rows
+
+
 def disagreement(model: Path) -> None:
     """Where raw weights and norms disagree, measured over every head of the seed pair: per head,
     the mean over query rows of the total variation distance between the weights and the norms
@@ -179,6 +196,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minilm", help="an extracted all-MiniLM-L6-v2 directory")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--page", action="store_true", help="only the interactive page (--html) with --show norms / --flow")
     parser.add_argument("--disagree", action="store_true", help="only rank MiniLM's heads by how far norms and weights disagree")
     args = parser.parse_args()
     rows = []
@@ -187,9 +205,12 @@ def main() -> None:
         if args.disagree:
             disagreement(model)
             return
-        rows += bench_norms(model, args.repeat)
-        rows += bench_flow(model)
-        rows += bench_lens(Path(tmp), args.repeat)
+        if args.page:
+            rows += bench_page(model, Path(tmp), args.repeat)
+        else:
+            rows += bench_norms(model, args.repeat)
+            rows += bench_flow(model)
+            rows += bench_lens(Path(tmp), args.repeat)
     print("| what | time | note |\n| --- | --- | --- |")
     for what, t, note in rows:
         print(f"| {what} | {t} | {note} |")

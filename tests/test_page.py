@@ -164,7 +164,86 @@ def test_explore_s_html_export_is_the_page_and_bounded_alike(tiny_bert_dir, monk
     page = export_text(res, state, ".html")
     data = json.loads(re.search(r'id="attn-data">(.*?)</script>', page, re.S).group(1))
     assert data["start"] == {"layer": 1, "head": 2, "words": False, "hide_special": False, "rollout": False,
-                             "filter": "all", "view": "head"}
+                             "filter": "all", "view": "head", "show": "weights"}
     monkeypatch.setattr(page_module, "MAX_NUMBERS", 10)
     with pytest.raises(BadInput, match="--html: the interactive page of"):
         export_text(res, state, ".html")
+
+
+TITLE = "document.querySelector('#matrix td[data-i=\"{i}\"][data-j=\"{j}\"]').title"
+
+
+def page_of(model, tmp_path, *args):
+    page = tmp_path / "page.html"
+    run("matrix", SENTENCE, "--transformer", str(model), *args, "--html", str(page))
+    return page
+
+
+def one(model, *args) -> dict:
+    return json.loads(run("matrix", SENTENCE, "--transformer", str(model), *args, "--json").stdout)
+
+
+def numbers(text: str) -> list[float]:
+    return [float(x) for x in re.findall(r"= (-?[\d.]+(?:e-?\d+)?)", text)]
+
+
+def test_the_norms_view_and_its_tooltip_are_attn_matrix_show_norms(tiny_bert_dir, tmp_path):
+    """--show norms --html: the page opens on the layer's ||sum_h alpha f(x)||; a head shows its
+    ||alpha f(x)||, and a cell's hover gives alpha, ||f(x_j)|| and their product as --explain does."""
+    from _chromium import evaluate_in_page
+
+    chromium = chromium_or_skip()
+    page = page_of(tiny_bert_dir, tmp_path, "--show", "norms")
+    summed = one(tiny_bert_dir, "--show", "norms", "--layer", "1")
+    head = one(tiny_bert_dir, "--show", "norms", "--layer", "0", "--head", "2", "--explain", "1", "2")
+    requested: list[str] = []
+    got = evaluate_in_page(chromium, page.as_uri(), [
+        CELLS, "document.body.getAttribute('data-drawn')",
+        pick("layer", "0"), pick("head", "2"), CELLS, TITLE.format(i=1, j=2), hovered(1),
+        "document.getElementById('words').disabled", pick("show", "weights"), CELLS,
+    ], requested)
+    assert requested == [page.as_uri()]
+    assert got[0] == [fmt(row) for row in summed["weights"]]
+    assert got[1].startswith("layer 1 ||alpha f(x)||, the 4 heads' vectors added")
+    assert got[4] == [fmt(row) for row in head["weights"]]
+    steps = {s["name"]: s["value"] for s in head["explanation"]["steps"]}
+    alpha, size, product = numbers(got[5])
+    assert alpha == pytest.approx(steps["alpha"], rel=1e-5)
+    assert size == pytest.approx(steps["||f(x_J)||"], rel=1e-5)
+    assert product == pytest.approx(steps["||alpha f(x_J)||"], rel=1e-5) == pytest.approx(head["weights"][1][2], rel=1e-5)
+    assert got[6] == fmt(head["weights"][1])
+    assert got[7] is True  # norms are token by token: --words is off
+    assert got[9] == [fmt(row) for row in one(tiny_bert_dir, "--layer", "0", "--head", "2")["weights"]]
+
+
+def test_the_scores_view_leaves_masked_cells_blank(tiny_gpt2_dir, tmp_path):
+    from _chromium import evaluate_in_page
+
+    chromium = chromium_or_skip()
+    page = page_of(tiny_gpt2_dir, tmp_path, "--show", "scores")
+    ref = one(tiny_gpt2_dir, "--show", "scores", "--layer", "1", "--head", "0")
+    requested: list[str] = []
+    got = evaluate_in_page(chromium, page.as_uri(), [pick("head", "0"), CELLS, TITLE.format(i=0, j=1)], requested)
+    assert requested == [page.as_uri()]
+    # blank exactly where the JSON has null; else its number to 3 decimals (JavaScript's toFixed
+    # rounds a tie such as -10.0625 away from zero, Python's format to even: compared as numbers)
+    assert [[c == "" for c in row] for row in got[1]] == [[w is None for w in row] for row in ref["weights"]]
+    assert all(abs(float(c) - w) <= 5e-4 + 1e-12 for row, ref_row in zip(got[1], ref["weights"])
+               for c, w in zip(row, ref_row) if w is not None)
+    assert ref["weights"][0][1] is None and "masked" in got[2]
+
+
+def test_the_flow_view_is_attn_matrix_flow_of_each_layer(tiny_bert_dir, tmp_path):
+    from _chromium import evaluate_in_page
+
+    chromium = chromium_or_skip()
+    page = page_of(tiny_bert_dir, tmp_path, "--flow")
+    requested: list[str] = []
+    got = evaluate_in_page(chromium, page.as_uri(), [
+        CELLS, pick("layer", "0"), CELLS, "document.getElementById('head').disabled", hovered(2),
+    ], requested)
+    assert requested == [page.as_uri()]
+    last, first = one(tiny_bert_dir, "--flow"), one(tiny_bert_dir, "--flow", "--layer", "0")
+    assert got[0] == [fmt(row) for row in last["weights"]]
+    assert got[2] == [fmt(row) for row in first["weights"]] != got[0]
+    assert got[3] is True and got[4] == fmt(first["weights"][2])

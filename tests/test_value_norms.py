@@ -162,11 +162,22 @@ def test_show_norms_needs_a_transformer():
     assert result.exit_code == 2 and "--transformer" in result.stderr
 
 
-@pytest.mark.parametrize("args", [["--show", "norms"], ["--show", "scores"], ["--flow"]])
-def test_html_with_norms_scores_or_flow_is_refused_before_any_model_is_read(tmp_path, args):
-    """The interactive page shows weights: --html with these views is bad usage, said before the
-    model is looked for (the model path here does not exist)."""
-    result = run("matrix", SENTENCE, "--transformer", str(tmp_path / "no-such-model"), *args,
-                 "--html", str(tmp_path / "page.html"))
-    assert result.exit_code == 2 and "--html is the interactive page" in result.stderr, result.stderr
-    assert not (tmp_path / "page.html").exists()
+@pytest.mark.parametrize("args,key", [(["--show", "norms"], "norms"), (["--show", "scores"], "scores"), (["--flow"], "flow")])
+def test_html_with_norms_scores_or_flow_holds_that_view_of_every_layer(tiny_gpt2_dir, tmp_path, args, key):
+    """The interactive page of --show norms / scores or --flow embeds that view of every layer,
+    each the --json document of the same options with --layer L, and opens on it."""
+    import re
+
+    page = tmp_path / "page.html"
+    result = run("matrix", SENTENCE, "--transformer", str(tiny_gpt2_dir), *args, "--html", str(page))
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(re.search(r'id="attn-data">(.*?)</script>', page.read_text(), re.S).group(1))
+    assert data["start"]["show"] == key and list(data["extra"]) == [key]
+    assert len(data["extra"][key]) == data["layers"]
+    for layer in range(data["layers"]):
+        ref = json.loads(run("matrix", SENTENCE, "--transformer", str(tiny_gpt2_dir), *args, "--layer", str(layer),
+                             "--json").stdout)
+        embedded = data["extra"][key][layer]
+        assert embedded["weights"] == ref["weights"] and embedded["head_weights"] == ref["head_weights"]
+        assert embedded["show"] == ref["show"] and embedded["flow"] == ref["flow"] and embedded["layer"] == layer
+    assert data["views"]["0|0|0"]["show"] == "weights" and data["views"]["0|0|0"]["flow"] is False

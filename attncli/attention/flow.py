@@ -102,6 +102,17 @@ def check_tokens(T: int) -> None:
                        "use --rollout")
 
 
+def check_flow_options(*, head, rollout: bool, explain, show: str, words: bool, hide_special: bool,
+                       model_view: bool) -> None:
+    """--flow is one matrix through every head of layers 0..layer, token by token: refuse what
+    picks a head, another view, or mixes tokens (attn matrix and attn explore)."""
+    for on, option in ((head is not None, "--head"), (rollout, "--rollout"), (explain is not None, "--explain"),
+                       (show != "weights", "--show"), (words, "--words"), (hide_special, "--hide-special"),
+                       (model_view, "--model-view")):
+        if on:
+            raise BadInput(f"--flow is one matrix through every head of layers 0..--layer: drop {option}")
+
+
 def attention_flow(attentions: np.ndarray, upto: int | None = None) -> np.ndarray:
     """(T, T): F[i, j], the maximum flow from input token j to position i after layers 0..upto.
 

@@ -7,7 +7,7 @@ under two variants or masks of the word-vector path (--variant-b, --causal-b). T
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -69,6 +69,7 @@ def compare_cmd(
 
 def _transformer_sides(text, text_b, transformer, transformer_b, layer, head, words, backend):
     from attncli.attention import pretrained as pv
+    from attncli.attention.compare import transformer_side
     from attncli.cli.transformer import load_model
 
     if text_b is None and transformer_b is None:
@@ -76,16 +77,8 @@ def _transformer_sides(text, text_b, transformer, transformer_b, layer, head, wo
     models = {transformer: load_model(transformer, backend)}
     if transformer_b is not None and transformer_b not in models:
         models[transformer_b] = load_model(transformer_b, backend)
-    sides = []
-    for name, t in ((transformer, text), (transformer_b or transformer, text if text_b is None else text_b)):
-        m = models[name]
-        shown = pv.layer_shown(m, layer, head)
-        enc = m.encode(t)
-        view = pv.select(m.attentions(enc), layer=shown, head=head, words=words, tokens=enc.tokens,
-                         segments=enc.segments, special=enc.special, word_ids=enc.word_ids, word_texts=enc.words)
-        v = view.words if words else view
-        sides.append((v.weights, v.tokens, v.key_tokens,
-                      {"text": t, "model": m.name, "backend": m.backend, "layer": shown, "head": head}))
+    sides = [transformer_side(models[name], t, pv.layer_shown(models[name], layer, head), head, words)
+             for name, t in ((transformer, text), (transformer_b or transformer, text if text_b is None else text_b))]
     return sides, "words" if words else "tokens"
 
 
@@ -103,22 +96,10 @@ def _word_vector_sides(text, text_b, variant, variant_b, causal, causal_b, model
     return sides, "words"
 
 
-def _side_title(name: str, meta: dict[str, Any]) -> str:
-    if "variant" in meta:
-        how = f"{meta['variant']}{', causal' if meta['causal'] else ''}"
-    else:
-        which = f"layer {meta['layer']}" + (f" head {meta['head']}" if meta["head"] is not None else " (head mean)")
-        how = f"{meta['model']} · {which}"
-    return f"{name}: {meta['text'][:40]} · {how}"
-
-
 def _render(c, meta_a: dict, meta_b: dict) -> None:
-    from attncli.views.render import Heatmap, render_heatmap
+    from attncli.views.compare_view import compare_heatmaps
+    from attncli.views.render import render_heatmap
 
     console = out_console()
-    numbered = lambda labels: [f"{n} {t}" for n, t in enumerate(labels)]  # noqa: E731
-    notes = ("the first rows / columns of each (--align position)",) if c.cropped else ()
-    render_heatmap(console, Heatmap(c.a, numbered(c.tokens_a), c.key_tokens_a, _side_title("A", meta_a)))
-    render_heatmap(console, Heatmap(c.b, numbered(c.tokens_b), c.key_tokens_b, _side_title("B", meta_b)))
-    render_heatmap(console, Heatmap(c.delta, numbered(c.labels), c.key_labels, "delta = B - A (orange: B attends more)",
-                                    diverging=True, notes=notes))
+    for hm in compare_heatmaps(c, meta_a, meta_b):
+        render_heatmap(console, hm)

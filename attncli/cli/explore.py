@@ -14,7 +14,7 @@ import typer
 
 from attncli.cli.app import app
 from attncli.cli.matrix import _read_text
-from attncli.cli.options import (AllowMissingWeightsOpt, BackendOpt, CausalOpt, ContextOpt, DKOpt, FilterOpt, HeadOpt, HeadsOpt, HideSpecialOpt,
+from attncli.cli.options import (AllowMissingWeightsOpt, BackendOpt, CausalOpt, ContextOpt, DKOpt, FilterOpt, FlowOpt, HeadOpt, HeadsOpt, HideSpecialOpt,
                                  LayerOpt, LayersOpt, MaxRelativeOpt, ModelOpt, ModelViewOpt, PadToOpt, PairOpt, Positions,
                                  PositionsOpt, ProjOpt, RolloutOpt, SeedOpt, Show, ShowOpt, TransformerOpt, TruncateOpt,
                                  VariantOpt, WindowOpt, WordsOpt)
@@ -79,6 +79,7 @@ def explore_cmd(
     model_view: ModelViewOpt = False,
     layers: LayersOpt = None,
     allow_missing_weights: AllowMissingWeightsOpt = False,
+    flow: FlowOpt = False,
     dict_path: Annotated[Optional[str], typer.Option("--dict", help="JSON object of the lookup pane (default: the shipped car.json).",
                                                      show_default=False)] = None,
     serve: Annotated[bool, typer.Option("--serve", help="Serve the app as a web page (textual-serve) instead of running it here.")] = False,
@@ -110,7 +111,7 @@ def explore_cmd(
                                       ("--hide-special", hide_special), ("--rollout", rollout),
                                       ("--backend", backend is not None), ("--truncate", truncate),
                                       ("--model-view", model_view), ("--layers", layers is not None),
-                                      ("--allow-missing-weights", allow_missing_weights)) if value]
+                                      ("--allow-missing-weights", allow_missing_weights), ("--flow", flow)) if value]
     if transformer is None and given:
         raise BadInput(f"{given[0]} needs --transformer NAME_OR_PATH (a pretrained model)")
     if transformer is not None:  # attn matrix --transformer's refusals, before the app starts (exit 2)
@@ -130,6 +131,11 @@ def explore_cmd(
         check_view_options(pair=pair, block=block, rollout=rollout, layer=layer, head=head)
         check_model_view_options(model_view=model_view, layers=layers, layer=layer, head=head, explain=explain,
                                  rollout=rollout, words=words, block=block)
+        if flow:
+            from attncli.attention.flow import check_flow_options
+
+            check_flow_options(head=head, rollout=rollout, explain=None, show=show.value, words=words,
+                               hide_special=hide_special, model_view=model_view)
         if layers is not None:
             parse_layers(layers)  # its form; the range is checked against the model in the app
     options = {name: value for name, value in (("layer", layer), ("head", head)) if value is not None}
@@ -148,7 +154,7 @@ def explore_cmd(
         norms=show.value == "norms", cursor=explain or (0, 0), dict_path=dict_path,
         transformer=transformer, pair=pair, pair_filter=pair_filter.value if pair_filter else None, words=words,
         hide_special=hide_special, rollout=rollout, backend=backend.value if backend else "auto", truncate=truncate,
-        model_view=model_view, layers=layers, allow_missing_weights=allow_missing_weights,
+        model_view=model_view, layers=layers, allow_missing_weights=allow_missing_weights, flow=flow,
     )
     if serve:
         from attncli.explore.serve import DEFAULT_HOST, DEFAULT_PORT

@@ -119,13 +119,11 @@ def _check_show(o: MatrixOptions) -> None:
 
 
 def _check_flow(o: MatrixOptions) -> None:
-    if not o.flow:
-        return
-    for on, option in ((o.head is not None, "--head"), (o.rollout, "--rollout"), (o.explain is not None, "--explain"),
-                       (o.show != "weights", "--show"), (o.words, "--words"), (o.hide_special, "--hide-special"),
-                       (o.model_view, "--model-view")):
-        if on:
-            raise BadInput(f"--flow is one matrix through every head of layers 0..--layer: drop {option}")
+    if o.flow:
+        from attncli.attention.flow import check_flow_options
+
+        check_flow_options(head=o.head, rollout=o.rollout, explain=o.explain, show=o.show, words=o.words,
+                           hide_special=o.hide_special, model_view=o.model_view)
 
 
 def layer_matrices(model, enc, layer: int, show: str):
@@ -159,9 +157,6 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span)
     from attncli.cli.app import out_console
 
     check_combinations(o)
-    if exports.html is not None and (o.show != "weights" or o.flow):  # before the model loads
-        raise BadInput("--html is the interactive page of the attention weights: with --show " + o.show
-                       + (" --flow" if o.flow else "") + " save the view with --svg or --png")
     model = load_model(o.transformer, o.backend, o.allow_missing_weights, json_out=json_out, device=o.device, dtype=o.dtype)
     if getattr(model, "encoder_decoder", False) or o.target is not None or o.stack is not None:
         from attncli.cli.seq2seq import run_seq2seq_matrix
@@ -173,9 +168,9 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span)
                        "add --backend numpy (BERT and GPT-2 families)")
     enc = model.encode(o.text, pair=o.pair, truncate=o.truncate)
     if exports.html is not None:
-        from attncli.views.page import check_size
+        from attncli.views.page import check_size, extra_size
 
-        check_size(model.layers, model.heads, len(enc.tokens), any(enc.special))
+        check_size(model.layers, model.heads, len(enc.tokens), any(enc.special), extra_size(model.heads, o.show, o.flow))
     if o.flow:
         from attncli.attention.flow import check_tokens
 
@@ -244,10 +239,13 @@ def _page(o: MatrixOptions, model, enc, attentions, meta, layer: int, classes, h
     from attncli.fileio import atomic_write
     from attncli.views.page import interactive_page, page_data
 
+    if attentions is None:  # --show norms / scores: the page holds the weights too
+        attentions = model.attentions(enc)  # (L, h, T, T)
     if classes is None:
         classes = head_classes(model, enc, attentions, o.hide_special)
-    data = page_data(model, enc, attentions, meta, classes, layer=layer, head=o.head, words=o.words,
-                     hide_special=o.hide_special, rollout=o.rollout, block=o.block, model_view=o.model_view)
+    data = page_data(model, enc, attentions, {**meta, "show": "weights", "flow": False}, classes, layer=layer,
+                     head=o.head, words=o.words, hide_special=o.hide_special, rollout=o.rollout, block=o.block,
+                     model_view=o.model_view, show=o.show, flow=o.flow)
     atomic_write(html, interactive_page(data, title))
 
 

@@ -30,7 +30,7 @@ from attncli.explore.lookup_pane import LookupPane
 from attncli.explore.model_view_pane import ModelViewPane
 from attncli.explore.transformer_keys import TransformerKeys
 from attncli.explore.state import DEFAULT_EXPORT, ExploreState
-from attncli.explore.widgets import Drawing, ExportScreen, HelpScreen, MatrixView
+from attncli.explore.widgets import CompareScreen, Drawing, ExportScreen, HelpScreen, MatrixView
 from attncli.textio import visible
 
 INLINE_WORDS = 64  # up to this many tokens a matrix takes milliseconds: no worker needed
@@ -56,8 +56,8 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, FooterModes):
     #settings { height: 1; background: $panel; color: $text; }
     #lookup-result { height: auto; }
     ContentSwitcher { height: 1fr; }
-    ExportScreen, HelpScreen { align: center middle; }
-    #export { width: 80%; height: auto; border: thick $primary; background: $surface; padding: 1; }
+    ExportScreen, HelpScreen, CompareScreen { align: center middle; }
+    #export, #compare { width: 80%; height: auto; border: thick $primary; background: $surface; padding: 1; }
     #help { width: 90%; height: 90%; border: thick $primary; background: $surface; }
     .dim { color: $text-muted; }
     """
@@ -188,7 +188,7 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, FooterModes):
             return
         if getattr(res, "is_model_view", False):
             state = replace(state, grid=res.grid_cell(state.grid))
-        else:
+        elif not getattr(res, "is_panel", False):  # the lens and a comparison have no cursor: it waits
             T, S = self._shape(res)
             i, j = state.cursor
             state = replace(state, cursor=(min(i, T - 1), min(j, S - 1)))
@@ -224,6 +224,12 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, FooterModes):
         width = max((view.content_size.width or self.query_one("#matrix-scroll").size.width or self.size.width) - 1, 20)
         if getattr(res, "is_model_view", False):
             self._draw_model_view(view, width)
+            return
+        if getattr(res, "is_panel", False):  # the logit lens (L), a comparison (C)
+            view.show(*res.renderables(width))
+            self.explanation = None
+            self.query_one("#explain", Drawing).show(*[Text(visible(note), style="dim") for note in res.notes()])
+            self._settings_line()
             return
         if getattr(res, "is_pretrained", False):
             from attncli.explore import pretrained
@@ -323,13 +329,14 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, FooterModes):
         if self._in_model_view():  # up / down: layers, left / right: heads
             self._move_grid(di, dj)
             return
-        if getattr(self.result, "is_model_view", False):
+        if getattr(self.result, "is_model_view", False) or getattr(self.result, "is_panel", False):
             return
         self.state = self.good_state = self.state.move_cursor(di, dj, self._shape(self.result))
         self._draw()
 
     def set_cursor(self, i: int, j: int) -> None:
-        if self.result is None or self.computing or getattr(self.result, "is_model_view", False):
+        if (self.result is None or self.computing or getattr(self.result, "is_model_view", False)
+                or getattr(self.result, "is_panel", False)):
             return
         self.state = self.good_state = replace(self.state, cursor=(0, 0)).move_cursor(i, j, self._shape(self.result))
         self._draw()

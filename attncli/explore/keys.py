@@ -49,6 +49,12 @@ KEYS: tuple[Key, ...] = (
     Key("b", "b", "backend(1)", "--transformer: the forward pass, auto / numpy (attn's own) / torch (transformers) (--backend)"),
     Key("r", "r", "flag('rollout')", "--transformer: attention rollout through the layers up to this one (--rollout)"),
     Key("N", "N", "flag('norms')", "--transformer: value norms ||alpha f(x)|| instead of the weights (--show norms)"),
+    Key("o", "o", "flag('flow')", "--transformer: attention flow through layers 0..this one, max-flow from each input "
+        "token (--flow; up to 32 tokens)"),
+    Key("L", "L", "lens", "--transformer, decoders (GPT-2 family): the logit lens, the top next token after each layer "
+        "(attn lens); L again returns"),
+    Key("C", "C", "compare", "--transformer: compare with a second text (typed in a box): both matrices at this layer "
+        "and head, and B - A (attn compare); [ ] { } u change both; C again returns"),
     Key("l", "l", "pane('lookup')", "lookup pane: type a query, see its weights over the dictionary's keys (--dict)", "lookup"),
     Key("m", "m", "pane('matrix')", "back to the matrix"),
     Key("x", "x", "export", "export the view: .svg, .html, .png or .json (the name's suffix picks), written atomically", "export"),
@@ -67,7 +73,8 @@ FOOTER: dict[str, dict[str, str]] = {
                     "causal": "causal", "window(1)": "window", "projection(1)": "proj", "show(1)": "show", **_COMMON},
     "transformer": {"edit('sentence')": "sentence", "edit('context')": "pair", "layer(1)": "layer", "head(1)": "head",
                     "model_view": "model view", "flag('words')": "words", "flag('hide_special')": "specials",
-                    "flag('rollout')": "rollout", "filter(1)": "filter", "backend(1)": "backend",
+                    "flag('rollout')": "rollout", "flag('flow')": "flow", "lens": "lens", "compare": "compare",
+                    "filter(1)": "filter", "backend(1)": "backend",
                     "transformer": "vectors", **_COMMON},
     "model view": {"layer(1)": "layer", "head(1)": "head", "model_view": "open head",
                    "export": "export", "copy": "copy cmd", "help": "help", "quit": "quit"},

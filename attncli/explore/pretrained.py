@@ -46,7 +46,8 @@ class PretrainedResult:
             return None
         if self.qk is None:
             return "the explanation of a cell needs attn's NumPy forward pass (BERT and GPT-2 families)"
-        for flag, option in ((state.words, "--words"), (state.rollout, "--rollout"), (state.hide_special, "--hide-special")):
+        for flag, option in ((state.words, "--words"), (state.rollout, "--rollout"), (state.hide_special, "--hide-special"),
+                             (state.flow, "--flow")):
             if flag:
                 return f"no explanation of a cell with {option} (attn matrix --explain I J takes one head's input positions)"
         return None
@@ -88,11 +89,17 @@ def check(state) -> None:
 
         check_norms_options(rollout=state.rollout, words=state.words, hide_special=state.hide_special,
                             model_view=state.model_view)
+    if state.flow:
+        from attncli.attention.flow import check_flow_options
+
+        check_flow_options(head=state.head, rollout=state.rollout, explain=None, show="norms" if state.norms else "weights",
+                           words=state.words, hide_special=state.hide_special, model_view=state.model_view)
 
 
-def compute(state, models: dict[tuple[str, str], Any]) -> PretrainedResult | ModelViewResult:
-    """What ``attn matrix TEXT --transformer NAME [--pair ...] [--layer/--head/--words/...]`` computes
-    (with ``--model-view [--layers A-B]``: every head of those layers). ``models`` keeps each model
+def compute(state, models: dict[tuple[str, str], Any]):
+    """What ``attn matrix TEXT --transformer NAME [--pair ...] [--layer/--head/--words/--flow...]``
+    computes (with ``--model-view [--layers A-B]``: every head of those layers; with ``state.lens``
+    or ``state.compare_text``: attncli.explore.lens_compare's views). ``models`` keeps each model
     loaded, by (name, backend)."""
     from attncli.attention import pretrained as pv
 
@@ -104,12 +111,20 @@ def compute(state, models: dict[tuple[str, str], Any]) -> PretrainedResult | Mod
 
         models[key] = load(state.transformer, backend=state.backend, allow_missing_weights=state.allow_missing_weights)
     model = models[key]
+    if state.lens or state.compare_text is not None:  # L, C: attn lens's or attn compare's view
+        from attncli.explore.lens_compare import compute_compare, compute_lens
+
+        return compute_lens(model, state) if state.lens else compute_compare(model, state)
     layer = pv.layer_shown(model, state.layer, state.head)
     enc = model.encode(state.text, pair=state.pair, truncate=state.truncate)
+    if state.flow:
+        from attncli.attention.flow import check_tokens
+
+        check_tokens(len(enc.ids))  # before the forward pass
     attentions = model.attentions(enc)  # (L, h, T, T)
     block = state.pair_filter or "all"
     meta = pv.view_meta(model, enc, layer=layer, head=state.head, rollout=state.rollout, block=block,
-                        hide_special=state.hide_special, words=state.words)
+                        hide_special=state.hide_special, words=state.words, flow=state.flow)
     if state.model_view:
         from attncli.attention.model_view import head_classes, layer_range
 
@@ -125,7 +140,8 @@ def compute(state, models: dict[tuple[str, str], Any]) -> PretrainedResult | Mod
         meta["show"] = "norms"
     view = pv.select(shown, layer=at, head=state.head, rollout=state.rollout, hide_special=state.hide_special,
                      block=block, words=state.words, tokens=enc.tokens, segments=enc.segments,
-                     special=enc.special, word_ids=enc.word_ids, word_texts=enc.words, combined=combined)
+                     special=enc.special, word_ids=enc.word_ids, word_texts=enc.words, combined=combined,
+                     flow=state.flow)
     if view.weights.size == 0:
         raise BadInput("the view is empty: no token is left after --hide-special or --filter")
     qk = model.qk(enc, layer) if model.backend == "numpy" else None  # (h, T, d_head) each
@@ -151,7 +167,7 @@ def explain(res: PretrainedResult, state) -> Optional[dict[str, Any]]:
 def command_line(res: PretrainedResult, state) -> str:
     """The ``attn matrix --transformer`` command of this view, with ``--explain I J`` of the cursor's
     cell (as input positions) where the command has an explanation."""
-    if res.is_model_view:
+    if res.is_model_view or getattr(res, "is_panel", False):
         return state.command_line(explain=False)
     explained = res.explainable(state) is None
     return state.command_line(explained, res.input_cell(state) if explained else None)
@@ -169,6 +185,10 @@ def renderables(res: PretrainedResult, state, width: int, *, cursor=None, cell_m
 
 def export_text(res: PretrainedResult, state, fmt: str, width: int | None = None) -> str | bytes:
     """The view as .json (``attn matrix --transformer ... --json``'s document), .svg or .html."""
+    if getattr(res, "is_panel", False):  # the logit lens, a comparison
+        from attncli.explore.lens_compare import export_panel
+
+        return export_panel(res, state, fmt, width)
     if res.is_model_view:
         return model_view_export(res, state, fmt, width)
     explanation = explain(res, state)
@@ -221,13 +241,15 @@ def page_export(res, state, classes, *, model_view: bool) -> str:
     """The .html export of a pretrained view: the interactive page ``attn matrix --transformer ...
     --html`` writes (attncli.views.page), opened on the same view."""
     from attncli.attention.model_view import head_classes
-    from attncli.views.page import check_size, interactive_page, page_data
+    from attncli.views.page import check_size, extra_size, interactive_page, page_data
 
-    check_size(res.model.layers, res.model.heads, len(res.enc.tokens), any(res.enc.special))
+    show = "norms" if state.norms else "weights"
+    check_size(res.model.layers, res.model.heads, len(res.enc.tokens), any(res.enc.special),
+               extra_size(res.model.heads, show, state.flow))
     if classes is None:
         classes = head_classes(res.model, res.enc, res.attentions, state.hide_special)
     block = state.pair_filter if state.pair_filter not in (None, "all") else None
-    data = page_data(res.model, res.enc, res.attentions, res.meta, classes, layer=res.meta["layer"], head=state.head,
-                     words=state.words, hide_special=state.hide_special, rollout=state.rollout, block=block,
-                     model_view=model_view)
+    data = page_data(res.model, res.enc, res.attentions, {**res.meta, "show": "weights", "flow": False}, classes,
+                     layer=res.meta["layer"], head=state.head, words=state.words, hide_special=state.hide_special,
+                     rollout=state.rollout, block=block, model_view=model_view, show=show, flow=state.flow)
     return interactive_page(data, f"attn matrix: {res.enc.text[:60]}")

@@ -79,6 +79,9 @@ class ExploreState:
     model_view: bool = False  # --model-view: every layer x head of the input (layers: --layers A-B)
     layers: str | None = None
     norms: bool = False  # --show norms: ||alpha f(x)|| instead of the weights (issue 22)
+    flow: bool = False  # --flow: the attention flow through layers 0..layer (attncli.attention.flow)
+    lens: bool = False  # the logit lens of a decoder (attn lens) instead of the attention
+    compare_text: str | None = None  # attn compare: this second text's matrix beside the sentence's, and B - A
     grid: tuple[int, int] | None = None  # the model view's cursor (layer, head); None: the first head shown
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -159,8 +162,10 @@ class ExploreState:
         return replace(self, **{name: not getattr(self, name)})
 
     def enter_model_view(self, layer: int) -> ExploreState:
-        """The model view, its cursor on this view's layer and head (head 0 for all heads)."""
-        return replace(self, model_view=True, grid=(layer, self.head or 0), layer=None, head=None)
+        """The model view, its cursor on this view's layer and head (head 0 for all heads); it
+        replaces the logit lens or a comparison."""
+        return replace(self, model_view=True, grid=(layer, self.head or 0), layer=None, head=None, lens=False,
+                       compare_text=None)
 
     def open_head(self, grid: tuple[int, int]) -> ExploreState:
         """The ordinary view of the model view's head ``grid`` (layer, head); --layers stays for M."""
@@ -179,6 +184,8 @@ class ExploreState:
                 args.append(option)
         if self.norms:
             args += ["--show", "norms"]
+        if self.flow:
+            args.append("--flow")
         if self.model_view:  # --layers belongs to it; it has no --explain
             return args + (["--layers", self.layers] if self.layers is not None else [])
         i, j = cell or self.cursor
@@ -210,11 +217,22 @@ class ExploreState:
 
     def command_line(self, explain: bool = True, cell: tuple[int, int] | None = None) -> str:
         """The ``attn matrix`` command that prints this view (and --explain of the cursor's cell,
-        or of ``cell``: see :meth:`options`).
+        or of ``cell``: see :meth:`options`); the ``attn lens`` or ``attn compare`` command of those views.
 
         >>> ExploreState("time flies", causal=True, window=2).command_line()
         "attn matrix 'time flies' --causal --window 2 --explain 0 0"
+        >>> ExploreState("time flies", transformer="gpt2", compare_text="fruit flies", layer=1).command_line()
+        "attn compare 'time flies' 'fruit flies' --transformer gpt2 --layer 1 --align position"
         """
+        if self.transformer is not None and self.lens:
+            return shlex.join(["attn", "lens", self.text, "--transformer", self.transformer])
+        if self.transformer is not None and self.compare_text is not None:
+            args = ["attn", "compare", self.text, self.compare_text, "--transformer", self.transformer]
+            for option, value in (("--layer", self.layer), ("--head", self.head),
+                                  ("--backend", None if self.backend == "auto" else self.backend)):
+                if value is not None:
+                    args += [option, str(value)]
+            return shlex.join(args + (["--words"] if self.words else []) + ["--align", "position"])
         return shlex.join(["attn", "matrix", *self.options(explain, cell)])
 
     def explore_args(self) -> list[str]:
@@ -230,8 +248,15 @@ class ExploreState:
                                               (f"backend {self.backend}", self.backend != "auto"),
                                               ("truncate", self.truncate)) if flag]
             return " · ".join(parts + ([f"layer {self.grid[0]} head {self.grid[1]}"] if self.grid else []))
+        if self.transformer is not None and self.lens:
+            return f"transformer {Path(self.transformer).name or self.transformer} · logit lens (L returns)"
+        if self.transformer is not None and self.compare_text is not None:
+            which = "all heads" if self.head is None else f"head {self.head}"
+            return " · ".join([f"transformer {Path(self.transformer).name or self.transformer}", f"compare with {self.compare_text!r}",
+                               f"layer {'last' if self.layer is None else self.layer}", which, "C returns"])
         if self.transformer is not None:
-            which = "rollout" if self.rollout else "all heads" if self.head is None else f"head {self.head}"
+            which = ("flow" if self.flow else "rollout" if self.rollout else "all heads" if self.head is None
+                     else f"head {self.head}")
             parts = [f"transformer {Path(self.transformer).name or self.transformer}",
                      f"layer {'last' if self.layer is None else self.layer}", which]
             parts += [name for name, flag in (("pair", self.pair is not None), (f"filter {self.pair_filter}", self.pair_filter),

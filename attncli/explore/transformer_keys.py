@@ -1,6 +1,7 @@
 """The keys of a pretrained transformer's view in ``attn explore --transformer``: T (its attention
 <-> the word-vector matrix), [ ] (layer), { } (head), u z r (--words, --hide-special, --rollout),
-f F (--filter) and b (--backend). Part of the app (ExploreApp derives from it)."""
+f F (--filter), b (--backend), o (--flow), and L and C, the logit lens and the comparison with a
+second text (attncli.explore.lens_compare). Part of the app (ExploreApp derives from it)."""
 
 from __future__ import annotations
 
@@ -56,3 +57,38 @@ class TransformerKeys(App):
     def action_flag(self, name: str) -> None:
         if self._transformer_only("--" + name.replace("_", "-")):
             self.recompute(self.state.toggle(name))
+
+    def action_lens(self) -> None:
+        """L: the logit lens of the sentence (a decoder's; an encoder gets a message), L again: back."""
+        if not self._transformer_only("the logit lens (L)"):
+            return
+        if self.state.lens:
+            self.recompute(replace(self.state, lens=False))
+            return
+        model = getattr(self.result, "model", None)
+        if model is not None and not model.is_decoder:  # said at once, the view stays
+            from attncli.explore.lens_compare import lens_refusal
+
+            self._say(lens_refusal(model), error=True)
+            return
+        self.recompute(replace(self.state, lens=True, compare_text=None, model_view=False))
+
+    def action_compare(self) -> None:
+        """C: asks for a second text, then draws the sentence's and its matrices and B - A; C again: back."""
+        if not self._transformer_only("compare (C)"):
+            return
+        if self.state.compare_text is not None:
+            self.recompute(replace(self.state, compare_text=None))
+            return
+        from attncli.explore.widgets import CompareScreen
+
+        self.push_screen(CompareScreen(getattr(self, "_compared", "")), self._compare_with)
+
+    def _compare_with(self, text: str | None) -> None:
+        if text is None:
+            return
+        if not text.strip():
+            self._say("the second text is empty: C, then type a sentence to compare with", error=True)
+            return
+        self._compared = text  # offered again by the next C
+        self.recompute(replace(self.state, compare_text=text, lens=False, model_view=False))

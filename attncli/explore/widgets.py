@@ -1,6 +1,6 @@
 """The widgets of ``attn explore``: a drawing of rich renderables (the heatmap, the explanation,
 the lookup table), the matrix view with its cursor keys, Enter and clicks, the help and export
-screens."""
+screens, and the prompt for a comparison's second text."""
 
 from __future__ import annotations
 
@@ -125,6 +125,29 @@ class ExportScreen(ModalScreen[str | None]):
             yield Label("Enter writes it, Esc cancels.", classes="dim")
 
     @on(Input.Submitted, "#export-path")
+    def _submit(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class CompareScreen(ModalScreen[str | None]):
+    """Asks for the second text of a comparison (key C: attn compare's TEXT_B)."""
+
+    BINDINGS = [Binding("escape", "cancel", "cancel")]
+
+    def __init__(self, default: str) -> None:
+        super().__init__()
+        self.default = default
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="compare"):
+            yield Label("Compare the sentence with (a second text; its attention at the same layer and head):")
+            yield Input(self.default, placeholder="e.g. fruit flies like a banana", id="compare-text")
+            yield Label("Enter compares, Esc cancels.", classes="dim")
+
+    @on(Input.Submitted, "#compare-text")
     def _submit(self, event: Input.Submitted) -> None:
         self.dismiss(event.value)
 

@@ -16,7 +16,8 @@ def _cell(token: str, prob: float):
     from rich.text import Text
 
     bg, fg = palette(prob)
-    return Text(f"{abbreviate(visible(token), CELL - 4):<{CELL - 4}} {prob:.2f}"[:CELL], style=f"{fg} on {bg}")
+    width = CELL - 5  # the token, a space, the probability's 4 characters ("0.92", "1.00")
+    return Text(f"{abbreviate(visible(token), width):<{width}} {prob:.2f}", style=f"{fg} on {bg}")
 
 
 def render_lens(console, doc: dict[str, Any]) -> None:

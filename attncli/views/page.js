@@ -1,6 +1,7 @@
 // The interactive page of `attn matrix --transformer ... --html` (attncli/views/page.py): vanilla
 // JavaScript, no library, nothing loaded. The data are `attn matrix --json` documents, one per
-// layer x {tokens, special tokens hidden} x {heads, rollout}, each with its words merged.
+// layer x {tokens, special tokens hidden} x {heads, rollout}, each with its words merged; D.extra
+// holds the views beyond the weights (--show norms / scores, --flow), one document per layer.
 "use strict";
 (function () {
   const D = JSON.parse(document.getElementById("attn-data").textContent);
@@ -30,19 +31,24 @@
   function doc(layer, rollout) {
     return D.views[layer + "|" + (S.hide_special ? 1 : 0) + "|" + (rollout ? 1 : 0)];
   }
+  // A view beyond the weights (--show norms / scores, --flow): token by token, one document per layer.
+  function extra() { return S.show !== "weights" && D.extra[S.show] !== undefined; }
+  function fmt(w) { return w === null ? "" : w.toFixed(3); }  // --show scores: a masked cell (null) is blank
 
-  // The matrix shown: rows (queries) and columns (keys) with labels and segments, the block kept.
-  function matrix(layer, head, rollout) {
-    const d = doc(layer, rollout);
+  // The matrix shown: rows (queries) and columns (keys) with labels and segments, the block kept;
+  // ri, ci: the rows and columns of the document kept (input positions in a token view).
+  function matrix(layer, head, rollout, weightsOnly) {
+    const other = !weightsOnly && extra();
+    const d = other ? D.extra[S.show][layer] : doc(layer, rollout);
     let part, rows, cols, rowSeg, colSeg;
-    if (S.words) {
+    if (S.words && !other) {
       part = d.words; rows = part.tokens; cols = part.key_tokens;
       rowSeg = part.groups.map((g) => D.input.segments[g[0]]);
       colSeg = part.key_groups.map((g) => D.input.segments[g[0]]);
     } else {
       part = d; rows = d.tokens; cols = d.key_tokens; rowSeg = d.segments; colSeg = d.key_segments;
     }
-    const M = (rollout || head === null || !part.head_weights) ? part.weights : part.head_weights[head];
+    const M = ((!other && rollout) || head === null || !part.head_weights) ? part.weights : part.head_weights[head];
     let ri = rows.map((_, i) => i), ci = cols.map((_, j) => j);
     if (S.filter !== "all") {
       ri = ri.filter((i) => rowSeg[i] === S.filter[0]);
@@ -51,13 +57,30 @@
     const mark = (s) => (D.pair !== null && s ? s.toUpperCase() + " " : "");
     return {
       rows: ri.map((i) => i + " " + mark(rowSeg[i]) + rows[i]), cols: ci.map((j) => mark(colSeg[j]) + cols[j]),
-      W: ri.map((i) => ci.map((j) => M[i][j])),
+      W: ri.map((i) => ci.map((j) => M[i][j])), ri: ri, ci: ci, layer: layer, head: head,
     };
   }
 
+  // The hover text of a cell: the number; for --show norms also alpha, ||f(x_j)|| and their
+  // product, as attn matrix --show norms --explain I J gives them.
+  function cellTitle(m, i, j) {
+    const w = m.W[i][j], where = m.rows[i] + " \u2192 " + m.cols[j] + ": ";
+    if (w === null) return where + "masked (-inf before the softmax)";
+    if (S.show !== "norms" || !extra()) return where + w;
+    const I = m.ri[i], J = m.ci[j];
+    if (m.head === null) return where + "||sum over the heads of alpha f(x_j)|| = " + w;
+    const alpha = D.views[m.layer + "|0|0"].head_weights[m.head][I][J];
+    const size = D.extra.norms[m.layer].value_norms[m.head][J];
+    return where + "alpha = " + alpha + ", ||f(x_j)|| = " + size + ", ||alpha f(x_j)|| = " + w;
+  }
+
   function which() {
+    if (S.show === "flow" && extra()) return "attention flow through layers 0-" + S.layer;
     if (S.rollout) return "rollout through layers 0-" + S.layer;
-    return "layer " + S.layer + (S.head === null ? ", mean of " + D.heads + " heads" : " head " + S.head);
+    const norms = S.show === "norms" && extra();
+    const what = norms ? " ||alpha f(x)||," : S.show === "scores" && extra() ? " scores," : "";
+    return "layer " + S.layer + what + (S.head === null ? (what ? " " : ", ") + (norms ? "the " + D.heads + " heads' vectors added"
+      : "mean of " + D.heads + " heads") : " head " + S.head);
   }
 
   // --- the head view: queries on the left, keys on the right, a line per weight ------------------
@@ -68,6 +91,9 @@
     const n = Math.max(m.rows.length, m.cols.length);
     svg.setAttribute("height", String(22 * n));
     const lines = [];
+    const shown = m.W.flat().filter((w) => w !== null);
+    const top = Math.max(...shown, 0), bottom = Math.min(...shown, 0);
+    const strength = extra() ? (w) => (w === null || top <= bottom ? 0 : (w - bottom) / (top - bottom)) : (w) => w;
     m.rows.forEach((label, i) => {
       const t = el("div", { class: "tok q", "data-i": String(i) }, label);
       t.addEventListener("mouseover", () => focus(i, null));
@@ -87,7 +113,7 @@
       line.setAttribute("x1", "0"); line.setAttribute("y1", String(22 * i + 11));
       line.setAttribute("x2", "160"); line.setAttribute("y2", String(22 * j + 11));
       line.setAttribute("stroke", "#2a6fdb"); line.setAttribute("stroke-width", "2");
-      line.setAttribute("stroke-opacity", String(w));
+      line.setAttribute("stroke-opacity", String(strength(w)));
       svg.appendChild(line);
       lines.push([i, j, line]);
     }));
@@ -96,12 +122,12 @@
       q.querySelectorAll(".q").forEach((t, i) => t.classList.toggle("hot", i === fi));
       k.querySelectorAll(".k").forEach((t, j) => {
         t.classList.toggle("hot", j === fj);
-        t.querySelector(".w").textContent = fi === null ? "" : m.W[fi][j].toFixed(3);
+        t.querySelector(".w").textContent = fi === null ? "" : fmt(m.W[fi][j]);
       });
-      if (fj !== null) q.querySelectorAll(".q").forEach((t, i) => { t.title = m.W[i][fj].toFixed(6); });
+      if (fj !== null) q.querySelectorAll(".q").forEach((t, i) => { t.title = cellTitle(m, i, fj); });
       $("readout").textContent = fi !== null
-        ? m.rows[fi] + " attends: " + m.cols.map((c, j) => c + " " + m.W[fi][j].toFixed(3)).join(", ")
-        : fj !== null ? m.cols[fj] + " is attended by: " + m.rows.map((r, i) => r + " " + m.W[i][fj].toFixed(3)).join(", ") : "";
+        ? m.rows[fi] + " attends: " + m.cols.map((c, j) => c + " " + fmt(m.W[fi][j])).join(", ")
+        : fj !== null ? m.cols[fj] + " is attended by: " + m.rows.map((r, i) => r + " " + fmt(m.W[i][fj])).join(", ") : "";
     }
     drawMatrix(m);
   }
@@ -110,7 +136,7 @@
   function drawMatrix(m) {
     const table = $("matrix");
     table.replaceChildren();
-    const all = m.W.flat();
+    const all = m.W.flat().filter((w) => w !== null);
     const lo = Math.min(...all), hi = Math.max(...all);
     const head = el("tr");
     head.appendChild(el("th"));
@@ -120,10 +146,11 @@
       const tr = el("tr");
       tr.appendChild(el("th", { class: "r" }, m.rows[i]));
       row.forEach((w, j) => {
-        const c = viridis(hi > lo ? (w - lo) / (hi - lo) : 0);
-        const td = el("td", { "data-i": String(i), "data-j": String(j), title: m.rows[i] + " \u2192 " + m.cols[j] + ": " + w },
-                      w.toFixed(3));
-        td.style.background = css(c); td.style.color = ink(c);
+        const td = el("td", { "data-i": String(i), "data-j": String(j), title: cellTitle(m, i, j) }, fmt(w));
+        if (w !== null) {
+          const c = viridis(hi > lo ? (w - lo) / (hi - lo) : 0);
+          td.style.background = css(c); td.style.color = ink(c);
+        }
         tr.appendChild(td);
       });
       table.appendChild(tr);
@@ -138,7 +165,7 @@
     for (let layer = 0; layer < D.layers; layer++) {
       grid.appendChild(el("div", { class: "thumb" }, "layer " + layer));
       for (let h = 0; h < D.heads; h++) {
-        const m = matrix(layer, h, false);
+        const m = matrix(layer, h, false, true);  // the model view classifies the heads by their weights
         const cell = Math.max(2, Math.min(6, Math.floor(72 / Math.max(m.W.length, m.cols.length, 1))));
         const canvas = el("canvas", { width: String(cell * m.cols.length), height: String(cell * m.W.length) });
         const g = canvas.getContext("2d");
@@ -164,9 +191,15 @@
     }
     layer.value = String(S.layer);
     head.value = S.head === null ? "mean" : String(S.head);
-    head.disabled = S.rollout;
+    const show = $("show");
+    if (!show.options.length) for (const name of ["weights", ...Object.keys(D.extra)]) show.appendChild(el("option", { value: name }, name));
+    show.value = extra() ? S.show : "weights";
+    $("show-label").style.display = Object.keys(D.extra).length ? "" : "none";
+    const tokenwise = S.view === "head" && extra();  // norms, scores, flow: token by token, no row renormalised
+    head.disabled = S.rollout || (tokenwise && S.show === "flow");
     $("words").checked = S.words; $("hide").checked = S.hide_special; $("rollout").checked = S.rollout;
-    $("hide").disabled = !D.input.special.some((s) => s);
+    $("words").disabled = tokenwise; $("rollout").disabled = tokenwise;
+    $("hide").disabled = tokenwise || !D.input.special.some((s) => s);
     $("filter").value = S.filter; $("filter-label").style.display = D.pair === null ? "none" : "";
     $("tab-head").classList.toggle("on", S.view === "head");
     $("tab-model").classList.toggle("on", S.view === "model");
@@ -178,7 +211,11 @@
     controls();
     $("title").textContent = D.model + " \u00b7 " + (S.view === "head" ? which() : "model view: " + D.layers + " layers x " + D.heads + " heads");
     $("sub").textContent = D.pair === null ? D.text : "A: " + D.text + "  \u00b7  B: " + D.pair;
-    $("note").textContent = "rows: queries, columns: keys; weights as attn matrix --json gives them" +
+    const what = extra() ? { norms: "||alpha f(x_j)||, f(x) = (x W_V + b_V) W_O (Kobayashi et al. 2020); hover a cell: alpha, ||f(x_j)|| and their product",
+                             scores: "scores before the softmax (a masked cell is blank)",
+                             flow: "attention flow: max-flow from each input token through layers 0-" + S.layer + " (Abnar & Zuidema 2020)" }[S.show]
+                         : "weights";
+    $("note").textContent = "rows: queries, columns: keys; " + what + " as attn matrix --json gives them" +
       (S.words ? "; word pieces merged (a word's row is the mean of its pieces' rows, its column the sum of their columns)" : "") +
       (S.hide_special ? "; special tokens hidden, each row renormalised over the other keys" : "") +
       (S.filter !== "all" ? "; block " + S.filter + ": weights as in the whole matrix" : "");
@@ -191,6 +228,11 @@
   $("words").addEventListener("change", (e) => { S.words = e.target.checked; draw(); });
   $("hide").addEventListener("change", (e) => { S.hide_special = e.target.checked; draw(); });
   $("rollout").addEventListener("change", (e) => { S.rollout = e.target.checked; draw(); });
+  $("show").addEventListener("change", (e) => {  // the token-level views drop what mixes tokens or layers
+    S.show = e.target.value;
+    if (extra()) Object.assign(S, { words: false, hide_special: false, rollout: false, head: S.show === "flow" ? null : S.head });
+    draw();
+  });
   $("filter").addEventListener("change", (e) => { S.filter = e.target.value; draw(); });
   $("tab-head").addEventListener("click", () => { S.view = "head"; draw(); });
   $("tab-model").addEventListener("click", () => { S.view = "model"; draw(); });

@@ -4,7 +4,8 @@ What bertviz's head and model views show, without require.js, d3 or jQuery from 
 head pickers, the head view (hover a query token to see where it attends, with the numbers), the
 heatmap of the current matrix (numbers in the cells and on hover), the model view (every layer x
 head as a thumbnail; click one to open it), the --words / --hide-special / --rollout toggles and
-the A/B blocks of a pair. Vanilla JavaScript and CSS inline, the data inline, and a
+the A/B blocks of a pair; with --show norms, --show scores or --flow, that view of every layer
+too (a "show" picker: :func:`extra_views`). Vanilla JavaScript and CSS inline, the data inline, and a
 Content-Security-Policy that forbids every request (``default-src 'none'``).
 
 The data are ``attn matrix --json`` documents (:func:`attncli.attention.pretrained.document`),
@@ -25,15 +26,19 @@ SCRIPT_FILE = "page.js"
 MAX_NUMBERS = 4_000_000  # weights the page may embed (about 10 bytes each in its JSON): ~40 MB
 
 
-def check_size(layers: int, heads: int, tokens: int, has_special: bool) -> None:
+EXTRA_SHOWS = ("norms", "scores")  # --show views the page can add to the weights (token by token, one layer)
+
+
+def check_size(layers: int, heads: int, tokens: int, has_special: bool, extra: int = 0) -> None:
     """BadInput (exit 2) before any work when the page would embed more than MAX_NUMBERS
     weights: every layer x head x T x T, with and without the special tokens, by token and by
-    word (the rollouts add one matrix per layer)."""
+    word (the rollouts add one matrix per layer); ``extra`` more matrices per layer (--show
+    norms / scores: h + 1 each, --flow: 1) by token."""
     from attncli.errors import BadInput
 
-    numbers = layers * (heads + 2) * tokens * tokens * (2 if has_special else 1) * 2
+    numbers = layers * (heads + 2) * tokens * tokens * (2 if has_special else 1) * 2 + layers * extra * tokens * tokens
     if numbers > MAX_NUMBERS:
-        most = int((MAX_NUMBERS / (layers * (heads + 2) * (2 if has_special else 1) * 2)) ** 0.5)
+        most = int((MAX_NUMBERS / (layers * ((heads + 2) * (2 if has_special else 1) * 2 + extra))) ** 0.5)
         raise BadInput(f"--html: the interactive page of {tokens} tokens would hold {numbers:,} weights "
                        f"({layers} layers x {heads} heads); it takes up to about {most} tokens of this model: "
                        "shorten the input, or use --svg / --json")
@@ -59,18 +64,65 @@ def page_views(model, enc, attentions, meta: dict[str, Any]) -> dict[str, Any]:
     return views
 
 
+def extra_size(heads: int, show: str = "weights", flow: bool = False) -> int:
+    """Matrices per layer that :func:`extra_views` adds (for :func:`check_size`)."""
+    return (heads + 1 if show in EXTRA_SHOWS else 0) + (1 if flow else 0)
+
+
+def extra_views(model, enc, attentions, meta: dict[str, Any], show: str = "weights",
+                flow: bool = False) -> dict[str, list[dict[str, Any]]]:
+    """The views beyond the weights, one ``--json`` document per layer (index = layer): "norms"
+    (``--show norms --layer L``: each head's ||alpha f(x)||, the whole layer's ||sum_h alpha f(x)||;
+    each document also holds "value_norms" (h, T), ||f^h(x_j)||, for the page's tooltips),
+    "scores" (``--show scores``: masked -inf as null) and "flow" (``--flow --layer L``)."""
+    import numpy as np
+
+    from attncli.attention import pretrained as pv
+
+    def doc(mats, layer, combined=None, **options):
+        view = pv.select(mats, layer=0 if mats.shape[0] == 1 else layer, tokens=enc.tokens, segments=enc.segments,
+                         special=enc.special, word_ids=enc.word_ids, word_texts=enc.words, combined=combined,
+                         flow=options.pop("flow_view", False))
+        view_meta = {**meta, "layer": layer, "head": None, "rollout": False, "filter": "all", "hide_special": False,
+                     "words_merged": False, **options}
+        return pv.to_json(pv.document(view, view_meta, segments=enc.segments, special=enc.special))
+
+    views: dict[str, list[dict[str, Any]]] = {}
+    if show == "norms":
+        from attncli.attention.value_norms import head_norms, summed_norms
+
+        views["norms"] = []
+        for layer in range(model.layers):
+            weights, fx = model.value_vectors(enc, layer)  # (h, T, T), (h, T, d)
+            d = doc(head_norms(weights, fx)[None], layer, summed_norms(weights, fx), show="norms")
+            d["value_norms"] = [[round(float(x), 6) for x in row] for row in np.linalg.norm(fx, axis=-1)]  # (h, T)
+            views["norms"].append(d)
+    elif show == "scores":
+        views["scores"] = []
+        for layer in range(model.layers):
+            per_head = model.scores(enc, layer)  # (h, T, T), -inf where masked
+            views["scores"].append(doc(per_head[None], layer, per_head.mean(axis=0), show="scores"))
+    if flow:
+        views["flow"] = [doc(np.asarray(attentions), layer, flow_view=True, flow=True) for layer in range(model.layers)]
+    return views
+
+
 def page_data(model, enc, attentions, meta: dict[str, Any], classes: list, *, layer: int,
               head: Optional[int] = None, words: bool = False, hide_special: bool = False, rollout: bool = False,
-              block: Optional[str] = None, model_view: bool = False) -> dict[str, Any]:
-    """Everything the page embeds: the views, each head's class, and the state it opens in."""
+              block: Optional[str] = None, model_view: bool = False, show: str = "weights",
+              flow: bool = False) -> dict[str, Any]:
+    """Everything the page embeds: the views, each head's class, and the state it opens in
+    (``show`` and ``flow``: the extra views the page holds, and opens on)."""
     return {
         "model": model.name, "layers": model.layers, "heads": model.heads, "text": enc.text, "pair": enc.pair,
         "input": {"tokens": enc.tokens, "segments": enc.segments, "special": [bool(s) for s in enc.special]},
         "classes": [[{"label": c["label"], "score": c["score"]} for c in row] for row in classes],
         "viridis": _VIRIDIS,
         "start": {"layer": layer, "head": head, "words": words, "hide_special": hide_special and any(enc.special),
-                  "rollout": rollout, "filter": block or "all", "view": "model" if model_view else "head"},
+                  "rollout": rollout, "filter": block or "all", "view": "model" if model_view else "head",
+                  "show": "flow" if flow else show},
         "views": page_views(model, enc, attentions, meta),
+        "extra": extra_views(model, enc, attentions, meta, show, flow),
     }
 
 
@@ -131,6 +183,7 @@ PAGE = """<!DOCTYPE html>
   <label><input type="checkbox" id="words"> words</label>
   <label><input type="checkbox" id="hide"> hide special</label>
   <label><input type="checkbox" id="rollout"> rollout</label>
+  <label id="show-label">show <select id="show"></select></label>
   <label id="filter-label">block <select id="filter"><option value="all">all</option><option value="a-a">A-A</option><option value="a-b">A-B</option><option value="b-a">B-A</option><option value="b-b">B-B</option></select></label>
 </div>
 <div id="head-pane">
