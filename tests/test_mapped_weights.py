@@ -77,10 +77,10 @@ def test_offsets_that_do_not_hold_the_tensor_are_damage_naming_it(tmp_path, monk
         w.get("zz.weight")
 
 
-def bfloat16_file(path: Path, poison: float | None) -> Path:
+def bfloat16_file(path: Path, poison: float | None, rows: int = 3) -> Path:
     """A bfloat16 checkpoint (its bits written by hand: NumPy has no bfloat16) with ``poison`` in
-    the last entry of norm.weight, or none."""
-    values = np.linspace(-3, 3, 12, dtype=np.float32).reshape(3, 4)
+    the last entry of norm.weight, or none; embed.weight (rows, 4)."""
+    values = np.linspace(-3, 3, rows * 4, dtype=np.float32).reshape(rows, 4)
     norm = np.array([1.5, -2.0, 0.25], np.float32)
     if poison is not None:
         norm[-1] = poison
@@ -132,3 +132,29 @@ def test_map_regular_maps_regular_files_only_and_bounded(tmp_path):
     with pytest.raises(FileProblem, match="symbolic link"):
         map_regular(tmp_path / "link", 10)
     assert map_regular(tmp_path / "link", 10, follow_symlinks=True)[:3] == b"012"
+
+
+def mapped_kib(path: Path) -> int:
+    """Resident KiB of this process's shared mappings of ``path`` (Linux's /proc/self/smaps): attn's
+    own map (map_regular's, MAP_SHARED), not the private one safetensors' safe_open keeps."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if line[:1].isalnum() and "-" in line.split(" ", 1)[0] and ":" not in line.split(" ", 1)[0]:
+            inside = line.endswith(str(path)) and line.split()[1] == "r--s"
+        elif inside and line.startswith("Rss:"):
+            total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads Linux's /proc/self/smaps")
+def test_a_scanned_or_widened_tensor_leaves_no_pages_of_the_file_resident(tmp_path):
+    """The NaN scan and the widening of a bfloat16 tensor read its pages of the map; they are then
+    given back, so a widened checkpoint is not held twice (the file's pages and the float32 copy)."""
+    path = bfloat16_file(tmp_path / "m.safetensors", None, rows=2**18)  # embed.weight: 2 MiB of bfloat16
+    w = Weights(path, ANCHORS, np.float32)
+    w.check_finite(["embed.weight", "norm.weight"])
+    assert mapped_kib(path) < 64
+    embed = w.get("embed.weight")  # (2**18, 4) float32, widened
+    assert embed.shape == (2**18, 4) and mapped_kib(path) < 64
+    np.asarray(w._view("embed.weight")).sum()  # the control: reading the view does make pages resident
+    assert mapped_kib(path) > 1024

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import mmap
 import os
 import struct
 from pathlib import Path
@@ -131,11 +132,14 @@ class Weights:
             if full not in self._names or self._dtype_of(full) not in RAW_VIEWS:
                 continue
             tensor = self._view(full)
-            if self._dtype_of(full) == "BF16":
-                if not ((tensor & BF16_EXPONENT) == BF16_EXPONENT).any():
-                    continue
-                tensor = _widen(tensor)
-            check_finite(tensor, f"the weight {name}")
+            try:
+                if self._dtype_of(full) == "BF16":
+                    if not ((tensor & BF16_EXPONENT) == BF16_EXPONENT).any():
+                        continue
+                    tensor = _widen(tensor)
+                check_finite(tensor, f"the weight {name}")
+            finally:
+                self._release(full)
 
     def get(self, name: str, dtype: type | None = None) -> np.ndarray:
         """The whole tensor ``name`` (prefix left out) in the compute dtype (or ``dtype``), cached."""
@@ -176,6 +180,18 @@ class Weights:
     def _dtype_of(self, full: str) -> str:
         return self._file(full).get_slice(full).get_dtype()
 
+    def _release(self, full: str) -> None:
+        """Let the kernel take back the mapped pages of tensor ``full`` (MADV_DONTNEED: they are the
+        file's, clean; a later read of them faults them in again from the page cache), so that a
+        tensor scanned or widened is not counted twice in the process's memory."""
+        shard = self._where[full]
+        header, start = self._headers[shard]
+        begin, end = header[full]["data_offsets"]  # checked by _view
+        page = mmap.PAGESIZE
+        first = (start + begin) // page * page
+        if end > begin and hasattr(mmap, "MADV_DONTNEED"):
+            self._maps[shard].madvise(mmap.MADV_DONTNEED, first, start + end - first)
+
     def _view(self, full: str) -> np.ndarray:
         """Floating tensor ``full`` as it lies in its shard (bfloat16 as its uint16 bits): a
         read-only view of the shard's memory map, no copy. Its data_offsets must span exactly its
@@ -206,10 +222,15 @@ class Weights:
         if full not in self._names:
             raise RuntimeFailure(f"{self.path} has no tensor '{full}': the checkpoint does not match its config.json")
         kind = self._dtype_of(full)
-        if kind == "BF16":
-            return _widen(self._view(full)).astype(dtype, copy=False)
-        if kind in FLOAT_VIEWS:  # float32 in a float32 pass: the view itself, no copy
-            return self._view(full).astype(dtype, copy=False)
+        if kind in RAW_VIEWS:
+            view = self._view(full)
+            if kind == "BF16":
+                tensor = _widen(view).astype(dtype, copy=False)
+            else:  # float32 in a float32 pass: the view itself, no copy
+                tensor = view.astype(dtype, copy=False)
+            if not np.shares_memory(tensor, view):
+                self._release(full)  # converted: the file's pages are not needed again
+            return tensor
         tensor = self._file(full).get_tensor(full)
         return tensor.astype(dtype, copy=False) if tensor.dtype.kind == "f" else tensor
 
