@@ -120,7 +120,8 @@ def bench_lens(tmp: Path, repeat: int) -> list[tuple[str, str, str]]:
     code = ("import sys, time; t0 = time.perf_counter(); from attncli.cli.main import main; "
             f"sys.argv = ['attn', 'lens', {LENS_TEXT!r}, '--transformer', {str(model)!r}, '--json']\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "import resource; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+            # VmHWM, this process's own peak (ru_maxrss would include the bench's, inherited through the fork)
+            "print(max([int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM')] + [0]), file=sys.stderr)\n"
             "print('torch' in sys.modules, file=sys.stderr)")
     times, cpu, torch_seen, tokens, peak_kib = [], [], set(), 0, 0
     for _ in range(repeat):
@@ -134,7 +135,7 @@ def bench_lens(tmp: Path, repeat: int) -> list[tuple[str, str, str]]:
             sys.exit(f"attn lens failed: {done.stderr[-400:]}")
         *_, peak, seen = done.stderr.strip().splitlines()
         torch_seen.add(seen)
-        peak_kib = max(peak_kib, int(peak))  # Linux: KiB
+        peak_kib = max(peak_kib, int(peak))  # KiB (0 without Linux's /proc)
         tokens = len(json.loads(done.stdout)["tokens"])
     base = []
     for _ in range(repeat):
