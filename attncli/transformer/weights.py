@@ -7,9 +7,10 @@ NumPy view of its bytes, its offsets checked against the header's shape and the 
 float32 tensor in a float32 pass is never copied (pages are read as the pass touches them);
 bfloat16, which NumPy lacks, is widened to float32, other kinds converted once, when a layer asks.
 ``safetensors``' ``safe_open`` validates each header too and reads the rare non-float tensor.
-Every floating tensor is returned in the compute dtype; arrays are read-only. Checkpoints name their tensors with or
-without the head model's prefix ("bert.", "roberta.", "distilbert.", "transformer.", "electra."):
-the prefix is found from an anchor tensor and then left out of every name asked for.
+Every floating tensor is returned in the compute dtype (a view of the file is read-only).
+Checkpoints name their tensors with or without the head model's prefix ("bert.", "roberta.",
+"distilbert.", "transformer.", "electra."): the prefix is found from an anchor tensor and then
+left out of every name asked for.
 """
 
 from __future__ import annotations
@@ -228,7 +229,7 @@ class Weights:
                 tensor = _widen(view).astype(dtype, copy=False)
             else:  # float32 in a float32 pass: the view itself, no copy
                 tensor = view.astype(dtype, copy=False)
-            if not np.shares_memory(tensor, view):
+            if tensor is not view:
                 self._release(full)  # converted: the file's pages are not needed again
             return tensor
         tensor = self._file(full).get_tensor(full)
