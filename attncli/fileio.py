@@ -4,7 +4,7 @@ Reading: a file a user or a stranger handed us (a model directory from anywhere,
 model, a config) may be anything: a FIFO (opening it would block), a device or a symlink to
 ``/dev/zero`` (reading it never ends), a huge file. :func:`open_regular`, :func:`read_bytes` and
 :func:`read_text` open regular files only, without blocking, and read at most a stated number
-of bytes; each failure is a :class:`FileProblem` whose message says what is wrong with the file
+of bytes (:func:`map_regular` maps one, for a reader that checks each span it reads); each failure is a :class:`FileProblem` whose message says what is wrong with the file
 (no path: the caller names the file in its own message).
 
 Writing: :func:`atomic_write` (and :func:`atomic_writer` for a stream) writes a temporary file
@@ -20,7 +20,10 @@ import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, TYPE_CHECKING, Iterator
+
+if TYPE_CHECKING:
+    import mmap
 
 
 class FileProblem(Exception):
@@ -93,6 +96,29 @@ def read_text(path: str | Path, limit: int, *, follow_symlinks: bool = False) ->
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise FileProblem(f"it is not UTF-8 text (byte {exc.start})") from None
+
+
+def map_regular(path: str | Path, limit: int, *, follow_symlinks: bool = False) -> "mmap.mmap":
+    """A read-only memory map of the whole of a regular file of 1 to ``limit`` bytes (opened by
+    :func:`open_regular`: never a FIFO or a device). Mapping reads nothing; the caller reads only
+    the spans it has checked against ``len()`` of the map (pages are read as they are touched)."""
+    import mmap
+
+    fd = open_regular(path, follow_symlinks=follow_symlinks)
+    try:
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise FileProblem(f"it is {size:,} bytes, more than the {limit:,} it can be")
+        if size == 0:
+            raise FileProblem("it is empty")
+        try:
+            return mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+        except (OSError, ValueError) as exc:
+            if isinstance(exc, OSError):
+                _environment(exc)
+            raise FileProblem(f"it cannot be mapped: {getattr(exc, 'strerror', None) or exc}") from None
+    finally:
+        os.close(fd)
 
 
 def _new_file_mode(path: Path) -> int:

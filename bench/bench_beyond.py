@@ -2,7 +2,7 @@
 
 Run from the repository root with the project installed (the pretrained and test extras):
 
-    python bench/bench_beyond.py [--minilm DIR] [--repeat 5]
+    python bench/bench_beyond.py [--minilm DIR] [--repeat 5] [--lens-only]
 
 * norms: ``attn matrix PAIR --transformer all-MiniLM-L6-v2 --show norms --json`` (the last layer,
   every head) against the same command with today's weights view, whole processes, the median of
@@ -10,7 +10,7 @@ Run from the repository root with the project installed (the pretrained and test
 * flow: ``attention_flow`` of the seed pair through the 6 layers (in process, the attentions
   computed once), against networkx's ``maximum_flow_value`` on the same graph [< 2 s];
 * lens: ``attn lens`` on a 12-layer GPT-2-shaped model with random weights, built here with
-  ``save_pretrained``, 20 tokens, whole process, and whether torch was imported [< 1.5 s, no torch].
+  ``save_pretrained``, 20 tokens, whole process, its peak RSS and whether torch was imported [< 1.5 s, no torch].
 
 With ``--page``, only the interactive page: ``attn matrix PAIR --transformer all-MiniLM-L6-v2
 --html`` (the weights' page, reference) against the same with ``--show norms`` and with ``--flow``
@@ -124,8 +124,10 @@ def bench_lens(tmp: Path, repeat: int) -> list[tuple[str, str, str]]:
     code = ("import sys, time; t0 = time.perf_counter(); from attncli.cli.main import main; "
             f"sys.argv = ['attn', 'lens', {LENS_TEXT!r}, '--transformer', {str(model)!r}, '--json']\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            # VmHWM, this process's own peak (ru_maxrss would include the bench's, inherited through the fork)
+            "print(max([int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM')] + [0]), file=sys.stderr)\n"
             "print('torch' in sys.modules, file=sys.stderr)")
-    times, cpu, torch_seen, tokens = [], [], set(), 0
+    times, cpu, torch_seen, tokens, peak_kib = [], [], set(), 0, 0
     for _ in range(repeat):
         t0 = time.perf_counter()
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -135,7 +137,9 @@ def bench_lens(tmp: Path, repeat: int) -> list[tuple[str, str, str]]:
         cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
         if done.returncode:
             sys.exit(f"attn lens failed: {done.stderr[-400:]}")
-        torch_seen.add(done.stderr.strip().splitlines()[-1])
+        *_, peak, seen = done.stderr.strip().splitlines()
+        torch_seen.add(seen)
+        peak_kib = max(peak_kib, int(peak))  # KiB (0 without Linux's /proc)
         tokens = len(json.loads(done.stdout)["tokens"])
     base = []
     for _ in range(repeat):
@@ -144,7 +148,8 @@ def bench_lens(tmp: Path, repeat: int) -> list[tuple[str, str, str]]:
         base.append(time.perf_counter() - t0)
     return [("attn --version, whole process (the floor)", f"{statistics.median(base):.3f} s", ""),
             (f"attn lens, 12-layer GPT-2-shaped random model, {tokens} tokens, whole process",
-             f"{statistics.median(times):.3f} s", f"CPU {statistics.median(cpu):.3f} s; torch imported: "
+             f"{statistics.median(times):.3f} s", f"CPU {statistics.median(cpu):.3f} s; peak RSS {peak_kib / 1024:.0f} MiB; "
+                                                  f"torch imported: "
                                                   f"{', '.join(sorted(torch_seen))} [< 1.5 s, no torch]")]
 
 
@@ -198,19 +203,23 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--page", action="store_true", help="only the interactive page (--html) with --show norms / --flow")
     parser.add_argument("--disagree", action="store_true", help="only rank MiniLM's heads by how far norms and weights disagree")
+    parser.add_argument("--lens-only", action="store_true", help="only the lens row and its floor (no MiniLM needed)")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        model = minilm(args.minilm, Path(tmp))
-        if args.disagree:
-            disagreement(model)
-            return
-        if args.page:
-            rows += bench_page(model, Path(tmp), args.repeat)
-        else:
-            rows += bench_norms(model, args.repeat)
-            rows += bench_flow(model)
+        if args.lens_only:
             rows += bench_lens(Path(tmp), args.repeat)
+        else:
+            model = minilm(args.minilm, Path(tmp))
+            if args.disagree:
+                disagreement(model)
+                return
+            if args.page:
+                rows += bench_page(model, Path(tmp), args.repeat)
+            else:
+                rows += bench_norms(model, args.repeat)
+                rows += bench_flow(model)
+                rows += bench_lens(Path(tmp), args.repeat)
     print("| what | time | note |\n| --- | --- | --- |")
     for what, t, note in rows:
         print(f"| {what} | {t} | {note} |")

@@ -185,3 +185,16 @@ def test_lens_svg_and_html_are_written(tiny_gpt2_dir, tmp_path):
     assert "L2" in drawn_svg and "L2" in drawn_html  # the last layer's column
     result = run("lens", TEXT, "--transformer", str(tiny_gpt2_dir), "--svg", str(tmp_path / "no" / "x.svg"))
     assert result.exit_code == 2 and "exist" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("k", [1, 5, 20, 40])
+def test_top_k_equals_a_full_sort_ties_by_the_lower_id(k):
+    """top_k (one argmax per rank) against NumPy's full stable sort of every row, with ties
+    (probabilities rounded to 2 decimals) and k above the vocabulary (V = 30)."""
+    from attncli.attention.logit_lens import top_k
+
+    p = np.random.default_rng(1).dirichlet(np.ones(30), size=12).round(2).astype(np.float32)  # (12, 30)
+    want_ids = np.argsort(-p, axis=-1, kind="stable")[:, :k]  # (12, min(k, 30)), equal values: lower id first
+    ids, values = top_k(p.copy(), k)
+    np.testing.assert_array_equal(ids, want_ids)
+    np.testing.assert_array_equal(values, np.take_along_axis(p, want_ids, axis=-1))

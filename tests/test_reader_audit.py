@@ -44,10 +44,11 @@ ALLOWED = {
     ("transformer/weights.py", "__init__", "safe_open(str(shard), framework='numpy')"):
         "safetensors' own reader (no code runs; it checks its header) of a shard whose header read_header "
         "has already read through fileio.open_regular (a regular file, its header bounded)",
-    ("transformer/weights.py", "check_finite", "np.memmap(shard, dtype=FLOAT_VIEWS[kind], mode='r', offset=self._headers[shard][1] + begin, shape=((end - begin) // np.dtype(FLOAT_VIEWS[kind]).itemsize,))"):
-        "maps a tensor whose offsets safe_open checked against the file (a regular file, read_header's)",
-    ("transformer/weights.py", "_bfloat16_halves", "np.memmap(shard, dtype='<u2', mode='r', offset=start + begin, shape=((end - begin) // 2,))"):
-        "maps a tensor whose offsets safe_open checked against the file (a regular file, read_header's)",
+    ("fileio.py", "map_regular", "mmap.mmap(fd, size, access=mmap.ACCESS_READ)"):
+        "the door for a memory map: the descriptor is open_regular's (a regular file, never a FIFO or a device), "
+        "its size at most `limit`; reading nothing itself, it leaves each span to the caller, which checks it "
+        "against len() of the map (transformer/weights.py's _view: a tensor's data_offsets against its shape "
+        "and the mapped size)",
     ("transformer/torch_backend.py", "__init__", "transformers.AutoConfig.from_pretrained(self.path, **NEVER_REMOTE)"):
         "transformers' loader (trust_remote_code off: no code from the folder runs), after config_check.check_files",
     ("views/page.py", "interactive_page", "files('attncli.views').joinpath(SCRIPT_FILE).read_text(encoding='utf-8')"):
@@ -60,8 +61,8 @@ ALLOWED = {
         "textual-serve's own page template, from its installed package, never a user's file",
 }
 
-LOADERS = {"load", "fromfile", "memmap", "loads_file", "load_facebook_vectors", "from_pretrained", "safe_open",
-           "load_file"}  # np.load, json.load, pickle.load, np.fromfile, np.memmap, gensim, transformers, safetensors
+LOADERS = {"load", "fromfile", "memmap", "mmap", "loads_file", "load_facebook_vectors", "from_pretrained", "safe_open",
+           "load_file"}  # np.load, json.load, pickle.load, np.fromfile, np.memmap, mmap.mmap, gensim, transformers, safetensors
 PATH_READERS = {"read_text", "read_bytes"}  # Path's: no positional argument (fileio's take a path and a limit)
 
 
@@ -160,6 +161,7 @@ def test_every_allowance_is_still_needed():
     ("def f(p):\n    return p.read_bytes()\n", True),
     ("def f(p):\n    return fileio.read_text(p, 1 << 20)\n", False),
     ("def f(p):\n    return np.load(p)\n", True),
+    ("def f(fd):\n    return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)\n", True),
     ("def f(fh):\n    return json.load(fh)\n", True),
     ("def f(p):\n    with p.open() as fh:\n        return fh.read()\n", True),
     ("def f(p):\n    return os.open(p, os.O_RDONLY)\n", True),

@@ -33,10 +33,29 @@ class Lens:
     follow_prob: Optional[np.ndarray] = None  # (L + 1, T)
 
 
-def softmax(logits: np.ndarray) -> np.ndarray:
-    """Over the last axis, the row max subtracted first."""
-    e = np.exp(logits - logits.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+def softmax_in_place(shifted: np.ndarray) -> np.ndarray:
+    """softmax over the last axis of logits whose row max is already subtracted, written over
+    them (no temporary of the whole (n, V) beyond the caller's subtraction)."""
+    np.exp(shifted, out=shifted)
+    shifted /= shifted.sum(axis=-1, keepdims=True)
+    return shifted
+
+
+def top_k(p: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` largest entries of each row of ``p`` (n, V), best first (ties: the lower id first):
+    ids (n, k) and values (n, k). One argmax per rank, each found entry then set to -inf in ``p``
+    itself, which is spent: for k <= 20 of V = 50257 several times faster than an argpartition,
+    whose (n, V) int64 index array alone is 100 MB for 260 rows."""
+    n = p.shape[0]
+    kk = min(k, p.shape[-1])
+    rows = np.arange(n)
+    ids = np.empty((n, kk), dtype=np.int64)
+    values = np.empty((n, kk), dtype=p.dtype)
+    for rank in range(kk):
+        best = p.argmax(axis=-1)  # (n,)
+        ids[:, rank], values[:, rank] = best, p[rows, best]
+        p[rows, best] = -np.inf
+    return ids, values
 
 
 def logit_lens(stream: np.ndarray, to_logits: Callable[[np.ndarray], np.ndarray], k: int = 5,
@@ -52,17 +71,14 @@ def logit_lens(stream: np.ndarray, to_logits: Callable[[np.ndarray], np.ndarray]
     for start in range(0, n_layers, per_block):
         group = stream[start:start + per_block]  # (g, T, d)
         logits = np.asarray(to_logits(group.reshape(-1, d)))  # (g T, V), the dtype to_logits gives
-        p = softmax(logits).reshape(group.shape[0], T, -1)  # (g, T, V)
-        kk = min(k, p.shape[-1])
-        part = np.argpartition(-p, kk - 1, axis=-1)[..., :kk]  # (g, T, kk), unordered
-        order = np.argsort(-np.take_along_axis(p, part, axis=-1), axis=-1, kind="stable")
-        ids = np.take_along_axis(part, order, axis=-1)  # (g, T, kk) best first
-        top_ids.append(ids)
-        top_probs.append(np.take_along_axis(p, ids, axis=-1).astype(np.float64))
+        p = softmax_in_place(logits - logits.max(axis=-1, keepdims=True))  # (g T, V), a new array
         if follow is not None:
-            pf = p[..., follow]  # (g, T)
-            probs_f.append(pf.astype(np.float64))
-            ranks.append((p > pf[..., None]).sum(axis=-1))  # tokens strictly more probable
+            pf = p[:, follow]  # (g T,)
+            probs_f.append(pf.astype(np.float64).reshape(-1, T))
+            ranks.append((p > pf[:, None]).sum(axis=-1).reshape(-1, T))  # tokens strictly more probable
+        ids, probs = top_k(p, k)  # (g T, kk) each, best first; p is spent
+        top_ids.append(ids.reshape(-1, T, ids.shape[-1]))
+        top_probs.append(probs.astype(np.float64).reshape(-1, T, ids.shape[-1]))
     lens = Lens(np.concatenate(top_ids), np.concatenate(top_probs))
     if follow is not None:
         lens.follow_rank, lens.follow_prob = np.concatenate(ranks), np.concatenate(probs_f)

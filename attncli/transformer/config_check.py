@@ -27,6 +27,7 @@ MAX_DEPTH = 32  # real configs nest 3 or 4 deep; tokenizer.json 6 or 7
 CONFIG_BYTES = 4 * 2**20  # config.json, tokenizer_config.json, special_tokens_map.json, the pooling configs
 TOKENIZER_BYTES = 256 * 2**20  # tokenizer.json (the largest real ones are tens of MB)
 SAFETENSORS_HEADER_BYTES = 100 * 2**20  # safetensors' own limit
+SAFETENSORS_BYTES = 2**40  # a weights file (a shard) mapped at most: mapping reads nothing, each tensor is checked
 TEXT_BYTES = 256 * 2**20  # vocab.txt, merges.txt, a sentencepiece model: what transformers may read itself
 
 # config fields that hold a count or a size: (smallest, largest) allowed

@@ -323,6 +323,11 @@ class Llama:
         x = x + self._mlp(p, self._norm(p + "post_attention_layernorm.weight", x))
         return x, weights, q, k, v
 
+    def output_weight(self, l: int) -> np.ndarray:
+        """W_O (h d_head, d) as x @ W_O (rows h*d_head..(h+1)*d_head belong to query head h): o_proj,
+        stored (out, in). Its bias (Llama with attention_bias) is b_O, the same for every token."""
+        return self._get(f"layers.{l}.self_attn.o_proj.weight").T
+
     def final(self, x: np.ndarray) -> np.ndarray:
         return self._norm("norm.weight", x)
 

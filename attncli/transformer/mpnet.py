@@ -111,7 +111,7 @@ class MPNet:
         return ops.linear(x, self.w.get(name + ".weight"), self.w.get(name + ".bias"))
 
     def layer(self, l: int, x: np.ndarray, allowed: np.ndarray | None):
-        """One MPNetLayer: the new x (B, T, d), the attentions (B, h, T, T), q, k (B, h, T, d_head)."""
+        """One MPNetLayer: the new x (B, T, d), the attentions (B, h, T, T), q, k, v (B, h, T, d_head)."""
         p = f"encoder.layer.{l}."
         q, k, v = (ops.split_heads(self._linear(p + f"attention.attn.{n}", x), self.heads) for n in "qkv")
         scores = (q @ k.swapaxes(-1, -2)) * self.scale(l) + self._bias  # (B, h, T, T)
@@ -124,7 +124,11 @@ class MPNet:
         inner = self.act(self._linear(p + "intermediate.dense", x))  # (B, T, i)
         x = ops.layer_norm(self._linear(p + "output.dense", inner) + x, self.w.get(p + "output.LayerNorm.weight"),
                            self.w.get(p + "output.LayerNorm.bias"), self.eps)
-        return x, weights, q, k
+        return x, weights, q, k, v
+
+    def output_weight(self, l: int) -> np.ndarray:
+        """W_O (d, d) as x @ W_O (rows h*d_head..(h+1)*d_head belong to head h): attention.attn.o, stored (out, in)."""
+        return self.w.get(f"encoder.layer.{l}.attention.attn.o.weight").T
 
     def final(self, x: np.ndarray) -> np.ndarray:
         return x

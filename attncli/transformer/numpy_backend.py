@@ -180,15 +180,16 @@ class NumpyPretrained(Pretrained):
         """The attentions A (h, T, T) of ``layer`` and each head's transformed value vectors
         f^h(x_j) = (x_j W_V + b_V)^h W_O^h (h, T, d), W_O^h the rows of head h (Kobayashi et al.
         2020, eq. 6; b_O, shared by every token, is left out): the layer's attention output is
-        sum_h sum_j A[h, i, j] f^h(x_j) + b_O."""
+        sum_h sum_j A[h, i, j] f^h(x_j) + b_O. Grouped-query attention (Llama family): v comes
+        repeated per query head, so head h reads its key-value group's v^{g(h)} and its own rows of W_O."""
         self.check_layer(layer)
-        if not hasattr(self.arch, "output_weight") or getattr(self.arch, "position_bias", False):
+        if not hasattr(self.arch, "output_weight"):
             raise BadInput(f"--show norms reads each head's value vectors and output projection: attn's NumPy pass "
-                           f"of '{self.model_type}' does not expose them yet (BERT, DistilBERT and GPT-2 families do)")
+                           f"of '{self.model_type}' does not expose them")
         _, _, (weights, _, _, v) = self._run(*self._arrays(enc), keep=False, stop=layer)
         h, d_head = self.heads, self.arch.d_head
-        w_o = self.arch.output_weight(layer).reshape(h, d_head, -1)  # (h, d_head, d)
-        return weights[0], np.einsum("htk,hkd->htd", v[0], w_o)  # (h, T, T), (h, T, d)
+        w_o = self.arch.output_weight(layer).astype(np.float64).reshape(h, d_head, -1)  # (h, d_head, d)
+        return weights[0], np.einsum("htk,hkd->htd", v[0].astype(np.float64), w_o)  # (h, T, T), (h, T, d)
 
     def _last_hidden(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """For ``embed``: in float32, twice as fast as float64 and within 1e-6 of it."""

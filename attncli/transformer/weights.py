@@ -1,17 +1,23 @@
 """A ``model.safetensors`` (or a sharded checkpoint's ``model.safetensors.index.json`` and the shards
 it names) read for the NumPy forward passes: tensors by transformers' names.
 
-Read with ``safetensors``' ``safe_open`` (memory-mapped; a tensor is copied out only when a layer
-asks for it); bfloat16, which NumPy lacks, is read from the same memory map (the file is a
-little-endian u64 header length, a JSON header, then the raw tensors) and widened to float32.
-Every floating tensor is returned in the compute dtype. Checkpoints name their tensors with or
-without the head model's prefix ("bert.", "roberta.", "distilbert.", "transformer.", "electra."):
-the prefix is found from an anchor tensor and then left out of every name asked for.
+The file is a little-endian u64 header length, a JSON header, then the raw tensors. Each shard is
+memory-mapped once (``fileio.map_regular``: a regular file) and a floating tensor is a read-only
+NumPy view of its bytes, its offsets checked against the header's shape and the map's size: a
+float32 tensor in a float32 pass is never copied (pages are read as the pass touches them);
+bfloat16, which NumPy lacks, is widened to float32, other kinds converted once, when a layer asks.
+``safetensors``' ``safe_open`` validates each header too and reads the rare non-float tensor.
+Every floating tensor is returned in the compute dtype (a view of the file is read-only).
+Checkpoints name their tensors with or without the head model's prefix ("bert.", "roberta.",
+"distilbert.", "transformer.", "electra."): the prefix is found from an anchor tensor and then
+left out of every name asked for.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import mmap
 import os
 import struct
 from pathlib import Path
@@ -20,13 +26,15 @@ from typing import Any, Sequence
 import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
-from attncli.fileio import FileProblem, open_regular
-from attncli.transformer.config_check import MAX_DEPTH, SAFETENSORS_HEADER_BYTES, damaged, depth
+from attncli.fileio import FileProblem, map_regular, open_regular
+from attncli.transformer.config_check import MAX_DEPTH, SAFETENSORS_BYTES, SAFETENSORS_HEADER_BYTES, damaged, depth
 from attncli.transformer.weight_check import check_finite
 
 NUMPY_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
                 "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
 FLOAT_VIEWS = {"F64": "<f8", "F32": "<f4", "F16": "<f2"}  # safetensors' floats are little-endian
+RAW_VIEWS = {**FLOAT_VIEWS, "BF16": "<u2"}  # how each floating kind is viewed in the file (bfloat16: its bits)
+BF16_EXPONENT = 0x7F80  # all eight set: infinity or NaN
 
 
 INDEX_SUFFIX = ".safetensors.index.json"  # a sharded checkpoint: model.safetensors.index.json
@@ -77,8 +85,13 @@ class Weights:
         # shard -> (its JSON header, where its data starts): read through the checked door first
         # (a regular file, a bounded header), before safetensors opens it
         self._headers: dict[Path, tuple[dict, int]] = {}
+        self._maps: dict[Path, Any] = {}  # shard -> its read-only mmap.mmap
         for shard in shard_files(self.path):
             self._headers[shard] = read_header(shard)
+            try:
+                self._maps[shard] = map_regular(shard, SAFETENSORS_BYTES, follow_symlinks=True)
+            except FileProblem as exc:
+                raise damaged(shard.name, str(exc)) from None
             try:
                 self._handles[shard] = handle = safe_open(str(shard), framework="numpy")
                 names = list(handle.keys())
@@ -112,25 +125,22 @@ class Weights:
 
     def check_finite(self, names: Sequence[str]) -> None:
         """Every float tensor ``names`` (prefix left out) holds no NaN or infinity, so a damaged
-        weight is refused at load, before any output: each is viewed through a memory map of the
-        file in its own dtype (no copy, nothing kept; safe_open has checked the offsets)."""
+        weight is refused at load, before any output: each is viewed in the file in its own dtype
+        (no copy, nothing kept); a bfloat16 one is tested on its exponent bits, and widened only
+        to say whether it holds NaN or infinity."""
         for name in names:
             full = self.prefix + name
-            if full not in self._names:
+            if full not in self._names or self._dtype_of(full) not in RAW_VIEWS:
                 continue
-            kind = self._dtype_of(full)
-            if kind == "BF16":
-                tensor = _widen(self._bfloat16_halves(full))
-            elif kind in FLOAT_VIEWS:
-                begin, end = self._info(full)["data_offsets"]
-                if end == begin:
-                    continue
-                shard = self._where[full]
-                tensor = np.memmap(shard, dtype=FLOAT_VIEWS[kind], mode="r", offset=self._headers[shard][1] + begin,
-                                   shape=((end - begin) // np.dtype(FLOAT_VIEWS[kind]).itemsize,))
-            else:
-                continue
-            check_finite(tensor, f"the weight {name}")
+            tensor = self._view(full)
+            try:
+                if self._dtype_of(full) == "BF16":
+                    if not ((tensor & BF16_EXPONENT) == BF16_EXPONENT).any():
+                        continue
+                    tensor = _widen(tensor)
+                check_finite(tensor, f"the weight {name}")
+            finally:
+                self._release(full)
 
     def get(self, name: str, dtype: type | None = None) -> np.ndarray:
         """The whole tensor ``name`` (prefix left out) in the compute dtype (or ``dtype``), cached."""
@@ -150,17 +160,17 @@ class Weights:
         return self._cache["/" + full, dtype]
 
     def rows(self, name: str, ids: np.ndarray) -> np.ndarray:
-        """Rows ``ids`` of a 2-D tensor (an embedding table) without reading the rest of it."""
+        """Rows ``ids`` of a 2-D tensor (an embedding table) without reading the rest of it; an id
+        outside the table is an IndexError (a negative one never wraps round)."""
         full = self.prefix + name
-        for (cached, _), table in self._cache.items():
-            if cached == name:  # already read whole (e.g. GPT-2's wte for the logits)
-                return table[ids].astype(self.dtype)
-        if self._dtype_of(full) == "BF16":  # only the rows asked for, widened from the memory map
-            table = self._bfloat16_halves(full)  # (V, d) uint16
+        kind = self._dtype_of(full)
+        if kind in RAW_VIEWS:  # only the rows asked for, from the memory map (bfloat16: widened)
+            table = self._view(full)  # (V, d)
             flat = np.asarray(ids).ravel()
             if flat.size and (flat.min() < 0 or flat.max() >= table.shape[0]):
                 raise IndexError(f"row {flat.max()} of {name}, which has {table.shape[0]}")
-            return _widen(table[flat]).astype(self.dtype, copy=False).reshape(*np.shape(ids), -1)
+            picked = _widen(table[flat]) if kind == "BF16" else table[flat]  # (n, d)
+            return picked.astype(self.dtype, copy=False).reshape(*np.shape(ids), -1)
         sl = self._file(full).get_slice(full)
         unique, inverse = np.unique(np.asarray(ids).ravel(), return_inverse=True)
         if unique.size and (unique[0] < 0 or unique[-1] >= sl.get_shape()[0]):
@@ -171,23 +181,59 @@ class Weights:
     def _dtype_of(self, full: str) -> str:
         return self._file(full).get_slice(full).get_dtype()
 
+    def _release(self, full: str) -> None:
+        """Let the kernel take back the mapped pages of tensor ``full`` (MADV_DONTNEED: they are the
+        file's, clean; a later read of them faults them in again from the page cache), so that a
+        tensor scanned or widened is not counted twice in the process's memory."""
+        shard = self._where[full]
+        header, start = self._headers[shard]
+        begin, end = header[full]["data_offsets"]  # checked by _view
+        page = mmap.PAGESIZE
+        first = (start + begin) // page * page
+        if end > begin and hasattr(mmap, "MADV_DONTNEED"):
+            self._maps[shard].madvise(mmap.MADV_DONTNEED, first, start + end - first)
+
+    def _view(self, full: str) -> np.ndarray:
+        """Floating tensor ``full`` as it lies in its shard (bfloat16 as its uint16 bits): a
+        read-only view of the shard's memory map, no copy. Its data_offsets must span exactly its
+        shape's bytes, inside the mapped file: anything else is damage that names the tensor."""
+        shard = self._where[full]
+        header, start = self._headers[shard]  # read_header's: the shape is a list of sizes
+        info, mapped = header[full], self._maps[shard]
+        kind = info.get("dtype")
+        raw = np.dtype(RAW_VIEWS[kind]) if isinstance(kind, str) and kind in RAW_VIEWS else None
+        shape = tuple(info["shape"])
+        count = math.prod(shape)
+        offsets = info.get("data_offsets")
+        ok = (raw is not None and isinstance(offsets, list) and len(offsets) == 2
+              and all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
+              and offsets[0] >= 0 and offsets[1] - offsets[0] == count * raw.itemsize
+              and start + offsets[1] <= len(mapped))
+        if not ok:
+            raise damaged(shard.name, f"tensor {json.dumps(full)[:60]} ({json.dumps(kind)[:12]}, shape {shape}) "
+                                      f"does not lie inside the file's {len(mapped):,} bytes as its "
+                                      f"data_offsets {json.dumps(offsets)[:40]} say")
+        if count == 0:
+            return np.zeros(shape, dtype=raw)
+        tensor = np.frombuffer(mapped, dtype=raw, count=count, offset=start + offsets[0]).reshape(shape)
+        return tensor if tensor.flags.aligned else tensor.copy()  # a stranger's offsets need not be aligned
+
     def _read(self, full: str, dtype: np.dtype | None = None) -> np.ndarray:
         dtype = self.dtype if dtype is None else dtype
         if full not in self._names:
             raise RuntimeFailure(f"{self.path} has no tensor '{full}': the checkpoint does not match its config.json")
         kind = self._dtype_of(full)
-        if kind == "BF16":
-            return _widen(self._bfloat16_halves(full)).astype(dtype, copy=False)
+        if kind in RAW_VIEWS:
+            view = self._view(full)
+            if kind == "BF16":
+                tensor = _widen(view).astype(dtype, copy=False)
+            else:  # float32 in a float32 pass: the view itself, no copy
+                tensor = view.astype(dtype, copy=False)
+            if tensor is not view:
+                self._release(full)  # converted: the file's pages are not needed again
+            return tensor
         tensor = self._file(full).get_tensor(full)
         return tensor.astype(dtype, copy=False) if tensor.dtype.kind == "f" else tensor
-
-    def _bfloat16_halves(self, full: str) -> np.ndarray:
-        """A bfloat16 tensor's raw uint16s, memory-mapped (nothing read until indexed)."""
-        shard = self._where[full]
-        header, start = self._headers[shard]  # read_header's, checked
-        begin, end = header[full]["data_offsets"]
-        shape = tuple(header[full]["shape"])
-        return np.memmap(shard, dtype="<u2", mode="r", offset=start + begin, shape=((end - begin) // 2,)).reshape(shape)
 
 
 def _widen(halves: np.ndarray) -> np.ndarray:
