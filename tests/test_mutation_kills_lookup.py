@@ -7,10 +7,13 @@ behaves like a dict when other words have no vector.
 
 from __future__ import annotations
 
+import json
+import math
+
 import numpy as np
 import pytest
 
-from _lookup_fixtures import WORDS, save_fasttext_like, save_plain
+from _lookup_fixtures import WORDS, save_axes, save_fasttext_like, save_plain
 from attncli.errors import BadInput, UnknownWord
 from attncli.lookup import dictionary as core
 from attncli.lookup.keyindex import KeyIndex, embed_tokens
@@ -72,3 +75,60 @@ def test_an_exact_key_without_a_vector_answers_like_a_dict(plain):
     assert res.exact and [(e.key, e.weight) for e in res.entries] == [("colour", 1.0), ("brand", 0.0)]
     assert res.cosine.tolist() == [0.0, 0.0]  # neither the query nor the key has c(text): cosine 0
     assert res.soft_value == 1.0
+
+
+# ---------------------------------------------------------------- results and queries files
+
+
+def test_head_gives_the_first_n_entries(tiny):
+    res = core.lookup("colour", {"brand": "Porche", "model": "Taycan", "color": "black"}, tiny)
+    everything = res.entries
+    assert len(everything) == 3 and [e.key for e in everything][0] == "color"
+    assert [e.key for e in res.head(2)] == [e.key for e in everything[:2]]
+    assert len(res.head(1)) == 1 and len(res.head(0)) == 0 and len(res.head(10)) == 3
+
+
+def test_an_unreadable_queries_file_is_named_with_what_it_should_hold(tmp_path):
+    with pytest.raises(BadInput, match=r"^queries file '.*missing.txt' does not exist$"):
+        core.read_queries(tmp_path / "missing.txt")
+    with pytest.raises(BadInput, match=r"^queries file '.*' is a directory: give one query per line$"):
+        core.read_queries(tmp_path)
+
+
+def test_entries_carry_each_keys_cosine_and_ngram_score(attn_home):
+    save_axes("axes")  # brand, model, color are the first three coordinate axes
+    axes = load_vectors("axes")
+    seed = {"brand": "Porche", "model": "Taycan", "color": "black"}
+    index = KeyIndex(axes, list(seed), ngram_weight=0.5, center=False)
+    res = core.lookup("color", seed, axes, exact=False, index=index)
+    # by hand: cos(color, .) = 1, 0, 0; <color> shares no 3-6-gram with <brand> or <model>: Dice 1, 0, 0
+    got = {e.key: (e.cosine, e.ngram, e.similarity) for e in res.entries}
+    assert got == {"color": (1.0, 1.0, 1.0), "brand": (0.0, 0.0, 0.0), "model": (0.0, 0.0, 0.0)}
+
+
+def test_the_json_document_by_hand(attn_home):
+    """docs/lookup.md's ``--json`` document for the axes example: softmax((1, 0, 0) / 0.5) by hand."""
+    save_axes("axes")
+    axes = load_vectors("axes")
+    e2 = math.exp(2.0)
+    hi, lo = e2 / (2 + e2), 1 / (2 + e2)
+    for values, soft in ((["Porche", "Taycan", "black"], None), ([10, 20, 30], 30 * hi + 10 * lo + 20 * lo)):
+        seed = dict(zip(["brand", "model", "color"], values))
+        index = KeyIndex(axes, list(seed), ngram_weight=0.0, center=False)
+        doc = core.lookup("color", seed, axes, temperature=0.5, exact=False, index=index).to_json()
+        assert doc == {
+            "query": "color", "model": "axes", "temperature": 0.5,
+            "entries": [{"key": "color", "similarity": 1.0, "weight": pytest.approx(hi), "value": values[2]},
+                        {"key": "brand", "similarity": 0.0, "weight": pytest.approx(lo), "value": values[0]},
+                        {"key": "model", "similarity": 0.0, "weight": pytest.approx(lo), "value": values[1]}],
+            "best": {"key": "color", "value": values[2], "weight": pytest.approx(hi)},
+            "soft_value": None if soft is None else pytest.approx(soft),
+        }
+        assert json.loads(json.dumps(doc, allow_nan=False)) == doc  # plain Python numbers: strict JSON
+
+
+def test_parse_dictionary_names_the_dictionary_by_default():
+    with pytest.raises(BadInput, match=r"^the dictionary must be a JSON object \{\"key\": value, ...\}, got an array$"):
+        core.parse_dictionary("[1]")
+    with pytest.raises(BadInput, match="^my file is empty: a lookup needs at least one key$"):
+        core.parse_dictionary("{}", "my file")

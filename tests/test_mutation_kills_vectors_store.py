@@ -246,8 +246,16 @@ def test_a_version_that_cannot_be_removed_does_not_fail_the_delete(monkeypatch):
 
 def test_the_sweep_never_signals_a_live_writer_nor_removes_its_partial_version():
     save_plain("m")
-    writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    # a stand-in writer that reports any signal it is sent (every catchable one, whatever the
+    # dispositions it inherited, e.g. SIGHUP ignored under nohup) by exiting
+    code = ("import signal, sys, time\n"
+            "for s in signal.valid_signals():\n"
+            "    try:\n        signal.signal(s, lambda n, f: sys.exit(100 + n))\n"
+            "    except (OSError, ValueError, RuntimeError):\n        pass\n"
+            "print('ready', flush=True)\ntime.sleep(60)\n")
+    writer = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
+        assert writer.stdout.readline() == "ready\n"
         partial = paths.models_dir() / ".versions" / f"m-0123456789ab.{writer.pid}.partial"
         unknowable = paths.models_dir() / ".versions" / f"m-0123456789ac.{10**20}.partial"  # no such pid can be asked
         partial.mkdir()
@@ -259,6 +267,7 @@ def test_the_sweep_never_signals_a_live_writer_nor_removes_its_partial_version()
     finally:
         writer.kill()
         writer.wait()
+        writer.stdout.close()
     versions.sweep_stale()
     assert not partial.exists() and unknowable.is_dir()
 
