@@ -132,3 +132,16 @@ def test_parse_dictionary_names_the_dictionary_by_default():
         core.parse_dictionary("[1]")
     with pytest.raises(BadInput, match="^my file is empty: a lookup needs at least one key$"):
         core.parse_dictionary("{}", "my file")
+
+
+@pytest.mark.parametrize("text, kind", [("3", "a number"), ("-2.5e3", "a number"), ("true", "a boolean"),
+                                        ("null", "null"), ('"x"', "a string"), ("[]", "an array")])
+def test_a_dictionary_that_is_not_an_object_says_what_it_is(text, kind):
+    with pytest.raises(BadInput, match=rf"^the dictionary must be a JSON object .*, got {kind}$"):
+        core.parse_dictionary(text)
+
+
+def test_a_dictionary_nested_beyond_the_parsers_recursion_is_refused_with_a_message():
+    deep = "[" * 100_000 + "]" * 100_000  # deeper than json's recursion limit
+    with pytest.raises(BadInput, match="^d.json is nested too deeply to read$"):
+        core.parse_dictionary('{"a": ' + deep + "}", "d.json")
