@@ -145,3 +145,42 @@ def test_a_dictionary_nested_beyond_the_parsers_recursion_is_refused_with_a_mess
     deep = "[" * 100_000 + "]" * 100_000  # deeper than json's recursion limit
     with pytest.raises(BadInput, match="^d.json is nested too deeply to read$"):
         core.parse_dictionary('{"a": ' + deep + "}", "d.json")
+
+
+def test_read_dictionary_reads_a_file_or_stdin_and_names_it_in_messages(tmp_path, monkeypatch):
+    import io
+    import sys
+
+    good = tmp_path / "car.json"
+    good.write_text('{"color": "black", "top speed": 260}', encoding="utf-8")
+    assert core.read_dictionary(good) == {"color": "black", "top speed": 260}
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"a": }', encoding="utf-8")
+    with pytest.raises(BadInput, match=rf"^dictionary file '{bad}' is not valid JSON: Expecting value at line 1, column 7$"):
+        core.read_dictionary(bad)
+    with pytest.raises(BadInput, match=rf"^dictionary file '{tmp_path}' is a directory: give a UTF-8 JSON object$"):
+        core.read_dictionary(tmp_path)
+    with pytest.raises(BadInput, match=rf"^dictionary file '{tmp_path / 'none.json'}' does not exist$"):
+        core.read_dictionary(tmp_path / "none.json")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b'{"hue": 1}'), encoding="utf-8"))
+    assert core.read_dictionary("-") == {"hue": 1}
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"[1]"), encoding="utf-8"))
+    with pytest.raises(BadInput, match="^the dictionary on stdin must be a JSON object"):
+        core.read_dictionary("-")
+
+
+@pytest.mark.parametrize("text, message", [('{"a": {"b": [1e400]}}', "too large for a float"),
+                                           ('{"a": "\\ud800"}', "a value of my.json")])
+def test_parse_dictionary_checks_every_value_it_holds(text, message):
+    with pytest.raises(BadInput, match=message):
+        core.parse_dictionary(text, "my.json")
+
+
+def test_a_nan_row_met_while_embedding_is_damage_naming_the_file(plain):
+    from attncli.vectors.store import CorruptModel
+
+    damaged = np.array(plain.vectors)  # stands in for a table too big to scan when loaded
+    damaged[WORDS.index("color")] = np.nan
+    plain.vectors = damaged
+    with pytest.raises(CorruptModel, match=r"\(vectors.npy holds NaN or infinite values\)"):
+        embed_tokens(plain, ["color", "colour"], missing=[])
