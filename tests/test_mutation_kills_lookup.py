@@ -184,3 +184,13 @@ def test_a_nan_row_met_while_embedding_is_damage_naming_the_file(plain):
     plain.vectors = damaged
     with pytest.raises(CorruptModel, match=r"\(vectors.npy holds NaN or infinite values\)"):
         embed_tokens(plain, ["color", "colour"], missing=[])
+
+
+def test_a_soft_value_beyond_float_range_is_none_without_a_warning():
+    import warnings
+
+    biggest = 1.7976931348623157e308  # sys.float_info.max: weights a hair over 1 overflow to inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a RuntimeWarning would reach the user's terminal
+        assert core.soft_value([biggest, biggest], np.array([0.5000001, 0.5])) is None
+        assert core.soft_value([biggest, -biggest], np.array([0.5, 0.5])) == 0.0
