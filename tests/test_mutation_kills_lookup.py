@@ -194,3 +194,20 @@ def test_a_soft_value_beyond_float_range_is_none_without_a_warning():
         warnings.simplefilter("error")  # a RuntimeWarning would reach the user's terminal
         assert core.soft_value([biggest, biggest], np.array([0.5000001, 0.5])) is None
         assert core.soft_value([biggest, -biggest], np.array([0.5, 0.5])) == 0.0
+        assert core.soft_value([biggest, -biggest], np.array([1.5, 1.5])) is None  # inf - inf: NaN
+
+
+def test_a_word_too_short_for_the_models_ngrams_has_no_vector(attn_home):
+    from _lookup_fixtures import BUCKET, DIM
+    from attncli.vectors import store
+
+    rng = np.random.default_rng(3)
+    store.save_vectors("m46", WORDS, rng.standard_normal((len(WORDS), DIM)).astype(np.float32),
+                       ngrams=rng.standard_normal((BUCKET, DIM)).astype(np.float32),
+                       subword={"min_n": 4, "max_n": 6, "bucket": BUCKET})
+    v = load_vectors("m46")  # "<x>" has 3 characters: no 4-6-gram, so no subword vector
+    with pytest.raises(UnknownWord, match="^unknown word 'x': it is not in the vocabulary of model 'm46', and too short"):
+        embed_tokens(v, ["colour", "x"])
+    missing: list[int] = []
+    out = embed_tokens(v, ["colour", "x", "color"], missing=missing)
+    assert missing == [1] and not out[1].any() and np.isfinite(out).all() and out[0].any()
