@@ -211,3 +211,26 @@ def test_a_word_too_short_for_the_models_ngrams_has_no_vector(attn_home):
     missing: list[int] = []
     out = embed_tokens(v, ["colour", "x", "color"], missing=missing)
     assert missing == [1] and not out[1].any() and np.isfinite(out).all() and out[0].any()
+    # beside a word with no n-gram, one with exactly one ("<ab>") still gets its subword vector,
+    # the mean of its n-grams' rows (subword.py's buckets, checked against gensim in test_lookup)
+    from attncli.vectors.subword import ngram_buckets
+
+    out = embed_tokens(v, ["x", "ab"], missing=[])
+    rows = ngram_buckets("ab", 4, 6, BUCKET)
+    assert len(rows) == 1
+    np.testing.assert_allclose(out[1], np.asarray(v.ngrams)[rows].mean(axis=0), rtol=1e-6)
+
+
+def test_exact_key_is_dict_like_by_default(tiny):
+    seed = {"brand": "Porche", "model": "Taycan", "color": "black"}
+    index = KeyIndex(tiny, list(seed))
+    assert core.exact_key("color", seed, index) is True
+    assert core.exact_key("color", seed, index, exact=False) is False
+    assert core.exact_key("colour", seed, index) is False
+
+
+def test_an_empty_query_or_dictionary_is_refused_with_its_message(tiny):
+    with pytest.raises(BadInput, match="^the query is empty: give a word or phrase to look up$"):
+        core.lookup(" \t ", {"color": 1}, tiny)
+    with pytest.raises(BadInput, match="^the dictionary is empty: a lookup needs at least one key$"):
+        core.lookup("colour", {}, tiny)
