@@ -234,3 +234,26 @@ def test_an_empty_query_or_dictionary_is_refused_with_its_message(tiny):
         core.lookup(" \t ", {"color": 1}, tiny)
     with pytest.raises(BadInput, match="^the dictionary is empty: a lookup needs at least one key$"):
         core.lookup("colour", {}, tiny)
+
+
+def test_the_ngram_weight_passed_to_lookup_is_the_one_used(attn_home):
+    save_axes("axes")
+    axes = load_vectors("axes")
+    seed = {"brand": "Porche", "model": "Taycan", "color": "black"}
+    # lambda = 0: the similarity is the centred cosine alone, by hand (1, -1/3, -1/3): mu = 1/4 on each axis
+    res = core.lookup("color", seed, axes, ngram_weight=0.0, exact=False)
+    assert sorted(res.similarity.tolist(), reverse=True) == pytest.approx([1.0, -1 / 3, -1 / 3], abs=1e-6)
+
+
+@pytest.mark.parametrize("bad", [1.5, 2.0, -0.1, float("nan"), float("inf"), "0.5"])
+def test_ngram_weight_outside_0_1_is_refused(bad):
+    from attncli.lookup.keyindex import check_ngram_weight
+
+    with pytest.raises(BadInput, match=r"^--ngram-weight must be between 0 and 1, got "):
+        check_ngram_weight(bad)
+    assert check_ngram_weight(1) == 1.0 and check_ngram_weight(0.0) == 0.0
+
+
+def test_vectorless_keys_lists_the_keys_without_a_vector(plain, tiny):
+    assert KeyIndex(tiny, ["color", "colour"]).vectorless_keys == []
+    assert KeyIndex(plain, ["colour", "brand", "top zzqx"]).vectorless_keys == ["colour", "top zzqx"]
