@@ -257,3 +257,25 @@ def test_ngram_weight_outside_0_1_is_refused(bad):
 def test_vectorless_keys_lists_the_keys_without_a_vector(plain, tiny):
     assert KeyIndex(tiny, ["color", "colour"]).vectorless_keys == []
     assert KeyIndex(plain, ["colour", "brand", "top zzqx"]).vectorless_keys == ["colour", "top zzqx"]
+
+
+def test_top_k_keeps_the_k_most_similar_for_every_k(tiny):
+    import json as _json
+
+    from attncli.paths import data_dir
+
+    specs = _json.loads((data_dir() / "car_specs.json").read_text(encoding="utf-8"))
+    full = core.lookup("speed", specs, tiny)
+    by_similarity = sorted(full.entries, key=lambda e: -e.similarity)  # Python's sort: the reference
+    for k in range(1, len(specs) + 1):
+        res = core.lookup("speed", specs, tiny, top_k=k)
+        assert sorted(res.keys) == sorted(e.key for e in by_similarity[:k]), k
+
+
+def test_an_exact_key_outside_the_top_k_replaces_the_kth(tiny):
+    # case variants tokenize alike: all five tie at similarity 1; whichever 3 the partition keeps,
+    # the exact key is in the answer with weight 1 beside 2 of the others
+    keys = ["Price", "PRICE", "pRice", "priCe", "price"]
+    res = core.lookup("price", {k: i for i, k in enumerate(keys)}, tiny, top_k=3)
+    assert len(res.keys) == 3 and res.keys[0] == "price" and res.weight.tolist() == [1.0, 0.0, 0.0]
+    assert set(res.keys[1:]) <= set(keys[:4]) and res.soft_value == 4.0
