@@ -279,3 +279,30 @@ def test_an_exact_key_outside_the_top_k_replaces_the_kth(tiny):
     res = core.lookup("price", {k: i for i, k in enumerate(keys)}, tiny, top_k=3)
     assert len(res.keys) == 3 and res.keys[0] == "price" and res.weight.tolist() == [1.0, 0.0, 0.0]
     assert set(res.keys[1:]) <= set(keys[:4]) and res.soft_value == 4.0
+
+
+NESTED_MESSAGE = ("my.json is nested more than 100 levels deep: attn reads at most 100 "
+                  "(values are shown and written back as JSON)")
+
+
+def test_nesting_is_read_to_100_levels_below_the_top_object():
+    # counted by hand: the top object is level 0, each list or object inside it one more
+    lists = lambda n: '{"a": ' + "[" * n + "]" * n + "}"  # noqa: E731 - innermost list at level n
+    objects = lambda n: '{"a": ' * n + "1" + "}" * n  # noqa: E731 - n objects: the 1 at level n
+    assert core.parse_dictionary(lists(100), "my.json")["a"] is not None
+    assert core.parse_dictionary(objects(100), "my.json")["a"] is not None
+    for text in (lists(101), objects(101)):
+        with pytest.raises(BadInput) as info:
+            core.parse_dictionary(text, "my.json")
+        assert str(info.value) == NESTED_MESSAGE
+
+
+def test_finite_numbers_null_and_booleans_are_values_a_key_with_a_surrogate_is_not():
+    assert core.parse_dictionary('{"a": 1.5, "b": null, "c": true, "d": -0.0, "e": [2.5, {"f": 1e300}]}') == {
+        "a": 1.5, "b": None, "c": True, "d": -0.0, "e": [2.5, {"f": 1e300}]}
+    with pytest.raises(BadInput, match=r"^a key of my.json is not valid Unicode text: it holds the lone surrogate U\+D800"):
+        core.parse_dictionary('{"ok": 1, "\\ud800": 2}', "my.json")
+    with pytest.raises(BadInput) as info:
+        core.parse_dictionary('{"a": [1, 1e400]}', "my.json")
+    assert str(info.value) == ("my.json has a number too large for a float (it reads as infinity): "
+                               "write it as a string, or scale it down")
