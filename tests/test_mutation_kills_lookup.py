@@ -310,8 +310,8 @@ def test_finite_numbers_null_and_booleans_are_values_a_key_with_a_surrogate_is_n
 
 def test_result_fields_and_the_order_of_zero_weight_entries(tiny):
     seed = {"brand": 1, "model": 2, "color": 3, "paint": 4, "top speed": 5}
-    res = core.lookup("Top-Speed", seed, tiny, top_k=4)
-    assert (res.query, res.model, res.top_k, res.n_keys) == ("Top-Speed", "tiny", 4, 5)
+    res = core.lookup("Top speed", seed, tiny, top_k=4)
+    assert (res.query, res.model, res.top_k, res.n_keys) == ("Top speed", "tiny", 4, 5)
     assert res.query_tokens == ["top", "speed"]
     exact = core.lookup("color", seed, tiny)  # weight 1 on color; the rest by similarity, descending
     assert exact.keys[0] == "color" and exact.top_k is None and exact.n_keys == 5
