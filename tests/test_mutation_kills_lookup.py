@@ -194,7 +194,7 @@ def test_a_soft_value_beyond_float_range_is_none_without_a_warning():
         warnings.simplefilter("error")  # a RuntimeWarning would reach the user's terminal
         assert core.soft_value([biggest, biggest], np.array([0.5000001, 0.5])) is None
         assert core.soft_value([biggest, -biggest], np.array([0.5, 0.5])) == 0.0
-        assert core.soft_value([biggest, -biggest], np.array([1.5, 1.5])) is None  # inf - inf: NaN
+        assert core.soft_value([biggest, -biggest], np.array([1.5, 1.5])) is None  # overflows
 
 
 def test_a_word_too_short_for_the_models_ngrams_has_no_vector(attn_home):
@@ -317,3 +317,11 @@ def test_result_fields_and_the_order_of_zero_weight_entries(tiny):
     assert exact.keys[0] == "color" and exact.top_k is None and exact.n_keys == 5
     rest = exact.similarity[1:].tolist()
     assert rest == sorted(rest, reverse=True) and len(set(rest)) == len(rest)
+
+
+def test_a_nan_ngram_row_met_while_embedding_is_damage_naming_both_files(tiny):
+    from attncli.vectors.store import CorruptModel
+
+    tiny.ngrams = np.full(np.shape(tiny.ngrams), np.nan, dtype=np.float32)  # as if too big to scan at load
+    with pytest.raises(CorruptModel, match=r"\(vectors.npy or ngrams.npy holds NaN or infinite values\)"):
+        embed_tokens(tiny, ["color", "colour"])
