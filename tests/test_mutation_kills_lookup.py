@@ -93,6 +93,10 @@ def test_an_unreadable_queries_file_is_named_with_what_it_should_hold(tmp_path):
         core.read_queries(tmp_path / "missing.txt")
     with pytest.raises(BadInput, match=r"^queries file '.*' is a directory: give one query per line$"):
         core.read_queries(tmp_path)
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n  \n\t\n", encoding="utf-8")
+    with pytest.raises(BadInput, match="^no query to look up: the queries input has no non-blank line$"):
+        core.read_queries(blank)
 
 
 def test_entries_carry_each_keys_cosine_and_ngram_score(attn_home):
