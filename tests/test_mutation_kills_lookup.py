@@ -1,0 +1,331 @@
+"""Tests that kill the mutants ``.ci/mutation lookup`` left alive (docs/mutation.md, issue 24).
+
+Each checks a documented behaviour of the lookup core against a hand-worked value or a formula
+written here: the dtypes the docstrings give, the messages a person reads, how an exact key
+behaves like a dict when other words have no vector.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from _lookup_fixtures import WORDS, save_axes, save_fasttext_like, save_plain
+from attncli.errors import BadInput, UnknownWord
+from attncli.lookup import dictionary as core
+from attncli.lookup.keyindex import KeyIndex, embed_tokens
+from attncli.vectors.model import load_vectors
+
+
+@pytest.fixture
+def plain(attn_home):
+    save_plain("plain")  # no subword vectors: a word outside WORDS has no vector at all
+    return load_vectors("plain")
+
+
+@pytest.fixture
+def tiny(attn_home):
+    save_fasttext_like("tiny")
+    return load_vectors("tiny")
+
+
+# ---------------------------------------------------------------- embed_tokens
+
+
+def test_embed_tokens_gives_float32_rows_equal_to_the_stored_ones(plain, tiny):
+    out = embed_tokens(plain, ["color", "brand", "color"])
+    assert out.dtype == np.float32 and out.shape == (3, plain.dim)
+    stored = np.asarray(plain.vectors)
+    np.testing.assert_array_equal(out, stored[[WORDS.index("color"), WORDS.index("brand"), WORDS.index("color")]])
+    assert embed_tokens(tiny, ["colour", "color"]).dtype == np.float32  # a subword row and a stored one
+
+
+def test_an_unknown_word_in_a_model_without_subwords_names_the_model_and_the_way_out(plain):
+    with pytest.raises(UnknownWord) as info:
+        embed_tokens(plain, ["color", "colour"])
+    message = str(info.value)
+    assert message.startswith("unknown word 'colour': model 'plain' has no subword vectors")
+    assert "--algorithm fasttext" in message
+    missing: list[int] = []
+    out = embed_tokens(plain, ["colour", "color", "zzqx"], missing=missing)  # collected, not raised
+    assert missing == [0, 2]
+    np.testing.assert_array_equal(out[[0, 2]], 0.0)
+    np.testing.assert_array_equal(out[1], np.asarray(plain.vectors)[WORDS.index("color")])
+
+
+# ---------------------------------------------------------------- a query word without a vector
+
+
+def test_a_query_word_without_a_vector_is_bad_input_unless_it_is_an_exact_key(plain):
+    index = KeyIndex(plain, ["colour", "brand"])  # the key 'colour' has no vector in this model
+    with pytest.raises(BadInput, match="^query 'colour': unknown word 'colour': model 'plain' has no subword"):
+        index.query_vector("colour")
+    with pytest.raises(BadInput, match="^query 'colour': unknown word"):
+        index.check_query("colour")  # what a batch checks before answering any query
+    index.check_query("colour", allow_no_vector=True)  # an exact key: answered like a dict
+    tokens, q = index.query_vector("colour", allow_no_vector=True)
+    assert tokens == ["colour"] and q.shape == (plain.dim,) and not q.any()
+
+
+def test_an_exact_key_without_a_vector_answers_like_a_dict(plain):
+    res = core.lookup("colour", {"colour": 1, "brand": 2}, plain)
+    assert res.exact and [(e.key, e.weight) for e in res.entries] == [("colour", 1.0), ("brand", 0.0)]
+    assert res.cosine.tolist() == [0.0, 0.0]  # neither the query nor the key has c(text): cosine 0
+    assert res.soft_value == 1.0
+
+
+# ---------------------------------------------------------------- results and queries files
+
+
+def test_head_gives_the_first_n_entries(tiny):
+    res = core.lookup("colour", {"brand": "Porche", "model": "Taycan", "color": "black"}, tiny)
+    everything = res.entries
+    assert len(everything) == 3 and [e.key for e in everything][0] == "color"
+    assert [e.key for e in res.head(2)] == [e.key for e in everything[:2]]
+    assert len(res.head(1)) == 1 and len(res.head(0)) == 0 and len(res.head(10)) == 3
+
+
+def test_an_unreadable_queries_file_is_named_with_what_it_should_hold(tmp_path):
+    with pytest.raises(BadInput, match=r"^queries file '.*missing.txt' does not exist$"):
+        core.read_queries(tmp_path / "missing.txt")
+    with pytest.raises(BadInput, match=r"^queries file '.*' is a directory: give one query per line$"):
+        core.read_queries(tmp_path)
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n  \n\t\n", encoding="utf-8")
+    with pytest.raises(BadInput, match="^no query to look up: the queries input has no non-blank line$"):
+        core.read_queries(blank)
+
+
+def test_entries_carry_each_keys_cosine_and_ngram_score(attn_home):
+    save_axes("axes")  # brand, model, color are the first three coordinate axes
+    axes = load_vectors("axes")
+    seed = {"brand": "Porche", "model": "Taycan", "color": "black"}
+    index = KeyIndex(axes, list(seed), ngram_weight=0.5, center=False)
+    res = core.lookup("color", seed, axes, exact=False, index=index)
+    # by hand: cos(color, .) = 1, 0, 0; <color> shares no 3-6-gram with <brand> or <model>: Dice 1, 0, 0
+    got = {e.key: (e.cosine, e.ngram, e.similarity) for e in res.entries}
+    assert got == {"color": (1.0, 1.0, 1.0), "brand": (0.0, 0.0, 0.0), "model": (0.0, 0.0, 0.0)}
+
+
+def test_the_json_document_by_hand(attn_home):
+    """docs/lookup.md's ``--json`` document for the axes example: softmax((1, 0, 0) / 0.5) by hand."""
+    save_axes("axes")
+    axes = load_vectors("axes")
+    e2 = math.exp(2.0)
+    hi, lo = e2 / (2 + e2), 1 / (2 + e2)
+    for values, soft in ((["Porche", "Taycan", "black"], None), ([10, 20, 30], 30 * hi + 10 * lo + 20 * lo)):
+        seed = dict(zip(["brand", "model", "color"], values))
+        index = KeyIndex(axes, list(seed), ngram_weight=0.0, center=False)
+        doc = core.lookup("color", seed, axes, temperature=0.5, exact=False, index=index).to_json()
+        assert doc == {
+            "query": "color", "model": "axes", "temperature": 0.5,
+            "entries": [{"key": "color", "similarity": 1.0, "weight": pytest.approx(hi), "value": values[2]},
+                        {"key": "brand", "similarity": 0.0, "weight": pytest.approx(lo), "value": values[0]},
+                        {"key": "model", "similarity": 0.0, "weight": pytest.approx(lo), "value": values[1]}],
+            "best": {"key": "color", "value": values[2], "weight": pytest.approx(hi)},
+            "soft_value": None if soft is None else pytest.approx(soft),
+        }
+        assert json.loads(json.dumps(doc, allow_nan=False)) == doc  # plain Python numbers: strict JSON
+
+
+def test_parse_dictionary_names_the_dictionary_by_default():
+    with pytest.raises(BadInput, match=r"^the dictionary must be a JSON object \{\"key\": value, ...\}, got an array$"):
+        core.parse_dictionary("[1]")
+    with pytest.raises(BadInput, match="^my file is empty: a lookup needs at least one key$"):
+        core.parse_dictionary("{}", "my file")
+
+
+@pytest.mark.parametrize("text, kind", [("3", "a number"), ("-2.5e3", "a number"), ("true", "a boolean"),
+                                        ("null", "null"), ('"x"', "a string"), ("[]", "an array")])
+def test_a_dictionary_that_is_not_an_object_says_what_it_is(text, kind):
+    with pytest.raises(BadInput, match=rf"^the dictionary must be a JSON object .*, got {kind}$"):
+        core.parse_dictionary(text)
+
+
+def test_a_dictionary_nested_beyond_the_parsers_recursion_is_refused_with_a_message():
+    deep = "[" * 100_000 + "]" * 100_000  # deeper than json's recursion limit
+    with pytest.raises(BadInput, match="^d.json is nested too deeply to read$"):
+        core.parse_dictionary('{"a": ' + deep + "}", "d.json")
+
+
+def test_read_dictionary_reads_a_file_or_stdin_and_names_it_in_messages(tmp_path, monkeypatch):
+    import io
+    import sys
+
+    good = tmp_path / "car.json"
+    good.write_text('{"color": "black", "top speed": 260}', encoding="utf-8")
+    assert core.read_dictionary(good) == {"color": "black", "top speed": 260}
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"a": }', encoding="utf-8")
+    with pytest.raises(BadInput, match=rf"^dictionary file '{bad}' is not valid JSON: Expecting value at line 1, column 7$"):
+        core.read_dictionary(bad)
+    with pytest.raises(BadInput, match=rf"^dictionary file '{tmp_path}' is a directory: give a UTF-8 JSON object$"):
+        core.read_dictionary(tmp_path)
+    with pytest.raises(BadInput, match=rf"^dictionary file '{tmp_path / 'none.json'}' does not exist$"):
+        core.read_dictionary(tmp_path / "none.json")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b'{"hue": 1}'), encoding="utf-8"))
+    assert core.read_dictionary("-") == {"hue": 1}
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"[1]"), encoding="utf-8"))
+    with pytest.raises(BadInput, match="^the dictionary on stdin must be a JSON object"):
+        core.read_dictionary("-")
+
+
+@pytest.mark.parametrize("text, message", [('{"a": {"b": [1e400]}}', "too large for a float"),
+                                           ('{"a": "\\ud800"}', "a value of my.json")])
+def test_parse_dictionary_checks_every_value_it_holds(text, message):
+    with pytest.raises(BadInput, match=message):
+        core.parse_dictionary(text, "my.json")
+
+
+def test_a_nan_row_met_while_embedding_is_damage_naming_the_file(plain):
+    from attncli.vectors.store import CorruptModel
+
+    damaged = np.array(plain.vectors)  # stands in for a table too big to scan when loaded
+    damaged[WORDS.index("color")] = np.nan
+    plain.vectors = damaged
+    with pytest.raises(CorruptModel, match=r"\(vectors.npy holds NaN or infinite values\)"):
+        embed_tokens(plain, ["color", "colour"], missing=[])
+
+
+def test_a_soft_value_beyond_float_range_is_none_without_a_warning():
+    import warnings
+
+    biggest = 1.7976931348623157e308  # sys.float_info.max: weights a hair over 1 overflow to inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a RuntimeWarning would reach the user's terminal
+        assert core.soft_value([biggest, biggest], np.array([0.5000001, 0.5])) is None
+        assert core.soft_value([biggest, -biggest], np.array([0.5, 0.5])) == 0.0
+        assert core.soft_value([biggest, -biggest], np.array([1.5, 1.5])) is None  # overflows
+
+
+def test_a_word_too_short_for_the_models_ngrams_has_no_vector(attn_home):
+    from _lookup_fixtures import BUCKET, DIM
+    from attncli.vectors import store
+
+    rng = np.random.default_rng(3)
+    store.save_vectors("m46", WORDS, rng.standard_normal((len(WORDS), DIM)).astype(np.float32),
+                       ngrams=rng.standard_normal((BUCKET, DIM)).astype(np.float32),
+                       subword={"min_n": 4, "max_n": 6, "bucket": BUCKET})
+    v = load_vectors("m46")  # "<x>" has 3 characters: no 4-6-gram, so no subword vector
+    with pytest.raises(UnknownWord, match="^unknown word 'x': it is not in the vocabulary of model 'm46', and too short"):
+        embed_tokens(v, ["colour", "x"])
+    missing: list[int] = []
+    out = embed_tokens(v, ["colour", "x", "color"], missing=missing)
+    assert missing == [1] and not out[1].any() and np.isfinite(out).all() and out[0].any()
+    # beside a word with no n-gram, one with exactly one ("<ab>") still gets its subword vector,
+    # the mean of its n-grams' rows (subword.py's buckets, checked against gensim in test_lookup)
+    from attncli.vectors.subword import ngram_buckets
+
+    out = embed_tokens(v, ["x", "ab"], missing=[])
+    rows = ngram_buckets("ab", 4, 6, BUCKET)
+    assert len(rows) == 1
+    np.testing.assert_allclose(out[1], np.asarray(v.ngrams)[rows].mean(axis=0), rtol=1e-6)
+
+
+def test_exact_key_is_dict_like_by_default(tiny):
+    seed = {"brand": "Porche", "model": "Taycan", "color": "black"}
+    index = KeyIndex(tiny, list(seed))
+    assert core.exact_key("color", seed, index) is True
+    assert core.exact_key("color", seed, index, exact=False) is False
+    assert core.exact_key("colour", seed, index) is False
+
+
+def test_an_empty_query_or_dictionary_is_refused_with_its_message(tiny):
+    with pytest.raises(BadInput, match="^the query is empty: give a word or phrase to look up$"):
+        core.lookup(" \t ", {"color": 1}, tiny)
+    with pytest.raises(BadInput, match="^the dictionary is empty: a lookup needs at least one key$"):
+        core.lookup("colour", {}, tiny)
+
+
+def test_the_ngram_weight_passed_to_lookup_is_the_one_used(attn_home):
+    save_axes("axes")
+    axes = load_vectors("axes")
+    seed = {"brand": "Porche", "model": "Taycan", "color": "black"}
+    # lambda = 0: the similarity is the centred cosine alone, by hand (1, -1/3, -1/3): mu = 1/4 on each axis
+    res = core.lookup("color", seed, axes, ngram_weight=0.0, exact=False)
+    assert sorted(res.similarity.tolist(), reverse=True) == pytest.approx([1.0, -1 / 3, -1 / 3], abs=1e-6)
+
+
+@pytest.mark.parametrize("bad", [1.5, 2.0, -0.1, float("nan"), float("inf"), "0.5"])
+def test_ngram_weight_outside_0_1_is_refused(bad):
+    from attncli.lookup.keyindex import check_ngram_weight
+
+    with pytest.raises(BadInput, match=r"^--ngram-weight must be between 0 and 1, got "):
+        check_ngram_weight(bad)
+    assert check_ngram_weight(1) == 1.0 and check_ngram_weight(0.0) == 0.0
+
+
+def test_vectorless_keys_lists_the_keys_without_a_vector(plain, tiny):
+    assert KeyIndex(tiny, ["color", "colour"]).vectorless_keys == []
+    assert KeyIndex(plain, ["colour", "brand", "top zzqx"]).vectorless_keys == ["colour", "top zzqx"]
+
+
+def test_top_k_keeps_the_k_most_similar_for_every_k(tiny):
+    import json as _json
+
+    from attncli.paths import data_dir
+
+    specs = _json.loads((data_dir() / "car_specs.json").read_text(encoding="utf-8"))
+    full = core.lookup("speed", specs, tiny)
+    by_similarity = sorted(full.entries, key=lambda e: -e.similarity)  # Python's sort: the reference
+    for k in range(1, len(specs) + 1):
+        res = core.lookup("speed", specs, tiny, top_k=k)
+        assert sorted(res.keys) == sorted(e.key for e in by_similarity[:k]), k
+
+
+def test_an_exact_key_outside_the_top_k_replaces_the_kth(tiny):
+    # case variants tokenize alike: all five tie at similarity 1; whichever 3 the partition keeps,
+    # the exact key is in the answer with weight 1 beside 2 of the others
+    keys = ["Price", "PRICE", "pRice", "priCe", "price"]
+    res = core.lookup("price", {k: i for i, k in enumerate(keys)}, tiny, top_k=3)
+    assert len(res.keys) == 3 and res.keys[0] == "price" and res.weight.tolist() == [1.0, 0.0, 0.0]
+    assert set(res.keys[1:]) <= set(keys[:4]) and res.soft_value == 4.0
+
+
+NESTED_MESSAGE = ("my.json is nested more than 100 levels deep: attn reads at most 100 "
+                  "(values are shown and written back as JSON)")
+
+
+def test_nesting_is_read_to_100_levels_below_the_top_object():
+    # counted by hand: the top object is level 0, each list or object inside it one more
+    lists = lambda n: '{"a": ' + "[" * n + "]" * n + "}"  # noqa: E731 - innermost list at level n
+    objects = lambda n: '{"a": ' * n + "1" + "}" * n  # noqa: E731 - n objects: the 1 at level n
+    assert core.parse_dictionary(lists(100), "my.json")["a"] is not None
+    assert core.parse_dictionary(objects(100), "my.json")["a"] is not None
+    for text in (lists(101), objects(101)):
+        with pytest.raises(BadInput) as info:
+            core.parse_dictionary(text, "my.json")
+        assert str(info.value) == NESTED_MESSAGE
+
+
+def test_finite_numbers_null_and_booleans_are_values_a_key_with_a_surrogate_is_not():
+    assert core.parse_dictionary('{"a": 1.5, "b": null, "c": true, "d": -0.0, "e": [2.5, {"f": 1e300}]}') == {
+        "a": 1.5, "b": None, "c": True, "d": -0.0, "e": [2.5, {"f": 1e300}]}
+    with pytest.raises(BadInput, match=r"^a key of my.json is not valid Unicode text: it holds the lone surrogate U\+D800"):
+        core.parse_dictionary('{"ok": 1, "\\ud800": 2}', "my.json")
+    with pytest.raises(BadInput) as info:
+        core.parse_dictionary('{"a": [1, 1e400]}', "my.json")
+    assert str(info.value) == ("my.json has a number too large for a float (it reads as infinity): "
+                               "write it as a string, or scale it down")
+
+
+def test_result_fields_and_the_order_of_zero_weight_entries(tiny):
+    seed = {"brand": 1, "model": 2, "color": 3, "paint": 4, "top speed": 5}
+    res = core.lookup("Top speed", seed, tiny, top_k=4)
+    assert (res.query, res.model, res.top_k, res.n_keys) == ("Top speed", "tiny", 4, 5)
+    assert res.query_tokens == ["top", "speed"]
+    exact = core.lookup("color", seed, tiny)  # weight 1 on color; the rest by similarity, descending
+    assert exact.keys[0] == "color" and exact.top_k is None and exact.n_keys == 5
+    rest = exact.similarity[1:].tolist()
+    assert rest == sorted(rest, reverse=True) and len(set(rest)) == len(rest)
+
+
+def test_a_nan_ngram_row_met_while_embedding_is_damage_naming_both_files(tiny):
+    from attncli.vectors.store import CorruptModel
+
+    tiny.ngrams = np.full(np.shape(tiny.ngrams), np.nan, dtype=np.float32)  # as if too big to scan at load
+    with pytest.raises(CorruptModel, match=r"\(vectors.npy or ngrams.npy holds NaN or infinite values\)"):
+        embed_tokens(tiny, ["color", "colour"])
