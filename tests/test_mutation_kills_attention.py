@@ -82,3 +82,27 @@ def test_numbers_just_below_1e_minus_300_round_up_to_it():
     x = np.concatenate([x, -x, [9.999995e-301, 9.9999951e-301, 9.99999e-301, 9.5e-301]])
     assert _texts(x) == _expected(x)
     assert "1e-300" in _texts(x[:1]) and "9.99999e-301" in _expected(x)
+
+
+@pytest.mark.parametrize("window", [0, 1, 3, 5])
+def test_local_attention_for_every_window_width(window):
+    """Luong et al. 2015's local attention with D = --window (the other tests use D = 2, where
+    sigma = D / 2 = 1 hides any slip in the Gaussian's 2 sigma^2): visible iff |j - i| <= D,
+    score_ij = q_i . k_j / sqrt(d_k) - (j - i)^2 / (2 sigma^2), sigma = D / 2; with D = 0 only
+    the query's own position is visible. Checked against torch, the formula written out here."""
+    torch = pytest.importorskip("torch")
+    from attncli.attention.variants import VariantConfig, attend, init_params
+
+    rng = np.random.default_rng(window)
+    t, s, d = 7, 9, 6
+    q, k, v = rng.standard_normal((t, d)), rng.standard_normal((s, d)), rng.standard_normal((s, d))
+    res = attend("local", q, k, v, params=init_params("local", d, d, seed=0, config=VariantConfig(local_window=window)))
+    tq, tk, tv = (torch.tensor(a, dtype=torch.float64) for a in (q, k, v))
+    dist = (torch.arange(s)[None, :] - torch.arange(t)[:, None]).double()  # (t, s): j - i
+    sigma = window / 2
+    penalty = dist**2 / (2 * sigma**2) if window else torch.zeros_like(dist)
+    scores = (tq @ tk.T) / d**0.5 - penalty  # (t, s)
+    weights = torch.softmax(scores.masked_fill(dist.abs() > window, float("-inf")), dim=-1)
+    np.testing.assert_allclose(res.weights, weights.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(res.output, (weights @ tv).numpy(), rtol=1e-10, atol=1e-12)
+    assert res.mask.tolist() == (dist.abs() <= window).tolist()
