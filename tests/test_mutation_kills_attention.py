@@ -106,3 +106,29 @@ def test_local_attention_for_every_window_width(window):
     np.testing.assert_allclose(res.weights, weights.numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(res.output, (weights @ tv).numpy(), rtol=1e-10, atol=1e-12)
     assert res.mask.tolist() == (dist.abs() <= window).tolist()
+
+
+def test_compare_labels_join_the_two_sides_only_where_they_differ():
+    """A cell's label is the shared token, or "a/b" where the two texts differ there (the drawing's
+    row and column labels); the delta is B - A, worked by hand."""
+    from attncli.attention.compare import compare
+
+    c = compare(np.eye(2), np.full((2, 2), 0.5), ["time", "flies"], ["fruit", "flies"], ["x", "y"], ["x", "z"])
+    assert c.labels == ["time/fruit", "flies"]
+    assert c.key_labels == ["x", "y/z"]
+    assert c.delta.tolist() == [[-0.5, 0.5], [0.5, -0.5]]
+
+
+def test_compare_json_document_has_its_documented_keys():
+    """docs/beyond-weights.md: {"unit", "align", "cropped", "a": {..., tokens, key_tokens, weights},
+    "b": {...}, "delta", "delta_max_abs"}; each side keeps what made it (its text, model, ...)."""
+    from attncli.attention.compare import compare, document
+
+    c = compare(np.eye(2), np.full((3, 3), 0.25), ["a", "b"], ["a", "c", "d"], ["a", "b"], ["a", "c", "d"],
+                align="position")
+    doc = document(c, {"text": "a b"}, {"text": "a c d"}, "tokens")
+    assert doc["a"] == {"text": "a b", "tokens": ["a", "b"], "key_tokens": ["a", "b"], "weights": [[1.0, 0.0], [0.0, 1.0]]}
+    assert doc["b"] == {"text": "a c d", "tokens": ["a", "c"], "key_tokens": ["a", "c"],
+                        "weights": [[0.25, 0.25], [0.25, 0.25]]}
+    assert (doc["unit"], doc["align"], doc["cropped"]) == ("tokens", "position", True)
+    assert doc["delta"] == [[-0.75, 0.25], [0.25, -0.75]] and doc["delta_max_abs"] == 0.75
