@@ -132,3 +132,28 @@ def test_compare_json_document_has_its_documented_keys():
                         "weights": [[0.25, 0.25], [0.25, 0.25]]}
     assert (doc["unit"], doc["align"], doc["cropped"]) == ("tokens", "position", True)
     assert doc["delta"] == [[-0.75, 0.25], [0.25, -0.75]] and doc["delta_max_abs"] == 0.75
+
+
+def test_compare_of_equal_shapes_is_not_cropped_and_refusals_say_why():
+    """Same shapes: aligned as they are, "cropped": false in the JSON (not null); the refusals name
+    the rows' unit (tokens unless told) and the two --align choices."""
+    from attncli.attention.compare import compare, document
+    from attncli.errors import BadInput
+
+    c = compare(np.eye(3), np.eye(3)[::-1], list("abc"), list("abc"), list("abc"), list("abc"))
+    assert c.align == "same" and c.cropped is False
+    assert document(c, {}, {}, "tokens")["cropped"] is False
+    with pytest.raises(BadInput, match=r"2 and 3 tokens \(rows\)"):
+        compare(np.eye(2), np.eye(3), list("ab"), list("abc"), list("ab"), list("abc"))
+    with pytest.raises(BadInput, match=r"2 and 3 words \(rows\)"):
+        compare(np.eye(2), np.eye(3), list("ab"), list("abc"), list("ab"), list("abc"), unit="words")
+    with pytest.raises(BadInput, match="--align 'diagonal': choose same or position"):
+        compare(np.eye(2), np.eye(2), list("ab"), list("ab"), list("ab"), list("ab"), align="diagonal")
+
+
+def test_compare_of_empty_matrices_has_a_zero_largest_difference():
+    """Nothing to compare (0 x 0): delta_max_abs is 0, not an error from max() of nothing."""
+    from attncli.attention.compare import compare, document
+
+    doc = document(compare(np.zeros((0, 0)), np.zeros((0, 0)), [], [], [], []), {}, {}, "tokens")
+    assert doc["delta"] == [] and doc["delta_max_abs"] == 0.0
