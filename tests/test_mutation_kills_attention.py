@@ -157,3 +157,11 @@ def test_compare_of_empty_matrices_has_a_zero_largest_difference():
 
     doc = document(compare(np.zeros((0, 0)), np.zeros((0, 0)), [], [], [], []), {}, {}, "tokens")
     assert doc["delta"] == [] and doc["delta_max_abs"] == 0.0
+
+
+def test_max_flow_refuses_a_source_that_is_the_sink():
+    """A flow from a node to itself has no meaning (not infinity, not 0): refused with a message."""
+    from attncli.attention.flow import max_flow
+
+    with pytest.raises(ValueError, match="^the source is the sink$"):
+        max_flow(np.array([[0.0, 1.0], [0.0, 0.0]]), 1, 1)
