@@ -165,3 +165,20 @@ def test_max_flow_refuses_a_source_that_is_the_sink():
 
     with pytest.raises(ValueError, match="^the source is the sink$"):
         max_flow(np.array([[0.0, 1.0], [0.0, 0.0]]), 1, 1)
+
+
+def test_variant_weights_are_drawn_with_variance_one_over_fan_in():
+    """The variants' own weights are N(0, 1/fan_in) draws (variants._normal: a product with a
+    vector keeps its typical length): additive's W_1 (d_a x d_k) and v (d_a), multiplicative's W,
+    relative's a^K, a^V tables; with fan_in = 1 the draws are N(0, 1). The sample standard
+    deviation of thousands of seeded draws is within a few percent of 1 / sqrt(fan_in)."""
+    from attncli.attention.variants import VariantConfig, init_params
+
+    def close(draws, fan_in):
+        return abs(np.std(draws) * np.sqrt(fan_in) - 1.0) < 0.05
+
+    additive = init_params("additive", 64, 64, seed=1, config=VariantConfig())
+    assert close(additive["W_1"], 64) and close(additive["W_2"], 64)
+    assert close(init_params("multiplicative", 64, 64, seed=1, config=VariantConfig())["W"], 64)
+    relative = init_params("relative", 1, 1, seed=1, config=VariantConfig(max_relative=2000))  # 4001 rows
+    assert relative["a_K"].shape == (4001, 1) and close(relative["a_K"], 1) and close(relative["a_V"], 1)
