@@ -182,3 +182,19 @@ def test_variant_weights_are_drawn_with_variance_one_over_fan_in():
     assert close(init_params("multiplicative", 64, 64, seed=1, config=VariantConfig())["W"], 64)
     relative = init_params("relative", 1, 1, seed=1, config=VariantConfig(max_relative=2000))  # 4001 rows
     assert relative["a_K"].shape == (4001, 1) and close(relative["a_K"], 1) and close(relative["a_V"], 1)
+
+
+def test_additive_scores_every_row_when_the_queries_outnumber_two_row_blocks():
+    """additive works through the queries in blocks of rows (to keep its (rows, S, d_a) tanh
+    block small): with 500 keys of 40 dimensions a block is 100 rows, and 250 queries take three
+    blocks, the last one short. Every score still equals torch's v^T tanh(W_1 q_i + W_2 k_j)."""
+    torch = pytest.importorskip("torch")
+    from attncli.attention.variants import VariantConfig, attend, init_params
+
+    rng = np.random.default_rng(7)
+    q, k = rng.standard_normal((250, 40)), rng.standard_normal((500, 40))
+    p = init_params("additive", 40, 40, seed=0, config=VariantConfig())
+    res = attend("additive", q, k, k, params=p)
+    W_1, W_2, v = (torch.tensor(p[n]) for n in ("W_1", "W_2", "v"))
+    scores = torch.tanh((torch.tensor(q) @ W_1.T)[:, None, :] + (torch.tensor(k) @ W_2.T)[None]) @ v  # (250, 500)
+    np.testing.assert_allclose(res.scores, scores.numpy(), rtol=1e-10, atol=1e-12)
