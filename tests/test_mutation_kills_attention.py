@@ -198,3 +198,17 @@ def test_additive_scores_every_row_when_the_queries_outnumber_two_row_blocks():
     W_1, W_2, v = (torch.tensor(p[n]) for n in ("W_1", "W_2", "v"))
     scores = torch.tanh((torch.tensor(q) @ W_1.T)[:, None, :] + (torch.tensor(k) @ W_2.T)[None]) @ v  # (250, 500)
     np.testing.assert_allclose(res.scores, scores.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_cosine_uses_the_scale_it_is_given():
+    """cosine's beta is sqrt(d_k) unless set (--cosine-scale): a set beta multiplies torch's
+    cosine similarity, e.g. beta = 3 on 8 dimensions (sqrt(8) would be 2.83)."""
+    torch = pytest.importorskip("torch")
+    from attncli.attention.variants import VariantConfig, attend, init_params
+
+    rng = np.random.default_rng(9)
+    q, k = rng.standard_normal((4, 8)), rng.standard_normal((5, 8))
+    p = init_params("cosine", 8, 8, seed=0, config=VariantConfig(cosine_scale=3.0))
+    assert p == {"scale": 3.0}
+    cos = torch.nn.functional.cosine_similarity(torch.tensor(q)[:, None, :], torch.tensor(k)[None, :, :], dim=-1)
+    np.testing.assert_allclose(attend("cosine", q, k, k, params=p).scores, 3.0 * cos.numpy(), rtol=1e-12, atol=1e-12)
