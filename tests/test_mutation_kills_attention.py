@@ -212,3 +212,22 @@ def test_cosine_uses_the_scale_it_is_given():
     assert p == {"scale": 3.0}
     cos = torch.nn.functional.cosine_similarity(torch.tensor(q)[:, None, :], torch.tensor(k)[None, :, :], dim=-1)
     np.testing.assert_allclose(attend("cosine", q, k, k, params=p).scores, 3.0 * cos.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_cosine_of_zero_and_short_queries_and_keys():
+    """Cosine attention normalises every query and key, whatever its length (0.5 and 0.3 here,
+    below 1), and a zero query or key has cosine 0 with everything (no NaN): the scores equal
+    beta times torch's cosine similarity."""
+    torch = pytest.importorskip("torch")
+    from attncli.attention.variants import VariantConfig, attend, init_params
+
+    rng = np.random.default_rng(11)
+    q, k = rng.standard_normal((5, 8)), rng.standard_normal((6, 8))
+    q[1], k[2] = 0.0, 0.0
+    q[3] *= 0.5 / np.linalg.norm(q[3])
+    k[4] *= 0.3 / np.linalg.norm(k[4])
+    p = init_params("cosine", 8, 8, seed=0, config=VariantConfig())
+    cos = torch.nn.functional.cosine_similarity(torch.tensor(q)[:, None, :], torch.tensor(k)[None, :, :], dim=-1)
+    want = np.sqrt(8) * cos.numpy()  # (5, 6)
+    assert want[1].tolist() == [0.0] * 6 and want[:, 2].tolist() == [0.0] * 5
+    np.testing.assert_allclose(attend("cosine", q, k, k, params=p).scores, want, rtol=1e-12, atol=1e-12)
