@@ -231,3 +231,35 @@ def test_cosine_of_zero_and_short_queries_and_keys():
     want = np.sqrt(8) * cos.numpy()  # (5, 6)
     assert want[1].tolist() == [0.0] * 6 and want[:, 2].tolist() == [0.0] * 5
     np.testing.assert_allclose(attend("cosine", q, k, k, params=p).scores, want, rtol=1e-12, atol=1e-12)
+
+
+def test_multihead_reports_each_heads_scores_and_their_mean():
+    """multihead's head_scores (h, T, S) are Q_i K_i^T / sqrt(d_k / h) on the i-th column blocks
+    (Vaswani et al. 2017, 3.2.2), and its scores are their mean over the heads: from torch."""
+    torch = pytest.importorskip("torch")
+    from attncli.attention.variants import VariantConfig, attend, init_params
+
+    rng = np.random.default_rng(13)
+    q, k = rng.standard_normal((4, 8)), rng.standard_normal((6, 8))
+    res = attend("multihead", q, k, k, params=init_params("multihead", 8, 8, seed=0, config=VariantConfig(heads=2)))
+    tq, tk = torch.tensor(q).reshape(4, 2, 4).transpose(0, 1), torch.tensor(k).reshape(6, 2, 4).transpose(0, 1)
+    head_scores = tq @ tk.transpose(1, 2) / 2.0  # (2, 4, 6): sqrt(8 / 2) = 2
+    np.testing.assert_allclose(res.head_scores, head_scores.numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(res.scores, head_scores.mean(dim=0).numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_an_unknown_variant_names_every_choice():
+    from attncli.attention.variants import get_variant
+    from attncli.errors import BadInput
+
+    with pytest.raises(BadInput) as caught:
+        get_variant("nope")
+    assert str(caught.value) == ("unknown variant 'nope': choose one of dot, scaled, additive, multiplicative, "
+                                 "cosine, multihead, relative, local (see 'attn variants')")
+
+
+def test_a_variants_weights_are_the_same_for_the_same_seed_and_differ_for_another():
+    from attncli.attention.variants import VariantConfig, init_params
+
+    draw = lambda seed: init_params("multiplicative", 4, 4, seed=seed, config=VariantConfig())["W"]  # noqa: E731
+    assert np.array_equal(draw(5), draw(5)) and not np.array_equal(draw(5), draw(6))
