@@ -263,3 +263,16 @@ def test_a_variants_weights_are_the_same_for_the_same_seed_and_differ_for_anothe
 
     draw = lambda seed: init_params("multiplicative", 4, 4, seed=seed, config=VariantConfig())["W"]  # noqa: E731
     assert np.array_equal(draw(5), draw(5)) and not np.array_equal(draw(5), draw(6))
+
+
+def test_compare_of_rectangular_matrices_names_rows_and_columns_apart():
+    """Cross-attention matrices are not square: A (3, 5) and B (4, 2) are refused with each count
+    in its place, and aligned by position to the first 3 rows and 2 columns of each."""
+    from attncli.attention.compare import compare
+    from attncli.errors import BadInput
+
+    a, b = np.arange(15.0).reshape(3, 5), np.arange(8.0).reshape(4, 2)
+    with pytest.raises(BadInput, match=r"the two have 3 and 4 tokens \(rows\) and 5 and 2 \(columns\).*the first 3 of each"):
+        compare(a, b, list("abc"), list("abcd"), list("xyzuv"), list("pq"))
+    c = compare(a, b, list("abc"), list("abcd"), list("xyzuv"), list("pq"), align="position")
+    assert c.delta.tolist() == [[0.0, 0.0], [-3.0, -3.0], [-6.0, -6.0]] and c.key_labels == ["x/p", "y/q"]
