@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import needed
 
 from attncli.attention import numtext
 
@@ -90,7 +91,7 @@ def test_local_attention_for_every_window_width(window):
     sigma = D / 2 = 1 hides any slip in the Gaussian's 2 sigma^2): visible iff |j - i| <= D,
     score_ij = q_i . k_j / sqrt(d_k) - (j - i)^2 / (2 sigma^2), sigma = D / 2; with D = 0 only
     the query's own position is visible. Checked against torch, the formula written out here."""
-    torch = pytest.importorskip("torch")
+    torch = needed("torch")
     from attncli.attention.variants import VariantConfig, attend, init_params
 
     rng = np.random.default_rng(window)
@@ -188,7 +189,7 @@ def test_additive_scores_every_row_when_the_queries_outnumber_two_row_blocks():
     """additive works through the queries in blocks of rows (to keep its (rows, S, d_a) tanh
     block small): with 500 keys of 40 dimensions a block is 100 rows, and 250 queries take three
     blocks, the last one short. Every score still equals torch's v^T tanh(W_1 q_i + W_2 k_j)."""
-    torch = pytest.importorskip("torch")
+    torch = needed("torch")
     from attncli.attention.variants import VariantConfig, attend, init_params
 
     rng = np.random.default_rng(7)
@@ -203,7 +204,7 @@ def test_additive_scores_every_row_when_the_queries_outnumber_two_row_blocks():
 def test_cosine_uses_the_scale_it_is_given():
     """cosine's beta is sqrt(d_k) unless set (--cosine-scale): a set beta multiplies torch's
     cosine similarity, e.g. beta = 3 on 8 dimensions (sqrt(8) would be 2.83)."""
-    torch = pytest.importorskip("torch")
+    torch = needed("torch")
     from attncli.attention.variants import VariantConfig, attend, init_params
 
     rng = np.random.default_rng(9)
@@ -218,7 +219,7 @@ def test_cosine_of_zero_and_short_queries_and_keys():
     """Cosine attention normalises every query and key, whatever its length (0.5 and 0.3 here,
     below 1), and a zero query or key has cosine 0 with everything (no NaN): the scores equal
     beta times torch's cosine similarity."""
-    torch = pytest.importorskip("torch")
+    torch = needed("torch")
     from attncli.attention.variants import VariantConfig, attend, init_params
 
     rng = np.random.default_rng(11)
@@ -236,7 +237,7 @@ def test_cosine_of_zero_and_short_queries_and_keys():
 def test_multihead_reports_each_heads_scores_and_their_mean():
     """multihead's head_scores (h, T, S) are Q_i K_i^T / sqrt(d_k / h) on the i-th column blocks
     (Vaswani et al. 2017, 3.2.2), and its scores are their mean over the heads: from torch."""
-    torch = pytest.importorskip("torch")
+    torch = needed("torch")
     from attncli.attention.variants import VariantConfig, attend, init_params
 
     rng = np.random.default_rng(13)
