@@ -147,12 +147,17 @@ def cells(x: np.ndarray, visible: np.ndarray | None = None) -> np.ndarray:
     np.bitwise_or(parts[:, 0], body << parts[:, 4], out=out[:, 0])
     np.bitwise_or(parts[:, 1], body >> parts[:, 5], out=out[:, 1])
     b = out.view(np.uint8).reshape(n, CELL)
-    for i in np.flatnonzero(odd).tolist():
+    _printf_cells(b, x, np.flatnonzero(odd))
+    return b
+
+
+def _printf_cells(b: np.ndarray, x: np.ndarray, where: np.ndarray) -> None:
+    """Python's own ``"%.6g"`` into the cells ``where`` of b (n, CELL): the few numbers the array path can't do exactly."""
+    for i in where.tolist():
         text = ("%.6g" % x[i]).encode("ascii")
         b[i] = 0
         b[i, 0] = ord(",")
         b[i, 1:1 + len(text)] = np.frombuffer(text, np.uint8)
-    return b
 
 
 def row_text(block: np.ndarray, visible: np.ndarray | None = None) -> bytes:
