@@ -486,3 +486,83 @@ def test_this_numpys_own_openblas_is_found_afresh(monkeypatch):
     with blas.one_thread():
         assert get() == 1
     assert get() == before
+
+
+# --- bert.py, distilbert.py, gpt2.py: every parameter drawn -------------------------------------
+# The tiny models of _transformer_fixtures are saved as transformers initialises them: every bias
+# 0 and every LayerNorm weight 1, so a dropped bias, a bias added with the wrong sign or a LayerNorm
+# weight read as its bias goes unseen. Here each parameter is drawn, and the numpy backend is
+# compared with transformers on the same directory (float64, eager attention).
+
+PAIR_TEXTS = ("time flies like an arrow", "fruit flies like a banana")
+
+
+def every_parameter_drawn(src: Path, dst: Path, seed: int = 0, **config_changes) -> str:
+    import shutil
+
+    torch = needed("torch")
+    transformers = needed("transformers")
+    shutil.copytree(src, dst)
+    config = transformers.AutoConfig.from_pretrained(src)
+    for key, value in config_changes.items():
+        setattr(config, key, value)
+    cls = transformers.AutoModelForCausalLM if config.model_type == "gpt2" else transformers.AutoModel
+    torch.manual_seed(seed)
+    model = cls.from_config(config)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.normal_(0.0, 0.5)
+    model.eval().save_pretrained(dst)
+    return str(dst)
+
+
+def compare_with_transformers(path: str, texts: tuple[str, ...]) -> None:
+    """Every layer's and head's attention for ``texts`` (float64, 1e-10), the mean of the last
+    hidden state of texts[0] alone (``embed``, float32: 1e-4) and, for GPT-2, the logits."""
+    torch = needed("torch")
+    transformers = needed("transformers")
+    from attncli.transformer import load
+
+    tok = transformers.AutoTokenizer.from_pretrained(path)
+    config = transformers.AutoConfig.from_pretrained(path)
+    cls = transformers.AutoModelForCausalLM if config.model_type == "gpt2" else transformers.AutoModel
+    reference = cls.from_pretrained(path, attn_implementation="eager").double().eval()
+    ours = load(path, backend="numpy")
+    with torch.no_grad():
+        out = reference(**tok(*texts, return_tensors="pt"), output_attentions=True)
+        single = tok(texts[0], return_tensors="pt")
+        alone = reference(**single, output_hidden_states=True)
+    want = np.stack([a[0].numpy() for a in out.attentions])  # (L, h, T, T)
+    got = ours.attentions(ours.encode(*texts))
+    assert got.shape == want.shape
+    assert np.abs(got - want).max() < 1e-10
+    hidden = alone.hidden_states[-1][0].numpy()  # (T, d): after ln_f for GPT-2
+    np.testing.assert_allclose(ours.embed([texts[0]])[0], hidden.mean(axis=0), rtol=0, atol=1e-4)
+    if config.model_type == "gpt2":
+        logits, _ = ours.logits_and_attentions(single["input_ids"][0].tolist())
+        np.testing.assert_allclose(logits, alone.logits[0].numpy(), rtol=0, atol=1e-9)
+
+
+def test_bert_with_every_parameter_drawn(tiny_bert_dir, tmp_path):
+    compare_with_transformers(every_parameter_drawn(tiny_bert_dir, tmp_path / "bert", layer_norm_eps=1e-3), PAIR_TEXTS)
+
+
+def test_roberta_with_every_parameter_drawn(tiny_roberta_dir, tmp_path):
+    compare_with_transformers(every_parameter_drawn(tiny_roberta_dir, tmp_path / "roberta"), PAIR_TEXTS)
+
+
+def test_electra_with_every_parameter_drawn(tmp_path):
+    from _transformer_fixtures import build_electra
+
+    electra = build_electra(tmp_path / "electra-init")
+    compare_with_transformers(every_parameter_drawn(electra, tmp_path / "electra"), PAIR_TEXTS)
+
+
+def test_distilbert_with_every_parameter_drawn(tiny_distilbert_dir, tmp_path):
+    compare_with_transformers(every_parameter_drawn(tiny_distilbert_dir, tmp_path / "distilbert"), PAIR_TEXTS)
+
+
+@pytest.mark.parametrize("changes", [dict(scale_attn_by_inverse_layer_idx=True, layer_norm_epsilon=1e-3),
+                                     dict(scale_attn_weights=False)], ids=["inverse-layer-idx", "unscaled"])
+def test_gpt2_with_every_parameter_drawn(tiny_gpt2_dir, tmp_path, changes):
+    compare_with_transformers(every_parameter_drawn(tiny_gpt2_dir, tmp_path / "gpt2", **changes), (PAIR_TEXTS[0],))
