@@ -136,11 +136,15 @@ def test_read_json_takes_32_levels_and_refuses_33(tmp_path):
 
 
 def test_read_json_refuses_nan_infinity_and_broken_json_naming_the_file(tmp_path):
-    for text in ('{"a": NaN}', '{"a": Infinity}', '{"a": -Infinity}', '{"a": '):
-        path = tmp_path / "config.json"
-        path.write_text(text)
-        with pytest.raises(RuntimeFailure, match=r"^damaged model: config\.json: it is not valid JSON \(.+\)$"):
+    path = tmp_path / "config.json"
+    for constant in ("NaN", "Infinity", "-Infinity"):
+        path.write_text('{"a": %s}' % constant)
+        with pytest.raises(RuntimeFailure) as caught:
             config_check.read_json(path)
+        assert str(caught.value) == f"damaged model: config.json: it is not valid JSON ({constant} is not a JSON number)"
+    path.write_text('{"a": ')
+    with pytest.raises(RuntimeFailure, match=r"^damaged model: config\.json: it is not valid JSON \(Expecting value"):
+        config_check.read_json(path)
 
 
 def test_read_json_bounds_the_bytes_it_reads(tmp_path):
@@ -387,6 +391,38 @@ def test_check_text_refuses_what_is_not_a_string():
         encoding.check_text(b"time flies")
     with pytest.raises(BadInput, match=r"^the pair must be a string, not NoneType$"):
         encoding.check_text(None, "pair")
+
+
+def wordpiece_tokenizer():
+    """A tokenizers WordPiece tokenizer with BERT's template: [CLS] A [SEP] (B [SEP])."""
+    tokenizers = needed("tokenizers")
+    vocab = {w: i for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "time", "fl", "##ies", "fruit", "like"])}
+    tok = tokenizers.Tokenizer(tokenizers.models.WordPiece(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.BertPreTokenizer()
+    tok.post_processor = tokenizers.processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    return tok
+
+
+def test_from_tokenizers_by_hand():
+    """A pair, worked by hand: special tokens have no segment and no word; "flies" is one word of
+    two pieces in each sentence; words are the text as written; type ids only when asked for;
+    not truncated unless said."""
+    tok = wordpiece_tokenizer()
+    texts = ["time  flies", "fruit flies"]
+    enc = encoding.from_tokenizers(tok.encode(*texts), texts, use_type_ids=True)
+    assert enc.tokens == ["[CLS]", "time", "fl", "##ies", "[SEP]", "fruit", "fl", "##ies", "[SEP]"]
+    assert enc.ids == [2, 4, 5, 6, 3, 7, 5, 6, 3]
+    assert enc.segments == [None, "a", "a", "a", None, "b", "b", "b", None]
+    assert enc.special == [True, False, False, False, True, False, False, False, True]
+    assert enc.word_ids == [None, 0, 1, 1, None, 2, 3, 3, None]
+    assert enc.words == ["time", "flies", "fruit", "flies"]
+    assert enc.type_ids == [0, 0, 0, 0, 0, 1, 1, 1, 1]
+    assert (enc.text, enc.pair, enc.truncated, len(enc)) == ("time  flies", "fruit flies", False, 9)
+    single = encoding.from_tokenizers(tok.encode("flies like time"), ["flies like time"], use_type_ids=False,
+                                      truncated=True)
+    assert single.segments == [None, "a", "a", "a", "a", None] and single.words == ["flies", "like", "time"]
+    assert single.type_ids == [0] * 6 and single.pair is None and single.truncated is True
 
 
 # --- blas.py ------------------------------------------------------------------------------------
