@@ -599,6 +599,100 @@ def test_distilbert_with_every_parameter_drawn(tiny_distilbert_dir, tmp_path):
 
 
 @pytest.mark.parametrize("changes", [dict(scale_attn_by_inverse_layer_idx=True, layer_norm_epsilon=1e-3),
-                                     dict(scale_attn_weights=False)], ids=["inverse-layer-idx", "unscaled"])
+                                     dict(scale_attn_weights=False), dict(tie_word_embeddings=False)],
+                         ids=["inverse-layer-idx", "unscaled", "untied-lm-head"])
 def test_gpt2_with_every_parameter_drawn(tiny_gpt2_dir, tmp_path, changes):
     compare_with_transformers(every_parameter_drawn(tiny_gpt2_dir, tmp_path / "gpt2", **changes), (PAIR_TEXTS[0],))
+
+
+def test_gpt2_reads_a_stored_lm_head_that_differs_from_wte_as_transformers_does(tiny_gpt2_dir, tmp_path):
+    """A checkpoint with its own lm_head.weight and a config that ties it (tie_word_embeddings
+    absent: true by default): transformers 5 keeps the stored head (it ties only equal values), so
+    attn must too. (attn used wte here before this test: its logits differed from transformers'.)"""
+    import json
+
+    path = Path(every_parameter_drawn(tiny_gpt2_dir, tmp_path / "gpt2", tie_word_embeddings=False))
+    config = json.loads((path / "config.json").read_text())
+    config.pop("tie_word_embeddings")
+    (path / "config.json").write_text(json.dumps(config))
+    compare_with_transformers(str(path), (PAIR_TEXTS[0],))
+
+
+@pytest.mark.parametrize("kind, output", [("bert", "encoder.layer.{l}.attention.output.dense"),
+                                          ("distilbert", "transformer.layer.{l}.attention.out_lin"),
+                                          ("gpt2", "transformer.h.{l}.attn.c_proj")])
+def test_value_vectors_rebuild_transformers_attention_output(kind, output, request, tmp_path):
+    """value_vectors' docstring: the layer's attention output is sum_h sum_j A[h, i, j] f^h(x_j) + b_O
+    (Kobayashi et al. 2020). The attention output is transformers' own (a hook on the output
+    projection), on a model with every parameter drawn."""
+    torch = needed("torch")
+    transformers = needed("transformers")
+    from attncli.transformer import load
+
+    path = every_parameter_drawn(request.getfixturevalue(f"tiny_{kind}_dir"), tmp_path / kind)
+    cls = transformers.AutoModelForCausalLM if kind == "gpt2" else transformers.AutoModel
+    reference = cls.from_pretrained(path, attn_implementation="eager").double().eval()
+    text = PAIR_TEXTS[0]
+    ours = load(path, backend="numpy")
+    enc = ours.encode(text)
+    for l in range(ours.layers):
+        seen = []
+        module = reference.get_submodule(output.format(l=l))
+        handle = module.register_forward_hook(lambda m, args, out: seen.append(out[0].numpy()))
+        with torch.no_grad():
+            reference(**transformers.AutoTokenizer.from_pretrained(path)(text, return_tensors="pt"))
+        handle.remove()
+        bias = module.bias.detach().numpy()
+        A, f = ours.value_vectors(enc, l)  # (h, T, T), (h, T, d)
+        np.testing.assert_allclose(np.einsum("hij,hjd->id", A, f) + bias, seen[0], rtol=0, atol=1e-9)
+
+
+def test_expected_shapes_by_hand():
+    """The shape of every tensor each forward pass reads, from config.json, worked by hand (GPT-2's
+    Conv1D stores (in, out); n_inner null means 4 * n_embd; ELECTRA's embeddings are
+    embedding_size wide)."""
+    from attncli.transformer import bert, distilbert, gpt2
+
+    g = gpt2.expected({"n_embd": 8, "n_layer": 1, "vocab_size": 10, "n_positions": 6, "n_inner": None})
+    assert g == {"wte.weight": (10, 8), "wpe.weight": (6, 8), "ln_f.weight": (8,), "ln_f.bias": (8,),
+                 "h.0.ln_1.weight": (8,), "h.0.ln_1.bias": (8,), "h.0.ln_2.weight": (8,), "h.0.ln_2.bias": (8,),
+                 "h.0.attn.c_attn.weight": (8, 24), "h.0.attn.c_attn.bias": (24,),
+                 "h.0.attn.c_proj.weight": (8, 8), "h.0.attn.c_proj.bias": (8,),
+                 "h.0.mlp.c_fc.weight": (8, 32), "h.0.mlp.c_fc.bias": (32,),
+                 "h.0.mlp.c_proj.weight": (32, 8), "h.0.mlp.c_proj.bias": (8,)}
+    assert gpt2.expected({"n_embd": 8, "n_layer": 2, "n_inner": 5})["h.1.mlp.c_fc.weight"] == (8, 5)
+    unknown = gpt2.expected({"n_layer": 1})  # sizes the config does not state: any
+    assert unknown["h.0.attn.c_attn.weight"] == (None, None) and unknown["h.0.mlp.c_fc.bias"] == (None,)
+    assert unknown["wte.weight"] == (None, None)
+    b = bert.expected({"model_type": "electra", "hidden_size": 8, "embedding_size": 4, "intermediate_size": 16,
+                       "vocab_size": 10, "max_position_embeddings": 6, "type_vocab_size": 2, "num_hidden_layers": 1})
+    assert b["embeddings.word_embeddings.weight"] == (10, 4) and b["embeddings.position_embeddings.weight"] == (6, 4)
+    assert b["embeddings.token_type_embeddings.weight"] == (2, 4) and b["embeddings.LayerNorm.bias"] == (4,)
+    assert b["embeddings_project.weight"] == (8, 4) and b["embeddings_project.bias"] == (8,)
+    assert b["encoder.layer.0.attention.self.key.weight"] == (8, 8) and b["encoder.layer.0.attention.output.dense.bias"] == (8,)
+    assert b["encoder.layer.0.intermediate.dense.weight"] == (16, 8) and b["encoder.layer.0.output.dense.weight"] == (8, 16)
+    assert b["encoder.layer.0.output.LayerNorm.weight"] == (8,) and len(b) == 7 + 16
+    assert bert.expected({"model_type": "bert", "hidden_size": 8, "embedding_size": 4,
+                          "num_hidden_layers": 0})["embeddings.word_embeddings.weight"] == (None, 8)
+    d = distilbert.expected({"dim": 8, "hidden_dim": 16, "vocab_size": 10, "max_position_embeddings": 6, "n_layers": 2})
+    assert d["embeddings.word_embeddings.weight"] == (10, 8) and d["embeddings.position_embeddings.weight"] == (6, 8)
+    assert d["transformer.layer.1.ffn.lin1.weight"] == (16, 8) and d["transformer.layer.1.ffn.lin2.weight"] == (8, 16)
+    assert d["transformer.layer.1.attention.v_lin.bias"] == (8,) and d["transformer.layer.0.sa_layer_norm.weight"] == (8,)
+    assert len(d) == 4 + 2 * 16
+
+
+def test_a_gpt2_position_table_shorter_than_n_positions_is_damage(tiny_gpt2_dir, tmp_path):
+    import json
+    import shutil
+
+    from attncli.transformer import load
+
+    target = tmp_path / "gpt2"
+    shutil.copytree(tiny_gpt2_dir, target)
+    config = json.loads((target / "config.json").read_text())
+    rows = config["n_positions"]
+    config["n_positions"] = rows + 24
+    (target / "config.json").write_text(json.dumps(config))
+    with pytest.raises(RuntimeFailure, match=rf"^damaged model: wpe\.weight: shape \({rows}, 32\), but config\.json "
+                                             rf"implies \({rows + 24}, 32\)$"):
+        load(str(target), backend="numpy")
