@@ -168,7 +168,7 @@ def test_check_regular_refuses_a_fifo_and_a_file_past_its_limit(tmp_path):
     config_check.check_regular(tmp_path / "absent.txt", 10)  # absent: nothing to check
     fifo = tmp_path / "vocab.txt"
     os.mkfifo(fifo)
-    with pytest.raises(RuntimeFailure, match=r"^damaged model: vocab\.txt: "):
+    with pytest.raises(RuntimeFailure, match=r"^damaged model: vocab\.txt: it is a FIFO, not a regular file$"):
         config_check.check_regular(fifo, 10)
     big = tmp_path / "merges.txt"
     big.write_bytes(b"x" * 1001)
@@ -696,3 +696,45 @@ def test_a_gpt2_position_table_shorter_than_n_positions_is_damage(tiny_gpt2_dir,
     with pytest.raises(RuntimeFailure, match=rf"^damaged model: wpe\.weight: shape \({rows}, 32\), but config\.json "
                                              rf"implies \({rows + 24}, 32\)$"):
         load(str(target), backend="numpy")
+
+
+def test_check_regular_follows_a_symlink_as_the_hugging_face_cache_links_snapshots_to_blobs(tmp_path):
+    blob = tmp_path / "blobs" / "5f3a"
+    blob.parent.mkdir()
+    blob.write_bytes(b"x" * 10)
+    snapshot = tmp_path / "snapshot"
+    snapshot.mkdir()
+    (snapshot / "vocab.txt").symlink_to(blob)
+    (snapshot / "tokenizer.json").symlink_to(blob)
+    config_check.check_regular(snapshot / "vocab.txt", 10)
+    config_check.check_files(snapshot)
+    with pytest.raises(RuntimeFailure, match=r"^damaged model: vocab\.txt: it is 10 bytes, more than the 9 it can be$"):
+        config_check.check_regular(snapshot / "vocab.txt", 9)
+
+
+def test_check_files_refuses_a_tokenizer_json_past_its_own_limit(tmp_path, monkeypatch):
+    monkeypatch.setattr(config_check, "TOKENIZER_BYTES", 100)
+    (tmp_path / "tokenizer.json").write_bytes(b"{" + b" " * 200 + b"}")
+    with pytest.raises(RuntimeFailure, match=r"^damaged model: tokenizer\.json: it is 202 bytes, more than the 100 "):
+        config_check.check_files(tmp_path)
+
+
+def test_report_unused_joins_both_problems():
+    with pytest.raises(RuntimeFailure) as caught:
+        weight_check.report_unused("m", missing=["a"], unexpected=["b"])
+    assert str(caught.value) == ("model 'm': 1 weight(s) the model needs are not in the checkpoint (a: they would be "
+                                 "random); 1 weight(s) in the checkpoint are not used by the model (b: its attention "
+                                 "would be computed without them): attn will not show attention that is silently "
+                                 "wrong (--allow-missing-weights runs it anyway, with a warning)")
+
+
+def test_gpt2_unsupported_by_hand():
+    from attncli.transformer import gpt2
+
+    sizes = {"n_embd": 8, "n_head": 2, "n_layer": 1}
+    assert gpt2.unsupported(sizes) is None  # activation_function absent: GPT-2's gelu_new
+    assert gpt2.unsupported({**sizes, "activation_function": "relu"}) is None
+    assert gpt2.unsupported({**sizes, "add_cross_attention": True}) == "cross-attention"
+    assert gpt2.unsupported({**sizes, "activation_function": "swiglu"}) == "activation_function 'swiglu'"
+    assert gpt2.unsupported({**sizes, "n_head": 3}) == "n_embd not a multiple of n_head"
+    assert gpt2.unsupported({**sizes, "n_layer": 0}) == "n_embd not a multiple of n_head"
