@@ -738,3 +738,12 @@ def test_gpt2_unsupported_by_hand():
     assert gpt2.unsupported({**sizes, "activation_function": "swiglu"}) == "activation_function 'swiglu'"
     assert gpt2.unsupported({**sizes, "n_head": 3}) == "n_embd not a multiple of n_head"
     assert gpt2.unsupported({**sizes, "n_layer": 0}) == "n_embd not a multiple of n_head"
+
+
+def test_each_size_accepts_its_smallest_and_largest_and_nothing_past_them(tmp_path):
+    """SIZES holds (smallest, largest) allowed: both ends are allowed, one past either is damage."""
+    for field, (low, high) in config_check.SIZES.items():
+        config_check.check_config({field: low}, tmp_path)
+        config_check.check_config({field: high}, tmp_path)
+        assert damage({field: high + 1}, tmp_path) == f"damaged model: config.json: {field}: {high + 1} is outside {low}..{high:,}"
+        assert damage({field: low - 1}, tmp_path) == f"damaged model: config.json: {field}: {low - 1} is outside {low}..{high:,}"
