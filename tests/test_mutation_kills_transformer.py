@@ -747,3 +747,16 @@ def test_each_size_accepts_its_smallest_and_largest_and_nothing_past_them(tmp_pa
         config_check.check_config({field: high}, tmp_path)
         assert damage({field: high + 1}, tmp_path) == f"damaged model: config.json: {field}: {high + 1} is outside {low}..{high:,}"
         assert damage({field: low - 1}, tmp_path) == f"damaged model: config.json: {field}: {low - 1} is outside {low}..{high:,}"
+
+
+def test_gpt2_config_without_the_scaling_flags_takes_transformers_defaults(tiny_gpt2_dir, tmp_path):
+    """An older GPT-2 config.json names neither scale_attn_weights nor scale_attn_by_inverse_layer_idx:
+    transformers then scales by 1/sqrt(d_head) and not by the layer, and so must attn."""
+    import json
+
+    path = Path(every_parameter_drawn(tiny_gpt2_dir, tmp_path / "gpt2"))
+    config = json.loads((path / "config.json").read_text())
+    config.pop("scale_attn_weights", None)
+    config.pop("scale_attn_by_inverse_layer_idx", None)
+    (path / "config.json").write_text(json.dumps(config))
+    compare_with_transformers(str(path), (PAIR_TEXTS[0],))
