@@ -599,8 +599,9 @@ def test_distilbert_with_every_parameter_drawn(tiny_distilbert_dir, tmp_path):
 
 
 @pytest.mark.parametrize("changes", [dict(scale_attn_by_inverse_layer_idx=True, layer_norm_epsilon=1e-3),
-                                     dict(scale_attn_weights=False), dict(tie_word_embeddings=False)],
-                         ids=["inverse-layer-idx", "unscaled", "untied-lm-head"])
+                                     dict(scale_attn_weights=False), dict(tie_word_embeddings=False),
+                                     dict(activation_function="relu")],
+                         ids=["inverse-layer-idx", "unscaled", "untied-lm-head", "relu"])
 def test_gpt2_with_every_parameter_drawn(tiny_gpt2_dir, tmp_path, changes):
     compare_with_transformers(every_parameter_drawn(tiny_gpt2_dir, tmp_path / "gpt2", **changes), (PAIR_TEXTS[0],))
 
@@ -749,14 +750,17 @@ def test_each_size_accepts_its_smallest_and_largest_and_nothing_past_them(tmp_pa
         assert damage({field: low - 1}, tmp_path) == f"damaged model: config.json: {field}: {low - 1} is outside {low}..{high:,}"
 
 
-def test_gpt2_config_without_the_scaling_flags_takes_transformers_defaults(tiny_gpt2_dir, tmp_path):
-    """An older GPT-2 config.json names neither scale_attn_weights nor scale_attn_by_inverse_layer_idx:
-    transformers then scales by 1/sqrt(d_head) and not by the layer, and so must attn."""
+def test_gpt2_config_without_the_optional_fields_takes_transformers_defaults(tiny_gpt2_dir, tmp_path):
+    """An older GPT-2 config.json names neither scale_attn_weights nor scale_attn_by_inverse_layer_idx
+    (nor, here, layer_norm_epsilon and activation_function): transformers then scales by
+    1/sqrt(d_head) and not by the layer, with eps 1e-5 and gelu_new, and so must attn."""
     import json
 
     path = Path(every_parameter_drawn(tiny_gpt2_dir, tmp_path / "gpt2"))
     config = json.loads((path / "config.json").read_text())
     config.pop("scale_attn_weights", None)
     config.pop("scale_attn_by_inverse_layer_idx", None)
+    config.pop("layer_norm_epsilon", None)
+    config.pop("activation_function", None)
     (path / "config.json").write_text(json.dumps(config))
     compare_with_transformers(str(path), (PAIR_TEXTS[0],))
