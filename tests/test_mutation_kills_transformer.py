@@ -764,3 +764,17 @@ def test_gpt2_config_without_the_optional_fields_takes_transformers_defaults(tin
     config.pop("activation_function", None)
     (path / "config.json").write_text(json.dumps(config))
     compare_with_transformers(str(path), (PAIR_TEXTS[0],))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_read_json_follows_the_caches_symlinks_refuses_a_fifo_and_keeps_its_limit(tmp_path):
+    blob = tmp_path / "blob"
+    blob.write_text('{"model_type": "bert", "padding": "' + "x" * 40 + '"}')
+    (tmp_path / "config.json").symlink_to(blob)
+    assert config_check.read_json(tmp_path / "config.json")["model_type"] == "bert"
+    os.mkfifo(tmp_path / "tokenizer_config.json")
+    with pytest.raises(RuntimeFailure, match=r"^damaged model: tokenizer_config\.json: it is a FIFO, not a regular file$"):
+        config_check.read_json(tmp_path / "tokenizer_config.json")
+    assert config_check.read_optional_json(tmp_path / "config.json", 100)["model_type"] == "bert"
+    with pytest.raises(RuntimeFailure, match=r"^damaged model: config\.json: "):
+        config_check.read_optional_json(tmp_path / "config.json", 20)
