@@ -778,3 +778,49 @@ def test_read_json_follows_the_caches_symlinks_refuses_a_fifo_and_keeps_its_limi
     assert config_check.read_optional_json(tmp_path / "config.json", 100)["model_type"] == "bert"
     with pytest.raises(RuntimeFailure, match=r"^damaged model: config\.json: "):
         config_check.read_optional_json(tmp_path / "config.json", 20)
+
+
+def test_distilbert_unsupported_by_hand():
+    from attncli.transformer import distilbert
+
+    sizes = {"dim": 8, "n_heads": 2, "n_layers": 1}
+    assert distilbert.unsupported(sizes) is None  # activation absent: DistilBERT's gelu
+    assert distilbert.unsupported({**sizes, "activation": "relu"}) is None
+    assert distilbert.unsupported({**sizes, "activation": "swiglu"}) == "activation 'swiglu'"
+    assert distilbert.unsupported({**sizes, "n_heads": 3}) == "dim not a multiple of n_heads"
+    assert distilbert.unsupported({**sizes, "n_layers": 0}) == "dim not a multiple of n_heads"
+
+
+@pytest.mark.parametrize("activation", [None, "relu"], ids=["absent", "relu"])
+def test_distilbert_activation_as_transformers_reads_it(tiny_distilbert_dir, tmp_path, activation):
+    """activation absent from config.json: transformers' default gelu; relu when it says so."""
+    import json
+
+    path = Path(every_parameter_drawn(tiny_distilbert_dir, tmp_path / "distilbert",
+                                      **({"activation": activation} if activation else {})))
+    if activation is None:
+        config = json.loads((path / "config.json").read_text())
+        config.pop("activation", None)
+        (path / "config.json").write_text(json.dumps(config))
+    compare_with_transformers(str(path), PAIR_TEXTS)
+
+
+def test_distilbert_keys_are_transformers_keys(tiny_distilbert_dir, tmp_path):
+    """qk's k is k_lin(x), bias included (a key bias leaves the softmax unchanged, not the keys)."""
+    torch = needed("torch")
+    transformers = needed("transformers")
+    from attncli.transformer import load
+
+    path = every_parameter_drawn(tiny_distilbert_dir, tmp_path / "distilbert")
+    reference = transformers.AutoModel.from_pretrained(path, attn_implementation="eager").double().eval()
+    ours = load(path, backend="numpy")
+    enc = ours.encode(PAIR_TEXTS[0])
+    seen = []
+    handle = reference.transformer.layer[1].attention.k_lin.register_forward_hook(
+        lambda m, args, out: seen.append(out[0].numpy()))
+    with torch.no_grad():
+        reference(**transformers.AutoTokenizer.from_pretrained(path)(PAIR_TEXTS[0], return_tensors="pt"))
+    handle.remove()
+    _, k = ours.qk(enc, 1)  # (h, T, d_head)
+    T, d = seen[0].shape
+    np.testing.assert_allclose(k, seen[0].reshape(T, ours.heads, -1).transpose(1, 0, 2), rtol=0, atol=1e-10)
