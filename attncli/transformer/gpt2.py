@@ -109,8 +109,9 @@ class GPT2:
         return ops.layer_norm(x, self.w.get("ln_f.weight"), self.w.get("ln_f.bias"), self.eps)
 
     def logits(self, hidden: np.ndarray) -> np.ndarray:
-        """(T, d) final hidden states -> (T, V) logits through the tied wte (an untied lm_head.weight
-        if the config says so)."""
-        untied = not self.config.get("tie_word_embeddings", True) and self.w.has_exact("lm_head.weight")
+        """(T, d) final hidden states -> (T, V) logits through the checkpoint's lm_head.weight, else
+        the tied wte. As transformers 5: it ties lm_head to wte only when the checkpoint holds no
+        lm_head.weight of other values, whatever tie_word_embeddings says."""
+        untied = self.w.has_exact("lm_head.weight")
         head = self.w.get_exact("lm_head.weight") if untied else self.w.get("wte.weight")  # (V, d)
         return hidden @ head.T  # (T, V)
