@@ -284,8 +284,9 @@ def projection(inp) -> Any:
     ``inp`` is an ``attncli.attention.projection.ProjectionInput``. The model's own input map and positions
     are used (the matrix's positional encoding is not: the weights were trained with these), on
     the raw word vectors ``words_q`` / ``words_kv`` (pad rows 0). Earlier layers run causally, as
-    in training. Without a head: every head, concatenated (T, d) with heads fixed and W_o; with
-    ``head``: that head alone (T, d_k).
+    in training. Without a head: every head, concatenated (T, d) with heads fixed, W_o and b_o
+    (the layer's attention output, as torch's ``out_proj`` computes it); with ``head``: that head
+    alone (T, d_k).
     """
     from attncli.attention.projection import Projected
 
@@ -313,7 +314,8 @@ def projection(inp) -> Any:
         k=k.transpose(1, 0, 2).reshape(S, att.d_model),  # (S, d)
         v=v.transpose(1, 0, 2).reshape(S, att.d_model),  # (S, d)
         label=f"{where}, {att.heads} heads)",
-        w_o=att.w[f"blocks.{layer}.attn.out_proj.weight"].T,  # (d, d): y = concat(heads) @ W_o
+        w_o=att.w[f"blocks.{layer}.attn.out_proj.weight"].T,  # (d, d): y = concat(heads) @ W_o + b_o
+        b_o=att.w[f"blocks.{layer}.attn.out_proj.bias"],  # (d,)
         heads=att.heads,
         positions=positions,
     )
