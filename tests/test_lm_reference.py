@@ -48,15 +48,16 @@ def stored(name: str):
     return config, weights, dict(zip(words, table))
 
 
-def reference_forward(config, w, vectors, tokens, *, everything: bool = False):
+def reference_forward(config, w, vectors, tokens, *, everything: bool = False, causal: bool = True):
     """(per-layer attention weights L x (h, T, T), logits (T, V_out)) in float64. With
     ``everything``, also each layer's attention output (T, d) (what it adds to the residual
-    stream) and the residual stream before the final norm, (L + 1, T, d)."""
+    stream) and the residual stream before the final norm, (L + 1, T, d). ``causal=False``: no
+    mask in any layer."""
     d, h, eps = config["d_model"], config["heads"], config["layer_norm_eps"]
     T = len(tokens)
     e = torch.tensor(np.stack([vectors[t] for t in tokens]), dtype=torch.float64)  # (T, d)
     x = e @ w["input.weight"].T + w["input.bias"] + paper_positions(T, d)  # (T, d)
-    future = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)  # True = may not attend
+    future = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1) if causal else None  # True = may not attend
     per_layer, outputs, stream = [], [], [x.clone()]
     for layer in range(config["layers"]):
         p = f"blocks.{layer}."

@@ -120,3 +120,90 @@ def test_the_trained_projection_reads_the_directory_its_vectors_came_from(tmp_pa
     p = trained.projection(_projection_input(old))
     q, k = (m.reshape(6, 2, 8).transpose(1, 0, 2) for m in (p.q, p.k))  # (h, T, d_k): head i = columns i*8..
     np.testing.assert_allclose(_causal_softmax(q, k), before[0], rtol=0, atol=1e-5)
+
+
+# -- model.TrainedAttention: the other entry points, each against the torch model of the papers ------
+
+
+def test_every_entry_point_of_the_numpy_lm_equals_the_papers_model():
+    """logits_and_attentions, residual_stream (what the logit lens reads), lens_logits and
+    attention(..., causal=False), each against tests/test_lm_reference.py's torch model."""
+    make_random_attention("rand", layers=2, heads=4)
+    config, weights, vectors = stored("rand")
+    att = trained.load_trained("rand")
+    tokens = SENTENCES[4].split()  # 9 tokens
+    ref_w, ref_logits, _, ref_stream = reference_forward(config, weights, vectors, tokens, everything=True)
+    logits, per_layer = att.logits_and_attentions(tokens)
+    tol = 1e-5 * max(1.0, np.abs(ref_logits).max())
+    np.testing.assert_allclose(logits, ref_logits, rtol=0, atol=tol)
+    assert len(per_layer) == 2
+    for got, ref in zip(per_layer, ref_w):
+        np.testing.assert_allclose(got, ref, rtol=0, atol=2e-5)
+    stream = att.residual_stream(tokens)
+    assert stream.shape == (3, 9, 16)
+    np.testing.assert_allclose(stream, ref_stream, rtol=0, atol=1e-4 * max(1.0, np.abs(ref_stream).max()))
+    np.testing.assert_allclose(att.lens_logits(stream[-1]), ref_logits, rtol=0, atol=tol)  # the last layer's lens = the logits
+    np.testing.assert_allclose(att.lens_logits(stream)[-1], ref_logits, rtol=0, atol=tol)  # leading axes pass through
+    free_w, _ = reference_forward(config, weights, vectors, tokens, causal=False)
+    assert np.triu(free_w[1], k=1).max() > 0.01  # without the mask the future is seen
+    np.testing.assert_allclose(att.attention(tokens, 1, causal=False), free_w[1], rtol=0, atol=2e-5)
+    np.testing.assert_allclose(att.attention(tokens, 1, 2, causal=False), free_w[1][2], rtol=0, atol=2e-5)
+    for tr, ref in zip(att.trace(tokens, causal=False), free_w):
+        np.testing.assert_allclose(tr.weights, ref, rtol=0, atol=2e-5)
+
+
+@pytest.mark.parametrize("head, message", [(4, "--head 4 is out of range: model 'rand' has heads 0..3"),
+                                           (-1, "--head -1 is out of range: model 'rand' has heads 0..3")])
+def test_attention_names_the_heads_a_model_has(head, message):
+    make_random_attention("rand", layers=1, heads=4)
+    with pytest.raises(BadInput) as caught:
+        trained.load_trained("rand").attention(["the", "cat"], 0, head)
+    assert str(caught.value) == message
+
+
+def test_batch_weights_gives_every_sentence_every_layer():
+    """Every sentence, the shortest included, gets one (h, n, n) matrix per layer, equal to the
+    torch model's, whatever the batch size."""
+    make_random_attention("rand", layers=2, heads=4)
+    config, weights, vectors = stored("rand")
+    att = trained.load_trained("rand")
+    sentences = [s.split() for s in SENTENCES] + [["cat", "sat"]]
+    for batch in (32, 2):
+        out = att.batch_weights(sentences, batch=batch)
+        assert len(out) == len(sentences)
+        for s, per_layer in zip(sentences, out):
+            assert len(per_layer) == 2
+            for got, ref in zip(per_layer, reference_forward(config, weights, vectors, s)[0]):
+                assert got.shape == (4, len(s), len(s))
+                np.testing.assert_allclose(got, ref, rtol=0, atol=2e-5)
+    assert len(att.batch_weights(sentences)[-1]) == 2  # the default batch size
+
+
+def test_the_stored_text_files_are_read_line_by_line(tmp_path):
+    """output_vocab.txt and heldout.txt: one entry per line, the last line kept with or without
+    a final newline; a held-out line is split into its words."""
+    make_random_attention("rand", layers=1, heads=2)
+    att_dir = store.model_dir("rand").resolve() / trained.SUBDIR
+    (att_dir / trained.HELDOUT).write_text("the cat sat\nfruit flies", encoding="utf-8")  # no final newline
+    att = trained.load_trained("rand")
+    assert att.heldout_sentences() == [["the", "cat", "sat"], ["fruit", "flies"]]
+    (att_dir / trained.HELDOUT).write_text("the cat sat\nfruit flies\n", encoding="utf-8")
+    assert trained.load_trained("rand").heldout_sentences() == [["the", "cat", "sat"], ["fruit", "flies"]]
+    (att_dir / trained.HELDOUT).write_text("the  cat\tsat \n \nfruit flies\n", encoding="utf-8")  # not as attn writes it
+    assert trained.load_trained("rand").heldout_sentences() == [["the", "cat", "sat"], ["fruit", "flies"]]
+    words = [f"w{i}" for i in range(12)]
+    (att_dir / trained.OUTPUT_VOCAB).write_text("\n".join(words), encoding="utf-8")
+    assert trained.load_trained("rand").output_words == words
+    (att_dir / trained.HELDOUT).unlink()
+    (att_dir / trained.HELDOUT).mkdir()  # not a regular file
+    with pytest.raises(store.CorruptModel, match=r"^cannot read .*heldout\.txt \(.+\): retrain the attention$"):
+        trained.load_trained("rand").heldout_sentences()
+
+
+def test_has_trained_says_whether_a_model_has_trained_attention():
+    make_random_attention("rand", layers=1, heads=2)
+    from _attention_fixtures import make_vectors
+
+    make_vectors("plain", ["the", "cat"])
+    assert trained.has_trained("rand") is True
+    assert trained.has_trained("plain") is False

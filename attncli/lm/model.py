@@ -129,8 +129,9 @@ class TrainedAttention:
         return _read_lines(self.directory / OUTPUT_VOCAB)
 
     def heldout_sentences(self) -> list[list[str]]:
-        """The held-out sentences stored with the weights (never seen in training)."""
-        return [line.split(" ") for line in _read_lines(self.directory / HELDOUT) if line]
+        """The held-out sentences stored with the weights (never seen in training), split at any
+        run of whitespace: a stranger's file with two spaces in a row gives no empty word."""
+        return [line.split() for line in _read_lines(self.directory / HELDOUT) if line.strip()]
 
     def _p(self, name: str) -> np.ndarray:
         return self.w[name]
