@@ -18,7 +18,7 @@ from attncli.attention import matrix
 from attncli.attention.masks import MaskSpec
 from attncli.attention.projection import ProjectionInput
 from attncli.errors import BadInput
-from attncli.lm import model as trained
+from attncli.lm import data as lm_data, model as trained
 from attncli.vectors import store
 
 torch = needed("torch")
@@ -207,3 +207,65 @@ def test_has_trained_says_whether_a_model_has_trained_attention():
     make_vectors("plain", ["the", "cat"])
     assert trained.has_trained("rand") is True
     assert trained.has_trained("plain") is False
+
+
+# -- lm/data.py: the split, the output vocabulary, Brown -------------------------------------------
+
+
+def _docs(sizes: list[int], length: int = 3) -> list[tuple[str, list[list[str]]]]:
+    """Document i holds sizes[i] sentences of ``length`` words, each word naming its document."""
+    return [(f"d{i}", [[f"d{i}s{j}w{k}" for k in range(length)] for j in range(n)]) for i, n in enumerate(sizes)]
+
+
+def _doc_of(sentence: list[str]) -> str:
+    return sentence[0].split("s")[0]
+
+
+@pytest.mark.parametrize("fraction, n_docs, held", [
+    (0.3, 10, 3),  # round(0.3 * 10)
+    (0.1, 10, 1),
+    (0.04, 10, 1),  # round(0.4) = 0: at least one document is held out
+    (0.9, 2, 1),  # round(1.8) = 2: at least one document is left to train on
+    (0.5, 2, 1),
+])
+def test_the_split_is_by_whole_documents_in_the_asked_fraction(fraction, n_docs, held):
+    docs = _docs(list(range(1, n_docs + 1)))
+    split = lm_data.split_documents(docs, heldout_fraction=fraction, seed=3, max_len=2)
+    assert (split.heldout_docs, split.train_docs) == (held, n_docs - held)
+    held_ids = {_doc_of(s) for s in split.heldout}
+    train_ids = {_doc_of(s) for s in split.train}
+    assert len(held_ids) == held and len(train_ids) == n_docs - held and not held_ids & train_ids
+    by_id = dict(docs)
+    assert len(split.heldout) == sum(len(by_id[d]) for d in held_ids)  # whole documents
+    assert len(split.train) == sum(len(by_id[d]) for d in train_ids)
+    assert all(len(s) == 2 for s in split.train + split.heldout)  # cut to max_len
+
+
+@pytest.mark.parametrize("limit, kept", [(5, 3), (6, 3), (7, 4), (3, 2), (None, 6)])
+def test_the_split_keeps_whole_documents_until_the_sentence_limit(limit, kept):
+    """Documents of 2 sentences are taken until the sentences taken reach the limit: 5 or 6
+    sentences take 3 documents (6 sentences)."""
+    split = lm_data.split_documents(_docs([2] * 6), heldout_fraction=0.5, seed=0, max_len=10, limit_sentences=limit)
+    assert split.train_docs + split.heldout_docs == kept
+    assert len(split.train) + len(split.heldout) == 2 * kept
+
+
+@pytest.mark.parametrize("fraction", [0.0, 1.0, 1.5, -0.1])
+def test_a_heldout_fraction_outside_0_1_is_refused(fraction):
+    with pytest.raises(BadInput) as caught:
+        lm_data.split_documents(_docs([2, 2, 2]), heldout_fraction=fraction, seed=0, max_len=10)
+    assert str(caught.value) == f"--heldout must be between 0 and 1 (got {fraction})"
+
+
+def test_one_document_cannot_be_split():
+    with pytest.raises(BadInput) as caught:
+        lm_data.split_documents(_docs([5]), heldout_fraction=0.5, seed=0, max_len=10)
+    assert str(caught.value) == "need at least two documents to make a training and a held-out split"
+    with pytest.raises(BadInput):  # a limit the first document meets leaves one document
+        lm_data.split_documents(_docs([5, 5]), heldout_fraction=0.5, seed=0, max_len=10, limit_sentences=2)
+
+
+def test_the_output_vocabulary_is_the_most_frequent_words_ties_alphabetical():
+    sentences = [["b", "a", "c", "c"], ["d", "b", "a", "c"], ["e", "d"]]  # c 3; a, b, d 2; e 1
+    assert lm_data.OutputVocab.from_sentences(sentences, 3).words == ["c", "a", "b", lm_data.UNK, lm_data.EOS]
+    assert lm_data.OutputVocab.from_sentences(sentences, 1).words == ["c", lm_data.UNK, lm_data.EOS]
