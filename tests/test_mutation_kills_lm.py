@@ -18,7 +18,7 @@ from attncli.attention import matrix
 from attncli.attention.masks import MaskSpec
 from attncli.attention.projection import ProjectionInput
 from attncli.errors import BadInput
-from attncli.lm import data as lm_data, model as trained
+from attncli.lm import data as lm_data, heads as lm_heads, model as trained
 from attncli.vectors import store
 
 torch = needed("torch")
@@ -269,3 +269,97 @@ def test_the_output_vocabulary_is_the_most_frequent_words_ties_alphabetical():
     sentences = [["b", "a", "c", "c"], ["d", "b", "a", "c"], ["e", "d"]]  # c 3; a, b, d 2; e 1
     assert lm_data.OutputVocab.from_sentences(sentences, 3).words == ["c", "a", "b", lm_data.UNK, lm_data.EOS]
     assert lm_data.OutputVocab.from_sentences(sentences, 1).words == ["c", lm_data.UNK, lm_data.EOS]
+
+
+def test_an_output_vocabulary_maps_words_to_ids_and_others_to_unk():
+    vocab = lm_data.OutputVocab(["a", "b", lm_data.UNK, lm_data.EOS])
+    assert vocab.ids(["b", "zzz", "a"]).tolist() == [1, 2, 0]
+    assert vocab.targets(["a", "b", "zzz"]).tolist() == [1, 2, 3]  # w_1, w_2, then </s>
+
+
+def test_no_sentences_make_no_pairs():
+    vocab = lm_data.OutputVocab(["a", lm_data.UNK, lm_data.EOS])
+    for part in lm_data.pairs([], vocab):
+        assert part.shape == (0,) and part.dtype == np.int64  # ids: usable as indices
+    assert lm_data.pairs([["a", "zzz"]], vocab)[0].dtype == np.int64
+
+
+# -- model.py: the causal mask and the vectors' checksum --------------------------------------------
+
+
+def test_the_causal_mask_by_hand():
+    assert trained.causal_mask(3).tolist() == [[True, False, False], [True, True, False], [True, True, True]]
+    assert trained.causal_mask(2, 4).tolist() == [[True, False, False, False], [True, True, False, False]]
+    assert trained.causal_mask(2).dtype == bool
+
+
+def test_the_vectors_checksum_is_sha256_of_the_file():
+    make_random_attention("rand", layers=1, heads=2)
+    directory = store.model_dir("rand").resolve()
+    expected = hashlib.sha256((directory / "vectors.npy").read_bytes()).hexdigest()
+    assert trained.vectors_sha256(directory) == expected
+    (directory / "vectors.npy").unlink()
+    (directory / "vectors.npy").mkdir()  # not a regular file
+    with pytest.raises(store.CorruptModel, match=r"^cannot read .*rand.*/vectors\.npy \(.+\): retrain the model$"):
+        trained.vectors_sha256(directory)
+
+
+# -- lm/heads.py: what score_heads reads, and the uniform reference --------------------------------
+
+
+class _Uniform:
+    """Duck-typed TrainedAttention: ``layers`` x ``heads`` heads spreading each row evenly over its prefix."""
+
+    model = "stub"
+
+    def __init__(self, layers: int = 1, heads: int = 1, config: dict | None = None):
+        self.layers, self.heads = layers, heads
+        self.config = {"max_len_trained": 80} if config is None else config
+
+    def batch_weights(self, sentences):
+        def one(T):
+            w = np.tril(np.ones((T, T)))
+            return np.broadcast_to(w / w.sum(-1, keepdims=True), (self.heads, T, T)).astype(np.float32)  # (h, T, T)
+        return [[one(len(s)) for _ in range(self.layers)] for s in sentences]
+
+
+def test_the_uniform_reference_by_hand():
+    """Lengths 2 and 3: queries i = 1 (of 2 keys), 1 and 2 (of 2 and 3 keys)."""
+    u = lm_heads.uniform_scores([2, 3, 1], window=1)  # a 1-token sentence has no query
+    mean_inv = (1 / 2 + 1 / 2 + 1 / 3) / 3  # 4/9
+    for key in ("previous_token", "first_token", "self"):
+        assert u[key] == pytest.approx(mean_inv, abs=1e-15)
+    assert u["local"] == pytest.approx((2 / 2 + 2 / 2 + 2 / 3) / 3, abs=1e-15)  # window 1: keys i-1 and i
+    assert u["entropy"] == 1.0
+
+
+def test_score_heads_counts_two_word_sentences_and_cuts_to_the_trained_length():
+    report = lm_heads.score_heads(_Uniform(), [["a", "b"], ["c"]])
+    assert report["sentences"] == 1 and report["queries"] == 1
+    assert report["heads"][0]["previous_token"] == pytest.approx(0.5)  # query 1 over keys 0, 1
+    report = lm_heads.score_heads(_Uniform(config={"max_len_trained": 4}), [list("abcdefghij")])
+    assert report["queries"] == 3  # cut to 4 tokens
+    report = lm_heads.score_heads(_Uniform(config={}), [[f"w{i}" for i in range(600)]])
+    assert report["queries"] == 511  # no max_len_trained: 512 tokens
+    assert report["window"] == 3  # the default window
+    with pytest.raises(BadInput) as caught:
+        lm_heads.score_heads(_Uniform(), [["a"], []])
+    assert str(caught.value) == "no sentence of two or more words to score the heads on"
+
+
+def test_score_heads_lists_every_layer_and_head_in_order():
+    report = lm_heads.score_heads(_Uniform(layers=2, heads=3), [["a", "b", "c"]])
+    assert [(h["layer"], h["head"]) for h in report["heads"]] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
+
+
+@pytest.mark.parametrize("window", [1, lm_heads.MAX_WINDOW])
+def test_the_window_bounds_are_accepted(window):
+    assert lm_heads.score_heads(_Uniform(), [["a", "b", "c"]], window=window)["window"] == window
+
+
+@pytest.mark.parametrize("window, message", [(0, "--window must be at least 1 (got 0)"),
+                                             (10_001, "--window must be in [1, 10,000] (got 10001)")])
+def test_a_window_out_of_bounds_is_refused(window, message):
+    with pytest.raises(BadInput) as caught:
+        lm_heads.score_heads(_Uniform(), [["a", "b", "c"]], window=window)
+    assert str(caught.value) == message
