@@ -363,3 +363,61 @@ def test_a_window_out_of_bounds_is_refused(window, message):
     with pytest.raises(BadInput) as caught:
         lm_heads.score_heads(_Uniform(), [["a", "b", "c"]], window=window)
     assert str(caught.value) == message
+
+
+# -- lm/data.py: the n-gram baselines against the formulas written out with dictionaries -------------
+
+
+def _kneser_ney_by_hand(train: list[tuple[int, int]], test: list[tuple[int, int]], V: int) -> tuple[float, float]:
+    """Interpolated Kneser-Ney as lm/data.py's docstring states it (Chen & Goodman 1998), pair by pair."""
+    import math
+    from collections import Counter
+
+    c = Counter(train)  # (context, word) -> count
+    n1 = sum(1 for n in c.values() if n == 1)
+    n2 = sum(1 for n in c.values() if n == 2)
+    D = n1 / (n1 + 2 * n2) if n1 + 2 * n2 else 0.75
+    ctx_total = Counter(ctx for ctx, _ in train)
+    ctx_types = Counter(ctx for ctx, _ in c)
+    cont = Counter(w for _, w in c)
+    logs = []
+    for ctx, w in test:
+        p_cont = (cont[w] + 1) / (len(c) + V)
+        if ctx_total[ctx]:
+            p = max(c[(ctx, w)] - D, 0) / ctx_total[ctx] + D * ctx_types[ctx] / ctx_total[ctx] * p_cont
+        else:
+            p = p_cont
+        logs.append(math.log(p))
+    return math.exp(-sum(logs) / len(logs)), D
+
+
+def _arrays(pairs):
+    return (np.array([c for c, _ in pairs], dtype=np.int64), np.array([w for _, w in pairs], dtype=np.int64))
+
+
+@pytest.mark.parametrize("train", [
+    [(1, 2)] * 3 + [(1, 3)] * 2 + [(2, 3), (3, 1), (3, 1)],  # counts 3, 2, 1, 2: n1 = 1, n2 = 2
+    [(1, 2)] * 3 + [(2, 4)],  # n1 = 1, n2 = 0: D = 1
+    [(1, 2)] * 3 + [(2, 3)] * 4,  # no pair seen once or twice: D falls back to 0.75
+])
+def test_the_bigram_baseline_is_interpolated_kneser_ney(train):
+    V = 6  # word 5 and context 5 never occur in training
+    test = [(1, 2), (1, 3), (1, 0), (0, 0), (2, 3), (5, 5), (3, 1), (4, 2), (2, 4)]  # below, between and above the seen pairs
+    ppl, D = lm_data.kneser_ney_bigram_perplexity(_arrays(train), _arrays(test), V)
+    ref_ppl, ref_D = _kneser_ney_by_hand(train, test, V)
+    assert D == pytest.approx(ref_D, abs=1e-15)
+    assert ppl == pytest.approx(ref_ppl, rel=1e-12)
+
+
+def test_with_no_training_pair_every_word_has_probability_1_over_V():
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    ppl, D = lm_data.kneser_ney_bigram_perplexity(empty, _arrays([(0, 1), (2, 3)]), 5)
+    assert ppl == pytest.approx(5.0, rel=1e-12) and D == 0.75
+
+
+def test_the_unigram_baseline_is_add_one():
+    import math
+
+    train, test, V = np.array([0, 0, 0, 2]), np.array([0, 2, 4]), 5  # word 4 never seen: P = 1 / (4 + 5)
+    by_hand = math.exp(-(math.log(4 / 9) + math.log(2 / 9) + math.log(1 / 9)) / 3)
+    assert lm_data.unigram_perplexity(train, test, V) == pytest.approx(by_hand, rel=1e-12)
