@@ -421,3 +421,36 @@ def test_the_unigram_baseline_is_add_one():
     train, test, V = np.array([0, 0, 0, 2]), np.array([0, 2, 4]), 5  # word 4 never seen: P = 1 / (4 + 5)
     by_hand = math.exp(-(math.log(4 / 9) + math.log(2 / 9) + math.log(1 / 9)) / 3)
     assert lm_data.unigram_perplexity(train, test, V) == pytest.approx(by_hand, rel=1e-12)
+
+
+def test_attend_masks_causally_for_fewer_queries_than_keys_and_survives_large_scores():
+    """Scaled dot-product attention per head against torch's, for T = 2 queries over S = 3 keys
+    (query i sees keys j <= i) and for scores near 1000, where a softmax without the row max
+    subtracted overflows; one row's scores far below another's must not underflow to 0 / 0."""
+    make_random_attention("rand", layers=1, heads=2)
+    att = trained.load_trained("rand")
+    rng = np.random.default_rng(0)
+    q, k, v = rng.normal(size=(2, 2, 8)), rng.normal(size=(2, 3, 8)), rng.normal(size=(2, 3, 8))  # (h, T, d_k), (h, S, d_k)
+    q[0, 1] *= 400.0  # scores of order 1000 in head 0, query 1
+    q[1, 0] *= -400.0
+    allowed = torch.tensor(np.tril(np.ones((2, 3), bool)))  # (T, S) True = may attend
+    ref = torch.nn.functional.scaled_dot_product_attention(*(torch.tensor(a) for a in (q, k, v)), attn_mask=allowed)
+    ref_w = torch.softmax((torch.tensor(q) @ torch.tensor(k).transpose(-1, -2) / np.sqrt(8)).masked_fill(~allowed, -torch.inf), -1)
+    _, weights, context = att.attend(q, k, v)
+    assert np.isfinite(weights).all()
+    np.testing.assert_allclose(weights, ref_w.numpy(), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(context, ref.numpy(), rtol=0, atol=1e-10)
+
+
+def test_the_numpy_lm_refuses_an_input_of_the_wrong_shape_and_no_tokens():
+    make_random_attention("rand", layers=1, heads=2)
+    att = trained.load_trained("rand")
+    for bad in (np.zeros((3, 8)), np.zeros((1, 3, 16)), np.zeros(16)):
+        with pytest.raises(BadInput) as caught:
+            att.trace(bad)
+        assert str(caught.value) == f"input must be (T, 16), got {bad.shape}"
+    assert att.trace(np.zeros((3, 16)))[0].weights.shape == (2, 3, 3)
+    assert att.trace(np.zeros((3, 16), dtype=np.float64))[0].x.dtype == np.float32  # computed in float32, as stored
+    with pytest.raises(BadInput) as caught:
+        att.trace([])
+    assert str(caught.value) == "no tokens to run the trained attention on"
