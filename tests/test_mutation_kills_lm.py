@@ -454,3 +454,20 @@ def test_the_numpy_lm_refuses_an_input_of_the_wrong_shape_and_no_tokens():
     with pytest.raises(BadInput) as caught:
         att.trace([])
     assert str(caught.value) == "no tokens to run the trained attention on"
+
+
+def test_the_baselines_of_a_split_by_hand():
+    """Targets w_1 .. w_{n-1}, </s>; the bigram context of each target is the word before it."""
+    import math
+
+    split = lm_data.Split(train=[["a", "b", "a"], ["b", "a"]], heldout=[["a", "c"]], train_docs=1, heldout_docs=1)
+    vocab = lm_data.OutputVocab(["a", "b", lm_data.UNK, lm_data.EOS])  # ids 0, 1, 2, 3
+    got = lm_data.baselines(split, vocab)
+    train_pairs = [(0, 1), (1, 0), (0, 3), (1, 0), (0, 3)]  # (context, target)
+    test_pairs = [(0, 2), (2, 3)]  # "c" is <unk>
+    ppl, D = _kneser_ney_by_hand(train_pairs, test_pairs, 4)
+    assert got["bigram_perplexity"] == pytest.approx(ppl, rel=1e-12) and got["bigram_discount"] == pytest.approx(D)
+    counts = {0: 2, 1: 1, 2: 0, 3: 2}  # targets a a b </s> </s>
+    unigram = math.exp(-(math.log((counts[2] + 1) / 9) + math.log((counts[3] + 1) / 9)) / 2)
+    assert got["unigram_perplexity"] == pytest.approx(unigram, rel=1e-12)
+    assert lm_data.perplexity(2.0, 1) == pytest.approx(math.e**2) and lm_data.perplexity(3.0, 0) == pytest.approx(math.e**3)
