@@ -48,14 +48,17 @@ def stored(name: str):
     return config, weights, dict(zip(words, table))
 
 
-def reference_forward(config, w, vectors, tokens):
-    """(per-layer attention weights L x (h, T, T), logits (T, V_out)) in float64."""
+def reference_forward(config, w, vectors, tokens, *, everything: bool = False, causal: bool = True):
+    """(per-layer attention weights L x (h, T, T), logits (T, V_out)) in float64. With
+    ``everything``, also each layer's attention output (T, d) (what it adds to the residual
+    stream) and the residual stream before the final norm, (L + 1, T, d). ``causal=False``: no
+    mask in any layer."""
     d, h, eps = config["d_model"], config["heads"], config["layer_norm_eps"]
     T = len(tokens)
     e = torch.tensor(np.stack([vectors[t] for t in tokens]), dtype=torch.float64)  # (T, d)
     x = e @ w["input.weight"].T + w["input.bias"] + paper_positions(T, d)  # (T, d)
-    future = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)  # True = may not attend
-    per_layer = []
+    future = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1) if causal else None  # True = may not attend
+    per_layer, outputs, stream = [], [], [x.clone()]
     for layer in range(config["layers"]):
         p = f"blocks.{layer}."
         mha = torch.nn.MultiheadAttention(d, h, batch_first=True, dtype=torch.float64)
@@ -65,11 +68,16 @@ def reference_forward(config, w, vectors, tokens):
         with torch.no_grad():
             out, weights = mha(a, a, a, attn_mask=future, need_weights=True, average_attn_weights=False)
         per_layer.append(weights[0].numpy())  # (h, T, T)
+        outputs.append(out[0].numpy())  # (T, d)
         x = x + out[0]
         a = F.layer_norm(x, (d,), w[p + "ln2.weight"], w[p + "ln2.bias"], eps)
         x = x + F.gelu(a @ w[p + "mlp.0.weight"].T + w[p + "mlp.0.bias"], approximate="tanh") @ w[p + "mlp.2.weight"].T + w[p + "mlp.2.bias"]
+        stream.append(x.clone())
     x = F.layer_norm(x, (d,), w["final_ln.weight"], w["final_ln.bias"], eps)
-    return per_layer, (x @ w["head.weight"].T + w["head.bias"]).numpy()
+    logits = (x @ w["head.weight"].T + w["head.bias"]).numpy()  # (T, V_out)
+    if everything:
+        return per_layer, logits, outputs, torch.stack(stream).numpy()
+    return per_layer, logits
 
 
 def test_the_papers_positional_encoding_is_sin_on_even_and_cos_on_odd_columns():

@@ -158,8 +158,10 @@ def kneser_ney_bigram_perplexity(
     c_te, w_te = test
     q = c_te * V + w_te
     pos = np.clip(np.searchsorted(keys, q), 0, max(len(keys) - 1, 0))
-    seen = keys[pos] == q if len(keys) else np.zeros(len(q), bool)
-    c_cw = np.where(seen, pair_counts[pos], 0).astype(np.float64)  # (N,)
+    if len(keys):
+        c_cw = np.where(keys[pos] == q, pair_counts[pos], 0).astype(np.float64)  # (N,)
+    else:  # no training pair at all (pair_counts[pos] would index an empty array)
+        c_cw = np.zeros(len(q))
     total = ctx_total[c_te]  # (N,)
     with np.errstate(divide="ignore", invalid="ignore"):
         p = np.where(

@@ -129,8 +129,9 @@ class TrainedAttention:
         return _read_lines(self.directory / OUTPUT_VOCAB)
 
     def heldout_sentences(self) -> list[list[str]]:
-        """The held-out sentences stored with the weights (never seen in training)."""
-        return [line.split(" ") for line in _read_lines(self.directory / HELDOUT) if line]
+        """The held-out sentences stored with the weights (never seen in training), split at any
+        run of whitespace: a stranger's file with two spaces in a row gives no empty word."""
+        return [line.split() for line in _read_lines(self.directory / HELDOUT) if line.strip()]
 
     def _p(self, name: str) -> np.ndarray:
         return self.w[name]
@@ -284,8 +285,9 @@ def projection(inp) -> Any:
     ``inp`` is an ``attncli.attention.projection.ProjectionInput``. The model's own input map and positions
     are used (the matrix's positional encoding is not: the weights were trained with these), on
     the raw word vectors ``words_q`` / ``words_kv`` (pad rows 0). Earlier layers run causally, as
-    in training. Without a head: every head, concatenated (T, d) with heads fixed and W_o; with
-    ``head``: that head alone (T, d_k).
+    in training. Without a head: every head, concatenated (T, d) with heads fixed, W_o and b_o
+    (the layer's attention output, as torch's ``out_proj`` computes it); with ``head``: that head
+    alone (T, d_k).
     """
     from attncli.attention.projection import Projected
 
@@ -313,7 +315,8 @@ def projection(inp) -> Any:
         k=k.transpose(1, 0, 2).reshape(S, att.d_model),  # (S, d)
         v=v.transpose(1, 0, 2).reshape(S, att.d_model),  # (S, d)
         label=f"{where}, {att.heads} heads)",
-        w_o=att.w[f"blocks.{layer}.attn.out_proj.weight"].T,  # (d, d): y = concat(heads) @ W_o
+        w_o=att.w[f"blocks.{layer}.attn.out_proj.weight"].T,  # (d, d): y = concat(heads) @ W_o + b_o
+        b_o=att.w[f"blocks.{layer}.attn.out_proj.bias"],  # (d,)
         heads=att.heads,
         positions=positions,
     )
