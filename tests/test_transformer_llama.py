@@ -377,3 +377,27 @@ def test_an_unused_or_missing_tensor_is_named(decoders, tmp_path):
     result = runner.invoke(app, ["matrix", "a cat", "--transformer", str(tmp_path / "unused"), "--backend", "numpy",
                                  "--allow-missing-weights"])
     assert result.exit_code == 0 and "extra.weight" in result.stderr, result.output
+
+
+@pytest.mark.parametrize("kind", ["gemma", "llama3", "qwen2"])
+def test_a_stored_lm_head_of_a_tied_model_is_read_as_transformers_reads_it(kind, decoders, tmp_path):
+    """A tied config (Gemma ties by default) whose checkpoint still holds an lm_head.weight of
+    other values: transformers 5 keeps the stored head and does not tie (it warns); attn's logits
+    must be transformers'. (attn read embed_tokens here before: its logits differed.)"""
+    from safetensors.numpy import load_file, save_file
+
+    src = decoders(kind)
+    dst = tmp_path / kind
+    shutil.copytree(src, dst)
+    tensors = load_file(str(dst / "model.safetensors"))
+    assert "lm_head.weight" not in tensors  # saved tied
+    embed = tensors["model.embed_tokens.weight"]
+    tensors["lm_head.weight"] = np.random.default_rng(0).standard_normal(embed.shape).astype(embed.dtype)
+    save_file(tensors, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    model = load(str(dst), backend="numpy")
+    ids = model.encode(TEXTS[0]).ids
+    logits, _ = model.logits_and_attentions(ids)
+    want, _ = reference_pass(str(dst), ids)
+    reference_head = reference(str(dst))[1].lm_head.weight.detach().double().numpy()
+    np.testing.assert_allclose(reference_head, tensors["lm_head.weight"], atol=1e-6)  # transformers kept it
+    assert np.abs(logits - want).max() < 1e-5 * max(1.0, np.abs(want).max())

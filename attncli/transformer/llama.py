@@ -12,7 +12,7 @@
                 x = x + o_proj(concat_heads(A v))
                 x = x + down_proj(act(gate_proj(m)) * up_proj(m)),  m = RMSNorm(x)
                                                             Phi-3: gate | up = gate_up_proj(m)
-    last        h = RMSNorm(x); logits = h lm_head^T (lm_head tied to embed_tokens when the config says)
+    last        h = RMSNorm(x); logits = h lm_head^T (embed_tokens when tied and no lm_head is stored)
 Biases: Qwen2 on q, k, v; Llama on q, k, v, o if attention_bias, on the MLP if mlp_bias; else none.
 RoPE's inverse frequencies: 1 / theta^(2i / rotary_dim), i < rotary_dim / 2 (rotary_dim = d_head *
 partial_rotary_factor), then per rope type: default, linear (/ factor), llama3 (Llama 3.1's
@@ -332,8 +332,13 @@ class Llama:
         return self._norm("norm.weight", x)
 
     def logits(self, hidden: np.ndarray) -> np.ndarray:
-        """(T, d) final hidden states -> (T, V) float64 logits through lm_head (embed_tokens if tied)."""
-        head = self.w.get("embed_tokens.weight") if self.tied else self.w.get_exact("lm_head.weight")  # (V, d)
+        """(T, d) final hidden states -> (T, V) float64 logits through the checkpoint's lm_head.weight,
+        else embed_tokens when the config ties them (else lm_head is missing: a clear failure). As
+        transformers 5: a stored head of other values is kept, whatever tie_word_embeddings says."""
+        if self.w.has_exact("lm_head.weight") or not self.tied:
+            head = self.w.get_exact("lm_head.weight")  # (V, d)
+        else:
+            head = self.w.get("embed_tokens.weight")  # (V, d)
         if head.shape[1:] != (self.d,):
             raise RuntimeFailure(f"the LM head has shape {head.shape}, config.json's hidden_size is {self.d}: "
                                  "the checkpoint does not match its config")
