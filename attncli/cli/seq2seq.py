@@ -54,7 +54,7 @@ def run_seq2seq_matrix(o, model, *, json_out: bool, exports, row_span, col_span)
     for a model that is not one)."""
     from attncli.attention import pretrained as pv
     from attncli.cli.app import out_console
-    from attncli.cli.transformer import _export, _page, _write_model_view_json
+    from attncli.cli.transformer import _export, _page, show_model_view
     from attncli.textio import visible
 
     if not getattr(model, "encoder_decoder", False):
@@ -80,19 +80,7 @@ def run_seq2seq_matrix(o, model, *, json_out: bool, exports, row_span, col_span)
                 target=o.target, decoder_start_token=None if target is None else target.tokens[0])
     title = f"attn matrix ({stack}): {source.text[:50]}"
     if o.model_view:
-        from attncli.attention.model_view import head_classes, layer_range
-        from attncli.views.model_view import model_view_renderables, render_model_view
-
-        lo, hi = layer_range(o.layers, shape.layers)
-        classes = head_classes(shape, rows_enc, attentions, o.hide_special)
-        if json_out:
-            _write_model_view_json(shape, rows_enc, attentions, meta, lo, hi, classes)
-        else:
-            render_model_view(out_console(), shape, rows_enc, attentions, lo, hi, hide_special=o.hide_special,
-                              classes=classes)
-        _export(lambda w: model_view_renderables(shape, rows_enc, attentions, lo, hi, w, hide_special=o.hide_special,
-                                                 classes=classes), title, exports)
-        _page(o, shape, rows_enc, attentions, meta, layer, classes, exports.html, title)
+        show_model_view(o, shape, rows_enc, attentions, meta, layer, title, exports, json_out=json_out)
         return
     view = pv.select(attentions, layer=layer, head=o.head, rollout=o.rollout, hide_special=o.hide_special,
                      block=o.block or "all", block_specials=o.block_specials, words=o.words, tokens=rows_enc.tokens,

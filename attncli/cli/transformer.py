@@ -183,19 +183,7 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span)
 
     title = f"attn matrix: {enc.text[:60]}"
     if o.model_view:
-        from attncli.attention.model_view import head_classes, layer_range
-        from attncli.views.model_view import model_view_renderables, render_model_view
-
-        lo, hi = layer_range(o.layers, model.layers)
-        classes = head_classes(model, enc, attentions, o.hide_special)  # once, for the JSON and the drawing
-        if json_out:
-            _write_model_view_json(model, enc, attentions, meta, lo, hi, classes)
-        else:
-            render_model_view(out_console(), model, enc, attentions, lo, hi, hide_special=o.hide_special,
-                              classes=classes)
-        _export(lambda w: model_view_renderables(model, enc, attentions, lo, hi, w, hide_special=o.hide_special,
-                                                 classes=classes), title, exports)
-        _page(o, model, enc, attentions, meta, layer, classes, exports.html, title)
+        show_model_view(o, model, enc, attentions, meta, layer, title, exports, json_out=json_out)
         return
     shown, combined, explain_norm, at = attentions, None, None, layer
     if o.show != "weights":
@@ -220,6 +208,25 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span)
         render_view(out_console(), view, meta, enc, row_span, col_span, explanation)
     _export(lambda w: view_renderables(view, meta, enc, row_span, col_span, explanation, w), title, exports)
     _page(o, model, enc, attentions, meta, layer, None, exports.html, title)
+
+
+def show_model_view(o: MatrixOptions, model, enc, attentions, meta, layer: int, title: str, exports, *,
+                    json_out: bool) -> None:
+    """--model-view: every head of the chosen layers as thumbnails (JSON, terminal, exports, page);
+    ``model`` is anything with .layers / .heads (a model, or one stack of an encoder-decoder)."""
+    from attncli.attention.model_view import head_classes, layer_range
+    from attncli.cli.app import out_console
+    from attncli.views.model_view import model_view_renderables, render_model_view
+
+    lo, hi = layer_range(o.layers, model.layers)
+    classes = head_classes(model, enc, attentions, o.hide_special)  # once, for the JSON and the drawing
+    if json_out:
+        _write_model_view_json(model, enc, attentions, meta, lo, hi, classes)
+    else:
+        render_model_view(out_console(), model, enc, attentions, lo, hi, hide_special=o.hide_special, classes=classes)
+    _export(lambda w: model_view_renderables(model, enc, attentions, lo, hi, w, hide_special=o.hide_special,
+                                             classes=classes), title, exports)
+    _page(o, model, enc, attentions, meta, layer, classes, exports.html, title)
 
 
 def _export(draw, title: str, exports) -> None:
