@@ -401,3 +401,30 @@ def test_a_stored_lm_head_of_a_tied_model_is_read_as_transformers_reads_it(kind,
     reference_head = reference(str(dst))[1].lm_head.weight.detach().double().numpy()
     np.testing.assert_allclose(reference_head, tensors["lm_head.weight"], atol=1e-6)  # transformers kept it
     assert np.abs(logits - want).max() < 1e-5 * max(1.0, np.abs(want).max())
+
+
+@pytest.mark.parametrize("kind", ["llama", "gemma", "qwen2"])
+def test_the_logit_lens_equals_transformers_hidden_states(kind, decoders):
+    """`attn lens` on a Llama-family decoder (issue 22: every decoder the NumPy path gains):
+    transformers' own output_hidden_states through its final norm and lm_head (the last hidden
+    state already normed), softmaxed, to 1e-5; the top token of each cell is the argmax."""
+    path = str(decoders(kind))
+    tok, model = reference(path)
+    result = CliRunner().invoke(app, ["lens", TEXTS[0], "--transformer", path, "-k", "3", "--json"])
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    ids = tok(TEXTS[0], return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        out = model(ids, output_hidden_states=True)
+        hs = out.hidden_states  # L + 1, the last through the final norm already
+        logits = [model.lm_head(model.model.norm(h)) for h in hs[:-1]] + [model.lm_head(hs[-1])]
+    x = np.stack([h[0].double().numpy() for h in logits])  # (L + 1, T, V)
+    probs = np.exp(x - x.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    assert doc["layers"] == len(hs) - 1 and len(doc["tokens"]) == ids.shape[1]
+    for l in range(len(hs)):
+        for t in range(ids.shape[1]):
+            cell = doc["lens"][l][t]
+            np.testing.assert_allclose([c["prob"] for c in cell], np.sort(probs[l, t])[::-1][:3], atol=1e-5)
+            assert cell[0]["id"] == int(np.argmax(probs[l, t]))
+    assert not np.allclose(probs[0], probs[-1], atol=1e-3)  # the layers really differ
