@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import time
 from dataclasses import replace
 
 import numpy as np
@@ -129,26 +128,38 @@ def test_word_vector_mode_says_what_needs_a_transformer():
 
 
 def test_the_forward_pass_runs_in_a_worker_with_a_spinner(tiny_bert_dir, monkeypatch):
+    """The pass after a key is held in its worker until the test has looked (an event, not a
+    sleep: a 0.5 s sleep let the pass end before the first look on a busy machine, and in CI)."""
+    import threading
+
     import attncli.explore.pretrained as pretrained
 
     real = pretrained.compute
+    armed, release = threading.Event(), threading.Event()
 
-    def slow(state, models):
-        time.sleep(0.5)
+    def held(state, models):
+        if armed.is_set():
+            release.wait(timeout=30)
         return real(state, models)
 
-    monkeypatch.setattr(pretrained, "compute", slow)
+    monkeypatch.setattr(pretrained, "compute", held)
 
     async def script(app, pilot):
         scroll = app.query_one("#matrix-scroll")
+        armed.set()
         await pilot.press("left_square_bracket")
         assert scroll.loading and app.computing  # the key returned at once, the pass goes on
         await pilot.press("down")  # the UI still takes keys (the cursor waits for the new matrix)
+        assert scroll.loading and app.computing
+        release.set()
         await app.workers.wait_for_complete()
         await pilot.pause()
-        assert not scroll.loading and app.state.layer == 0
+        assert not scroll.loading and not app.computing and app.state.layer == 0
 
-    drive(script, ExploreState(SENTENCE, transformer=str(tiny_bert_dir)), size=(160, 50))
+    try:
+        drive(script, ExploreState(SENTENCE, transformer=str(tiny_bert_dir)), size=(160, 50))
+    finally:
+        release.set()  # never leave a worker waiting
 
 
 def test_the_command_refuses_transformer_options_without_a_transformer():
