@@ -78,8 +78,9 @@ def unsupported(config: dict) -> str | None:
     return None
 
 
-class BertFamily:
-    """BertModel / RobertaModel / ElectraModel (the discriminator's encoder)."""
+class PostNormEncoder:
+    """What a BERT-like post-LayerNorm encoder (BERT's family, MPNet) reads of its config: sizes,
+    LayerNorm epsilon, activation; and the 1/sqrt(d_head) attention scale."""
 
     causal = False
 
@@ -92,13 +93,20 @@ class BertFamily:
         self.d_head = self.d // self.heads
         self.eps = float(config.get("layer_norm_eps", 1e-12))
         self.act = ops.ACTIVATIONS[config.get("hidden_act", "gelu")]
+
+    def scale(self, layer: int) -> float:
+        return 1.0 / math.sqrt(self.d_head)
+
+
+class BertFamily(PostNormEncoder):
+    """BertModel / RobertaModel / ElectraModel (the discriminator's encoder)."""
+
+    def __init__(self, weights: Weights, config: dict):
+        super().__init__(weights, config)
         self.roberta = config["model_type"] in ROBERTA_TYPES
         pad = config.get("pad_token_id")
         self.padding_idx = (1 if pad is None else int(pad)) if self.roberta else 0  # fairseq's <pad> is 1
         self.project = "embeddings_project.weight" in weights
-
-    def scale(self, layer: int) -> float:
-        return 1.0 / math.sqrt(self.d_head)
 
     def position_ids(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """(B, T): 0..T-1, or RoBERTa's padding_idx + 1 + running count of real (non-pad) tokens."""

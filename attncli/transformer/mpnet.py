@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from attncli.transformer import ops
+from attncli.transformer.bert import PostNormEncoder
 from attncli.transformer.weights import Weights
 
 MODEL_TYPES = {"mpnet"}
@@ -75,23 +76,12 @@ def relative_position_bucket(relative: np.ndarray) -> np.ndarray:
     return ret + np.where(n < max_exact, n, large)
 
 
-class MPNet:
-    causal = False
+class MPNet(PostNormEncoder):
     position_bias = True  # the attention adds a relative position bias (so qk alone is not it)
 
     def __init__(self, weights: Weights, config: dict):
-        self.w = weights
-        self.config = config
-        self.layers = int(config["num_hidden_layers"])
-        self.heads = int(config["num_attention_heads"])
-        self.d = int(config["hidden_size"])
-        self.d_head = self.d // self.heads
-        self.eps = float(config.get("layer_norm_eps", 1e-12))
-        self.act = ops.ACTIVATIONS[config.get("hidden_act", "gelu")]
+        super().__init__(weights, config)
         self._bias: np.ndarray | None = None
-
-    def scale(self, layer: int) -> float:
-        return 1.0 / math.sqrt(self.d_head)
 
     def embeddings(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         w = self.w
