@@ -619,6 +619,27 @@ def test_gpt2_reads_a_stored_lm_head_that_differs_from_wte_as_transformers_does(
     compare_with_transformers(str(path), (PAIR_TEXTS[0],))
 
 
+def test_gpt2_untied_by_its_config_with_no_stored_lm_head_is_refused(tiny_gpt2_dir, tmp_path):
+    """tie_word_embeddings false and no lm_head.weight in the checkpoint: transformers would draw a
+    random head; attn must not quietly use wte in its place (it did): the head is missing, exit 1."""
+    import json
+
+    from safetensors.numpy import load_file, save_file
+    from typer.testing import CliRunner
+
+    from attncli.cli.main import app
+
+    path = Path(every_parameter_drawn(tiny_gpt2_dir, tmp_path / "gpt2", tie_word_embeddings=False))
+    tensors = load_file(str(path / "model.safetensors"))
+    assert tensors.pop("lm_head.weight", None) is not None
+    save_file(tensors, str(path / "model.safetensors"), metadata={"format": "pt"})
+    assert json.loads((path / "config.json").read_text())["tie_word_embeddings"] is False
+    result = CliRunner().invoke(app, ["generate", "a cat", "--transformer", str(path), "-n", "1", "--backend", "numpy"])
+    assert result.exit_code == 1, result.output
+    assert "no tensor 'lm_head.weight'" in " ".join(result.stderr.split())
+    assert "Traceback" not in result.output
+
+
 @pytest.mark.parametrize("kind, output", [("bert", "encoder.layer.{l}.attention.output.dense"),
                                           ("distilbert", "transformer.layer.{l}.attention.out_lin"),
                                           ("gpt2", "transformer.h.{l}.attn.c_proj")])

@@ -110,8 +110,11 @@ class GPT2:
 
     def logits(self, hidden: np.ndarray) -> np.ndarray:
         """(T, d) final hidden states -> (T, V) logits through the checkpoint's lm_head.weight, else
-        the tied wte. As transformers 5: it ties lm_head to wte only when the checkpoint holds no
-        lm_head.weight of other values, whatever tie_word_embeddings says."""
-        untied = self.w.has_exact("lm_head.weight")
-        head = self.w.get_exact("lm_head.weight") if untied else self.w.get("wte.weight")  # (V, d)
+        the tied wte (else, untied by config.json and not stored, lm_head is missing: a clear failure,
+        where transformers would draw a random head). As transformers 5: a stored head of other
+        values is kept, whatever tie_word_embeddings says."""
+        if self.w.has_exact("lm_head.weight") or not self.config.get("tie_word_embeddings", True):
+            head = self.w.get_exact("lm_head.weight")  # (V, d)
+        else:
+            head = self.w.get("wte.weight")  # (V, d)
         return hidden @ head.T  # (T, V)
