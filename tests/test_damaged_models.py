@@ -232,6 +232,8 @@ BAD_CONFIG = [
     {"layers": 0},
     {"d_ff": 2.5},
     {"d_model": "16"},
+    {"positions": "rotary"},  # the pass adds sinusoidal positions only: a model saying otherwise is not one attn made
+    {"positions": 5},
 ]
 
 

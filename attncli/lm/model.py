@@ -375,9 +375,10 @@ def config_problem(config: dict[str, Any]) -> str | None:
     eps = config.get("layer_norm_eps")
     if not (isinstance(eps, (int, float)) and not isinstance(eps, bool) and math.isfinite(eps) and eps > 0):
         return f"layer_norm_eps is {repr(eps) if 'layer_norm_eps' in config else 'missing'}, not a number > 0"
-    for key in ("positions", "vectors_sha256"):
-        if config.get(key) is not None and not isinstance(config[key], str):
-            return f"{key} is {config[key]!r}, not a string"
+    if config.get("vectors_sha256") is not None and not isinstance(config["vectors_sha256"], str):
+        return f"vectors_sha256 is {config['vectors_sha256']!r}, not a string"
+    if config.get("positions", "sinusoidal") != "sinusoidal":  # the only encoding this forward pass adds
+        return f"positions is {config['positions']!r}, not 'sinusoidal' (the only encoding attn's model adds)"
     return None
 
 
