@@ -89,8 +89,12 @@ def test_each_pause_point_is_in_the_code_once_and_inert_unless_named(monkeypatch
 def test_the_mutation_config_names_real_files_and_agrees_with_ci_mutation():
     import runpy
 
-    wings = runpy.run_path(str(REPO / ".ci" / "mutation"))["WINGS"]
+    script = runpy.run_path(str(REPO / ".ci" / "mutation"))
+    wings = script["WINGS"]
     config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mutmut"]
+    ours = tomllib.loads(script["config"]([], []))["tool"]["mutmut"]  # the table .ci/mutation writes into its copy
+    assert ours["also_copy"] == config["also_copy"] and ours["pytest_add_cli_args"] == config["pytest_add_cli_args"]
+    assert all((REPO / name).exists() for name in config["also_copy"])
     assert sorted(config["only_mutate"]) == sorted(m for mods, _ in wings.values() for m in mods)
     assert sorted(config["pytest_add_cli_args_test_selection"]) == sorted({t for _, ts in wings.values() for t in ts})
     for mods, tests in wings.values():
