@@ -447,6 +447,18 @@ def test_ngram_scores_equal_the_dice_formula_for_short_and_empty_queries(tiny):
     assert index.ngram_scores([]).tolist() == [0.0] * len(keys)  # no n-gram in common with anything
 
 
+def test_ngram_scores_count_each_distinct_token_of_a_key_once_whatever_the_keys_share(tiny):
+    # 84 keys of 1 to 3 tokens over 4 words: many (key, token) pairs, repeats inside keys
+    import itertools
+
+    words = ["ab", "b", "ba", "a"]
+    keys = [" ".join(c) for n in (1, 2, 3) for c in itertools.product(words, repeat=n)]
+    index = KeyIndex(tiny, keys)
+    for query in (["a"], ["b", "ab"], ["ba"], ["ab", "ab"]):
+        expected = [_python_dice(query, k) for k in keys]
+        np.testing.assert_allclose(index.ngram_scores(query), expected, rtol=0, atol=1e-12, err_msg=str(query))
+
+
 class _GivenSimilarities(KeyIndex):
     """An index whose similarities are given: lookup's selection is checked on its own."""
 

@@ -10,6 +10,7 @@ flags passed through to the transformer wing.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -117,3 +118,44 @@ def test_pieces_are_the_encoders_tokens_truncated_to_its_positions(tiny_bert_dir
     index = EncoderIndex(load_encoder(str(tiny_bert_dir)), ["color"], ngram_weight=0.0)
     assert index.pieces(text) == reference.convert_ids_to_tokens(ids)
     assert len(ids) == 40
+
+
+def test_unit_divides_each_row_by_its_norm_in_float64_and_leaves_a_zero_row_zero():
+    import warnings
+
+    from attncli.lookup.encoder import unit
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no 0/0 warning, no NaN
+        got = unit(np.array([[3, 4], [0, 0]]))  # integers: by hand, (3, 4) / 5
+        assert got.dtype == np.float64 and got.tolist() == [[0.6, 0.8], [0.0, 0.0]]
+        assert unit(np.array([[0.0, 2.0]], dtype=np.float32)).dtype == np.float64
+        batch = np.arange(24, dtype=np.float64).reshape(2, 3, 4)  # rows along the last axis
+        batch[1, 2] = 0.0
+        expected = [[[x / math.sqrt(sum(y * y for y in row)) if any(row) else 0.0 for x in row] for row in block]
+                    for block in batch.tolist()]
+        np.testing.assert_allclose(unit(batch), expected, rtol=1e-15, atol=0)
+
+
+def test_an_encoder_index_blends_with_the_weight_given_else_the_encoders_own(tiny_bert_dir, tmp_path):
+    from attncli.lookup.encoder import unit
+
+    model = tmp_path / "all-mpnet-base-v2"  # params.ENCODER_NGRAM_WEIGHTS names it: 0.15
+    shutil.copytree(tiny_bert_dir, model)
+    encoder = load_encoder(str(model))
+    keys = ["brand", "model", "color"]
+    assert EncoderIndex(encoder, keys).ngram_weight == 0.15
+    for weight in (0.0, 0.15, 1.0):
+        index = EncoderIndex(encoder, keys, ngram_weight=weight)
+        _, cosine, ngram, similarity = index.score("colour")
+        e = unit(encoder.embed(keys + ["colour"]))
+        np.testing.assert_allclose(cosine, e[:3] @ e[3], rtol=0, atol=1e-6)  # float32 forward passes, batched otherwise
+        np.testing.assert_allclose(similarity, (1 - weight) * cosine + weight * ngram, rtol=0, atol=1e-12)
+
+
+def test_an_encoder_refuses_a_query_with_no_word_by_name(tiny_bert_dir):
+    index = EncoderIndex(load_encoder(str(tiny_bert_dir)), ["color"])
+    with pytest.raises(BadInput) as info:
+        index.check_query(" ?! ")
+    assert str(info.value) == "the query ' ?! ' has no word in it (letters or digits) to look up"
+    assert index.check_query("Top speed!") == ["top", "speed"]
