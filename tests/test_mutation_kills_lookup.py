@@ -285,6 +285,23 @@ def test_an_exact_key_outside_the_top_k_replaces_the_kth(tiny):
     assert set(res.keys[1:]) <= set(keys[:4]) and res.soft_value == 4.0
 
 
+def test_the_exact_key_replaces_the_least_similar_of_the_top_k_when_rounding_ranks_others_above_it(tiny):
+    # the orders of three words: the same tokens, so cosine 1 and Dice 1 by the formula, but float32
+    # sums in other orders round a little differently: here two orders of the key score above the
+    # query's own key. A dict always finds its key; the other k - 1 are the most similar of the rest.
+    import itertools
+
+    keys = [" ".join(p) for p in itertools.permutations(["speed", "time", "horsepower"])]
+    seed = {k: i for i, k in enumerate(keys)}
+    similarity = dict(zip(keys, KeyIndex(tiny, keys).score(keys[0])[3].tolist()))
+    others = sorted((s for k, s in similarity.items() if k != keys[0]), reverse=True)  # Python's sort: the reference
+    assert max(similarity.values()) <= 1.0  # cosine <= 1 and Dice <= 1: a blend of them too (was 1.00000001)
+    for k in range(1, len(keys) + 1):
+        res = core.lookup(keys[0], seed, tiny, top_k=k)
+        assert res.keys[0] == keys[0] and res.weight.tolist() == [1.0] + [0.0] * (k - 1), k
+        assert sorted(res.similarity[1:].tolist(), reverse=True) == others[: k - 1], k
+
+
 NESTED_MESSAGE = ("my.json is nested more than 100 levels deep: attn reads at most 100 "
                   "(values are shown and written back as JSON)")
 
