@@ -285,6 +285,23 @@ def test_an_exact_key_outside_the_top_k_replaces_the_kth(tiny):
     assert set(res.keys[1:]) <= set(keys[:4]) and res.soft_value == 4.0
 
 
+def test_the_exact_key_replaces_the_least_similar_of_the_top_k_when_rounding_ranks_others_above_it(tiny):
+    # the orders of three words: the same tokens, so cosine 1 and Dice 1 by the formula, but float32
+    # sums in other orders round a little differently: here two orders of the key score above the
+    # query's own key. A dict always finds its key; the other k - 1 are the most similar of the rest.
+    import itertools
+
+    keys = [" ".join(p) for p in itertools.permutations(["speed", "time", "horsepower"])]
+    seed = {k: i for i, k in enumerate(keys)}
+    similarity = dict(zip(keys, KeyIndex(tiny, keys).score(keys[0])[3].tolist()))
+    others = sorted((s for k, s in similarity.items() if k != keys[0]), reverse=True)  # Python's sort: the reference
+    assert max(similarity.values()) <= 1.0  # cosine <= 1 and Dice <= 1: a blend of them too (was 1.00000001)
+    for k in range(1, len(keys) + 1):
+        res = core.lookup(keys[0], seed, tiny, top_k=k)
+        assert res.keys[0] == keys[0] and res.weight.tolist() == [1.0] + [0.0] * (k - 1), k
+        assert sorted(res.similarity[1:].tolist(), reverse=True) == others[: k - 1], k
+
+
 NESTED_MESSAGE = ("my.json is nested more than 100 levels deep: attn reads at most 100 "
                   "(values are shown and written back as JSON)")
 
@@ -329,3 +346,162 @@ def test_a_nan_ngram_row_met_while_embedding_is_damage_naming_both_files(tiny):
     tiny.ngrams = np.full(np.shape(tiny.ngrams), np.nan, dtype=np.float32)  # as if too big to scan at load
     with pytest.raises(CorruptModel, match=r"\(vectors.npy or ngrams.npy holds NaN or infinite values\)"):
         embed_tokens(tiny, ["color", "colour"])
+
+
+# ---------------------------------------------------------------- the whole wing's run (issue 24)
+
+
+@pytest.mark.parametrize("encoder, weight", [
+    ("all-mpnet-base-v2", 0.15),                              # a hub id's bare name
+    ("sentence-transformers/all-mpnet-base-v2", 0.15),        # an owner/name hub id
+    ("/models/st/All-MPNet-Base-v2/", 0.15),                  # a directory: its last part, any case, a trailing /
+    ("C:\\models\\all-mpnet-base-v2", 0.15),                  # a Windows path
+    ("all-MiniLM-L6-v2", 0.6),                                # not listed: the word vectors' lambda
+    ("sentence-transformers/all-MiniLM-L6-v2", 0.6),
+    ("all-mpnet-base-v2/other", 0.6),                         # the listed name is not the last part
+    ("models/all-mpnet-base-v2X", 0.6),                       # a name that only begins like a listed one
+])
+def test_an_encoders_default_ngram_weight_is_looked_up_by_its_last_name_part(encoder, weight):
+    from attncli.lookup.params import encoder_ngram_weight
+
+    # params.py: by the directory's or hub id's last part, case-insensitive; 0.15 for all-mpnet-base-v2
+    assert encoder_ngram_weight(encoder) == weight
+
+
+def _python_key_vector(v, tokens: list[str]) -> np.ndarray:
+    """c(key) / |c(key)| by keyindex.py's formula, in float64 with Python's own loops: mean over the
+    tokens of (u_t - mu), u_t = v_t / |v_t|, mu = the vocabulary's mean unit vector."""
+    table = np.asarray(v.vectors, dtype=np.float64)
+    units = table / np.linalg.norm(table, axis=1, keepdims=True)
+    mu = units.mean(axis=0)
+    total = np.zeros(table.shape[1])
+    for t in tokens:
+        total += units[v.index[t]] - mu
+    c = total / len(tokens)
+    return c / np.linalg.norm(c)
+
+
+def test_keys_of_every_length_get_the_mean_of_their_tokens(tiny):
+    # the keys longer than 64 tokens take the chunked float64 path (chunks of 4096 tokens): keys of
+    # 64, 65 and 70 tokens, and one of 5,000 (two chunks), beside short ones
+    rng = np.random.default_rng(7)
+    lengths = [1, 2, 3, 64, 65, 70, 5000, 2]
+    keys = [" ".join(rng.choice(WORDS[4:], size=n).tolist()) for n in lengths]
+    index = KeyIndex(tiny, keys)
+    assert index.key_matrix.shape == (len(keys), tiny.dim)
+    for row, key in zip(index.key_matrix, keys):
+        np.testing.assert_allclose(row, _python_key_vector(tiny, key.split()), rtol=0, atol=2e-5)
+
+
+def test_a_key_without_a_vector_has_a_zero_row_and_cosine_zero_beside_an_exact_key(plain):
+    seed = {"colour": 1, "brand": 2, "zzqx top": 3}  # 'colour' and 'zzqx' have no vector in 'plain'
+    index = KeyIndex(plain, list(seed))
+    assert not index.key_matrix[[0, 2]].any() and index.key_matrix[1].any()
+    res = core.lookup("brand", seed, plain, index=index)  # an exact key: answered like a dict
+    cosine = dict(zip(res.keys, res.cosine.tolist()))
+    assert cosine["colour"] == 0.0 and cosine["zzqx top"] == 0.0 and cosine["brand"] == pytest.approx(1.0)
+
+
+def test_the_missing_vector_error_names_the_key_the_word_and_the_model(plain, attn_home):
+    from _lookup_fixtures import BUCKET, DIM
+    from attncli.vectors import store
+
+    index = KeyIndex(plain, ["brand", "top zzqx", "colour"])
+    assert str(index.missing_error) == (
+        "key 'top zzqx': unknown word 'zzqx': model 'plain' has no subword vectors: use one that has (the "
+        "built-in default model, 'attn train --algorithm fasttext', or a fastText .bin brought in with "
+        "'attn import --format fasttext-bin')")
+    rng = np.random.default_rng(3)  # subwords of 4-6 characters: "<x>" has none
+    store.save_vectors("m46", WORDS, rng.standard_normal((len(WORDS), DIM)).astype(np.float32),
+                       ngrams=rng.standard_normal((BUCKET, DIM)).astype(np.float32),
+                       subword={"min_n": 4, "max_n": 6, "bucket": BUCKET})
+    index = KeyIndex(load_vectors("m46"), ["brand", "x"])
+    assert str(index.missing_error) == (
+        "key 'x': unknown word 'x': it is not in the vocabulary of model 'm46', and too short for the model's "
+        "character n-grams to build a vector from: use a longer word, or a model trained with a smaller --min-n")
+
+
+def test_score_refuses_a_query_without_a_vector_unless_told_it_is_an_exact_key(plain):
+    index = KeyIndex(plain, ["brand", "color"])
+    with pytest.raises(BadInput, match="^query 'zzqx': unknown word 'zzqx': model 'plain' has no subword"):
+        index.score("zzqx")
+    tokens, cosine, _, _ = index.score("zzqx", allow_no_vector=True)
+    assert tokens == ["zzqx"] and cosine.tolist() == [0.0, 0.0]
+
+
+def test_cosines_stay_within_minus_1_and_1_when_float32_rounding_would_cross(attn_home):
+    from attncli.vectors import store
+
+    # seed 0's 16-dim vector: its float32 unit vector dotted with itself rounds to 1.0000001
+    v = np.random.default_rng(0).standard_normal(16).astype(np.float32)
+    store.save_vectors("pm", ["up", "down"], np.stack([v, -v]), meta={"algorithm": "test"})
+    index = KeyIndex(load_vectors("pm"), ["up", "down"], ngram_weight=0.0, center=False)
+    _, cosine, _, similarity = index.score("up")
+    assert cosine.tolist() == [1.0, -1.0] and similarity.tolist() == [1.0, -1.0]  # cos(v, v), cos(v, -v)
+
+
+def _ngrams(token: str) -> list[str]:
+    marked = f"<{token}>"
+    return [marked[i : i + n] for n in range(3, 7) for i in range(len(marked) - n + 1)]
+
+
+def _python_dice(query_tokens: list[str], key: str) -> float:
+    """keyindex.py's ngram_i by its formula, with Python strings: the query's distinct tokens' n-grams
+    G(q), the key's distinct tokens' G(k), o = how many of G(k) occur in G(q)."""
+    q = [g for t in dict.fromkeys(query_tokens) for g in _ngrams(t)]
+    k = [g for t in dict.fromkeys(key.split()) for g in _ngrams(t)]
+    overlap = sum(g in set(q) for g in k)
+    return 2 * min(overlap, len(q)) / (len(q) + len(k))
+
+
+def test_ngram_scores_equal_the_dice_formula_for_short_and_empty_queries(tiny):
+    keys = ["a", "brand", "car a", "top speed", "ab", "speed speed"]
+    index = KeyIndex(tiny, keys)
+    for query in (["a"], ["ab"], ["speed"], ["top", "speed", "top"], ["colour"], ["zz"]):
+        expected = [_python_dice(query, k) for k in keys]
+        np.testing.assert_allclose(index.ngram_scores(query), expected, rtol=0, atol=1e-12, err_msg=str(query))
+    assert index.ngram_scores(["a"]).tolist()[:3] == [1.0, 0.0, 0.25]  # by hand: <a> is 1 of <car>'s 6 + 1
+    assert index.ngram_scores([]).tolist() == [0.0] * len(keys)  # no n-gram in common with anything
+
+
+def test_ngram_scores_count_each_distinct_token_of_a_key_once_whatever_the_keys_share(tiny):
+    # 84 keys of 1 to 3 tokens over 4 words: many (key, token) pairs, repeats inside keys
+    import itertools
+
+    words = ["ab", "b", "ba", "a"]
+    keys = [" ".join(c) for n in (1, 2, 3) for c in itertools.product(words, repeat=n)]
+    index = KeyIndex(tiny, keys)
+    for query in (["a"], ["b", "ab"], ["ba"], ["ab", "ab"]):
+        expected = [_python_dice(query, k) for k in keys]
+        np.testing.assert_allclose(index.ngram_scores(query), expected, rtol=0, atol=1e-12, err_msg=str(query))
+
+
+class _GivenSimilarities(KeyIndex):
+    """An index whose similarities are given: lookup's selection is checked on its own."""
+
+    def __init__(self, similarity: np.ndarray):
+        self.name, self.missing_error, self.similarity = "given", None, similarity
+
+    def score(self, query, *, allow_no_vector=False):
+        zeros = np.zeros_like(self.similarity)
+        return [query], zeros, zeros, self.similarity
+
+
+def test_top_k_keeps_the_k_largest_similarities_of_600_keys_for_every_k():
+    similarity = np.random.default_rng(0).random(600)
+    seed = {f"key {i}": i for i in range(600)}
+    index = _GivenSimilarities(similarity)
+    ranked = sorted(similarity.tolist(), reverse=True)  # Python's sort: the reference
+    for k in range(1, 601):
+        res = core.lookup("query", seed, None, top_k=k, index=index)
+        assert sorted(res.similarity.tolist(), reverse=True) == ranked[:k], k
+
+
+def test_a_soft_value_whose_sum_turns_nan_is_none_without_a_warning():
+    import warnings
+
+    biggest = 1.7976931348623157e308
+    values = [biggest] * 8 + [-biggest] * 8  # BLAS's partial sums reach +inf and -inf: inf - inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert core.soft_value(values, np.full(16, 1.5)) in (None, 0.0)

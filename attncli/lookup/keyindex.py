@@ -175,6 +175,9 @@ class KeyTokens:
         """(query tokens, cosine (N,), ngram (N,), similarity (N,))."""
         tokens, q = self.query_vector(query, allow_no_vector=allow_no_vector)
         cosine = np.clip(self.key_matrix @ q, -1.0, 1.0)  # (N, d) @ (d,) -> (N,)
+        # the blend in float64: with a float32 cosine, (1 - 0.6) * 1.0 rounds to float32's 0.40000001
+        # and a key scored 1.00000001 (> 1) in --json
+        cosine = cosine.astype(np.float64)
         ngram = self.ngram_scores(tokens)
         lam = self.ngram_weight
         return tokens, cosine, ngram, (1.0 - lam) * cosine + lam * ngram
