@@ -361,7 +361,7 @@ def test_a_missing_builtin_model_says_how_to_get_a_model(monkeypatch, tmp_path):
                                "with 'attn train' and name it with --model or ATTN_MODEL")
 
 
-def test_the_store_that_cannot_be_created_says_why(tmp_path):
+def test_the_store_that_cannot_be_created_says_why():
     paths.models_dir().parent.mkdir(parents=True, exist_ok=True)
     paths.models_dir().write_text("a file where the store should be", encoding="utf-8")
     with pytest.raises(RuntimeFailure) as info:
