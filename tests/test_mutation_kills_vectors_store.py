@@ -279,3 +279,176 @@ def test_a_symlink_inside_a_model_is_damage_not_followed_when_copied(tmp_path):
     (store.model_dir("m") / "notes.txt").symlink_to(secret)
     with pytest.raises(store.CorruptModel, match="notes.txt is not a regular file"):
         store.update_meta("m", note="x")
+
+
+# ---------------------------------------------------------------- sampled run (2026-11-25)
+# the mutants of the sampled run left alive: docs/mutation-vectors-store.md, "Sampled run"
+
+
+def test_a_damaged_model_is_read_once_when_no_retrain_swapped_it():
+    save_plain("m")
+    seen = []
+
+    def load(directory):
+        seen.append(directory)
+        raise store.CorruptModel("vectors.npy is truncated")
+
+    with pytest.raises(store.CorruptModel, match="^vectors.npy is truncated$"):
+        store.read_one_version("m", load)
+    assert seen == [(paths.models_dir() / "m").resolve()]  # the same version twice would be damage, not a race
+
+
+def test_a_retrain_during_a_load_makes_the_load_run_again_on_the_new_version():
+    save_plain("m")
+    old = (paths.models_dir() / "m").resolve()
+    bigger = list(WORDS) + ["extra"]
+    seen = []
+
+    def load(directory):
+        seen.append(directory)
+        if len(seen) == 1:
+            save_plain("m", seed=5, words=bigger)  # swaps the link and removes the version being read
+        return load_vectors("m", directory=directory)
+
+    vectors = store.read_one_version("m", load)
+    assert vectors.words == bigger
+    assert seen == [old, (paths.models_dir() / "m").resolve()] and not old.exists()
+
+
+def test_a_name_swapped_on_every_load_gives_up_with_the_load_error_after_the_documented_swaps():
+    save_plain("m")
+    calls = []
+
+    def load(directory):
+        calls.append(directory)
+        save_plain("m", seed=len(calls))  # a new version on every attempt
+        raise store.CorruptModel(f"vanished {len(calls)}")
+
+    with pytest.raises(store.CorruptModel, match=f"^vanished {store.SWAPS_FOLLOWED}$"):
+        store.read_one_version("m", load)
+    assert len(calls) == store.SWAPS_FOLLOWED and len(set(calls)) == store.SWAPS_FOLLOWED
+
+
+def test_an_invalid_name_is_refused_with_the_rule_and_quoted_briefly():
+    with pytest.raises(BadInput) as info:
+        store.check_name("bad name")
+    assert str(info.value) == ("invalid model name 'bad name': use 1-64 letters, digits, '.', '_' or '-', "
+                               "starting with a letter or digit")
+    with pytest.raises(BadInput) as info:
+        store.check_name("x" * 10_000 + " ")
+    assert len(str(info.value)) < 300 and "10,001 characters" in str(info.value)  # never the whole name
+    with pytest.raises(BadInput, match="^invalid model name 42: use 1-64"):
+        store.check_name(42)
+
+
+def test_a_bad_attn_model_says_the_name_came_from_the_environment(monkeypatch):
+    monkeypatch.setenv("ATTN_MODEL", "no/such")
+    with pytest.raises(BadInput) as info:
+        store.model_dir(None)
+    assert str(info.value).startswith("invalid model name 'no/such': ")
+    assert str(info.value).endswith(" (the name comes from the ATTN_MODEL environment variable)")
+    with pytest.raises(BadInput) as info:
+        store.model_dir("no/such")  # named on the command line: not the environment's fault
+    assert "ATTN_MODEL" not in str(info.value)
+
+
+def test_a_missing_builtin_model_says_how_to_get_a_model(monkeypatch, tmp_path):
+    gone = tmp_path / "wheel-data" / "default"
+    monkeypatch.setattr(store, "builtin_dir", lambda: gone)
+    with pytest.raises(RuntimeFailure) as info:
+        store.model_dir("default")
+    assert str(info.value) == (f"the built-in default model is missing from {gone}: reinstall attn, or train a model "
+                               "with 'attn train' and name it with --model or ATTN_MODEL")
+
+
+def test_the_store_that_cannot_be_created_says_why():
+    paths.models_dir().parent.mkdir(parents=True, exist_ok=True)
+    paths.models_dir().write_text("a file where the store should be", encoding="utf-8")
+    with pytest.raises(RuntimeFailure) as info:
+        store.check_writable("m")
+    assert str(info.value) == f"cannot create the model store at {paths.models_dir()}: {os.strerror(errno.ENOTDIR)}"
+
+
+def damaged_message(name: str, detail: str) -> str:
+    """The message documented for a user model that cannot be used (hand-written, not store.damaged)."""
+    return f"model '{name}' at {paths.models_dir() / name} is damaged ({detail}): retrain it with 'attn train --name {name}'"
+
+
+def test_a_missing_meta_json_is_named_as_missing():
+    save_plain("m")
+    (store.model_dir("m") / "meta.json").unlink()
+    with pytest.raises(store.CorruptModel) as info:
+        store.read_meta(store.model_dir("m"))
+    assert str(info.value) == damaged_message("m", "it has no meta.json: it is not an attn model, or was damaged")
+
+
+def test_an_unreadable_meta_json_says_what_is_wrong_with_it():
+    save_plain("m")
+    (store.model_dir("m") / "meta.json").write_bytes(b"\xff{}")
+    with pytest.raises(store.CorruptModel) as info:
+        store.read_meta(store.model_dir("m"))
+    assert str(info.value) == damaged_message("m", "meta.json: it is not UTF-8 text (byte 0)")
+    (store.model_dir("m") / "meta.json").unlink()
+    (store.model_dir("m") / "meta.json").mkdir()  # there, but not a file: not "it has no meta.json"
+    with pytest.raises(store.CorruptModel) as info:
+        store.read_meta(store.model_dir("m"))
+    assert str(info.value) == damaged_message("m", "meta.json: it is a directory, not a regular file")
+
+
+@pytest.mark.parametrize("document", [{"format": "another-tool"}, {"format": None}, [1, 2]])
+def test_a_json_that_is_not_an_attn_model_description_is_refused(document):
+    save_plain("m")
+    path = store.model_dir("m") / "meta.json"
+    if isinstance(document, dict):  # every other field as valid as a real model's
+        document = dict(json.loads(path.read_text(encoding="utf-8")), **document)
+    path.write_text(json.dumps(document), encoding="utf-8")
+    with pytest.raises(store.CorruptModel) as info:
+        store.read_meta(store.model_dir("m"))
+    assert str(info.value) == damaged_message("m", "its meta.json is not an attn model description")
+
+
+@pytest.mark.parametrize("change, problem", [
+    ({"format_version": -1}, "format_version is -1, not a version number"),
+    ({"name": 5}, "name is 5, not a string"),
+    ({"dtype": 5}, "dtype is 5, not a string"),
+    ({"algorithm": 5}, "algorithm is 5, not a string"),
+    ({"created": 5}, "created is 5, not a string"),
+    ({"corpus_label": 5}, "corpus_label is 5, not a string"),
+    ({"corpus": 5}, "corpus is 5, not a string or an object"),
+    ({"evaluation": {"simlex": 5}}, "evaluation.simlex is 5, not an object"),
+    ({"subword": {"min_n": 4, "max_n": 3, "bucket": 10}}, "subword.min_n 4 is above subword.max_n 3"),
+])
+def test_each_field_of_meta_json_is_checked_with_its_message(change, problem):
+    save_plain("m")
+    edit_meta("m", lambda meta: meta.update(change))
+    with pytest.raises(store.CorruptModel) as info:
+        store.read_meta(store.model_dir("m"))
+    assert str(info.value) == damaged_message("m", f"in its meta.json, {problem}")
+
+
+@pytest.mark.parametrize("change", [
+    {"format_version": 0},  # what a missing format_version means: the first format
+    {"subword": {"min_n": 3, "max_n": 3, "bucket": 10}},  # fastText's n-grams of one length (minn == maxn)
+    {"corpus": {"files": 2}, "corpus_label": "brown", "evaluation": {"simlex": None, "ws353": {"spearman": 0.5}}},
+])
+def test_valid_meta_json_values_at_the_edges_are_accepted(change):
+    save_plain("m")
+    edit_meta("m", lambda meta: meta.update(change))
+    meta = store.read_meta(store.model_dir("m"))
+    assert {k: meta[k] for k in change} == change
+
+
+def test_a_nan_in_the_metadata_fails_the_write_and_keeps_the_old_model():
+    save_plain("m")
+    old = (paths.models_dir() / "m").resolve()
+    with pytest.raises(ValueError):  # strict JSON: NaN is not a JSON number
+        store.save_vectors("m", ["x"], [[1.0, 2.0]], meta={"evaluation": {"simlex": {"spearman": float("nan")}}})
+    assert (paths.models_dir() / "m").resolve() == old and load_vectors("m").words == list(WORDS)
+    assert sorted(p.name for p in (paths.models_dir() / ".versions").iterdir()) == [old.name]
+
+
+def test_arrays_are_never_written_as_pickles(tmp_path):
+    import numpy as np
+
+    with pytest.raises(ValueError):
+        store.write_npy(tmp_path / "objects.npy", np.array([{"run": "code"}], dtype=object))
