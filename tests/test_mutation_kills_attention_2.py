@@ -51,8 +51,8 @@ def _steps(steps) -> dict:
 
 @pytest.mark.parametrize("variant", ["additive", "multiplicative", "cosine"])
 def test_explain_steps_of_variants_with_weights_equal_their_formulas(tiny, variant):
-    """docs/matrix.md: --explain I J gives q_I, k_J, the variant's terms, the score, then the softmax
-    of row I. Each step's name and value against the variant's formula worked out here from the
+    """--explain I J: the steps from q_I, k_J to the weight (docs/matrix.md; README: checked against
+    the matrix): q_I, k_J, the variant's terms, the score, then the softmax of row I. Each step's name and value against the variant's formula worked out here from the
     projected q, k and the variant's weights, and the softmax against torch's."""
     res = compute(MatrixRequest(text=SENTENCE, variant=variant, model=tiny, mask=MaskSpec(causal=True)))
     q, k, p = res.projected.q, res.projected.k, res.params
