@@ -89,10 +89,8 @@ class PretrainedLM:
 
     def forward(self, inputs: list[int]) -> tuple[np.ndarray, list[np.ndarray]]:
         logits, att = self.model.logits_and_attentions(inputs, cache=self.cache)  # (T, V), (L, h, T, T)
-        if self.vocab_size and logits.shape[-1] != self.vocab_size:
-            self.vocab_size = int(logits.shape[-1])
+        self.vocab_size = int(logits.shape[-1])  # V: the logits' width, config.json's vocab_size or not
         return np.asarray(logits[-1], dtype=np.float64), list(att)
-
 
     def lens(self, inputs: list[int], k: int = 5, follow: int | None = None):
         """The logit lens (attncli.attention.logit_lens): needs attn's NumPy forward pass (GPT-2 family)."""
