@@ -158,9 +158,12 @@ def test_a_byte_piece_keeps_its_raw_text_and_a_whole_piece_decodes(llama_dir):
     assert dec.token(sat) == tok.decode([sat]) == " sat"
 
 
-def test_token_id_is_a_vocabulary_entry_else_the_one_token_of_the_word(llama_dir):
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_token_id_is_a_vocabulary_entry_else_the_one_token_of_the_word(backend, llama_dir):
+    """On either path (the transformers path's tokenizer is transformers' own, without token_to_id)."""
     tok = tokenizer_of(llama_dir)
-    dec = load_pretrained(str(llama_dir))
+    dec = load_pretrained(str(llama_dir), backend=backend)
+    assert dec.model.backend == backend
     assert dec.token_id("Ġsat") == tok.token_to_id("Ġsat") is not None  # an entry as written
     assert tok.token_to_id("sat") is None
     spaced = tok.encode(" sat", add_special_tokens=False).ids  # the word as inside a text: one token
@@ -169,7 +172,7 @@ def test_token_id_is_a_vocabulary_entry_else_the_one_token_of_the_word(llama_dir
     assert dec.token_id("cat") is None  # two or more tokens either way
 
 
-def test_the_transformers_path_refuses_the_lens_and_finds_no_token_id(llama_dir):
+def test_the_transformers_path_refuses_the_lens_naming_model_and_backend(llama_dir):
     dec = load_pretrained(str(llama_dir), backend="torch")
     assert dec.model.backend == "torch"
     with pytest.raises(BadInput) as refused:
@@ -177,7 +180,6 @@ def test_the_transformers_path_refuses_the_lens_and_finds_no_token_id(llama_dir)
     message = str(refused.value)
     assert "the logit lens reads attn's own NumPy forward pass" in message
     assert f"'{dec.name}' runs on the torch backend" in message
-    assert dec.token_id("Ġsat") is None  # its tokenizer is transformers': no lookup, and no exception
 
 
 def test_the_lens_keeps_five_tokens_by_default(llama_dir):
@@ -201,3 +203,26 @@ def test_the_vocabulary_is_the_width_of_the_logits_when_config_json_omits_it(tin
     result = CliRunner().invoke(app, ["generate", "the cat", "--transformer", str(path), "-n", "2", "--greedy", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["model"]["vocab_size"] == rows == tokenizer_of(path).get_vocab_size()
+
+
+def test_lens_token_on_the_transformers_path_gets_the_lens_refusal(tmp_path):
+    """A model type attn's NumPy pass does not run (OPT) loads on the transformers path: --token is
+    found there, so the refusal is the lens's own (it said the token was not in the vocabulary)."""
+    torch = needed("torch")
+    transformers = needed("transformers")
+    from typer.testing import CliRunner
+
+    from _llama_fixtures import build_tokenizer
+    from attncli.cli.main import app
+
+    tok = build_tokenizer()
+    torch.manual_seed(0)
+    config = transformers.OPTConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, ffn_dim=37,
+                                    num_attention_heads=4, max_position_embeddings=64, word_embed_proj_dim=32,
+                                    pad_token_id=0, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    transformers.OPTForCausalLM(config).save_pretrained(tmp_path / "opt")
+    tok.save_pretrained(tmp_path / "opt")
+    result = CliRunner().invoke(app, ["lens", "the cat sat", "--transformer", str(tmp_path / "opt"), "--token", "sat"])
+    assert result.exit_code == 2, result.output
+    stderr = " ".join(result.stderr.split())
+    assert "runs on the torch backend" in stderr and "not one token" not in stderr
