@@ -81,7 +81,7 @@ def test_vocabulary_and_end_of_text_come_from_the_model(llama_dir):
     tok = tokenizer_of(llama_dir)
     dec = load_pretrained(str(llama_dir))
     assert dec.vocab_size == tok.get_vocab_size() == json.loads((llama_dir / "config.json").read_text())["vocab_size"]
-    assert dec.eos == tok.token_to_id("</s>") != 0  # a nonzero id: 0 would pass for "no id" in a test of truth
+    assert dec.eos == tok.token_to_id("</s>") != 0  # nonzero: id 0 is falsy, and hides a check of its truth made in place of its type
 
 
 @pytest.mark.parametrize("eos, want", [([2, 1], 2), ([1, 2], 1), ([], None), (None, None)],
