@@ -89,10 +89,8 @@ class PretrainedLM:
 
     def forward(self, inputs: list[int]) -> tuple[np.ndarray, list[np.ndarray]]:
         logits, att = self.model.logits_and_attentions(inputs, cache=self.cache)  # (T, V), (L, h, T, T)
-        if self.vocab_size and logits.shape[-1] != self.vocab_size:
-            self.vocab_size = int(logits.shape[-1])
+        self.vocab_size = int(logits.shape[-1])  # V: the logits' width, config.json's vocab_size or not
         return np.asarray(logits[-1], dtype=np.float64), list(att)
-
 
     def lens(self, inputs: list[int], k: int = 5, follow: int | None = None):
         """The logit lens (attncli.attention.logit_lens): needs attn's NumPy forward pass (GPT-2 family)."""
@@ -106,13 +104,16 @@ class PretrainedLM:
 
     def token_id(self, word: str) -> int | None:
         """The id of ``word``: a vocabulary entry as written (e.g. 'Ġcat'), else the one token the
-        tokenizer makes of it (with a leading space first, as inside a text), else None."""
-        tok = getattr(self.model, "tokenizer", None)
-        exact = tok.token_to_id(word) if hasattr(tok, "token_to_id") else None
+        tokenizer makes of it (with a leading space first, as inside a text), else None. Either
+        backend's tokenizer: a ``tokenizers.Tokenizer`` (NumPy path) or transformers' own."""
+        tok = self.model.tokenizer
+        own = hasattr(tok, "token_to_id")  # a tokenizers.Tokenizer (NumPy path), else transformers' tokenizer
+        exact = tok.token_to_id(word) if own else tok.get_vocab().get(word)  # (convert_tokens_to_ids: unk's id)
         if exact is not None:
             return int(exact)
         for text in (" " + word, word):
-            ids = self.model.tokenizer.encode(text, add_special_tokens=False).ids if hasattr(tok, "token_to_id") else []
+            encoded = tok.encode(text, add_special_tokens=False)
+            ids = encoded.ids if own else encoded
             if len(ids) == 1:
                 return int(ids[0])
         return None
