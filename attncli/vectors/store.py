@@ -3,7 +3,7 @@
 A stored model is a directory::
 
     meta.json      name, algorithm, dim, vocab_size, dtype, subword {min_n, max_n, bucket} or null,
-                   corpus, params, created, evaluation, ... (see ``save_vectors``)
+                   corpus, params, created, evaluation, ... (see ``save_vectors``); indented UTF-8 JSON
     vocab.txt      one word per line, UTF-8, row i of vectors.npy is word i
     vectors.npy    (V, d) float16 or float32: the word vectors (fastText: already combined
                    with their n-grams, exactly gensim's ``wv.vectors``)
@@ -342,7 +342,10 @@ def save_vectors(
     meta: dict[str, Any] | None = None,
     dtype: str = "float32",
 ) -> Path:
-    """Store word vectors (V, d) and optionally a fastText n-gram table (B, d) as model ``name``."""
+    """Store word vectors (V, d) and optionally a fastText n-gram table (B, d) as model ``name``.
+
+    ``meta`` adds fields to meta.json; the store's own (format, format_version, name, dim,
+    vocab_size, dtype, subword) come from the data written and override any in ``meta``."""
     import numpy as np
 
     vectors = np.asarray(vectors)
