@@ -102,7 +102,7 @@ def test_a_link_that_vanishes_while_the_sweep_lists_names_does_not_hide_the_othe
     real_scandir, real_realpath = os.scandir, os.path.realpath
 
     def listed_hidden_first(path="."):  # a listing order the file system may give: sorted, "." first
-        if os.fspath(path) == os.fspath(root):
+        if not isinstance(path, int) and os.fspath(path) == os.fspath(root):  # (rmtree lists by fd)
             return sorted(real_scandir(path), key=lambda e: e.name)
         return real_scandir(path)
 
