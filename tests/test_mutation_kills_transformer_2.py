@@ -384,3 +384,27 @@ def test_a_checkpoint_with_none_of_the_anchors_says_which_and_the_way_out():
     assert str(caught.value) == ("/m/model.safetensors holds none of the tensors this architecture needs "
                                  "(wte.weight, h.0.ln_1.weight): use --backend torch")
     assert _prefix(["x.transformer.wte.weight", "wte.weight"], ("wte.weight",), Path("m")) == ""
+
+
+def test_a_float8_tensor_is_refused_with_the_way_out(tmp_path):
+    """A tensor of a kind safetensors' NumPy reader cannot give (float8, as quantised checkpoints
+    store) is BadInput naming it and --backend torch, by get and by rows (it was an internal error:
+    NumPy has no float8)."""
+    import struct
+
+    needed("safetensors")
+    from attncli.transformer.weights import Weights
+
+    entries = {"wte.weight": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
+               "ln_f.weight": {"dtype": "F8_E4M3", "shape": [2, 2], "data_offsets": [16, 20]}}
+    header = json.dumps(entries).encode()
+    header += b" " * (-len(header) % 8)
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(struct.pack("<Q", len(header)) + header + np.ones(4, "<f4").tobytes() + bytes(4))
+    w = Weights(path, ("wte.weight",))
+    np.testing.assert_array_equal(w.get("wte.weight"), np.ones((2, 2), np.float32))
+    for read in (lambda: w.get("ln_f.weight"), lambda: w.rows("ln_f.weight", np.array([0]))):
+        with pytest.raises(BadInput) as caught:
+            read()
+        assert str(caught.value) == (f'{path}: tensor "ln_f.weight" is "F8_E4M3", which attn\'s NumPy pass does not '
+                                     "read: use --backend torch")
