@@ -86,7 +86,8 @@ def test_torch_backend_loading_info_without_mismatched_keys_is_clean(torch_gpt2)
     """_check_loading reads transformers' loading info with .get: an info dict that leaves out a
     list (as older transformers versions do for mismatched_keys) means none of that kind."""
     assert torch_gpt2._check_loading({"missing_keys": [], "unexpected_keys": []}, False) is None
-    with pytest.raises(RuntimeFailure, match=r"damaged model: h\.0\.attn: shape \(2, 3\), but config\.json implies \(4, 5\)"):
+    want = r"damaged model: h\.0\.attn: shape \(2, 3\), but config\.json implies \(4, 5\)"
+    with pytest.raises(RuntimeFailure, match=want):
         torch_gpt2._check_loading({"mismatched_keys": [("h.0.attn", (2, 3), (4, 5))]}, False)
 
 

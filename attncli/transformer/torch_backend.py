@@ -177,7 +177,7 @@ class TorchPretrained(Pretrained):
         with self.torch.inference_mode():
             try:
                 return self.model(**inputs, **flags)
-            except Exception as exc:  # noqa: BLE001 - a model that needs more than text (CLIP's pixel_values) raises anything
+            except Exception as exc:  # noqa: BLE001 - e.g. CLIP, fed no pixel_values, raises anything
                 raise RuntimeFailure(f"model '{visible(self.name)}' failed to run: {_first_line(exc)}") from None
 
     def _stacked(self, out: Any, T: int) -> np.ndarray:
