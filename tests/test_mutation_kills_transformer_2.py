@@ -83,8 +83,9 @@ def test_torch_backend_output_without_attentions_is_a_failure_not_a_crash(torch_
 
 
 def test_torch_backend_loading_info_without_mismatched_keys_is_clean(torch_gpt2):
-    """_check_loading reads transformers' loading info with .get: an info dict that leaves out a
-    list (as older transformers versions do for mismatched_keys) means none of that kind."""
+    """_check_loading reads each list of transformers' loading info with .get: an info dict that
+    leaves one out (no mismatched_keys here) means none of that kind; a mismatched key is damage
+    naming it and both shapes."""
     assert torch_gpt2._check_loading({"missing_keys": [], "unexpected_keys": []}, False) is None
     want = r"damaged model: h\.0\.attn: shape \(2, 3\), but config\.json implies \(4, 5\)"
     with pytest.raises(RuntimeFailure, match=want):
