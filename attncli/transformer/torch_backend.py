@@ -177,8 +177,8 @@ class TorchPretrained(Pretrained):
         with self.torch.inference_mode():
             try:
                 return self.model(**inputs, **flags)
-            except (RuntimeError, ValueError, TypeError, IndexError) as exc:
-                raise RuntimeFailure(f"model '{self.name}' failed to run: {_first_line(exc)}") from None
+            except Exception as exc:  # noqa: BLE001 - e.g. CLIP, fed no pixel_values, raises anything
+                raise RuntimeFailure(f"model '{visible(self.name)}' failed to run: {_first_line(exc)}") from None
 
     def _stacked(self, out: Any, T: int) -> np.ndarray:
         attentions = getattr(out, "attentions", None)

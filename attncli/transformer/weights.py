@@ -171,6 +171,7 @@ class Weights:
                 raise IndexError(f"row {flat.max()} of {name}, which has {table.shape[0]}")
             picked = _widen(table[flat]) if kind == "BF16" else table[flat]  # (n, d)
             return picked.astype(self.dtype, copy=False).reshape(*np.shape(ids), -1)
+        self._check_readable(full, kind)
         sl = self._file(full).get_slice(full)
         unique, inverse = np.unique(np.asarray(ids).ravel(), return_inverse=True)
         if unique.size and (unique[0] < 0 or unique[-1] >= sl.get_shape()[0]):
@@ -180,6 +181,13 @@ class Weights:
 
     def _dtype_of(self, full: str) -> str:
         return self._file(full).get_slice(full).get_dtype()
+
+    def _check_readable(self, full: str, kind: str) -> None:
+        """A tensor neither viewed in the file (RAW_VIEWS) nor of a kind NumPy holds (NUMPY_DTYPES),
+        e.g. float8, which safetensors' NumPy reader fails on: BadInput naming it and the way out."""
+        if kind not in NUMPY_DTYPES:
+            raise BadInput(f"{self.path}: tensor {json.dumps(full)[:60]} is {json.dumps(kind)[:16]}, which attn's "
+                           "NumPy pass does not read: use --backend torch")
 
     def _release(self, full: str) -> None:
         """Let the kernel take back the mapped pages of tensor ``full`` (MADV_DONTNEED: they are the
@@ -232,6 +240,7 @@ class Weights:
             if tensor is not view:
                 self._release(full)  # converted: the file's pages are not needed again
             return tensor
+        self._check_readable(full, kind)
         tensor = self._file(full).get_tensor(full)
         return tensor.astype(dtype, copy=False) if tensor.dtype.kind == "f" else tensor
 
