@@ -460,7 +460,9 @@ def test_explain_cell_of_a_causally_masked_key_gives_weight_zero_and_says_why():
     weights = np.stack([np.tril(np.ones((3, 3))) / np.arange(1, 4)[:, None]])  # (1, T, T)
     doc = explain_cell(q, k, 1.0, True, weights, list("abc"), 0, 2)
     assert doc["masked"] is True and doc["mask_reasons"] == ["causal: key 2 comes after query 0"]
-    assert doc["heads"][0]["score"] is None and doc["heads"][0]["steps"][-1] == {"name": "weight", "value": 0.0, "note": "masked: the key comes after the query (causal)"}
+    head = doc["heads"][0]
+    assert head["score"] is None
+    assert head["steps"][-1] == {"name": "weight", "value": 0.0, "note": "masked: the key comes after the query (causal)"}
 
 
 def test_explain_softmax_steps_say_what_they_check(tiny):
