@@ -412,3 +412,163 @@ def test_max_flow_ends_when_the_sink_is_unreachable_and_after_a_dead_end():
     cap[0, 1] = cap[0, 2] = cap[0, 3] = 1.0
     cap[2, 4] = 0.5
     assert max_flow(cap, 0, 4) == 0.5
+
+
+# --- the second sample (seed 1): docs/mutation-attention.md, "Second sample (seed 1)" ----------------
+
+
+def test_select_of_one_query_row_keeps_each_of_two_heads_and_their_mean():
+    """A block with one query row (sentence A = one token) of a 2-head layer: the view's weights are
+    the heads' mean and head_weights the 2 heads, taken here by plain indexing; the same for the
+    words view (one query word). Without --filter no block note is added."""
+    from attncli.attention.pretrained import select
+
+    rng = np.random.default_rng(5)
+    A = rng.random((1, 2, 3, 3))  # (L, h, T, T)
+    A /= A.sum(axis=-1, keepdims=True)
+    kw = dict(layer=0, tokens=["x", "y", "z"], segments=["a", "b", "b"], special=[False] * 3,
+              word_ids=[0, 1, 2], word_texts=["x", "y", "z"])
+    view = select(A, block="a-b", words=True, **kw)
+    block = A[0][:, :1, 1:]  # (h, 1, 2): query 0, keys 1 and 2
+    assert np.allclose(view.weights, (block[0] + block[1]) / 2, rtol=1e-12, atol=0)
+    assert view.head_weights is not None and np.array_equal(view.head_weights, block)
+    assert view.words.head_weights is not None and np.allclose(view.words.head_weights, block, rtol=1e-12, atol=0)
+    assert np.allclose(view.words.weights, (block[0] + block[1]) / 2, rtol=1e-12, atol=0)
+    assert select(A, block="all", **kw).notes == []
+
+
+def test_view_meta_names_hide_special_and_the_heads_kv_head():
+    """The view's JSON meta (docs/transformers.md): 'hide_special' as given and 'kv_head', the
+    key/value head a query head shares (head 3 of 4 over 2 kv heads: kv head 1), null without --head."""
+    from attncli.attention.pretrained import view_meta
+
+    model = SimpleNamespace(name="m", model_type="llama", backend="numpy", is_decoder=True, layers=1, heads=4,
+                            kv_heads=2, kv_head=lambda h: h // 2)
+    enc = SimpleNamespace(truncated=False)
+    meta = view_meta(model, enc, layer=0, head=3, rollout=False, block=None, hide_special=True, words=False)
+    assert meta["hide_special"] is True and meta["kv_head"] == 1 and meta["kv_heads"] == 2
+    assert view_meta(model, enc, layer=0, head=None, rollout=False, block=None, hide_special=False,
+                     words=False)["kv_head"] is None
+
+
+def test_explain_cell_of_a_causally_masked_key_gives_weight_zero_and_says_why():
+    """A decoder's key after the query: masked, no score, its weight step 0.0 with the reason."""
+    from attncli.attention.pretrained import explain_cell
+
+    rng = np.random.default_rng(4)
+    q, k = rng.standard_normal((1, 3, 2)), rng.standard_normal((1, 3, 2))
+    weights = np.stack([np.tril(np.ones((3, 3))) / np.arange(1, 4)[:, None]])  # (1, T, T)
+    doc = explain_cell(q, k, 1.0, True, weights, list("abc"), 0, 2)
+    assert doc["masked"] is True and doc["mask_reasons"] == ["causal: key 2 comes after query 0"]
+    head = doc["heads"][0]
+    assert head["score"] is None
+    assert head["steps"][-1] == {"name": "weight", "value": 0.0, "note": "masked: the key comes after the query (causal)"}
+
+
+def test_explain_softmax_steps_say_what_they_check(tiny):
+    """The softmax steps' notes: the row max is 'subtracted before exp'; a weight
+    recomputed equal to the matrix's 'matches the matrix'."""
+    res = compute(MatrixRequest(text=SENTENCE, model=tiny))
+    notes = {s["name"]: s["note"] for s in explain(res, 1, 2)["steps"]}
+    assert notes["row max (visible keys)"] == "subtracted before exp"
+    assert notes["weight = exp / sum"] == "matches the matrix"
+
+
+def test_explain_outside_the_matrix_names_its_last_row_and_column(tiny):
+    res = compute(MatrixRequest(text=SENTENCE, model=tiny))  # 5 x 5
+    with pytest.raises(BadInput) as caught:
+        explain(res, 5, 0)
+    assert str(caught.value) == "--explain 5 0 is outside the 5 x 5 matrix: rows 0..4, columns 0..4 (0-based)"
+
+
+def test_explain_of_the_local_variant_names_the_window_only_outside_it(tiny):
+    """--variant local --window 1: a cell's reasons name the window exactly when |j - i| > 1."""
+    res = compute(MatrixRequest(text=SENTENCE, variant="local", model=tiny, mask=MaskSpec(window=1)))
+    for i in range(5):
+        for j in range(5):
+            why = [r for r in explain(res, i, j)["mask_reasons"] if r.startswith("local window")]
+            assert why == ([f"local window: |{j} - {i}| = {abs(j - i)} > 1"] if abs(j - i) > 1 else []), (i, j)
+
+
+def test_additive_work_limit_holds_at_its_bound():
+    """--variant additive refuses more than 2**29 tanh terms (T * S * d_k) and allows exactly 2**29."""
+    from attncli.attention.matrix import _check_work
+
+    req = MatrixRequest(text="x", variant="additive")
+    _check_work(req, 512, 512, 2048)  # 2**9 * 2**9 * 2**11 = 2**29
+    with pytest.raises(BadInput, match=r"needs 537,395,200 tanh terms; attn matrix allows at most 536,870,912"):
+        _check_work(req, 512, 512, 2050)
+    _check_work(MatrixRequest(text="x", variant="scaled"), 512, 512, 4096)
+
+
+def test_heads_range_includes_256():
+    from attncli.attention.matrix import check_request
+
+    check_request(MatrixRequest(text="x", variant="multihead", heads=256))
+    with pytest.raises(BadInput, match=r"^--heads must be between 1 and 256 \(got 257\)$"):
+        check_request(MatrixRequest(text="x", variant="multihead", heads=257))
+
+
+def test_json_settings_and_explanation(tiny):
+    """--json's settings (docs/matrix.md's table): d_v the output's width, max_relative the relative
+    variant's clipping distance as asked; with --explain the explanation is in the document."""
+    from attncli.attention.document import to_json
+
+    res = compute(MatrixRequest(text=SENTENCE, variant="relative", model=tiny, max_relative=3))
+    doc = to_json(res, {"cell": [1, 2]})
+    assert doc["settings"]["d_v"] == len(doc["output"][0]) == DIM
+    assert doc["settings"]["max_relative"] == 3
+    assert doc["explanation"] == {"cell": [1, 2]}
+
+
+def test_head_norms_compute_in_float64_from_float32_inputs():
+    """||A f(x)|| = A ||f(x)||, in float64 whatever the inputs' precision (the view's --json
+    compares with the explanation's float64 numbers): float32 weights of 1/3 and 1/7 against
+    norms 5 and 13 (3-4-5, 5-12-13), worked in Python floats."""
+    from attncli.attention.value_norms import head_norms
+
+    w = np.array([[[1 / 3, 1 / 7]]], dtype=np.float32)  # (h, T, S)
+    fx = np.array([[[3.0, 4.0], [5.0, 12.0]]], dtype=np.float32)  # (h, S, d)
+    got = head_norms(w, fx)
+    assert got.dtype == np.float64
+    assert got[0, 0].tolist() == [float(w[0, 0, 0]) * 5.0, float(w[0, 0, 1]) * 13.0]
+
+
+def test_all_false_separators_add_no_separator_pattern():
+    """A separator pattern applies only when some key is a separator (heads.py's docstring)."""
+    from attncli.attention.heads import pattern_masks
+
+    assert "separator" not in pattern_masks(4, causal=False, window=1, separators=np.zeros(4, bool))
+    sep = pattern_masks(4, causal=False, window=1, separators=np.array([0, 0, 0, 1], bool))["separator"]
+    assert sep.tolist() == [[False, False, False, True]] * 4
+
+
+def test_head_classes_of_a_decoder_do_not_score_its_first_row():
+    """A decoder's previous-token head scores 1.0: its first query sees only itself and is not
+    scored (heads.py: rows with fewer than 2 visible keys); as an encoder the same head scores 3/4."""
+    from attncli.attention.model_view import head_classes
+
+    T = 4
+    A = np.zeros((1, 1, T, T))  # (L, h, T, T)
+    A[0, 0, 0, 0] = 1.0
+    for i in range(1, T):
+        A[0, 0, i, i - 1] = 1.0
+    enc = SimpleNamespace(special=[False] * T, ids=[5, 6, 7, 8])
+    decoder = SimpleNamespace(layers=1, heads=1, is_decoder=True)
+    assert head_classes(decoder, enc, A) == [[{"label": "previous_token", "score": 1.0}]]
+    encoder = SimpleNamespace(layers=1, heads=1, is_decoder=False)
+    assert head_classes(encoder, enc, A) == [[{"label": "previous_token", "score": 0.75}]]
+
+
+def test_scale_sweep_max_weight_is_the_mean_of_each_rows_largest_weight():
+    """attn scale's sweep: max_weight_raw is the mean over trials of a row's largest softmax weight;
+    the rows redrawn here from the documented seed, the softmax by torch."""
+    from attncli.attention.example import scale_experiment
+
+    torch = needed("torch")
+    rng = np.random.default_rng(2)
+    q, k = rng.standard_normal((6, 1, 4)), rng.standard_normal((6, 5, 4))
+    raw = torch.tensor((q @ k.transpose(0, 2, 1))[:, 0, :])  # (trials, S)
+    want = float(torch.softmax(raw, dim=-1).max(dim=-1).values.mean())
+    row = scale_experiment(seed=2, keys=5, trials=6, dims=(4,))["sweep"]["rows"][0]
+    assert row["max_weight_raw"] == pytest.approx(want, rel=1e-12)

@@ -39,7 +39,8 @@ def check_norms_options(*, rollout: bool, words: bool, hide_special: bool, model
 
 
 def head_norms(weights: np.ndarray, fx: np.ndarray) -> np.ndarray:
-    """(h, T, S) ||A[h, i, j] f^h(x_j)|| = A[h, i, j] ||f^h(x_j)|| (weights are never negative).
+    """(h, T, S) ||A[h, i, j] f^h(x_j)|| = A[h, i, j] ||f^h(x_j)|| (weights are never negative),
+    in float64 whatever the inputs' precision.
 
     weights A (h, T, S); fx the transformed value vectors f^h(x_j) (h, S, d)."""
     return np.asarray(weights, dtype=np.float64) * np.linalg.norm(fx, axis=-1)[:, None, :]  # (h, T, S)
