@@ -53,6 +53,74 @@ def test_every_training_option_takes_its_whole_range_and_names_itself_outside_it
     assert str(caught.value) == f"{option} must be in [{low}, {high:,}] (got {high + 1})"
 
 
+MINUTES = "--max-minutes must be a number in (0, 10080] (7 days) (got {})"
+LR = "--lr must be a number in (0, 10] (got {}); the default is 3e-3"
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("seed", 0, None), ("seed", 2**32 - 1, None),
+    ("seed", -1, "--seed must be in [0, 2^32) (got -1)"), ("seed", 2**32, "--seed must be in [0, 2^32) (got 4294967296)"),
+    ("max_minutes", 0.5, None), ("max_minutes", 10_080, None),
+    ("max_minutes", 0, "--max-minutes must be positive (got 0)"), ("max_minutes", -1, "--max-minutes must be positive (got -1)"),
+    ("max_minutes", 10_080.5, MINUTES.format(10080.5)), ("max_minutes", math.nan, MINUTES.format("nan")),
+    ("max_minutes", math.inf, MINUTES.format("inf")),
+    ("dropout", 0, None), ("dropout", 0.99, None),
+    ("dropout", 1, "--dropout must be in [0, 1) (got 1)"), ("dropout", -0.1, "--dropout must be in [0, 1) (got -0.1)"),
+    ("heldout", 0.01, None), ("heldout", 0.99, None),
+    ("heldout", 0, "--heldout must be between 0 and 1 (got 0)"), ("heldout", 1, "--heldout must be between 0 and 1 (got 1)"),
+    ("lr", 1e-9, None), ("lr", 10, None),
+    ("lr", 0, "--lr must be positive (got 0)"), ("lr", -1e-3, "--lr must be positive (got -0.001)"),
+    ("lr", 10.5, LR.format(10.5)), ("lr", math.nan, LR.format("nan")), ("lr", math.inf, LR.format("inf")),
+])
+def test_the_seed_time_and_rate_options_take_their_range_and_refuse_the_rest(field, value, message):
+    """The ranges `attn train-attention --help` states: seed 0 to 2^32-1, (0, 10080] minutes,
+    dropout [0, 1), heldout (0, 1), lr (0, 10]; NaN and infinity are refused."""
+    if message is None:
+        TrainConfig(**{field: value}).check_options()
+        return
+    with pytest.raises(BadInput) as caught:
+        TrainConfig(**{field: value}).check_options()
+    assert str(caught.value) == message
+
+
+def test_heads_must_divide_the_width_and_the_message_lists_the_divisors():
+    TrainConfig(heads=4).check(16)
+    TrainConfig(heads=16).check(16)
+    with pytest.raises(BadInput) as caught:
+        TrainConfig(heads=5).check(16)
+    assert str(caught.value) == ("--heads 5 does not divide the width 16 (the word-vector dimension): "
+                                 "use one of 1, 2, 4, 8, 16")
+    with pytest.raises(BadInput, match=r"^--layers must be at least 1 \(got 0\)$"):  # and every range first
+        TrainConfig(layers=0).check(16)
+
+
+PARAMS = ("--layers 2 at width 100 with an output vocabulary of 997,501 words makes 100,000,100 parameters "
+          "(at most 100,000,000): lower --layers or --vocab-size")
+CELLS = ("--batch-tokens {} is too large for this model: a batch would hold about {:,} logits and attention "
+         "weights (at most 268,435,456): lower --batch-tokens (or --vocab-size, --layers, --heads)")
+
+
+@pytest.mark.parametrize("options, d, n_out, longest, message", [
+    # parameters (biases aside) = d^2 (W_in) + layers (4 d^2 + 2 d d_ff) + d n_out, d_ff = 4 d: at most 10^8
+    ({"layers": 2, "batch_tokens": 16}, 100, 997_500, 10, None),  # 100^2 (1 + 2 * 12) + 100 * 997,500 = 10^8 exactly
+    ({"layers": 2, "batch_tokens": 16}, 100, 997_501, 10, PARAMS),
+    # a batch's cells = max(batch tokens, T) (n_out + layers heads T), T = min(longest, max_len): at most 2^28
+    ({"batch_tokens": 2**20}, 16, 176, 10, None),  # 2^20 (176 + 2 * 4 * 10) = 2^28
+    ({"batch_tokens": 2**20 + 1}, 16, 176, 10, CELLS.format(2**20 + 1, (2**20 + 1) * 256)),
+    ({"batch_tokens": 2**20, "max_len": 10}, 16, 176, 5000, None),  # sentences cut to 10 tokens
+    ({"batch_tokens": 16, "max_len": 4096, "layers": 1, "heads": 1}, 16, 61_440, 4096, None),  # 4096 (61,440 + 4096) = 2^28
+    ({"batch_tokens": 16, "max_len": 4096, "layers": 1, "heads": 1}, 16, 61_441, 4096, CELLS.format(16, 4096 * 65_537)),
+])
+def test_a_model_or_batch_too_large_for_memory_is_refused_at_the_limits(options, d, n_out, longest, message):
+    cfg = TrainConfig(**options)
+    if message is None:
+        cfg.check_size(d, n_out, longest)
+        return
+    with pytest.raises(BadInput) as caught:
+        cfg.check_size(d, n_out, longest)
+    assert str(caught.value) == message
+
+
 # -- _lr_at: linear warm-up, then cosine decay to 10% -----------------------------------------------
 
 
@@ -260,6 +328,14 @@ _DROP = object()
     ({"layer_norm_eps": _DROP}, "layer_norm_eps is missing, not a number > 0"),
     ({"positions": "rotary"}, "positions is 'rotary', not 'sinusoidal' (the only encoding attn's model adds)"),
     ({"layer_norm_eps": 1}, None), ({"layer_norm_eps": 1e-12}, None), ({"positions": _DROP}, None),
+    ({"format_version": -1}, "format_version is -1, not a version number"),
+    ({"format_version": "1"}, "format_version is '1', not a version number"),
+    ({"format_version": True}, "format_version is True, not a version number"),
+    ({"format_version": 0}, None), ({"format_version": _DROP}, None),  # no version: the first format
+    ({"layers": 1}, None), ({"layers": 64}, None), ({"layers": 65}, "layers is 65, more than 64"),
+    ({"d_ff": 64 * 65_536}, None), ({"d_ff": 64 * 65_536 + 1}, "d_ff is 4194305, more than 4,194,304"),
+    ({"vectors_sha256": 5}, "vectors_sha256 is 5, not a string"),
+    ({"vectors_sha256": "ab"}, None), ({"vectors_sha256": None}, None),
 ])
 def test_config_problem_names_the_field_and_its_value(change, problem):
     config = random_config(16, 2, 4, 12)
@@ -268,6 +344,23 @@ def test_config_problem_names_the_field_and_its_value(change, problem):
             del config[key]
         else:
             config[key] = value
+    assert trained.config_problem(config) == problem
+
+
+def _parameters(d: int, layers: int, d_ff: int, n_out: int) -> int:
+    """The stored parameters of the model, counted by hand: W_in and b_in; per layer two LayerNorms
+    (2d each), W_qkv and b_qkv (3d^2 + 3d), W_o and b_o (d^2 + d), the MLP (2 d d_ff + d_ff + d);
+    the final LayerNorm (2d), the head (n_out d + n_out)."""
+    return d * d + d + layers * (4 * d * d + 9 * d + 2 * d * d_ff + d_ff) + 2 * d + n_out * (d + 1)
+
+
+@pytest.mark.parametrize("d_ff, n_out, problem", [
+    (3_000_058, 199_558, None),  # 400,000,000 parameters exactly: the most a config may make
+    (3_000_057, 199_560, "its sizes make 400,000,001 parameters, more than 400,000,000"),
+])
+def test_a_config_may_make_400_million_parameters_and_no_more(d_ff, n_out, problem):
+    config = dict(random_config(64, 1, 4, n_out), d_ff=d_ff)
+    assert _parameters(64, 1, d_ff, n_out) == (400_000_000 if problem is None else 400_000_001)
     assert trained.config_problem(config) == problem
 
 
