@@ -382,6 +382,65 @@ def test_a_damaged_config_or_weight_is_named_with_the_models_path():
                                  "retrain it with 'attn train-attention'")
 
 
+def _load_error(name: str = "rand") -> str:
+    with pytest.raises(store.CorruptModel) as caught:
+        trained.load_trained(name)
+    return str(caught.value)
+
+
+def test_a_config_that_is_not_attns_or_is_newer_is_refused_with_its_reason():
+    config, _ = make_random_attention("rand", layers=1, heads=2)
+    damaged = f"the trained attention of model 'rand' at {paths.models_dir() / 'rand' / 'attention'} is damaged"
+    config_file = _attention_dir("rand") / trained.CONFIG
+    for stranger in ([config], dict(config, format="other"), {"d_model": 16}):
+        config_file.write_text(json.dumps(stranger))
+        assert _load_error() == f"{damaged}: config.json is not an attn attention description; retrain it"
+    config_file.write_text(json.dumps(dict(config, format_version=2)))  # this attn writes version 1
+    assert _load_error() == "the trained attention of model 'rand' was written by a newer attn: upgrade attn"
+    config_file.unlink()
+    config_file.mkdir()  # not a regular file
+    message = _load_error()
+    assert message.startswith(f"{damaged} (config.json: ") and message.endswith("): retrain it with 'attn train-attention'")
+
+
+def test_attention_of_another_width_than_its_vectors_is_refused():
+    config, weights = make_random_attention("rand", layers=1, heads=2)  # 16 wide
+    make_vectors("narrow", ["the", "cat"], d=8)
+    src = store.model_dir("narrow")
+    train_attention.save("narrow", src, config, weights, ["the", "<unk>", "</s>"], ["the cat"], store.read_meta(src))
+    assert _load_error("narrow") == (
+        f"the trained attention of model 'narrow' at {paths.models_dir() / 'narrow' / 'attention'} is damaged: it is "
+        "16 wide but the model's vectors have 8 dims; retrain it with 'attn train-attention'")
+
+
+def test_a_reader_of_one_version_gets_that_versions_vectors(tmp_path):
+    """Every file of a load comes from the version directory it was handed (load_trained's
+    docstring): a reader still on the old version while a retrain swapped the name in gets the
+    old vectors, not the new ones."""
+    import shutil
+
+    make_random_attention("rand", layers=1, heads=2, seed=0)
+    old = tmp_path / "old-version"
+    shutil.copytree(store.model_dir("rand").resolve(), old)
+    old_cat = np.load(old / "vectors.npy")[(old / "vocab.txt").read_text().split("\n").index("cat")]
+    make_random_attention("rand", layers=1, heads=2, seed=1)  # the retrain: new vectors under the name
+    att = trained.load_trained("rand", model_directory=old)
+    np.testing.assert_array_equal(att.vectors.vector("cat"), old_cat)
+    assert not np.array_equal(trained.load_trained("rand").vectors.vector("cat"), old_cat)
+
+
+def test_a_loaded_attention_keeps_its_vectors_when_a_retrain_replaces_the_model():
+    """load_trained reads the vectors at once, from its version (memory-mapped): an open session
+    (attn explore) keeps working when a training elsewhere swaps the name and removes that version."""
+    make_random_attention("rand", layers=1, heads=2, seed=0)
+    version = store.model_dir("rand").resolve()
+    att = trained.load_trained("rand")
+    before = np.array(np.load(version / "vectors.npy"))  # (V, d)
+    make_random_attention("rand", layers=1, heads=2, seed=1)
+    assert not version.exists()  # the old version is gone
+    np.testing.assert_array_equal(att.vectors.vector("cat"), before[att.vectors.words.index("cat")])
+
+
 def test_the_attentions_vectors_are_its_own_models(monkeypatch):
     make_random_attention("other", layers=1, heads=2, seed=5)
     make_random_attention("rand", layers=1, heads=2)
