@@ -451,6 +451,37 @@ def test_the_attentions_vectors_are_its_own_models(monkeypatch):
         att.vectors.vector("zzzz")
 
 
+# -- TrainedAttention.trace: every field of every layer -----------------------------------------------
+
+
+def test_every_field_of_a_layer_trace_is_the_papers_model():
+    """LayerTrace's fields against torch (tests/test_lm_reference.py's model written from the papers):
+    the stream entering each layer, Q, K, V split into heads, the scaled scores (-inf above the
+    diagonal), the weights, the context and the attention output; the stream float32, as stored."""
+    from test_lm_reference import reference_forward, stored
+
+    F = torch.nn.functional
+    make_random_attention("rand", layers=2, heads=4)
+    tokens = "the old man saw the cat".split()
+    config, w, vectors = stored("rand")
+    weights, _, outputs, stream = reference_forward(config, w, vectors, tokens, everything=True)
+    T, d, h, d_k = len(tokens), 16, 4, 4
+    above = np.triu(np.ones((T, T), dtype=bool), k=1)  # (T, T) the future
+    for layer, tr in enumerate(trained.load_trained("rand").trace(tokens)):
+        p = f"blocks.{layer}."
+        a = F.layer_norm(torch.tensor(stream[layer]), (d,), w[p + "ln1.weight"], w[p + "ln1.bias"], 1e-5)  # (T, d)
+        q, k, v = (m.reshape(T, h, d_k).transpose(0, 1).numpy()  # (h, T, d_k)
+                   for m in F.linear(a, w[p + "attn.in_proj_weight"], w[p + "attn.in_proj_bias"]).chunk(3, dim=-1))
+        scores = q @ k.transpose(0, 2, 1) / math.sqrt(d_k)  # (h, T, T)
+        for got, want in [(tr.x, stream[layer]), (tr.q, q), (tr.k, k), (tr.v, v), (tr.weights, weights[layer]),
+                          (tr.context, weights[layer] @ v), (tr.output, outputs[layer])]:
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-4)
+        assert tr.x.dtype == np.float32  # each layer hands the next a float32 stream
+        assert np.isneginf(tr.scores[:, above]).all() and np.isfinite(tr.scores[:, ~above]).all()
+        np.testing.assert_allclose(tr.scores[:, ~above], scores[:, ~above], rtol=0, atol=1e-4)
+
+
 # -- TrainedAttention.embed_vectors: float32 whatever the caller's array --------------------------------
 
 
