@@ -174,7 +174,7 @@ def _fit_with_clock(monkeypatch, cfg: TrainConfig, train_set):
 
 
 def test_the_training_stops_at_its_time_budget_and_says_so(monkeypatch):
-    """8 sentences of 16 tokens per batch: 2 batches an epoch, 20 steps in 10 epochs; a 3 s budget
+    """8 sentences of 4 tokens, 16 tokens a batch: 2 batches an epoch, 20 steps in 10 epochs; a 3 s budget
     on a clock that moves 0.25 s a reading stops it early, with the steps done so far."""
     cfg = TrainConfig(layers=1, heads=2, epochs=10, batch_tokens=16, max_minutes=3 / 60)
     fit, seen = _fit_with_clock(monkeypatch, cfg, _same_length_set(8))
