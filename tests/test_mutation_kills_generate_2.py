@@ -291,3 +291,22 @@ def test_a_hostile_max_len_trained_is_refused_with_a_message(bad):
         assert result.exit_code == 1, (args, result.output)
         assert "max_len_trained is" in result.stderr and "damaged" in result.stderr
         assert "internal error" not in result.stderr and "Traceback" not in result.stderr
+
+
+# --- sampling.py --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("top_k", [1, 5, 17, 40])
+def test_the_top_k_cut_breaks_ties_at_the_kth_logit_by_token_id(top_k):
+    """The kept set against Python's sorted on (-logit, id) (the docstring: ties go to the lower
+    id), on 64 logits with many ties (NumPy's default sort is unstable at that length), and the
+    distribution against softmax over the kept logits written out."""
+    from attncli.generate.sampling import sampling_distribution
+
+    rng = np.random.default_rng(4)
+    for _ in range(5):
+        z = rng.integers(0, 4, size=64).astype(np.float64)  # (64,) many ties
+        kept = sorted(range(64), key=lambda i: (-z[i], i))[:top_k]
+        want = np.zeros(64)
+        want[kept] = np.exp(z[kept] / 0.8) / np.exp(z[kept] / 0.8).sum()
+        np.testing.assert_allclose(sampling_distribution(z, temperature=0.8, top_k=top_k), want, rtol=1e-12, atol=0)
