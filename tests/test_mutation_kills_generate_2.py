@@ -310,3 +310,15 @@ def test_the_top_k_cut_breaks_ties_at_the_kth_logit_by_token_id(top_k):
         want = np.zeros(64)
         want[kept] = np.exp(z[kept] / 0.8) / np.exp(z[kept] / 0.8).sum()
         np.testing.assert_allclose(sampling_distribution(z, temperature=0.8, top_k=top_k), want, rtol=1e-12, atol=0)
+
+
+def test_sample_draws_from_p_over_its_sum():
+    """The inverse CDF runs up to the CDF's last value, so weights that do not sum to 1 (a float
+    softmax's rounding, taken to an extreme here) are drawn from in proportion: the frequencies of
+    4,000 draws against p / p.sum()."""
+    from attncli.generate.sampling import sample
+
+    p = np.array([2.0, 0.0, 5.0, 1.0])  # sums to 8
+    rng = np.random.default_rng(11)
+    counts = np.bincount([sample(p, rng) for _ in range(4000)], minlength=4) / 4000
+    np.testing.assert_allclose(counts, p / p.sum(), atol=0.03)
