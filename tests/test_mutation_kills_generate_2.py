@@ -322,3 +322,81 @@ def test_sample_draws_from_p_over_its_sum():
     rng = np.random.default_rng(11)
     counts = np.bincount([sample(p, rng) for _ in range(4000)], minlength=4) / 4000
     np.testing.assert_allclose(counts, p / p.sum(), atol=0.03)
+
+
+# --- the refusals, word for word, and the bounds they leave open ---------------------------------------
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"n": 0}, "-n must be between 1 and 1,000 new tokens (got 0); the model's context may allow fewer"),
+    ({"n": 1001}, "-n must be between 1 and 1,000 new tokens (got 1001); the model's context may allow fewer"),
+    ({"temperature": 0.0}, "--temperature must be > 0 (got 0.0); for the most probable token at every step use --greedy"),
+    ({"temperature": -1.5}, "--temperature must be > 0 (got -1.5); for the most probable token at every step use --greedy"),
+    ({"temperature": float("nan")}, "--temperature must be a number in (0, 1000] (got nan)"),
+    ({"temperature": float("inf")}, "--temperature must be a number in (0, 1000] (got inf)"),
+    ({"temperature": 1000.5}, "--temperature must be a number in (0, 1000] (got 1000.5)"),
+    ({"top_k": -1}, "--top-k must be 0 (the whole vocabulary) or more (got -1)"),
+    ({"seed": -1}, "--seed must be between 0 and 2^32-1 (got -1)"),
+    ({"seed": 2**32}, "--seed must be between 0 and 2^32-1 (got 4294967296)"),
+    ({"layer": -1}, "--layer must be 0 or more (got -1)"),
+    ({"head": -2}, "--head must be 0 or more (got -2)"),
+    ({"rollout": True, "layer": 0}, "--rollout combines every layer and head: leave out --layer and --head"),
+    ({"rollout": True, "head": 0}, "--rollout combines every layer and head: leave out --layer and --head"),
+])
+def test_each_settings_refusal_word_for_word(options, message):
+    with pytest.raises(BadInput) as caught:
+        Settings(**options).check()
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("options", [
+    {"n": 1}, {"n": 1000}, {"temperature": 1000.0}, {"temperature": 1e-9}, {"top_k": 0}, {"top_k": None},
+    {"seed": 0}, {"seed": 2**32 - 1}, {"layer": 0, "head": 0}, {"rollout": True},
+    {"greedy": True, "temperature": 0.0}, {"greedy": True, "temperature": float("nan")},
+])
+def test_the_settings_bounds_are_accepted(options):
+    Settings(**options).check()  # no refusal
+
+
+def test_each_view_refusal_word_for_word_and_the_views_chosen():
+    from attncli.generate.weights import choose_view
+
+    for layer, head, rollout, message in [
+        (3, None, False, "--layer 3 is out of range: model 'm' has layers 0..2"),
+        (-1, None, False, "--layer -1 is out of range: model 'm' has layers 0..2"),
+        (None, 4, False, "--head 4 is out of range: model 'm' has heads 0..3"),
+        (None, -1, False, "--head -1 is out of range: model 'm' has heads 0..3"),
+        (0, None, True, "--rollout combines every layer and head: leave out --layer and --head"),
+        (None, 0, True, "--rollout combines every layer and head: leave out --layer and --head"),
+    ]:
+        with pytest.raises(BadInput) as caught:
+            choose_view(3, 4, layer, head, rollout, "m")
+        assert str(caught.value) == message
+    assert choose_view(3, 4, None, None, False, "m") == View(layer=2, head=None, rollout=False)  # the last layer
+    assert choose_view(3, 4, 0, 0, False, "m") == View(layer=0, head=0, rollout=False)
+    assert choose_view(3, 4, 2, 3, False, "m") == View(layer=2, head=3, rollout=False)
+    assert choose_view(3, 4, None, None, True, "m") == View(layer=2, head=None, rollout=True)
+
+
+def test_each_context_refusal_word_for_word_and_the_room_left():
+    from types import SimpleNamespace
+
+    from attncli.generate.run import check_context
+
+    model = SimpleNamespace(context=10, name="m")
+    for prompt, n, message in [
+        (10, 1, "the prompt is 10 tokens long, and model 'm' reads at most 10 (its context): shorten the prompt "
+                "to at most 9 tokens"),
+        (12, 1, "the prompt is 12 tokens long, and model 'm' reads at most 10 (its context): shorten the prompt "
+                "to at most 9 tokens"),
+        (9, 2, "-n 2 goes past the context of model 'm': the prompt is 9 tokens and the model reads at most 10, "
+               "so -n can be at most 1"),
+        (4, 7, "-n 7 goes past the context of model 'm': the prompt is 4 tokens and the model reads at most 10, "
+               "so -n can be at most 6"),
+    ]:
+        with pytest.raises(BadInput) as caught:
+            check_context(model, prompt, n)
+        assert str(caught.value) == message
+    check_context(model, 9, 1)
+    check_context(model, 4, 6)
+    check_context(model, 1, 9)
