@@ -400,3 +400,26 @@ def test_each_context_refusal_word_for_word_and_the_room_left():
     check_context(model, 9, 1)
     check_context(model, 4, 6)
     check_context(model, 1, 9)
+
+
+class _FixedDraws:
+    """A stand-in for np.random.Generator whose random() returns the given numbers in [0, 1)."""
+
+    def __init__(self, *draws: float):
+        self.draws = list(draws)
+
+    def random(self) -> float:
+        return self.draws.pop(0)
+
+
+@pytest.mark.parametrize("p,draw,token", [
+    # token i owns [cdf[i-1], cdf[i]) of [0, 1), worked by hand; a token with p 0 owns nothing
+    ([0.0, 0.5, 0.0, 0.5], 0.0, 1), ([0.0, 0.5, 0.0, 0.5], 0.25, 1), ([0.0, 0.5, 0.0, 0.5], 0.5, 3),
+    ([0.0, 0.5, 0.0, 0.5], 1 - 2**-53, 3), ([0.25, 0.25, 0.5], 0.25, 1), ([0.25, 0.25, 0.5], 0.5, 2),
+    ([0.0, 1.0, 0.0], 0.0, 1), ([0.0, 1.0, 0.0], 0.7, 1),  # one token with all the mass (--top-k 1)
+    ([1.0], 0.3, 0),
+])
+def test_sample_is_the_inverse_cdf_by_hand(p, draw, token):
+    from attncli.generate.sampling import sample
+
+    assert sample(np.array(p), _FixedDraws(draw)) == token
