@@ -423,3 +423,31 @@ def test_sample_is_the_inverse_cdf_by_hand(p, draw, token):
     from attncli.generate.sampling import sample
 
     assert sample(np.array(p), _FixedDraws(draw)) == token
+
+
+def test_top_candidates_break_ties_by_id():
+    """Against Python's sorted on (-p, id), on 64 probabilities with many ties."""
+    from attncli.generate.sampling import top_candidates
+
+    rng = np.random.default_rng(5)
+    for _ in range(5):
+        p = rng.integers(1, 4, size=64).astype(np.float64)
+        p /= p.sum()  # (64,)
+        for k in (1, 5, 64):
+            want = sorted(range(64), key=lambda i: (-p[i], i))[:k]
+            assert top_candidates(p, k) == [(i, float(p[i])) for i in want]
+
+
+def test_the_view_of_float32_weights_is_float64():
+    """view_matrix is (T, T) float64 (its docstring): a head mean of float32 weights is taken in
+    float64, against the mean written out over the heads converted one by one."""
+    from attncli.generate.weights import view_matrix
+
+    rng = np.random.default_rng(6)
+    weights = [rng.dirichlet(np.ones(7), size=(3, 7)).astype(np.float32) for _ in range(2)]  # 2 x (h=3, 7, 7)
+    mean = view_matrix(weights, View(layer=1))
+    assert mean.dtype == np.float64
+    want = (weights[1][0].astype(np.float64) + weights[1][1].astype(np.float64) + weights[1][2].astype(np.float64)) / 3
+    np.testing.assert_allclose(mean, want, rtol=1e-15, atol=0)
+    head = view_matrix(weights, View(layer=0, head=2))
+    assert head.dtype == np.float64 and np.array_equal(head, weights[0][2].astype(np.float64))
