@@ -106,6 +106,14 @@ def test_the_document_holds_every_header_field_and_each_steps_candidates(opts, v
         np.testing.assert_allclose([c["prob"] for c in step["candidates"]], p[top], atol=1e-5)
         assert step["token"] == words[step["id"]]
         np.testing.assert_allclose(step["prob"], p[step["id"]], atol=1e-5)
+        allowed = sorted((i for i in range(len(words)) if words[i] not in ("<unk>", "</s>")), key=lambda i: (-p[i], i))
+        if greedy:  # the most probable token the model may write (--ignore-eos: not </s>)
+            assert step["id"] == allowed[0] and step["sample_prob"] is None
+        else:  # drawn from p^(1/T) renormalised over the top 3 allowed, 0 elsewhere
+            kept = allowed[:3]
+            assert step["id"] in kept
+            scaled = p[kept] ** (1 / 0.7)
+            np.testing.assert_allclose(step["sample_prob"], p[step["id"]] ** (1 / 0.7) / scaled.sum(), rtol=1e-4)
 
 
 # --- the built-in LM: prompt, context, damaged vocabulary, inputs ----------------------------------
@@ -451,3 +459,80 @@ def test_the_view_of_float32_weights_is_float64():
     np.testing.assert_allclose(mean, want, rtol=1e-15, atol=0)
     head = view_matrix(weights, View(layer=0, head=2))
     assert head.dtype == np.float64 and np.array_equal(head, weights[0][2].astype(np.float64))
+
+
+# --- generate() on a decoder with fixed logits, worked by hand ------------------------------------------
+
+
+class _FixedLM:
+    """A decoder whose next-token logits are always [5, 4, 3, 2, 1] over <unk>, </s>, a, b, c: the
+    two it must pass over (banned <unk>; </s> under --ignore-eos) are the model's favourites."""
+
+    name, kind, layers, heads, context = "fixed", "test", 1, 1, 50
+    words = ["<unk>", "</s>", "a", "b", "c"]
+    vocab_size = 5
+
+    def __init__(self, eos: int | None = 1):
+        self.eos = eos
+        self.banned = (0,)
+
+    def token(self, i):
+        return self.words[i]
+
+    def label(self, token):
+        return token
+
+    def text(self, tokens, ids):
+        return " ".join(tokens)
+
+    def encode(self, prompt):
+        from attncli.generate.decoders import Encoded
+
+        tokens = prompt.split()
+        ids = [self.words.index(t) if t in self.words else None for t in tokens]
+        return Encoded(tokens, list(range(len(tokens))), ids, [], [])
+
+    def input_of(self, i):
+        return i
+
+    def forward(self, inputs):
+        T = len(inputs)
+        w = np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None]  # (T, T) uniform causal
+        return np.array([5.0, 4.0, 3.0, 2.0, 1.0]), [w[None]]  # (V,), 1 x (1, T, T)
+
+
+def test_greedy_passes_over_the_banned_and_may_end_the_text():
+    e = np.exp([5.0, 4.0, 3.0, 2.0, 1.0])
+    gen = generate(_FixedLM(), "b zz", Settings(n=3, greedy=True, ignore_eos=True))
+    assert [s.id for s in gen.steps] == [2, 2, 2] and gen.stopped == "length"
+    assert gen.ids == [3, None, 2, 2, 2] and gen.tokens == ["b", "zz", "a", "a", "a"]
+    np.testing.assert_allclose([s.prob for s in gen.steps], e[2] / e.sum(), rtol=1e-12)
+    assert all(s.sample_prob is None for s in gen.steps)
+    gen = generate(_FixedLM(), "b", Settings(n=3, greedy=True))  # </s> is the top token the model may write
+    assert [s.id for s in gen.steps] == [1] and gen.stopped == "eos" and gen.steps[0].index is None
+    assert gen.tokens == ["b"] and gen.steps[0].eos
+    gen = generate(_FixedLM(eos=None), "b", Settings(n=2, greedy=True, ignore_eos=True))  # no end token
+    assert [s.id for s in gen.steps] == [1, 1] and gen.stopped == "length"
+
+
+def test_a_seeded_draw_is_the_inverse_cdf_of_the_allowed_tokens():
+    e = np.exp([3.0, 2.0, 1.0])
+    cdf = np.cumsum(e / e.sum())  # over a, b, c: <unk> banned, </s> under --ignore-eos
+    rng = np.random.default_rng(7)
+    want = [2 + int(np.argmax(cdf > rng.random())) for _ in range(12)]
+    gen = generate(_FixedLM(), "b", Settings(n=12, seed=7, top_k=0, ignore_eos=True))
+    assert [s.id for s in gen.steps] == want and gen.seed == 7
+    np.testing.assert_allclose([s.sample_prob for s in gen.steps], [e[i - 2] / e.sum() for i in want], rtol=1e-12)
+    gen = generate(_FixedLM(), "b", Settings(n=3, ignore_eos=True))  # no seed: a fresh one, reported
+    assert isinstance(gen.seed, int) and 0 <= gen.seed < 2**32
+    again = generate(_FixedLM(), "b", Settings(n=3, seed=gen.seed, ignore_eos=True))
+    assert [s.id for s in again.steps] == [s.id for s in gen.steps]
+
+
+def test_on_start_sees_the_prompt_before_any_step_and_a_bad_layer_names_the_model():
+    seen = []
+    generate(_FixedLM(), "b c", Settings(n=2, greedy=True), on_start=lambda g: seen.append((list(g.tokens), len(g.steps))))
+    assert seen == [(["b", "c"], 0)]
+    with pytest.raises(BadInput) as caught:
+        generate(_FixedLM(), "b", Settings(n=1, layer=1))
+    assert str(caught.value) == "--layer 1 is out of range: model 'fixed' has layers 0..0"
