@@ -508,6 +508,8 @@ def test_greedy_passes_over_the_banned_and_may_end_the_text():
     assert gen.ids == [3, None, 2, 2, 2] and gen.tokens == ["b", "zz", "a", "a", "a"]
     np.testing.assert_allclose([s.prob for s in gen.steps], e[2] / e.sum(), rtol=1e-12)
     assert all(s.sample_prob is None for s in gen.steps)
+    assert [s.index for s in gen.steps] == [2, 3, 4] and [s.query for s in gen.steps] == [1, 2, 3]
+    assert not any(s.eos for s in gen.steps)
     gen = generate(_FixedLM(), "b", Settings(n=3, greedy=True))  # </s> is the top token the model may write
     assert [s.id for s in gen.steps] == [1] and gen.stopped == "eos" and gen.steps[0].index is None
     assert gen.tokens == ["b"] and gen.steps[0].eos
@@ -536,3 +538,21 @@ def test_on_start_sees_the_prompt_before_any_step_and_a_bad_layer_names_the_mode
     with pytest.raises(BadInput) as caught:
         generate(_FixedLM(), "b", Settings(n=1, layer=1))
     assert str(caught.value) == "--layer 1 is out of range: model 'fixed' has layers 0..0"
+
+
+def test_softmax_is_float64_and_safe_for_large_logits():
+    """The module docstring: float64 probabilities (float32 loses the small ones), and the row
+    max subtracted before exp, against the formula written out with math.exp."""
+    import math
+
+    from attncli.generate.sampling import allowed_logits, greedy_choice, softmax
+
+    p = softmax(np.array([0.0, -120.0], dtype=np.float32))  # e^-120 is 0 in float32
+    assert p.dtype == np.float64 and p[1] > 0
+    np.testing.assert_allclose(p, [1 / (1 + math.exp(-120)), math.exp(-120) / (1 + math.exp(-120))], rtol=1e-12)
+    p = softmax(np.array([1000.0, 999.0, 0.0]))  # exp(1000) overflows: only differences may be exponentiated
+    total = 1 + math.exp(-1) + math.exp(-1000)
+    np.testing.assert_allclose(p, [1 / total, math.exp(-1) / total, math.exp(-1000) / total], rtol=1e-12)
+    z = allowed_logits(np.array([1.5, 2.5, 0.5], dtype=np.float32), banned=(1,))
+    assert z.dtype == np.float64 and z.tolist() == [1.5, -math.inf, 0.5]
+    assert greedy_choice([3, 1, 2], banned=(0,)) == 2  # whole-number logits too
