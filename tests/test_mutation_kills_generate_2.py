@@ -510,6 +510,8 @@ def test_greedy_passes_over_the_banned_and_may_end_the_text():
     assert all(s.sample_prob is None for s in gen.steps)
     assert [s.index for s in gen.steps] == [2, 3, 4] and [s.query for s in gen.steps] == [1, 2, 3]
     assert not any(s.eos for s in gen.steps)
+    for s in gen.steps:  # the query's row of the uniform causal weights: 1 / (query + 1) over keys 0..query
+        np.testing.assert_allclose(s.attention, np.full(s.query + 1, 1 / (s.query + 1)), rtol=1e-12)
     gen = generate(_FixedLM(), "b", Settings(n=3, greedy=True))  # </s> is the top token the model may write
     assert [s.id for s in gen.steps] == [1] and gen.stopped == "eos" and gen.steps[0].index is None
     assert gen.tokens == ["b"] and gen.steps[0].eos
@@ -532,9 +534,12 @@ def test_a_seeded_draw_is_the_inverse_cdf_of_the_allowed_tokens():
 
 
 def test_on_start_sees_the_prompt_before_any_step_and_a_bad_layer_names_the_model():
-    seen = []
-    generate(_FixedLM(), "b c", Settings(n=2, greedy=True), on_start=lambda g: seen.append((list(g.tokens), len(g.steps))))
+    seen, steps = [], []
+    generate(_FixedLM(), "b c", Settings(n=2, greedy=True, ignore_eos=True),
+             on_start=lambda g: seen.append((list(g.tokens), len(g.steps))),
+             on_step=lambda g, s: steps.append((len(g.steps), len(g.tokens), s.id, s.query)))
     assert seen == [(["b", "c"], 0)]
+    assert steps == [(1, 3, 2, 1), (2, 4, 2, 2)]  # each step seen once made, its token already appended
     with pytest.raises(BadInput) as caught:
         generate(_FixedLM(), "b", Settings(n=1, layer=1))
     assert str(caught.value) == "--layer 1 is out of range: model 'fixed' has layers 0..0"
