@@ -1,9 +1,11 @@
 """Tests written for the survivors of the mutation run of the generate wing (decoders.py, run.py,
 sampling.py, weights.py; docs/mutation-generate-2.md): the JSON document's every field, the
 built-in LM's prompt mapping and notes, its context, its damaged-vocabulary refusal, its logit
-lens and lens verdicts against the torch model it was trained as, and the ties of ``top_keys``.
-References are torch (``attncli.lm.train.model_from_weights``), hand-written texts and Python's
-own ``sorted``."""
+lens and lens verdicts against the torch model it was trained as, every refusal word for word,
+ties in the top-k cut, the candidates and ``top_keys``, ``sample`` as an inverse CDF, float64
+probabilities, and ``generate`` on a decoder with fixed logits. References are torch
+(``attncli.lm.train.model_from_weights``), hand-worked examples, ``math.exp`` and Python's own
+``sorted``."""
 
 from __future__ import annotations
 
