@@ -347,6 +347,7 @@ MAX_LAYERS = 64
 MAX_HEADS = 1_024
 MAX_OUTPUT_VOCAB = 10_000_002  # --vocab-size plus <unk> and </s>
 MAX_STORED_PARAMETERS = 400_000_000  # 1.6 GB of float32
+MAX_LEN_TRAINED = 4_096  # --max-len's bound (attncli.lm.train.MAX_LEN): the context attn generate allows
 
 
 def config_problem(config: dict[str, Any]) -> str | None:
@@ -367,6 +368,12 @@ def config_problem(config: dict[str, Any]) -> str | None:
             return problem
         if config[key] > high:
             return f"{key} is {config[key]!r}, more than {high:,}"
+    if "max_len_trained" in config:  # the longest sentence trained on (older models lack it: attn generate reads 80)
+        problem = whole("max_len_trained", 2)
+        if problem is not None:
+            return problem
+        if config["max_len_trained"] > MAX_LEN_TRAINED:
+            return f"max_len_trained is {config['max_len_trained']!r}, more than {MAX_LEN_TRAINED:,}"
     if config["d_model"] % config["heads"]:
         return f"heads {config['heads']} does not divide d_model {config['d_model']}"
     n_params = sum(math.prod(shape) for shape in expected_shapes(config).values())
