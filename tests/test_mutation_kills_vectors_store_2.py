@@ -182,15 +182,46 @@ def test_meta_json_is_indented_utf8_a_person_can_read():
     assert '\n  "subword": null\n}\n' in text and text.endswith("}\n")
 
 
-def test_vocab_txt_is_utf8_whatever_the_locale():
-    """vocab.txt is UTF-8 (the module docstring) even when attn runs under a locale that is not:
-    here the C locale with Python's UTF-8 mode off, whose encoding is ASCII."""
+def test_vocab_txt_and_meta_json_are_utf8_whatever_the_locale():
+    """vocab.txt and meta.json are UTF-8 (the module docstring) even when attn runs under a locale
+    that is not: here the C locale with Python's UTF-8 mode off, whose encoding is ASCII."""
     words = ["café", "naïve", "Ωmega"]
     code = ("import numpy as np\nfrom attncli.vectors import store\n"  # the words \u-escaped: argv is ASCII too
-            f"store.save_vectors('m', {ascii(words)}, np.ones((3, 2), dtype=np.float32))\n")
+            f"store.save_vectors('m', {ascii(words)}, np.ones((3, 2), dtype=np.float32), "
+            f"meta={{'corpus_label': {ascii('Café crème')}}})\n")
     package_root = str(Path(store.__file__).resolve().parents[2])
     env = dict(os.environ, LC_ALL="C", LANG="C", PYTHONUTF8="0", PYTHONPATH=package_root)
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, encoding="utf-8")
     assert done.returncode == 0, done.stderr[-2000:]
     assert (paths.models_dir() / "m" / "vocab.txt").read_bytes() == "café\nnaïve\nΩmega\n".encode("utf-8")
+    assert '"corpus_label": "Café crème"' in (paths.models_dir() / "m" / "meta.json").read_bytes().decode("utf-8")
     assert load_vectors("m").words == words
+
+
+def test_a_finished_version_no_name_uses_is_swept_only_once_an_hour_old():
+    """sweep_stale's promise: an unreferenced version younger than an hour may be a concurrent
+    writer's, about to be linked, and is kept; an older one is what a killed write left: removed."""
+    import shutil
+
+    save_plain("m")
+    in_use = Path(os.path.realpath(paths.models_dir() / "m"))
+    young, old = in_use.parent / "m-0123456789ab", in_use.parent / "m-0123456789cd"
+    for copy in (young, old):
+        shutil.copytree(in_use, copy)
+    aged(old)
+    versions.sweep_stale()
+    assert young.is_dir() and not old.exists() and in_use.is_dir()
+    assert load_vectors("m").words == list(WORDS)
+
+
+def test_a_dangling_meta_json_link_is_named_as_what_it_is_not_as_missing():
+    """meta.json as a link to nothing exists as a name: the message gives the reader's problem with
+    it, not "it has no meta.json" (that is for a model directory without the name)."""
+    save_plain("m")
+    meta = store.model_dir("m") / "meta.json"
+    meta.unlink()
+    meta.symlink_to(meta.parent / "gone.json")
+    with pytest.raises(store.CorruptModel) as info:
+        store.read_meta(store.model_dir("m"))
+    assert str(info.value).startswith(f"model 'm' at {paths.models_dir() / 'm'} is damaged (meta.json: ")
+    assert "has no meta.json" not in str(info.value)
