@@ -35,7 +35,7 @@ def _tiny_model(cfg: TrainConfig):
 
 def test_seen_tokens_count_real_targets_not_the_padding_of_shorter_sentences():
     """Sentences of 2 and 6 targets in one 16-token batch: each step pads the short one to 6, but
-    only 8 targets are real; 3 epochs see 3 x 8 = 24 tokens (12 with the padding counted would be 36)."""
+    only 8 targets are real; 3 epochs see 3 x 8 = 24 tokens (with the padding counted: 3 x 12 = 36)."""
     rng = np.random.default_rng(1)
     train_set = [(rng.integers(0, 10, n).astype(np.int64), rng.integers(0, N_OUT, n).astype(np.int64)) for n in (2, 6)]
     cfg = TrainConfig(layers=1, heads=2, epochs=3, batch_tokens=16)
