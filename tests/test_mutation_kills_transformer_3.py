@@ -74,3 +74,41 @@ def test_a_header_claiming_more_bytes_than_the_file_is_damage_naming_the_file(tm
     with pytest.raises(RuntimeFailure) as caught:
         read_header(path)
     assert str(caught.value) == "damaged model: short.safetensors: its header claims 1,000 bytes (the file has 10)"
+
+
+# --- pretrained.py: pooling modes, token-id range, a text with no tokens ---------------------------
+
+
+def test_an_unknown_pooling_mode_is_refused_even_beside_a_known_one():
+    from attncli.errors import BadInput
+    from attncli.transformer.pretrained import check_pooling
+
+    assert check_pooling(["mean", "cls", "mean"]) == ("cls", "mean")  # POOLINGS order, once each
+    for modes, named in ((["mean", "median"], "median"), ("median", "median"), ([], "none")):
+        with pytest.raises(BadInput) as caught:
+            check_pooling(modes)
+        assert str(caught.value) == f"pooling must be one or more of cls, max, mean, mean_sqrt_len, not {named}"
+
+
+def test_token_ids_outside_the_vocabulary_are_refused_naming_the_range(tiny_bert_dir):
+    import json
+
+    from attncli.errors import BadInput
+    from attncli.transformer import load
+
+    vocab = json.loads((tiny_bert_dir / "config.json").read_text())["vocab_size"]
+    model = load(tiny_bert_dir)
+    np.testing.assert_array_equal(model.check_ids([0, vocab - 1]), [0, vocab - 1])
+    for ids in ([vocab], [-1, 0]):
+        with pytest.raises(BadInput) as caught:
+            model.check_ids(ids)
+        assert str(caught.value) == f"token ids must lie in 0..{vocab - 1}"
+
+
+def test_a_text_with_no_tokens_is_refused_with_the_way_out(tiny_bert_dir):
+    from attncli.errors import BadInput
+    from attncli.transformer import load
+
+    with pytest.raises(BadInput) as caught:
+        load(tiny_bert_dir).encode("   ", special=False)
+    assert str(caught.value) == "the text gives no tokens: give the model something to read"
