@@ -112,3 +112,25 @@ def test_a_text_with_no_tokens_is_refused_with_the_way_out(tiny_bert_dir):
     with pytest.raises(BadInput) as caught:
         load(tiny_bert_dir).encode("   ", special=False)
     assert str(caught.value) == "the text gives no tokens: give the model something to read"
+
+
+# --- llama.py: Gemma's embedding scale keeps the float32 pass in float32 ----------------------------
+
+
+def test_gemma_residual_stream_starts_with_transformers_scaled_embeddings_in_float32(tmp_path):
+    """Gemma multiplies the embeddings by sqrt(hidden_size) in the embeddings' own dtype
+    (transformers' GemmaModel); residual_stream is documented float32, as embed."""
+    torch = needed("torch")
+    transformers = needed("transformers")
+    from _llama_fixtures import build_decoder
+
+    from attncli.transformer import load
+
+    path = build_decoder("gemma", tmp_path / "gemma")
+    ids = [2, 5, 7, 11]
+    reference = transformers.AutoModelForCausalLM.from_pretrained(path).eval()
+    with torch.no_grad():
+        want = reference(torch.tensor([ids]), output_hidden_states=True).hidden_states[0][0].numpy()  # (T, d)
+    stream = load(path).residual_stream(ids)  # (L + 1, T, d)
+    assert stream.dtype == np.float32
+    np.testing.assert_allclose(stream[0], want, rtol=1e-6, atol=1e-6)
