@@ -134,3 +134,53 @@ def test_gemma_residual_stream_starts_with_transformers_scaled_embeddings_in_flo
     stream = load(path).residual_stream(ids)  # (L + 1, T, d)
     assert stream.dtype == np.float32
     np.testing.assert_allclose(stream[0], want, rtol=1e-6, atol=1e-6)
+
+
+# --- seq2seq.py: the messages and the truncated flag of an encoder-decoder -------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_t5(tmp_path_factory):
+    needed("transformers")
+    from _seq2seq_fixtures import BUILDERS
+
+    from attncli.transformer import load
+
+    return load(str(BUILDERS["t5"](tmp_path_factory.mktemp("tiny-t5") / "t5")))
+
+
+def test_seq2seq_refuses_scores_and_norms_saying_what_to_use(tiny_t5):
+    from attncli.errors import BadInput
+
+    enc = tiny_t5.encode("the cat sat")
+    for show in (tiny_t5.scores, tiny_t5.value_vectors):
+        with pytest.raises(BadInput) as caught:
+            show(enc, 0)
+        assert str(caught.value) == ("--show scores / norms read q, k and v of an encoder or decoder (BERT and GPT-2 "
+                                     "families); for an encoder-decoder (T5, BART) they are not implemented: use "
+                                     "--show weights")
+
+
+def test_seq2seq_refuses_an_empty_target_with_an_example(tiny_t5):
+    from attncli.errors import BadInput
+
+    with pytest.raises(BadInput) as caught:
+        tiny_t5.encode_target("  ")
+    assert str(caught.value) == "the --target text is empty: give the decoder's text, e.g. --target \"le chat\""
+
+
+def test_seq2seq_target_says_whether_it_was_truncated(tiny_t5, monkeypatch):
+    monkeypatch.setattr(tiny_t5, "max_positions", 8)  # T5 has no position limit of its own
+    assert tiny_t5.encode_target("le", truncate=True).truncated is False
+    long = tiny_t5.encode_target("chat " * 20, truncate=True)
+    assert long.truncated is True and len(long.ids) == 8
+
+
+def test_seq2seq_encoder_failure_is_one_line_naming_the_model(tiny_t5, monkeypatch):
+    def broken(**_):
+        raise RuntimeError("shapes do not match\nsecond line of the trace")
+
+    monkeypatch.setattr(tiny_t5.model, "get_encoder", lambda: broken)
+    with pytest.raises(RuntimeFailure) as caught:
+        tiny_t5.attentions(tiny_t5.encode("the cat sat"))
+    assert str(caught.value) == f"model '{tiny_t5.name}' failed to run: shapes do not match"
