@@ -6,6 +6,7 @@ worked out by hand. The survivors judged equivalent are listed in that document,
 from __future__ import annotations
 
 import struct
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -184,3 +185,34 @@ def test_seq2seq_encoder_failure_is_one_line_naming_the_model(tiny_t5, monkeypat
     with pytest.raises(RuntimeFailure) as caught:
         tiny_t5.attentions(tiny_t5.encode("the cat sat"))
     assert str(caught.value) == f"model '{tiny_t5.name}' failed to run: shapes do not match"
+
+
+# --- torch_backend.py: a slow tokenizer's segments; a missing projection module named --------------
+
+
+def test_slow_encoding_by_hand():
+    """[CLS] a b [SEP] c [SEP] for a pair: the second sentence (segment 1) starts after the first
+    special token that follows the first's pieces; every piece is its own word."""
+    from attncli.transformer.torch_backend import _slow_encoding
+
+    tokenizer = SimpleNamespace(convert_ids_to_tokens=lambda ids: [f"t{i}" for i in ids])
+    batch = {"input_ids": [101, 5, 6, 102, 7, 102], "special_tokens_mask": [1, 0, 0, 1, 0, 1],
+             "token_type_ids": [0, 0, 0, 0, 1, 1]}
+    enc = _slow_encoding(tokenizer, batch, 2)
+    assert enc.ids == [101, 5, 6, 102, 7, 102]
+    assert enc.tokens == ["t101", "t5", "t6", "t102", "t7", "t102"]
+    assert enc.sequence_ids == [None, 0, 0, None, 1, None]
+    assert enc.word_ids == [0, 1, 2, 3, 4, 5] and enc.type_ids == [0, 0, 0, 0, 1, 1]
+    assert _slow_encoding(tokenizer, {"input_ids": [101, 5, 102, 6]}, 1).sequence_ids == [0, 0, 0, 0]
+
+
+def test_a_missing_projection_module_is_named(tiny_bert_dir, monkeypatch):
+    needed("torch")
+    from attncli.transformer import load, torch_backend
+
+    model = load(tiny_bert_dir, backend="torch")
+    monkeypatch.setattr(torch_backend, "_projection_modules",
+                        lambda *_: {"q": "", "k": "encoder.no_such_module", "v": ""})  # "": the model itself
+    with pytest.raises(RuntimeFailure) as caught:
+        model.scores(model.encode("the cat sat"), 0)
+    assert str(caught.value) == f"model '{model.name}' lacks the module 'encoder.no_such_module'"
