@@ -216,3 +216,18 @@ def test_a_missing_projection_module_is_named(tiny_bert_dir, monkeypatch):
     with pytest.raises(RuntimeFailure) as caught:
         model.scores(model.encode("the cat sat"), 0)
     assert str(caught.value) == f"model '{model.name}' lacks the module 'encoder.no_such_module'"
+
+
+def test_loading_info_keys_under_the_base_model_prefix_are_judged_without_it(tiny_bert_dir):
+    """transformers names a head model's keys with its base_model_prefix ("bert."): a missing pooler
+    (attn reads the last hidden state) is no problem with the prefix either; a layer's weight is."""
+    needed("torch")
+    from attncli.transformer import load
+
+    model = load(tiny_bert_dir, backend="torch")
+    prefix = model.model.base_model_prefix + "."  # transformers' own attribute
+    model._check_loading({"missing_keys": [prefix + "pooler.dense.weight", prefix + "pooler.dense.bias"]},
+                         allow=False)  # nothing raised
+    with pytest.raises(RuntimeFailure) as caught:
+        model._check_loading({"missing_keys": [prefix + "encoder.layer.0.attention.self.query.weight"]}, allow=False)
+    assert "encoder.layer.0.attention.self.query.weight" in str(caught.value)
