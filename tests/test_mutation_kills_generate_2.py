@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from _attention_fixtures import SENTENCES, make_random_attention, make_vectors, random_config
+from test_logit_lens import builtin_reference as torch_stream_probs  # (L + 1, T, V) off the torch CausalLM
 from attncli.errors import BadInput
 from attncli.generate.decoders import BuiltinLM, load_decoder
 from attncli.generate.run import Settings, document, generate, lens_layers
@@ -30,25 +31,6 @@ WORDS = sorted({w for s in SENTENCES for w in s.split()})
 def softmax(x: np.ndarray) -> np.ndarray:
     e = np.exp(x - x.max(-1, keepdims=True))
     return e / e.sum(-1, keepdims=True)
-
-
-def torch_stream_probs(att, tokens: list[str]) -> np.ndarray:
-    """(L + 1, T, V) next-word probabilities read off the torch model (the one attn train-attention
-    trains) with the stored weights: after the embeddings and after every block, through the final
-    norm and head; the last entry is the model's own output."""
-    import torch
-
-    table = trained.input_vectors(att.vectors, tokens)  # (T, d)
-    model = lm_train.model_from_weights(table, att.config, att.w).eval()
-    stream = []
-    hooks = [model.drop.register_forward_hook(lambda m, a, out: stream.append(out))]
-    hooks += [b.register_forward_hook(lambda m, a, out: stream.append(out[0])) for b in model.blocks]
-    with torch.no_grad():
-        model(torch.arange(len(tokens))[None, :])
-        probs = np.stack([softmax(model.head(model.final_ln(x))[0].double().numpy()) for x in stream])
-    for hook in hooks:
-        hook.remove()
-    return probs
 
 
 def save_model(name: str, out_words: list[str], config_changes: dict, seed: int = 0) -> None:

@@ -6,7 +6,6 @@ docs/mutation-lm.md, with the reason."""
 from __future__ import annotations
 
 import hashlib
-import json
 from types import SimpleNamespace
 
 import numpy as np

@@ -17,6 +17,7 @@ from conftest import needed
 from typer.testing import CliRunner
 
 from _attention_fixtures import SENTENCES, make_random_attention, make_vectors
+from test_mutation_kills_lm_2 import FakeClock
 from attncli.cli.main import app
 from attncli.lm import data as lm_data, model as trained, train as train_attention
 from attncli.lm.train import TrainConfig
@@ -83,17 +84,6 @@ def _train(source: str, name: str, documents, **options):
         return train_attention.train(source, name, cfg, documents=documents)
     finally:
         torch.set_num_threads(threads)
-
-
-class FakeClock:
-    """time.perf_counter for train.py: each reading 0.25 s after the one before, starting at 0."""
-
-    def __init__(self):
-        self.now = -0.25
-
-    def __call__(self) -> float:
-        self.now += 0.25
-        return self.now
 
 
 def test_epochs_done_keeps_three_decimals(monkeypatch):
