@@ -28,7 +28,7 @@ import numpy as np
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.textio import visible
 from attncli.transformer.encoding import Encoding, check_text, from_tokenizers, too_long
-from attncli.transformer.torch_backend import TorchPretrained
+from attncli.transformer.torch_backend import TorchPretrained, _first_line
 from attncli.transformer.weight_check import check_finite
 
 STACKS = ("encoder", "decoder", "cross")
@@ -158,7 +158,7 @@ class Seq2SeqPretrained(TorchPretrained):
             try:
                 return self.model.get_encoder()(**self._inputs(ids, None, mask), **flags)
             except (RuntimeError, ValueError, TypeError, IndexError) as exc:
-                raise RuntimeFailure(f"model '{visible(self.name)}' failed to run: {str(exc).splitlines()[0][:200]}") from None
+                raise RuntimeFailure(f"model '{visible(self.name)}' failed to run: {_first_line(exc)}") from None
 
     def scores(self, enc: Encoding, layer: int) -> np.ndarray:
         raise BadInput(NO_SCORES)
