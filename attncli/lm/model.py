@@ -347,7 +347,7 @@ MAX_LAYERS = 64
 MAX_HEADS = 1_024
 MAX_OUTPUT_VOCAB = 10_000_002  # --vocab-size plus <unk> and </s>
 MAX_STORED_PARAMETERS = 400_000_000  # 1.6 GB of float32
-MAX_LEN_TRAINED = 4_096  # --max-len's bound (attncli.lm.train.MAX_LEN): the context attn generate allows
+MAX_LEN_TRAINED = 4_096  # train-attention's --max-len bound (train.MAX_LEN): the context attn generate allows
 
 
 def config_problem(config: dict[str, Any]) -> str | None:
