@@ -419,6 +419,11 @@ def test_a_json_that_is_not_an_attn_model_description_is_refused(document):
     ({"subword": {"min_n": 4, "max_n": 3, "bucket": 10}}, "subword.min_n 4 is above subword.max_n 3"),
 ])
 def test_each_field_of_meta_json_is_checked_with_its_message(change, problem):
+    assert_meta_refused(change, problem)
+
+
+def assert_meta_refused(change: dict, problem: str) -> None:
+    """Model 'm' with ``change`` made to its meta.json is refused with exactly ``problem``."""
     save_plain("m")
     edit_meta("m", lambda meta: meta.update(change))
     with pytest.raises(store.CorruptModel) as info:

@@ -20,7 +20,7 @@ from _lookup_fixtures import WORDS, save_plain
 from attncli import paths
 from attncli.vectors import store, versions
 from attncli.vectors.model import load_vectors
-from test_mutation_kills_vectors_store import damaged_message, edit_meta
+from test_mutation_kills_vectors_store import assert_meta_refused, edit_meta
 
 # the mutants the second sampled run left alive: docs/mutation-vectors-store.md, "Second sample"
 
@@ -143,11 +143,7 @@ def test_meta_json_values_at_both_ends_of_their_ranges_are_accepted(change):
      "subword.bucket is 2147483649, not a whole number in [1, 2,147,483,648]"),
 ])
 def test_meta_json_values_just_outside_their_ranges_are_refused_with_the_range(change, problem):
-    save_plain("m")
-    edit_meta("m", lambda meta: meta.update(change))
-    with pytest.raises(store.CorruptModel) as info:
-        store.read_meta(store.model_dir("m"))
-    assert str(info.value) == damaged_message("m", f"in its meta.json, {problem}")
+    assert_meta_refused(change, problem)
 
 
 @pytest.mark.parametrize("word", ["two\nlines", "carriage\rreturn", ""])
