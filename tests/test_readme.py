@@ -196,18 +196,20 @@ def test_documented_example(example, tmp_path, request):
 # --- what the documents say, and the two commands at the top --------------------------------------
 
 USER_DOCUMENTS = [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").glob("*.md"))]
-PROCESS_LANGUAGE = re.compile(r"\bissues? #?\d|\bfloors?\b|\bload (?:of |about |at )?\d|\bload averages?\b",
+PROCESS_LANGUAGE = re.compile(r"\bissues? #?\d|\bfloors?\b|\bload (?:of |about |at )?\d|\bload averages?\b|\b20\d\d-\d\d-\d\d\b",
                               re.IGNORECASE)
 
 
 def process_language(text: str) -> list[str]:
-    """The lines of ``text`` that speak of the project's process: issue numbers, floors, load averages."""
+    """The lines of ``text`` that speak of the project's process: issue numbers, floors, load
+    averages, the dates of work sessions."""
     return [line for line in text.splitlines() if PROCESS_LANGUAGE.search(line)]
 
 
 def test_the_process_language_check_catches_each_kind():
     for line in ["as issue 23 asked", "Issue 7's figure", "the floor is 150 s", "floors (issue 2)",
-                 "load average 1.0", "at load 11", "load about 2", "under a load average of 11"]:
+                 "load average 1.0", "at load 11", "load about 2", "under a load average of 11",
+                 "measured 2026-11-23"]:
         assert process_language(line) == [line], line
     for line in ["the model's load time", "it loads 4 MiB at a time", "no issues", "the first layer"]:
         assert process_language(line) == [], line
