@@ -306,3 +306,38 @@ def test_the_links_of_the_readme_and_contributing_lead_somewhere(name):
              if not link.startswith(("http://", "https://", "#"))]
     assert links, "no links found: the pattern is wrong"
     assert [link for link in links if not (REPO / link).exists()] == []
+
+
+def _commands_table() -> dict[str, str]:
+    """The README's Commands table: command cell -> what `--json` prints."""
+    section = (REPO / "README.md").read_text(encoding="utf-8").split("## Commands", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| `attn")]
+    return {row[0].lstrip("| "): row[2].rstrip(" |") for row in rows}
+
+
+def test_the_commands_table_says_which_commands_print_json_lines():
+    """`similar --json`, `lookup --queries --json` and `generate --jsonl` print one JSON object a
+    line; the other commands print one JSON document, as the table says."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from attncli.cli.main import app
+
+    table = _commands_table()
+    assert {cell for cell, shape in table.items() if "JSON Lines" in shape} == {
+        "`attn lookup QUERY`", "`attn generate PROMPT`", "`attn similar WORD...`"}
+    runner = CliRunner()
+
+    def lines(*args, stdin=None):
+        result = runner.invoke(app, list(args), input=stdin)
+        assert result.exit_code == 0, result.stderr
+        return result.stdout.splitlines()
+
+    assert [json.loads(line)["query"] for line in lines("similar", "cat", "dog", "--json")] == ["cat", "dog"]
+    assert [json.loads(line)["query"] for line in lines("lookup", "--queries", "-", "--json", stdin="hue\nmaker\n")] \
+        == ["hue", "maker"]
+    assert {json.loads(line)["type"] for line in lines("generate", "the cat", "-n", "2", "--jsonl")} >= {"header", "step"}
+    for args in (["lookup", "colour", "--json"], ["matrix", "time flies", "--json"], ["demo", "--json"]):
+        out = lines(*args)
+        assert len(out) > 1 and isinstance(json.loads("\n".join(out)), dict), args  # one (indented) document
