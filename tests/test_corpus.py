@@ -196,3 +196,29 @@ def test_non_ascii_rule_equals_the_ascii_rule_on_ascii_text():
 
     text = "It's a self-made, 2-for-1 deal -- isn't it? U.S.A. 3.14 o'clock' -x- ''"
     assert [m.group(0) for m in _unicode_token_re().finditer(text)] == [m.group(0) for m in _TOKEN_RE.finditer(text)]
+
+
+def test_the_tests_fetch_a_missing_brown_once_and_skip_outside_ci_when_they_cannot(monkeypatch):
+    """conftest.skip_without_brown: Brown missing, nltk's downloader is tried once per session; when
+    it fails the test skips outside CI and fails under CI; when it works the test runs."""
+    import nltk
+
+    import conftest
+
+    calls = []
+    monkeypatch.setattr(corpus, "brown_installed", lambda: bool(calls) and calls[-1] == "works")
+    monkeypatch.setattr(conftest, "_BROWN", {})
+    monkeypatch.setattr(nltk, "download", lambda *args, **kwargs: calls.append("offline") or False)
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="could not be downloaded"):
+        conftest.skip_without_brown()
+    with pytest.raises(pytest.skip.Exception):
+        conftest.skip_without_brown()
+    assert calls == ["offline"]  # once per session
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI must run the Brown tests"):
+        conftest.skip_without_brown()
+    monkeypatch.setattr(conftest, "_BROWN", {})
+    monkeypatch.setattr(nltk, "download", lambda *args, **kwargs: calls.append("works") or True)
+    conftest.skip_without_brown()  # fetched: the test goes on
+    assert calls == ["offline", "works"]

@@ -591,13 +591,11 @@ def test_the_cursor_stays_in_sight_on_a_short_terminal():
 
 def test_the_docs_list_every_key():
     docs = (REPO / "docs" / "explore.md").read_text(encoding="utf-8")
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
     for key in KEYS:
         if key.shown and key.shown != "arrows":
             for part in key.shown.replace("Ctrl-C", "").replace("F1", "").split(" / "):
                 if part.strip():
                     assert f"`{part.strip()}`" in docs, part
-                    assert f"`{part.strip()}`" in readme.split("## Exploring interactively")[1], part
 
 
 def test_serve_refuses_a_port_in_use():

@@ -150,3 +150,14 @@ def test_docs_api_examples_run():
     runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS)
     runner.run(test)
     assert runner.failures == 0, "docs/api.md examples failed (run pytest -s to see them)"
+
+
+def test_contributing_s_layout_names_every_wing_and_helper():
+    """CONTRIBUTING.md's Layout block lists every wing and every top-level helper this test knows,
+    so a new wing cannot arrive undocumented."""
+    text = (PKG.parent / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    block = text.split("## Layout", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    listed = {line.split()[0].rstrip("/") for line in block.splitlines()[1:] if line.startswith("  ") and line[2] != " "}
+    assert set(ALLOWED) <= listed, set(ALLOWED) - listed
+    helpers = TOP - {"__init__", "__main__"}
+    assert all(f"{name}.py" in block for name in helpers), [n for n in helpers if f"{n}.py" not in block]

@@ -1,5 +1,5 @@
 """Tests written for the attention wing's mutants left alive by the sampled run of 2026-11-25
-(docs/mutation-attention.md, "Sampled run"): the views of a pretrained model (explain_cell,
+(docs/mutation.md (its git history), "Sampled run"): the views of a pretrained model (explain_cell,
 value norms, model view), the per-cell explanation of each variant, the matrix's head and mask
 checks, the projections' registry and weights, the head labels and the worked example's entropy.
 Each checks a documented behaviour against a formula written here, a hand-worked case, torch or
@@ -414,7 +414,7 @@ def test_max_flow_ends_when_the_sink_is_unreachable_and_after_a_dead_end():
     assert max_flow(cap, 0, 4) == 0.5
 
 
-# --- the second sample (seed 1): docs/mutation-attention.md, "Second sample (seed 1)" ----------------
+# --- the second sample (seed 1): docs/mutation.md (its git history), "Second sample (seed 1)" ----------------
 
 
 def test_select_of_one_query_row_keeps_each_of_two_heads_and_their_mean():

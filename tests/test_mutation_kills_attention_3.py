@@ -1,5 +1,5 @@
 """Tests written for the attention wing's mutants left alive by the third sampled run (seed 2;
-docs/mutation-attention.md, "Third sample (seed 2)"): the logit lens's first top layer, the
+docs/mutation.md (its git history), "Third sample (seed 2)"): the logit lens's first top layer, the
 pretrained view's selection, model view and --json document, the head classes with special tokens
 hidden, the matrix's head-cell limit and --pad-to check, and the --explain documents. Each checks a
 documented behaviour against a formula written here or a hand-worked case."""

@@ -1,4 +1,4 @@
-"""Kill tests for the generate wing's mutation run (docs/mutation-generate.md): the pretrained
+"""Kill tests for the generate wing's mutation run (docs/mutation.md (its git history)): the pretrained
 decoder (attncli/generate/pretrained.py) checked against the tokenizers and transformers libraries
 themselves and against hand-worked labels. A tiny random Llama (tests/_llama_fixtures.py: a
 tokenizer that puts <s> in front, a chat template, </s> as the end of text) is built once per module.

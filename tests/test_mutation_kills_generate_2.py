@@ -1,5 +1,5 @@
 """Tests written for the survivors of the mutation run of the generate wing (decoders.py, run.py,
-sampling.py, weights.py; docs/mutation-generate-2.md): the JSON document's every field, the
+sampling.py, weights.py; docs/mutation.md (its git history)): the JSON document's every field, the
 built-in LM's prompt mapping and notes, its context, its damaged-vocabulary refusal, its logit
 lens and lens verdicts against the torch model it was trained as, every refusal word for word,
 ties in the top-k cut, the candidates and ``top_keys``, ``sample`` as an inverse CDF, float64

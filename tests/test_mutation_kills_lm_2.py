@@ -1,5 +1,5 @@
 """Tests written for the mutants of the sampled mutmut run of the lm wing (2026-11-25;
-docs/mutation-lm.md, "Sampled run"): the training options' ranges, the learning-rate schedule,
+docs/mutation.md (its git history), "Sampled run"): the training options' ranges, the learning-rate schedule,
 the training loop's time budget and progress figures, what a training run stores, the damaged
 config.json messages and Brown's held-out text. Each checks a documented behaviour against a
 reference written here: the ranges of ``attn train-attention --help``, a formula worked by hand,

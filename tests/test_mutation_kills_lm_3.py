@@ -1,5 +1,5 @@
 """Tests written for the mutants of the second sampled mutmut run of the lm wing (seed 1;
-docs/mutation-lm.md, "Second sample (seed 1)"): tokens counted without padding, epochs_done's
+docs/mutation.md (its git history), "Second sample (seed 1)"): tokens counted without padding, epochs_done's
 three decimals, retraining a model that has attention, the thread count from the load
 average, Brown's documents, the positions a config without the field names. Each checks a
 documented behaviour against a reference written here (counts worked by hand, a fake nltk corpus

@@ -1,5 +1,5 @@
 """Tests that kill the mutants of ``attncli/lookup/encoder.py`` the whole lookup wing's run left
-alive (docs/mutation-lookup.md, issue 24); the rest of the wing is in test_mutation_kills_lookup.py.
+alive (docs/mutation.md (its git history), issue 24); the rest of the wing is in test_mutation_kills_lookup.py.
 
 Which Pooling config a model directory's sentence-transformers files name (and the folders that are
 refused: only a plain folder name inside the model directory is read), the messages of an encoder

@@ -1,4 +1,4 @@
-"""Tests written for the mutants mutmut left alive in the transformer wing (docs/mutation-transformer.md):
+"""Tests written for the mutants mutmut left alive in the transformer wing (docs/mutation.md (its git history)):
 each states a documented behaviour the wing's other tests left open, against an independent reference
 (torch, transformers' own modules, ``math``, or a hand-worked example). The survivors judged equivalent
 are listed in that document, with the reason."""

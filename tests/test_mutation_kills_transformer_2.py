@@ -1,6 +1,6 @@
 """Tests written for the mutants left alive in the sampled run of the transformer wing's remaining
 modules (bert, numpy_backend, weights, llama, mpnet, torch_backend, seq2seq, pretrained, source,
-chat; docs/mutation-transformer.md, "Sampled run"). Each states a documented behaviour against an
+chat; docs/mutation.md (its git history), "Sampled run"). Each states a documented behaviour against an
 independent reference: transformers' own output or config classes, safetensors' own reader, or a
 hand-worked example. The survivors judged equivalent are listed in that document, with the reason."""
 

@@ -1,5 +1,5 @@
 """Tests written for the mutants left alive in the second sampled run of the transformer wing
-(seed 1; docs/mutation-transformer.md, "Second sample (seed 1)"). Each states a documented
+(seed 1; docs/mutation.md (its git history), "Second sample (seed 1)"). Each states a documented
 behaviour against an independent reference: safetensors' own reader, NumPy's casts, or a message
 worked out by hand. The survivors judged equivalent are listed in that document, with the reason."""
 

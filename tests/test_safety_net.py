@@ -16,9 +16,11 @@ REPO = TESTS.parent
 
 
 def test_ci_run_exports_ci_true():
+    """.ci/run exports CI=true before it runs the suite (through .ci/test, which runs pytest)."""
     script = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     export = script.index("export CI=true")
-    assert export < script.index("python -m pytest")
+    assert export < script.index('\n.ci/test "$@"')
+    assert "python -m pytest" in (REPO / ".ci" / "test").read_text(encoding="utf-8")
 
 
 def test_a_missing_module_skips_locally_and_fails_under_ci(monkeypatch):

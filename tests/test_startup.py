@@ -3,7 +3,7 @@
 The classic commands need Python, NumPy, the command line and their own code, nothing more: each
 module below costs tens of milliseconds to seconds on every run. pydantic arrived with Typer
 0.29 (it coerces every option through a TypeAdapter, about 0.13 s), which is why pyproject.toml
-bounds typer below 0.29 (README, "Dependencies, and why").
+bounds typer below 0.29 (CONTRIBUTING.md, "Dependencies, and why").
 """
 
 from __future__ import annotations

@@ -358,6 +358,52 @@ def test_heads_default_sentences_come_from_brown(tiny_bert_dir):
     assert json.loads(result.stdout)["sentences"] == 5
 
 
+def _brown_nowhere(tmp_path, monkeypatch, download):
+    """nltk finds no Brown (a fresh lazy reader, an empty search path) and its downloader is ``download``."""
+    import nltk
+    import nltk.corpus
+    from nltk.corpus.reader import CategorizedTaggedCorpusReader
+    from nltk.corpus.util import LazyCorpusLoader
+
+    monkeypatch.setenv("NLTK_DATA", str(tmp_path / "empty"))
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path / "empty")])
+    monkeypatch.setattr(nltk.corpus, "brown", LazyCorpusLoader(
+        "brown", CategorizedTaggedCorpusReader, r"c[a-z]\d\d", cat_file="cats.txt", tagset="brown", encoding="ascii"))
+    monkeypatch.setattr(nltk, "download", download)
+
+
+def test_heads_without_brown_fetches_it_and_scores_on_it(tiny_bert_dir, tmp_path, monkeypatch):
+    """Brown missing: `attn heads --transformer` fetches it with nltk's downloader, as `attn train`
+    does, says so on stderr, and scores the heads on it."""
+    from conftest import skip_without_brown
+
+    skip_without_brown()
+    import nltk
+
+    calls, real = [], list(nltk.data.path)
+
+    def download(*args, **kwargs):  # the "download": the real corpus appears on nltk's path
+        calls.append(args)
+        nltk.data.path[:] = real
+        return True
+
+    _brown_nowhere(tmp_path, monkeypatch, download)
+    result = run("heads", "--transformer", str(tiny_bert_dir), "--sentences", "3", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert calls == [("brown",)] and json.loads(result.stdout)["sentences"] == 3
+    assert "downloading it with nltk" in " ".join(result.stderr.split())
+
+
+def test_heads_without_brown_offline_names_both_ways_out(tiny_bert_dir, tmp_path, monkeypatch):
+    calls = []
+    _brown_nowhere(tmp_path, monkeypatch, lambda *args, **kwargs: calls.append(args) or False)
+    result = run("heads", "--transformer", str(tiny_bert_dir), "--sentences", "3")
+    assert result.exit_code == 1 and calls == [("brown",)]
+    flat = " ".join(result.stderr.split())
+    assert "NLTK_DATA" in flat and "python -m nltk.downloader brown" in flat
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
 def test_numpy_backend_imports_neither_torch_nor_transformers(tiny_bert_dir):
     import os
     import subprocess

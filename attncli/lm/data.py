@@ -43,6 +43,20 @@ def brown_missing() -> RuntimeFailure:
                           "(or set NLTK_DATA to a directory that holds it)")
 
 
+def _brown():
+    """nltk's Brown reader; where the corpus is missing, fetched with nltk's downloader first, as
+    ``attn train`` does (offline, a RuntimeFailure that names both ways out)."""
+    from nltk.corpus import brown
+
+    try:
+        brown.fileids()  # forces nltk's lookup
+        return brown
+    except LookupError:
+        from attncli.vectors.corpus import download_brown
+
+        return download_brown()
+
+
 def brown_documents() -> list[tuple[str, list[list[str]]]]:
     """Brown as (fileid, tokenized sentences), in the shared tokenization; empty sentences dropped.
 
@@ -52,8 +66,7 @@ def brown_documents() -> list[tuple[str, list[list[str]]]]:
     from attncli.vectors.tokenize import normalize_sentence
 
     try:
-        from nltk.corpus import brown
-
+        brown = _brown()
         out = []
         for fileid in brown.fileids():
             sents = [normalize_sentence(list(s)) for s in brown.sents(fileid)]
@@ -194,9 +207,9 @@ def brown_texts(limit: int, *, heldout_fraction: float = 0.1, seed: int = 0) -> 
     train-attention``), in the same order, so a pretrained model is scored on text attn's own LM
     never trained on. Brown's tokens are joined back with nltk's Treebank detokenizer."""
     try:
-        from nltk.corpus import brown
         from nltk.tokenize.treebank import TreebankWordDetokenizer
 
+        brown = _brown()
         fileids = brown.fileids()
         order = np.random.default_rng(seed).permutation(len(fileids))
         n_held = min(len(fileids) - 1, max(1, round(heldout_fraction * len(fileids))))

@@ -246,11 +246,12 @@ def _brown_reader():
     except LookupError:
         loader = None
     if loader is None:
-        loader = _download_brown()
+        loader = download_brown()
     return loader
 
 
-def _download_brown():
+def download_brown():
+    """Brown fetched with nltk's downloader (said on stderr) and its reader; RuntimeFailure when that fails."""
     import nltk
 
     from attncli.messages import info
