@@ -168,7 +168,7 @@ def mismatch(doc: dict[str, Any], ident: Identity) -> Optional[str]:
     if doc["model"].get("fingerprint") != ident.model["fingerprint"]:
         return f"it is of another model ({doc['model'].get('name')!r}, fingerprint {str(doc['model'].get('fingerprint'))[:12]})"
     if doc["attn_version"] != __version__:
-        return f"it was written by attn {doc['attn_version']!r}, this is attn {__version__}"
+        return f"it was written by attn {doc['attn_version']}, this is attn {__version__}"
     if doc["stats_version"] != STATS_VERSION:
         return f"its statistics are definitions version {doc['stats_version']!r}, these are {STATS_VERSION}"
     if doc["settings"] != ident.settings:

@@ -1,0 +1,248 @@
+"""``attn stats``: head statistics over a corpus equal a plain query-by-query count, whether the
+corpus runs in one process, in four shards merged, in two worker processes, or killed after a
+shard and resumed; the planted heads of the hand-built Llama each top their own statistic; bad
+input is exit 2 and a damaged shard is named and skipped."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from _stats_helpers import assert_docs_equal, assert_same_stats, brute_force, cli, corpus_lines, said, write_corpus
+from conftest import needed
+
+needed("tokenizers")
+needed("safetensors")
+
+N_TEXTS = 30
+
+
+@pytest.fixture(scope="module")
+def gpt2_model(tiny_gpt2_dir):
+    from attncli.transformer import load
+
+    return load(str(tiny_gpt2_dir), backend="numpy")
+
+
+@pytest.fixture(scope="module")
+def one_process(tiny_gpt2_dir, tmp_path_factory) -> tuple[Path, dict]:
+    corpus = write_corpus(tmp_path_factory.mktemp("stats") / "corpus.txt", N_TEXTS)
+    return corpus, cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--json"])
+
+
+def test_one_process_equals_a_plain_count(one_process, gpt2_model):
+    corpus, doc = one_process
+    assert doc["texts"] == N_TEXTS and doc["shards"] == 1 and doc["ranges"] == [[0, N_TEXTS]]
+    assert doc["probes"] == len(range(0, N_TEXTS, 4)) and doc["stats"]["induction"]["count"] > 0
+    assert_same_stats(doc, brute_force(gpt2_model, corpus_lines(N_TEXTS)))
+
+
+def test_four_merged_shards_equal_one_process(one_process, tiny_gpt2_dir, tmp_path):
+    corpus, whole = one_process
+    out = tmp_path / "shards"
+    run = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--out", out, "--shard-texts", 8, "--json"])
+    assert sorted(p.name for p in out.iterdir()) == [f"shard-{s:012d}-{e:012d}.json"
+                                                     for s, e in ((0, 8), (8, 16), (16, 24), (24, 30))]
+    merged = cli(["stats", "merge", out, "--json"])
+    for doc in (run, merged):
+        assert doc["shards"] == 4
+        assert_docs_equal(doc, whole)
+    # one shard's own numbers are its texts' alone (not the run's so far)
+    shard = json.loads((out / "shard-000000000008-000000000016.json").read_text())
+    assert shard["texts"] == 8 and shard["start"] == 8 and shard["end"] == 16
+
+
+def test_two_workers_equal_one_process(one_process, tiny_gpt2_dir):
+    corpus, whole = one_process
+    doc = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--workers", 2, "--shard-texts", 8, "--json"])
+    assert doc["shards"] == 4 and doc["computed"] == 4
+    assert_docs_equal(doc, whole)
+
+
+def test_an_encoder_has_no_induction_and_equals_a_plain_count(tiny_bert_dir, tmp_path):
+    from attncli.transformer import load
+
+    corpus = write_corpus(tmp_path / "c.txt", 12, seed=3)
+    doc = cli(["stats", corpus, "--transformer", tiny_bert_dir, "--json", "--shard-texts", 5])
+    assert doc["stats"]["induction"]["mean"] is None and doc["probes"] == 0
+    assert_same_stats(doc, brute_force(load(str(tiny_bert_dir), backend="numpy"), corpus_lines(12, seed=3)))
+
+
+def test_killed_after_a_shard_and_resumed_equals_an_uninterrupted_run(one_process, tiny_gpt2_dir, tmp_path):
+    from _pause import PYTHON, paused
+
+    corpus, whole = one_process
+    out = tmp_path / "run"
+    argv = [PYTHON, "-m", "attncli", "stats", str(corpus), "--transformer", str(tiny_gpt2_dir), "--out", str(out),
+            "--shard-texts", "8", "--json"]
+    with paused(argv, tmp_path / "home", "stats-shard-written") as proc:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert [p.name for p in out.iterdir() if p.name.startswith("shard-")] == ["shard-000000000000-000000000008.json"]
+    resumed = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--out", out, "--shard-texts", 8, "--json"])
+    assert resumed["computed"] == 3 and resumed["shards"] == 4 and resumed["texts"] == N_TEXTS
+    assert_docs_equal(resumed, whole)
+    again = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--out", out, "--shard-texts", 8, "--json"])
+    assert again["computed"] == 0 and again["texts"] == N_TEXTS  # nothing counted twice
+    assert_docs_equal(again, whole)
+
+
+def test_a_resume_with_other_chunks_never_overlaps_a_shard(one_process, tiny_gpt2_dir, tmp_path):
+    corpus, whole = one_process
+    out = tmp_path / "run"
+    cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--out", out, "--shard-texts", 7, "--max-texts", 10])
+    doc = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--out", out, "--shard-texts", 8, "--json"])
+    assert_docs_equal(doc, whole)
+    assert_docs_equal(cli(["stats", "merge", out, "--json"]), whole)
+
+
+def test_planted_heads_top_their_own_statistic(head_llama_dir, tmp_path):
+    from _llama_head_fixtures import SENTENCES
+
+    rng = np.random.default_rng(0)
+    lines = [" ".join(SENTENCES[k] for k in rng.integers(0, len(SENTENCES), size=rng.integers(1, 3)))
+             for _ in range(200)]
+    (tmp_path / "c.txt").write_text("\n".join(lines) + "\n")
+    doc = cli(["stats", tmp_path / "c.txt", "--transformer", head_llama_dir, "--json"])
+    assert doc["texts"] == 200
+    planted = {"sink": (0, 0), "previous_token": (0, 1), "induction": (1, 0), "duplicate_token": (1, 1)}
+    for name, head in planted.items():
+        mean = np.asarray(doc["stats"][name]["mean"])
+        assert np.unravel_index(int(np.argmax(mean)), mean.shape) == head, (name, mean)
+        others = np.delete(mean.ravel(), head[0] * mean.shape[1] + head[1])
+        assert mean[head] > 0.9 and others.max() < 0.6, (name, mean)
+
+
+@pytest.fixture(scope="module")
+def head_llama_dir(tmp_path_factory):
+    needed("torch")
+    needed("transformers")
+    from _llama_head_fixtures import build_head_llama
+
+    return build_head_llama(tmp_path_factory.mktemp("head-llama") / "llama")
+
+
+# --- the corpus readers ------------------------------------------------------------------------------
+
+def test_every_reader_gives_the_same_result(one_process, tiny_gpt2_dir, tmp_path, monkeypatch):
+    corpus, whole = one_process
+    lines = corpus_lines(N_TEXTS)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for i, line in enumerate(lines):
+        (folder / f"{i:03d}.txt").write_text(line + "\n")
+    (folder / "notes.md").write_text("not a text of the corpus")
+    jsonl = tmp_path / "c.jsonl"
+    jsonl.write_text("".join(json.dumps({"id": i, "body": line}) + "\n" for i, line in enumerate(lines)))
+    sources = [[folder], [jsonl, "--field", "body"]]
+    datasets = needed("datasets")
+    datasets.Dataset.from_dict({"text": lines}).save_to_disk(str(tmp_path / "ds"))
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict({"body": lines})}).save_to_disk(str(tmp_path / "dd"))
+    sources += [[tmp_path / "ds"], [tmp_path / "dd", "--field", "body", "--split", "train"]]
+    for source in sources:
+        assert_docs_equal(cli(["stats", *source, "--transformer", tiny_gpt2_dir, "--json"]), whole)
+    from typer.testing import CliRunner
+
+    import attncli.cli.app as cli_app
+    from attncli.cli.main import app
+
+    cli_app._consoles.clear()
+    result = CliRunner().invoke(app, ["stats", "-", "--transformer", str(tiny_gpt2_dir), "--json"],
+                                input="\n".join(lines) + "\n")
+    assert result.exit_code == 0, result.stderr
+    assert_docs_equal(json.loads(result.stdout), whole)
+
+
+def test_max_texts_and_max_tokens_bound_the_run(one_process, tiny_gpt2_dir, gpt2_model):
+    corpus, _ = one_process
+    doc = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--max-texts", 5, "--json"])
+    assert doc["texts"] == 5
+    assert_same_stats(doc, brute_force(gpt2_model, corpus_lines(N_TEXTS)[:5]))
+    lengths = [len(gpt2_model.encode(t).ids) for t in corpus_lines(N_TEXTS)]
+    budget = sum(lengths[:7]) + lengths[7] - 1  # the eighth text would pass it
+    doc = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--max-tokens", budget, "--json"])
+    assert doc["texts"] == 7 and doc["tokens"] == sum(lengths[:7])
+
+
+# --- bad input, damaged shards ---------------------------------------------------------------------
+
+def test_bad_input_is_exit_2(tiny_gpt2_dir, tiny_bert_dir, tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    r = cli(["stats", empty, "--transformer", tiny_gpt2_dir], code=2)
+    assert said(r, "no text")
+    jsonl = tmp_path / "c.jsonl"
+    jsonl.write_text('{"text": "the cat"}\n{"body": "a dog"}\n')
+    r = cli(["stats", jsonl, "--transformer", tiny_gpt2_dir, "--field", "text"], code=2)
+    assert said(r, "line 2") and said(r, "no field 'text'")
+    corpus = write_corpus(tmp_path / "c.txt", 6)
+    gpt2, bert = tmp_path / "gpt2", tmp_path / "bert"
+    cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--out", gpt2])
+    cli(["stats", corpus, "--transformer", tiny_bert_dir, "--out", bert])
+    r = cli(["stats", "merge", gpt2, bert], code=2)
+    assert said(r, "another model")
+    r = cli(["stats", corpus, "--transformer", tiny_bert_dir, "--out", gpt2], code=2)  # resume into another model's
+    assert said(r, "another run")
+    cli(["stats", "merge", tmp_path / "nothing-here"], code=2)
+
+
+def test_a_shard_of_another_attn_version_is_refused(tiny_gpt2_dir, tmp_path):
+    from attncli.stats.shards import _checksum
+
+    corpus = write_corpus(tmp_path / "c.txt", 10)
+    out = tmp_path / "out"
+    cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--out", out, "--shard-texts", 5])
+    path = out / "shard-000000000005-000000000010.json"
+    doc = json.loads(path.read_text())
+    doc["attn_version"] = "0.0.1"
+    doc["checksum"] = _checksum(doc)
+    path.write_text(json.dumps(doc))
+    r = cli(["stats", "merge", out], code=2)
+    assert said(r, "written by attn 0.0.1")
+
+
+def test_a_damaged_shard_is_named_and_skipped(tiny_gpt2_dir, tmp_path):
+    corpus = write_corpus(tmp_path / "c.txt", 10)
+    out, first = tmp_path / "out", tmp_path / "first"
+    cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--out", out, "--shard-texts", 5])
+    first.mkdir()
+    (first / "shard-000000000000-000000000005.json").write_bytes((out / "shard-000000000000-000000000005.json").read_bytes())
+    damaged = out / "shard-000000000005-000000000010.json"
+    text = damaged.read_text()
+    damaged.write_text(text.replace('"texts": 5', '"texts": 6'))  # valid JSON, one number changed
+    r = cli(["stats", "merge", out])
+    assert said(r, damaged.name) and said(r, "checksum")
+    doc = cli(["stats", "merge", out, "--json"])
+    assert_docs_equal(doc, cli(["stats", "merge", first, "--json"]))
+    damaged.write_text(text[: len(text) // 2])  # cut short
+    r = cli(["stats", "merge", out])
+    assert said(r, damaged.name) and said(r, "not JSON")
+    # a resume computes a damaged shard again
+    doc = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--out", out, "--shard-texts", 5, "--json"])
+    assert doc["computed"] == 1 and doc["texts"] == 10
+
+
+def test_an_unreachable_ray_address_is_exit_2(tiny_gpt2_dir, tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    corpus = write_corpus(tmp_path / "c.txt", 4)
+    r = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--ray", f"127.0.0.1:{port}"], code=2)
+    assert said(r, "no Ray cluster answers")
+    r = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--ray", "not-an-address"], code=2)
+    assert said(r, "HOST:PORT")
+
+
+def test_the_terminal_view_and_exports(one_process, tiny_gpt2_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")
+    corpus, _ = one_process
+    r = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--svg", tmp_path / "s.svg", "--html", tmp_path / "s.html"])
+    for title in ("sink: mean attention", "entropy", "previous token", "duplicate token", "induction", "layer 1"):
+        assert title in r.stdout
+    assert "<svg" in (tmp_path / "s.svg").read_text() and "<html" in (tmp_path / "s.html").read_text().lower()
