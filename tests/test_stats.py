@@ -98,6 +98,35 @@ def test_a_resume_with_other_chunks_never_overlaps_a_shard(one_process, tiny_gpt
     doc = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--out", out, "--shard-texts", 8, "--json"])
     assert_docs_equal(doc, whole)
     assert_docs_equal(cli(["stats", "merge", out, "--json"]), whole)
+    # a gap before a shard (one lost): the chunk that fills it stops where the next shard starts
+    gap = tmp_path / "gap"
+    cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--out", gap, "--shard-texts", 5])
+    (gap / "shard-000000000005-000000000010.json").unlink()
+    doc = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--out", gap, "--shard-texts", 8, "--json"])
+    assert doc["computed"] == 1 and (gap / "shard-000000000005-000000000010.json").exists()
+    assert_docs_equal(cli(["stats", "merge", gap, "--json"]), whole)
+
+
+def test_top_examples_do_not_depend_on_the_merge_order():
+    from attncli.stats.accumulate import Accumulator, add_text
+
+    A = np.array([[[[1, 0, 0], [0.5, 0.5, 0], [0.5, 0.25, 0.25]]]])  # (1, 1, 3, 3): two queries tie on the sink
+    kw = dict(tokens=["a", "b", "c"], ids=[1, 2, 3], special=[False] * 3, causal=True)
+    orders = []
+    for texts in ([0, 1, 2], [2, 1, 0], [1, 2, 0]):
+        parts = []
+        for t in texts:
+            acc = Accumulator(1, 1, top_k=3)
+            add_text(acc, A, text_id=t, **kw)
+            parts.append(acc)
+        total = Accumulator(1, 1, top_k=3)
+        for part in parts:
+            total.merge(part)
+        orders.append([(e["text"], e["position"]) for e in total.top("sink", 0, 0)])
+    assert orders[0] == orders[1] == orders[2] == [(0, 1), (0, 2), (1, 1)]  # lower text, then lower position
+    one = Accumulator(1, 1, top_k=1)  # the choice within a text, too
+    add_text(one, A, text_id=0, **kw)
+    assert [(e["text"], e["position"]) for e in one.top("sink", 0, 0)] == [(0, 1)]
 
 
 def test_planted_heads_top_their_own_statistic(head_llama_dir, tmp_path):

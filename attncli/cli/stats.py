@@ -99,7 +99,7 @@ def _show(doc: dict[str, Any], json_out: bool, exports, title: str) -> None:
 
 @stats_app.command("run")
 def stats_cmd(
-    corpus: Annotated[str, typer.Argument(help="A text file (one text a line), - for stdin, a folder of .txt files, "
+    corpus: Annotated[str, typer.Argument(metavar="CORPUS", help="A text file (one text a line), - for stdin, a folder of .txt files, "
                                                "a JSONL file, or a saved datasets dataset.", show_default=False)],
     *,
     transformer: Annotated[Optional[str], typer.Option(help="The pretrained model (hub id or directory).",
