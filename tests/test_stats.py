@@ -275,3 +275,30 @@ def test_the_terminal_view_and_exports(one_process, tiny_gpt2_dir, tmp_path, mon
     for title in ("sink: mean attention", "entropy", "previous token", "duplicate token", "induction", "layer 1"):
         assert title in r.stdout
     assert "<svg" in (tmp_path / "s.svg").read_text() and "<html" in (tmp_path / "s.html").read_text().lower()
+
+
+def test_patterns_come_from_a_trace_when_the_model_traces(gpt2_model):
+    """The one seam the statistics read: ``model.trace(enc, keep="blocks.*.attn.pattern")`` when the
+    model has it, stacked by layer; else ``model.attentions(enc)``."""
+    from attncli.stats.runner import patterns
+    from attncli.transformer.trace import Keep, Trace
+
+    enc = gpt2_model.encode("the cat sat on the mat")
+    A = gpt2_model.attentions(enc)  # (L, h, T, T)
+    asked = []
+
+    class Tracing:
+        layers = gpt2_model.layers
+
+        def trace(self, enc, keep):
+            asked.append(keep)
+            sites = {f"blocks.{l}.attn.pattern": A[l] * (l + 2) for l in range(self.layers)}  # marked per layer
+            return Trace(enc.ids, sites)
+
+        def attentions(self, enc):
+            raise AssertionError("a tracing model is read through its trace")
+
+    (got,) = patterns(Tracing(), [enc])
+    np.testing.assert_array_equal(got, A * (np.arange(gpt2_model.layers) + 2)[:, None, None, None])
+    assert asked and all("blocks.3.attn.pattern" in Keep.of(k) and "blocks.0.attn.z" not in Keep.of(k) for k in asked)
+    np.testing.assert_array_equal(patterns(gpt2_model, [enc])[0], A)

@@ -149,6 +149,7 @@ def add_text(acc: Accumulator, attentions: np.ndarray, *, text_id: int, tokens: 
             per_query[stat] = scores[name]
     for stat, values in per_query.items():
         acc.add(stat, values.reshape(L, h, -1))
+    contexts: dict[int, str] = {}  # position -> its context, made once per text
     for i, stat in enumerate(TOP_STATS):
         if stat not in per_query or per_query[stat].shape[-1] == 0:
             continue
@@ -158,7 +159,9 @@ def add_text(acc: Accumulator, attentions: np.ndarray, *, text_id: int, tokens: 
         best = np.lexsort((pos, -vals), axis=-1)[..., : acc.top_k]  # (L, h, k) within the text
         pick = np.take_along_axis(pos, best, axis=-1)
         ctx = np.empty(pick.shape, dtype=object)
-        ctx[...] = [[[context(tokens, int(p)) for p in hp] for hp in lp] for lp in pick]
+        for p in np.unique(pick):
+            contexts.setdefault(int(p), context(tokens, int(p)))
+        ctx[...] = [[[contexts[p] for p in hp] for hp in lp] for lp in pick.tolist()]
         acc.offer(i, np.take_along_axis(vals, best, axis=-1), np.full(pick.shape, text_id, dtype=np.int64),
                   pick.astype(np.int64), ctx)
     acc.scored += 1
