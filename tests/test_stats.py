@@ -59,7 +59,7 @@ def test_four_merged_shards_equal_one_process(one_process, tiny_gpt2_dir, tmp_pa
 def test_two_workers_equal_one_process(one_process, tiny_gpt2_dir):
     corpus, whole = one_process
     doc = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--workers", 2, "--shard-texts", 8, "--json"])
-    assert doc["shards"] == 4 and doc["computed"] == 4
+    assert doc["shards"] == 4 and doc["computed"] == 4 and doc["ran"] == {"on": "processes", "workers": 2}
     assert_docs_equal(doc, whole)
 
 
@@ -302,3 +302,26 @@ def test_patterns_come_from_a_trace_when_the_model_traces(gpt2_model):
     np.testing.assert_array_equal(got, A * (np.arange(gpt2_model.layers) + 2)[:, None, None, None])
     assert asked and all("blocks.3.attn.pattern" in Keep.of(k) and "blocks.0.attn.z" not in Keep.of(k) for k in asked)
     np.testing.assert_array_equal(patterns(gpt2_model, [enc])[0], A)
+
+
+def test_text_from_the_corpus_is_shown_escaped(one_process):
+    """A context (the model's own token strings) and a model name reach the terminal and the
+    exports with their control characters escaped; the JSON keeps the exact text."""
+    import copy
+    import io
+
+    from rich.console import Console
+
+    from attncli.views.stats_view import stats_caption, stats_renderables
+
+    doc = copy.deepcopy(one_process[1])
+    for heads in doc["top"].values():
+        for entry in heads:
+            for e in entry["examples"]:
+                e["context"] = "the \x1b[2J\x1b]0;owned\x07 [cat]"
+    doc["model"]["name"] = "evil\x1b[31m"
+    console = Console(file=io.StringIO(), width=200, force_terminal=True, color_system=None)
+    for part in stats_renderables(doc, 200):
+        console.print(part)
+    shown = console.file.getvalue() + stats_caption(doc)
+    assert "\\x1b[2J" in shown and "\x1b[2J" not in shown and "\x07" not in shown and "\x1b[31m" not in shown

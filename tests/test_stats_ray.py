@@ -46,7 +46,7 @@ def test_a_ray_cluster_gives_the_same_result_as_one_process(cluster_address, tin
     run = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=240)
     assert run.returncode == 0, run.stderr[-3000:]
     doc = json.loads(run.stdout)
-    assert doc["shards"] == 4 and doc["computed"] == 4
+    assert doc["shards"] == 4 and doc["computed"] == 4 and doc["ran"] == {"on": "ray", "workers": 2}
     assert_docs_equal(doc, whole)
     assert len(list(out.glob("shard-*.json"))) == 4  # the same shards a local run writes
     assert_docs_equal(cli(["stats", "merge", out, "--json"]), whole)

@@ -175,7 +175,7 @@ def stats_cmd(
     if outcome.acc.scored == 0:
         raise BadInput(f"no text of the corpus ({source}) has a token to score (each is one token or less)")
     doc = document(outcome.acc, outcome.ident, outcome.ranges, source=source, shards=outcome.shards,
-                   computed=outcome.computed, out=None if out is None else str(out))
+                   computed=outcome.computed, ran=outcome.ran, out=None if out is None else str(out))
     _show(doc, json_out, exports, f"attn stats: {model.name}")
 
 

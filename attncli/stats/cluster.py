@@ -61,8 +61,9 @@ def _get(ray, ref) -> dict[str, Any]:
 
 
 def ray_results(address: str, chunks: Iterable[tuple[int, list[str]]], spec, settings: Settings, ident: Identity,
-                workers: Optional[int]) -> Iterator[dict[str, Any]]:
-    """The shard document of each chunk, computed on the cluster at ``address``, in chunk order."""
+                workers: Optional[int], ran: Optional[dict[str, Any]] = None) -> Iterator[dict[str, Any]]:
+    """The shard document of each chunk, computed on the cluster at ``address``, in chunk order;
+    ``ran["workers"]`` is set to the number of actors."""
     from attncli.stats.runner import bounded
 
     check_reachable(address)
@@ -76,6 +77,8 @@ def ray_results(address: str, chunks: Iterable[tuple[int, list[str]]], spec, set
         raise BadInput(f"--ray {address!r}: cannot join the cluster: {str(exc).splitlines()[0][:200]}") from None
     try:
         n = workers if workers and workers > 1 else max(1, int(ray.cluster_resources().get("CPU", 1)))
+        if ran is not None:
+            ran["workers"] = n
         actor = ray.remote(num_cpus=1)(StatsActor)
         actors = [actor.remote(spec, settings, ident) for _ in range(n)]
         turn = iter(range(1 << 62))

@@ -244,6 +244,7 @@ class Outcome:
     computed: int
     ranges: list[tuple[int, int]]
     stopped_at_shard: Optional[int] = None
+    ran: dict[str, Any] = field(default_factory=dict)  # {"on": "here" | "processes" | "ray", "workers": n}
 
 
 def run(model, texts: Iterator[str], *, spec: ModelSpec, settings: Settings, out: Optional[Path] = None,
@@ -262,6 +263,8 @@ def run(model, texts: Iterator[str], *, spec: ModelSpec, settings: Settings, out
     acc = Accumulator(model.layers, model.heads, settings.top_k)
     ranges: list[tuple[int, int]] = []
     computed = 0
+    ran: dict[str, Any] = {"on": "ray" if ray_address else "processes" if workers > 1 else "here",
+                           "workers": workers}
 
     def take(doc: dict[str, Any]) -> None:
         acc.merge(from_document(doc))
@@ -277,7 +280,7 @@ def run(model, texts: Iterator[str], *, spec: ModelSpec, settings: Settings, out
         if ray_address is not None:
             from attncli.stats.cluster import ray_results
 
-            yield from ray_results(ray_address, todo, spec, settings, ident, workers)
+            yield from ray_results(ray_address, todo, spec, settings, ident, workers, ran)
         elif workers > 1:
             pool = local_pool(workers, spec, settings, ident)
             try:
@@ -298,4 +301,4 @@ def run(model, texts: Iterator[str], *, spec: ModelSpec, settings: Settings, out
         take(doc)
     done_so_far()
     ranges.sort()
-    return Outcome(acc, ident, len(ranges), computed, ranges, plan.stopped_at_shard)
+    return Outcome(acc, ident, len(ranges), computed, ranges, plan.stopped_at_shard, ran)
