@@ -325,3 +325,14 @@ def test_text_from_the_corpus_is_shown_escaped(one_process):
         console.print(part)
     shown = console.file.getvalue() + stats_caption(doc)
     assert "\\x1b[2J" in shown and "\x1b[2J" not in shown and "\x07" not in shown and "\x1b[31m" not in shown
+
+
+def test_transformers_own_attention_gives_the_same_statistics(one_process, tiny_gpt2_dir):
+    """The torch backend (transformers' eager attention, float32) against attn's NumPy path."""
+    needed("torch")
+    needed("transformers")
+    corpus, whole = one_process
+    doc = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--backend", "torch", "--json"])
+    for name, stat in whole["stats"].items():
+        assert doc["stats"][name]["count"] == stat["count"], name
+        np.testing.assert_allclose(doc["stats"][name]["mean"], stat["mean"], rtol=0, atol=2e-5, err_msg=name)

@@ -176,6 +176,11 @@ def stats_cmd(
         raise BadInput(f"no text of the corpus ({source}) has a token to score (each is one token or less)")
     doc = document(outcome.acc, outcome.ident, outcome.ranges, source=source, shards=outcome.shards,
                    computed=outcome.computed, ran=outcome.ran, out=None if out is None else str(out))
+    if getattr(model, "encoder_decoder", False):  # T5, BART: the encoder stack's self-attention
+        from attncli.cli.app import info
+
+        info("an encoder-decoder: these are the encoder stack's heads (its self-attention over each text)")
+        doc["stack"] = "encoder"
     _show(doc, json_out, exports, f"attn stats: {model.name}")
 
 
