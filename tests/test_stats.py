@@ -336,3 +336,67 @@ def test_transformers_own_attention_gives_the_same_statistics(one_process, tiny_
     for name, stat in whole["stats"].items():
         assert doc["stats"][name]["count"] == stat["count"], name
         np.testing.assert_allclose(doc["stats"][name]["mean"], stat["mean"], rtol=0, atol=2e-5, err_msg=name)
+
+
+def test_the_corpus_streams(gpt2_model):
+    """An endless corpus with --max-texts ends; chunks are taken from the reader as they are
+    computed (at most ``inflight`` ahead), never read whole first."""
+    import itertools
+
+    from attncli.stats.accumulate import Settings
+    from attncli.stats.runner import ModelSpec, bounded, run
+
+    read = []
+
+    def endless():
+        for n in itertools.count():
+            read.append(n)
+            yield "the cat sat on the mat"
+
+    out = run(gpt2_model, endless(), spec=ModelSpec("x"), settings=Settings(), max_texts=10, shard_texts=3)
+    assert out.acc.texts == 10 and len(read) == 10 and out.shards == 4
+    pending, most = set(), [0]
+
+    def submit(start, texts):
+        pending.add(start)
+        most[0] = max(most[0], len(pending))
+        return start
+
+    def get(start):
+        pending.discard(start)
+        return start
+
+    assert list(bounded(((s, []) for s in range(10)), submit, get, 2)) == list(range(10)) and most[0] == 2
+
+
+@pytest.mark.parametrize("lines, field, message", [
+    ('{"text": "a b"}\nnot json\n', "text", "line 2 of"),
+    ('{"text": 3}\n', "text", "is not a string"),
+    ('["text"]\n', "text", "no field 'text'"),
+])
+def test_bad_jsonl_is_exit_2(lines, field, message, tiny_gpt2_dir, tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_text(lines)
+    r = cli(["stats", path, "--transformer", tiny_gpt2_dir, "--field", field], code=2)
+    assert said(r, message)
+
+
+def test_bad_corpora_and_options_are_exit_2(tiny_gpt2_dir, tmp_path):
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    assert said(cli(["stats", folder, "--transformer", tiny_gpt2_dir], code=2), "holds no text")
+    assert said(cli(["stats", tmp_path / "missing.txt", "--transformer", tiny_gpt2_dir], code=2), "does not exist")
+    corpus = write_corpus(tmp_path / "c.txt", 3)
+    assert said(cli(["stats", corpus], code=2), "needs --transformer")
+    assert said(cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--out", corpus], code=2), "is not a folder")
+    assert said(cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--workers", 0], code=2), "--workers")
+    assert said(cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--split", "train"], code=2), "--split")
+    one_token = tmp_path / "one.txt"
+    one_token.write_text("a\n")
+    assert said(cli(["stats", one_token, "--transformer", tiny_gpt2_dir], code=2), "has a token to score")
+    datasets = needed("datasets")
+    datasets.DatasetDict({"a": datasets.Dataset.from_dict({"text": ["x y"]}),
+                          "b": datasets.Dataset.from_dict({"text": ["x y"]})}).save_to_disk(str(tmp_path / "dd"))
+    assert said(cli(["stats", tmp_path / "dd", "--transformer", tiny_gpt2_dir], code=2), "choose one with --split")
+    assert said(cli(["stats", tmp_path / "dd", "--transformer", tiny_gpt2_dir, "--split", "a", "--field", "body"],
+                    code=2), "has no field 'body'")
