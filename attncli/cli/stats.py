@@ -80,9 +80,29 @@ def _exports(svg, html, png, width):
     return exports
 
 
-def _show(doc: dict[str, Any], json_out: bool, exports, title: str) -> None:
+def _check_explore(explore: bool, json_out: bool) -> None:
+    if not explore:
+        return
+    if json_out:
+        raise BadInput("--explore opens the statistics in an interactive view; --json prints them: choose one")
+    import importlib.util
+
+    if importlib.util.find_spec("textual") is None:
+        raise BadInput('--explore needs the "explore" extra (Textual): pip install "attncli[explore]"')
+
+
+def _show(doc: dict[str, Any], json_out: bool, exports, title: str, explore: bool = False) -> None:
     from attncli.views.stats_view import stats_caption, stats_renderables
 
+    if explore:
+        from attncli.explore.stats_app import run as explore_stats
+
+        if exports:
+            from attncli.views.export import export_files
+
+            export_files(lambda w: stats_renderables(doc, w), title, svg=exports.svg, html=exports.html,
+                         png=exports.png, width=exports.width)
+        raise typer.Exit(explore_stats(doc))
     if json_out:
         emit_json(doc)
     else:
@@ -123,6 +143,7 @@ def stats_cmd(
     html: HtmlOpt = None,
     png: PngOpt = None,
     width: ExportWidthOpt = None,
+    explore: Annotated[bool, typer.Option("--explore", help="Then open the statistics in an interactive view (the explore extra).")] = False,
 ) -> None:
     """Per-head statistics of a pretrained model over a corpus: sink, entropy, mean distance,
     previous-token, duplicate-token and induction scores, with each head's top contexts
@@ -143,6 +164,7 @@ def stats_cmd(
                           ("--probe-length", probe_length), ("--seed", seed)):
         _check(option, value)
     exports = _exports(svg, html, png, width)
+    _check_explore(explore, json_out)
     if ray is not None:
         from attncli.stats.cluster import host_port
 
@@ -181,7 +203,7 @@ def stats_cmd(
 
         info("an encoder-decoder: these are the encoder stack's heads (its self-attention over each text)")
         doc["stack"] = "encoder"
-    _show(doc, json_out, exports, f"attn stats: {model.name}")
+    _show(doc, json_out, exports, f"attn stats: {model.name}", explore)
 
 
 @stats_app.command("merge")
@@ -194,6 +216,7 @@ def merge_cmd(
     html: HtmlOpt = None,
     png: PngOpt = None,
     width: ExportWidthOpt = None,
+    explore: Annotated[bool, typer.Option("--explore", help="Then open the statistics in an interactive view (the explore extra).")] = False,
 ) -> None:
     """Merge the shards of several runs or machines exactly (sums and counts, never means of means).
 
@@ -203,7 +226,8 @@ def merge_cmd(
     from attncli.stats.report import document, merge_shards
 
     exports = _exports(svg, html, png, width)
+    _check_explore(explore, json_out)
     merged = merge_shards(folders)
     doc = document(merged.acc, merged.ident, merged.ranges, source="shards", shards=len(merged.ranges),
                    skipped=merged.skipped)
-    _show(doc, json_out, exports, f"attn stats merge: {merged.ident.model['name']}")
+    _show(doc, json_out, exports, f"attn stats merge: {merged.ident.model['name']}", explore)
