@@ -400,3 +400,29 @@ def test_bad_corpora_and_options_are_exit_2(tiny_gpt2_dir, tmp_path):
     assert said(cli(["stats", tmp_path / "dd", "--transformer", tiny_gpt2_dir], code=2), "choose one with --split")
     assert said(cli(["stats", tmp_path / "dd", "--transformer", tiny_gpt2_dir, "--split", "a", "--field", "body"],
                     code=2), "has no field 'body'")
+
+
+def test_a_worker_that_cannot_load_the_model_fails_the_run(tiny_gpt2_dir, gpt2_model, tmp_path):
+    """A worker's failure reaches the parent as the run's error (no hang, no traceback)."""
+    from attncli.errors import BadInput, RuntimeFailure
+    from attncli.stats.accumulate import Settings
+    from attncli.stats.runner import ModelSpec, run
+
+    with pytest.raises(BadInput) as caught:
+        run(gpt2_model, iter(corpus_lines(8)), spec=ModelSpec(str(tmp_path / "no-model")), settings=Settings(),
+            workers=2, shard_texts=4)
+    assert "no-model" in str(caught.value)
+    from attncli.stats.runner import load_work
+
+    other = tmp_path / "other"  # the same model with one weight changed: another fingerprint
+    import shutil
+
+    shutil.copytree(tiny_gpt2_dir, other)
+    weights = other / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-10] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    from attncli.stats.runner import identity
+
+    with pytest.raises(RuntimeFailure, match="not the one the run started on"):
+        load_work(ModelSpec(str(other)), Settings(), identity(gpt2_model))

@@ -205,18 +205,24 @@ def bounded(items: Iterable[tuple[int, list[str]]], submit: Callable[[int, list[
 
 
 _WORK: Optional[ChunkWork] = None
+_JOB: Optional[tuple[ModelSpec, Settings, Identity]] = None
 
 
 def _init_process(spec: ModelSpec, settings: Settings, ident: Identity) -> None:
-    global _WORK
+    global _JOB
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the pool
-    _WORK = load_work(spec, settings, ident)
+    _JOB = (spec, settings, ident)
 
 
 def _process_chunk(start: int, texts: list[str]) -> dict[str, Any]:
-    assert _WORK is not None
+    """A chunk in a worker process; the model is loaded by the first (a failure there is the
+    task's, reported to the parent: in the pool's initializer it would restart the worker forever)."""
+    global _WORK
+    if _WORK is None:
+        assert _JOB is not None
+        _WORK = load_work(*_JOB)
     return _WORK.compute(start, texts)
 
 
