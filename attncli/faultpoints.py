@@ -19,6 +19,7 @@ STAGES = {
     "version-renamed": "the version renamed to its final name and .versions fsynced, before the link",
     "link-made": "the temporary link to the new version made, before the os.replace that commits",
     "link-replaced": "the name points at the new version (committed), before models/ is fsynced",
+    "stats-shard-written": "attn stats --out: a shard written (atomically), before the next chunk's",
 }
 
 

@@ -29,8 +29,9 @@ ALLOWED = {
     "generate": {"lm", "attention", "vectors", "transformer"},
     "views": {"attention"},  # rich drawing shared by cli and explore
     "explore": {"views", "lm", "attention", "lookup", "vectors", "transformer"},  # the Textual app (attn explore)
-    "cli": {"explore", "views", "lm", "attention", "lookup", "vectors", "transformer", "generate"},
+    "cli": {"explore", "views", "lm", "attention", "lookup", "vectors", "transformer", "generate", "stats"},
     "transformer": set(),
+    "stats": {"attention", "transformer"},  # head statistics over a corpus (attn stats)
 }
 DRAWING = ("typer", "rich", "textual", "click")
 DRAWS = {"cli": DRAWING, "views": ("rich",), "explore": ("rich", "textual", "textual_serve")}  # who may import what

@@ -75,29 +75,48 @@ def row_scores(weights: np.ndarray, *, causal: bool, window: int, queries: Optio
     ``token_ids`` enables duplicate_token and induction."""
     A = np.asarray(weights, dtype=np.float64)  # (h, T, T)
     h, T, _ = A.shape
-    vis = visible_keys(T, causal, exclude_first)  # (T, T)
+    vis, keys, rows = scored_rows(T, causal=causal, window=window, queries=queries, separators=separators,
+                                  token_ids=token_ids, exclude_first=exclude_first, only=only)
     if exclude_first:  # rows renormalised over the keys that are left
         A = np.where(vis, A, 0.0)
         mass = A.sum(axis=-1, keepdims=True)  # (h, T, 1)
         A = np.divide(A, mass, out=np.zeros_like(A), where=mass > 0)
+    out: dict[str, np.ndarray] = {}
+    for name, use in rows.items():
+        if name == "entropy":
+            n_vis = vis.sum(axis=-1)  # (T,)
+            plogp = np.where(A > 0, A * np.log(np.where(A > 0, A, 1.0)), 0.0)  # (h, T, T)
+            ent = -plogp.sum(axis=-1) / np.log(np.maximum(n_vis, 2))  # (h, T)
+            out[name] = ent[:, use]
+            continue
+        out[name] = (A * keys[name]).sum(axis=-1)[:, use]  # (h, n)
+    return out
+
+
+def scored_rows(T: int, *, causal: bool, window: int, queries: Optional[np.ndarray] = None,
+                separators: Optional[np.ndarray] = None, token_ids: Optional[Sequence[int]] = None,
+                exclude_first: bool = False, only: Sequence[str] = SCORES
+                ) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """What :func:`row_scores` scores, without the weights: the (T, T) visible keys, each
+    pattern's (T, T) keys (its mask where visible), and each score's (T,) bool query rows, for
+    the scores in ``only`` that apply (see the module docstring for which queries count)."""
+    vis = visible_keys(T, causal, exclude_first)  # (T, T)
     n_vis = vis.sum(axis=-1)  # (T,)
     use = (n_vis >= 2) if queries is None else (np.asarray(queries, bool) & (n_vis >= 2))  # (T,)
     masks = pattern_masks(T, causal=causal, window=window, separators=separators, token_ids=token_ids)
     if exclude_first:
         masks.pop("first_token")
-    out: dict[str, np.ndarray] = {}
+    keys: dict[str, np.ndarray] = {}
+    rows: dict[str, np.ndarray] = {}
     for name in only:
         if name == "entropy":
-            plogp = np.where(A > 0, A * np.log(np.where(A > 0, A, 1.0)), 0.0)  # (h, T, T)
-            ent = -plogp.sum(axis=-1) / np.log(np.maximum(n_vis, 2))  # (h, T)
-            out[name] = ent[:, use]
+            rows[name] = use
             continue
         if name not in masks:
             continue
-        P = masks[name] & vis  # (T, T)
-        rows = use & P.any(axis=-1) if name in ("duplicate_token", "induction") else use  # (T,)
-        out[name] = (A * P).sum(axis=-1)[:, rows]  # (h, n)
-    return out
+        keys[name] = masks[name] & vis  # (T, T)
+        rows[name] = use & keys[name].any(axis=-1) if name in ("duplicate_token", "induction") else use  # (T,)
+    return vis, keys, rows
 
 
 def uniform_weights(T: int, causal: bool) -> np.ndarray:

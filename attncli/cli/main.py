@@ -46,6 +46,7 @@ import attncli.cli.generate  # noqa: E402,F401  generate
 import attncli.cli.explore  # noqa: E402,F401  explore (the Textual app; textual imported only when it runs)
 import attncli.cli.compare  # noqa: E402,F401  compare (two matrices and their difference)
 import attncli.cli.lens  # noqa: E402,F401  lens (the logit lens of a decoder)
+import attncli.cli.stats  # noqa: E402,F401  stats, stats merge (head statistics over a corpus)
 
 
 def _check_arguments() -> None:

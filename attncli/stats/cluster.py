@@ -1,0 +1,88 @@
+"""Chunks run as tasks on an existing Ray cluster (the ``cluster`` extra): one actor per worker
+loads the model once, the driver submits chunks to them in turn and gets the same shard
+documents back as local workers return. Every node must hold the model at the name given (a
+directory at the same path, or the hub cache) and attn itself.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any, Iterable, Iterator, Optional
+
+from attncli.errors import AttnError, BadInput, RuntimeFailure
+from attncli.stats.accumulate import Settings
+from attncli.stats.shards import Identity
+
+CONNECT_SECONDS = 5.0  # how long an address may take to answer
+CLUSTER_EXTRA = "--ray needs the cluster extra: pip install 'attncli[cluster]'"
+
+
+def host_port(address: str) -> tuple[str, int]:
+    """(host, port) of 'HOST:PORT' or 'ray://HOST:PORT'; BadInput otherwise."""
+    rest = address[len("ray://"):] if address.startswith("ray://") else address
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise BadInput(f"--ray {address!r}: expected HOST:PORT (the head node's address, e.g. 10.0.0.5:6379) "
+                       "or ray://HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+def check_reachable(address: str, seconds: float = CONNECT_SECONDS) -> None:
+    """BadInput when nothing answers at the address within ``seconds``."""
+    host, port = host_port(address)
+    try:
+        with socket.create_connection((host, port), timeout=seconds):
+            pass
+    except OSError as exc:
+        raise BadInput(f"--ray {address!r}: no Ray cluster answers there ({exc.strerror or type(exc).__name__} "
+                       f"within {seconds:.0f} s): start one with 'ray start --head' or check the address") from None
+
+
+class StatsActor:
+    """A Ray actor's body: the model loaded once, chunks computed on call."""
+
+    def __init__(self, spec, settings: Settings, ident: Identity):
+        from attncli.stats.runner import load_work
+
+        self.work = load_work(spec, settings, ident)
+
+    def compute(self, start: int, texts: list[str]) -> dict[str, Any]:
+        return self.work.compute(start, texts)
+
+
+def _get(ray, ref) -> dict[str, Any]:
+    try:
+        return ray.get(ref)
+    except Exception as exc:  # noqa: BLE001 - a task's failure: its own error if it was attn's
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, AttnError):
+            raise type(cause)(str(cause)) from None
+        raise RuntimeFailure(f"a Ray task failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}") from None
+
+
+def ray_results(address: str, chunks: Iterable[tuple[int, list[str]]], spec, settings: Settings, ident: Identity,
+                workers: Optional[int], ran: Optional[dict[str, Any]] = None) -> Iterator[dict[str, Any]]:
+    """The shard document of each chunk, computed on the cluster at ``address``, in chunk order;
+    ``ran["workers"]`` is set to the number of actors."""
+    from attncli.stats.runner import bounded
+
+    check_reachable(address)
+    try:
+        import ray
+    except ImportError:
+        raise BadInput(CLUSTER_EXTRA) from None
+    try:
+        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise BadInput(f"--ray {address!r}: cannot join the cluster: {str(exc).splitlines()[0][:200]}") from None
+    try:
+        n = workers if workers and workers > 1 else max(1, int(ray.cluster_resources().get("CPU", 1)))
+        if ran is not None:
+            ran["workers"] = n
+        actor = ray.remote(num_cpus=1)(StatsActor)
+        actors = [actor.remote(spec, settings, ident) for _ in range(n)]
+        turn = iter(range(1 << 62))
+        yield from bounded(chunks, lambda s, t: actors[next(turn) % n].compute.remote(s, t),
+                           lambda ref: _get(ray, ref), 2 * n)
+    finally:
+        ray.shutdown()

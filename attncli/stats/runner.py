@@ -1,0 +1,310 @@
+"""A corpus's head statistics: chunks of texts planned in order, computed here, in local worker
+processes or as Ray tasks, each chunk's sums written as a shard, then merged.
+
+With an output folder, a chunk whose shard is already there (same model, settings and texts) is
+not computed again, and a chunk never overlaps a shard already in the folder: a run stopped at
+any point and started again counts every text once. The patterns of a text come from one seam,
+:func:`patterns`, which asks the model for its traced attention patterns when it can trace.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
+
+import numpy as np
+
+from attncli import faultpoints
+from attncli.errors import AttnError, BadInput, RuntimeFailure
+from attncli.messages import warn
+from attncli.stats.accumulate import Accumulator, Settings, add_probe, add_text, probe_ids
+from attncli.stats.shards import (Damaged, Identity, from_document, mismatch, model_fingerprint, read_shard,
+                                  shard_files, texts_digest, to_document, write_shard)
+from attncli.transformer.encoding import Encoding
+
+SHARD_TEXTS = 64  # texts per shard by default
+
+
+def patterns(model, encs: Sequence[Encoding]) -> list[np.ndarray]:
+    """Each encoding's attention patterns, (L, h, T, T): the one place the statistics read a
+    model. A model that traces gives ``blocks.{l}.attn.pattern``; else its ``attentions``."""
+    if hasattr(model, "trace"):
+        out = []
+        for enc in encs:
+            trace = model.trace(enc, keep="blocks.*.attn.pattern")
+            out.append(np.stack([trace[f"blocks.{l}.attn.pattern"] for l in range(model.layers)]))
+        return out
+    return [model.attentions(enc) for enc in encs]  # one text at a time: no padding to mask
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """How a worker loads the model the run was started on."""
+    name: str
+    backend: str = "auto"
+    allow_missing_weights: bool = False
+
+
+def identity(model) -> Identity:
+    from attncli.fileio import FileProblem
+
+    try:
+        fingerprint = model_fingerprint(model.path)
+    except FileProblem as exc:
+        raise RuntimeFailure(f"model '{model.name}': a file cannot be read to fingerprint it: {exc}") from None
+    return Identity({"name": str(model.name), "fingerprint": fingerprint, "model_type": model.model_type,
+                     "layers": int(model.layers), "heads": int(model.heads), "causal": bool(model.is_decoder)},
+                    {})
+
+
+class ChunkWork:
+    """A loaded model and what a chunk needs from it (the probe's vocabulary, once)."""
+
+    def __init__(self, model, settings: Settings, ident: Identity):
+        self.model, self.settings, self.ident = model, settings, ident
+        self.causal = bool(model.is_decoder)
+        self.prefix: list[int] = []
+        if self.causal:
+            enc = model.encode("a")
+            for i, special in zip(enc.ids, enc.special):
+                if not special:
+                    break
+                self.prefix.append(int(i))
+        config = getattr(model, "config", {}) or {}
+        self.vocab = int(config.get("vocab_size") or 0)
+        self.exclude = set(self.prefix) | {int(config[k]) for k in ("bos_token_id", "eos_token_id", "pad_token_id")
+                                           if isinstance(config.get(k), int)}
+
+    def compute(self, start: int, texts: Sequence[str]) -> dict[str, Any]:
+        """The shard document of texts [start, start + len(texts))."""
+        model, s = self.model, self.settings
+        acc = Accumulator(model.layers, model.heads, s.top_k)
+        encs = [model.encode(t, truncate=True) for t in texts]
+        for offset, (enc, A) in enumerate(zip(encs, patterns(model, encs))):
+            acc.texts += 1
+            acc.tokens += len(enc.ids)
+            add_text(acc, A, text_id=start + offset, tokens=enc.tokens, ids=enc.ids, special=enc.special,
+                     causal=self.causal)
+        if self.causal and self.vocab:
+            probes = [i for i in range(start, start + len(texts)) if i % s.probe_every == 0]
+            for i in probes:
+                ids = probe_ids(i, s, self.prefix, self.vocab, self.exclude, model.max_positions)
+                if ids:
+                    enc = Encoding(ids=ids, tokens=[""] * len(ids), segments=[None] * len(ids),
+                                   special=[False] * len(ids), word_ids=[None] * len(ids), words=[],
+                                   type_ids=[0] * len(ids), text="")
+                    add_probe(acc, patterns(model, [enc])[0], ids)
+        return to_document(acc, self.ident, start, start + len(texts), texts_digest(texts))
+
+
+def load_work(spec: ModelSpec, settings: Settings, ident: Identity) -> ChunkWork:
+    """A worker's model, checked to be the same files the run was started on."""
+    from attncli.transformer import load
+
+    model = load(spec.name, backend=spec.backend, allow_missing_weights=spec.allow_missing_weights)
+    mine = identity(model).model["fingerprint"]
+    if mine != ident.model["fingerprint"]:
+        raise RuntimeFailure(f"the model '{spec.name}' a worker loaded is not the one the run started on "
+                             "(another copy or version on that machine)")
+    return ChunkWork(model, settings, ident)
+
+
+# --- planning the chunks ---------------------------------------------------------------------------
+
+@dataclass
+class Plan:
+    """What a run covers: the shards it found done and the chunks it computes."""
+    done: list[dict[str, Any]] = field(default_factory=list)
+    texts: int = 0
+    tokens: int = 0
+    stopped_at_shard: Optional[int] = None
+
+
+def existing_shards(out: Path, ident: Identity) -> dict[int, dict[str, Any]]:
+    """The usable shards of an output folder by start; a damaged one is named and left to be
+    computed again; one of another model or settings is BadInput."""
+    found: dict[int, dict[str, Any]] = {}
+    for path in shard_files([out]):
+        try:
+            doc = read_shard(path)
+        except Damaged as exc:
+            warn(f"shard {path} is damaged ({exc}): its texts are computed again")
+            continue
+        why = mismatch(doc, ident)
+        if why is not None:
+            raise BadInput(f"the output folder {str(out)!r} holds shards of another run: {path.name}: {why}; "
+                           "use another --out (or empty it)")
+        found[doc["start"]] = doc
+    return found
+
+
+def chunks(texts: Iterator[str], plan: Plan, *, shard_texts: int, max_texts: Optional[int],
+           max_tokens: Optional[int], existing: dict[int, dict[str, Any]], count_tokens: Callable[[str], int]
+           ) -> Iterator[tuple[int, list[str]]]:
+    """(start, texts) of each chunk to compute, in corpus order; shards already in ``existing``
+    (their texts read again and checked) go to ``plan.done`` instead."""
+    starts = sorted(existing)
+    pos, tokens = 0, 0
+    it = iter(texts)
+    while max_texts is None or pos < max_texts:
+        if pos in existing:
+            doc = existing[pos]
+            covered = [t for _, t in zip(range(doc["end"] - pos), it)]
+            if len(covered) < doc["end"] - pos or texts_digest(covered) != doc["texts_sha256"]:
+                raise BadInput(f"the shard of texts {pos}-{doc['end'] - 1} in the output folder covers other texts "
+                               "than the corpus's: the corpus changed; use another --out")
+            if (max_texts is not None and doc["end"] > max_texts) or (max_tokens is not None
+                                                                      and tokens + doc["tokens"] > max_tokens):
+                plan.stopped_at_shard = pos
+                return
+            plan.done.append(doc)
+            pos, tokens = doc["end"], tokens + doc["tokens"]
+            plan.texts, plan.tokens = pos, tokens
+            continue
+        limit = pos + shard_texts
+        if max_texts is not None:
+            limit = min(limit, max_texts)
+        later = [s for s in starts if pos < s < limit]
+        limit = later[0] if later else limit
+        chunk: list[str] = []
+        stop = False
+        while pos + len(chunk) < limit:
+            text = next(it, None)
+            if text is None:
+                stop = True
+                break
+            if max_tokens is not None:
+                n = count_tokens(text)
+                if tokens + n > max_tokens:
+                    stop = True
+                    break
+                tokens += n
+            chunk.append(text)
+        if chunk:
+            yield pos, chunk
+            pos += len(chunk)
+            plan.texts, plan.tokens = pos, tokens
+        if stop or not chunk:
+            return
+
+
+# --- running them ----------------------------------------------------------------------------------
+
+def bounded(items: Iterable[tuple[int, list[str]]], submit: Callable[[int, list[str]], Any],
+            get: Callable[[Any], dict[str, Any]], inflight: int) -> Iterator[dict[str, Any]]:
+    """Each chunk submitted, at most ``inflight`` at a time, results in submission order."""
+    queue: deque = deque()
+    for start, texts in items:
+        queue.append(submit(start, texts))
+        if len(queue) >= inflight:
+            yield get(queue.popleft())
+    while queue:
+        yield get(queue.popleft())
+
+
+_WORK: Optional[ChunkWork] = None
+_JOB: Optional[tuple[ModelSpec, Settings, Identity]] = None
+
+
+def _init_process(spec: ModelSpec, settings: Settings, ident: Identity) -> None:
+    global _JOB
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the pool
+    _JOB = (spec, settings, ident)
+
+
+def _process_chunk(start: int, texts: list[str]) -> dict[str, Any]:
+    """A chunk in a worker process; the model is loaded by the first (a failure there is the
+    task's, reported to the parent: in the pool's initializer it would restart the worker forever)."""
+    global _WORK
+    if _WORK is None:
+        assert _JOB is not None
+        _WORK = load_work(*_JOB)
+    return _WORK.compute(start, texts)
+
+
+def local_pool(workers: int, spec: ModelSpec, settings: Settings, ident: Identity):
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")  # each worker imports attn afresh and loads the model once
+    return ctx.Pool(workers, initializer=_init_process, initargs=(spec, settings, ident))
+
+
+def _pool_get(result) -> dict[str, Any]:
+    try:
+        return result.get()
+    except AttnError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a worker's failure, reported in one line
+        raise RuntimeFailure(f"a worker process failed: {type(exc).__name__}: {str(exc)[:200]}") from None
+
+
+@dataclass
+class Outcome:
+    acc: Accumulator
+    ident: Identity
+    shards: int
+    computed: int
+    ranges: list[tuple[int, int]]
+    stopped_at_shard: Optional[int] = None
+    ran: dict[str, Any] = field(default_factory=dict)  # {"on": "here" | "processes" | "ray", "workers": n}
+
+
+def run(model, texts: Iterator[str], *, spec: ModelSpec, settings: Settings, out: Optional[Path] = None,
+        shard_texts: int = SHARD_TEXTS, max_texts: Optional[int] = None, max_tokens: Optional[int] = None,
+        workers: int = 1, ray_address: Optional[str] = None,
+        on_shard: Optional[Callable[[int], None]] = None) -> Outcome:
+    """The statistics of ``texts`` on ``model`` (see the module docstring). ``on_shard(texts)``
+    after each shard is done (computed or found)."""
+    ident = identity(model)
+    ident = Identity(ident.model, settings.as_dict())
+    existing = existing_shards(out, ident) if out is not None else {}
+    plan = Plan()
+    count = lambda t: len(model.encode(t, truncate=True).ids)  # noqa: E731
+    todo = chunks(texts, plan, shard_texts=shard_texts, max_texts=max_texts, max_tokens=max_tokens,
+                  existing=existing, count_tokens=count)
+    acc = Accumulator(model.layers, model.heads, settings.top_k)
+    ranges: list[tuple[int, int]] = []
+    computed = 0
+    ran: dict[str, Any] = {"on": "ray" if ray_address else "processes" if workers > 1 else "here",
+                           "workers": workers}
+
+    def take(doc: dict[str, Any]) -> None:
+        acc.merge(from_document(doc))
+        ranges.append((doc["start"], doc["end"]))
+        if on_shard is not None:
+            on_shard(doc["end"] - doc["start"])
+
+    def done_so_far() -> None:  # shards found done, taken as the plan reaches them
+        while plan.done:
+            take(plan.done.pop(0))
+
+    def results() -> Iterator[dict[str, Any]]:
+        if ray_address is not None:
+            from attncli.stats.cluster import ray_results
+
+            yield from ray_results(ray_address, todo, spec, settings, ident, workers, ran)
+        elif workers > 1:
+            pool = local_pool(workers, spec, settings, ident)
+            try:
+                yield from bounded(todo, lambda s, t: pool.apply_async(_process_chunk, (s, t)), _pool_get, 2 * workers)
+            finally:
+                pool.terminate()
+                pool.join()
+        else:
+            work = ChunkWork(model, settings, ident)
+            yield from bounded(todo, lambda s, t: (s, t), lambda st: work.compute(*st), 1)
+
+    for doc in results():
+        done_so_far()
+        if out is not None:
+            write_shard(out, doc)
+            faultpoints.pause_at("stats-shard-written")
+        computed += 1
+        take(doc)
+    done_so_far()
+    ranges.sort()
+    return Outcome(acc, ident, len(ranges), computed, ranges, plan.stopped_at_shard, ran)

@@ -1,0 +1,194 @@
+"""Shards: one chunk of a corpus's statistics in a JSON file, written atomically, checked on read.
+
+A shard holds the accumulators' sums, counts and top examples of the texts [start, end) of a
+corpus (text indices, 0-based), and names what they depend on: the model (a fingerprint), the
+attn version, the statistics' definitions version (``STATS_VERSION``) and the settings. A
+SHA-256 over the rest of the document makes a damaged shard known as damaged. JSON keeps every
+float exactly (Python writes the shortest text that reads back the same double), and nothing
+loaded back is a pickle.
+
+    shard-000000000000-000000000064.json
+    {"format": "attn-stats-shard", "format_version": 1, "attn_version": "0.1.0", "stats_version": 1,
+     "model": {"name", "fingerprint", "model_type", "layers", "heads", "causal"},
+     "settings": {"top_k", "probe_every", "probe_length", "seed"},
+     "start": 0, "end": 64, "texts_sha256": "...", "texts": 64, "scored": 63, "tokens": 900, "probes": 16,
+     "sums": {stat: [[...] per head] per layer}, "counts": {stat: n},
+     "top": {stat: [[[[score, text, position, context], ...] per head] per layer]},
+     "checksum": "sha256 of the document without this key"}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import numpy as np
+
+from attncli import __version__
+from attncli.errors import BadInput
+from attncli.fileio import FileProblem, atomic_write, open_regular, read_text
+from attncli.stats.accumulate import STATS, STATS_VERSION, TOP_STATS, Accumulator
+
+FORMAT, FORMAT_VERSION = "attn-stats-shard", 1
+SHARD_NAME = re.compile(r"shard-(\d{12})-(\d{12})\.json")
+SHARD_BYTES = 256 * 2**20  # the largest shard read
+SAMPLES, SAMPLE_BYTES, MAX_WEIGHT_FILES = 16, 1 << 16, 256
+WEIGHT_GLOBS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.h5", "*.msgpack")
+_MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json")
+
+
+def shard_name(start: int, end: int) -> str:
+    return f"shard-{start:012d}-{end:012d}.json"
+
+
+def texts_digest(texts: Iterable[str]) -> str:
+    """SHA-256 of a chunk's texts (each UTF-8, NUL-separated): which texts a shard covers."""
+    h = hashlib.sha256()
+    for t in texts:
+        h.update(t.encode("utf-8") + b"\x00")
+    return h.hexdigest()
+
+
+def model_fingerprint(path: Path) -> str:
+    """A model directory's identity, the same on any machine that holds the same files: SHA-256
+    over config.json and the tokenizer's files, and each weights file's name, size and 16
+    samples of 64 KiB spread through it (a retrained model with the same shapes differs there)."""
+    h = hashlib.sha256()
+    path = Path(path)
+    for name in _MODEL_FILES:
+        if (path / name).is_file():
+            h.update(name.encode() + b"\x00" + read_text(path / name, 64 * 2**20, follow_symlinks=True).encode())
+    weights = sorted({p for g in WEIGHT_GLOBS for p in path.glob(g)})[:MAX_WEIGHT_FILES]
+    for file in weights:
+        fd = open_regular(file, follow_symlinks=True)
+        with open(fd, "rb") as fh:
+            size = fh.seek(0, 2)
+            h.update(f"{file.name}\x00{size}\x00".encode())
+            for k in range(SAMPLES):
+                fh.seek(max(0, size - SAMPLE_BYTES) * k // max(SAMPLES - 1, 1))
+                h.update(fh.read(SAMPLE_BYTES))
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What every shard of one run shares: the model and the settings."""
+    model: dict[str, Any]  # name, fingerprint, model_type, layers, heads, causal
+    settings: dict[str, int]
+
+
+def _checksum(doc: dict[str, Any]) -> str:
+    body = {k: v for k, v in doc.items() if k != "checksum"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, allow_nan=False, ensure_ascii=True).encode()).hexdigest()
+
+
+def to_document(acc: Accumulator, ident: Identity, start: int, end: int, digest: str) -> dict[str, Any]:
+    top = {}
+    for i, stat in enumerate(TOP_STATS):
+        top[stat] = [[[[float(acc.top_score[i, l, h, k]), int(acc.top_text[i, l, h, k]), int(acc.top_pos[i, l, h, k]),
+                        str(acc.top_context[i, l, h, k])] for k in range(acc.top_k) if acc.top_text[i, l, h, k] >= 0]
+                      for h in range(acc.heads)] for l in range(acc.layers)]
+    doc = {"format": FORMAT, "format_version": FORMAT_VERSION, "attn_version": __version__,
+           "stats_version": STATS_VERSION, "model": ident.model, "settings": ident.settings,
+           "start": start, "end": end, "texts_sha256": digest, "texts": acc.texts, "scored": acc.scored,
+           "tokens": acc.tokens, "probes": acc.probes,
+           "sums": {n: acc.sums[n].tolist() for n in STATS}, "counts": dict(acc.counts), "top": top}
+    doc["checksum"] = _checksum(doc)
+    return doc
+
+
+def from_document(doc: dict[str, Any]) -> Accumulator:
+    """The accumulator a checked shard holds (ValueError/KeyError/TypeError on a malformed one)."""
+    L, H, K = int(doc["model"]["layers"]), int(doc["model"]["heads"]), int(doc["settings"]["top_k"])
+    acc = Accumulator(L, H, K)
+    for n in STATS:
+        s = np.asarray(doc["sums"][n], dtype=np.float64)
+        if s.shape != (L, H) or not np.isfinite(s).all():
+            raise ValueError(f"the sums of {n} are not {L} x {H} finite numbers")
+        acc.sums[n] = s
+        c = doc["counts"][n]
+        if not isinstance(c, int) or c < 0:
+            raise ValueError(f"the count of {n} is not a count")
+        acc.counts[n] = c
+    for i, stat in enumerate(TOP_STATS):
+        rows = doc["top"][stat]
+        if len(rows) != L or any(len(r) != H for r in rows):
+            raise ValueError(f"the top examples of {stat} are not {L} x {H}")
+        for l in range(L):
+            for h in range(H):
+                entries = rows[l][h][:K]
+                for k, (score, text, pos, ctx) in enumerate(entries):
+                    acc.top_score[i, l, h, k], acc.top_text[i, l, h, k] = float(score), int(text)
+                    acc.top_pos[i, l, h, k], acc.top_context[i, l, h, k] = int(pos), str(ctx)
+    for key in ("texts", "scored", "tokens", "probes"):
+        setattr(acc, key, int(doc[key]))
+    return acc
+
+
+def write_shard(directory: Path, doc: dict[str, Any]) -> Path:
+    path = Path(directory) / shard_name(doc["start"], doc["end"])
+    atomic_write(path, json.dumps(doc, allow_nan=False, ensure_ascii=False) + "\n")
+    return path
+
+
+class Damaged(Exception):
+    """A shard that cannot be used; ``str()`` says why."""
+
+
+def read_shard(path: Path) -> dict[str, Any]:
+    """A shard's document, checked (format, checksum, shape); Damaged saying why otherwise."""
+    try:
+        doc = json.loads(read_text(path, SHARD_BYTES))
+    except FileProblem as exc:
+        raise Damaged(str(exc)) from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise Damaged(f"it is not JSON ({str(exc)[:80]})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise Damaged("it is not an attn statistics shard")
+    if doc.get("format_version") != FORMAT_VERSION:
+        raise Damaged(f"its format version {doc.get('format_version')!r} is not {FORMAT_VERSION}")
+    if doc.get("checksum") != _checksum(doc):
+        raise Damaged("its checksum does not match its contents")
+    try:
+        from_document(doc)
+        if not (isinstance(doc["start"], int) and isinstance(doc["end"], int) and 0 <= doc["start"] < doc["end"]):
+            raise ValueError("its text range is not 0 <= start < end")
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise Damaged(f"it is malformed ({str(exc)[:80]})") from None
+    return doc
+
+
+def mismatch(doc: dict[str, Any], ident: Identity) -> Optional[str]:
+    """Why a checked shard does not belong with ``ident`` (another model, attn version,
+    definitions or settings), or None."""
+    if doc["model"].get("fingerprint") != ident.model["fingerprint"]:
+        return f"it is of another model ({doc['model'].get('name')!r}, fingerprint {str(doc['model'].get('fingerprint'))[:12]})"
+    if doc["attn_version"] != __version__:
+        return f"it was written by attn {doc['attn_version']}, this is attn {__version__}"
+    if doc["stats_version"] != STATS_VERSION:
+        return f"its statistics are definitions version {doc['stats_version']!r}, these are {STATS_VERSION}"
+    if doc["settings"] != ident.settings:
+        return f"it was made with other settings ({doc['settings']} instead of {ident.settings})"
+    return None
+
+
+def identity_of(doc: dict[str, Any]) -> Identity:
+    return Identity(doc["model"], doc["settings"])
+
+
+def shard_files(paths: Iterable[Path]) -> list[Path]:
+    """The shard files of the folders (and files) given, each folder's in name order."""
+    found: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            found += sorted(q for q in p.iterdir() if SHARD_NAME.fullmatch(q.name))
+        elif p.is_file():
+            found.append(p)
+        else:
+            raise BadInput(f"{str(p)!r} is neither a folder of shards nor a shard file")
+    return found

