@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 DERIVED = None  # computed from other fields, as transformers' __post_init__ or modeling file does
+DERIVED_AS = {"num_key_value_heads": "num_attention_heads", "head_dim": "hidden_size / num_attention_heads",
+              "n_inner": "4 n_embd", "layer_types": "sliding from max_window_layers on"}  # what a DERIVED one is
 DEFAULT_ROPE_THETA = 10000.0  # RotaryEmbeddingConfigMixin.default_theta
 
 _LLAMA = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
@@ -87,6 +89,8 @@ def field(config: dict, key: str) -> Any:
     return value
 
 
-def table(kind: str) -> dict[str, Any]:
-    """Every field attn reads of a ``kind`` config and its default (docs/transformers.md lists them)."""
-    return dict(DEFAULTS[kind])
+def shown(key: str, value: Any) -> str:
+    """A default as docs/transformers.md shows it: derived ones by what they are, JSON's true / false."""
+    if value is None:
+        return f"= {DERIVED_AS[key]}" if key in DERIVED_AS else "none"
+    return str(value).lower() if isinstance(value, bool) else str(value)
