@@ -11,6 +11,8 @@ modeling files build from them. No weights are made: tests/test_config_drop.py r
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -22,7 +24,7 @@ transformers = needed("transformers")
 from attncli.transformer import config_defaults, llama  # noqa: E402
 from attncli.transformer.config_defaults import DEFAULTS, DERIVED, NULLABLE, field  # noqa: E402
 
-SMALL = {"vocab_size": 50, "hidden_size": 16, "num_attention_heads": 4, "num_hidden_layers": 3,
+SMALL = {"vocab_size": 50, "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 3,
          "intermediate_size": 8, "num_key_value_heads": 2}
 SMALL_OF = {**{k: SMALL for k in llama.MODEL_TYPES},
             "gpt2": {"vocab_size": 50, "n_embd": 16, "n_head": 4, "n_layer": 3},
@@ -112,7 +114,7 @@ LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_fr
 VARIANTS = [
     {},  # every optional field absent but num_key_value_heads (2)
     {"num_key_value_heads": DROP},  # transformers' default: 4 (Llama, Phi-3), 8, 32, 16 (refused by both)
-    {"num_key_value_heads": 4, "head_dim": 8},
+    {"num_key_value_heads": 4, "head_dim": 8},  # head_dim apart from hidden / heads (16)
     {"num_key_value_heads": None, "head_dim": None},
     {"rms_norm_eps": 1e-3, "hidden_act": "gelu", "tie_word_embeddings": True},
     {"rope_theta": 500.0},
@@ -151,7 +153,7 @@ def theirs(kind: str, config: dict) -> dict | None:
     module, prefix = _modeling(kind)
     modeling = getattr(module, f"modeling_{kind}")
     try:
-        ref = config_class(kind).from_dict(dict(config))
+        ref = config_class(kind).from_dict(copy.deepcopy(config))  # it standardizes nested dicts in place
         attention = getattr(modeling, f"{prefix}Attention")(ref, 0)
         mlp = getattr(modeling, f"{prefix}MLP")(ref)
         rotary = getattr(modeling, f"{prefix}RotaryEmbedding")(config=ref)

@@ -168,6 +168,9 @@ def windows(config: dict) -> list[int | None]:
     if not isinstance(kinds, list) or len(kinds) != layers or \
             not set(kinds) <= {"sliding_attention", "full_attention"}:
         raise TypeError("'layer_types' (one of full_attention / sliding_attention per layer)")
+    if window is None and "sliding_attention" in kinds:  # transformers fails on it (a window of None)
+        raise TypeError("'layer_types' (sliding_attention layers, but no window: use_sliding_window false "
+                        "or sliding_window null)")
     return [window if kind == "sliding_attention" else None for kind in kinds]
 
 
