@@ -149,3 +149,20 @@ def test_fields_added_beside_the_saved_ones_read_as_transformers_reads_them(kind
     outcome = check(edited(folders(kind), tmp_path / "m", **changes), f"{kind} with {changes}",
                     shaping="attention_bias" in changes)
     assert outcome == "ran" or "attention_bias" in changes, (kind, changes, outcome)
+
+
+@pytest.mark.parametrize("backend", ["auto", "numpy"])
+def test_a_gemma_with_attention_bias_runs_with_its_biases_on_the_numpy_path(backend, folders):
+    """Gemma's modeling applies attention_bias (q, k, v and o): the NumPy path reads those biases,
+    so the folder runs there, equal to transformers, with no hint to drop them."""
+    from typer.testing import CliRunner
+
+    from attncli.cli.main import app
+
+    path = folders("gemma-bias")
+    model = load(str(path), backend=backend)
+    assert model.backend == "numpy"
+    enc = model.encode(TEXT)
+    assert np.abs(model.attentions(enc) - theirs(path, enc.ids, True)).max() < 1e-5
+    result = CliRunner().invoke(app, ["matrix", TEXT, "--transformer", str(path), "--backend", backend, "--json"])
+    assert result.exit_code == 0 and "allow-missing-weights" not in result.stderr, result.output

@@ -13,10 +13,12 @@
                 x = x + down_proj(act(gate_proj(m)) * up_proj(m)),  m = RMSNorm(x)
                                                             Phi-3: gate | up = gate_up_proj(m)
     last        h = RMSNorm(x); logits = h lm_head^T (embed_tokens when tied and no lm_head is stored)
-Biases: Qwen2 on q, k, v; Llama on q, k, v, o if attention_bias, on the MLP if mlp_bias; else none.
-RoPE's inverse frequencies: 1 / theta^(2i / rotary_dim), i < rotary_dim / 2 (rotary_dim = d_head *
-partial_rotary_factor), then per rope type: default, linear (/ factor), llama3 (Llama 3.1's
-wavelength bands); other types are refused by name.
+Biases: Qwen2 on q, k, v; Llama and Gemma on q, k, v, o if attention_bias, Llama on the MLP if
+mlp_bias; else none. RoPE's inverse frequencies: 1 / theta^(2i / rotary_dim), i < rotary_dim / 2
+(rotary_dim = d_head, times partial_rotary_factor for Phi-3 and for linear / llama3 RoPE), then per
+rope type: default, linear (/ factor), llama3 (Llama 3.1's wavelength bands); other types are
+refused by name. A field config.json leaves out is transformers' default for the family
+(config_defaults.field), and RoPE's fields are resolved with transformers' precedence.
 
 Runs in float32 (a real checkpoint's weights, bfloat16 on disk, fit once in memory at float32);
 the attention scores and weights in float64. Shapes: B texts, T queries, S keys (T, or more with
