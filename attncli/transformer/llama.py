@@ -33,7 +33,7 @@ import numpy as np
 
 from attncli.errors import RuntimeFailure
 from attncli.transformer import ops
-from attncli.transformer.config_defaults import DEFAULT_ROPE_THETA, DEFAULTS, field
+from attncli.transformer.config_defaults import DEFAULT_ROPE_THETA, field
 from attncli.transformer.weights import Weights
 
 MODEL_TYPES = {"llama", "mistral", "qwen2", "gemma", "phi3"}
@@ -113,6 +113,8 @@ def unsupported(config: dict) -> str | None:
     kind = config["model_type"]
     s = sizes(config)
     heads, kv = s["num_attention_heads"], s["num_key_value_heads"]
+    if field(config, "head_dim") is None and s["hidden_size"] % heads:
+        return "hidden_size not a multiple of num_attention_heads (and no head_dim)"
     if heads % kv:
         return f"num_attention_heads ({heads}) not a multiple of num_key_value_heads ({kv})"
     _number(field(config, "rms_norm_eps"), "rms_norm_eps")
