@@ -240,3 +240,17 @@ def test_the_table_in_the_docs_lists_every_field_with_its_default():
         assert row is not None, kind
         for key, value in defaults.items():
             assert f"`{key}` {config_defaults.shown(key, value)}" in row, (kind, key)
+
+
+@pytest.mark.parametrize("kind, field_name, limit", [("gpt2", "n_positions", 1024), ("llama", "max_position_embeddings",
+                                                                                       2048),
+                                                     ("bert", "max_position_embeddings", 512),
+                                                     ("roberta", "max_position_embeddings", 512 - 2)])
+def test_the_token_limit_of_a_config_without_its_positions_is_transformers_default(kind, field_name, limit, tmp_path):
+    """With no position count in config.json, the limit on an input is the family's default table
+    (RoBERTa's less its padding_idx + 1), not "no limit"."""
+    from attncli.transformer.pretrained import max_positions
+
+    assert getattr(config_class(kind)(), field_name) - (2 if kind == "roberta" else 0) == limit
+    assert max_positions({"model_type": kind}, tmp_path) == limit
+    assert max_positions({"model_type": kind, field_name: 100}, tmp_path) == 100 - (2 if kind == "roberta" else 0)
