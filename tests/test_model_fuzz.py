@@ -158,3 +158,79 @@ def test_fuzzed_safetensors_header(fresh):
             path.write_bytes(struct.pack("<Q", len(text)) + text + body)
         check_outcome(run_matrix(d))
     one()
+
+
+# --- config defaults: a Llama-family config with fields dropped or changed means what transformers says --------
+
+DROP = "<dropped>"
+LLAMA3 = {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+CONFIG_CHOICES = {  # field -> values a stranger's config might hold for it (DROP: the field left out)
+    "rms_norm_eps": [DROP, 1e-5, 1e-3, None], "hidden_act": [DROP, "gelu", "silu", "gelu_pytorch_tanh", "relu", None],
+    "rope_parameters": [DROP, None, {"rope_type": "linear", "factor": 2.0}, {"rope_type": "default", "rope_theta": 500.0},
+                        dict(LLAMA3, original_max_position_embeddings=16), {"rope_type": "yarn", "factor": 2.0}],
+    "rope_scaling": [DROP, None, {}, {"type": "linear", "factor": 3.0}, dict(LLAMA3)],
+    "rope_theta": [DROP, 100.0, None], "partial_rotary_factor": [DROP, 0.5, 1.0],
+    "original_max_position_embeddings": [DROP, 8, 32], "max_position_embeddings": [DROP, 64, 128],
+    "sliding_window": [DROP, None, 2, 4], "use_sliding_window": [DROP, True, False], "max_window_layers": [DROP, 0, 1, 2],
+    "layer_types": [DROP, None], "tie_word_embeddings": [DROP, True, False], "num_key_value_heads": [DROP],
+    "head_dim": [DROP, None], "attention_bias": [DROP, True, False], "mlp_bias": [DROP, False],
+    "use_bidirectional_attention": [DROP, False, None],
+}
+DECODER_KINDS = ("llama", "llama3", "mistral", "qwen2", "gemma", "phi3")
+
+
+@pytest.fixture(scope="module")
+def decoder_dirs(tmp_path_factory):
+    from functools import lru_cache
+
+    from _llama_fixtures import build_decoder
+
+    base = tmp_path_factory.mktemp("fuzz-decoders")
+    return lru_cache(maxsize=None)(lambda kind: build_decoder(kind, base / kind))
+
+
+@pytest.mark.timeout(240)
+def test_fuzzed_llama_family_config_fields_read_as_transformers_reads_them(decoder_dirs, tmp_path):
+    """Whatever subset of a Llama-family config's optional fields is dropped or changed, attn's NumPy
+    path either refuses the folder (exit 1 or 2, by name) or shows transformers' own attentions
+    (eager, loaded from the same folder) to 1e-5: a default or a precedence of its own would show."""
+    import numpy as np
+
+    torch = needed("torch")
+    transformers = needed("transformers")
+    from attncli.errors import BadInput, RuntimeFailure
+    from attncli.transformer import load
+
+    count = iter(range(10**6))
+
+    @settings(FUZZ, max_examples=20)
+    @given(kind=st.sampled_from(DECODER_KINDS),
+           fields=st.dictionaries(st.sampled_from(sorted(CONFIG_CHOICES)), st.integers(0, 5), min_size=1, max_size=4))
+    def one(kind, fields):
+        d = tmp_path / f"m{next(count)}"
+        shutil.copytree(decoder_dirs(kind), d)
+        config = json.loads((d / "config.json").read_text())
+        for key, pick in fields.items():
+            value = CONFIG_CHOICES[key][pick % len(CONFIG_CHOICES[key])]
+            if value == DROP:
+                config.pop(key, None)
+            else:
+                config[key] = value
+        (d / "config.json").write_text(json.dumps(config))
+        check_outcome(run_matrix(d, "numpy"))
+        try:
+            model = load(str(d), backend="numpy")
+        except (BadInput, RuntimeFailure):
+            return  # refused by name: allowed
+        enc = model.encode(SENTENCE)
+        got = model.attentions(enc)  # (L, h, T, T)
+        try:
+            reference = transformers.AutoModelForCausalLM.from_pretrained(str(d), attn_implementation="eager",
+                                                                          dtype=torch.float32).eval()
+            with torch.no_grad():
+                out = reference(torch.tensor([enc.ids]), output_attentions=True)
+        except Exception as exc:
+            pytest.fail(f"attn ran a {kind} config transformers will not run ({type(exc).__name__}): {config}")
+        want = np.stack([a[0].double().numpy() for a in out.attentions])
+        assert got.shape == want.shape and np.abs(got - want).max() < 1e-5, (kind, config)
+    one()

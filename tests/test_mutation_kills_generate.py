@@ -189,20 +189,24 @@ def test_the_lens_keeps_five_tokens_by_default(llama_dir):
     assert lens.top_ids.shape[-1] == 5
 
 
-def test_the_vocabulary_is_the_width_of_the_logits_when_config_json_omits_it(tiny_gpt2_dir, tmp_path):
-    """The NumPy path runs a GPT-2 whose config.json has no vocab_size (the embedding gives it):
-    --json's vocab_size is then the logits' width, the embedding's rows, not 0."""
+def test_a_gpt2_config_without_vocab_size_means_gpt2s_own_and_a_smaller_table_is_refused(tiny_gpt2_dir, tmp_path):
+    """A GPT-2 config.json without vocab_size means GPT2Config's 50,257 (as transformers reads it,
+    which refuses the folder on the size mismatch): the NumPy path names the embedding whose 300
+    rows do not match, exit 1, instead of taking the vocabulary from the table."""
     from safetensors import safe_open
     from typer.testing import CliRunner
 
     from attncli.cli.main import app
 
+    transformers = needed("transformers")
     path = copy_with_config(tiny_gpt2_dir, tmp_path / "m", vocab_size=None)
     with safe_open(str(path / "model.safetensors"), "np") as weights:
         rows = next(weights.get_slice(k).get_shape()[0] for k in weights.keys() if k.endswith("wte.weight"))
-    result = CliRunner().invoke(app, ["generate", "the cat", "--transformer", str(path), "-n", "2", "--greedy", "--json"])
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["model"]["vocab_size"] == rows == tokenizer_of(path).get_vocab_size()
+    result = CliRunner().invoke(app, ["generate", "the cat", "--transformer", str(path), "-n", "2", "--greedy", "--json",
+                                      "--backend", "numpy"])
+    assert result.exit_code == 1 and result.stdout == "", result.output
+    default = transformers.GPT2Config().vocab_size
+    assert f"wte.weight: shape ({rows}, 32), but config.json implies ({default}, 32)" in " ".join(result.stderr.split())
 
 
 def test_lens_token_on_the_transformers_path_gets_the_lens_refusal(tmp_path):

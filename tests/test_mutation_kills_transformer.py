@@ -672,20 +672,20 @@ def test_value_vectors_rebuild_transformers_attention_output(kind, output, reque
 def test_expected_shapes_by_hand():
     """The shape of every tensor each forward pass reads, from config.json, worked by hand (GPT-2's
     Conv1D stores (in, out); n_inner null means 4 * n_embd; ELECTRA's embeddings are
-    embedding_size wide)."""
+    embedding_size wide; a size config.json leaves out is transformers' default for the family)."""
     from attncli.transformer import bert, distilbert, gpt2
 
-    g = gpt2.expected({"n_embd": 8, "n_layer": 1, "vocab_size": 10, "n_positions": 6, "n_inner": None})
+    g = gpt2.expected({"model_type": "gpt2", "n_embd": 8, "n_layer": 1, "vocab_size": 10, "n_positions": 6, "n_inner": None})
     assert g == {"wte.weight": (10, 8), "wpe.weight": (6, 8), "ln_f.weight": (8,), "ln_f.bias": (8,),
                  "h.0.ln_1.weight": (8,), "h.0.ln_1.bias": (8,), "h.0.ln_2.weight": (8,), "h.0.ln_2.bias": (8,),
                  "h.0.attn.c_attn.weight": (8, 24), "h.0.attn.c_attn.bias": (24,),
                  "h.0.attn.c_proj.weight": (8, 8), "h.0.attn.c_proj.bias": (8,),
                  "h.0.mlp.c_fc.weight": (8, 32), "h.0.mlp.c_fc.bias": (32,),
                  "h.0.mlp.c_proj.weight": (32, 8), "h.0.mlp.c_proj.bias": (8,)}
-    assert gpt2.expected({"n_embd": 8, "n_layer": 2, "n_inner": 5})["h.1.mlp.c_fc.weight"] == (8, 5)
-    unknown = gpt2.expected({"n_layer": 1})  # sizes the config does not state: any
-    assert unknown["h.0.attn.c_attn.weight"] == (None, None) and unknown["h.0.mlp.c_fc.bias"] == (None,)
-    assert unknown["wte.weight"] == (None, None)
+    assert gpt2.expected({"model_type": "gpt2", "n_embd": 8, "n_layer": 2, "n_inner": 5})["h.1.mlp.c_fc.weight"] == (8, 5)
+    unstated = gpt2.expected({"model_type": "gpt2", "n_layer": 1})  # GPT2Config's defaults
+    assert unstated["h.0.attn.c_attn.weight"] == (768, 2304) and unstated["h.0.mlp.c_fc.bias"] == (3072,)
+    assert unstated["wte.weight"] == (50257, 768) and unstated["wpe.weight"] == (1024, 768)
     b = bert.expected({"model_type": "electra", "hidden_size": 8, "embedding_size": 4, "intermediate_size": 16,
                        "vocab_size": 10, "max_position_embeddings": 6, "type_vocab_size": 2, "num_hidden_layers": 1})
     assert b["embeddings.word_embeddings.weight"] == (10, 4) and b["embeddings.position_embeddings.weight"] == (6, 4)
@@ -695,8 +695,8 @@ def test_expected_shapes_by_hand():
     assert b["encoder.layer.0.intermediate.dense.weight"] == (16, 8) and b["encoder.layer.0.output.dense.weight"] == (8, 16)
     assert b["encoder.layer.0.output.LayerNorm.weight"] == (8,) and len(b) == 7 + 16
     assert bert.expected({"model_type": "bert", "hidden_size": 8, "embedding_size": 4,
-                          "num_hidden_layers": 0})["embeddings.word_embeddings.weight"] == (None, 8)
-    d = distilbert.expected({"dim": 8, "hidden_dim": 16, "vocab_size": 10, "max_position_embeddings": 6, "n_layers": 2})
+                          "num_hidden_layers": 0})["embeddings.word_embeddings.weight"] == (30522, 8)
+    d = distilbert.expected({"model_type": "distilbert", "dim": 8, "hidden_dim": 16, "vocab_size": 10, "max_position_embeddings": 6, "n_layers": 2})
     assert d["embeddings.word_embeddings.weight"] == (10, 8) and d["embeddings.position_embeddings.weight"] == (6, 8)
     assert d["transformer.layer.1.ffn.lin1.weight"] == (16, 8) and d["transformer.layer.1.ffn.lin2.weight"] == (8, 16)
     assert d["transformer.layer.1.attention.v_lin.bias"] == (8,) and d["transformer.layer.0.sa_layer_norm.weight"] == (8,)
@@ -753,7 +753,7 @@ def test_report_unused_joins_both_problems():
 def test_gpt2_unsupported_by_hand():
     from attncli.transformer import gpt2
 
-    sizes = {"n_embd": 8, "n_head": 2, "n_layer": 1}
+    sizes = {"model_type": "gpt2", "n_embd": 8, "n_head": 2, "n_layer": 1}
     assert gpt2.unsupported(sizes) is None  # activation_function absent: GPT-2's gelu_new
     assert gpt2.unsupported({**sizes, "activation_function": "relu"}) is None
     assert gpt2.unsupported({**sizes, "add_cross_attention": True}) == "cross-attention"
@@ -804,7 +804,7 @@ def test_read_json_follows_the_caches_symlinks_refuses_a_fifo_and_keeps_its_limi
 def test_distilbert_unsupported_by_hand():
     from attncli.transformer import distilbert
 
-    sizes = {"dim": 8, "n_heads": 2, "n_layers": 1}
+    sizes = {"model_type": "distilbert", "dim": 8, "n_heads": 2, "n_layers": 1}
     assert distilbert.unsupported(sizes) is None  # activation absent: DistilBERT's gelu
     assert distilbert.unsupported({**sizes, "activation": "relu"}) is None
     assert distilbert.unsupported({**sizes, "activation": "swiglu"}) == "activation 'swiglu'"

@@ -20,6 +20,7 @@ import math
 import numpy as np
 
 from attncli.transformer import ops
+from attncli.transformer.config_defaults import field
 from attncli.transformer.weights import Weights
 
 ROBERTA_TYPES = {"roberta", "xlm-roberta", "camembert"}
@@ -36,16 +37,16 @@ OPTIONAL = {"embeddings.token_type_embeddings.weight", "embeddings_project.weigh
 def expected(config: dict) -> dict[str, tuple[int | None, ...]]:
     """Every tensor this forward pass reads, with the shape config.json implies (None: a size the
     config does not state)."""
-    d, inner = config.get("hidden_size"), config.get("intermediate_size")
-    e = config.get("embedding_size") if config["model_type"] == "electra" else d
+    d, inner = field(config, "hidden_size"), field(config, "intermediate_size")
+    e = field(config, "embedding_size") if config["model_type"] == "electra" else d
     shapes = {
-        "embeddings.word_embeddings.weight": (config.get("vocab_size"), e),
-        "embeddings.position_embeddings.weight": (config.get("max_position_embeddings"), e),
-        "embeddings.token_type_embeddings.weight": (config.get("type_vocab_size"), e),
+        "embeddings.word_embeddings.weight": (field(config, "vocab_size"), e),
+        "embeddings.position_embeddings.weight": (field(config, "max_position_embeddings"), e),
+        "embeddings.token_type_embeddings.weight": (field(config, "type_vocab_size"), e),
         "embeddings.LayerNorm.weight": (e,), "embeddings.LayerNorm.bias": (e,),
         "embeddings_project.weight": (d, e), "embeddings_project.bias": (d,),
     }
-    for l in range(int(config["num_hidden_layers"])):
+    for l in range(int(field(config, "num_hidden_layers"))):
         p = f"encoder.layer.{l}."
         for part in ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"):
             shapes[p + part + ".weight"], shapes[p + part + ".bias"] = (d, d), (d,)
@@ -69,11 +70,11 @@ def unsupported(config: dict) -> str | None:
     """Why this config's model is beyond this forward pass, or None."""
     if config.get("position_embedding_type", "absolute") != "absolute":
         return f"position_embedding_type '{config['position_embedding_type']}'"
-    if config.get("is_decoder") or config.get("add_cross_attention"):
+    if field(config, "is_decoder") or field(config, "add_cross_attention"):
         return "a BERT-family decoder (is_decoder / cross-attention)"
-    if config.get("hidden_act", "gelu") not in ops.ACTIVATIONS:
-        return f"hidden_act '{config.get('hidden_act')}'"
-    if config["hidden_size"] % config["num_attention_heads"] or config["num_hidden_layers"] < 1:
+    if field(config, "hidden_act") not in ops.ACTIVATIONS:
+        return f"hidden_act '{field(config, 'hidden_act')}'"
+    if field(config, "hidden_size") % field(config, "num_attention_heads") or field(config, "num_hidden_layers") < 1:
         return "hidden_size not a multiple of num_attention_heads"
     return None
 
@@ -87,12 +88,12 @@ class PostNormEncoder:
     def __init__(self, weights: Weights, config: dict):
         self.w = weights
         self.config = config
-        self.layers = int(config["num_hidden_layers"])
-        self.heads = int(config["num_attention_heads"])
-        self.d = int(config["hidden_size"])
+        self.layers = int(field(config, "num_hidden_layers"))
+        self.heads = int(field(config, "num_attention_heads"))
+        self.d = int(field(config, "hidden_size"))
         self.d_head = self.d // self.heads
-        self.eps = float(config.get("layer_norm_eps", 1e-12))
-        self.act = ops.ACTIVATIONS[config.get("hidden_act", "gelu")]
+        self.eps = float(field(config, "layer_norm_eps"))
+        self.act = ops.ACTIVATIONS[field(config, "hidden_act")]
 
     def scale(self, layer: int) -> float:
         return 1.0 / math.sqrt(self.d_head)
@@ -104,8 +105,8 @@ class BertFamily(PostNormEncoder):
     def __init__(self, weights: Weights, config: dict):
         super().__init__(weights, config)
         self.roberta = config["model_type"] in ROBERTA_TYPES
-        pad = config.get("pad_token_id")
-        self.padding_idx = (1 if pad is None else int(pad)) if self.roberta else 0  # fairseq's <pad> is 1
+        pad = field(config, "pad_token_id")  # RoBERTa's default: fairseq's <pad>, 1
+        self.padding_idx = (1 if pad is None else int(pad)) if self.roberta else 0
         self.project = "embeddings_project.weight" in weights
 
     def position_ids(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from attncli.transformer import ops
+from attncli.transformer.config_defaults import field
 from attncli.transformer.weights import Weights
 
 MODEL_TYPES = {"distilbert"}
@@ -29,13 +30,13 @@ OPTIONAL: set[str] = set()
 
 def expected(config: dict) -> dict[str, tuple[int | None, ...]]:
     """Every tensor this forward pass reads, with the shape config.json implies."""
-    d, inner = config.get("dim"), config.get("hidden_dim")
+    d, inner = field(config, "dim"), field(config, "hidden_dim")
     shapes = {
-        "embeddings.word_embeddings.weight": (config.get("vocab_size"), d),
-        "embeddings.position_embeddings.weight": (config.get("max_position_embeddings"), d),
+        "embeddings.word_embeddings.weight": (field(config, "vocab_size"), d),
+        "embeddings.position_embeddings.weight": (field(config, "max_position_embeddings"), d),
         "embeddings.LayerNorm.weight": (d,), "embeddings.LayerNorm.bias": (d,),
     }
-    for l in range(int(config["n_layers"])):
+    for l in range(int(field(config, "n_layers"))):
         p = f"transformer.layer.{l}."
         for part in ("attention.q_lin", "attention.k_lin", "attention.v_lin", "attention.out_lin"):
             shapes[p + part + ".weight"], shapes[p + part + ".bias"] = (d, d), (d,)
@@ -47,9 +48,9 @@ def expected(config: dict) -> dict[str, tuple[int | None, ...]]:
 
 
 def unsupported(config: dict) -> str | None:
-    if config.get("activation", "gelu") not in ops.ACTIVATIONS:
-        return f"activation '{config.get('activation')}'"
-    if config["dim"] % config["n_heads"] or config["n_layers"] < 1:
+    if field(config, "activation") not in ops.ACTIVATIONS:
+        return f"activation '{field(config, 'activation')}'"
+    if field(config, "dim") % field(config, "n_heads") or field(config, "n_layers") < 1:
         return "dim not a multiple of n_heads"
     return None
 
@@ -59,11 +60,11 @@ class DistilBert:
 
     def __init__(self, weights: Weights, config: dict):
         self.w = weights
-        self.layers = int(config["n_layers"])
-        self.heads = int(config["n_heads"])
-        self.d = int(config["dim"])
+        self.layers = int(field(config, "n_layers"))
+        self.heads = int(field(config, "n_heads"))
+        self.d = int(field(config, "dim"))
         self.d_head = self.d // self.heads
-        self.act = ops.ACTIVATIONS[config.get("activation", "gelu")]
+        self.act = ops.ACTIVATIONS[field(config, "activation")]
 
     def scale(self, layer: int) -> float:
         return 1.0 / math.sqrt(self.d_head)

@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from attncli.transformer import ops
+from attncli.transformer.config_defaults import field
 from attncli.transformer.weights import Weights
 
 MODEL_TYPES = {"gpt2"}
@@ -31,11 +32,12 @@ OPTIONAL: set[str] = set()
 
 def expected(config: dict) -> dict[str, tuple[int | None, ...]]:
     """Every tensor this forward pass reads, with the shape config.json implies (Conv1D: (in, out))."""
-    d = config.get("n_embd")
-    inner = config.get("n_inner") or (4 * d if d is not None else None)
-    shapes = {"wte.weight": (config.get("vocab_size"), d), "wpe.weight": (config.get("n_positions"), d),
+    d = field(config, "n_embd")
+    inner = field(config, "n_inner")
+    inner = 4 * d if inner is None else inner  # modeling_gpt2's GPT2Block
+    shapes = {"wte.weight": (field(config, "vocab_size"), d), "wpe.weight": (field(config, "n_positions"), d),
               "ln_f.weight": (d,), "ln_f.bias": (d,)}
-    for l in range(int(config["n_layer"])):
+    for l in range(int(field(config, "n_layer"))):
         p = f"h.{l}."
         for norm in ("ln_1", "ln_2"):
             shapes[p + norm + ".weight"], shapes[p + norm + ".bias"] = (d,), (d,)
@@ -48,11 +50,13 @@ def expected(config: dict) -> dict[str, tuple[int | None, ...]]:
 
 
 def unsupported(config: dict) -> str | None:
-    if config.get("add_cross_attention"):
+    if field(config, "add_cross_attention"):
         return "cross-attention"
-    if config.get("activation_function", "gelu_new") not in ops.ACTIVATIONS:
-        return f"activation_function '{config.get('activation_function')}'"
-    if config["n_embd"] % config["n_head"] or config["n_layer"] < 1:
+    if field(config, "activation_function") not in ops.ACTIVATIONS:
+        return f"activation_function '{field(config, 'activation_function')}'"
+    for flag in ("scale_attn_weights", "scale_attn_by_inverse_layer_idx", "tie_word_embeddings"):
+        field(config, flag)  # a null is garbled
+    if field(config, "n_embd") % field(config, "n_head") or field(config, "n_layer") < 1:
         return "n_embd not a multiple of n_head"
     return None
 
@@ -63,16 +67,16 @@ class GPT2:
     def __init__(self, weights: Weights, config: dict):
         self.w = weights
         self.config = config
-        self.layers = int(config["n_layer"])
-        self.heads = int(config["n_head"])
-        self.d = int(config["n_embd"])
+        self.layers = int(field(config, "n_layer"))
+        self.heads = int(field(config, "n_head"))
+        self.d = int(field(config, "n_embd"))
         self.d_head = self.d // self.heads
-        self.eps = float(config.get("layer_norm_epsilon", 1e-5))
-        self.act = ops.ACTIVATIONS[config.get("activation_function", "gelu_new")]
+        self.eps = float(field(config, "layer_norm_epsilon"))
+        self.act = ops.ACTIVATIONS[field(config, "activation_function")]
 
     def scale(self, layer: int) -> float:
-        s = 1.0 / math.sqrt(self.d_head) if self.config.get("scale_attn_weights", True) else 1.0
-        if self.config.get("scale_attn_by_inverse_layer_idx", False):
+        s = 1.0 / math.sqrt(self.d_head) if field(self.config, "scale_attn_weights") else 1.0
+        if field(self.config, "scale_attn_by_inverse_layer_idx"):
             s /= float(layer + 1)
         return s
 
@@ -113,7 +117,7 @@ class GPT2:
         the tied wte (else, untied by config.json and not stored, lm_head is missing: a clear failure,
         where transformers would draw a random head). As transformers 5: a stored head of other
         values is kept, whatever tie_word_embeddings says."""
-        if self.w.has_exact("lm_head.weight") or not self.config.get("tie_word_embeddings", True):
+        if self.w.has_exact("lm_head.weight") or not field(self.config, "tie_word_embeddings"):
             head = self.w.get_exact("lm_head.weight")  # (V, d)
         else:
             head = self.w.get("wte.weight")  # (V, d)

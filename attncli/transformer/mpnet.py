@@ -20,6 +20,7 @@ import numpy as np
 
 from attncli.transformer import ops
 from attncli.transformer.bert import PostNormEncoder
+from attncli.transformer.config_defaults import field
 from attncli.transformer.weights import Weights
 
 MODEL_TYPES = {"mpnet"}
@@ -35,15 +36,15 @@ OPTIONAL: set[str] = set()
 def expected(config: dict) -> dict[str, tuple[int | None, ...]]:
     """Every tensor this forward pass reads (the base model's names), with the shape config.json
     implies: numpy_backend.check_weight_names reports a missing or unused one."""
-    d, i = int(config["hidden_size"]), int(config["intermediate_size"])
+    d, i = int(field(config, "hidden_size")), int(field(config, "intermediate_size"))
     shapes: dict[str, tuple[int | None, ...]] = {
-        "embeddings.word_embeddings.weight": (config.get("vocab_size"), d),
-        "embeddings.position_embeddings.weight": (config.get("max_position_embeddings"), d),
+        "embeddings.word_embeddings.weight": (field(config, "vocab_size"), d),
+        "embeddings.position_embeddings.weight": (field(config, "max_position_embeddings"), d),
         "embeddings.LayerNorm.weight": (d,), "embeddings.LayerNorm.bias": (d,),
-        "encoder.relative_attention_bias.weight": (config.get("relative_attention_num_buckets"),
-                                                   int(config["num_attention_heads"])),
+        "encoder.relative_attention_bias.weight": (field(config, "relative_attention_num_buckets"),
+                                                   int(field(config, "num_attention_heads"))),
     }
-    for l in range(int(config["num_hidden_layers"])):
+    for l in range(int(field(config, "num_hidden_layers"))):
         p = f"encoder.layer.{l}."
         for name in "qkvo":
             shapes[p + f"attention.attn.{name}.weight"], shapes[p + f"attention.attn.{name}.bias"] = (d, d), (d,)
@@ -55,9 +56,9 @@ def expected(config: dict) -> dict[str, tuple[int | None, ...]]:
 
 
 def unsupported(config: dict) -> str | None:
-    if config.get("hidden_act", "gelu") not in ops.ACTIVATIONS:
-        return f"hidden_act '{config.get('hidden_act')}'"
-    if config["hidden_size"] % config["num_attention_heads"]:
+    if field(config, "hidden_act") not in ops.ACTIVATIONS:
+        return f"hidden_act '{field(config, 'hidden_act')}'"
+    if field(config, "hidden_size") % field(config, "num_attention_heads"):
         return "hidden_size not a multiple of num_attention_heads"
     return None
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.textio import visible
-from attncli.transformer import source
+from attncli.transformer import config_defaults, source
 from attncli.transformer.encoding import Encoding, check_text, from_tokenizers, too_long
 
 BACKENDS = ("auto", "numpy", "torch")
@@ -101,6 +101,9 @@ def max_positions(config: dict[str, Any], path: Path) -> int:
     """The most tokens one input may hold: the position table (RoBERTa's starts at padding_idx + 1),
     or the tokenizer's model_max_length when smaller."""
     n = config.get("max_position_embeddings") or config.get("n_positions") or config.get("n_ctx")
+    if not n:  # absent: transformers' default for the family (config_defaults), where attn knows it
+        defaults = config_defaults.DEFAULTS.get(config["model_type"], {})
+        n = defaults.get("max_position_embeddings") or defaults.get("n_positions")
     if n and config["model_type"] in ROBERTA_TYPES | {"mpnet"}:  # MPNet's positions also start at padding_idx + 1
         n = int(n) - int(config.get("pad_token_id") if config.get("pad_token_id") is not None else 1) - 1
     tok_limit = _json(path / "tokenizer_config.json").get("model_max_length")
