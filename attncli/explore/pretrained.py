@@ -121,7 +121,12 @@ def compute(state, models: dict[tuple[str, str], Any]):
         from attncli.attention.flow import check_tokens
 
         check_tokens(len(enc.ids))  # before the forward pass
-    attentions = model.attentions(enc)  # (L, h, T, T)
+    from attncli.transformer.reads import Reads, view_sites
+
+    # one traced pass: the patterns, and this layer's q, k (--explain) and v (norms)
+    reads = Reads(model, enc, view_sites(model.layers, layer, qk=model.backend == "numpy" and not state.model_view,
+                                         values=state.norms and not state.model_view))
+    attentions = reads.attentions()  # (L, h, T, T)
     block = state.pair_filter or "all"
     meta = pv.view_meta(model, enc, layer=layer, head=state.head, rollout=state.rollout, block=block,
                         hide_special=state.hide_special, words=state.words, flow=state.flow)
@@ -135,7 +140,7 @@ def compute(state, models: dict[tuple[str, str], Any]):
     if state.norms:  # as attn matrix --show norms
         from attncli.attention import value_norms
 
-        values = model.value_vectors(enc, layer)  # (h, T, T), (h, T, d)
+        values = reads.value_vectors(layer)  # (h, T, T), (h, T, d)
         shown, at, combined = value_norms.head_norms(*values)[None], 0, value_norms.summed_norms(*values)
         meta["show"] = "norms"
     view = pv.select(shown, layer=at, head=state.head, rollout=state.rollout, hide_special=state.hide_special,
@@ -144,7 +149,9 @@ def compute(state, models: dict[tuple[str, str], Any]):
                      flow=state.flow)
     if view.weights.size == 0:
         raise BadInput("the view is empty: no token is left after --hide-special or --filter")
-    qk = model.qk(enc, layer) if model.backend == "numpy" else None  # (h, T, d_head) each
+    qk = None
+    if model.backend == "numpy" and not getattr(model.arch, "position_bias", False):
+        qk = reads.qk(layer)  # (h, T, d_head) each
     return PretrainedResult(model, enc, layer, meta, view, attentions, qk, values)
 
 
