@@ -225,3 +225,23 @@ def hooked_logits(model, kind: str, ids: list[int], *, z: dict | None = None, ou
         for handle in handles:
             handle.remove()
     return result.logits[0].double().numpy()
+
+
+def bias_gpt2(directory: Path) -> Path:
+    """tests/_transformer_fixtures.build_gpt2's model with every bias and LayerNorm weight moved off
+    its initial 0 / 1, so that b_O, the MLP's biases and ln_f's bias bite (a DLA that forgot one
+    would still add up on the fixture as built)."""
+    import torch
+    import transformers
+
+    from _transformer_fixtures import _seed, build_gpt2
+
+    build_gpt2(directory)
+    model = transformers.GPT2LMHeadModel.from_pretrained(directory)
+    _seed()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("bias") or ".ln_" in name:
+                param.add_(torch.randn_like(param) * 0.2)
+    model.save_pretrained(directory)
+    return directory

@@ -19,8 +19,7 @@ torch = needed("torch")
 needed("transformers")
 
 from _llama_fixtures import build_decoder  # noqa: E402
-from _trace_reference import build_mlm, hooked_logits, load_reference, reference_sites  # noqa: E402
-from _transformer_fixtures import build_gpt2  # noqa: E402
+from _trace_reference import bias_gpt2, build_mlm, hooked_logits, load_reference, reference_sites  # noqa: E402
 from attncli.errors import BadInput  # noqa: E402
 from attncli.transformer import load  # noqa: E402
 from attncli.transformer.trace import Intervention, all_sites  # noqa: E402
@@ -40,7 +39,7 @@ def models(tmp_path_factory):
         if kind in ("bert", "distilbert", "mpnet"):
             build_mlm(kind, d)
         elif kind == "gpt2":
-            build_gpt2(d)
+            bias_gpt2(d)
         else:
             build_decoder(kind, d)
         return load(str(d), backend="numpy"), load_reference(d, kind)

@@ -46,6 +46,7 @@ import attncli.cli.generate  # noqa: E402,F401  generate
 import attncli.cli.explore  # noqa: E402,F401  explore (the Textual app; textual imported only when it runs)
 import attncli.cli.compare  # noqa: E402,F401  compare (two matrices and their difference)
 import attncli.cli.lens  # noqa: E402,F401  lens (the logit lens of a decoder)
+import attncli.cli.causal  # noqa: E402,F401  ablate, patch, dla (causal tests on a pretrained model)
 
 
 def _check_arguments() -> None:

@@ -109,13 +109,19 @@ class GPT2:
     def final(self, x: np.ndarray) -> np.ndarray:
         return ops.layer_norm(x, self.w.get("ln_f.weight"), self.w.get("ln_f.bias"), self.eps)
 
-    def logits(self, hidden: np.ndarray) -> np.ndarray:
-        """(T, d) final hidden states -> (T, V) logits through the checkpoint's lm_head.weight, else
-        the tied wte (else, untied by config.json and not stored, lm_head is missing: a clear failure,
-        where transformers would draw a random head). As transformers 5: a stored head of other
-        values is kept, whatever tie_word_embeddings says."""
+    def final_norm_parts(self) -> tuple[str, np.ndarray, np.ndarray | None, float]:
+        """The final norm as (kind, weight, bias, eps): ln_f, a LayerNorm."""
+        return "layer", self.w.get("ln_f.weight"), self.w.get("ln_f.bias"), self.eps
+
+    def unembedding(self) -> np.ndarray:
+        """(V, d) the LM head: the checkpoint's lm_head.weight, else the tied wte (else, untied by
+        config.json and not stored, lm_head is missing: a clear failure, where transformers would
+        draw a random head). As transformers 5: a stored head of other values is kept, whatever
+        tie_word_embeddings says."""
         if self.w.has_exact("lm_head.weight") or not self.config.get("tie_word_embeddings", True):
-            head = self.w.get_exact("lm_head.weight")  # (V, d)
-        else:
-            head = self.w.get("wte.weight")  # (V, d)
-        return hidden @ head.T  # (T, V)
+            return self.w.get_exact("lm_head.weight")  # (V, d)
+        return self.w.get("wte.weight")  # (V, d)
+
+    def logits(self, hidden: np.ndarray) -> np.ndarray:
+        """(..., d) final hidden states -> (..., V) logits through the LM head (``unembedding``)."""
+        return hidden @ self.unembedding().T  # (..., V)

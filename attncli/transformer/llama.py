@@ -328,10 +328,14 @@ class Llama:
     def final(self, x: np.ndarray) -> np.ndarray:
         return self._norm("norm.weight", x)
 
-    def logits(self, hidden: np.ndarray) -> np.ndarray:
-        """(T, d) final hidden states -> (T, V) float64 logits through the checkpoint's lm_head.weight,
-        else embed_tokens when the config ties them (else lm_head is missing: a clear failure). As
-        transformers 5: a stored head of other values is kept, whatever tie_word_embeddings says."""
+    def final_norm_parts(self) -> tuple[str, np.ndarray, np.ndarray | None, float]:
+        """The final norm as (kind, weight, bias, eps): an RMSNorm (Gemma's weight is 1 + w)."""
+        return "rms", self._get("norm.weight") + (1.0 if self.gemma else 0.0), None, self.eps
+
+    def unembedding(self) -> np.ndarray:
+        """(V, d) the LM head: the checkpoint's lm_head.weight, else embed_tokens when the config
+        ties them (else lm_head is missing: a clear failure). As transformers 5: a stored head of
+        other values is kept, whatever tie_word_embeddings says."""
         if self.w.has_exact("lm_head.weight") or not self.tied:
             head = self.w.get_exact("lm_head.weight")  # (V, d)
         else:
@@ -339,4 +343,8 @@ class Llama:
         if head.shape[1:] != (self.d,):
             raise RuntimeFailure(f"the LM head has shape {head.shape}, config.json's hidden_size is {self.d}: "
                                  "the checkpoint does not match its config")
-        return (hidden @ head.T).astype(np.float64)  # (T, V)
+        return head
+
+    def logits(self, hidden: np.ndarray) -> np.ndarray:
+        """(..., d) final hidden states -> (..., V) float64 logits through the LM head (``unembedding``)."""
+        return (hidden @ self.unembedding().T).astype(np.float64)  # (..., V)
