@@ -193,7 +193,7 @@ def dla_cmd(
     parts = [{"name": "embeddings", "value": res["embed"]}]
     for l in range(model.layers):
         parts += [{"name": f"L{l}H{h}", "value": float(res["heads"][l, h])} for h in range(model.heads)]
-        if abs(res["attn_bias"][l]) > 0:
+        if abs(res["attn_bias"][l]) > 1e-9:  # b_O is measured as attn.out - sum of heads: 0 up to rounding without one
             parts.append({"name": f"L{l} attention bias", "value": float(res["attn_bias"][l])})
         parts.append({"name": f"L{l} MLP", "value": float(res["mlp"][l])})
     if res["norm_bias"]:
