@@ -26,11 +26,13 @@ AllowOpt = Annotated[bool, typer.Option("--allow-missing-weights", help="Warn in
 
 
 def _setup(transformer: Optional[str], text: str, allow: bool, json_out: bool):
+    from attncli.causal.grids import check_numpy
     from attncli.cli.transformer import load_model
 
     if not transformer:
         raise BadInput("give the model with --transformer NAME (a hub id or a directory)")
-    model = load_model(transformer, "numpy", allow, json_out=json_out)
+    model = load_model(transformer, "auto", allow, json_out=json_out)  # the NumPy pass wherever it runs
+    check_numpy(model)
     return model, model.encode(text)
 
 
