@@ -42,12 +42,6 @@ def _target(model, ids, target, target_id, contrast, contrast_id):
     return resolve(model, ids, target=target, target_id=target_id, contrast=contrast, contrast_id=contrast_id)
 
 
-def _target_doc(t) -> dict[str, Any]:
-    return {"position": t.position, "token": t.label, "id": t.token,
-            "contrast": None if t.contrast is None else {"token": t.contrast_label, "id": t.contrast},
-            "metric": "log_prob" if t.contrast is None else "logit_diff"}
-
-
 def _show(doc: dict[str, Any], title: str, json_out: bool, svg, html, png, width, draw_name: str) -> None:
     from attncli.cli.matrix import Exports, _check_exports
     from attncli.views import causal as views
@@ -69,10 +63,6 @@ def _progress(what: str, json_out: bool):
     from attncli.cli.progress import Stage
 
     return Stage(what, json_out=json_out)
-
-
-def _rounded(grid) -> list[list[float]]:
-    return [[round(float(x), 8) for x in row] for row in grid]
 
 
 def _reference_ids(model, path: Path) -> list[list[int]]:
@@ -107,7 +97,7 @@ def ablate_cmd(
     width: ExportWidthOpt = None,
 ) -> None:
     """Knock each head out and see how the prediction moves: layers x heads."""
-    from attncli.causal import grids
+    from attncli.causal import documents, grids
 
     if mode not in grids.MODES:
         raise BadInput(f"--mode {mode!r}: choose one of {', '.join(grids.MODES)}")
@@ -118,14 +108,7 @@ def ablate_cmd(
     means = grids.head_means(model, _reference_ids(model, reference)) if mode == "mean" and reference else None
     with _progress(f"ablating {model.layers} x {model.heads} heads", json_out):
         grid = grids.ablate(model, enc.ids, t, mode=mode, means=means, position=position)
-    what = "log p" if t.contrast is None else "logit difference"
-    doc = {"command": "ablate", "model": model.name, "tokens": enc.tokens, "target": _target_doc(t), "mode": mode,
-           "position": position, "clean": round(grid.clean, 8), "columns": "heads",
-           "rows": f"grid[layer][head]: the change in {what} when that head's output is "
-                   f"{'zeroed' if mode == 'zero' else 'set to its mean'} (negative: the head helped)",
-           "grid": _rounded(grid.values),
-           "title": f"{model.name} · ablate ({mode}) · change in {t.describe()}",
-           "notes": [f"clean {what}: {grid.clean:.4f}; each cell: ablated - clean"]}
+    doc = documents.ablate_document(model, enc, t, grid, mode=mode, position=position)
     _show(doc, f"attn ablate: {text[:60]}", json_out, svg, html, png, width, "grid")
 
 
@@ -149,7 +132,7 @@ def patch_cmd(
     width: ExportWidthOpt = None,
 ) -> None:
     """Copy clean activations into the corrupted run: the fraction of the logit difference restored."""
-    from attncli.causal import grids
+    from attncli.causal import documents, grids
 
     if site not in grids.PATCH_SITES:
         raise BadInput(f"--site {site!r}: choose one of {', '.join(grids.PATCH_SITES)}")
@@ -159,14 +142,7 @@ def patch_cmd(
     t = _target(model, enc.ids, target, target_id, contrast, contrast_id)
     with _progress(f"patching {site} in {model.layers} layers", json_out):
         grid = grids.patch(model, enc.ids, bad.ids, t, where=site)
-    cols = "heads" if site == "head" else "positions"
-    doc = {"command": "patch", "model": model.name, "tokens": enc.tokens, "corrupt_tokens": bad.tokens,
-           "target": _target_doc(t), "site": site, "clean": round(grid.clean, 8), "corrupt": round(grid.corrupt, 8),
-           "columns": cols,
-           "rows": f"grid[layer][{cols[:-1]}]: (patched - corrupt) / (clean - corrupt), clean's {site} copied in",
-           "grid": _rounded(grid.values),
-           "title": f"{model.name} · patch {site} · restored fraction of {t.describe()}",
-           "notes": [f"clean {grid.clean:.4f}, corrupt {grid.corrupt:.4f}; 1 = all restored, 0 = none"]}
+    doc = documents.patch_document(model, enc, bad, t, grid, site=site)
     _show(doc, f"attn patch: {clean[:60]}", json_out, svg, html, png, width, "grid")
 
 
@@ -187,27 +163,10 @@ def dla_cmd(
     width: ExportWidthOpt = None,
 ) -> None:
     """Direct logit attribution: each head's and MLP's direct part of the target's logit."""
+    from attncli.causal import documents
     from attncli.causal.dla import dla
 
     model, enc = _setup(transformer, text, allow_missing_weights, json_out)
     t = _target(model, enc.ids, target, target_id, contrast, contrast_id)
-    res = dla(model, enc.ids, t)
-    parts = [{"name": "embeddings", "value": res["embed"]}]
-    for l in range(model.layers):
-        parts += [{"name": f"L{l}H{h}", "value": float(res["heads"][l, h])} for h in range(model.heads)]
-        if abs(res["attn_bias"][l]) > 1e-9:  # b_O is measured as attn.out - sum of heads: 0 up to rounding without one
-            parts.append({"name": f"L{l} attention bias", "value": float(res["attn_bias"][l])})
-        parts.append({"name": f"L{l} MLP", "value": float(res["mlp"][l])})
-    if res["norm_bias"]:
-        parts.append({"name": "final norm bias", "value": res["norm_bias"]})
-    what = "logit" if t.contrast is None else "logit difference"
-    doc = {"command": "dla", "model": model.name, "tokens": enc.tokens, "target": {**_target_doc(t), "metric": what},
-           "logit": round(res["logit"], 8), "sum": round(res["sum"], 8), "norm_scale": round(res["scale"], 8),
-           "parts": [{**p, "value": round(p["value"], 8)} for p in parts],
-           "heads": _rounded(res["heads"]),
-           "per_token": [[[round(float(x), 8) for x in row] for row in layer] for layer in res["per_token"]],
-           "rows": "heads[layer][head]: the head's direct part of the " + what + "; per_token[layer][head][j]: "
-                   "the part that came through source token j (they add up to the head's)",
-           "title": f"{model.name} · direct logit attribution · {what} of {t.label!r}"
-                    + (f" - {t.contrast_label!r}" if t.contrast is not None else "") + f" at position {t.position}"}
+    doc = documents.dla_document(model, enc, t, dla(model, enc.ids, t))
     _show(doc, f"attn dla: {text[:60]}", json_out, svg, html, png, width, "dla")
