@@ -111,6 +111,10 @@ def compute(state, models: dict[tuple[str, str], Any]):
 
         models[key] = load(state.transformer, backend=state.backend, allow_missing_weights=state.allow_missing_weights)
     model = models[key]
+    if state.causal_view is not None:  # G, D: attn ablate's or attn dla's view
+        from attncli.explore.causal_view import compute_causal
+
+        return compute_causal(model, state)
     if state.lens or state.compare_text is not None:  # L, C: attn lens's or attn compare's view
         from attncli.explore.lens_compare import compute_compare, compute_lens
 
@@ -174,6 +178,8 @@ def explain(res: PretrainedResult, state) -> Optional[dict[str, Any]]:
 def command_line(res: PretrainedResult, state) -> str:
     """The ``attn matrix --transformer`` command of this view, with ``--explain I J`` of the cursor's
     cell (as input positions) where the command has an explanation."""
+    if getattr(res, "command", None):  # G, D: the command with the target the view measured
+        return res.command
     if res.is_model_view or getattr(res, "is_panel", False):
         return state.command_line(explain=False)
     explained = res.explainable(state) is None
