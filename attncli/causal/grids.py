@@ -30,6 +30,7 @@ from attncli.transformer.trace import Intervention, Keep, site
 MODES = ("zero", "mean")
 PATCH_SITES = {"resid": "resid_pre", "attn": "attn.out", "mlp": "mlp.out", "head": "attn.z"}
 BATCH = 64  # interventions per batched pass at most (a layer's heads, or positions)
+UNEMBED_ROWS = 512  # final-norm rows unembedded per product: (512, V) logits at a time
 
 
 @dataclass
@@ -50,18 +51,32 @@ def _arrays(model: Any, ids: Sequence[int], batch: int) -> tuple[np.ndarray, np.
     return arr, np.zeros_like(arr), np.ones_like(arr, dtype=bool)
 
 
-def run_from(model: Any, ids: Sequence[int], layer: int, resid: np.ndarray, per_batch: list[list[Intervention]],
-             target: Target) -> np.ndarray:
-    """(B,) the metric of B passes of ``ids`` from ``layer`` on, each from ``resid`` (T, d) with its
-    own interventions ``per_batch[b]``: the batched rerun every grid is made of."""
+def final_rows(model: Any, ids: Sequence[int], layer: int, resid: np.ndarray,
+               per_batch: list[list[Intervention]], position: int) -> np.ndarray:
+    """(B, d) the final norm's output at ``position`` of B passes of ``ids`` from ``layer`` on, each
+    from ``resid`` (T, d) with its own interventions ``per_batch[b]``: the batched rerun every grid
+    is made of. The logits are left to ``measure``, once for a whole grid."""
     out = []
     for s in range(0, len(per_batch), BATCH):
         chunk = per_batch[s: s + BATCH]
         ids_b, types, mask = _arrays(model, ids, len(chunk))
         x = np.broadcast_to(resid, (len(chunk),) + resid.shape).copy()  # (B, T, d)
         h = model.forward(ids_b, types, mask, Recorder(Keep(), per_batch=chunk), start=(layer, x))  # (B, T, d)
-        out.append(target.metric(model.unembed(h[:, target.position])))  # (B,)
-    return np.concatenate(out)
+        out.append(h[:, position])
+    return np.concatenate(out)  # (B, d)
+
+
+def measure(model: Any, target: Target, rows: np.ndarray) -> np.ndarray:
+    """(N,) the metric of N final-norm rows (N, d): the unembedding (49152 x 576 floats for a
+    SmolLM2: 113 MB, read from memory once per call) applied UNEMBED_ROWS rows at a time."""
+    return np.concatenate([target.metric(model.unembed(rows[s: s + UNEMBED_ROWS]))
+                           for s in range(0, len(rows), UNEMBED_ROWS)])
+
+
+def run_from(model: Any, ids: Sequence[int], layer: int, resid: np.ndarray, per_batch: list[list[Intervention]],
+             target: Target) -> np.ndarray:
+    """(B,) the metric of ``final_rows``'s B passes."""
+    return measure(model, target, final_rows(model, ids, layer, resid, per_batch, target.position))
 
 
 def clean_run(model: Any, ids: Sequence[int], target: Target, keep: list[str]) -> tuple[Any, float]:
@@ -94,13 +109,14 @@ def ablate(model: Any, ids: Sequence[int], target: Target, *, mode: str = "zero"
     if position is not None and not -len(ids) <= position < len(ids):
         raise BadInput(f"--position {position} is outside the text's {len(ids)} tokens (0..{len(ids) - 1})")
     tr, clean = clean_run(model, ids, target, [])
-    grid = np.zeros((model.layers, model.heads))
+    rows = []
     for l in range(model.layers):
         per = [[Intervention(site(l, "attn.z"), mode, head=h, position=position,
                              value=None if mode == "zero" else means[l, h])] for h in range(model.heads)]
-        grid[l] = run_from(model, ids, l, tr[site(l, "resid_pre")], per, target) - clean
+        rows.append(final_rows(model, ids, l, tr[site(l, "resid_pre")], per, target.position))  # (h, d)
         if progress is not None:
             progress()
+    grid = measure(model, target, np.concatenate(rows)).reshape(model.layers, model.heads) - clean
     return Grid(grid, clean)
 
 
@@ -131,15 +147,15 @@ def patch(model: Any, clean_ids: list[int], corrupt_ids: list[int], target: Targ
                        "restored fraction (patched - corrupt) / (clean - corrupt) is undefined; choose texts "
                        "that differ in it")
     cols = model.heads if where == "head" else len(clean_ids)
-    grid = np.zeros((model.layers, cols))
+    rows = []
     for l in range(model.layers):
         value = clean_tr[site(l, name)]  # (T, d) or (T, h, d_head)
         if where == "head":
             per = [[Intervention(site(l, name), "replace", head=h, value=value[:, h])] for h in range(cols)]
         else:
             per = [[Intervention(site(l, name), "replace", position=t, value=value[t])] for t in range(cols)]
-        patched = run_from(model, corrupt_ids, l, corrupt_tr[site(l, "resid_pre")], per, target)
-        grid[l] = (patched - corrupt) / (clean - corrupt)
+        rows.append(final_rows(model, corrupt_ids, l, corrupt_tr[site(l, "resid_pre")], per, target.position))
         if progress is not None:
             progress()
-    return Grid(grid, clean, corrupt)
+    patched = measure(model, target, np.concatenate(rows)).reshape(model.layers, cols)
+    return Grid((patched - corrupt) / (clean - corrupt), clean, corrupt)
