@@ -119,6 +119,8 @@ ALLOWED = {
     ("views/heads_table.py", "_table", "*((str(h['kv_head']),) if kv else ())"): "an int",
     ("views/heads_table.py", "_table", "h['label']"): "a head class: one of the fixed labels of attncli.attention.heads",
     ("views/lens.py", "render_lens", "part"): "lens_renderables' tables: tokens through visible(), numbers (checked there)",
+    ("views/causal.py", "render_grid", "part"): "heatmap_renderables: labels and title through visible_text there",
+    ("views/causal.py", "render_dla", "part"): "dla_renderables: part names and title through visible(), numbers",
     ("views/lens.py", "lens_renderables", "f\"{follow['rank'][l][t]:>4} {p:.2f}\""): "a rank (an int) and a probability",
     ("views/render.py", "_page_lines", "f'{abbreviate(col_labels[j], col_w[j]):>{col_w[j] + 2}}'"):
         "labels: visible_text()ed by the caller (heatmap_renderables)",

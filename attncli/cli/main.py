@@ -47,6 +47,7 @@ import attncli.cli.explore  # noqa: E402,F401  explore (the Textual app; textual
 import attncli.cli.compare  # noqa: E402,F401  compare (two matrices and their difference)
 import attncli.cli.lens  # noqa: E402,F401  lens (the logit lens of a decoder)
 import attncli.cli.stats  # noqa: E402,F401  stats, stats merge (head statistics over a corpus)
+import attncli.cli.causal  # noqa: E402,F401  ablate, patch, dla (causal tests on a pretrained model)
 
 
 def _check_arguments() -> None:

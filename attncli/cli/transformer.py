@@ -126,16 +126,16 @@ def _check_flow(o: MatrixOptions) -> None:
                            hide_special=o.hide_special, model_view=o.model_view)
 
 
-def layer_matrices(model, enc, layer: int, show: str):
+def layer_matrices(reads, enc, layer: int, show: str):
     """(h, T, T) per head and (T, T) for the whole layer of ``show``: scores (the whole layer: the
     heads' mean), or norms ||A f(x)|| (the whole layer: the norm of the heads' vectors added),
     with the explain function of the norms (None for scores)."""
     from attncli.attention import value_norms
 
     if show == "scores":
-        per_head = model.scores(enc, layer)  # (h, T, T), -inf where masked
+        per_head = reads.scores(layer)  # (h, T, T), -inf where masked
         return per_head, per_head.mean(axis=0), None
-    weights, fx = model.value_vectors(enc, layer)  # (h, T, T), (h, T, d)
+    weights, fx = reads.value_vectors(layer)  # (h, T, T), (h, T, d)
     explain = lambda i, j, head: value_norms.explain_norm(weights, fx, enc.tokens, i, j, head)  # noqa: E731
     return value_norms.head_norms(weights, fx), value_norms.summed_norms(weights, fx), explain
 
@@ -175,8 +175,14 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span)
         from attncli.attention.flow import check_tokens
 
         check_tokens(len(enc.ids))  # before the forward pass
-    # (L, h, T, T); --show norms / scores run their own pass up to the layer shown
-    attentions = model.attentions(enc) if o.show == "weights" or (o.show == "scores" and o.explain) else None
+    from attncli.transformer.reads import Reads, view_sites
+
+    # one traced pass: every layer's pattern, and what --explain, --show and --html read of it
+    sites = view_sites(model.layers, layer, qk=o.explain is not None and o.show != "norms",
+                       scores=o.show == "scores", values=o.show == "norms",
+                       every_layer=exports.html is not None and o.show != "weights")
+    reads = Reads(model, enc, sites)
+    attentions = reads.attentions()  # (L, h, T, T)
     meta = pv.view_meta(model, enc, layer=layer, head=o.head, rollout=o.rollout, block=o.block,
                         hide_special=o.hide_special, words=o.words, flow=o.flow)
     from attncli.cli.transformer_views import render_view, view_renderables
@@ -187,7 +193,7 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span)
         return
     shown, combined, explain_norm, at = attentions, None, None, layer
     if o.show != "weights":
-        per_head, combined, explain_norm = layer_matrices(model, enc, layer, o.show)
+        per_head, combined, explain_norm = layer_matrices(reads, enc, layer, o.show)
         shown, at, meta["show"] = per_head[None], 0, o.show  # (1, h, T, T): the one layer drawn
     view = pv.select(shown, layer=at, head=o.head, rollout=o.rollout, hide_special=o.hide_special,
                      block=o.block or "all", block_specials=o.block_specials, words=o.words, tokens=enc.tokens,
@@ -197,7 +203,7 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span)
     if explain_norm is not None and o.explain is not None:
         explanation = explain_norm(*o.explain, o.head)
     elif o.explain is not None:
-        q, k = model.qk(enc, layer)  # (h, T, d_head) each
+        q, k = reads.qk(layer)  # (h, T, d_head) each
         explanation = pv.explain_cell(q, k, model.scale(layer), bool(model.is_decoder), attentions[layer],
                                       enc.tokens, *o.explain, head=o.head)
     if json_out:
@@ -207,7 +213,7 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span)
     else:
         render_view(out_console(), view, meta, enc, row_span, col_span, explanation)
     _export(lambda w: view_renderables(view, meta, enc, row_span, col_span, explanation, w), title, exports)
-    _page(o, model, enc, attentions, meta, layer, None, exports.html, title)
+    _page(o, model, enc, attentions, meta, layer, None, exports.html, title, reads)
 
 
 def show_model_view(o: MatrixOptions, model, enc, attentions, meta, layer: int, title: str, exports, *,
@@ -238,7 +244,8 @@ def _export(draw, title: str, exports) -> None:
     export_files(draw, title, svg=exports.svg, png=exports.png, width=exports.width)
 
 
-def _page(o: MatrixOptions, model, enc, attentions, meta, layer: int, classes, html: Optional[Path], title: str) -> None:
+def _page(o: MatrixOptions, model, enc, attentions, meta, layer: int, classes, html: Optional[Path], title: str,
+          reads=None) -> None:
     """--html: the interactive page (attncli.views.page), opened on the view the options ask for."""
     if html is None:
         return
@@ -246,13 +253,11 @@ def _page(o: MatrixOptions, model, enc, attentions, meta, layer: int, classes, h
     from attncli.fileio import atomic_write
     from attncli.views.page import interactive_page, page_data
 
-    if attentions is None:  # --show norms / scores: the page holds the weights too
-        attentions = model.attentions(enc)  # (L, h, T, T)
     if classes is None:
         classes = head_classes(model, enc, attentions, o.hide_special)
     data = page_data(model, enc, attentions, {**meta, "show": "weights", "flow": False}, classes, layer=layer,
                      head=o.head, words=o.words, hide_special=o.hide_special, rollout=o.rollout, block=o.block,
-                     model_view=o.model_view, show=o.show, flow=o.flow)
+                     model_view=o.model_view, show=o.show, flow=o.flow, reads=reads)
     atomic_write(html, interactive_page(data, title))
 
 

@@ -149,4 +149,5 @@ def export_panel(res, state, fmt: str, width: int | None = None) -> str | bytes:
         return json.dumps(res.document(), ensure_ascii=False, allow_nan=False, indent=2) + "\n"
     from attncli.explore.state import export_drawing
 
-    return export_drawing(lambda w: res.renderables(w, lines=False), state.command_line(), state.text, fmt, width)
+    command = getattr(res, "command", None) or state.command_line()
+    return export_drawing(lambda w: res.renderables(w, lines=False), command, state.text, fmt, width)

@@ -111,6 +111,10 @@ def compute(state, models: dict[tuple[str, str], Any]):
 
         models[key] = load(state.transformer, backend=state.backend, allow_missing_weights=state.allow_missing_weights)
     model = models[key]
+    if state.causal_view is not None:  # G, D: attn ablate's or attn dla's view
+        from attncli.explore.causal_view import compute_causal
+
+        return compute_causal(model, state)
     if state.lens or state.compare_text is not None:  # L, C: attn lens's or attn compare's view
         from attncli.explore.lens_compare import compute_compare, compute_lens
 
@@ -121,7 +125,12 @@ def compute(state, models: dict[tuple[str, str], Any]):
         from attncli.attention.flow import check_tokens
 
         check_tokens(len(enc.ids))  # before the forward pass
-    attentions = model.attentions(enc)  # (L, h, T, T)
+    from attncli.transformer.reads import Reads, view_sites
+
+    # one traced pass: the patterns, and this layer's q, k (--explain) and v (norms)
+    reads = Reads(model, enc, view_sites(model.layers, layer, qk=model.backend == "numpy" and not state.model_view,
+                                         values=state.norms and not state.model_view))
+    attentions = reads.attentions()  # (L, h, T, T)
     block = state.pair_filter or "all"
     meta = pv.view_meta(model, enc, layer=layer, head=state.head, rollout=state.rollout, block=block,
                         hide_special=state.hide_special, words=state.words, flow=state.flow)
@@ -135,7 +144,7 @@ def compute(state, models: dict[tuple[str, str], Any]):
     if state.norms:  # as attn matrix --show norms
         from attncli.attention import value_norms
 
-        values = model.value_vectors(enc, layer)  # (h, T, T), (h, T, d)
+        values = reads.value_vectors(layer)  # (h, T, T), (h, T, d)
         shown, at, combined = value_norms.head_norms(*values)[None], 0, value_norms.summed_norms(*values)
         meta["show"] = "norms"
     view = pv.select(shown, layer=at, head=state.head, rollout=state.rollout, hide_special=state.hide_special,
@@ -144,7 +153,9 @@ def compute(state, models: dict[tuple[str, str], Any]):
                      flow=state.flow)
     if view.weights.size == 0:
         raise BadInput("the view is empty: no token is left after --hide-special or --filter")
-    qk = model.qk(enc, layer) if model.backend == "numpy" else None  # (h, T, d_head) each
+    qk = None
+    if model.backend == "numpy" and not getattr(model.arch, "position_bias", False):
+        qk = reads.qk(layer)  # (h, T, d_head) each
     return PretrainedResult(model, enc, layer, meta, view, attentions, qk, values)
 
 
@@ -167,6 +178,8 @@ def explain(res: PretrainedResult, state) -> Optional[dict[str, Any]]:
 def command_line(res: PretrainedResult, state) -> str:
     """The ``attn matrix --transformer`` command of this view, with ``--explain I J`` of the cursor's
     cell (as input positions) where the command has an explanation."""
+    if getattr(res, "command", None):  # G, D: the command with the target the view measured
+        return res.command
     if res.is_model_view or getattr(res, "is_panel", False):
         return state.command_line(explain=False)
     explained = res.explainable(state) is None

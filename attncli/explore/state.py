@@ -82,6 +82,7 @@ class ExploreState:
     flow: bool = False  # --flow: the attention flow through layers 0..layer (attncli.attention.flow)
     lens: bool = False  # the logit lens of a decoder (attn lens) instead of the attention
     compare_text: str | None = None  # attn compare: this second text's matrix beside the sentence's, and B - A
+    causal_view: str | None = None  # "ablate" (G) or "dla" (D): attn ablate / attn dla of the top prediction
     grid: tuple[int, int] | None = None  # the model view's cursor (layer, head); None: the first head shown
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -165,7 +166,7 @@ class ExploreState:
         """The model view, its cursor on this view's layer and head (head 0 for all heads); it
         replaces the logit lens or a comparison."""
         return replace(self, model_view=True, grid=(layer, self.head or 0), layer=None, head=None, lens=False,
-                       compare_text=None)
+                       compare_text=None, causal_view=None)
 
     def open_head(self, grid: tuple[int, int]) -> ExploreState:
         """The ordinary view of the model view's head ``grid`` (layer, head); --layers stays for M."""
@@ -226,6 +227,8 @@ class ExploreState:
         """
         if self.transformer is not None and self.lens:
             return shlex.join(["attn", "lens", self.text, "--transformer", self.transformer])
+        if self.transformer is not None and self.causal_view is not None:  # the target is the result's
+            return shlex.join(["attn", self.causal_view, self.text, "--transformer", self.transformer])
         if self.transformer is not None and self.compare_text is not None:
             args = ["attn", "compare", self.text, self.compare_text, "--transformer", self.transformer]
             for option, value in (("--layer", self.layer), ("--head", self.head),
@@ -250,6 +253,10 @@ class ExploreState:
             return " · ".join(parts + ([f"layer {self.grid[0]} head {self.grid[1]}"] if self.grid else []))
         if self.transformer is not None and self.lens:
             return f"transformer {Path(self.transformer).name or self.transformer} · logit lens (L returns)"
+        if self.transformer is not None and self.causal_view is not None:
+            key = "G" if self.causal_view == "ablate" else "D"
+            what = "head ablation" if self.causal_view == "ablate" else "direct logit attribution"
+            return f"transformer {Path(self.transformer).name or self.transformer} · {what} ({key} returns)"
         if self.transformer is not None and self.compare_text is not None:
             which = "all heads" if self.head is None else f"head {self.head}"
             return " · ".join([f"transformer {Path(self.transformer).name or self.transformer}", f"compare with {self.compare_text!r}",

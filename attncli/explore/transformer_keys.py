@@ -71,7 +71,7 @@ class TransformerKeys(App):
 
             self._say(lens_refusal(model), error=True)
             return
-        self.recompute(replace(self.state, lens=True, compare_text=None, model_view=False))
+        self.recompute(replace(self.state, lens=True, compare_text=None, model_view=False, causal_view=None))
 
     def action_compare(self) -> None:
         """C: asks for a second text, then draws the sentence's and its matrices and B - A; C again: back."""
@@ -91,4 +91,23 @@ class TransformerKeys(App):
             self._say("the second text is empty: C, then type a sentence to compare with", error=True)
             return
         self._compared = text  # offered again by the next C
-        self.recompute(replace(self.state, compare_text=text, lens=False, model_view=False))
+        self.recompute(replace(self.state, compare_text=text, lens=False, model_view=False, causal_view=None))
+
+    def action_causal_test(self, kind: str) -> None:
+        """G: the head-ablation grid of the sentence's top prediction (attn ablate); D: its direct logit
+        attribution (attn dla); the same key again returns."""
+        what = {"ablate": "the ablation grid (G)", "dla": "direct logit attribution (D)"}[kind]
+        if not self._transformer_only(what):
+            return
+        if self.state.causal_view == kind:
+            self.recompute(replace(self.state, causal_view=None))
+            return
+        model = getattr(self.result, "model", None)
+        if model is not None:  # said at once, the view stays
+            from attncli.explore.causal_view import refusal
+
+            reason = refusal(model, kind)
+            if reason:
+                self._say(reason, error=True)
+                return
+        self.recompute(replace(self.state, causal_view=kind, lens=False, compare_text=None, model_view=False))

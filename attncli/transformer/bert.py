@@ -21,6 +21,7 @@ import numpy as np
 
 from attncli.transformer import ops
 from attncli.transformer.config_defaults import field
+from attncli.transformer.record import Recorder, attend
 from attncli.transformer.weights import Weights
 
 ROBERTA_TYPES = {"roberta", "xlm-roberta", "camembert"}
@@ -127,22 +128,21 @@ class BertFamily(PostNormEncoder):
             x = ops.linear(x, w.get("embeddings_project.weight"), w.get("embeddings_project.bias"))  # (B, T, d)
         return x
 
-    def layer(self, l: int, x: np.ndarray, allowed: np.ndarray | None):
-        """One BertLayer: returns the new x (B, T, d), the attentions (B, h, T, T) and q, k, v (B, h, T, d_head)."""
+    def layer(self, l: int, x: np.ndarray, allowed: np.ndarray | None, rec: Recorder) -> np.ndarray:
+        """One BertLayer: x (B, T, d) -> the new x (B, T, d), its sites recorded by ``rec``."""
         w = self.w
         p = f"encoder.layer.{l}."
         q = ops.split_heads(ops.linear(x, w.get(p + "attention.self.query.weight"), w.get(p + "attention.self.query.bias")), self.heads)
         k = ops.split_heads(ops.linear(x, w.get(p + "attention.self.key.weight"), w.get(p + "attention.self.key.bias")), self.heads)
         v = ops.split_heads(ops.linear(x, w.get(p + "attention.self.value.weight"), w.get(p + "attention.self.value.bias")), self.heads)
-        context, weights = ops.attention(q, k, v, self.scale(l), allowed)  # (B, h, T, d_head), (B, h, T, T)
-        attn_out = ops.linear(ops.merge_heads(context), w.get(p + "attention.output.dense.weight"),
-                              w.get(p + "attention.output.dense.bias"))  # (B, T, d)
-        x = ops.layer_norm(attn_out + x, w.get(p + "attention.output.LayerNorm.weight"),
-                           w.get(p + "attention.output.LayerNorm.bias"), self.eps)
+        z = attend(rec, l, q, k, v, self.scale(l), allowed)  # (B, T, h d_head)
+        attn_out = rec("attn.out", l, ops.linear(z, w.get(p + "attention.output.dense.weight"),
+                                                 w.get(p + "attention.output.dense.bias")))  # (B, T, d)
+        x = rec("resid_mid", l, ops.layer_norm(attn_out + x, w.get(p + "attention.output.LayerNorm.weight"),
+                                               w.get(p + "attention.output.LayerNorm.bias"), self.eps))
         inner = self.act(ops.linear(x, w.get(p + "intermediate.dense.weight"), w.get(p + "intermediate.dense.bias")))  # (B, T, 4d)
-        out = ops.linear(inner, w.get(p + "output.dense.weight"), w.get(p + "output.dense.bias"))  # (B, T, d)
-        x = ops.layer_norm(out + x, w.get(p + "output.LayerNorm.weight"), w.get(p + "output.LayerNorm.bias"), self.eps)
-        return x, weights, q, k, v
+        out = rec("mlp.out", l, ops.linear(inner, w.get(p + "output.dense.weight"), w.get(p + "output.dense.bias")))  # (B, T, d)
+        return ops.layer_norm(out + x, w.get(p + "output.LayerNorm.weight"), w.get(p + "output.LayerNorm.bias"), self.eps)
 
     def output_weight(self, l: int) -> np.ndarray:
         """W_O (d, d) as x @ W_O (rows h*d_head..(h+1)*d_head belong to head h): attention.output.dense."""

@@ -17,6 +17,7 @@ import numpy as np
 
 from attncli.transformer import ops
 from attncli.transformer.config_defaults import field
+from attncli.transformer.record import Recorder, attend
 from attncli.transformer.weights import Weights
 
 MODEL_TYPES = {"distilbert"}
@@ -75,20 +76,19 @@ class DistilBert:
         x = x + w.get("embeddings.position_embeddings.weight")[: ids.shape[1]][None]  # (B, T, d)
         return ops.layer_norm(x, w.get("embeddings.LayerNorm.weight"), w.get("embeddings.LayerNorm.bias"), EPS)
 
-    def layer(self, l: int, x: np.ndarray, allowed: np.ndarray | None):
-        """One TransformerBlock: the new x (B, T, d), the attentions (B, h, T, T), q, k and v (B, h, T, d_head)."""
+    def layer(self, l: int, x: np.ndarray, allowed: np.ndarray | None, rec: Recorder) -> np.ndarray:
+        """One TransformerBlock: x (B, T, d) -> the new x (B, T, d), its sites recorded by ``rec``."""
         w = self.w
         p = f"transformer.layer.{l}."
         q = ops.split_heads(ops.linear(x, w.get(p + "attention.q_lin.weight"), w.get(p + "attention.q_lin.bias")), self.heads)
         k = ops.split_heads(ops.linear(x, w.get(p + "attention.k_lin.weight"), w.get(p + "attention.k_lin.bias")), self.heads)
         v = ops.split_heads(ops.linear(x, w.get(p + "attention.v_lin.weight"), w.get(p + "attention.v_lin.bias")), self.heads)
-        context, weights = ops.attention(q, k, v, self.scale(l), allowed)  # (B, h, T, d_head), (B, h, T, T)
-        sa = ops.linear(ops.merge_heads(context), w.get(p + "attention.out_lin.weight"), w.get(p + "attention.out_lin.bias"))
-        a = ops.layer_norm(sa + x, w.get(p + "sa_layer_norm.weight"), w.get(p + "sa_layer_norm.bias"), EPS)  # (B, T, d)
+        z = attend(rec, l, q, k, v, self.scale(l), allowed)  # (B, T, h d_head)
+        sa = rec("attn.out", l, ops.linear(z, w.get(p + "attention.out_lin.weight"), w.get(p + "attention.out_lin.bias")))
+        a = rec("resid_mid", l, ops.layer_norm(sa + x, w.get(p + "sa_layer_norm.weight"), w.get(p + "sa_layer_norm.bias"), EPS))
         inner = self.act(ops.linear(a, w.get(p + "ffn.lin1.weight"), w.get(p + "ffn.lin1.bias")))  # (B, T, hidden_dim)
-        ffn = ops.linear(inner, w.get(p + "ffn.lin2.weight"), w.get(p + "ffn.lin2.bias"))  # (B, T, d)
-        x = ops.layer_norm(ffn + a, w.get(p + "output_layer_norm.weight"), w.get(p + "output_layer_norm.bias"), EPS)
-        return x, weights, q, k, v
+        ffn = rec("mlp.out", l, ops.linear(inner, w.get(p + "ffn.lin2.weight"), w.get(p + "ffn.lin2.bias")))  # (B, T, d)
+        return ops.layer_norm(ffn + a, w.get(p + "output_layer_norm.weight"), w.get(p + "output_layer_norm.bias"), EPS)
 
     def output_weight(self, l: int) -> np.ndarray:
         """W_O (d, d) as x @ W_O (rows h*d_head..(h+1)*d_head belong to head h): attention.out_lin."""

@@ -19,6 +19,7 @@ import numpy as np
 
 from attncli.transformer import ops
 from attncli.transformer.config_defaults import field
+from attncli.transformer.record import Recorder, attend
 from attncli.transformer.weights import Weights
 
 MODEL_TYPES = {"gpt2"}
@@ -85,11 +86,11 @@ class GPT2:
         x = self.w.rows("wte.weight", ids)  # (B, T, d)
         return x + self.w.get("wpe.weight")[offset: offset + ids.shape[1]][None]  # (B, T, d)
 
-    def layer(self, l: int, x: np.ndarray, allowed: np.ndarray | None,
-              past: tuple[np.ndarray, np.ndarray] | None = None):
-        """One GPT2Block: the new x (B, T, d), the attentions (B, h, T, S), q (B, h, T, d_head) and
-        k, v (B, h, S, d_head). ``past`` holds the keys and values of S - T earlier tokens (a cache);
-        ``allowed`` (B, 1, T, S) is then the caller's, with the offset."""
+    def layer(self, l: int, x: np.ndarray, allowed: np.ndarray | None, rec: Recorder,
+              past: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+        """One GPT2Block: x (B, T, d) -> the new x (B, T, d), its sites recorded by ``rec`` (k, v
+        (B, h, S, d_head) with the cache's). ``past`` holds the keys and values of S - T earlier
+        tokens (a cache); ``allowed`` (B, 1, T, S) is then the caller's, with the offset."""
         w = self.w
         p = f"h.{l}."
         a = ops.layer_norm(x, w.get(p + "ln_1.weight"), w.get(p + "ln_1.bias"), self.eps)
@@ -98,12 +99,12 @@ class GPT2:
         if past is not None:
             k = np.concatenate([past[0], k], axis=2)  # (B, h, S, d_head)
             v = np.concatenate([past[1], v], axis=2)
-        context, weights = ops.attention(q, k, v, self.scale(l), allowed)  # (B, h, T, d_head), (B, h, T, S)
-        x = x + ops.conv1d(ops.merge_heads(context), w.get(p + "attn.c_proj.weight"), w.get(p + "attn.c_proj.bias"))
+        z = attend(rec, l, q, k, v, self.scale(l), allowed)  # (B, T, h d_head)
+        x = rec("resid_mid", l, x + rec("attn.out", l, ops.conv1d(z, w.get(p + "attn.c_proj.weight"),
+                                                                  w.get(p + "attn.c_proj.bias"))))
         m = ops.layer_norm(x, w.get(p + "ln_2.weight"), w.get(p + "ln_2.bias"), self.eps)
         inner = self.act(ops.conv1d(m, w.get(p + "mlp.c_fc.weight"), w.get(p + "mlp.c_fc.bias")))  # (B, T, n_inner)
-        x = x + ops.conv1d(inner, w.get(p + "mlp.c_proj.weight"), w.get(p + "mlp.c_proj.bias"))  # (B, T, d)
-        return x, weights, q, k, v
+        return x + rec("mlp.out", l, ops.conv1d(inner, w.get(p + "mlp.c_proj.weight"), w.get(p + "mlp.c_proj.bias")))
 
     def output_weight(self, l: int) -> np.ndarray:
         """W_O (d, d) as x @ W_O (rows h*d_head..(h+1)*d_head belong to head h): attn.c_proj (Conv1D, stored (in, out))."""
@@ -112,13 +113,19 @@ class GPT2:
     def final(self, x: np.ndarray) -> np.ndarray:
         return ops.layer_norm(x, self.w.get("ln_f.weight"), self.w.get("ln_f.bias"), self.eps)
 
-    def logits(self, hidden: np.ndarray) -> np.ndarray:
-        """(T, d) final hidden states -> (T, V) logits through the checkpoint's lm_head.weight, else
-        the tied wte (else, untied by config.json and not stored, lm_head is missing: a clear failure,
-        where transformers would draw a random head). As transformers 5: a stored head of other
-        values is kept, whatever tie_word_embeddings says."""
+    def final_norm_parts(self) -> tuple[str, np.ndarray, np.ndarray | None, float]:
+        """The final norm as (kind, weight, bias, eps): ln_f, a LayerNorm."""
+        return "layer", self.w.get("ln_f.weight"), self.w.get("ln_f.bias"), self.eps
+
+    def unembedding(self) -> np.ndarray:
+        """(V, d) the LM head: the checkpoint's lm_head.weight, else the tied wte (else, untied by
+        config.json and not stored, lm_head is missing: a clear failure, where transformers would
+        draw a random head). As transformers 5: a stored head of other values is kept, whatever
+        tie_word_embeddings says."""
         if self.w.has_exact("lm_head.weight") or not field(self.config, "tie_word_embeddings"):
-            head = self.w.get_exact("lm_head.weight")  # (V, d)
-        else:
-            head = self.w.get("wte.weight")  # (V, d)
-        return hidden @ head.T  # (T, V)
+            return self.w.get_exact("lm_head.weight")  # (V, d)
+        return self.w.get("wte.weight")  # (V, d)
+
+    def logits(self, hidden: np.ndarray) -> np.ndarray:
+        """(..., d) final hidden states -> (..., V) logits through the LM head (``unembedding``)."""
+        return hidden @ self.unembedding().T  # (..., V)

@@ -34,6 +34,7 @@ import numpy as np
 from attncli.errors import RuntimeFailure
 from attncli.transformer import ops
 from attncli.transformer.config_defaults import DEFAULT_ROPE_THETA, field
+from attncli.transformer.record import Recorder, attend
 from attncli.transformer.weights import Weights
 
 MODEL_TYPES = {"llama", "mistral", "qwen2", "gemma", "phi3"}
@@ -335,11 +336,12 @@ class Llama:
             up = self._proj(p + "mlp.up_proj", m, self.mlp_bias)
         return self._proj(p + "mlp.down_proj", self.act(gate) * up, self.mlp_bias)  # (B, T, d)
 
-    def layer(self, l: int, x: np.ndarray, allowed: np.ndarray | None,
-              past: tuple[np.ndarray, np.ndarray] | None = None):
-        """One decoder layer: the new x (B, T, d), the attentions (B, h, T, S) float64, q
-        (B, h, T, d_head) and k, v (B, h, S, d_head) (rotated, repeated per query head). ``past``
-        holds k, v of the S - T tokens before (a cache); ``allowed`` (B, 1, T, S) is the caller's mask."""
+    def layer(self, l: int, x: np.ndarray, allowed: np.ndarray | None, rec: Recorder,
+              past: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+        """One decoder layer: x (B, T, d) -> the new x (B, T, d), its sites recorded by ``rec``:
+        q (B, h, T, d_head), k, v (B, h, S, d_head) rotated and repeated per query head, the
+        scores and pattern (B, h, T, S) float64. ``past`` holds k, v of the S - T tokens before (a
+        cache); ``allowed`` (B, 1, T, S) is the caller's mask."""
         p = f"layers.{l}."
         B, T, _ = x.shape
         P = 0 if past is None else past[0].shape[2]  # tokens before these: positions P .. P+T-1
@@ -361,14 +363,9 @@ class Llama:
         if window is not None:
             near = (np.arange(P, P + T)[:, None] - np.arange(S)[None]) < window  # (T, S)
             allowed = near[None, None] if allowed is None else allowed & near[None, None]
-        scores = (q.astype(np.float64) @ k.astype(np.float64).swapaxes(-1, -2)) * self.scale(l)  # (B, h, T, S)
-        if allowed is not None:
-            scores = np.where(allowed, scores, -np.inf)
-        weights = ops.softmax(scores)  # (B, h, T, S)
-        context = weights.astype(x.dtype) @ v  # (B, h, T, d_head)
-        x = x + self._proj(p + "self_attn.o_proj", ops.merge_heads(context), self.o_bias)  # (B, T, d)
-        x = x + self._mlp(p, self._norm(p + "post_attention_layernorm.weight", x))
-        return x, weights, q, k, v
+        z = attend(rec, l, q, k, v, self.scale(l), allowed, score_dtype=np.float64)  # (B, T, h d_head)
+        x = rec("resid_mid", l, x + rec("attn.out", l, self._proj(p + "self_attn.o_proj", z, self.o_bias)))  # (B, T, d)
+        return x + rec("mlp.out", l, self._mlp(p, self._norm(p + "post_attention_layernorm.weight", x)))
 
     def output_weight(self, l: int) -> np.ndarray:
         """W_O (h d_head, d) as x @ W_O (rows h*d_head..(h+1)*d_head belong to query head h): o_proj,
@@ -378,10 +375,14 @@ class Llama:
     def final(self, x: np.ndarray) -> np.ndarray:
         return self._norm("norm.weight", x)
 
-    def logits(self, hidden: np.ndarray) -> np.ndarray:
-        """(T, d) final hidden states -> (T, V) float64 logits through the checkpoint's lm_head.weight,
-        else embed_tokens when the config ties them (else lm_head is missing: a clear failure). As
-        transformers 5: a stored head of other values is kept, whatever tie_word_embeddings says."""
+    def final_norm_parts(self) -> tuple[str, np.ndarray, np.ndarray | None, float]:
+        """The final norm as (kind, weight, bias, eps): an RMSNorm (Gemma's weight is 1 + w)."""
+        return "rms", self._get("norm.weight") + (1.0 if self.gemma else 0.0), None, self.eps
+
+    def unembedding(self) -> np.ndarray:
+        """(V, d) the LM head: the checkpoint's lm_head.weight, else embed_tokens when the config
+        ties them (else lm_head is missing: a clear failure). As transformers 5: a stored head of
+        other values is kept, whatever tie_word_embeddings says."""
         if self.w.has_exact("lm_head.weight") or not self.tied:
             head = self.w.get_exact("lm_head.weight")  # (V, d)
         else:
@@ -389,4 +390,8 @@ class Llama:
         if head.shape[1:] != (self.d,):
             raise RuntimeFailure(f"the LM head has shape {head.shape}, config.json's hidden_size is {self.d}: "
                                  "the checkpoint does not match its config")
-        return (hidden @ head.T).astype(np.float64)  # (T, V)
+        return head
+
+    def logits(self, hidden: np.ndarray) -> np.ndarray:
+        """(..., d) final hidden states -> (..., V) float64 logits through the LM head (``unembedding``)."""
+        return (hidden @ self.unembedding().T).astype(np.float64)  # (..., V)

@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from attncli.transformer import ops
+from attncli.transformer.record import Recorder, attend
 from attncli.transformer.bert import PostNormEncoder
 from attncli.transformer.config_defaults import field
 from attncli.transformer.weights import Weights
@@ -101,21 +102,18 @@ class MPNet(PostNormEncoder):
     def _linear(self, name: str, x: np.ndarray) -> np.ndarray:
         return ops.linear(x, self.w.get(name + ".weight"), self.w.get(name + ".bias"))
 
-    def layer(self, l: int, x: np.ndarray, allowed: np.ndarray | None):
-        """One MPNetLayer: the new x (B, T, d), the attentions (B, h, T, T), q, k, v (B, h, T, d_head)."""
+    def layer(self, l: int, x: np.ndarray, allowed: np.ndarray | None, rec: Recorder) -> np.ndarray:
+        """One MPNetLayer: x (B, T, d) -> the new x (B, T, d), its sites recorded by ``rec``."""
         p = f"encoder.layer.{l}."
         q, k, v = (ops.split_heads(self._linear(p + f"attention.attn.{n}", x), self.heads) for n in "qkv")
-        scores = (q @ k.swapaxes(-1, -2)) * self.scale(l) + self._bias  # (B, h, T, T)
-        if allowed is not None:
-            scores = np.where(allowed, scores, -np.inf)
-        weights = ops.softmax(scores)  # (B, h, T, T)
-        attn_out = self._linear(p + "attention.attn.o", ops.merge_heads(weights @ v))  # (B, T, d)
-        x = ops.layer_norm(attn_out + x, self.w.get(p + "attention.LayerNorm.weight"),
-                           self.w.get(p + "attention.LayerNorm.bias"), self.eps)
+        z = attend(rec, l, q, k, v, self.scale(l), allowed, bias=self._bias)  # (B, T, h d_head)
+        attn_out = rec("attn.out", l, self._linear(p + "attention.attn.o", z))  # (B, T, d)
+        x = rec("resid_mid", l, ops.layer_norm(attn_out + x, self.w.get(p + "attention.LayerNorm.weight"),
+                                               self.w.get(p + "attention.LayerNorm.bias"), self.eps))
         inner = self.act(self._linear(p + "intermediate.dense", x))  # (B, T, i)
-        x = ops.layer_norm(self._linear(p + "output.dense", inner) + x, self.w.get(p + "output.LayerNorm.weight"),
-                           self.w.get(p + "output.LayerNorm.bias"), self.eps)
-        return x, weights, q, k, v
+        out = rec("mlp.out", l, self._linear(p + "output.dense", inner))  # (B, T, d)
+        return ops.layer_norm(out + x, self.w.get(p + "output.LayerNorm.weight"),
+                              self.w.get(p + "output.LayerNorm.bias"), self.eps)
 
     def output_weight(self, l: int) -> np.ndarray:
         """W_O (d, d) as x @ W_O (rows h*d_head..(h+1)*d_head belong to head h): attention.attn.o, stored (out, in)."""

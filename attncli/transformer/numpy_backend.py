@@ -11,14 +11,18 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.transformer import bert, blas, distilbert, gpt2, llama, mpnet, ops
 from attncli.transformer.encoding import Encoding
-from attncli.transformer.pretrained import Pretrained, masked_scores
+from attncli.transformer.mlm import MaskedLMHead
+from attncli.transformer.pretrained import Pretrained
+from attncli.transformer.reads import qk_of, stream_of, value_sites
+from attncli.transformer.record import Recorder
+from attncli.transformer.trace import Intervention, Keep, Trace, site, split
 from attncli.transformer.config_check import TOKENIZER_BYTES, damaged
 from attncli.transformer.source import SAFETENSORS, TOKENIZER
 from attncli.transformer.weight_check import check_finite, check_shapes, report_unused
@@ -115,11 +119,18 @@ class NumpyPretrained(Pretrained):
         self.check_layer(layer)
         return self.arch.scale(layer)
 
-    def _arrays(self, enc) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if not isinstance(enc, Encoding) or not enc.ids:
-            raise BadInput("attentions() takes an Encoding from encode()")
-        ids = np.asarray([enc.ids], dtype=np.int64)  # (1, T)
-        type_ids = np.asarray([enc.type_ids], dtype=np.int64)  # (1, T)
+    def _arrays(self, enc: Encoding | Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(1, T) ids, type ids and mask of an Encoding or a list of token ids."""
+        if isinstance(enc, Encoding):
+            if not enc.ids:
+                raise BadInput("attentions() takes an Encoding from encode()")
+            ids = np.asarray([enc.ids], dtype=np.int64)  # (1, T)
+            type_ids = np.asarray([enc.type_ids], dtype=np.int64)  # (1, T)
+        elif isinstance(enc, (str, bytes)) or not isinstance(enc, (Sequence, np.ndarray)):
+            raise BadInput("attentions() takes an Encoding from encode() or a list of token ids")
+        else:
+            ids = self.check_ids(enc)[None]  # (1, T)
+            type_ids = np.zeros_like(ids)
         if ids.shape[1] > self.max_positions:
             raise BadInput(f"{ids.shape[1]} tokens is more than the model's limit of {self.max_positions}")
         return ids, type_ids, np.ones_like(ids, dtype=bool)
@@ -130,51 +141,97 @@ class NumpyPretrained(Pretrained):
         module, cls = ARCHITECTURES[self.model_type]
         return cls(WeightsAs(self.arch.w, np.float32), self.config)
 
-    def _run(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, *, keep: bool = True,
-             stop: int | None = None, arch: Any = None
-             ) -> tuple[np.ndarray, list[np.ndarray], tuple[np.ndarray, ...] | None]:
-        """The forward pass (of ``self.arch``, float64, unless another ``arch``): the last hidden
-        state (B, T, d), each layer's attentions (B, h, T, T) if ``keep``, and the attentions
-        (B, h, T, T) and q, k, v (B, h, T, d_head) of layer ``stop`` (the pass ends there)."""
+    @cached_property
+    def mlm_head(self) -> MaskedLMHead:
+        """An encoder's masked-language-model head (BadInput naming the model when it has none)."""
+        return MaskedLMHead(self.arch.w, self.config, self.name)
+
+    def unembed(self, x: np.ndarray) -> np.ndarray:
+        """(..., d) final-norm outputs -> (..., V) logits: a decoder's LM head, an encoder's MLM head."""
+        return self.arch.logits(x) if self.is_decoder else self.mlm_head(x)
+
+    def forward(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, rec: Recorder, *,
+                arch: Any = None, start: tuple[int, np.ndarray] | None = None) -> np.ndarray:
+        """The forward pass of ``ids`` (B, T) (of ``self.arch`` unless another ``arch``), every site
+        recorded by ``rec``; from layer ``start[0]`` on with ``start[1]`` (B, T, d) as its
+        resid_pre when given. Returns the final norm's output (B, T, d)."""
         arch = self.arch if arch is None else arch
-        try:
-            x = arch.embeddings(ids, type_ids, mask)  # (B, T, d)
-        except IndexError:
-            raise RuntimeFailure(f"model '{self.name}': a token or token-type id lies outside the model's embedding "
-                                 "tables (its tokenizer and weights do not match)") from None
+        first = 0
+        if start is None:
+            try:
+                x = arch.embeddings(ids, type_ids, mask)  # (B, T, d)
+            except IndexError:
+                raise RuntimeFailure(f"model '{self.name}': a token or token-type id lies outside the model's "
+                                     "embedding tables (its tokenizer and weights do not match)") from None
+            x = rec("embed", None, x)
+        else:
+            first, x = start
         padded = not mask.all()
         allowed = ops.key_mask(mask, arch.causal) if (padded or arch.causal) else None  # (B, 1, T, T)
-        attentions: list[np.ndarray] = []
         # an overflow is found by check_activations and reported as damage, not as a RuntimeWarning
-        with blas.one_thread(ids.size <= ONE_THREAD_TOKENS), np.errstate(over="ignore", invalid="ignore"):
-            for l in range(arch.layers):
-                out = arch.layer(l, x, allowed)
-                x, weights = out[:2]
-                check_activations(l, x, weights)
-                if keep:
-                    attentions.append(weights)
-                if stop == l:
-                    return x, attentions, out[1:5]  # weights, q, k, v
-            return arch.final(x), attentions, None
+        with blas.one_thread(x.shape[0] * x.shape[1] <= ONE_THREAD_TOKENS), np.errstate(over="ignore", invalid="ignore"):
+            for l in range(first, arch.layers):
+                x = arch.layer(l, rec("resid_pre", l, x), allowed, rec)
+                check_activations(l, x, rec.pattern)
+                x = rec("resid_post", l, x)
+            h = rec("final_norm", None, arch.final(x))  # (B, T, d)
+            if rec.wants("logits"):
+                logits = self.unembed(h) if arch is self.arch else arch.logits(h)  # (B, T, V)
+                check_finite(logits, "the logits")
+                rec("logits", None, logits)
+        return h
+
+    def trace(self, enc: Encoding | Sequence[int], keep: Keep | Iterable[str] | str | None = None, *,
+              rows: Sequence[int] | None = None, interventions: Sequence[Intervention] = (),
+              start: tuple[int, np.ndarray] | None = None) -> Trace:
+        """One forward pass of ``enc`` (an Encoding or token ids) holding the sites ``keep`` names
+        (patterns allowed; ``rows``: only those query rows of the pattern and scores), with
+        ``interventions`` made where their sites are computed. ``start=(l, resid_pre)`` resumes at
+        layer l from a residual stream (T, d), running only layers l..L-1 (see trace.py)."""
+        ids, type_ids, mask = self._arrays(enc)
+        keep = Keep.of(keep, rows)
+        for iv in interventions:
+            self._check_site(iv.site)
+        begin = None
+        if start is not None:
+            layer, resid = start
+            self.check_layer(layer)
+            resid = np.asarray(resid, dtype=self.arch.w.dtype)
+            if resid.shape != (ids.shape[1], self.arch.d):
+                raise BadInput(f"start's residual stream has shape {resid.shape}, the pass needs "
+                               f"({ids.shape[1]}, {self.arch.d})")
+            begin = (int(layer), resid[None])
+        rec = Recorder(keep, interventions)
+        self.forward(ids, type_ids, mask, rec, start=begin)
+        return Trace(ids[0].tolist(), rec.one(), rows=keep.rows, backend=self.backend)
+
+    def _check_site(self, name: str) -> None:
+        layer, _ = split(name)
+        if layer is not None and layer >= self.layers:
+            raise BadInput(f"site {name}: model '{self.name}' has layers 0..{self.layers - 1}")
 
     def attentions(self, enc) -> np.ndarray:
         """(L, h, T, T) float64: every layer's and head's attention weights for ``enc``."""
-        _, attentions, _ = self._run(*self._arrays(enc))
-        return np.stack([a[0] for a in attentions])  # (L, h, T, T)
+        return self.trace(enc, "blocks.*.attn.pattern").stack("attn.pattern", self.layers)  # (L, h, T, T)
+
+    def check_qk(self) -> None:
+        """BadInput for a model whose scores are more than q k^T (a relative position bias)."""
+        if getattr(self.arch, "position_bias", False):
+            raise BadInput(f"model '{self.name}' ({self.model_type}) adds a relative position bias to q k^T: "
+                           "its queries and keys alone do not give its attention (no --explain)")
 
     def qk(self, enc, layer: int) -> tuple[np.ndarray, np.ndarray]:
         """q, k (h, T, d_head) of ``layer``: softmax(q k^T * scale(layer) + mask) is its attentions."""
         self.check_layer(layer)
-        if getattr(self.arch, "position_bias", False):
-            raise BadInput(f"model '{self.name}' ({self.model_type}) adds a relative position bias to q k^T: "
-                           "its queries and keys alone do not give its attention (no --explain)")
-        _, _, out = self._run(*self._arrays(enc), keep=False, stop=layer)  # out: weights, q, k[, v]
-        return out[1][0].astype(np.float64), out[2][0].astype(np.float64)
+        self.check_qk()
+        tr = self.trace(enc, [site(layer, "attn.q"), site(layer, "attn.k")])
+        return qk_of(tr, layer)
 
     def scores(self, enc, layer: int) -> np.ndarray:
         """(h, T, T) q k^T * scale(layer) of ``layer``, before the softmax; -inf where masked (causal)."""
-        q, k = self.qk(enc, layer)
-        return masked_scores(q, k, self.scale(layer), self.is_decoder)
+        self.check_layer(layer)
+        self.check_qk()
+        return self.trace(enc, site(layer, "attn.scores"))[site(layer, "attn.scores")].astype(np.float64)
 
     def value_vectors(self, enc, layer: int) -> tuple[np.ndarray, np.ndarray]:
         """The attentions A (h, T, T) of ``layer`` and each head's transformed value vectors
@@ -183,18 +240,24 @@ class NumpyPretrained(Pretrained):
         sum_h sum_j A[h, i, j] f^h(x_j) + b_O. Grouped-query attention (Llama family): v comes
         repeated per query head, so head h reads its key-value group's v^{g(h)} and its own rows of W_O."""
         self.check_layer(layer)
+        self.check_value_vectors()
+        return self.value_vectors_of(self.trace(enc, value_sites(layer)), layer)
+
+    def check_value_vectors(self) -> None:
         if not hasattr(self.arch, "output_weight"):
             raise BadInput(f"--show norms reads each head's value vectors and output projection: attn's NumPy pass "
                            f"of '{self.model_type}' does not expose them")
-        _, _, (weights, _, _, v) = self._run(*self._arrays(enc), keep=False, stop=layer)
+
+    def value_vectors_of(self, tr: Trace, layer: int) -> tuple[np.ndarray, np.ndarray]:
+        """``value_vectors`` read from a trace that kept ``value_sites(layer)``."""
         h, d_head = self.heads, self.arch.d_head
         w_o = self.arch.output_weight(layer).astype(np.float64).reshape(h, d_head, -1)  # (h, d_head, d)
-        return weights[0], np.einsum("htk,hkd->htd", v[0].astype(np.float64), w_o)  # (h, T, T), (h, T, d)
+        v = tr[site(layer, "attn.v")].astype(np.float64)  # (h, T, d_head)
+        return tr[site(layer, "attn.pattern")], np.einsum("htk,hkd->htd", v, w_o)  # (h, T, T), (h, T, d)
 
     def _last_hidden(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """For ``embed``: in float32, twice as fast as float64 and within 1e-6 of it."""
-        hidden, _, _ = self._run(ids, type_ids, mask, keep=False, arch=self.arch32)
-        return hidden  # (B, T, d)
+        return self.forward(ids, type_ids, mask, Recorder(), arch=self.arch32)  # (B, T, d)
 
     def new_cache(self) -> "KVCache":
         """A key/value cache for ``logits_and_attentions`` (decoders): see there."""
@@ -209,13 +272,11 @@ class NumpyPretrained(Pretrained):
         the same as without (in a causal model, earlier rows do not change as tokens are added).
         """
         self.check_decoder()
-        arr = self.check_ids(ids)[None]  # (1, T)
+        arr = self.check_ids(ids)  # (T,)
         if cache is None:
-            hidden, attentions, _ = self._run(arr, np.zeros_like(arr), np.ones_like(arr, dtype=bool))
-            logits = self.arch.logits(hidden[0])  # (T, V)
-            check_finite(logits, "the logits")
-            return logits, np.stack([a[0] for a in attentions])  # (T, V), (L, h, T, T)
-        return cache.extend(self, arr[0])
+            tr = self.trace(arr.tolist(), ["logits", "blocks.*.attn.pattern"])
+            return tr["logits"], tr.stack("attn.pattern", self.layers)  # (T, V), (L, h, T, T)
+        return cache.extend(self, arr)
 
     def residual_stream(self, ids: Sequence[int]) -> np.ndarray:
         """Decoders: (L + 1, T, d) the residual stream of token ids ``ids`` before layer 0 (the
@@ -223,15 +284,9 @@ class NumpyPretrained(Pretrained):
         float32, as ``embed``: the weights need no widening (a 12-layer GPT-2 spent 4 s there)."""
         self.check_decoder()
         arr = self.check_ids(ids)[None]  # (1, T)
-        arch = self.arch32
-        x = arch.embeddings(arr, np.zeros_like(arr), np.ones_like(arr, dtype=bool))  # (1, T, d)
-        allowed = ops.key_mask(np.ones_like(arr, dtype=bool), arch.causal)  # (1, 1, T, T)
-        stream = [x[0]]
-        with blas.one_thread(arr.size <= ONE_THREAD_TOKENS):
-            for l in range(arch.layers):
-                x = arch.layer(l, x, allowed)[0]
-                stream.append(x[0])
-        return np.stack(stream)  # (L + 1, T, d)
+        rec = Recorder(Keep.of(["embed", "blocks.*.resid_post"]))
+        self.forward(arr, np.zeros_like(arr), np.ones_like(arr, dtype=bool), rec, arch=self.arch32)
+        return stream_of(Trace(arr[0].tolist(), rec.one()), self.layers)  # (L + 1, T, d)
 
     def lens_logits(self, x: np.ndarray) -> np.ndarray:
         """(..., V) what the final norm and the unembedding make of residual vectors x (..., d)."""
@@ -283,20 +338,21 @@ class KVCache:
         arch = model.arch
         x = arch.embeddings(new, np.zeros_like(new), np.ones_like(new, dtype=bool), offset=P)  # (1, n, d)
         allowed = np.tril(np.ones((n, S), dtype=bool), k=P)[None, None]  # (1, 1, n, S): key j <= P + i
-        rows = []
+        rec = Recorder(Keep.of(["blocks.*.attn.pattern", "blocks.*.attn.k", "blocks.*.attn.v"]))
         with blas.one_thread(n <= ONE_THREAD_TOKENS), np.errstate(over="ignore", invalid="ignore"):
             for l in range(arch.layers):
                 past = (self.keys[l], self.values[l]) if P else None
-                x, weights, _, k, v = arch.layer(l, x, allowed, past)  # weights (1, h, n, S)
-                check_activations(l, x, weights)
+                x = arch.layer(l, x, allowed, rec, past)
+                check_activations(l, x, rec.pattern)
+                k, v = rec.sites[f"blocks.{l}.attn.k"], rec.sites[f"blocks.{l}.attn.v"]  # (1, h, S, d_head)
                 if P:
                     self.keys[l], self.values[l] = k, v
                 else:
                     self.keys.append(k)
                     self.values.append(v)
-                rows.append(weights[0])
             logits = arch.logits(arch.final(x)[0])  # (n, V)
             check_finite(logits, "the logits")
+        rows = [rec.sites[f"blocks.{l}.attn.pattern"][0] for l in range(arch.layers)]  # L x (h, n, S)
         attentions = np.zeros((self.layers, rows[0].shape[0], S, S))  # (L, h, S, S)
         if P:
             attentions[:, :, :P, :P] = self.attentions

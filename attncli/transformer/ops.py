@@ -88,15 +88,23 @@ def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) 
     return centred / np.sqrt(var + eps) * weight + bias
 
 
+def _flat_matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """x (..., in) @ w (in, out) as ONE product of (rows, in) by (in, out): NumPy runs a stacked
+    (B, T, in) @ (in, out) as B small products, about 3x slower for a batch of short texts."""
+    if x.ndim <= 2:
+        return x @ w
+    return (x.reshape(-1, x.shape[-1]) @ w).reshape(*x.shape[:-1], w.shape[-1])
+
+
 def linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
     """nn.Linear: x W^T + b, W stored (out, in)."""
-    y = x @ weight.T
+    y = _flat_matmul(x, weight.T)
     return y if bias is None else y + bias
 
 
 def conv1d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
     """GPT-2's Conv1D: x W + b, W stored (in, out), transposed relative to nn.Linear."""
-    return x @ weight + bias
+    return _flat_matmul(x, weight) + bias
 
 
 def split_heads(x: np.ndarray, h: int) -> np.ndarray:

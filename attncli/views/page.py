@@ -70,11 +70,13 @@ def extra_size(heads: int, show: str = "weights", flow: bool = False) -> int:
 
 
 def extra_views(model, enc, attentions, meta: dict[str, Any], show: str = "weights",
-                flow: bool = False) -> dict[str, list[dict[str, Any]]]:
+                flow: bool = False, reads=None) -> dict[str, list[dict[str, Any]]]:
     """The views beyond the weights, one ``--json`` document per layer (index = layer): "norms"
     (``--show norms --layer L``: each head's ||alpha f(x)||, the whole layer's ||sum_h alpha f(x)||;
     each document also holds "value_norms" (h, T), ||f^h(x_j)||, for the page's tooltips),
-    "scores" (``--show scores``: masked -inf as null) and "flow" (``--flow --layer L``)."""
+    "scores" (``--show scores``: masked -inf as null) and "flow" (``--flow --layer L``). ``reads``
+    (attncli.transformer.reads.Reads) answers from the command's one traced pass; without it, the
+    model's own methods do."""
     import numpy as np
 
     from attncli.attention import pretrained as pv
@@ -93,14 +95,14 @@ def extra_views(model, enc, attentions, meta: dict[str, Any], show: str = "weigh
 
         views["norms"] = []
         for layer in range(model.layers):
-            weights, fx = model.value_vectors(enc, layer)  # (h, T, T), (h, T, d)
+            weights, fx = reads.value_vectors(layer) if reads else model.value_vectors(enc, layer)  # (h, T, T), (h, T, d)
             d = doc(head_norms(weights, fx)[None], layer, summed_norms(weights, fx), show="norms")
             d["value_norms"] = [[round(float(x), 6) for x in row] for row in np.linalg.norm(fx, axis=-1)]  # (h, T)
             views["norms"].append(d)
     elif show == "scores":
         views["scores"] = []
         for layer in range(model.layers):
-            per_head = model.scores(enc, layer)  # (h, T, T), -inf where masked
+            per_head = reads.scores(layer) if reads else model.scores(enc, layer)  # (h, T, T), -inf where masked
             views["scores"].append(doc(per_head[None], layer, per_head.mean(axis=0), show="scores"))
     if flow:
         views["flow"] = [doc(np.asarray(attentions), layer, flow_view=True, flow=True) for layer in range(model.layers)]
@@ -110,7 +112,7 @@ def extra_views(model, enc, attentions, meta: dict[str, Any], show: str = "weigh
 def page_data(model, enc, attentions, meta: dict[str, Any], classes: list, *, layer: int,
               head: Optional[int] = None, words: bool = False, hide_special: bool = False, rollout: bool = False,
               block: Optional[str] = None, model_view: bool = False, show: str = "weights",
-              flow: bool = False) -> dict[str, Any]:
+              flow: bool = False, reads=None) -> dict[str, Any]:
     """Everything the page embeds: the views, each head's class, and the state it opens in
     (``show`` and ``flow``: the extra views the page holds, and opens on)."""
     return {
@@ -122,7 +124,7 @@ def page_data(model, enc, attentions, meta: dict[str, Any], classes: list, *, la
                   "rollout": rollout, "filter": block or "all", "view": "model" if model_view else "head",
                   "show": "flow" if flow else show},
         "views": page_views(model, enc, attentions, meta),
-        "extra": extra_views(model, enc, attentions, meta, show, flow),
+        "extra": extra_views(model, enc, attentions, meta, show, flow, reads),
     }
 
 

@@ -1,0 +1,74 @@
+"""Direct logit attribution: each head's and each MLP's direct part of one logit (decoders).
+
+A pre-norm decoder's last residual stream is a sum: x = embed + sum_l (attn.out_l + mlp.out_l),
+attn.out_l = sum_h z_h W_O^h + b_O. The final norm is linear in x once its scale is frozen at the
+clean run's value s (LayerNorm: s = sqrt(var(x) + eps), y = (x - mean(x)) / s * w + b, and the
+mean-centring is linear; RMSNorm: s = sqrt(mean(x^2) + eps), y = x / s * w), so the logit
+u . y (u the target's row of the unembedding, or target minus contrast) splits into
+
+    part(p) = (centre(p) / s * w) . u     for p = the embeddings, each head, each b_O, each MLP
+    + b . u                               the final LayerNorm's bias
+
+which add up to the logit. Per source token j through head h of layer l:
+pattern[h, i, j] * part(f_h(x_j)), f_h(x_j) = v_j W_O^h the value vectors (``value_vectors``);
+they add up to the head's part. Shapes: L layers, h heads, T tokens, d the model dimension.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from attncli.causal.grids import check_numpy
+from attncli.causal.target import Target
+from attncli.errors import BadInput
+from attncli.transformer.trace import site
+
+
+def dla(model: Any, ids: Sequence[int], target: Target) -> dict[str, Any]:
+    """The parts of the target's logit (or logit difference) at ``target.position``: a dict of
+    "embed", "heads" (L, h), "attn_bias" (L,), "mlp" (L,), "norm_bias", "per_token" (L, h, T),
+    "logit" (the model's own) and "sum" (of every part)."""
+    check_numpy(model)
+    if not model.is_decoder or not hasattr(model.arch, "final_norm_parts"):
+        raise BadInput(f"model '{model.name}' ({model.model_type}) normalises after each layer (post-LN) and reads "
+                       "its logits through an MLM head: its heads have no direct path to a logit to attribute "
+                       "(direct logit attribution needs a pre-norm decoder: GPT-2, Llama, Qwen2, ...)")
+    L, H, i = model.layers, model.heads, target.position
+    keep = ["embed", "blocks.*.attn.z", "blocks.*.attn.v", "blocks.*.attn.pattern", "blocks.*.attn.out",
+            "blocks.*.mlp.out", site(L - 1, "resid_post"), "final_norm"]
+    tr = model.trace(list(ids), keep, rows=[i])
+    head = model.arch.unembedding()  # (V, d)
+    u = head[target.token].astype(np.float64)  # (d,)
+    if target.contrast is not None:
+        u = u - head[target.contrast].astype(np.float64)
+    kind, w, b, eps = model.arch.final_norm_parts()
+    w = np.asarray(w, dtype=np.float64)
+    x = tr[site(L - 1, "resid_post")][i].astype(np.float64)  # (d,)
+    if kind == "layer":
+        s = np.sqrt(((x - x.mean()) ** 2).mean() + eps)
+        part = lambda p: ((p - p.mean(axis=-1, keepdims=True)) / s * w) @ u  # noqa: E731  (..., d) -> (...)
+    else:
+        s = np.sqrt((x * x).mean() + eps)
+        part = lambda p: (p / s * w) @ u  # noqa: E731
+    heads, attn_bias, mlp = np.zeros((L, H)), np.zeros(L), np.zeros(L)
+    per_token = np.zeros((L, H, len(ids)))
+    for l in range(L):
+        w_o = model.arch.output_weight(l).astype(np.float64)  # (h d_head, d)
+        z = tr[site(l, "attn.z")][i].astype(np.float64)  # (h, d_head)
+        by_head = np.einsum("hk,hkd->hd", z, w_o.reshape(H, z.shape[1], -1))  # (h, d)
+        heads[l] = part(by_head)
+        b_o = tr[site(l, "attn.out")][i].astype(np.float64) - by_head.sum(axis=0)  # (d,) b_O (0 without one)
+        attn_bias[l] = part(b_o)
+        mlp[l] = part(tr[site(l, "mlp.out")][i].astype(np.float64))
+        v = tr[site(l, "attn.v")].astype(np.float64)  # (h, T, d_head)
+        fx = np.einsum("htk,hkd->htd", v, w_o.reshape(H, v.shape[2], -1))  # (h, T, d) value vectors
+        pattern = tr[site(l, "attn.pattern")][:, 0].astype(np.float64)  # (h, T): row i only
+        per_token[l] = pattern * part(fx)
+    embed = float(part(tr["embed"][i].astype(np.float64)))
+    norm_bias = float(np.asarray(b, dtype=np.float64) @ u) if b is not None else 0.0
+    logit = float(tr["final_norm"][i].astype(np.float64) @ u)
+    total = embed + heads.sum() + attn_bias.sum() + mlp.sum() + norm_bias
+    return {"embed": embed, "heads": heads, "attn_bias": attn_bias, "mlp": mlp, "norm_bias": norm_bias,
+            "per_token": per_token, "logit": logit, "sum": float(total), "scale": float(s)}

@@ -1,0 +1,64 @@
+"""The JSON documents of ``attn ablate``, ``attn patch`` and ``attn dla`` (what --json prints, what
+attncli/views/causal.py draws, and what ``attn explore``'s G and D keys show), built from the core's
+results. Keys are described in docs/causal.md."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from attncli.causal.grids import Grid
+from attncli.causal.target import Target
+
+
+def target_document(t: Target) -> dict[str, Any]:
+    return {"position": t.position, "token": t.label, "id": t.token,
+            "contrast": None if t.contrast is None else {"token": t.contrast_label, "id": t.contrast},
+            "metric": "log_prob" if t.contrast is None else "logit_diff"}
+
+
+def rounded(grid) -> list[list[float]]:
+    return [[round(float(x), 8) for x in row] for row in grid]
+
+
+def ablate_document(model: Any, enc: Any, t: Target, grid: Grid, *, mode: str = "zero",
+                    position: int | None = None) -> dict[str, Any]:
+    what = "log p" if t.contrast is None else "logit difference"
+    return {"command": "ablate", "model": model.name, "tokens": enc.tokens, "target": target_document(t), "mode": mode,
+            "position": position, "clean": round(grid.clean, 8), "columns": "heads",
+            "rows": f"grid[layer][head]: the change in {what} when that head's output is "
+                    f"{'zeroed' if mode == 'zero' else 'set to its mean'} (negative: the head helped)",
+            "grid": rounded(grid.values),
+            "title": f"{model.name} · ablate ({mode}) · change in {t.describe()}",
+            "notes": [f"clean {what}: {grid.clean:.4f}; each cell: ablated - clean"]}
+
+
+def patch_document(model: Any, enc: Any, bad: Any, t: Target, grid: Grid, *, site: str) -> dict[str, Any]:
+    cols = "heads" if site == "head" else "positions"
+    return {"command": "patch", "model": model.name, "tokens": enc.tokens, "corrupt_tokens": bad.tokens,
+            "target": target_document(t), "site": site, "clean": round(grid.clean, 8),
+            "corrupt": round(grid.corrupt, 8), "columns": cols,
+            "rows": f"grid[layer][{cols[:-1]}]: (patched - corrupt) / (clean - corrupt), clean's {site} copied in",
+            "grid": rounded(grid.values),
+            "title": f"{model.name} · patch {site} · restored fraction of {t.describe()}",
+            "notes": [f"clean {grid.clean:.4f}, corrupt {grid.corrupt:.4f}; 1 = all restored, 0 = none"]}
+
+
+def dla_document(model: Any, enc: Any, t: Target, res: dict[str, Any]) -> dict[str, Any]:
+    parts = [{"name": "embeddings", "value": res["embed"]}]
+    for l in range(model.layers):
+        parts += [{"name": f"L{l}H{h}", "value": float(res["heads"][l, h])} for h in range(model.heads)]
+        if abs(res["attn_bias"][l]) > 1e-9:  # b_O is measured as attn.out - sum of heads: 0 up to rounding without one
+            parts.append({"name": f"L{l} attention bias", "value": float(res["attn_bias"][l])})
+        parts.append({"name": f"L{l} MLP", "value": float(res["mlp"][l])})
+    if res["norm_bias"]:
+        parts.append({"name": "final norm bias", "value": res["norm_bias"]})
+    what = "logit" if t.contrast is None else "logit difference"
+    return {"command": "dla", "model": model.name, "tokens": enc.tokens, "target": {**target_document(t), "metric": what},
+            "logit": round(res["logit"], 8), "sum": round(res["sum"], 8), "norm_scale": round(res["scale"], 8),
+            "parts": [{**p, "value": round(p["value"], 8)} for p in parts],
+            "heads": rounded(res["heads"]),
+            "per_token": [rounded(layer) for layer in res["per_token"]],
+            "rows": "heads[layer][head]: the head's direct part of the " + what + "; per_token[layer][head][j]: "
+                    "the part that came through source token j (they add up to the head's)",
+            "title": f"{model.name} · direct logit attribution · {what} of {t.label!r}"
+                     + (f" - {t.contrast_label!r}" if t.contrast is not None else "") + f" at position {t.position}"}

@@ -1,0 +1,161 @@
+"""Head ablation and activation patching as interventions on attn's traced NumPy pass.
+
+Shapes: L layers, h heads, T tokens, d the model dimension, d_head a head's, V the vocabulary.
+
+    ablate   grid[l, h] = metric(head h of layer l zeroed, or set to its mean) - metric(clean)
+             the head's output is its slice of blocks.{l}.attn.z (T, h, d_head), at every position
+             or at one; the mean is over every position of every reference text
+    patch    grid[l, x] = (metric(corrupt, site x of layer l set to clean's) - metric(corrupt))
+                          / (metric(clean) - metric(corrupt))             the restored fraction
+             resid: blocks.{l}.resid_pre at position x;  attn: blocks.{l}.attn.out at x;
+             mlp: blocks.{l}.mlp.out at x;  head: blocks.{l}.attn.z head x at every position
+
+Each intervention at layer l reruns only layers l..L-1, from the cached residual stream into
+layer l (``start``), and one layer's heads (or positions) run as one batch: B copies of the
+stream, each with its own intervention.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from attncli.causal.target import Target
+from attncli.errors import BadInput
+from attncli.transformer.record import Recorder
+from attncli.transformer.trace import Intervention, Keep, site
+
+MODES = ("zero", "mean")
+PATCH_SITES = {"resid": "resid_pre", "attn": "attn.out", "mlp": "mlp.out", "head": "attn.z"}
+BATCH = 64  # interventions per batched pass at most (a layer's heads, or positions)
+UNEMBED_ROWS = 512  # final-norm rows unembedded per product: (512, V) logits at a time
+
+
+@dataclass
+class Grid:
+    values: np.ndarray  # (L, C) the effect of each intervention
+    clean: float  # the metric of the clean run
+    corrupt: float | None = None  # patching: the metric of the corrupted run
+
+
+def check_numpy(model: Any) -> None:
+    if getattr(model, "backend", "") != "numpy":
+        raise BadInput(f"causal tests run on attn's NumPy forward pass; model '{model.name}' runs on the "
+                       f"{model.backend} backend (its family is not one the NumPy pass implements)")
+
+
+def _arrays(model: Any, ids: Sequence[int], batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    arr = np.asarray(ids, dtype=np.int64)[None].repeat(batch, axis=0)  # (B, T)
+    return arr, np.zeros_like(arr), np.ones_like(arr, dtype=bool)
+
+
+def final_rows(model: Any, ids: Sequence[int], layer: int, resid: np.ndarray,
+               per_batch: list[list[Intervention]], position: int) -> np.ndarray:
+    """(B, d) the final norm's output at ``position`` of B passes of ``ids`` from ``layer`` on, each
+    from ``resid`` (T, d) with its own interventions ``per_batch[b]``: the batched rerun every grid
+    is made of. The logits are left to ``measure``, once for a whole grid."""
+    out = []
+    for s in range(0, len(per_batch), BATCH):
+        chunk = per_batch[s: s + BATCH]
+        ids_b, types, mask = _arrays(model, ids, len(chunk))
+        x = np.broadcast_to(resid, (len(chunk),) + resid.shape).copy()  # (B, T, d)
+        h = model.forward(ids_b, types, mask, Recorder(Keep(), per_batch=chunk), start=(layer, x))  # (B, T, d)
+        out.append(h[:, position])
+    return np.concatenate(out)  # (B, d)
+
+
+def measure(model: Any, target: Target, rows: np.ndarray) -> np.ndarray:
+    """(N,) the metric of N final-norm rows (N, d): the unembedding (49152 x 576 floats for a
+    SmolLM2: 113 MB, read from memory once per call) applied UNEMBED_ROWS rows at a time."""
+    return np.concatenate([target.metric(model.unembed(rows[s: s + UNEMBED_ROWS]))
+                           for s in range(0, len(rows), UNEMBED_ROWS)])
+
+
+def run_from(model: Any, ids: Sequence[int], layer: int, resid: np.ndarray, per_batch: list[list[Intervention]],
+             target: Target) -> np.ndarray:
+    """(B,) the metric of ``final_rows``'s B passes."""
+    return measure(model, target, final_rows(model, ids, layer, resid, per_batch, target.position))
+
+
+def clean_run(model: Any, ids: Sequence[int], target: Target, keep: list[str]) -> tuple[Any, float]:
+    tr = model.trace(list(ids), keep + ["blocks.*.resid_pre", "final_norm"])
+    return tr, float(target.metric(model.unembed(tr["final_norm"][target.position])))
+
+
+def head_means(model: Any, texts_ids: list[list[int]]) -> np.ndarray:
+    """(L, h, d_head) each head's output (attn.z) averaged over every position of every text."""
+    if not texts_ids:
+        raise BadInput("the --reference file holds no text: mean ablation needs at least one")
+    total, count = None, 0
+    for ids in texts_ids:
+        tr = model.trace(ids, "blocks.*.attn.z")
+        z = tr.stack("attn.z", model.layers).astype(np.float64)  # (L, T, h, d_head)
+        total = z.sum(axis=1) if total is None else total + z.sum(axis=1)
+        count += z.shape[1]
+    return total / count  # (L, h, d_head)
+
+
+def ablate(model: Any, ids: Sequence[int], target: Target, *, mode: str = "zero", means: np.ndarray | None = None,
+           position: int | None = None, progress=None) -> Grid:
+    """grid (L, h): the change in the metric when each head's output is zeroed or set to its mean
+    (``means`` (L, h, d_head)), at every position or at ``position``."""
+    check_numpy(model)
+    if mode not in MODES:
+        raise BadInput(f"--mode {mode!r}: choose one of {', '.join(MODES)}")
+    if mode == "mean" and means is None:
+        raise BadInput("--mode mean needs --reference FILE: the texts a head's mean output is taken over")
+    if position is not None and not -len(ids) <= position < len(ids):
+        raise BadInput(f"--position {position} is outside the text's {len(ids)} tokens (0..{len(ids) - 1})")
+    tr, clean = clean_run(model, ids, target, [])
+    rows = []
+    for l in range(model.layers):
+        per = [[Intervention(site(l, "attn.z"), mode, head=h, position=position,
+                             value=None if mode == "zero" else means[l, h])] for h in range(model.heads)]
+        rows.append(final_rows(model, ids, l, tr[site(l, "resid_pre")], per, target.position))  # (h, d)
+        if progress is not None:
+            progress()
+    grid = measure(model, target, np.concatenate(rows)).reshape(model.layers, model.heads) - clean
+    return Grid(grid, clean)
+
+
+def check_same_length(model: Any, clean_ids: list[int], corrupt_ids: list[int]) -> None:
+    if len(clean_ids) == len(corrupt_ids):
+        return
+    show = lambda ids: " ".join(repr(t) for t in model.token_strings(ids))  # noqa: E731
+    from attncli.textio import visible
+
+    raise BadInput(f"the clean and corrupted texts must have the same number of tokens (patching copies "
+                   f"position by position): clean has {len(clean_ids)}: {visible(show(clean_ids))}; corrupted "
+                   f"has {len(corrupt_ids)}: {visible(show(corrupt_ids))}")
+
+
+def patch(model: Any, clean_ids: list[int], corrupt_ids: list[int], target: Target, *, where: str = "resid",
+          progress=None) -> Grid:
+    """grid (L, T) (resid, attn, mlp) or (L, h) (head): the restored fraction of the metric when
+    clean's value of that site is copied into the corrupted run."""
+    check_numpy(model)
+    if where not in PATCH_SITES:
+        raise BadInput(f"--site {where!r}: choose one of {', '.join(PATCH_SITES)}")
+    check_same_length(model, clean_ids, corrupt_ids)
+    name = PATCH_SITES[where]
+    clean_tr, clean = clean_run(model, clean_ids, target, [f"blocks.*.{name}"])
+    corrupt_tr, corrupt = clean_run(model, corrupt_ids, target, [])
+    if abs(clean - corrupt) < 1e-9:
+        raise BadInput(f"the clean and corrupted texts give the same {target.describe()} ({clean:.6g}): the "
+                       "restored fraction (patched - corrupt) / (clean - corrupt) is undefined; choose texts "
+                       "that differ in it")
+    cols = model.heads if where == "head" else len(clean_ids)
+    rows = []
+    for l in range(model.layers):
+        value = clean_tr[site(l, name)]  # (T, d) or (T, h, d_head)
+        if where == "head":
+            per = [[Intervention(site(l, name), "replace", head=h, value=value[:, h])] for h in range(cols)]
+        else:
+            per = [[Intervention(site(l, name), "replace", position=t, value=value[t])] for t in range(cols)]
+        rows.append(final_rows(model, corrupt_ids, l, corrupt_tr[site(l, "resid_pre")], per, target.position))
+        if progress is not None:
+            progress()
+    patched = measure(model, target, np.concatenate(rows)).reshape(model.layers, cols)
+    return Grid((patched - corrupt) / (clean - corrupt), clean, corrupt)

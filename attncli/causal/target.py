@@ -1,0 +1,106 @@
+"""What a causal test measures: the target token (and a contrast) at one position of one text.
+
+    metric = log p(target)                   log_softmax(logits[position])[target]
+           = logit[target] - logit[contrast] with a contrast token
+
+Decoders read the last position (the next token); encoders their masked-language-model head at
+the last mask token of the text. A target must be one token of the vocabulary: a word that
+tokenizes to several is refused with its pieces (``--target-id`` names a token by its id).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from attncli.errors import BadInput
+from attncli.textio import visible
+
+
+@dataclass(frozen=True)
+class Target:
+    position: int  # the query position the logits are read at
+    token: int
+    label: str  # the token as the vocabulary spells it (escaped when drawn)
+    contrast: int | None = None
+    contrast_label: str | None = None
+
+    def describe(self) -> str:
+        what = f"log p({self.label!r})" if self.contrast is None else \
+            f"logit({self.label!r}) - logit({self.contrast_label!r})"
+        return f"{visible(what)} at position {self.position}"
+
+    def metric(self, logits: np.ndarray) -> np.ndarray:
+        """(..., V) logits -> (...,) the measured quantity, float64."""
+        x = np.asarray(logits, dtype=np.float64)
+        if self.contrast is not None:
+            return x[..., self.token] - x[..., self.contrast]
+        top = x.max(axis=-1, keepdims=True)
+        log_z = np.log(np.exp(x - top).sum(axis=-1)) + top[..., 0]
+        return x[..., self.token] - log_z
+
+
+def token_of(model: Any, word: str | None, token_id: int | None, option: str) -> int:
+    """The vocabulary id of ``word`` (an entry as written, else the one token the tokenizer makes of
+    it, with a leading space first as inside a text) or ``token_id``; BadInput naming the pieces."""
+    vocab = int(model.config.get("vocab_size") or 0)
+    if (word is None) == (token_id is None):
+        raise BadInput(f"give --{option} WORD or --{option}-id ID (one of them)")
+    if token_id is not None:
+        if not 0 <= token_id < vocab:
+            raise BadInput(f"--{option}-id {token_id} is outside the vocabulary (0..{vocab - 1})")
+        return int(token_id)
+    if not word:
+        raise BadInput(f"--{option} is empty: give one token")
+    tok = model.tokenizer
+    found = tok.token_to_id(word) if hasattr(tok, "token_to_id") else None
+    if found is not None and found < vocab:
+        return int(found)
+    for text in (" " + word, word):
+        ids = list(model._tokenize([text], None, special=False).ids)
+        if len(ids) == 1 and ids[0] < vocab:
+            return int(ids[0])
+    pieces = model.token_strings(list(model._tokenize([word], None, special=False).ids))
+    shown = ", ".join(repr(visible(p)) for p in pieces[:12]) + (", ..." if len(pieces) > 12 else "")
+    raise BadInput(f"--{option} {visible(word)!r} is not one token: the tokenizer makes {len(pieces)} of it "
+                   f"({shown}); give one of them, or a token by its id with --{option}-id ID")
+
+
+def mask_position(model: Any, ids: list[int]) -> int:
+    """An encoder's read position: the last mask token in ``ids``; BadInput when there is none."""
+    mask = _mask_token(model)
+    where = [i for i, t in enumerate(ids) if t == mask]
+    if mask is None or not where:
+        name = visible(model.token_strings([mask])[0]) if mask is not None else "the mask token"
+        raise BadInput(f"model '{visible(model.name)}' is an encoder: it predicts the token at a mask; put "
+                       f"{name} in the text where the target goes")
+    return where[-1]
+
+
+def _mask_token(model: Any) -> int | None:
+    tok = model.tokenizer
+    for name in ("[MASK]", "<mask>"):
+        found = tok.token_to_id(name) if hasattr(tok, "token_to_id") else None
+        if found is not None:
+            return int(found)
+    return None
+
+
+def resolve(model: Any, ids: list[int], *, target: str | None, target_id: int | None = None,
+            contrast: str | None = None, contrast_id: int | None = None) -> Target:
+    """The Target of ``ids`` on ``model`` (an encoder's MLM head is checked here: refused by name without one)."""
+    if not model.is_decoder:
+        _ = model.mlm_head  # BadInput naming the model when its checkpoint has no head
+        position = mask_position(model, ids)
+    else:
+        position = len(ids) - 1
+    token = token_of(model, target, target_id, "target")
+    other = None
+    if contrast is not None or contrast_id is not None:
+        other = token_of(model, contrast, contrast_id, "contrast")
+        if other == token:
+            raise BadInput("--contrast is the target itself: the logit difference would be 0")
+    label = lambda i: model.token_strings([i])[0]  # noqa: E731
+    return Target(position, token, label(token), other, None if other is None else label(other))

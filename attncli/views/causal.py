@@ -1,0 +1,57 @@
+"""The causal tests drawn (``attn ablate``, ``attn patch``, ``attn dla``): a layers x heads (or
+layers x positions) heatmap on PuOr, white at 0, every cell's signed number printed in it, so the
+sign and size read without colour; DLA as a table of parts. Input: the JSON documents of
+attncli/cli/causal.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from attncli.textio import visible
+from attncli.views.render import Heatmap, abbreviate, heatmap_renderables
+
+
+def grid_heatmap(doc: dict[str, Any]) -> Heatmap:
+    grid = np.asarray(doc["grid"], dtype=np.float64)  # (L, C)
+    cols = doc["columns"]
+    col_labels = [f"H{c}" for c in range(grid.shape[1])] if cols == "heads" else \
+        [f"{t} {abbreviate(visible(tok), 8)}" for t, tok in enumerate(doc["tokens"])]
+    return Heatmap(grid, [f"L{l}" for l in range(grid.shape[0])], col_labels, doc["title"], diverging=True,
+                   notes=tuple(doc["notes"]), decimals=(3, 2, 1))
+
+
+def grid_renderables(doc: dict[str, Any], width: int | None = None) -> list:
+    return heatmap_renderables(grid_heatmap(doc), width)
+
+
+def render_grid(console, doc: dict[str, Any]) -> None:
+    for part in grid_renderables(doc, console.width):
+        console.print(part)
+
+
+def dla_renderables(doc: dict[str, Any], width: int | None = None) -> list:
+    """The parts of the logit, largest first, and each head's per-token heatmap."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=visible(doc["title"]), box=None, padding=(0, 1), header_style="bold", title_justify="left")
+    table.add_column("part")
+    table.add_column("direct contribution", justify="right")
+    parts = sorted(doc["parts"], key=lambda p: -abs(p["value"]))
+    for p in parts[:40]:
+        table.add_row(visible(p["name"]), Text(f"{p['value']:+.4f}", style="bold" if p["value"] >= 0 else ""))
+    out: list = [table, Text(f"sum of every part = {doc['sum']:+.6f}; the logit = {doc['logit']:+.6f}"
+                             + (f" ({len(parts) - 40} smaller parts not listed: see --json)" if len(parts) > 40 else ""),
+                             style="dim")]
+    heads = np.asarray(doc["heads"], dtype=np.float64)  # (L, h)
+    out += heatmap_renderables(Heatmap(heads, [f"L{l}" for l in range(heads.shape[0])],
+                                       [f"H{h}" for h in range(heads.shape[1])], "each head's direct contribution",
+                                       diverging=True, decimals=(3, 2, 1)), width)
+    return out
+
+
+def render_dla(console, doc: dict[str, Any]) -> None:
+    for part in dla_renderables(doc, console.width):
+        console.print(part)

@@ -1,0 +1,226 @@
+"""attn ablate / patch / dla (attncli/causal) against transformers run with forward hooks that zero
+or replace the same slice (tests/_trace_reference.py), on tiny random GPT-2, Llama with
+grouped-query attention, Qwen2 and BERT with its MLM head, to 1e-5; patching everything restores
+1.0 and nothing 0.0; DLA's parts add up to the logit; the CLI's refusals."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import numpy as np
+import pytest
+
+from conftest import needed
+
+needed("tokenizers")
+needed("safetensors")
+torch = needed("torch")
+needed("transformers")
+
+from typer.testing import CliRunner  # noqa: E402
+
+from _llama_fixtures import build_decoder  # noqa: E402
+from _trace_reference import bias_gpt2, build_mlm, hooked_logits, load_reference  # noqa: E402
+from attncli.causal import grids  # noqa: E402
+from attncli.causal.dla import dla  # noqa: E402
+from attncli.causal.target import Target, resolve  # noqa: E402
+from attncli.cli.main import app  # noqa: E402
+from attncli.transformer import load  # noqa: E402
+from attncli.transformer.trace import Intervention  # noqa: E402
+
+torch.set_num_threads(1)
+runner = CliRunner()
+KINDS = ("gpt2", "llama", "qwen2", "bert")
+TEXT = {"gpt2": "the cat sat on the mat and the dog", "bert": "the cat sat on the [MASK] and the dog ."}
+
+
+@pytest.fixture(scope="session")
+def models(tmp_path_factory):
+    base = tmp_path_factory.mktemp("causal")
+
+    @functools.lru_cache(maxsize=None)
+    def get(kind):
+        d = base / kind
+        {"gpt2": bias_gpt2, "bert": lambda p: build_mlm("bert", p)}.get(kind, lambda p: build_decoder(kind, p))(d)
+        return d, load(str(d), backend="numpy"), load_reference(d, kind)
+    return get
+
+
+def corrupted(ids: list[int]) -> list[int]:
+    """The same tokens with two early ones swapped (the read position and a [MASK] untouched)."""
+    bad = list(ids)
+    bad[1], bad[3] = ids[3], ids[1]
+    return bad
+
+
+def _setup(models, kind):
+    path, model, ref = models(kind)
+    ids = model.encode(TEXT.get(kind, TEXT["gpt2"])).ids
+    pos = ids.index(model.tokenizer.token_to_id("[MASK]")) if kind == "bert" else len(ids) - 1
+    return path, model, ref, ids, Target(pos, 7, "x", 11, "y"), Target(pos, 7, "x")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_ablation_grid_equals_transformers_with_a_hook_zeroing_the_head(models, kind):
+    _, model, ref, ids, diff, logp = _setup(models, kind)
+    for t in (diff, logp):
+        grid = grids.ablate(model, ids, t)
+        clean = t.metric(hooked_logits(ref, kind, ids)[t.position])
+        want = np.array([[t.metric(hooked_logits(ref, kind, ids, z={(l, h): 0.0})[t.position]) - clean
+                          for h in range(model.heads)] for l in range(model.layers)])
+        np.testing.assert_allclose(grid.values, want, atol=1e-5, rtol=0)
+        assert np.abs(want).max() > 1e-3
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_mean_and_one_position_ablation_equal_transformers(models, kind):
+    _, model, ref, ids, diff, _ = _setup(models, kind)
+    refs = [model.encode(s).ids for s in ("a dog and a cat", "time flies like an arrow")]
+    means = grids.head_means(model, refs)  # (L, h, d_head)
+    z = np.concatenate([model.trace(r, "blocks.1.attn.z")["blocks.1.attn.z"] for r in refs])  # (sum T, h, d_head)
+    np.testing.assert_allclose(means[1], z.astype(np.float64).mean(axis=0), atol=1e-12)
+    grid = grids.ablate(model, ids, diff, mode="mean", means=means)
+    clean = diff.metric(hooked_logits(ref, kind, ids)[diff.position])
+    for l, h in ((0, 1), (1, 3)):
+        got = diff.metric(hooked_logits(ref, kind, ids, z={(l, h): means[l, h]})[diff.position]) - clean
+        assert abs(grid.values[l, h] - got) < 1e-5
+    grid = grids.ablate(model, ids, diff, position=2)
+    got = diff.metric(hooked_logits(ref, kind, ids, z={(0, 2, 2): 0.0})[diff.position]) - clean
+    assert abs(grid.values[0, 2] - got) < 1e-5
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("where", ["resid", "attn", "mlp", "head"])
+def test_patching_equals_transformers_with_a_hook_replacing_the_slice(models, kind, where):
+    _, model, ref, ids, diff, _ = _setup(models, kind)
+    bad = corrupted(ids)
+    grid = grids.patch(model, ids, bad, diff, where=where)
+    name = grids.PATCH_SITES[where]
+    clean_tr = model.trace(ids, f"blocks.*.{name}")
+    bad_tr = model.trace(bad, f"blocks.*.{name}")
+    m = lambda **hooks: diff.metric(hooked_logits(ref, kind, bad, **hooks)[diff.position])  # noqa: E731
+    clean, corrupt = diff.metric(hooked_logits(ref, kind, ids)[diff.position]), m()
+    for l, x in ((0, 1), (1, 3), (1, diff.position if where != "head" else 0)):
+        value = clean_tr[f"blocks.{l}.{name}"]
+        if where == "head":
+            patched = m(z={(l, x): value[:, x].reshape(len(ids), -1)})
+        else:
+            mixed = bad_tr[f"blocks.{l}.{name}"].copy()
+            mixed[x] = value[x]
+            patched = m(resid={l: mixed}) if where == "resid" else m(out={(l, where): mixed})
+        assert abs(grid.clean - clean) < 1e-5 and abs(grid.corrupt - corrupt) < 1e-5
+        restored = grid.corrupt + grid.values[l, x] * (grid.clean - grid.corrupt)  # the patched run's metric
+        assert abs(restored - patched) < 1e-5, (l, x)
+
+
+@pytest.mark.parametrize("kind, tol", [("gpt2", 1e-9), ("llama", 1e-5)])  # Llama's pass runs in float32
+def test_patching_everything_restores_one_and_nothing_zero(models, kind, tol):
+    _, model, _, ids, diff, _ = _setup(models, kind)
+    bad = corrupted(ids)
+    clean_tr, clean = grids.clean_run(model, ids, diff, [])
+    bad_tr, corrupt = grids.clean_run(model, bad, diff, [])
+    for l in range(model.layers):
+        every = [Intervention(f"blocks.{l}.resid_pre", "replace", value=clean_tr[f"blocks.{l}.resid_pre"])]
+        got = grids.run_from(model, bad, l, bad_tr[f"blocks.{l}.resid_pre"], [every, []], diff)
+        assert (got - corrupt) / (clean - corrupt) == pytest.approx([1.0, 0.0], abs=tol)
+    grid = grids.patch(model, ids, bad, diff, where="head")
+    assert np.isfinite(grid.values).all() and np.abs(grid.values).max() > 1e-3
+
+
+@pytest.mark.parametrize("kind, tol", [("gpt2", 1e-6), ("llama", 1e-4), ("qwen2", 1e-4), ("llama-bias", 1e-4)])
+def test_dla_parts_add_up_to_the_logit(models, kind, tol):
+    _, model, _, ids, diff, logp = _setup(models, kind)
+    for t in (diff, logp):
+        res = dla(model, ids, t)
+        logits = model.trace(ids, "logits")["logits"][t.position]
+        want = logits[t.token] - (logits[t.contrast] if t.contrast is not None else 0.0)
+        assert abs(res["logit"] - want) < tol
+        assert abs(res["sum"] - res["logit"]) < tol
+        np.testing.assert_allclose(res["per_token"].sum(axis=-1), res["heads"], atol=tol)
+        assert np.abs(res["heads"]).max() > 1e-3
+
+
+def test_dla_refuses_a_post_norm_encoder(models):
+    _, model, _, ids, _, logp = _setup(models, "bert")
+    from attncli.errors import BadInput
+
+    with pytest.raises(BadInput, match="post-LN"):
+        dla(model, ids, logp)
+
+
+def test_cli_ablate_json_and_exports(models, tmp_path):
+    path, model, _, ids, diff, _ = _setup(models, "gpt2")
+    target, contrast = model.token_strings([diff.token, diff.contrast])
+    result = runner.invoke(app, ["ablate", TEXT["gpt2"], "--transformer", str(path), "--target-id", str(diff.token),
+                                 "--contrast-id", str(diff.contrast), "--json", "--svg", str(tmp_path / "a.svg")])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    np.testing.assert_allclose(doc["grid"], grids.ablate(model, ids, diff).values, atol=1e-7)
+    assert doc["target"]["metric"] == "logit_diff" and (tmp_path / "a.svg").stat().st_size > 1000
+    shown = runner.invoke(app, ["ablate", TEXT["gpt2"], "--transformer", str(path), "--target-id", str(diff.token)],
+                          env={"COLUMNS": "120", "NO_COLOR": "1"})
+    assert shown.exit_code == 0 and "L1" in shown.stdout and "H3" in shown.stdout
+    assert any(ch.isdigit() for ch in shown.stdout.split("L1")[1])  # the numbers are in the cells
+
+
+def test_cli_refusals(models, tiny_bert_dir, tmp_path):
+    path, model, _, ids, diff, _ = _setup(models, "gpt2")
+    bert_path = models("bert")[0]
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n  \n", encoding="utf-8")
+
+    def run(*args):
+        r = runner.invoke(app, list(args), env={"COLUMNS": "300"})
+        return r.exit_code, " ".join(r.output.split())
+
+    code, out = run("ablate", TEXT["gpt2"], "--transformer", str(path), "--target-id", "3", "--mode", "mean",
+                    "--reference", str(empty))
+    assert code == 2 and "holds no text" in out
+    code, out = run("ablate", TEXT["gpt2"], "--transformer", str(path), "--target", "zebra-crossing")
+    assert code == 2 and "not one token" in out and "--target-id" in out
+    code, out = run("ablate", "the cat [MASK] .", "--transformer", str(tiny_bert_dir), "--target-id", "3")
+    assert code == 2 and "no masked-language-model head" in out and str(tiny_bert_dir)[-20:] in out.replace(" ", "")
+    code, out = run("ablate", "the cat sat .", "--transformer", str(bert_path), "--target-id", "3")
+    assert code == 2 and "[MASK]" in out
+    code, out = run("patch", "the cat sat", "the cat sat on the mat", "--transformer", str(path), "--target-id", "3",
+                    "--contrast-id", "4")
+    assert code == 2 and "same number of tokens" in out and "clean has" in out and "corrupted has" in out
+    code, out = run("patch", TEXT["gpt2"], TEXT["gpt2"], "--transformer", str(path), "--target-id", "3",
+                    "--contrast-id", "4")
+    assert code == 2 and "undefined" in out
+    code, out = run("ablate", TEXT["gpt2"], "--transformer", str(path), "--target-id", "3", "--position", "99")
+    assert code == 2 and "--position 99" in out
+
+
+@pytest.fixture(scope="session")
+def head_llama(tmp_path_factory):
+    from _llama_head_fixtures import build_head_llama
+
+    d = build_head_llama(tmp_path_factory.mktemp("heads") / "llama")
+    return load(str(d), backend="numpy")
+
+
+def _copy_effects(model):
+    """Per sentence of the fixture, repeated: the copied token's probability drop for each head."""
+    from _llama_head_fixtures import SENTENCES
+
+    for s in SENTENCES:
+        ids = model.encode(s).ids
+        rep = ids + ids[1:-1]  # the next token is the sentence's last: what induction copies
+        grid = grids.ablate(model, rep, Target(len(rep) - 1, ids[-1], "copied"))
+        yield np.exp(grid.clean) - np.exp(grid.clean + grid.values)  # (L, h) p(clean) - p(ablated)
+
+
+@pytest.mark.xfail(strict=True, reason="the fixture sets the heads' attention by hand, but its layer-1 o_proj and its "
+                   "lm_head are random: the copied token has p ~ 0.001 before any ablation, so no ablation can drop "
+                   "it by 0.9 (tests/_llama_head_fixtures.py)")
+def test_ablating_the_induction_head_drops_the_copied_token(head_llama):
+    for drop in _copy_effects(head_llama):
+        assert drop[1, 0] > 0.9
+
+
+def test_ablating_a_random_head_moves_the_copied_token_little(head_llama):
+    for drop in _copy_effects(head_llama):
+        for l, h in ((0, 2), (0, 3), (1, 2), (1, 3)):
+            assert abs(drop[l, h]) < 0.05
