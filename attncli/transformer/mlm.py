@@ -17,6 +17,7 @@ import numpy as np
 
 from attncli.errors import BadInput
 from attncli.transformer import ops
+from attncli.transformer.config_defaults import field
 
 _ROBERTA_LIKE = dict(dense="lm_head.dense", norm="lm_head.layer_norm", decoder="lm_head.decoder",
                      bias="lm_head.bias", act="gelu")
@@ -40,11 +41,11 @@ class MaskedLMHead:
                            "(a base or sentence-embedding model): it predicts no token, so there is no target "
                            "to attribute")
         self.w, self.layout = weights, layout
-        act = layout["act"] or config.get("hidden_act") or config.get("activation") or "gelu"
+        act = layout["act"] or field(config, "activation" if model_type == "distilbert" else "hidden_act")
         if act not in ops.ACTIVATIONS:
             raise BadInput(f"model '{name}': its MLM head's activation '{act}' is not implemented")
         self.act = ops.ACTIVATIONS[act]
-        self.eps = 1e-12 if model_type == "distilbert" else float(config.get("layer_norm_eps", 1e-12))
+        self.eps = 1e-12 if model_type == "distilbert" else float(field(config, "layer_norm_eps"))
 
     def _get(self, full: str) -> np.ndarray:
         return self.w.get_exact(full)
