@@ -138,7 +138,7 @@ def test_the_notes_name_how_each_unwritable_word_is_read():
 def test_a_model_without_unk_maps_an_unwritable_word_to_nothing():
     save_model("nounk", WORDS[:10] + ["</s>"], {})
     dec = load_decoder("nounk")
-    assert dec.banned == () and dec.eos == 10
+    assert dec.banned == () and dec.eos_ids == (10,)
     enc = dec.encode("the cat")
     assert enc.mapping[0] == {"token": "the", "output": None, "input": "vector"}
     assert enc.mapping[1] == {"token": "cat", "output": "cat", "input": "vector"}
@@ -181,7 +181,7 @@ def test_the_input_after_a_word_is_its_vector_or_zeros():
     dec = load_decoder("rand")
     cat = dec.input_of(dec.index["cat"])
     np.testing.assert_array_equal(cat, dec.att.vectors.vector("cat"))
-    end = dec.input_of(dec.eos)  # "</s>" has no word vector and these vectors no n-grams
+    end = dec.input_of(dec.eos_ids[0])  # "</s>" has no word vector and these vectors no n-grams
     assert end.shape == (16,) and end.dtype == cat.dtype and not end.any()
 
 
@@ -458,7 +458,7 @@ class _FixedLM:
     vocab_size = 5
 
     def __init__(self, eos: int | None = 1):
-        self.eos = eos
+        self.eos_ids = () if eos is None else (eos,)
         self.banned = (0,)
 
     def token(self, i):

@@ -43,7 +43,7 @@ class Decoder(Protocol):
     context: int  # the longest sequence (prompt + generated) the model runs on
     vocab_size: int
     banned: tuple[int, ...]  # never chosen
-    eos: int | None  # the end of the text: generation stops when it is chosen
+    eos_ids: tuple[int, ...]  # the ends of the text: generation stops when one is chosen (none: it never stops early)
 
     def token(self, i: int) -> str: ...
     def label(self, token: str) -> str: ...
@@ -75,7 +75,7 @@ class BuiltinLM:
         self.vocab_size = len(self.words)
         self.unk = self.index.get(UNK)
         self.banned = (self.unk,) if self.unk is not None else ()
-        self.eos = self.index.get(EOS)
+        self.eos_ids = (self.index[EOS],) if EOS in self.index else ()
 
     def describe(self) -> str:
         return f"{self.kind} of model '{self.name}' ({self.layers} layers x {self.heads} heads, {self.vocab_size:,} output words)"

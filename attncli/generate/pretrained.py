@@ -9,12 +9,18 @@ which is all a decoder needs. An encoder (BERT, ...) predicts no next token: ref
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from attncli.errors import BadInput
 from attncli.generate.decoders import Encoded
+from attncli.transformer.config_check import check_token_ids, damaged, read_json
+
+GENERATION_CONFIG = "generation_config.json"  # transformers' generate reads its end-of-text ids here first
+DECODER_SECTIONS = ("decoder", "generator", "text_config")  # where transformers looks when config.json's top level names none
 
 
 def shown(piece: str) -> str:
@@ -39,9 +45,7 @@ class PretrainedLM:
         self.context = int(model.max_positions)
         self.vocab_size = int(model.config.get("vocab_size") or 0)
         self.banned: tuple[int, ...] = ()
-        eos = model.config.get("eos_token_id")
-        eos = eos[0] if isinstance(eos, list) and eos else eos
-        self.eos = int(eos) if isinstance(eos, int) and not isinstance(eos, bool) else None
+        self.eos_ids = end_of_text_ids(model.config, model.path)
         self._token_cache: dict[int, str] = {}
         # the numpy backend's key/value cache: each step runs only the new token (the torch backend
         # keeps none and recomputes); the same logits and attentions either way (tested)
@@ -117,6 +121,32 @@ class PretrainedLM:
             if len(ids) == 1:
                 return int(ids[0])
         return None
+
+
+def end_of_text_ids(config: dict[str, Any], path: Path) -> tuple[int, ...]:
+    """The ids that end the text, read where transformers' ``generate`` reads them: the
+    ``eos_token_id`` of generation_config.json when the folder has that file (missing or null
+    there: none, whatever config.json says), else config.json's (else that of the first of its
+    decoder / generator / text_config sections that names one). An int or a list of ints (Llama 3
+    instruct: ``<|eot_id|>`` beside ``<|end_of_text|>``): any of them ends the text. An id the
+    model can never write (-1, "none" in some configs; one past the vocabulary) ends nothing, as in
+    transformers, which compares each written token with the list and warns at most. Any other
+    value is damage (exit 1), as transformers refuses it when it loads the config."""
+    generation = path / GENERATION_CONFIG
+    if os.path.lexists(generation):
+        source = read_json(generation)  # a regular file, bounded; not JSON: damage
+        if not isinstance(source, dict):
+            raise damaged(GENERATION_CONFIG, "it is not a JSON object")
+        check_token_ids(source, GENERATION_CONFIG)
+    else:
+        source = config  # config.json, checked when it was loaded
+        if source.get("eos_token_id") is None:
+            inner = next((config[k] for k in DECODER_SECTIONS if isinstance(config.get(k), dict)), {})
+            check_token_ids(inner, "config.json")
+            source = inner
+    eos = source.get("eos_token_id")
+    ids = eos if isinstance(eos, list) else [] if eos is None else [eos]
+    return tuple(dict.fromkeys(int(i) for i in ids if i >= 0))  # in order, each once
 
 
 def load_pretrained(name_or_path: str, *, chat: bool = False, **kwargs: Any) -> PretrainedLM:

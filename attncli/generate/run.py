@@ -123,7 +123,8 @@ def generate(decoder: Decoder, prompt: str, settings: Settings,
     if on_start is not None:
         on_start(gen)
     inputs = list(encoded.inputs)
-    banned = tuple(decoder.banned) + ((decoder.eos,) if settings.ignore_eos and decoder.eos is not None else ())
+    ends = frozenset(decoder.eos_ids)  # any of them ends the text
+    banned = tuple(decoder.banned) + (tuple(decoder.eos_ids) if settings.ignore_eos else ())
     for _ in range(settings.n):
         logits, weights = decoder.forward(inputs)  # (V,), L x (h, T, T)
         p_model = sampling.softmax(logits)  # (V,)
@@ -134,7 +135,7 @@ def generate(decoder: Decoder, prompt: str, settings: Settings,
             chosen = sampling.sample(p, rng)
             sample_prob = float(p[chosen])
         T = len(inputs)
-        eos = chosen == decoder.eos
+        eos = chosen in ends
         step = Step(
             index=None if eos else T, query=T - 1, id=chosen, token=decoder.token(chosen),
             prob=float(p_model[chosen]), sample_prob=sample_prob,

@@ -37,10 +37,11 @@ def check_sampling(temperature: float, top_k: int | None) -> None:
 
 
 def allowed_logits(z: np.ndarray, banned: tuple[int, ...] = ()) -> np.ndarray:
-    """(V,) float64 logits with the banned tokens at -inf."""
+    """(V,) float64 logits with the banned tokens at -inf (an id outside 0..V-1 is no token: passed over)."""
     z = np.array(z, dtype=np.float64)
-    if banned:
-        z[list(banned)] = -np.inf
+    inside = [i for i in banned if 0 <= i < z.shape[0]]
+    if inside:
+        z[inside] = -np.inf
     return z
 
 
