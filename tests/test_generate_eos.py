@@ -159,11 +159,11 @@ def test_generation_stops_at_the_second_id_of_a_list(where, backend, llama_dir, 
 def test_ignore_eos_passes_over_every_id_of_the_list(backend, llama_dir, free_run, tmp_path):
     """--ignore-eos bans each end id, as transformers' min_new_tokens does: the same N tokens."""
     prompt, run = free_run
-    late, _ = late_and_unused(run)
-    first = run[2]
-    path = copy(llama_dir, tmp_path, config={"eos_token_id": [first, late]}, generation=None)
+    late, unused = late_and_unused(run)
+    early = run[2]  # the last id of the list: banning only the first ones would end the text at step 2
+    path = copy(llama_dir, tmp_path, config={"eos_token_id": [unused, late, early]}, generation=None)
     want = hf_generate(path, prompt, N, min_new_tokens=N)
-    assert len(want) == N and first not in want and late not in want
+    assert len(want) == N and want[:2] == run[:2] and early not in want and late not in want
     gen = generate(load_pretrained(str(path), backend=backend), PROMPT, Settings(n=N, greedy=True, ignore_eos=True))
     assert [s.id for s in gen.steps] == want and gen.stopped == "length"
 
