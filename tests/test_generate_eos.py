@@ -20,7 +20,7 @@ from attncli.errors import RuntimeFailure
 from attncli.generate.pretrained import end_of_text_ids, load_pretrained
 from attncli.generate.run import Settings, generate
 
-PROMPT = "the cat sat on the mat"
+PROMPT = "a dog ran"  # its free greedy run writes 20 distinct ids in 24 steps
 N = 24
 runner = CliRunner()
 
