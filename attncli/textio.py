@@ -13,7 +13,7 @@ MAX_INPUT_BYTES = 64 * 2**20  # a file or stdin read whole (--dict, --queries, -
 MAX_LINE_BYTES = 1 * 2**20  # one line read from a stream (similar -): 1 MiB
 _CHUNK = 1 << 20
 MAX_TEXT_CHARS = 1_000_000  # one text a model reads (a sentence, a --pair, a prompt): ~200,000 words, past any context
-MAX_WORD_CHARS = 10_000  # one word built from character n-grams: all its n-gram rows are held at once
+MAX_WORD_CHARS = 100_000  # one word built from character n-grams: all its n-gram rows are held at once
 
 
 def read_user_text(path: str | Path, what: str, *, hint: str = "", limit: int = MAX_INPUT_BYTES,
