@@ -9,6 +9,7 @@ over the finished text, ``Generation.weights`` (tested).
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -44,6 +45,8 @@ class Settings:
                            "the model's context may allow fewer")
         if not self.greedy:  # --greedy takes the argmax: temperature and top-k are not used (--temperature 0 is fine)
             sampling.check_sampling(self.temperature, self.top_k)
+        elif not math.isfinite(self.temperature):  # unused, but never a NaN or an infinity in the settings shown
+            raise BadInput(f"--temperature must be a finite number (got {self.temperature})")
         if self.seed is not None and not 0 <= self.seed <= MAX_SEED:
             raise BadInput(f"--seed must be between 0 and 2^32-1 (got {self.seed})")
         if self.layer is not None and self.layer < 0:
