@@ -328,6 +328,8 @@ def test_sample_draws_from_p_over_its_sum():
     ({"temperature": float("nan")}, "--temperature must be a number in (0, 1000] (got nan)"),
     ({"temperature": float("inf")}, "--temperature must be a number in (0, 1000] (got inf)"),
     ({"temperature": 1000.5}, "--temperature must be a number in (0, 1000] (got 1000.5)"),
+    ({"greedy": True, "temperature": float("nan")}, "--temperature must be a finite number (got nan)"),  # unused, still refused
+    ({"greedy": True, "temperature": float("-inf")}, "--temperature must be a finite number (got -inf)"),
     ({"top_k": -1}, "--top-k must be 0 (the whole vocabulary) or more (got -1)"),
     ({"seed": -1}, "--seed must be between 0 and 2^32-1 (got -1)"),
     ({"seed": 2**32}, "--seed must be between 0 and 2^32-1 (got 4294967296)"),
@@ -345,7 +347,7 @@ def test_each_settings_refusal_word_for_word(options, message):
 @pytest.mark.parametrize("options", [
     {"n": 1}, {"n": 1000}, {"temperature": 1000.0}, {"temperature": 1e-9}, {"top_k": 0}, {"top_k": None},
     {"seed": 0}, {"seed": 2**32 - 1}, {"layer": 0, "head": 0}, {"rollout": True},
-    {"greedy": True, "temperature": 0.0}, {"greedy": True, "temperature": float("nan")},
+    {"greedy": True, "temperature": 0.0}, {"greedy": True, "temperature": -1.5},
 ])
 def test_the_settings_bounds_are_accepted(options):
     Settings(**options).check()  # no refusal
