@@ -1,6 +1,6 @@
 """A pretrained causal LM as a decoder for ``attn generate`` (``--transformer NAME_OR_PATH``).
 
-The transformer wing loads it: GPT-2 family models with ``model.safetensors`` and
+The transformer wing loads it: GPT-2 and Llama-family models with ``model.safetensors`` and
 ``tokenizer.json`` run in attn's own NumPy forward pass (no torch import), anything else that
 ``AutoModelForCausalLM`` loads runs through transformers with the eager attention. Both give
 ``logits_and_attentions(ids)``: (T, V) logits and (L, h, T, T) attentions of one causal pass,
@@ -18,6 +18,7 @@ import numpy as np
 from attncli.errors import BadInput
 from attncli.generate.decoders import Encoded
 from attncli.transformer.config_check import check_token_ids, damaged, read_json
+from attncli.transformer.numpy_backend import DECODER_FAMILIES
 
 GENERATION_CONFIG = "generation_config.json"  # transformers' generate reads its end-of-text ids here first
 DECODER_SECTIONS = ("decoder", "generator", "text_config")  # where transformers looks when config.json's top level names none
@@ -34,10 +35,12 @@ class PretrainedLM:
 
     kind = "pretrained"
 
-    def __init__(self, model, use_cache: bool = True, chat: bool = False):
+    def __init__(self, model, use_cache: bool = True, chat: bool = False, command: str = "attn generate"):
         if not model.is_decoder:
-            raise BadInput(f"model '{model.name}' ({model.model_type}) is an encoder: it cannot generate text, "
-                           "attn generate needs a causal LM (GPT-2 family, or any AutoModelForCausalLM)")
+            needs = (f"it predicts no next token, attn lens needs a causal LM that attn runs in NumPy: {DECODER_FAMILIES}"
+                     if command == "attn lens" else
+                     f"it cannot generate text, {command} needs a causal LM (GPT-2 family, or any AutoModelForCausalLM)")
+            raise BadInput(f"model '{model.name}' ({model.model_type}) is an encoder: {needs}")
         self.model = model
         self.chat = chat  # wrap the prompt in the model's chat template (--chat)
         self.name = model.name
@@ -97,13 +100,11 @@ class PretrainedLM:
         return np.asarray(logits[-1], dtype=np.float64), list(att)
 
     def lens(self, inputs: list[int], k: int = 5, follow: int | None = None):
-        """The logit lens (attncli.attention.logit_lens): needs attn's NumPy forward pass (GPT-2 family)."""
+        """The logit lens (attncli.attention.logit_lens): needs attn's NumPy forward pass."""
         from attncli.attention.logit_lens import logit_lens
-        from attncli.errors import BadInput
 
         if not hasattr(self.model, "residual_stream"):
-            raise BadInput(f"the logit lens reads attn's own NumPy forward pass (GPT-2 family); "
-                           f"'{self.name}' runs on the {self.model.backend} backend")
+            raise BadInput(lens_needs_numpy(self.model))
         return logit_lens(self.model.residual_stream(inputs), self.model.lens_logits, k, follow)
 
     def token_id(self, word: str) -> int | None:
@@ -121,6 +122,12 @@ class PretrainedLM:
             if len(ids) == 1:
                 return int(ids[0])
         return None
+
+
+def lens_needs_numpy(model) -> str:
+    """Why the logit lens refuses ``model`` (loaded on the transformers path): which families it reads."""
+    return (f"the logit lens reads attn's own NumPy forward pass, which runs {DECODER_FAMILIES}; "
+            f"'{model.name}' runs on the {model.backend} backend (model_type '{model.model_type}')")
 
 
 def end_of_text_ids(config: dict[str, Any], path: Path) -> tuple[int, ...]:
@@ -149,8 +156,10 @@ def end_of_text_ids(config: dict[str, Any], path: Path) -> tuple[int, ...]:
     return tuple(dict.fromkeys(int(i) for i in ids if i >= 0))  # in order, each once
 
 
-def load_pretrained(name_or_path: str, *, chat: bool = False, **kwargs: Any) -> PretrainedLM:
-    """``kwargs`` go to ``attncli.transformer.load`` (backend, ...)."""
+def load_pretrained(name_or_path: str, *, chat: bool = False, command: str = "attn generate",
+                    **kwargs: Any) -> PretrainedLM:
+    """``kwargs`` go to ``attncli.transformer.load`` (backend, ...); ``command`` names what asked
+    for a decoder in the refusal of an encoder."""
     from attncli.transformer import load
 
-    return PretrainedLM(load(name_or_path, **kwargs), chat=chat)
+    return PretrainedLM(load(name_or_path, **kwargs), chat=chat, command=command)
