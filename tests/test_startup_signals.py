@@ -84,7 +84,7 @@ def outcome(proc: subprocess.Popen) -> tuple[int, str]:
 def test_ctrl_c_at_any_moment_of_start_up_shows_no_attn_traceback(how):
     argv = [sys.executable] + (["-c", LAUNCHER] if how == "launcher" else ["-m", "attncli"]) + ["variants"]
     seen: dict[str, int] = {}
-    for delay_ms in [0, 2, 5, 10, 15, 20, 30, 40, 60, 80, 120, 200] * 2:
+    for delay_ms in [0, 2, 5, 10, 15, 20, 30, 40, 60, 80, 120, 200, 300] * 2:
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                 env=child_env(), preexec_fn=default_signals)
         time.sleep(delay_ms / 1000)
