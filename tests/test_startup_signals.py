@@ -104,3 +104,35 @@ def test_ctrl_c_at_any_moment_of_start_up_shows_no_attn_traceback(how):
             kind = "before attn"
         seen[kind] = seen.get(kind, 0) + 1
     assert seen.get("attn's handler", 0) >= 1, seen  # the window this test is about was reached
+
+
+def test_a_signal_whose_handler_runs_inside_a_finalizer_is_delivered_again():
+    """Python runs a signal handler at the next safe point, which may be inside a ``__del__`` or a
+    weakref callback (the import system's module locks have one): the Stopped raised there cannot
+    propagate. It was printed as "Exception ignored in ..." with a traceback and lost (attn went on
+    and exited 0, seen once in four runs of the test above); it is now sent again and stops the
+    process from the code that follows."""
+    code = """
+import os, signal
+from attncli.cli import signals
+from attncli.errors import Stopped
+signals.install()
+
+class Finalized:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(10000):  # the handler runs here, inside __del__
+            pass
+
+try:
+    item = Finalized()
+    del item
+    for _ in range(10**6):
+        pass
+    print("not stopped")
+except Stopped as stop:
+    print("stopped", stop.signum)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=child_env(),
+                          preexec_fn=default_signals)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "stopped 2\n", "")
