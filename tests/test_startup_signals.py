@@ -136,3 +136,28 @@ except Stopped as stop:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=child_env(),
                           preexec_fn=default_signals)
     assert (done.returncode, done.stdout, done.stderr) == (0, "stopped 2\n", "")
+
+
+def test_python_m_holds_a_signal_that_comes_while_the_entry_module_is_found():
+    """On cue instead of on a timer: a finder on sys.meta_path sends SIGINT while ``python -m attncli``
+    looks for attncli.cli.entry (the import search that precedes the entry module's first line).
+    Held until the entry module's handlers are in place, it ends attn with its one line."""
+    code = """
+import os, runpy, signal, sys
+
+class Interrupting:
+    def find_spec(self, name, path=None, target=None):
+        if name == "attncli.cli.entry":
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(10000):  # Python's own handler would raise KeyboardInterrupt here
+                pass
+        return None
+
+sys.meta_path.insert(0, Interrupting())
+sys.argv = ["attn", "variants"]
+runpy.run_module("attncli", run_name="__main__", alter_sys=True)
+print("not stopped")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=child_env(),
+                          preexec_fn=default_signals)
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "interrupted\n")
