@@ -12,6 +12,8 @@ from attncli.errors import BadInput
 MAX_INPUT_BYTES = 64 * 2**20  # a file or stdin read whole (--dict, --queries, --file): 64 MiB
 MAX_LINE_BYTES = 1 * 2**20  # one line read from a stream (similar -): 1 MiB
 _CHUNK = 1 << 20
+MAX_TEXT_CHARS = 1_000_000  # one text a model reads (a sentence, a --pair, a prompt): ~200,000 words, past any context
+MAX_WORD_CHARS = 100_000  # one word built from character n-grams: all its n-gram rows are held at once
 
 
 def read_user_text(path: str | Path, what: str, *, hint: str = "", limit: int = MAX_INPUT_BYTES,
@@ -110,6 +112,24 @@ def check_text(text: str, what: str) -> str:
         raise BadInput(f"{what} is not valid Unicode text: it holds the lone surrogate U+{ord(bad):04X} "
                        "(invalid UTF-8 bytes or a broken \\u escape)") from None
     return text
+
+
+def check_length(text: str, what: str, limit: int = MAX_TEXT_CHARS) -> str:
+    """``text`` itself if it holds at most ``limit`` characters; else a BadInput naming ``what``
+    ("the text", "the --pair sentence"), before any tokenizer or model spends time and memory on it."""
+    if len(text) > limit:
+        raise BadInput(f"{what} is {len(text):,} characters long, more than the {limit:,} attn reads in one "
+                       "text: shorten it")
+    return text
+
+
+def check_word_length(word: str) -> str:
+    """``word`` itself if it is at most MAX_WORD_CHARS characters: a word vector built from the
+    character n-grams of a longer one (a 2,000,000-letter run) would hold gigabytes of rows."""
+    if len(word) > MAX_WORD_CHARS:
+        raise BadInput(f"the word {clip(word, 20)} is longer than {MAX_WORD_CHARS:,} characters, the most attn builds "
+                       "a word vector for from its character n-grams: split it or shorten it")
+    return word
 
 
 # Characters a terminal acts on instead of showing: C0 controls (ESC starts every escape sequence:

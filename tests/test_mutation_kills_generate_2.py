@@ -138,7 +138,7 @@ def test_the_notes_name_how_each_unwritable_word_is_read():
 def test_a_model_without_unk_maps_an_unwritable_word_to_nothing():
     save_model("nounk", WORDS[:10] + ["</s>"], {})
     dec = load_decoder("nounk")
-    assert dec.banned == () and dec.eos == 10
+    assert dec.banned == () and dec.eos_ids == (10,)
     enc = dec.encode("the cat")
     assert enc.mapping[0] == {"token": "the", "output": None, "input": "vector"}
     assert enc.mapping[1] == {"token": "cat", "output": "cat", "input": "vector"}
@@ -181,7 +181,7 @@ def test_the_input_after_a_word_is_its_vector_or_zeros():
     dec = load_decoder("rand")
     cat = dec.input_of(dec.index["cat"])
     np.testing.assert_array_equal(cat, dec.att.vectors.vector("cat"))
-    end = dec.input_of(dec.eos)  # "</s>" has no word vector and these vectors no n-grams
+    end = dec.input_of(dec.eos_ids[0])  # "</s>" has no word vector and these vectors no n-grams
     assert end.shape == (16,) and end.dtype == cat.dtype and not end.any()
 
 
@@ -328,6 +328,8 @@ def test_sample_draws_from_p_over_its_sum():
     ({"temperature": float("nan")}, "--temperature must be a number in (0, 1000] (got nan)"),
     ({"temperature": float("inf")}, "--temperature must be a number in (0, 1000] (got inf)"),
     ({"temperature": 1000.5}, "--temperature must be a number in (0, 1000] (got 1000.5)"),
+    ({"greedy": True, "temperature": float("nan")}, "--temperature must be a finite number (got nan)"),  # unused, still refused
+    ({"greedy": True, "temperature": float("-inf")}, "--temperature must be a finite number (got -inf)"),
     ({"top_k": -1}, "--top-k must be 0 (the whole vocabulary) or more (got -1)"),
     ({"seed": -1}, "--seed must be between 0 and 2^32-1 (got -1)"),
     ({"seed": 2**32}, "--seed must be between 0 and 2^32-1 (got 4294967296)"),
@@ -345,7 +347,7 @@ def test_each_settings_refusal_word_for_word(options, message):
 @pytest.mark.parametrize("options", [
     {"n": 1}, {"n": 1000}, {"temperature": 1000.0}, {"temperature": 1e-9}, {"top_k": 0}, {"top_k": None},
     {"seed": 0}, {"seed": 2**32 - 1}, {"layer": 0, "head": 0}, {"rollout": True},
-    {"greedy": True, "temperature": 0.0}, {"greedy": True, "temperature": float("nan")},
+    {"greedy": True, "temperature": 0.0}, {"greedy": True, "temperature": -1.5},
 ])
 def test_the_settings_bounds_are_accepted(options):
     Settings(**options).check()  # no refusal
@@ -458,7 +460,7 @@ class _FixedLM:
     vocab_size = 5
 
     def __init__(self, eos: int | None = 1):
-        self.eos = eos
+        self.eos_ids = () if eos is None else (eos,)
         self.banned = (0,)
 
     def token(self, i):

@@ -29,6 +29,7 @@ from attncli.attention import masks as masks_mod
 from attncli.attention.variants import AttentionResult, VariantConfig, attend, get_variant, init_params
 from attncli.errors import BadInput
 from attncli.attention.projection import ProjectionInput, Projected, get_projection
+from attncli.textio import check_length
 from attncli.vectors.tokenize import tokenize
 
 PAD = "<pad>"
@@ -108,7 +109,7 @@ def typical_norm(vectors) -> float:
 
 
 def _tokens(text: str, what: str) -> list[str]:
-    tokens = tokenize(text)
+    tokens = tokenize(check_length(text, f"the {what}"))
     if not tokens:
         shown = text.strip()[:40]
         raise BadInput(f"the {what} {shown!r} has no word in it (letters or digits): give a sentence" if shown

@@ -129,8 +129,9 @@ def run(command: Any) -> None:
     try:
         cli = typer.main.get_command(command)
         for param in cli.params:
-            if param.name == "install_completion" and param.callback is not None:
-                param.callback = _checked_install(param.callback)
+            if param.name in COMPLETION_FLAGS and param.callback is not None:
+                param.callback = _checked_completion(param.callback, COMPLETION_FLAGS[param.name])
+        cli.parse_args = _shell_named(cli.parse_args)
         cli()
     except BrokenPipeError:
         _quiet_broken_pipe()
@@ -160,24 +161,52 @@ def run(command: Any) -> None:
 
 
 COMPLETION_SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
+COMPLETION_FLAGS = {"install_completion": "--install-completion", "show_completion": "--show-completion"}
+NAMED_SHELL = "attn_completion_shell"  # ctx.meta: the shell named after a completion flag
 
 
-def _checked_install(install: Any) -> Any:
-    """Typer's --install-completion, refused (exit 2) for a shell it has no script for, instead of
-    a bare "Shell X is not supported." on stdout."""
+def _shell_named(parse_args: Any) -> Any:
+    """The root command's parse_args, taking the word after --install-completion or
+    --show-completion as the shell it names. Typer's flags take no value: the word would be left
+    for Click, after the flag's callback had installed the script for the shell in use (bash,
+    writing ~/.bashrc for ``attn --install-completion nosuchshell``)."""
 
-    def callback(ctx: Any, param: Any, value: Any) -> Any:
+    def parse(ctx: Any, args: list[str]) -> Any:
+        args = list(args)
+        for i, arg in enumerate(args):
+            if not arg.startswith("-"):
+                break  # a command: what follows is its own
+            if arg in COMPLETION_FLAGS.values() and i + 1 < len(args) and not args[i + 1].startswith("-"):
+                ctx.meta[NAMED_SHELL] = args.pop(i + 1)
+                break
+        return parse_args(ctx, args)
+
+    return parse
+
+
+def _checked_completion(callback: Any, flag: str) -> Any:
+    """Typer's --install-completion / --show-completion for the shell named after the flag, else
+    the shell in use; refused (exit 2) before anything is written for a shell it has no script
+    for, instead of a bare "Shell X is not supported." on stdout."""
+
+    def checked(ctx: Any, param: Any, value: Any) -> Any:
         if value and not ctx.resilient_parsing:
             from typer._completion_shared import _get_shell_name
 
-            shell = value if isinstance(value, str) else _get_shell_name()
+            named = ctx.meta.get(NAMED_SHELL)
+            shell = named if named is not None else value if isinstance(value, str) else _get_shell_name()
             if shell not in COMPLETION_SHELLS:
-                say(f"error: --install-completion: the shell {shell or 'in use'!r} is not supported: run it from "
-                    "bash, zsh, fish or PowerShell (--show-completion prints the script)")
+                if named is not None:
+                    say(f"error: {flag}: unknown shell {named[:40]!r}: name one of {', '.join(COMPLETION_SHELLS)}, "
+                        "or none for the shell in use")
+                else:
+                    say(f"error: {flag}: the shell {shell or 'in use'!r} is not supported: run it from "
+                        "bash, zsh, fish or PowerShell (--show-completion prints the script)")
                 sys.exit(2)
-        return install(ctx, param, value)
+            value = shell if named is not None else value  # Typer's callbacks take a str value as the shell
+        return callback(ctx, param, value)
 
-    return callback
+    return checked
 
 
 def _finish(code: Any) -> None:

@@ -30,7 +30,7 @@ def generate_cmd(
     greedy: Annotated[bool, typer.Option("--greedy", help="Always take the most probable token (argmax; no sampling).")] = False,
     ignore_eos: Annotated[bool, typer.Option("--ignore-eos", help="Never end the text early: write exactly -n tokens.")] = False,
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="Word-vector model whose trained LM writes (default: $ATTN_MODEL or the built-in one).")] = None,
-    transformer: Annotated[Optional[str], typer.Option("--transformer", help="A pretrained causal LM instead: a Hugging Face name or directory (GPT-2 family in NumPy, others through transformers).")] = None,
+    transformer: Annotated[Optional[str], typer.Option("--transformer", help="A pretrained causal LM instead: a Hugging Face name or directory (GPT-2 and the Llama family in NumPy, others through transformers).")] = None,
     allow_missing_weights: Annotated[bool, typer.Option("--allow-missing-weights", help="With --transformer: run a model whose checkpoint lacks weights or holds unused ones, with a warning.")] = False,
     layer: Annotated[Optional[int], typer.Option(help="Show this layer's attention (default: the last layer).")] = None,
     head: Annotated[Optional[int], typer.Option(help="Show this head only (default: the mean of the layer's heads).")] = None,

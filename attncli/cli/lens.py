@@ -1,6 +1,6 @@
 """Command ``attn lens``: the logit lens of a decoder (nostalgebraist 2020): for every layer and
 position, the next tokens the final norm and unembedding would give from that layer's residual
-stream. The built-in LM by default, or a pretrained GPT-2-family model on attn's NumPy pass
+stream. The built-in LM by default, or a pretrained GPT-2 or Llama-family model on attn's NumPy pass
 (--transformer). The core is :mod:`attncli.attention.logit_lens`; drawn by
 :mod:`attncli.views.lens`. Nothing heavy is imported at module level (and torch never).
 """
@@ -59,7 +59,7 @@ def lens_document(text: str, *, transformer: Optional[str], model: Optional[str]
     """The lens as a JSON-ready document (keys in docs/beyond-weights.md)."""
     from attncli.generate.decoders import load_decoder
 
-    decoder = load_decoder(model, transformer)
+    decoder = load_decoder(model, transformer, command="attn lens")
     enc = decoder.encode(text)
     if len(enc.inputs) > decoder.context:
         raise BadInput(f"the text is {len(enc.inputs)} tokens, more than the model's {decoder.context}")

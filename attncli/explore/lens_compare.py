@@ -95,14 +95,15 @@ def compute_lens(model, state) -> LensResult:
     """``attn lens TEXT --transformer NAME`` on the loaded ``model``: refused for an encoder, a
     pair, and a model not on attn's NumPy pass (the lens reads its residual stream)."""
     from attncli.attention.logit_lens import logit_lens
+    from attncli.transformer.numpy_backend import DECODER_FAMILIES
 
     if not model.is_decoder:
         raise BadInput(lens_refusal(model))
     if state.pair is not None:
         raise BadInput("the logit lens reads one text: remove the --pair sentence (k, then an empty line)")
     if not hasattr(model, "residual_stream"):
-        raise BadInput(f"the logit lens reads attn's own NumPy forward pass (GPT-2 family); '{model.name}' runs on "
-                       f"the {model.backend} backend (b switches it)")
+        raise BadInput(f"the logit lens reads attn's own NumPy forward pass, which runs {DECODER_FAMILIES}; "
+                       f"'{model.name}' runs on the {model.backend} backend (b switches it)")
     enc = model.encode(state.text, truncate=state.truncate)
     ids = [int(i) for i in enc.ids]
     lens = logit_lens(model.residual_stream(ids), model.lens_logits, LENS_TOP_K)  # (L + 1, T, k)
@@ -118,8 +119,10 @@ def compute_lens(model, state) -> LensResult:
 
 
 def lens_refusal(model) -> str:
+    from attncli.transformer.numpy_backend import DECODER_FAMILIES
+
     return (f"the logit lens reads a decoder's next-token predictions: '{model.name}' ({model.model_type}) is an "
-            "encoder; start attn explore with a GPT-2 family model")
+            f"encoder; start attn explore with a decoder attn runs in NumPy: {DECODER_FAMILIES}")
 
 
 def compute_compare(model, state) -> CompareResult:

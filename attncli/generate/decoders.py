@@ -43,7 +43,7 @@ class Decoder(Protocol):
     context: int  # the longest sequence (prompt + generated) the model runs on
     vocab_size: int
     banned: tuple[int, ...]  # never chosen
-    eos: int | None  # the end of the text: generation stops when it is chosen
+    eos_ids: tuple[int, ...]  # the ends of the text: generation stops when one is chosen (none: it never stops early)
 
     def token(self, i: int) -> str: ...
     def label(self, token: str) -> str: ...
@@ -75,7 +75,7 @@ class BuiltinLM:
         self.vocab_size = len(self.words)
         self.unk = self.index.get(UNK)
         self.banned = (self.unk,) if self.unk is not None else ()
-        self.eos = self.index.get(EOS)
+        self.eos_ids = (self.index[EOS],) if EOS in self.index else ()
 
     def describe(self) -> str:
         return f"{self.kind} of model '{self.name}' ({self.layers} layers x {self.heads} heads, {self.vocab_size:,} output words)"
@@ -140,7 +140,8 @@ class BuiltinLM:
         return logits[-1], weights
 
 
-def load_decoder(model: str | None = None, transformer: str | None = None, **options: Any) -> Decoder:
+def load_decoder(model: str | None = None, transformer: str | None = None, *, command: str = "attn generate",
+                 **options: Any) -> Decoder:
     """The built-in LM of word-vector model ``model`` (default: the default model), or a pretrained
     causal model ``transformer`` (a name or a directory; ``options``: chat, backend, ... as
     ``generate.pretrained.load_pretrained`` takes them, each only with a transformer)."""
@@ -150,7 +151,7 @@ def load_decoder(model: str | None = None, transformer: str | None = None, **opt
             raise BadInput("--model names a word-vector model with a built-in LM; --transformer a pretrained one: give one of them")
         from attncli.generate.pretrained import load_pretrained
 
-        return load_pretrained(transformer, **{k: v for k, v in options.items() if v is not None})
+        return load_pretrained(transformer, command=command, **{k: v for k, v in options.items() if v is not None})
     if given:
         raise BadInput(f"--{given[0]} needs --transformer NAME_OR_PATH (a pretrained model)")
     from attncli.lm.model import load_trained

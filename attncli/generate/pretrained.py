@@ -1,6 +1,6 @@
 """A pretrained causal LM as a decoder for ``attn generate`` (``--transformer NAME_OR_PATH``).
 
-The transformer wing loads it: GPT-2 family models with ``model.safetensors`` and
+The transformer wing loads it: GPT-2 and Llama-family models with ``model.safetensors`` and
 ``tokenizer.json`` run in attn's own NumPy forward pass (no torch import), anything else that
 ``AutoModelForCausalLM`` loads runs through transformers with the eager attention. Both give
 ``logits_and_attentions(ids)``: (T, V) logits and (L, h, T, T) attentions of one causal pass,
@@ -9,12 +9,19 @@ which is all a decoder needs. An encoder (BERT, ...) predicts no next token: ref
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from attncli.errors import BadInput
 from attncli.generate.decoders import Encoded
+from attncli.transformer.config_check import check_token_ids, damaged, read_json
+from attncli.transformer.numpy_backend import DECODER_FAMILIES
+
+GENERATION_CONFIG = "generation_config.json"  # transformers' generate reads its end-of-text ids here first
+DECODER_SECTIONS = ("decoder", "generator", "text_config")  # where transformers looks when config.json's top level names none
 
 
 def shown(piece: str) -> str:
@@ -28,10 +35,12 @@ class PretrainedLM:
 
     kind = "pretrained"
 
-    def __init__(self, model, use_cache: bool = True, chat: bool = False):
+    def __init__(self, model, use_cache: bool = True, chat: bool = False, command: str = "attn generate"):
         if not model.is_decoder:
-            raise BadInput(f"model '{model.name}' ({model.model_type}) is an encoder: it cannot generate text, "
-                           "attn generate needs a causal LM (GPT-2 family, or any AutoModelForCausalLM)")
+            needs = (f"it predicts no next token, attn lens needs a causal LM that attn runs in NumPy: {DECODER_FAMILIES}"
+                     if command == "attn lens" else
+                     f"it cannot generate text, {command} needs a causal LM (GPT-2 family, or any AutoModelForCausalLM)")
+            raise BadInput(f"model '{model.name}' ({model.model_type}) is an encoder: {needs}")
         self.model = model
         self.chat = chat  # wrap the prompt in the model's chat template (--chat)
         self.name = model.name
@@ -39,9 +48,7 @@ class PretrainedLM:
         self.context = int(model.max_positions)
         self.vocab_size = int(model.config.get("vocab_size") or 0)
         self.banned: tuple[int, ...] = ()
-        eos = model.config.get("eos_token_id")
-        eos = eos[0] if isinstance(eos, list) and eos else eos
-        self.eos = int(eos) if isinstance(eos, int) and not isinstance(eos, bool) else None
+        self.eos_ids = end_of_text_ids(model.config, model.path)
         self._token_cache: dict[int, str] = {}
         # the numpy backend's key/value cache: each step runs only the new token (the torch backend
         # keeps none and recomputes); the same logits and attentions either way (tested)
@@ -93,13 +100,11 @@ class PretrainedLM:
         return np.asarray(logits[-1], dtype=np.float64), list(att)
 
     def lens(self, inputs: list[int], k: int = 5, follow: int | None = None):
-        """The logit lens (attncli.attention.logit_lens): needs attn's NumPy forward pass (GPT-2 family)."""
+        """The logit lens (attncli.attention.logit_lens): needs attn's NumPy forward pass."""
         from attncli.attention.logit_lens import logit_lens
-        from attncli.errors import BadInput
 
         if not hasattr(self.model, "residual_stream"):
-            raise BadInput(f"the logit lens reads attn's own NumPy forward pass (GPT-2 family); "
-                           f"'{self.name}' runs on the {self.model.backend} backend")
+            raise BadInput(lens_needs_numpy(self.model))
         return logit_lens(self.model.residual_stream(inputs), self.model.lens_logits, k, follow)
 
     def token_id(self, word: str) -> int | None:
@@ -119,8 +124,42 @@ class PretrainedLM:
         return None
 
 
-def load_pretrained(name_or_path: str, *, chat: bool = False, **kwargs: Any) -> PretrainedLM:
-    """``kwargs`` go to ``attncli.transformer.load`` (backend, ...)."""
+def lens_needs_numpy(model) -> str:
+    """Why the logit lens refuses ``model`` (loaded on the transformers path): which families it reads."""
+    return (f"the logit lens reads attn's own NumPy forward pass, which runs {DECODER_FAMILIES}; "
+            f"'{model.name}' runs on the {model.backend} backend (model_type '{model.model_type}')")
+
+
+def end_of_text_ids(config: dict[str, Any], path: Path) -> tuple[int, ...]:
+    """The ids that end the text, read where transformers' ``generate`` reads them: the
+    ``eos_token_id`` of generation_config.json when the folder has that file (missing or null
+    there: none, whatever config.json says), else config.json's (else that of the first of its
+    decoder / generator / text_config sections that names one). An int or a list of ints (Llama 3
+    instruct: ``<|eot_id|>`` beside ``<|end_of_text|>``): any of them ends the text. An id the
+    model can never write (-1, "none" in some configs; one past the vocabulary) ends nothing, as in
+    transformers, which compares each written token with the list and warns at most. Any other
+    value is damage (exit 1), as transformers refuses it when it loads the config."""
+    generation = path / GENERATION_CONFIG
+    if os.path.lexists(generation):
+        source = read_json(generation)  # a regular file, bounded; not JSON: damage
+        if not isinstance(source, dict):
+            raise damaged(GENERATION_CONFIG, "it is not a JSON object")
+        check_token_ids(source, GENERATION_CONFIG)
+    else:
+        source = config  # config.json, checked when it was loaded
+        if source.get("eos_token_id") is None:
+            inner = next((config[k] for k in DECODER_SECTIONS if isinstance(config.get(k), dict)), {})
+            check_token_ids(inner, "config.json")
+            source = inner
+    eos = source.get("eos_token_id")
+    ids = eos if isinstance(eos, list) else [] if eos is None else [eos]
+    return tuple(dict.fromkeys(int(i) for i in ids if i >= 0))  # in order, each once
+
+
+def load_pretrained(name_or_path: str, *, chat: bool = False, command: str = "attn generate",
+                    **kwargs: Any) -> PretrainedLM:
+    """``kwargs`` go to ``attncli.transformer.load`` (backend, ...); ``command`` names what asked
+    for a decoder in the refusal of an encoder."""
     from attncli.transformer import load
 
-    return PretrainedLM(load(name_or_path, **kwargs), chat=chat)
+    return PretrainedLM(load(name_or_path, **kwargs), chat=chat, command=command)

@@ -9,6 +9,7 @@ over the finished text, ``Generation.weights`` (tested).
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -44,6 +45,8 @@ class Settings:
                            "the model's context may allow fewer")
         if not self.greedy:  # --greedy takes the argmax: temperature and top-k are not used (--temperature 0 is fine)
             sampling.check_sampling(self.temperature, self.top_k)
+        elif not math.isfinite(self.temperature):  # unused, but never a NaN or an infinity in the settings shown
+            raise BadInput(f"--temperature must be a finite number (got {self.temperature})")
         if self.seed is not None and not 0 <= self.seed <= MAX_SEED:
             raise BadInput(f"--seed must be between 0 and 2^32-1 (got {self.seed})")
         if self.layer is not None and self.layer < 0:
@@ -123,7 +126,8 @@ def generate(decoder: Decoder, prompt: str, settings: Settings,
     if on_start is not None:
         on_start(gen)
     inputs = list(encoded.inputs)
-    banned = tuple(decoder.banned) + ((decoder.eos,) if settings.ignore_eos and decoder.eos is not None else ())
+    ends = frozenset(decoder.eos_ids)  # any of them ends the text
+    banned = tuple(decoder.banned) + (tuple(decoder.eos_ids) if settings.ignore_eos else ())
     for _ in range(settings.n):
         logits, weights = decoder.forward(inputs)  # (V,), L x (h, T, T)
         p_model = sampling.softmax(logits)  # (V,)
@@ -134,7 +138,7 @@ def generate(decoder: Decoder, prompt: str, settings: Settings,
             chosen = sampling.sample(p, rng)
             sample_prob = float(p[chosen])
         T = len(inputs)
-        eos = chosen == decoder.eos
+        eos = chosen in ends
         step = Step(
             index=None if eos else T, query=T - 1, id=chosen, token=decoder.token(chosen),
             prob=float(p_model[chosen]), sample_prob=sample_prob,

@@ -20,9 +20,13 @@ MAX_TEMPERATURE = 1000.0
 
 
 def softmax(z: np.ndarray, temperature: float = 1.0) -> np.ndarray:
-    """(V,) float64 softmax(z / temperature); -inf entries get exactly 0."""
-    z = np.asarray(z, dtype=np.float64) / temperature
-    shifted = np.exp(z - z.max())
+    """(V,) float64 softmax(z / temperature); -inf entries get exactly 0. The max is subtracted
+    before the division, so the top logit's term is exactly 1 for any temperature > 0; a tiny one
+    (5e-324) sends every other to -inf (probability exactly 0: the argmax), with no warning."""
+    z = np.asarray(z, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        scaled = (z - z.max()) / temperature  # (V,) <= 0
+    shifted = np.exp(scaled)
     return shifted / shifted.sum()
 
 
@@ -37,10 +41,11 @@ def check_sampling(temperature: float, top_k: int | None) -> None:
 
 
 def allowed_logits(z: np.ndarray, banned: tuple[int, ...] = ()) -> np.ndarray:
-    """(V,) float64 logits with the banned tokens at -inf."""
+    """(V,) float64 logits with the banned tokens at -inf (an id outside 0..V-1 is no token: passed over)."""
     z = np.array(z, dtype=np.float64)
-    if banned:
-        z[list(banned)] = -np.inf
+    inside = [i for i in banned if 0 <= i < z.shape[0]]
+    if inside:
+        z[inside] = -np.inf
     return z
 
 

@@ -165,8 +165,11 @@ def read_dictionary(path: str | Path) -> dict[str, Any]:
 
 
 def softmax(scores: np.ndarray, temperature: float) -> np.ndarray:
-    """softmax(scores / T), with the max subtracted before exp (no overflow for any T > 0)."""
-    z = (scores - scores.max()) / temperature  # (N,)
+    """softmax(scores / T), with the max subtracted before the division and exp: the top score's
+    term is exactly 1 for any T > 0; a tiny T (5e-324) sends the others to -inf (weight exactly 0),
+    no warning."""
+    with np.errstate(over="ignore"):
+        z = (scores - scores.max()) / temperature  # (N,) <= 0
     e = np.exp(z)
     return e / e.sum()
 

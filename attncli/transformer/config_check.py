@@ -152,11 +152,7 @@ def check_config(config: dict[str, Any], path: Path) -> None:
         value = config.get(field)
         if value is not None:  # null: transformers' default (n_inner, head_dim, ...)
             _count(field, value, low, high)
-    for field in TOKEN_IDS:
-        value = config.get(field)
-        values = value if isinstance(value, list) else [value]
-        if value is not None and not all(_is_int(v) and -1 <= v < 2**31 for v in values):  # -1: "none" in some
-            raise damaged(f"config.json: {field}", f"{_show(value)} is not a token id (an integer >= 0, or null)")
+    check_token_ids(config, "config.json")
     for field in EPSILONS:
         if field in config:
             value = config[field]
@@ -183,6 +179,16 @@ def check_config(config: dict[str, Any], path: Path) -> None:
                 and config[width] % config[heads]:
             raise damaged(f"config.json: {heads}", f"{config[heads]} heads do not divide {width} {config[width]}")
     _fits_its_weights(config, path)
+
+
+def check_token_ids(config: dict[str, Any], where: str) -> None:
+    """Each TOKEN_IDS field of ``config`` (config.json, generation_config.json) is null, an integer
+    or a list of integers, each -1 ("none" in some configs) or more; else damage naming ``where``."""
+    for field in TOKEN_IDS:
+        value = config.get(field)
+        values = value if isinstance(value, list) else [value]
+        if value is not None and not all(_is_int(v) and -1 <= v < 2**31 for v in values):
+            raise damaged(f"{where}: {field}", f"{_show(value)} is not a token id (an integer >= 0, or null)")
 
 
 def _is_int(value: Any) -> bool:

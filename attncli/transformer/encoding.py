@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from attncli.errors import BadInput
+from attncli.textio import check_length
 
 SEGMENTS = ("a", "b")
 
@@ -81,4 +82,4 @@ def too_long(n: int, limit: int, pair: bool) -> BadInput:
 def check_text(text: Any, name: str = "text") -> str:
     if not isinstance(text, str):
         raise BadInput(f"the {name} must be a string, not {type(text).__name__}")
-    return text
+    return check_length(text, f"the {name}")

@@ -36,6 +36,7 @@ ARCHITECTURES = {
     **{t: (mpnet, mpnet.MPNet) for t in mpnet.MODEL_TYPES},
 }
 NUMPY_MODEL_TYPES = frozenset(ARCHITECTURES)
+DECODER_FAMILIES = f"GPT-2 and the Llama family ({', '.join(sorted(llama.MODEL_TYPES))})"  # its causal LMs, in messages
 DTYPE = np.float64  # unless the architecture's module sets its own (llama: float32)
 ONE_THREAD_TOKENS = 256  # up to this many tokens in a pass, BLAS runs on one thread (see blas.py)
 

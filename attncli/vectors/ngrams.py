@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attncli.textio import check_word_length
+
 _FNV_OFFSET = np.uint32(2166136261)
 _FNV_PRIME = np.uint32(16777619)
 
@@ -101,7 +103,10 @@ def _group_hashes(words: list[str], min_n: int, max_n: int) -> tuple[np.ndarray,
 
 
 def ngram_hashes(tokens: list[str], min_n: int, max_n: int) -> NgramHashes:
-    """The fastText n-gram hashes of every token (see the module docstring)."""
+    """The fastText n-gram hashes of every token (see the module docstring); BadInput for a token
+    longer than textio.MAX_WORD_CHARS."""
+    for word in tokens:
+        check_word_length(word)
     n_tok = len(tokens)
     groups: dict[int, list[int]] = {}
     for t, word in enumerate(tokens):

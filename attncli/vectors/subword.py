@@ -9,6 +9,8 @@ C ``int8``). tests/test_subword.py checks both against gensim's own results.
 
 from __future__ import annotations
 
+from attncli.textio import check_word_length
+
 _FNV_OFFSET = 2166136261
 _FNV_PRIME = 16777619
 _MASK32 = 0xFFFFFFFF
@@ -48,5 +50,7 @@ def ft_hash(data: bytes) -> int:
 
 
 def ngram_buckets(word: str, min_n: int, max_n: int, bucket: int) -> list[int]:
-    """Row indices into the n-gram table for ``word`` (gensim's ``ft_ngram_hashes``)."""
+    """Row indices into the n-gram table for ``word`` (gensim's ``ft_ngram_hashes``); BadInput for
+    a word longer than textio.MAX_WORD_CHARS."""
+    check_word_length(word)
     return [ft_hash(g) % bucket for g in ngrams_bytes(word, min_n, max_n)]

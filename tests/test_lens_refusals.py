@@ -1,0 +1,71 @@
+"""attn lens refuses in its own name, and says which families its NumPy pass reads: an encoder
+("attn lens needs a causal LM ...", never "attn generate"), and a decoder on the transformers path
+(GPT-2 and the Llama family, not "GPT-2 family" alone)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import needed
+from typer.testing import CliRunner
+
+from attncli.cli.main import app
+from attncli.transformer import gpt2, llama
+from attncli.transformer.numpy_backend import DECODER_FAMILIES, NUMPY_MODEL_TYPES
+
+runner = CliRunner()
+FAMILIES = "GPT-2 and the Llama family (gemma, llama, mistral, phi3, qwen2)"
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_the_families_named_are_the_decoders_the_numpy_pass_runs():
+    assert DECODER_FAMILIES == FAMILIES
+    assert gpt2.MODEL_TYPES | llama.MODEL_TYPES <= NUMPY_MODEL_TYPES
+    assert all(t in DECODER_FAMILIES for t in llama.MODEL_TYPES)
+
+
+@pytest.mark.parametrize("fixture", ["tiny_bert_dir", "minilm_dir"])
+def test_lens_on_an_encoder_names_attn_lens_and_the_families(fixture, request):
+    path = request.getfixturevalue(fixture)
+    result = runner.invoke(app, ["lens", "time flies", "--transformer", str(path)])
+    assert result.exit_code == 2, result.output
+    said = flat(result.stderr)
+    assert said.endswith("is an encoder: it predicts no next token, attn lens needs a causal LM that attn runs in "
+                         f"NumPy: {FAMILIES}")
+    assert "attn generate" not in said
+
+
+def test_generate_on_an_encoder_still_names_attn_generate(tiny_bert_dir):
+    result = runner.invoke(app, ["generate", "time flies", "--transformer", str(tiny_bert_dir)])
+    assert result.exit_code == 2
+    assert "attn generate needs a causal LM" in flat(result.stderr) and "attn lens" not in result.stderr
+
+
+def test_lens_on_a_decoder_the_numpy_pass_does_not_run_names_the_families(tmp_path):
+    torch = needed("torch")
+    transformers = needed("transformers")
+    from _llama_fixtures import build_tokenizer
+
+    tok = build_tokenizer()
+    torch.manual_seed(0)
+    config = transformers.OPTConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, ffn_dim=37,
+                                    num_attention_heads=4, max_position_embeddings=64, word_embed_proj_dim=32,
+                                    pad_token_id=0, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    transformers.OPTForCausalLM(config).save_pretrained(tmp_path / "opt")
+    tok.save_pretrained(tmp_path / "opt")
+    result = runner.invoke(app, ["lens", "the cat sat", "--transformer", str(tmp_path / "opt")])
+    assert result.exit_code == 2, result.output
+    said = flat(result.stderr)
+    assert f"the logit lens reads attn's own NumPy forward pass, which runs {FAMILIES};" in said
+    assert "runs on the torch backend (model_type 'opt')" in said
+    assert "(GPT-2 family)" not in said
+
+
+def test_explore_says_the_same_families(tiny_bert_dir):
+    from attncli.explore.lens_compare import lens_refusal
+    from attncli.transformer import load
+
+    message = lens_refusal(load(str(tiny_bert_dir)))
+    assert message.endswith(f"start attn explore with a decoder attn runs in NumPy: {FAMILIES}")
