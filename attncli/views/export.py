@@ -7,7 +7,7 @@ of its widest part that must not wrap (a table, a map line), at least :data:`MIN
 titles and notes read. The SVG loads no font from the network (rich's default ``@font-face``
 points at a CDN): it names a local monospace stack. The PNG is the same picture drawn by Pillow
 (the ``png`` extra) from the same recorded lines, on the SVG's grid. Every file goes through
-:func:`attncli.fileio.atomic_write`.
+:func:`attncli.export_target.write_export` (atomic onto a file; into a device, a FIFO or stdout).
 """
 
 from __future__ import annotations
@@ -165,16 +165,16 @@ def png_bytes(console, parts: list, title: str) -> bytes:
 
 def export_files(draw: Draw, title: str, *, svg: Optional[Path] = None, html: Optional[Path] = None,
                  png: Optional[Path] = None, width: Optional[int] = None, command: Optional[str] = None) -> None:
-    """Record ``draw``'s view once and write each file asked for, atomically (RuntimeFailure
-    naming the file, exit 1, when one cannot be written: the old file is left whole)."""
-    from attncli.fileio import atomic_write
+    """Record ``draw``'s view once and write each file asked for through the export door
+    (RuntimeFailure naming the file, exit 1, when one cannot be written: an old file is left whole)."""
+    from attncli.export_target import write_export
 
     if svg is None and html is None and png is None:
         return
     console, parts = record(draw, width, command)
     if svg is not None:
-        atomic_write(svg, svg_text(console, title))
+        write_export(svg, svg_text(console, title), "--svg")
     if html is not None:
-        atomic_write(html, html_text(console))
+        write_export(html, html_text(console), "--html")
     if png is not None:
-        atomic_write(png, png_bytes(console, parts, title))
+        write_export(png, png_bytes(console, parts, title), "--png", binary=True)
