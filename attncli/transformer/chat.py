@@ -30,7 +30,7 @@ TOKENIZER_CONFIG = "tokenizer_config.json"
 LIMIT = 4 * 2**20  # bytes of a template or tokenizer_config.json read at most
 SPECIAL = ("bos_token", "eos_token", "unk_token", "pad_token")
 RENDER_SECONDS = 5.0  # wall time of one render
-RENDER_STEPS = 1_000_000  # loop steps over a range, calls, filters and operators in one render
+RENDER_STEPS = 200_000  # loop steps over a range, calls, filters and operators in one render
 RENDER_CHARS = 1_000_000  # characters a render may make beyond twice the prompt's
 
 
