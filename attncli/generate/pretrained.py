@@ -15,6 +15,7 @@ import numpy as np
 
 from attncli.errors import BadInput
 from attncli.generate.decoders import Encoded
+from attncli.transformer.encoding import tokenizer_errors
 
 
 def shown(piece: str) -> str:
@@ -108,14 +109,15 @@ class PretrainedLM:
         backend's tokenizer: a ``tokenizers.Tokenizer`` (NumPy path) or transformers' own."""
         tok = self.model.tokenizer
         own = hasattr(tok, "token_to_id")  # a tokenizers.Tokenizer (NumPy path), else transformers' tokenizer
-        exact = tok.token_to_id(word) if own else tok.get_vocab().get(word)  # (convert_tokens_to_ids: unk's id)
-        if exact is not None:
-            return int(exact)
-        for text in (" " + word, word):
-            encoded = tok.encode(text, add_special_tokens=False)
-            ids = encoded.ids if own else encoded
-            if len(ids) == 1:
-                return int(ids[0])
+        with tokenizer_errors(self.name, "look up a token"):
+            exact = tok.token_to_id(word) if own else tok.get_vocab().get(word)  # (convert_tokens_to_ids: unk's id)
+            if exact is not None:
+                return int(exact)
+            for text in (" " + word, word):
+                encoded = tok.encode(text, add_special_tokens=False)
+                ids = encoded.ids if own else encoded
+                if len(ids) == 1:
+                    return int(ids[0])
         return None
 
 
