@@ -322,3 +322,39 @@ def test_what_an_export_cannot_go_into_is_bad_input_before_any_work(shared, who,
     if before is not None:
         after = os.lstat(target)
         assert (after.st_mode, after.st_ino) == (before.st_mode, before.st_ino)
+
+
+# --- one door -------------------------------------------------------------------------------------
+
+# atomic writers that are not exports: the corpus cache in the user's data folder, a test-only flag
+NOT_EXPORTS = {"fileio.py", "export_target.py", "vectors/corpus.py", "faultpoints.py"}
+
+
+def test_every_export_goes_through_the_export_door():
+    """No module writes an export but through attncli.export_target.write_export: a direct
+    atomic_write would replace /dev/stdout, a device or a FIFO with a regular file."""
+    import re
+
+    import attncli
+
+    root = Path(attncli.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel in NOT_EXPORTS:
+            continue
+        found += [f"{rel}:{n}" for n, line in enumerate(path.read_text().splitlines(), 1)
+                  if re.search(r"\batomic_write(r)?\b", line)]
+    assert found == []
+
+
+def test_explore_refuses_its_own_streams_and_uses_the_same_checks(tmp_path):
+    from attncli.errors import BadInput
+    from attncli.explore.state import export_path
+
+    (tmp_path / "out.svg").symlink_to("/proc/self/fd/1")
+    (tmp_path / "plain").write_text("x")
+    for given, message in (("out.svg", "one of the app's own streams"), ("plain/x.svg", "is a file, not a folder"),
+                           ("/proc/version.svg", "kernel's")):
+        with pytest.raises(BadInput, match=message):
+            export_path(given, tmp_path)
