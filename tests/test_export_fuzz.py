@@ -14,7 +14,6 @@ import shutil
 import socket
 import stat
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from typer.testing import CliRunner
 
 import attncli.export_target as door
 from attncli.cli.main import app
+from conftest import needed
 
 KINDS = ["new", "regular", "folder", "fifo", "null", "full", "socket", "proc", "through a file", "missing folder"]
 OLD = b"<svg>the old picture</svg>"
@@ -94,7 +94,7 @@ def snapshot(folder: Path) -> dict[str, tuple]:
        links=st.integers(0, 2), dangling=st.booleans(), loop=st.booleans())
 def test_an_export_onto_anything_ends_cleanly_and_changes_no_kind(attn_home, kind, option, links, dangling, loop):
     if option == "--png":
-        pytest.importorskip("PIL")
+        needed("PIL")
     folder = Path(tempfile.mkdtemp(prefix="attn-export-fuzz-"))
     old_wait = door.FIFO_WAIT
     door.FIFO_WAIT = 0.1
@@ -104,9 +104,7 @@ def test_an_export_onto_anything_ends_cleanly_and_changes_no_kind(attn_home, kin
         import attncli.cli.app as cli_app
 
         cli_app._consoles.clear()
-        start = time.monotonic()
-        result = CliRunner().invoke(app, ["matrix", "time flies", option, str(path)])
-        assert time.monotonic() - start < 60
+        result = CliRunner().invoke(app, ["matrix", "time flies", option, str(path)])  # (a hang: the test's timeout)
         err = result.stderr
         assert result.exit_code in (0, 1, 2), (result.exit_code, err[-600:], repr(result.exception))
         assert "Traceback" not in err and "internal error" not in err, err[-600:]

@@ -121,7 +121,7 @@ def test_lens_exports_parse(tiny_gpt2_dir, tmp_path):
 
 
 def test_png_title_with_controls_is_drawn(tmp_path):
-    pytest.importorskip("PIL")
+    needed("PIL")
     png = tmp_path / "m.png"
     run(["matrix", HOSTILE, "--png", str(png)])
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
