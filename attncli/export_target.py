@@ -179,7 +179,6 @@ def write_export(given: str | Path, data: bytes | str, option: str = "", *, bina
     """Write ``data`` (str as UTF-8) where ``given`` leads (checked again: it may have changed
     since :func:`check_export`); RuntimeFailure naming it when the write fails (a full device, a
     reader gone, no reader of a FIFO within FIFO_WAIT seconds). The target written."""
-
     target = check_export(given, option, binary=binary)
     if isinstance(data, str):
         data = data.encode("utf-8")
