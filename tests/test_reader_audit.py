@@ -29,6 +29,10 @@ ALLOWED = {
         "the door for a user's text itself: a FIFO is allowed on purpose (process substitution, <(cmd)), "
         "and at most `limit` bytes are read, a chunk at a time",
     ("fileio.py", "open_regular", "os.open(path, flags)"): "the door itself (O_NONBLOCK, regular files only)",
+    ("export_target.py", "_open_device", "os.open(target.path, _OPEN)"):
+        "the export door opens a character device write-only (O_WRONLY, O_NONBLOCK): it reads nothing",
+    ("export_target.py", "_open_fifo", "os.open(target.path, _OPEN)"):
+        "the export door opens a FIFO write-only and non-blocking (ENXIO without a reader): it reads nothing",
     ("fileio.py", "fsync_dir", "os.open(path, os.O_RDONLY | getattr(os, 'O_DIRECTORY', 0))"):
         "opens a folder to fsync it; reads nothing",
     ("vectors/versions.py", "_fsync_tree", "os.open(path, os.O_RDONLY)"):

@@ -35,6 +35,7 @@ class _AttnGroup(TyperGroup):
     and any added later) runs inside ``invoke``, so it gets this for free."""
 
     def invoke(self, ctx: Any) -> Any:
+        _consoles.pop("quiet", None)  # a command's own choice (quiet_stdout), not the last one's
         try:
             return super().invoke(ctx)
         except AttnError as exc:
@@ -284,12 +285,24 @@ _consoles: dict[str, Any] = {}
 
 
 def out_console():
-    """The console for results (stdout)."""
+    """The console for results (stdout), or one drawing nowhere after :func:`quiet_stdout`."""
+    if "quiet" in _consoles:
+        return _consoles["quiet"]
     if "out" not in _consoles:
         from rich.console import Console
 
         _consoles["out"] = Console()
     return _consoles["out"]
+
+
+def quiet_stdout() -> None:
+    """An export writes into stdout (``--svg /dev/stdout``): the results console draws nowhere from
+    now on, so the export is all stdout carries (hints and errors stay on stderr)."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    _consoles["quiet"] = Console(file=StringIO())
 
 
 def err_console():

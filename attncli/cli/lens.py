@@ -39,7 +39,7 @@ def lens_cmd(
     if not 1 <= top_k <= MAX_TOP_K:
         raise BadInput(f"--top-k must be between 1 and {MAX_TOP_K} (got {top_k})")
     exports = Exports(svg=svg, html=html, png=png, width=width)
-    _check_exports(exports)
+    _check_exports(exports, json_out)
     doc = lens_document(text, transformer=transformer, model=model, top_k=top_k, token=token)
     from attncli.views.lens import lens_renderables, render_lens
 

@@ -68,11 +68,28 @@ class Exports:
         return any(p is not None for p in (self.svg, self.html, self.png))
 
 
-def _check_exports(exports: Exports) -> None:
-    """File names whose folders exist, a sane --width and the png extra, checked before any work
-    (bad input: exit 2)."""
+def _check_exports(exports: Exports, json_out: bool = False) -> None:
+    """Export targets attn can write (attncli.export_target.check_export), a sane --width and the
+    png extra, checked before any work (bad input: exit 2). An export into stdout (/dev/stdout)
+    has stdout to itself: the view is not drawn there, and --json is refused."""
+    from attncli.export_target import check_export
+
+    targets = {}
     for path, option in ((exports.svg, "--svg"), (exports.html, "--html"), (exports.png, "--png")):
-        _check_export_path(path, option)
+        if path is not None:
+            targets[option] = check_export(path, option, binary=option == "--png")
+    seen: dict = {}
+    for option, target in targets.items():
+        other = seen.setdefault(target.key(), option)
+        if other != option:
+            raise BadInput(f"{other} and {option} name the same file ({str(target.given)!r}): give each its own")
+    if any(target.is_stdout for target in targets.values()):
+        if json_out:
+            raise BadInput("--json and an export into stdout (/dev/stdout) would share it: drop one, or send the "
+                           "export to a file")
+        from attncli.cli.app import quiet_stdout
+
+        quiet_stdout()
     if exports.width is not None and not 20 <= exports.width <= 4000:
         raise BadInput(f"--width must be between 20 and 4000 columns (got {exports.width})")
     if exports.width is not None and not exports:
@@ -82,18 +99,6 @@ def _check_exports(exports: Exports) -> None:
         from attncli.views.export import png_available
 
         png_available()
-
-
-def _check_export_path(path: Optional[Path], option: str) -> None:
-    """A file name whose folder exists, checked before any work (bad input: exit 2)."""
-    if path is None:
-        return
-    if str(path) == "-":
-        raise BadInput(f"{option} needs a file name ('-' is not stdout here: the view goes to stdout anyway)")
-    if path.is_dir():
-        raise BadInput(f"{option} {str(path)!r} is a directory: give a file name, e.g. {option} matrix{path.suffix or '.' + option[2:]}")
-    if not path.parent.is_dir():
-        raise BadInput(f"{option} {str(path)!r}: the folder {str(path.parent)!r} does not exist")
 
 
 @app.command("matrix")
@@ -167,7 +172,7 @@ def matrix_cmd(
     from attncli.attention.masks import MaskSpec
     from attncli.attention.matrix import MatrixRequest, compute
 
-    _check_exports(exports)
+    _check_exports(exports, json_out)
     text = _read_text(sentence, file)
     row_span, col_span = _span(rows, "--rows"), _span(cols, "--cols")
     options = {name: value for name, value in (("layer", layer), ("head", head)) if value is not None}
@@ -222,7 +227,7 @@ def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, p
     from attncli.cli.transformer import MatrixOptions, check_options, run_matrix
 
     check_options(given, transformer)
-    _check_exports(exports)
+    _check_exports(exports, json_out)
     opts = MatrixOptions(transformer=transformer, text=_read_text(sentence, file), pair=pair,
                          layer=layer, head=head, block=pair_filter.value if pair_filter else None,
                          block_specials=filter_specials.value if filter_specials else "none", words=words,

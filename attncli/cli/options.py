@@ -114,11 +114,11 @@ LayersOpt = Annotated[Optional[str], typer.Option(help="Layers of --model-view, 
 # --- exports (--svg, --html, --png, --width): laid out for the file, not the terminal ------------
 
 SvgOpt = Annotated[Optional[Path], typer.Option(help="Also save the view as SVG (as wide as the view needs; offline fonts).",
-                                                metavar="FILE")]
+                                                metavar="FILE", readable=False)]
 HtmlOpt = Annotated[Optional[Path], typer.Option(help="Also save the view as HTML (--transformer: an interactive page, offline).",
-                                                 metavar="FILE")]
+                                                 metavar="FILE", readable=False)]
 PngOpt = Annotated[Optional[Path], typer.Option(help="Also save the view as PNG (the SVG's picture; the png extra).",
-                                                metavar="FILE")]
+                                                metavar="FILE", readable=False)]
 ExportWidthOpt = Annotated[Optional[int], typer.Option("--width", help="Lay the --svg/--html/--png view out for N columns "
                                                        "(default: as wide as it needs).", metavar="N")]
 

@@ -250,7 +250,7 @@ def _page(o: MatrixOptions, model, enc, attentions, meta, layer: int, classes, h
     if html is None:
         return
     from attncli.attention.model_view import head_classes
-    from attncli.fileio import atomic_write
+    from attncli.export_target import write_export
     from attncli.views.page import interactive_page, page_data
 
     if classes is None:
@@ -258,7 +258,7 @@ def _page(o: MatrixOptions, model, enc, attentions, meta, layer: int, classes, h
     data = page_data(model, enc, attentions, {**meta, "show": "weights", "flow": False}, classes, layer=layer,
                      head=o.head, words=o.words, hide_special=o.hide_special, rollout=o.rollout, block=o.block,
                      model_view=o.model_view, show=o.show, flow=o.flow, reads=reads)
-    atomic_write(html, interactive_page(data, title))
+    write_export(html, interactive_page(data, title), "--html")
 
 
 def _write_model_view_json(model, enc, attentions, meta, lo, hi, classes) -> None:

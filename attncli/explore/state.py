@@ -18,7 +18,7 @@ from typing import Any
 from attncli.attention.masks import MaskSpec
 from attncli.attention.matrix import DEFAULT_POSITIONS, POSITIONS, MatrixRequest
 from attncli.errors import BadInput
-from attncli.fileio import atomic_write
+from attncli.export_target import DESCRIPTOR, check_export, write_export
 
 SHOWS = ("weights", "scores", "output")
 FILTERS = ("all", "a-a", "a-b", "b-a", "b-b")  # --filter: "all" is no filter
@@ -283,7 +283,8 @@ class ExploreState:
 
 
 def export_path(given: str, cwd: Path | None = None) -> Path:
-    """The file an export goes to: ``given`` (relative to ``cwd``); its suffix picks the format."""
+    """The file an export goes to: ``given`` (relative to ``cwd``); its suffix picks the format.
+    Checked by the export door (attncli.export_target); not stdout or stderr: the app draws there."""
     given = given.strip()
     if not given:
         raise BadInput("give a file name for the export, e.g. attn-explore.svg (or .html, .json)")
@@ -294,8 +295,9 @@ def export_path(given: str, cwd: Path | None = None) -> Path:
         raise BadInput(f"{given!r} is a directory: give a file name, e.g. {path / DEFAULT_EXPORT}")
     if path.suffix.lower() not in EXPORT_FORMATS:
         raise BadInput(f"{given!r}: the export's name must end in {', '.join(EXPORT_FORMATS)} (it picks the format)")
-    if not path.parent.is_dir():
-        raise BadInput(f"{given!r}: the folder {str(path.parent)!r} does not exist")
+    target = check_export(path, binary=path.suffix.lower() == ".png")
+    if target.kind == DESCRIPTOR:
+        raise BadInput(f"{given!r} is one of the app's own streams (it draws on the terminal): export to a file")
     return path
 
 
@@ -338,5 +340,5 @@ def export(res, state: ExploreState, given: str, cwd: Path | None = None, width:
     """Write the current view to ``given`` (format from its suffix), atomically; the path written.
     ``width`` None: laid out for the file (as wide as the view needs), not for the app's window."""
     path = export_path(given, cwd)
-    atomic_write(path, export_text(res, state, path.suffix.lower(), width))
+    write_export(path, export_text(res, state, path.suffix.lower(), width), binary=path.suffix.lower() == ".png")
     return path

@@ -22,6 +22,7 @@ from attncli.transformer.numpy_backend import DECODER_FAMILIES
 
 GENERATION_CONFIG = "generation_config.json"  # transformers' generate reads its end-of-text ids here first
 DECODER_SECTIONS = ("decoder", "generator", "text_config")  # where transformers looks when config.json's top level names none
+from attncli.transformer.encoding import tokenizer_errors
 
 
 def shown(piece: str) -> str:
@@ -113,14 +114,15 @@ class PretrainedLM:
         backend's tokenizer: a ``tokenizers.Tokenizer`` (NumPy path) or transformers' own."""
         tok = self.model.tokenizer
         own = hasattr(tok, "token_to_id")  # a tokenizers.Tokenizer (NumPy path), else transformers' tokenizer
-        exact = tok.token_to_id(word) if own else tok.get_vocab().get(word)  # (convert_tokens_to_ids: unk's id)
-        if exact is not None:
-            return int(exact)
-        for text in (" " + word, word):
-            encoded = tok.encode(text, add_special_tokens=False)
-            ids = encoded.ids if own else encoded
-            if len(ids) == 1:
-                return int(ids[0])
+        with tokenizer_errors(self.name, "look up a token"):
+            exact = tok.token_to_id(word) if own else tok.get_vocab().get(word)  # (convert_tokens_to_ids: unk's id)
+            if exact is not None:
+                return int(exact)
+            for text in (" " + word, word):
+                encoded = tok.encode(text, add_special_tokens=False)
+                ids = encoded.ids if own else encoded
+                if len(ids) == 1:
+                    return int(ids[0])
         return None
 
 

@@ -8,11 +8,13 @@ tokens and words are read the same way on both.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
-from attncli.errors import BadInput
-from attncli.textio import check_length
+from attncli.errors import AttnError, BadInput, RuntimeFailure, Stopped
+from attncli.textio import check_length, visible
 
 SEGMENTS = ("a", "b")
 
@@ -83,3 +85,33 @@ def check_text(text: Any, name: str = "text") -> str:
     if not isinstance(text, str):
         raise BadInput(f"the {name} must be a string, not {type(text).__name__}")
     return check_length(text, f"the {name}")
+
+
+@contextlib.contextmanager
+def tokenizer_errors(name: str, what: str) -> Iterator[None]:
+    """The one door into a model's tokenizer (the ``tokenizers`` library, or transformers' over
+    it): whatever it raises (its own ``Exception``, a Rust panic, which pyo3 raises as a
+    BaseException, a TypeError from a damaged file) is a damaged model, exit 1, naming the model
+    and what the tokenizer was doing. attn's own errors, a signal and no memory pass through."""
+    try:
+        yield
+    except (AttnError, KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError, Stopped):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a Rust panic is a BaseException
+        line = next((part.strip() for part in str(exc).splitlines() if part.strip()), type(exc).__name__)[:200]
+        raise RuntimeFailure(f"damaged model '{visible(name)}': its tokenizer fails to {what}: {visible(line)}") from None
+
+
+def tokenized(what: str) -> Callable:
+    """A model's method (the model named by ``self.name``) that calls its tokenizer, run inside
+    :func:`tokenizer_errors`."""
+
+    def wrap(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def method(self, *args: Any, **kwargs: Any) -> Any:
+            with tokenizer_errors(self.name, what):
+                return fn(self, *args, **kwargs)
+
+        return method
+
+    return wrap

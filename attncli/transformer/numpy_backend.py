@@ -17,7 +17,7 @@ import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.transformer import bert, blas, distilbert, gpt2, llama, mpnet, ops
-from attncli.transformer.encoding import Encoding
+from attncli.transformer.encoding import Encoding, tokenized, tokenizer_errors
 from attncli.transformer.mlm import MaskedLMHead
 from attncli.transformer.pretrained import Pretrained
 from attncli.transformer.reads import qk_of, stream_of, value_sites
@@ -89,12 +89,10 @@ class NumpyPretrained(Pretrained):
             text = read_text(self.path / TOKENIZER, TOKENIZER_BYTES, follow_symlinks=True)
         except FileProblem as exc:
             raise damaged(TOKENIZER, str(exc)) from None
-        try:
+        with tokenizer_errors(name, f"read {TOKENIZER}"):
             self.tokenizer = Tokenizer.from_str(text)
-        except Exception as exc:  # tokenizers raises its own exception types
-            raise damaged(TOKENIZER, f"tokenizers cannot read it ({str(exc)[:200]})") from None
-        self.tokenizer.no_truncation()  # tokenizer.json may carry a fixed truncation / padding
-        self.tokenizer.no_padding()     # (all-MiniLM-L6-v2's pads to 128); transformers sets them per call
+            self.tokenizer.no_truncation()  # tokenizer.json may carry a fixed truncation / padding
+            self.tokenizer.no_padding()     # (all-MiniLM-L6-v2's pads to 128); transformers sets them per call
         module, cls = ARCHITECTURES[self.model_type]
 
         weights = Weights(checkpoint_file(self.path), module.ANCHORS, getattr(module, "DTYPE", DTYPE))
@@ -106,6 +104,7 @@ class NumpyPretrained(Pretrained):
         self.use_type_ids = (self.model_type in ("bert", "electra")
                              and "embeddings.token_type_embeddings.weight" in self.arch.w)
 
+    @tokenized("split the text into tokens")
     def _tokenize(self, texts: list[str], max_length: int | None, special: bool = True) -> Any:
         tok = self.tokenizer
         if max_length is not None:
@@ -294,9 +293,11 @@ class NumpyPretrained(Pretrained):
         self.check_decoder()
         return self.arch32.logits(self.arch32.final(x))  # float32, as residual_stream
 
+    @tokenized("turn token ids back into text")
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(map(int, ids)), skip_special_tokens=False)
 
+    @tokenized("name its tokens")
     def token_strings(self, ids: Sequence[int]) -> list[str]:
         return [self.tokenizer.id_to_token(int(i)) or "" for i in ids]
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.textio import visible
-from attncli.transformer.encoding import Encoding, check_text, from_tokenizers, too_long
+from attncli.transformer.encoding import Encoding, check_text, from_tokenizers, tokenizer_errors, too_long
 from attncli.transformer.torch_backend import TorchPretrained, _first_line
 from attncli.transformer.weight_check import check_finite
 
@@ -92,8 +92,9 @@ class Seq2SeqPretrained(TorchPretrained):
         if not target.strip():
             raise BadInput("the --target text is empty: give the decoder's text, e.g. --target \"le chat\"")
         kwargs: dict[str, Any] = dict(truncation=True, max_length=self.max_positions) if truncate else {}
-        batch = self.tokenizer(text_target=target, return_special_tokens_mask=True,
-                               return_offsets_mapping=self.tokenizer.is_fast, **kwargs)
+        with tokenizer_errors(self.name, "split the target into tokens"):
+            batch = self.tokenizer(text_target=target, return_special_tokens_mask=True,
+                                   return_offsets_mapping=self.tokenizer.is_fast, **kwargs)
         if not (self.tokenizer.is_fast and batch.encodings):
             raise BadInput(f"model '{visible(self.name)}' has no fast tokenizer (tokenizer.json): the target's "
                            "words cannot be traced")

@@ -16,7 +16,7 @@ import numpy as np
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.textio import visible
 from attncli.transformer import config_check
-from attncli.transformer.encoding import Encoding
+from attncli.transformer.encoding import Encoding, tokenized, tokenizer_errors
 from attncli.transformer.pretrained import Pretrained, masked_scores
 from attncli.transformer.weight_check import check_finite, report_unused
 
@@ -71,9 +71,10 @@ class TorchPretrained(Pretrained):
                                                     ignore_mismatched_sizes=True,  # reported below, by name
                                                     **NEVER_REMOTE)
             self.model.to(self.device)
-            self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.path, **NEVER_REMOTE)
         except Exception as exc:  # noqa: BLE001 - as above
             raise RuntimeFailure(f"transformers could not load '{visible(name)}': {_first_line(exc)}") from None
+        with tokenizer_errors(name, "load"):
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.path, **NEVER_REMOTE)
         self._check_loading(info, allow_missing_weights)
         self.model.eval()
         text_config = getattr(self.model.config, "get_text_config", lambda: self.model.config)()
@@ -106,6 +107,7 @@ class TorchPretrained(Pretrained):
             if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
                 check_finite(tensor.float().cpu().numpy(), f"the weight {key}")
 
+    @tokenized("split the text into tokens")
     def _tokenize(self, texts: list[str], max_length: int | None, special: bool = True) -> Any:
         kwargs = dict(truncation="longest_first", max_length=max_length) if max_length is not None else {}
         kwargs["add_special_tokens"] = special
@@ -224,9 +226,11 @@ class TorchPretrained(Pretrained):
         check_finite(logits, "the logits")
         return logits, attentions
 
+    @tokenized("turn token ids back into text")
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False)
 
+    @tokenized("name its tokens")
     def token_strings(self, ids: Sequence[int]) -> list[str]:
         return list(self.tokenizer.convert_ids_to_tokens([int(i) for i in ids]))
 

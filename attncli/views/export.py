@@ -7,7 +7,7 @@ of its widest part that must not wrap (a table, a map line), at least :data:`MIN
 titles and notes read. The SVG loads no font from the network (rich's default ``@font-face``
 points at a CDN): it names a local monospace stack. The PNG is the same picture drawn by Pillow
 (the ``png`` extra) from the same recorded lines, on the SVG's grid. Every file goes through
-:func:`attncli.fileio.atomic_write`.
+:func:`attncli.export_target.write_export` (atomic onto a file; into a device, a FIFO or stdout).
 """
 
 from __future__ import annotations
@@ -59,20 +59,35 @@ def record(draw: Draw, width: Optional[int] = None, command: Optional[str] = Non
     return console, parts
 
 
+# what XML 1.0 forbids (C0 controls but tab, newline and carriage return; lone surrogates; U+FFFE,
+# U+FFFF) and what HTML calls a parse error (DEL, C1 controls): never in an export, even escaped
+NOT_MARKUP = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def markup_safe(text: str) -> str:
+    """``text`` (a whole SVG or HTML document, or a piece of one) with every character of
+    :data:`NOT_MARKUP` written as its visible escape (``\\x0b``, ``\\udc80``), so the document
+    parses whatever the drawn data held."""
+    return NOT_MARKUP.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                          else f"\\u{ord(m.group()):04x}", text)
+
+
 _FONT_FACE = re.compile(r"@font-face\s*\{[^}]*\}\s*")
 _COMMENT = re.compile(r"<!--.*?-->\s*", re.S)
 
 
 def svg_text(console, title: str) -> str:
     """The recorded view as SVG that loads nothing: rich's export without its remote font faces."""
-    svg = console.export_svg(title=title, clear=False)
+    from attncli.textio import visible
+
+    svg = console.export_svg(title=visible(title), clear=False)
     svg = _COMMENT.sub("", _FONT_FACE.sub("", svg))
-    return re.sub(r"font-family:\s*Fira Code,\s*monospace", f"font-family: {FONT_STACK}", svg)
+    return markup_safe(re.sub(r"font-family:\s*Fira Code,\s*monospace", f"font-family: {FONT_STACK}", svg))
 
 
 def html_text(console) -> str:
     """The recorded view as a static HTML page (inline styles, no script, nothing remote)."""
-    return console.export_html(clear=False)
+    return markup_safe(console.export_html(clear=False))
 
 
 def png_available() -> None:
@@ -116,6 +131,8 @@ def png_bytes(console, parts: list, title: str) -> bytes:
 
     png_available()
     from PIL import Image, ImageDraw
+
+    from attncli.textio import visible
     from rich.cells import cell_len
     from rich.color import blend_rgb
     from rich.segment import Segment
@@ -136,7 +153,7 @@ def png_bytes(console, parts: list, title: str) -> bytes:
     pen.rounded_rectangle((1, 1, 1 + term_w, 1 + term_h), radius=8, fill=bg, outline=(118, 118, 118))
     for cx, colour in ((26, (0xff, 0x5f, 0x57)), (48, (0xfe, 0xbc, 0x2e)), (70, (0x28, 0xc8, 0x40))):
         pen.ellipse((cx - 7, 15, cx + 7, 29), fill=colour)
-    pen.text((term_w // 2, 1 + CHAR_H + 6), title, font=_font(TITLE_FONTS, 18), fill=fg, anchor="ms")
+    pen.text((term_w // 2, 1 + CHAR_H + 6), visible(title), font=_font(TITLE_FONTS, 18), fill=fg, anchor="ms")
     fonts = {False: _font(MONO_FONTS, CHAR_H), True: _font(MONO_BOLD, CHAR_H)}
     ox, oy = 9, 41  # margin + padding
     for y, line in enumerate(lines):
@@ -165,16 +182,16 @@ def png_bytes(console, parts: list, title: str) -> bytes:
 
 def export_files(draw: Draw, title: str, *, svg: Optional[Path] = None, html: Optional[Path] = None,
                  png: Optional[Path] = None, width: Optional[int] = None, command: Optional[str] = None) -> None:
-    """Record ``draw``'s view once and write each file asked for, atomically (RuntimeFailure
-    naming the file, exit 1, when one cannot be written: the old file is left whole)."""
-    from attncli.fileio import atomic_write
+    """Record ``draw``'s view once and write each file asked for through the export door
+    (RuntimeFailure naming the file, exit 1, when one cannot be written: an old file is left whole)."""
+    from attncli.export_target import write_export
 
     if svg is None and html is None and png is None:
         return
     console, parts = record(draw, width, command)
     if svg is not None:
-        atomic_write(svg, svg_text(console, title))
+        write_export(svg, svg_text(console, title), "--svg")
     if html is not None:
-        atomic_write(html, html_text(console))
+        write_export(html, html_text(console), "--html")
     if png is not None:
-        atomic_write(png, png_bytes(console, parts, title))
+        write_export(png, png_bytes(console, parts, title), "--png", binary=True)

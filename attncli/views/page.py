@@ -20,6 +20,8 @@ import html
 import json
 from typing import Any, Optional
 
+from attncli.textio import visible
+from attncli.views.export import NOT_MARKUP, markup_safe
 from attncli.views.render import _VIRIDIS
 
 SCRIPT_FILE = "page.js"
@@ -134,7 +136,7 @@ def script_json(data: Any) -> str:
     text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
         text = text.replace(ch, esc)
-    return text
+    return NOT_MARKUP.sub(lambda m: f"\\u{ord(m.group()):04x}", text)  # DEL, C1, lone surrogates: JSON escapes
 
 
 def interactive_page(data: dict[str, Any], title: str) -> str:
@@ -142,7 +144,7 @@ def interactive_page(data: dict[str, Any], title: str) -> str:
     from importlib.resources import files
 
     script = files("attncli.views").joinpath(SCRIPT_FILE).read_text(encoding="utf-8")
-    return PAGE.format(title=html.escape(title), data=script_json(data), script=script, style=STYLE)
+    return markup_safe(PAGE.format(title=html.escape(visible(title)), data=script_json(data), script=script, style=STYLE))
 
 
 STYLE = """
