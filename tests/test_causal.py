@@ -224,3 +224,15 @@ def test_ablating_a_random_head_moves_the_copied_token_little(head_llama):
     for drop in _copy_effects(head_llama):
         for l, h in ((0, 2), (0, 3), (1, 2), (1, 3)):
             assert abs(drop[l, h]) < 0.05
+
+
+@pytest.mark.parametrize("command", [["ablate", "the cat sat"], ["patch", "the cat sat", "the dog sat"],
+                                     ["dla", "the cat sat"]])
+def test_an_export_target_attn_cannot_write_is_refused_before_the_model_loads(command, tmp_path):
+    # the model folder does not exist: a check of the target made after loading would name the model
+    missing = tmp_path / "no-such-model"
+    result = runner.invoke(app, [*command, "--transformer", str(missing), "--target", "sat",
+                                 "--svg", "/proc/version"])
+    assert result.exit_code == 2
+    said = " ".join(result.stderr.split())
+    assert "/proc/version" in said and "no-such-model" not in said

@@ -25,10 +25,15 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON.
 AllowOpt = Annotated[bool, typer.Option("--allow-missing-weights", help="Warn instead of refusing unused weights.")]
 
 
-def _setup(transformer: Optional[str], text: str, allow: bool, json_out: bool):
+def _setup(transformer: Optional[str], text: str, allow: bool, json_out: bool, exports: tuple):
+    """The model and the text's encoding, after the export targets (``exports``: svg, html, png,
+    width) are checked, so a target attn cannot write is refused before any work."""
     from attncli.causal.grids import check_numpy
+    from attncli.cli.matrix import Exports, _check_exports
     from attncli.cli.transformer import load_model
 
+    svg, html, png, width = exports
+    _check_exports(Exports(svg=svg, html=html, png=png, width=width))
     if not transformer:
         raise BadInput("give the model with --transformer NAME (a hub id or a directory)")
     model = load_model(transformer, "auto", allow, json_out=json_out)  # the NumPy pass wherever it runs
@@ -43,10 +48,8 @@ def _target(model, ids, target, target_id, contrast, contrast_id):
 
 
 def _show(doc: dict[str, Any], title: str, json_out: bool, svg, html, png, width, draw_name: str) -> None:
-    from attncli.cli.matrix import Exports, _check_exports
     from attncli.views import causal as views
 
-    _check_exports(Exports(svg=svg, html=html, png=png, width=width))
     render, renderables = (views.render_dla, views.dla_renderables) if draw_name == "dla" else \
         (views.render_grid, views.grid_renderables)
     if json_out:
@@ -103,7 +106,7 @@ def ablate_cmd(
         raise BadInput(f"--mode {mode!r}: choose one of {', '.join(grids.MODES)}")
     if mode == "zero" and reference is not None:
         raise BadInput("--reference is the texts of --mode mean: add --mode mean, or drop --reference")
-    model, enc = _setup(transformer, text, allow_missing_weights, json_out)
+    model, enc = _setup(transformer, text, allow_missing_weights, json_out, (svg, html, png, width))
     t = _target(model, enc.ids, target, target_id, contrast, contrast_id)
     means = grids.head_means(model, _reference_ids(model, reference)) if mode == "mean" and reference else None
     with _progress(f"ablating {model.layers} x {model.heads} heads", json_out):
@@ -136,7 +139,7 @@ def patch_cmd(
 
     if site not in grids.PATCH_SITES:
         raise BadInput(f"--site {site!r}: choose one of {', '.join(grids.PATCH_SITES)}")
-    model, enc = _setup(transformer, clean, allow_missing_weights, json_out)
+    model, enc = _setup(transformer, clean, allow_missing_weights, json_out, (svg, html, png, width))
     bad = model.encode(corrupt)
     grids.check_same_length(model, enc.ids, bad.ids)
     t = _target(model, enc.ids, target, target_id, contrast, contrast_id)
@@ -166,7 +169,7 @@ def dla_cmd(
     from attncli.causal import documents
     from attncli.causal.dla import dla
 
-    model, enc = _setup(transformer, text, allow_missing_weights, json_out)
+    model, enc = _setup(transformer, text, allow_missing_weights, json_out, (svg, html, png, width))
     t = _target(model, enc.ids, target, target_id, contrast, contrast_id)
     doc = documents.dla_document(model, enc, t, dla(model, enc.ids, t))
     _show(doc, f"attn dla: {text[:60]}", json_out, svg, html, png, width, "dla")
