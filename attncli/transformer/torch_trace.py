@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from attncli.errors import BadInput
+from attncli.errors import BadInput, RuntimeFailure
 from attncli.textio import visible
 from attncli.transformer.trace import Intervention, Keep, Trace, split
 from attncli.transformer.weight_check import check_finite
@@ -94,13 +94,20 @@ def family(model_type: str, is_decoder: bool) -> Family:
 def module(model: Any, layer: int, role: str) -> Any:
     """Layer ``layer``'s module of ``role`` (a Family field: "attn", "out", "mlp", ...) in ``model`` (a TorchPretrained)."""
     fam = family(model.model_type, model.is_decoder)
-    return _get(_get(model.model.base_model, fam.layers)[layer], getattr(fam, role))
+    return _get(model.model.base_model, f"{fam.layers}.{layer}.{getattr(fam, role)}", model.name)
 
 
-def _get(root: Any, dotted: str) -> Any:
+def _get(root: Any, dotted: str, model: str = "", prefix: str = "") -> Any:
+    """The submodule ``dotted`` of ``root``; RuntimeFailure naming it (``prefix`` + ``dotted``) when
+    ``model`` lacks it."""
     for part in dotted.split("."):
+        if not hasattr(root, part):
+            raise RuntimeFailure(f"model '{visible(model)}' lacks the module '{visible(prefix + dotted)}'")
         root = getattr(root, part)
     return root
+
+
+_get_module = _get
 
 
 def _np(t: Any) -> np.ndarray:
@@ -150,7 +157,7 @@ class TracedRun:
                 model.check_layer(layer)
         self.start = start
         self.base = model.model.base_model
-        self.layer_modules = _get(self.base, self.fam.layers)
+        self.layer_modules = _get(self.base, self.fam.layers, model.name)
         self.sites: dict[str, np.ndarray] = {}
         self.raw: dict[int, dict[str, Any]] = {}  # per layer: the projections' outputs, cos and sin
         self.rope: Callable | None = None
@@ -184,7 +191,7 @@ class TracedRun:
             for l in range(first, self.tp.layers):
                 handles += self._hook_layer(l, first)
             if self.fam.final_norm is not None and self.needed("final_norm"):
-                norm = _get(self.base, self.fam.final_norm)
+                norm = _get(self.base, self.fam.final_norm, self.tp.name)
                 handles.append(norm.register_forward_hook(lambda m, a, out: self._final(out)))
             for l in range(first):  # resumed at layer `first`: the layers before it return their input
                 layer = self.layer_modules[l]
@@ -206,6 +213,10 @@ class TracedRun:
     def _hook_layer(self, l: int, first: int) -> list[Any]:
         fam, p = self.fam, f"blocks.{l}."
         layer = self.layer_modules[l]
+
+        def _get(root: Any, dotted: str) -> Any:  # a module of this layer, named in full when missing
+            return _get_module(root, dotted, self.tp.name, f"{fam.layers}.{l}.")
+
         attn = _get(layer, fam.attn)
         hooks = []
         core = any(self.needed(p + s) for s in CORE)
@@ -373,6 +384,14 @@ class TracedRun:
         return (z.reshape(1, T, -1).contiguous(),) + tuple(args[1:])
 
 
+def _described(name: str) -> str:
+    """A site as a damage message names it: "layer 0's attention" for blocks.0.attn.pattern."""
+    layer, site = split(name)
+    if layer is None:
+        return f"the {site.replace('_', ' ')}"
+    return f"layer {layer}'s " + ("attention" if site == "attn.pattern" else site)
+
+
 def trace(model: Any, enc: Any, keep: Any = None, *, rows: Sequence[int] | None = None,
           interventions: Sequence[Intervention] = (), start: tuple[int, np.ndarray] | None = None) -> Trace:
     """TorchPretrained.trace (see there)."""
@@ -402,5 +421,5 @@ def trace(model: Any, enc: Any, keep: Any = None, *, rows: Sequence[int] | None 
         run.record("logits", x)
     for name, arr in sites.items():
         if not name.endswith("attn.scores"):  # scores hold -inf where masked
-            check_finite(arr, name)
+            check_finite(arr, _described(name))
     return Trace(ids[0].tolist(), sites, rows=keep.rows, backend="torch")
