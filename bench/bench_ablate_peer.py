@@ -10,8 +10,9 @@ Shapes, random weights written by save_pretrained into a temporary folder (or --
 - SmolLM2-135M: 30 layers x 9 heads, 3 key-value heads, hidden 576, intermediate 1536, vocabulary
   49152, head_dim 64, bfloat16 safetensors (bench_llama.py's build);
 - GPT-2 small: 12 layers x 12 heads, hidden 768, vocabulary 50257, float32 safetensors.
-Both sides run the model in float32 on the CPU with torch's default threads, after one warm-up
-pass each, the clean pass included in each figure:
+Both sides run the model in float32 on the CPU with --threads torch threads (1 by default: on a
+shared 2-core machine two threads a process spin against each other and a pass takes seconds),
+after one warm-up pass each, the clean pass included in each figure:
 - TransformerLens 4: ``TransformerBridge.boot_transformers(DIR)``, ``run_with_hooks`` zeroing
   ``blocks.{l}.attn.hook_z[:, :, h]``, one whole pass per head;
 - attn's torch backend: ``trace`` with ``Intervention("blocks.{l}.attn.z", head=h)``, resumed at layer l
@@ -104,8 +105,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shape", choices=[*SHAPES, "both"], default="both")
     ap.add_argument("--layers", type=int, help="only the first N layers' heads (a quicker run)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     ap.add_argument("--keep", type=Path, help="build the models under this folder (reused) instead of a temp dir")
     args = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
     tmp = Path(tempfile.mkdtemp(prefix="attn-bench-ablate-"))
     try:
         for shape in SHAPES if args.shape == "both" else [args.shape]:
