@@ -225,6 +225,11 @@ def test_start_resumes_at_a_layer_and_skips_the_ones_before(built):
     np.testing.assert_allclose(model.trace(ids, "logits")["logits"], full["logits"], atol=1e-12)
     with pytest.raises(BadInput, match="shape"):
         model.trace(ids, "logits", start=(1, np.zeros((3, 2))))
+    for early in ("embed", "blocks.0.attn.z"):
+        with pytest.raises(BadInput, match="before layer 1"):
+            model.trace(ids, "logits", start=(1, full["blocks.1.resid_pre"]), interventions=[Intervention(early)])
+    with pytest.raises(BadInput, match="out of range"):
+        model.trace(ids, "logits", start=(2, full["blocks.1.resid_pre"]))
 
 
 def build_opt(gpt2_dir, directory):

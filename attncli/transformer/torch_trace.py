@@ -35,6 +35,7 @@ from attncli.textio import visible
 from attncli.transformer.trace import Intervention, Keep, Trace, split
 from attncli.transformer.weight_check import check_finite
 
+MODEL_OUT = ("final_norm", "logits")  # model sites after every layer
 CORE = ("attn.q", "attn.k", "attn.v", "attn.scores", "attn.pattern")  # an intervention here remakes z
 
 
@@ -156,6 +157,12 @@ class TracedRun:
             if layer is not None:
                 model.check_layer(layer)
         self.start = start
+        if start is not None:
+            model.check_layer(start[0])
+            early = [iv.site for iv in self.ivs if (split(iv.site)[0] or 0) < start[0] and iv.site not in MODEL_OUT]
+            if early:
+                raise BadInput(f"an intervention on {early[0]} lies before layer {start[0]}, where the pass resumes "
+                               "from the cached stream: it would change nothing")
         self.base = model.model.base_model
         self.layer_modules = _get(self.base, self.fam.layers, model.name)
         self.sites: dict[str, np.ndarray] = {}
@@ -181,10 +188,7 @@ class TracedRun:
 
     # the pass --------------------------------------------------------------------------------
     def run(self, inputs: dict[str, Any]) -> tuple[dict[str, np.ndarray], Any]:
-        first = 0
-        if self.start is not None:
-            first, _ = self.start
-            self.tp.check_layer(first)
+        first = 0 if self.start is None else self.start[0]
         handles: list[Any] = []
         skipped: list[Any] = []
         try:
