@@ -108,9 +108,6 @@ def _get(root: Any, dotted: str, model: str = "", prefix: str = "") -> Any:
     return root
 
 
-_get_module = _get
-
-
 def _np(t: Any) -> np.ndarray:
     return t.detach().to(dtype=_torch().float64).cpu().numpy()
 
@@ -218,13 +215,13 @@ class TracedRun:
         fam, p = self.fam, f"blocks.{l}."
         layer = self.layer_modules[l]
 
-        def _get(root: Any, dotted: str) -> Any:  # a module of this layer, named in full when missing
-            return _get_module(root, dotted, self.tp.name, f"{fam.layers}.{l}.")
+        def sub(dotted: str) -> Any:  # a module of this layer, named in full when missing
+            return _get(layer, dotted, self.tp.name, f"{fam.layers}.{l}.")
 
-        attn = _get(layer, fam.attn)
+        attn = sub(fam.attn)
         hooks = []
         core = any(self.needed(p + s) for s in CORE)
-        if l == first and self.start is not None or any(self.needed(p + s) for s in ("resid_pre",)) or \
+        if (l == first and self.start is not None) or self.needed(p + "resid_pre") or \
                 (l == 0 and self.needed("embed")) or (fam.pre_ln and self.touched(p + "resid_mid")):
             hooks.append(layer.register_forward_pre_hook(lambda m, a, k: self._layer_in(l, a, k), with_kwargs=True))
         last = l == self.tp.layers - 1 and fam.final_norm is None
@@ -234,21 +231,21 @@ class TracedRun:
             if self.rope is not None:
                 hooks.append(attn.register_forward_pre_hook(lambda m, a, k: self._rope_in(l, k), with_kwargs=True))
             for role, name in zip(("q", "k", "v") if len(fam.qkv) == 3 else ("qkv",), fam.qkv):
-                hooks.append(_get(layer, name).register_forward_hook(
+                hooks.append(sub(name).register_forward_hook(
                     lambda m, a, out, role=role: self.raw.setdefault(l, {}).__setitem__(role, out)))
-        out_proj = _get(layer, fam.out)
+        out_proj = sub(fam.out)
         if core or self.needed(p + "attn.z"):
             hooks.append(out_proj.register_forward_pre_hook(lambda m, a: self._z(l, attn, a)))
         if self.needed(p + "attn.out") or (fam.pre_ln and self.touched(p + "resid_mid")):
             hooks.append(out_proj.register_forward_hook(lambda m, a, out: self._attn_out(l, out)))
         if self.needed(p + "resid_mid"):
-            mid = _get(layer, fam.mid)
+            mid = sub(fam.mid)
             if fam.pre_ln:
                 hooks.append(mid.register_forward_pre_hook(lambda m, a: self.record(p + "resid_mid", a[0][0])))
             else:
                 hooks.append(mid.register_forward_hook(lambda m, a, out: self._post_ln_mid(l, out)))
         if self.needed(p + "mlp.out"):
-            hooks.append(_get(layer, fam.mlp).register_forward_hook(lambda m, a, out: self._site_out(p + "mlp.out", out)))
+            hooks.append(sub(fam.mlp).register_forward_hook(lambda m, a, out: self._site_out(p + "mlp.out", out)))
         return hooks
 
     def _layer_in(self, l: int, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
