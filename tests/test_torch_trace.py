@@ -291,3 +291,43 @@ def torch_bias(model, layer):
 
     b = getattr(torch_trace.module(model, layer, "out"), "bias", None)
     return 0.0 if b is None else f64(b)
+
+
+@pytest.mark.parametrize("head", ["BertForMaskedLM", "BertForPreTraining"])
+def test_an_encoder_with_its_masked_lm_head_has_logits_and_ablations(head, tmp_path):
+    """A checkpoint that holds the MLM head is loaded with it (a next-sentence head beside it is not
+    used, and no error): its trace has transformers' MLM logits, and a head zeroed at z equals a
+    hand-written pre-hook on attention.output.dense."""
+    from _transformer_fixtures import INIT, SIZES, WORDPIECE, _finish, _seed, write_vocab
+
+    directory = tmp_path / head
+    tok = transformers.BertTokenizer(str(write_vocab(directory)))
+    _seed()
+    config = transformers.BertConfig(vocab_size=len(WORDPIECE), hidden_size=SIZES["hidden"], num_hidden_layers=2,
+                                     num_attention_heads=4, intermediate_size=37, max_position_embeddings=40,
+                                     initializer_range=INIT)
+    _finish(getattr(transformers, head)(config), tok, directory)
+    model = load(str(directory), backend="torch")
+    assert model.has_mlm_head and model.model.config._attn_implementation == "sdpa"
+    enc = model.encode(TEXT)
+    # the reference runs sdpa as the traced model does: the logits are then equal to float32 rounding
+    ref = transformers.BertForMaskedLM.from_pretrained(str(directory), attn_implementation="sdpa").eval()
+    ids = torch.tensor([enc.ids])
+    with torch.no_grad():
+        want = f64(ref(ids).logits[0])
+    np.testing.assert_allclose(model.trace(enc, "logits")["logits"], want, atol=1e-5)
+
+    def zero_head(module, args):
+        x = args[0].clone()
+        x[..., 8:16] = 0  # head 1 of 4, d_head 8
+        return (x,)
+
+    handle = ref.bert.encoder.layer[0].attention.output.dense.register_forward_pre_hook(zero_head)
+    try:
+        with torch.no_grad():
+            ablated = f64(ref(ids).logits[0])
+    finally:
+        handle.remove()
+    assert np.abs(ablated - want).max() > 1e-3
+    got = model.trace(enc, "logits", interventions=[Intervention("blocks.0.attn.z", head=1)])["logits"]
+    np.testing.assert_allclose(got, ablated, atol=1e-5)

@@ -25,7 +25,8 @@ from attncli.transformer.trace import Intervention, Keep, Trace
 from attncli.transformer.weight_check import check_finite, report_unused
 
 NEVER_REMOTE = dict(trust_remote_code=False)  # on every transformers call: no code from a model directory
-UNUSED_OK = ("pooler.",)  # attn reads the last hidden state: a missing pooler is never used
+# attn reads the last hidden state and the masked-LM head: a pooler or next-sentence head is never used
+UNUSED_OK = ("pooler.", "cls.seq_relationship.")
 
 DECODER_TYPES = {"gpt2", "gpt_neo", "gpt_neox", "gptj", "openai-gpt", "ctrl", "codegen", "opt", "bloom", "llama",
                  "mistral", "mixtral", "falcon", "phi", "phi3", "qwen2", "qwen3", "gemma", "gemma2", "olmo",
@@ -67,9 +68,12 @@ class TorchPretrained(Pretrained):
             what = "an encoder-decoder" if not self.encoder_decoder else "not an encoder-decoder"
             raise BadInput(f"model '{visible(name)}' ({visible(hf_config.model_type)}) is {what}: load it with "
                            "attncli.transformer.load, which picks the class that reads it")
+        self.is_decoder = _is_decoder(hf_config) and not self.encoder_decoder
+        self.has_mlm_head = not self.is_decoder and not self.encoder_decoder and _has_mlm_head(self.path)
         try:
-            self.is_decoder = _is_decoder(hf_config) and not self.encoder_decoder
             auto = transformers.AutoModelForCausalLM if self.is_decoder else transformers.AutoModel
+            if self.has_mlm_head:  # its logits: what an ablation or a patch of an encoder reads
+                auto = transformers.AutoModelForMaskedLM
             # a family the trace maps keeps its fast attention: its weights come from the traced q and k
             self.traced = torch_trace.maps(self.model_type, self.is_decoder) and not self.encoder_decoder
             self.model, info = auto.from_pretrained(self.path, attn_implementation=self.attention_implementation(),
@@ -254,6 +258,22 @@ class TorchPretrained(Pretrained):
 
     def token_strings(self, ids: Sequence[int]) -> list[str]:
         return list(self.tokenizer.convert_ids_to_tokens([int(i) for i in ids]))
+
+
+# the first weight of each family's masked-LM head (BERT, RoBERTa / XLM-R / CamemBERT, ELECTRA's
+# generator, DistilBERT): a checkpoint that holds it holds the head (a stray cls.predictions.bias does not)
+MLM_HEADS = ("cls.predictions.transform.dense.weight", "lm_head.dense.weight",
+             "generator_predictions.dense.weight", "vocab_transform.weight")
+
+
+def _has_mlm_head(directory: Path) -> bool:
+    """The checkpoint holds a masked-LM head (by its tensors' names, from the safetensors headers)."""
+    from attncli.transformer.weights import checkpoint_file, read_header, shard_files
+
+    found = checkpoint_file(Path(directory))
+    if found is None:
+        return False
+    return any(name in MLM_HEADS for shard in shard_files(found) for name in read_header(shard)[0])
 
 
 def _slow_encoding(tokenizer: Any, batch: Any, n_texts: int) -> SimpleNamespace:
