@@ -107,7 +107,14 @@ def boot_lens(model_dir: str, dtype: Any = None) -> Any:
     import torch
     from transformer_lens.model_bridge import TransformerBridge
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    bridge = TransformerBridge.boot_transformers(str(model_dir), device="cpu", dtype=dtype or torch.float32)
+    before = os.environ.get("HF_HUB_OFFLINE")
+    os.environ["HF_HUB_OFFLINE"] = "1"  # for this load only: other tests read the variable too
+    try:
+        bridge = TransformerBridge.boot_transformers(str(model_dir), device="cpu", dtype=dtype or torch.float32)
+    finally:
+        if before is None:
+            del os.environ["HF_HUB_OFFLINE"]
+        else:
+            os.environ["HF_HUB_OFFLINE"] = before
     bridge.eval()
     return bridge
