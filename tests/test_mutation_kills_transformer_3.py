@@ -208,14 +208,17 @@ def test_slow_encoding_by_hand():
 
 def test_a_missing_projection_module_is_named(tiny_bert_dir, monkeypatch):
     needed("torch")
-    from attncli.transformer import load, torch_backend
+    import dataclasses
+
+    from attncli.transformer import load, torch_trace
 
     model = load(tiny_bert_dir, backend="torch")
-    monkeypatch.setattr(torch_backend, "_projection_modules",
-                        lambda *_: {"q": "", "k": "encoder.no_such_module", "v": ""})  # "": the model itself
+    bert = torch_trace.FAMILIES["bert"]
+    monkeypatch.setitem(torch_trace.FAMILIES, "bert", dataclasses.replace(
+        bert, qkv=(bert.qkv[0], "attention.self.no_such_module", bert.qkv[2])))
     with pytest.raises(RuntimeFailure) as caught:
         model.scores(model.encode("the cat sat"), 0)
-    assert str(caught.value) == f"model '{model.name}' lacks the module 'encoder.no_such_module'"
+    assert str(caught.value) == f"model '{model.name}' lacks the module 'encoder.layer.0.attention.self.no_such_module'"
 
 
 def test_loading_info_keys_under_the_base_model_prefix_are_judged_without_it(tiny_bert_dir):

@@ -68,7 +68,7 @@ def check_every_layer(path, backend, pair, atol):
     return doc
 
 
-@pytest.mark.parametrize("backend,atol", [("torch", 1e-6), ("numpy", 1e-5)])
+@pytest.mark.parametrize("backend,atol", [("torch", 1e-5), ("numpy", 1e-5)])  # torch: sdpa, weights from q, k
 @pytest.mark.parametrize("pair", [None, PAIR])
 def test_minilm_weights_equal_transformers(minilm_dir, backend, atol, pair):
     doc = check_every_layer(minilm_dir, backend, pair, atol)
@@ -78,7 +78,7 @@ def test_minilm_weights_equal_transformers(minilm_dir, backend, atol, pair):
 
 
 @pytest.mark.parametrize("fixture", TINY)
-@pytest.mark.parametrize("backend,atol", [("torch", 1e-6), ("numpy", 1e-5)])
+@pytest.mark.parametrize("backend,atol", [("torch", 1e-5), ("numpy", 1e-5)])  # torch: sdpa, weights from q, k
 def test_tiny_models_weights_equal_transformers(request, fixture, backend, atol):
     path = request.getfixturevalue(fixture)
     check_every_layer(path, backend, None, atol)

@@ -138,10 +138,11 @@ def test_misuse_of_a_loaded_model(tiny_bert_dir, tiny_gpt2_dir):
         bert.attentions([2, 3])
 
 
-def test_torch_backend_refuses_qk_and_checks_the_attentions_came_back(tiny_bert_dir):
+def test_torch_backend_checks_the_attentions_came_back(tiny_bert_dir):
     needed("transformers")
     model = load(str(tiny_bert_dir), backend="torch")
     enc = model.encode("time flies")
+    model.traced = False  # as a family the trace does not map: the weights come from output_attentions
     with pytest.raises(BadInput, match="--backend numpy"):
         model.qk(enc, 0)
     model.model.set_attn_implementation("sdpa")  # transformers 5.x's default: no attention weights

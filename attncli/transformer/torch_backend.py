@@ -1,27 +1,32 @@
-"""The torch backend: any Hugging Face model through transformers, with the eager attention.
+"""The torch backend: any Hugging Face model through transformers.
 
-transformers 5.x runs sdpa by default, and sdpa returns NO attentions (silently): the model is
-loaded with ``attn_implementation="eager"`` and every forward pass checks that one (1, h, T, T)
-tensor per layer came back. torch and transformers are imported only inside these functions.
+A family whose modules the traced pass maps (torch_trace.FAMILIES: BERT-like encoders, DistilBERT,
+GPT-2, Llama, Mistral, Qwen2, Gemma, Phi-3) runs its own fast attention (sdpa): its weights, q, k,
+v, scores and value vectors come from one traced pass (``trace``), forward hooks on transformers'
+own modules. Any other model is loaded with ``attn_implementation="eager"``, because sdpa returns
+NO attentions (silently), and every forward pass checks that one (1, h, T, T) tensor per layer came
+back. torch and transformers are imported only inside these functions.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from attncli.errors import BadInput, RuntimeFailure
+from attncli.errors import AttnError, BadInput, RuntimeFailure
 from attncli.textio import visible
-from attncli.transformer import config_check
+from attncli.transformer import config_check, torch_trace
 from attncli.transformer.encoding import Encoding, tokenized, tokenizer_errors
-from attncli.transformer.pretrained import Pretrained, masked_scores
+from attncli.transformer.pretrained import Pretrained
+from attncli.transformer.trace import Intervention, Keep, Trace
 from attncli.transformer.weight_check import check_finite, report_unused
 
 NEVER_REMOTE = dict(trust_remote_code=False)  # on every transformers call: no code from a model directory
-UNUSED_OK = ("pooler.",)  # attn reads the last hidden state: a missing pooler is never used
+# attn reads the last hidden state and the masked-LM head: a pooler or next-sentence head is never used
+UNUSED_OK = ("pooler.", "cls.seq_relationship.")
 
 DECODER_TYPES = {"gpt2", "gpt_neo", "gpt_neox", "gptj", "openai-gpt", "ctrl", "codegen", "opt", "bloom", "llama",
                  "mistral", "mixtral", "falcon", "phi", "phi3", "qwen2", "qwen3", "gemma", "gemma2", "olmo",
@@ -63,10 +68,16 @@ class TorchPretrained(Pretrained):
             what = "an encoder-decoder" if not self.encoder_decoder else "not an encoder-decoder"
             raise BadInput(f"model '{visible(name)}' ({visible(hf_config.model_type)}) is {what}: load it with "
                            "attncli.transformer.load, which picks the class that reads it")
+        self.is_decoder = _is_decoder(hf_config) and not self.encoder_decoder
+        self.has_mlm_head = not self.is_decoder and not self.encoder_decoder and _has_mlm_head(self.path)
         try:
-            self.is_decoder = _is_decoder(hf_config) and not self.encoder_decoder
             auto = transformers.AutoModelForCausalLM if self.is_decoder else transformers.AutoModel
-            self.model, info = auto.from_pretrained(self.path, attn_implementation="eager", dtype=getattr(torch, dtype),
+            if self.has_mlm_head:  # its logits: what an ablation or a patch of an encoder reads
+                auto = transformers.AutoModelForMaskedLM
+            # a family the trace maps keeps its fast attention: its weights come from the traced q and k
+            self.traced = torch_trace.maps(self.model_type, self.is_decoder) and not self.encoder_decoder
+            self.model, info = auto.from_pretrained(self.path, attn_implementation=self.attention_implementation(),
+                                                    dtype=getattr(torch, dtype),
                                                     use_safetensors=True, output_loading_info=True,
                                                     ignore_mismatched_sizes=True,  # reported below, by name
                                                     **NEVER_REMOTE)
@@ -81,6 +92,10 @@ class TorchPretrained(Pretrained):
         self.layers = int(getattr(text_config, "num_hidden_layers"))
         self.heads = int(getattr(text_config, "num_attention_heads"))
         self.use_type_ids = "token_type_ids" in getattr(self.tokenizer, "model_input_names", [])
+
+    def attention_implementation(self) -> str:
+        """sdpa where the trace reads the weights from q and k, else eager (output_attentions)."""
+        return "sdpa" if self.traced else "eager"
 
     def _check_loading(self, info: dict[str, Any], allow: bool) -> None:
         """transformers' loading info: a weight it made up (missing) or dropped (unexpected, in the
@@ -117,55 +132,52 @@ class TorchPretrained(Pretrained):
             return batch.encodings[0]  # a tokenizers.Encoding, as on the numpy path
         return _slow_encoding(self.tokenizer, batch, len(texts))
 
+    def _untraced(self, what: str) -> BadInput:
+        return BadInput(f"{what} on the torch backend come from the traced pass, which knows the modules of "
+                        f"{', '.join(sorted(torch_trace.FAMILIES))}, not '{visible(self.model_type)}': use "
+                        "--backend numpy where it runs the model")
+
     def scale(self, layer: int) -> float:
-        raise BadInput("the torch backend does not expose q and k: use --backend numpy (BERT and GPT-2 families)")
+        """The factor q k^T is multiplied by in ``layer``: its attention module's own ``scaling``."""
+        if not self.traced:
+            raise self._untraced("q and k")
+        self.check_layer(layer)
+        return float(torch_trace.module(self, layer, "attn").scaling)
 
     def qk(self, enc: Encoding, layer: int) -> tuple[np.ndarray, np.ndarray]:
-        raise BadInput("q and k of a pretrained head come from the numpy backend (BERT and GPT-2 families): "
-                       "use --backend numpy")
-
-    def _projections(self, enc: Encoding, layer: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Layer ``layer``'s attentions (h, T, T), q, k, v (h, T, d_head), read by forward hooks
-        on the model's own query / key / value modules, and W_O (d, d) as x @ W_O."""
+        """q, k (h, T, d_head) of ``layer`` after RoPE, k repeated per query head, from the traced pass."""
+        if not self.traced:
+            raise self._untraced("q and k")
         self.check_layer(layer)
-        names = _projection_modules(self.model_type, self.is_decoder, layer)
-        if names is None:
-            raise BadInput(f"--show norms / scores on the torch backend knows the BERT, DistilBERT and GPT-2 "
-                           f"families, not '{self.model_type}'")
-        modules = dict(self.model.named_modules())
-        if any(n not in modules for n in names.values()):
-            raise RuntimeFailure(f"model '{self.name}' lacks the module {next(n for n in names.values() if n not in modules)!r}")
-        seen: dict[str, np.ndarray] = {}
+        trace = self.trace(enc, [f"blocks.{layer}.attn.q", f"blocks.{layer}.attn.k"])
+        return trace[f"blocks.{layer}.attn.q"], trace[f"blocks.{layer}.attn.k"]
 
-        def keep(role):
-            return lambda module, args, output: seen.__setitem__(role, output[0].float().cpu().numpy().astype(np.float64))
-
-        hooks = [modules[n].register_forward_hook(keep(role)) for role, n in names.items() if role != "o"]
-        try:
-            attentions = self.attentions(enc)
-        finally:
-            for hook in hooks:
-                hook.remove()
-        if "qkv" in seen:  # GPT-2's c_attn: q, k, v side by side
-            seen["q"], seen["k"], seen["v"] = np.split(seen.pop("qkv"), 3, axis=-1)
-        out = modules[names["o"]]
+    def _projections(self, enc: Encoding, layer: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Layer ``layer``'s attentions (h, T, T), v (h, T, d_head) from the traced pass, and W_O
+        (h d_head, d) as z @ W_O."""
+        self.check_layer(layer)
+        if not self.traced:
+            raise self._untraced("--show norms")
+        trace = self.trace(enc, [f"blocks.{layer}.attn.pattern", f"blocks.{layer}.attn.v"])
+        weights, v = trace[f"blocks.{layer}.attn.pattern"], trace[f"blocks.{layer}.attn.v"]
+        out = torch_trace.module(self, layer, "out")
         w_o = out.weight.detach().float().cpu().numpy().astype(np.float64)
         if type(out).__name__ != "Conv1D":
             w_o = w_o.T  # nn.Linear stores (out, in)
-        h = self.heads
-        q, k, v = (seen[r].reshape(seen[r].shape[0], h, -1).transpose(1, 0, 2) for r in "qkv")  # (h, T, d_head)
-        return attentions[layer], q, k, v, w_o
+        return weights, v, w_o
 
     def value_vectors(self, enc: Encoding, layer: int) -> tuple[np.ndarray, np.ndarray]:
         """As the numpy backend's: A (h, T, T) and f^h(x_j) = v^h_j W_O^h (h, T, d)."""
-        weights, _, _, v, w_o = self._projections(enc, layer)
+        weights, v, w_o = self._projections(enc, layer)
         h, _, d_head = v.shape
         return weights, np.einsum("htk,hkd->htd", v, w_o.reshape(h, d_head, -1))  # (h, T, d)
 
     def scores(self, enc: Encoding, layer: int) -> np.ndarray:
-        """(h, T, T) q k^T * scale of ``layer``, -inf where masked (causal), from the hooked q and k."""
-        _, q, k, _, _ = self._projections(enc, layer)
-        return masked_scores(q, k, _scale(self.model.config, q.shape[-1], layer), self.is_decoder)
+        """(h, T, T) q k^T * scale of ``layer``, -inf where masked (causal, the layer's sliding window)."""
+        if not self.traced:
+            raise self._untraced("scores")
+        self.check_layer(layer)
+        return self.trace(enc, f"blocks.{layer}.attn.scores")[f"blocks.{layer}.attn.scores"]
 
     def _inputs(self, ids: np.ndarray, type_ids: np.ndarray | None, mask: np.ndarray) -> dict[str, Any]:
         torch = self.torch
@@ -175,10 +187,22 @@ class TorchPretrained(Pretrained):
             inputs["token_type_ids"] = torch.from_numpy(np.ascontiguousarray(type_ids, dtype=np.int64))
         return {k: v.to(self.device) for k, v in inputs.items()}
 
+    def trace(self, enc: Encoding | Sequence[int], keep: Keep | Iterable[str] | str | None = None, *,
+              rows: Sequence[int] | None = None, interventions: Sequence[Intervention] = (),
+              start: tuple[int, np.ndarray] | None = None) -> Trace:
+        """One forward pass of transformers' own model under forward hooks (torch_trace): the sites
+        ``keep`` names (attncli.transformer.trace), float64, for one text; pattern and scores only for
+        the query ``rows`` if given; ``interventions`` made where each site is computed;
+        ``start=(l, resid_pre)`` resumes at layer l from a cached stream (the layers before it are
+        skipped). BadInput for a family whose modules torch_trace does not map."""
+        return torch_trace.trace(self, enc, keep, rows=rows, interventions=interventions, start=start)
+
     def _forward(self, inputs: dict[str, Any], **flags: bool) -> Any:
         with self.torch.inference_mode():
             try:
                 return self.model(**inputs, **flags)
+            except AttnError:  # a trace's hook refused an intervention
+                raise
             except Exception as exc:  # noqa: BLE001 - e.g. CLIP, fed no pixel_values, raises anything
                 raise RuntimeFailure(f"model '{visible(self.name)}' failed to run: {_first_line(exc)}") from None
 
@@ -200,6 +224,8 @@ class TorchPretrained(Pretrained):
         """(L, h, T, T) float64 (computed in float32 by torch): ``output_attentions`` of the eager model."""
         if not isinstance(enc, Encoding) or not enc.ids:
             raise BadInput("attentions() takes an Encoding from encode()")
+        if self.traced:  # recomputed from the traced q and k; the model keeps its sdpa attention
+            return self.trace(enc, "blocks.*.attn.pattern").stack("attn.pattern", self.layers)
         ids = np.asarray([enc.ids])
         out = self._forward(self._inputs(ids, np.asarray([enc.type_ids]), np.ones_like(ids, dtype=bool)),
                             output_attentions=True)
@@ -219,6 +245,9 @@ class TorchPretrained(Pretrained):
     def logits_and_attentions(self, ids: Sequence[int], cache: Any = None) -> tuple[np.ndarray, np.ndarray]:
         """Decoders: (T, V) logits and (L, h, T, T) attentions; ``cache`` is accepted and ignored."""
         self.check_decoder()
+        if self.traced:
+            trace = self.trace(list(ids), ["logits", "blocks.*.attn.pattern"])
+            return trace["logits"], trace.stack("attn.pattern", self.layers)
         arr = self.check_ids(ids)[None]  # (1, T)
         out = self._forward(self._inputs(arr, None, np.ones_like(arr, dtype=bool)), output_attentions=True)
         attentions = self._stacked(out, arr.shape[1])
@@ -235,26 +264,20 @@ class TorchPretrained(Pretrained):
         return list(self.tokenizer.convert_ids_to_tokens([int(i) for i in ids]))
 
 
-def _projection_modules(model_type: str, decoder: bool, layer: int) -> dict[str, str] | None:
-    """The names of layer ``layer``'s q, k, v (or GPT-2's joint qkv) and output modules."""
-    if model_type in ("bert", "electra", "roberta", "xlm-roberta", "camembert") and not decoder:
-        p = f"encoder.layer.{layer}.attention."
-        return {"q": p + "self.query", "k": p + "self.key", "v": p + "self.value", "o": p + "output.dense"}
-    if model_type == "distilbert":
-        p = f"transformer.layer.{layer}.attention."
-        return {"q": p + "q_lin", "k": p + "k_lin", "v": p + "v_lin", "o": p + "out_lin"}
-    if model_type == "gpt2":
-        p = f"transformer.h.{layer}.attn."
-        return {"qkv": p + "c_attn", "o": p + "c_proj"}
-    return None
+# the first weight of each family's masked-LM head (BERT, RoBERTa / XLM-R / CamemBERT, ELECTRA's
+# generator, DistilBERT): a checkpoint that holds it holds the head (a stray cls.predictions.bias does not)
+MLM_HEADS = ("cls.predictions.transform.dense.weight", "lm_head.dense.weight",
+             "generator_predictions.dense.weight", "vocab_transform.weight")
 
 
-def _scale(config: Any, d_head: int, layer: int) -> float:
-    """The factor q k^T is multiplied by (GPT-2's two scaling flags; 1/sqrt(d_head) otherwise)."""
-    s = 1.0 / np.sqrt(d_head) if getattr(config, "scale_attn_weights", True) else 1.0
-    if getattr(config, "scale_attn_by_inverse_layer_idx", False):
-        s /= float(layer + 1)
-    return float(s)
+def _has_mlm_head(directory: Path) -> bool:
+    """The checkpoint holds a masked-LM head (by its tensors' names, from the safetensors headers)."""
+    from attncli.transformer.weights import checkpoint_file, read_header, shard_files
+
+    found = checkpoint_file(Path(directory))
+    if found is None:
+        return False
+    return any(name in MLM_HEADS for shard in shard_files(found) for name in read_header(shard)[0])
 
 
 def _slow_encoding(tokenizer: Any, batch: Any, n_texts: int) -> SimpleNamespace:
