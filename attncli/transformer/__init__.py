@@ -17,8 +17,9 @@ API (shapes: L layers, h heads, T tokens, d model width, d_head = d / h, V vocab
     reachable and ``HF_HUB_OFFLINE`` is unset). ``backend`` is ``"numpy"`` (attn's own forward pass
     from ``model.safetensors`` (or sharded) and ``tokenizer.json``: neither torch nor transformers
     is imported; BERT, RoBERTa / XLM-R / CamemBERT, ELECTRA, DistilBERT, GPT-2, and Llama, Mistral,
-    Qwen2, Gemma, Phi-3), ``"torch"`` (transformers with
-    the eager attention, any architecture that returns attentions) or ``"auto"`` (numpy when the
+    Qwen2, Gemma, Phi-3), ``"torch"`` (transformers: the
+    families torch_trace.py maps keep their sdpa attention and are read by one traced pass of
+    forward hooks; any other architecture that returns attentions runs eager) or ``"auto"`` (numpy when the
     model is supported and has those files, else torch). ``device`` ("cpu", "cuda", "mps", "auto")
     and ``dtype`` ("float32", "bfloat16", "float16") place the torch backend's model; given for a
     model the numpy backend runs, they are ``BadInput`` pointing to ``backend="torch"``. Raises ``BadInput`` for a missing model
@@ -51,8 +52,8 @@ API (shapes: L layers, h heads, T tokens, d model width, d_head = d / h, V vocab
     ``attentions(enc) -> np.ndarray`` (L, h, T, T) float64: every layer's and head's post-softmax
     weights, row = query, column = key; what transformers' ``output_attentions`` returns.
 
-    ``qk(enc, layer) -> (q, k)`` each (h, T, d_head) float64, numpy backend only (``BadInput`` on
-    torch): the layer's queries and keys per head, so that
+    ``qk(enc, layer) -> (q, k)`` each (h, T, d_head) float64 (on torch, for the families the trace
+    maps; ``BadInput`` for the rest): the layer's queries and keys per head, so that
     ``softmax(q[head] @ k[head].T * scale(layer) + mask)`` is ``attentions(enc)[layer, head]``;
     ``scale(layer)`` is ``model.scale(layer)`` (1/sqrt(d_head) for BERT and GPT-2) and the mask is
     the causal one when ``is_decoder``.
@@ -69,6 +70,11 @@ API (shapes: L layers, h heads, T tokens, d model width, d_head = d / h, V vocab
     prefix already seen, with the same result as a full recompute (tested to 1e-9); a sequence
     that diverges keeps the common prefix.
     ``decode(ids) -> str`` and ``token_strings(ids)`` turn ids back into text / pieces.
+
+    ``trace(enc_or_ids, keep=None, *, rows=None, interventions=(), start=None) -> Trace``: one
+    forward pass that holds the named sites ``keep`` asks for (trace.py names them, with their
+    shapes) and makes ``interventions`` where each site is computed; ``start=(l, resid_pre)``
+    resumes at layer l. Every view above reads one; docs/causal.md.
 
 ``Encoding`` (a frozen dataclass; every list has one entry per token)
     ``ids`` (int), ``tokens`` (the model's own pieces, e.g. "##ies", "Ġflies", "[CLS]"),
