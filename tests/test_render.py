@@ -138,7 +138,8 @@ def test_multihead_view_shows_each_head_and_the_mean(attn_home):
     c = console(100)
     render_matrix(c, res)
     out = text_of(c)
-    assert "head 1/2" in out and "head 2/2" in out and "mean of 2 heads" in out
+    assert "head 0 of 0-1" in out and "head 1 of 0-1" in out and "mean of 2 heads" in out  # 0-based, as --head
+    assert "head 2" not in out
     assert "multi-head" in out and "projection: identity" in out
 
 

@@ -312,7 +312,7 @@ def matrix_heatmaps(res, show: str = "weights", rows=None, cols=None, cursor=Non
     maps = []
     if heads is not None:
         for h, m in enumerate(heads):
-            maps.append(Heatmap(m, _labels(res.tokens), cols_labels, matrix_title(res, f"{what}, head {h + 1}/{len(heads)}"),
+            maps.append(Heatmap(m, _labels(res.tokens), cols_labels, matrix_title(res, f"{what}, head {h} of 0-{len(heads) - 1}"),
                                 masked=~att.mask, decimals=decimals, rows=rows, cols=cols, cursor=cursor,
                                 cell_meta=cell_meta))
         what = f"{what}, mean of {len(heads)} heads"
@@ -405,8 +405,7 @@ def explanation_renderables(doc: dict) -> list:
 
     q, k = doc["query"], doc["key"]
     title = f"cell ({q['index']}, {k['index']}): query '{q['token']}' -> key '{k['token']}' · {doc['variant']}: {doc['formula']}"
-    base = 0 if doc["variant"] == "pretrained" else 1  # a pretrained model's heads are numbered as --head numbers them
-    groups = [(None, doc["steps"])] if "steps" in doc else [(f"head {h['head'] + base}", h["steps"]) for h in doc["heads"]]
+    groups = [(None, doc["steps"])] if "steps" in doc else [(f"head {h['head']}", h["steps"]) for h in doc["heads"]]  # 0-based, as --head
     parts: list = []
     for head, steps in groups:
         parts.append(Text(visible_text(title if head is None else f"{title} · {head}"), style="bold"))
