@@ -29,6 +29,45 @@ except ImportError:  # pragma: no cover - depends on the installed typer
     _FRAMEWORK_EXCEPTIONS += (ClickException,)
 
 
+# a command to paste: "pip install 'attncli[pretrained]'", "pip install torch --index-url URL",
+# "python -m nltk.downloader brown" (its words up to a parenthesis, a comma, a semicolon or the end)
+_PASTEABLE = r"(?:pip install|python -m)(?: (?!\()[^\s();,]+)+"
+_GLUE = "\ue000"  # a private-use character: one cell, and not a space rich would break a line at
+
+
+def print_error(markup: str) -> None:
+    """Print an error (rich markup) on stderr, wrapped to the terminal but never inside a command
+    to paste: rich breaks lines at spaces, so the command's spaces are glued while it wraps."""
+    import re
+
+    console = err_console()
+    glued = re.sub(_PASTEABLE, lambda m: m.group(0).replace(" ", _GLUE), markup)
+    if glued == markup:
+        console.print(markup, highlight=False)
+        return
+    with console.capture() as captured:
+        console.print(glued, highlight=False)
+    console.file.write(captured.get().replace(_GLUE, " "))
+    console.file.flush()
+
+
+def prose(doc: str | None) -> str | None:
+    """A docstring as help text: paragraphs kept, the line breaks inside each one dropped, so the
+    help wraps to the terminal (a docstring's lines are broken at about 100 columns)."""
+    import inspect
+
+    if not doc:
+        return doc
+    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    return "\n\n".join(" ".join(line.strip() for line in p.splitlines() if line.strip()) for p in paragraphs)
+
+
+def unwrap_help(typer_app: Any) -> None:
+    """Every registered command's help as :func:`prose` (main.py calls it once all are registered)."""
+    for info in typer_app.registered_commands:
+        info.help = prose(info.help or (info.callback.__doc__ if info.callback else None))
+
+
 class _AttnGroup(TyperGroup):
     """Turns the core's AttnError, a signal and a failure of the environment into a one-line
     message and an exit code, never a traceback. Every command registered on ``app`` (today's
@@ -38,7 +77,7 @@ class _AttnGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except AttnError as exc:
-            err_console().print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+            print_error(f"[bold red]error:[/] {escape(str(exc))}")
             sys.exit(exc.exit_code)
         except _FRAMEWORK_EXCEPTIONS:
             raise
