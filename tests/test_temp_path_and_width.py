@@ -66,3 +66,14 @@ def test_the_next_test_starts_at_80_columns_with_a_fresh_console():
 
     assert os.environ.get("COLUMNS") == "80"
     assert cli_app.out_console().width == 80
+
+
+def test_a_new_columns_value_gets_a_console_of_that_width(monkeypatch):
+    """Within one test (or any caller), COLUMNS set anew gives consoles of the new width: rich reads
+    COLUMNS only when a console is made, and a test's second run at COLUMNS=200 once got the
+    console its first run had made at 80 (its stderr wrapped where the temp path ended)."""
+    from attncli.cli import app as cli_app
+
+    for columns in (40, 200, 40):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        assert cli_app.out_console().width == columns and cli_app.err_console().width == columns

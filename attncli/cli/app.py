@@ -293,22 +293,27 @@ app = typer.Typer(
 _consoles: dict[str, Any] = {}
 
 
-def out_console():
-    """The console for results (stdout)."""
-    if "out" not in _consoles:
+def _console(stream: str):
+    """The console of ``stream`` ("out" or "err"), made once per COLUMNS value: rich reads COLUMNS
+    when a console is made, so a caller that changes it (a test's runner) gets a console of the
+    new width, not one made for the old."""
+    columns = os.environ.get("COLUMNS")
+    made = _consoles.get(stream)
+    if made is None or made[0] != columns:
         from rich.console import Console
 
-        _consoles["out"] = Console()
-    return _consoles["out"]
+        made = _consoles[stream] = (columns, Console(stderr=stream == "err"))
+    return made[1]
+
+
+def out_console():
+    """The console for results (stdout)."""
+    return _console("out")
 
 
 def err_console():
     """The console for progress, warnings and hints (stderr)."""
-    if "err" not in _consoles:
-        from rich.console import Console
-
-        _consoles["err"] = Console(stderr=True)
-    return _consoles["err"]
+    return _console("err")
 
 
 def shown(text: Any) -> str:
