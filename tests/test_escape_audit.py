@@ -119,6 +119,10 @@ ALLOWED = {
     ("views/heads_table.py", "_table", "*((str(h['kv_head']),) if kv else ())"): "an int",
     ("views/heads_table.py", "_table", "h['label']"): "a head class: one of the fixed labels of attncli.attention.heads",
     ("views/lens.py", "render_lens", "part"): "lens_renderables' tables: tokens through visible(), numbers (checked there)",
+    ("views/lens.py", "lens_renderables", "title"): "the model's name through visible(), fixed words and top_k (an int)",
+    ("views/lens.py", "lens_renderables", "_position(t, tok)"): "_position: an int and the token through visible()",
+    ("cli/app.py", "print_error", "markup"): "the callers' markup: fixed words and escape()d messages (escape = visible + markup)",
+    ("cli/app.py", "print_error", "glued"): "the same markup, spaces of pasteable commands glued (restored before writing)",
     ("views/lens.py", "lens_renderables", "f\"{follow['rank'][l][t]:>4} {p:.2f}\""): "a rank (an int) and a probability",
     ("views/render.py", "_page_lines", "f'{abbreviate(col_labels[j], col_w[j]):>{col_w[j] + 2}}'"):
         "labels: visible_text()ed by the caller (heatmap_renderables)",
