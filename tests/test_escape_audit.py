@@ -90,7 +90,9 @@ ALLOWED = {
         "params: the algorithm (one of fixed choices, checked) and ints; the corpus label escape()d",
     ("cli/vectors.py", "_evaluation_table", "label"): "the fixed benchmark names",
     ("cli/vectors.py", "models_cmd", "str(r['dim'])"): "an int, type-checked when meta.json is read",
-    ("explore/lookup_pane.py", "_looked_up", "answer"): "a Text.assemble of visible() parts (built above)",
+    ("explore/lookup_pane.py", "_looked_up", "*parts"): "the table (cells visible()d above), the answer (a Text.assemble "
+        "of visible() parts) and the soft value (a number)",
+    ("explore/lookup_pane.py", "_looked_up", "WeightBar(e.weight)"): "a bar drawn from a weight (a number)",
     ("explore/widgets.py", "compose", "shown"): "help rows: the fixed key bindings",
     ("explore/widgets.py", "compose", "text"): "help rows: the fixed key descriptions",
     ("views/model_view.py", "model_view_renderables", "note"): "pair_note: fixed words and token positions",

@@ -138,3 +138,21 @@ def test_quit_and_help_lead_the_footer_and_the_boxes_take_two_rows(width):
     for mode in ("word-vector", "lookup"):
         assert seen[mode] == [("q", "quit"), ("?", "help")], (mode, seen[mode])
     assert seen["rows"] == (2 if width < 100 else 1)
+
+
+def test_every_export_suffix_is_named_where_export_is_explained():
+    """docs/explore.md's key table, the help screen's x and the app's refusal of an empty name
+    list every suffix the export takes (.png was once left out of the docs)."""
+    from pathlib import Path
+
+    from attncli.errors import BadInput
+    from attncli.explore.keys import KEYS
+    from attncli.explore.state import EXPORT_FORMATS, export_path
+
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "explore.md").read_text(encoding="utf-8")
+    row = next(line for line in docs.splitlines() if line.startswith("| `x` |"))
+    key = next(k for k in KEYS if k.key == "x")
+    with pytest.raises(BadInput) as refused:
+        export_path("  ")
+    for suffix in EXPORT_FORMATS:
+        assert f"`{suffix}`" in row and suffix in key.help and suffix in str(refused.value), suffix

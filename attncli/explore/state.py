@@ -279,7 +279,7 @@ def export_path(given: str, cwd: Path | None = None) -> Path:
     """The file an export goes to: ``given`` (relative to ``cwd``); its suffix picks the format."""
     given = given.strip()
     if not given:
-        raise BadInput("give a file name for the export, e.g. attn-explore.svg (or .html, .json)")
+        raise BadInput("give a file name for the export, e.g. attn-explore.svg (or .html, .png, .json)")
     path = Path(os.path.expanduser(given))
     if not path.is_absolute():
         path = (cwd or Path.cwd()) / path
