@@ -41,12 +41,17 @@ def basetemp_of_length(length: int) -> Path:
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("length, columns", [(29, "80"), (72, "200")])
 def test_the_sample_passes_at_this_temp_path_length_and_width(length, columns):
+    import shutil
+
     basetemp = basetemp_of_length(length)
     assert len(str(basetemp)) == length
     env = dict(os.environ, COLUMNS=columns, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("PYTEST_ADDOPTS", None)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp", str(basetemp),
-                           *SAMPLE], cwd=REPO, env=env, capture_output=True, text=True, timeout=280)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp",
+                               str(basetemp), *SAMPLE], cwd=REPO, env=env, capture_output=True, text=True, timeout=280)
+    finally:
+        shutil.rmtree(basetemp.parent, ignore_errors=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
 
 
