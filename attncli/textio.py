@@ -157,3 +157,8 @@ def clip(text: str, limit: int = 60) -> str:
     if len(text) <= limit:
         return repr(text)
     return f"{text[:limit]!r}... ({len(text):,} characters)"
+
+
+def span(first: int, last: int, one: str, many: str | None = None) -> str:
+    """'row 2' or 'rows 2-5': a closed range of numbered things, named once."""
+    return f"{one} {first}" if first == last else f"{many or one + 's'} {first}-{last}"

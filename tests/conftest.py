@@ -28,6 +28,24 @@ def attn_home(tmp_path, monkeypatch):
     return home
 
 
+@pytest.fixture(autouse=True)
+def fixed_terminal(monkeypatch):
+    """Every test starts at 80 columns with fresh consoles: the caller's COLUMNS (or a terminal's
+    width under ``pytest -s``) never reaches a test, and a console cached by an earlier test (its
+    width read from COLUMNS once, when it was made) never serves a later one. A test that depends
+    on the width sets COLUMNS itself."""
+    import sys
+
+    monkeypatch.setenv("COLUMNS", "80")
+    cli_app = sys.modules.get("attncli.cli.app")
+    if cli_app is not None:
+        cli_app._consoles.clear()
+    yield
+    cli_app = sys.modules.get("attncli.cli.app")
+    if cli_app is not None:
+        cli_app._consoles.clear()
+
+
 _BROWN: dict[str, bool] = {}
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from _special_files import machine_device
 from attncli.cli.main import app
 from attncli.lookup.dictionary import MAX_DEPTH
 from attncli.textio import MAX_INPUT_BYTES
@@ -151,6 +152,7 @@ def test_very_long_values_are_cut_in_the_table_and_whole_in_json(tmp_path):
     (["heads", "--file", "/dev/zero"], None),
 ])
 def test_endless_inputs_are_refused_with_bounded_memory(argv, stdin):
+    machine_device("/dev/zero")
     if stdin is not None:
         with open(stdin, "rb") as fh:
             proc = attn_bounded(*argv, stdin=fh)

@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 from _attention_fixtures import make_random_attention
 from _lookup_fixtures import save_plain
 from _pause import paused
+from _special_files import machine_device
 from attncli import paths
 from attncli.cli.main import app
 from attncli.vectors import corpus, safeio, store
@@ -59,7 +60,7 @@ def tiny_corpus(tmp_path) -> Path:
 @pytest.mark.parametrize("argv", [["--help"], ["--version"], ["lookup", "colour"], ["lookup", "colour", "--json"],
                                   ["matrix", "time flies", "--json"]])
 def test_a_full_stdout_is_one_line_and_exit_1(argv):
-    with open("/dev/full", "wb") as full:
+    with open(machine_device("/dev/full"), "wb") as full:
         proc = subprocess.run(ATTN + argv, stdout=full, stderr=subprocess.PIPE, text=True, env=env(), timeout=120)
     assert proc.returncode == 1, proc.stderr
     assert "no space left" in one_line(proc.stderr)

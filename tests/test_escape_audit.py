@@ -90,7 +90,9 @@ ALLOWED = {
         "params: the algorithm (one of fixed choices, checked) and ints; the corpus label escape()d",
     ("cli/vectors.py", "_evaluation_table", "label"): "the fixed benchmark names",
     ("cli/vectors.py", "models_cmd", "str(r['dim'])"): "an int, type-checked when meta.json is read",
-    ("explore/lookup_pane.py", "_looked_up", "answer"): "a Text.assemble of visible() parts (built above)",
+    ("explore/lookup_pane.py", "_looked_up", "*parts"): "the table (cells visible()d above), the answer (a Text.assemble "
+        "of visible() parts) and the soft value (a number)",
+    ("explore/lookup_pane.py", "_looked_up", "WeightBar(e.weight)"): "a bar drawn from a weight (a number)",
     ("explore/widgets.py", "compose", "shown"): "help rows: the fixed key bindings",
     ("explore/widgets.py", "compose", "text"): "help rows: the fixed key descriptions",
     ("views/model_view.py", "model_view_renderables", "note"): "pair_note: fixed words and token positions",
@@ -121,6 +123,10 @@ ALLOWED = {
     ("views/lens.py", "render_lens", "part"): "lens_renderables' tables: tokens through visible(), numbers (checked there)",
     ("views/causal.py", "render_grid", "part"): "heatmap_renderables: labels and title through visible_text there",
     ("views/causal.py", "render_dla", "part"): "dla_renderables: part names and title through visible(), numbers",
+    ("views/lens.py", "lens_renderables", "title"): "the model's name through visible(), fixed words and top_k (an int)",
+    ("views/lens.py", "lens_renderables", "_position(t, tok)"): "_position: an int and the token through visible()",
+    ("cli/app.py", "print_error", "markup"): "the callers' markup: fixed words and escape()d messages (escape = visible + markup)",
+    ("cli/app.py", "print_error", "glued"): "the same markup, spaces of pasteable commands glued (restored before writing)",
     ("views/lens.py", "lens_renderables", "f\"{follow['rank'][l][t]:>4} {p:.2f}\""): "a rank (an int) and a probability",
     ("views/render.py", "_page_lines", "f'{abbreviate(col_labels[j], col_w[j]):>{col_w[j] + 2}}'"):
         "labels: visible_text()ed by the caller (heatmap_renderables)",

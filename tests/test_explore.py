@@ -355,6 +355,29 @@ def test_lookup_with_a_dict_and_a_bad_one(tmp_path):
     drive(script_bad, ExploreState(SENTENCE, dict_path=str(bad)))
 
 
+def test_the_lookup_bar_fills_its_column_and_the_soft_value_is_shown(tmp_path):
+    """A weight of 1 (an exact key) draws a bar across the whole bar column, not 20 of its 51
+    characters; a dictionary of numbers has a soft value, printed as attn lookup prints it."""
+    d = tmp_path / "d.json"
+    d.write_text(json.dumps({"speed": 250, "weight": 2300, "width": 1.9}))
+    seen = {}
+
+    async def script(app, pilot):
+        await press(app, pilot, "l", *"speed")
+        seen["lines"] = lines_of(app, "#lookup-result")
+        seen["result"] = app.lookup_result
+
+    drive(script, ExploreState(SENTENCE, dict_path=str(d)), size=(120, 30))
+    result, lines = seen["result"], seen["lines"]
+    assert result.exact and result.soft_value == pytest.approx(250)
+    row = next(line for line in lines if " 1.000 " in line and "speed" in line)
+    bar = max(re.findall(r"[█▏▎▍▌▋▊▉]+", row), key=len)
+    assert len(bar) > 40, row  # the pane is 120 wide: its bar column is far wider than 20
+    cli_out = " ".join(CliRunner().invoke(cli, ["lookup", "speed", "--dict", str(d)]).stdout.split())
+    soft = re.search(r"soft value \(sum of weight \* value\): \S+", cli_out).group(0)
+    assert soft in " ".join(" ".join(lines).split())
+
+
 def test_help_lists_every_key():
     async def script(app, pilot):
         await press(app, pilot, "question_mark")

@@ -116,3 +116,43 @@ def test_the_footer_lists_the_keys_of_each_mode(tiny_bert_dir):
         expected = set(FOOTER[mode].values()) | ({"transformer"} if mode == "word-vector" else set())
         assert labels == expected, (mode, labels ^ expected)
     assert "variant" not in seen["transformer"][1] and "layer" in seen["transformer"][1]
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_quit_and_help_lead_the_footer_and_the_boxes_take_two_rows(width):
+    """At 80 columns the footer is cut at its end: "q quit" and "? help" come first in every mode
+    (Ctrl-C still quits, but q is the key to show), and the sentence and context boxes take one
+    row each (at most two rows together; one at 200 columns, side by side)."""
+    from textual.widgets._footer import FooterKey
+
+    seen = {}
+
+    async def script(app, pilot):
+        for mode, keys in (("word-vector", ()), ("lookup", ("l", "escape"))):
+            await press(app, pilot, *keys)
+            seen[mode] = [(f.key_display, f.description) for f in app.query(FooterKey)][:2]
+        await press(app, pilot, "m")
+        seen["rows"] = app.query_one("#inputs").outer_size.height
+
+    drive(script, ExploreState(SENTENCE), size=(width, 24))
+    for mode in ("word-vector", "lookup"):
+        assert seen[mode] == [("q", "quit"), ("?", "help")], (mode, seen[mode])
+    assert seen["rows"] == (2 if width < 100 else 1)
+
+
+def test_every_export_suffix_is_named_where_export_is_explained():
+    """docs/explore.md's key table, the help screen's x and the app's refusal of an empty name
+    list every suffix the export takes (.png was once left out of the docs)."""
+    from pathlib import Path
+
+    from attncli.errors import BadInput
+    from attncli.explore.keys import KEYS
+    from attncli.explore.state import EXPORT_FORMATS, export_path
+
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "explore.md").read_text(encoding="utf-8")
+    row = next(line for line in docs.splitlines() if line.startswith("| `x` |"))
+    key = next(k for k in KEYS if k.key == "x")
+    with pytest.raises(BadInput) as refused:
+        export_path("  ")
+    for suffix in EXPORT_FORMATS:
+        assert f"`{suffix}`" in row and suffix in key.help and suffix in str(refused.value), suffix

@@ -415,6 +415,33 @@ def test_the_model_view_is_attn_matrix_model_view(tiny_bert_dir, keys, start, ar
     drive(script, ExploreState(SENTENCE, transformer=str(tiny_bert_dir), **start), size=(160, 50))
 
 
+def test_the_model_view_title_wraps_as_attn_matrix_whatever_its_length(tiny_bert_dir, tmp_path, monkeypatch):
+    """The title holds the model's path: at the view's width plus 0, 1 or 2 characters it wraps in
+    the app where attn matrix --model-view wraps it at that width (the app once wrapped it a column
+    later, so a test passed or failed with the length of pytest's temp path)."""
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    probe = matrix_at(400, SENTENCE, "--transformer", str(tiny_bert_dir), "--model-view").splitlines()[0]
+    rest = len(probe) - len(str(tiny_bert_dir))  # the title without the model's name
+
+    async def script(app, pilot):
+        width = app.query_one("#matrix").content_size.width - 1
+        for over in (0, 1, 2):
+            name = "m" * (width + over - rest)
+            shutil.copytree(tiny_bert_dir, tmp_path / name)
+            app.recompute(replace(app.state, transformer=name))
+            await settle(app, pilot)
+            assert app.query_one("#matrix").content_size.width - 1 == width
+            lines = lines_of(app)
+            cli_lines = matrix_at(width, SENTENCE, "--transformer", name, "--model-view").splitlines()
+            assert len(name) + rest == width + over and cli_lines[0].startswith(name)
+            tokens = next(n for n, line in enumerate(cli_lines) if line.startswith("tokens:"))
+            assert [line.rstrip() for line in lines[:tokens + 1]] == [line.rstrip() for line in cli_lines[:tokens + 1]], over
+
+    drive(script, ExploreState(SENTENCE, transformer=str(tiny_bert_dir), model_view=True), size=(160, 50))
+
+
 def click_offset(app, meta_key: str, value) -> tuple[int, int]:
     """(x, y) in the matrix view of the first character whose style carries meta {meta_key: value}."""
     view = app.query_one("#matrix")

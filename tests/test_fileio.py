@@ -8,6 +8,7 @@ import stat
 
 import pytest
 
+from _special_files import machine_device
 from attncli import fileio
 from attncli.errors import RuntimeFailure
 
@@ -18,7 +19,7 @@ def test_read_refuses_fifo_device_link_and_oversize(tmp_path):
     with pytest.raises(fileio.FileProblem, match="FIFO"):
         fileio.read_text(fifo, 100)  # returns at once: the open does not block
     link = tmp_path / "zero"
-    link.symlink_to("/dev/zero")
+    link.symlink_to(machine_device("/dev/zero"))
     with pytest.raises(fileio.FileProblem, match="symbolic link"):
         fileio.read_bytes(link, 100)
     with pytest.raises(fileio.FileProblem, match="device"):

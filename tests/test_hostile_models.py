@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 
 from _attention_fixtures import make_random_attention
 from _lookup_fixtures import save_fasttext_like, save_plain
+from _special_files import machine_device
 from attncli import paths
 from attncli.cli.main import app
 from attncli.vectors import model as vmodel
@@ -74,7 +75,7 @@ def replace_with_zero_device(path: Path) -> None:
         pytest.skip("creating a device node needs privileges")
 
 
-SPECIALS = {"fifo": replace_with_fifo, "dev_zero_link": lambda p: replace_with_link(p, "/dev/zero"),
+SPECIALS = {"fifo": replace_with_fifo, "dev_zero_link": lambda p: replace_with_link(p, machine_device("/dev/zero")),
             "device": replace_with_zero_device, "directory": lambda p: (p.unlink(), p.mkdir())}
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from _special_files import machine_device
 from attncli.cli.main import app
 from attncli.textio import MAX_LINE_BYTES
 from attncli.vectors import imports
@@ -85,13 +86,13 @@ def test_a_good_import_runs_under_the_same_limit(tmp_path, attn_home):
 @pytest.mark.parametrize("kind", ["dev-zero", "fifo", "dev-zero-link"])
 def test_devices_and_fifos_are_refused_unread(tmp_path, kind):
     if kind == "dev-zero":
-        path = Path("/dev/zero")
+        path = Path(machine_device("/dev/zero"))
     elif kind == "fifo":
         path = tmp_path / "vectors.txt"
         os.mkfifo(path)  # opening it for reading would wait for a writer for ever
     else:
         path = tmp_path / "vectors.txt"
-        path.symlink_to("/dev/zero")
+        path.symlink_to(machine_device("/dev/zero"))
     result = runner.invoke(app, ["import", str(path), "--name", "z", "--format", "glove"])
     assert result.exit_code == 2, result.output
     assert "not a regular file" in result.stderr, result.stderr

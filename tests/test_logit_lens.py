@@ -198,3 +198,61 @@ def test_top_k_equals_a_full_sort_ties_by_the_lower_id(k):
     ids, values = top_k(p.copy(), k)
     np.testing.assert_array_equal(ids, want_ids)
     np.testing.assert_array_equal(values, np.take_along_axis(p, want_ids, axis=-1))
+
+
+# -- the table: the terminal's width for the tokens, and --top-k ------------------------------------
+
+
+def synthetic_doc(top_k: int, layers: int = 3) -> dict:
+    """A lens document whose predicted tokens are long (as a real vocabulary's are)."""
+    words = ["interpretability", "attention", "transformers", "understanding"]
+    lens = [[[{"token": words[(l + t + n) % 4], "id": n, "prob": round(0.5 / (n + 1), 6)} for n in range(top_k)]
+             for t in range(3)] for l in range(layers + 1)]
+    return {"model": "m", "kind": "gpt2", "tokens": ["a", "b", "c"], "layers": layers, "top_k": top_k,
+            "lens": lens, "follow": None}
+
+
+def table_lines(doc: dict, columns: int) -> list[str]:
+    from rich.console import Console
+
+    from attncli.views.lens import lens_renderables
+
+    console = Console(width=columns, record=True, color_system=None)
+    for part in lens_renderables(doc, columns):
+        console.print(part)
+    return console.export_text().splitlines()
+
+
+def test_the_table_uses_the_width_it_has_for_the_tokens():
+    wide = "\n".join(table_lines(synthetic_doc(1), 150))
+    assert "interpretability 0.50" in wide and "…" not in wide  # whole at 150 columns (once cut to 5)
+    narrow = table_lines(synthetic_doc(1), 60)
+    assert max(len(line) for line in narrow) <= 60 and any("…" in line for line in narrow)
+    assert not any("interpretability" in line for line in narrow)
+    assert "\n".join(narrow).count("0.50") == 3 * 4  # the token is cut, never a cell's probability
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_top_k_is_in_the_table_one_line_per_token(k):
+    lines = table_lines(synthetic_doc(k), 200)
+    doc = synthetic_doc(k)
+    for t in range(3):
+        start = next(n for n, line in enumerate(lines) if line.strip().startswith(f"{t} {doc['tokens'][t]}"))
+        for n in range(k):  # line n of position t: the n-th best of every layer
+            cells = [f"{doc['lens'][l][t][n]['token']} {doc['lens'][l][t][n]['prob']:.2f}" for l in range(4)]
+            assert all(cell in " ".join(lines[start + n].split()) for cell in cells), (t, n, lines[start + n])
+    header = next(n for n, line in enumerate(lines) if line.strip().startswith("position"))
+    note = next(n for n, line in enumerate(lines) if line.startswith("colour:"))
+    assert note - header - 1 == 3 * k  # k lines per position, nothing else
+
+
+def test_top_k_changes_the_table_as_the_json(tiny_gpt2_dir):
+    doc = lens_json(TEXT, "--transformer", str(tiny_gpt2_dir), "--top-k", "3")
+    assert all(len(cell) == 3 for layer in doc["lens"] for cell in layer)
+    result = run("lens", TEXT, "--transformer", str(tiny_gpt2_dir), "--top-k", "3")
+    text = " ".join(result.stdout.split())
+    for layer in doc["lens"]:
+        for cell in layer:
+            for cand in cell:
+                assert f"{cand['prob']:.2f}" in text
+    assert lens_json(TEXT, "--transformer", str(tiny_gpt2_dir))["top_k"] == 1  # the default: the top token

@@ -252,3 +252,13 @@ def test_exact_key_beside_an_unknown_key_in_a_model_without_subwords():
     assert exact.exit_code == 0 and json.loads(exact.stdout)["best"]["value"] == "yes"
     fuzzy = run(known + "s", "--dict", "-", "--model", "plain", input=d)
     assert fuzzy.exit_code == 2 and "unknown word 'zzzunknownzzz'" in fuzzy.stderr
+
+
+def test_the_docs_say_why_the_default_dictionary_says_porche():
+    """Where docs/lookup.md first introduces the default dictionary, one line says what "Porche"
+    is: the seed's misspelling of Porsche, kept."""
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "lookup.md").read_text(encoding="utf-8")
+    paragraph = next(p for p in docs.split("\n\n") if "default dictionary" in p and "Porche" in p)
+    assert "Porsche" in paragraph and "misspelt" in paragraph, paragraph

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from _special_files import machine_device
 from conftest import needed
 from typer.testing import CliRunner
 
@@ -258,7 +259,7 @@ def make_special(path: Path, kind: str) -> None:
     if kind == "fifo":
         os.mkfifo(path)
     else:
-        path.symlink_to("/dev/zero")
+        path.symlink_to(machine_device("/dev/zero"))
 
 
 @pytest.mark.timeout(120)

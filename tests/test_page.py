@@ -49,6 +49,7 @@ def fmt(row) -> list[str]:
 HOVER = "document.querySelector('.q[data-i=\"{i}\"]').dispatchEvent(new MouseEvent('mouseover', {{bubbles: true}}))"
 KEYS = "[...document.querySelectorAll('.k .w')].map(e => e.textContent)"
 CELLS = "[...document.querySelectorAll('#matrix tr')].slice(1).map(tr => [...tr.querySelectorAll('td')].map(td => td.textContent))"
+ROWS = "[...document.querySelectorAll('#matrix tr th.r')].map(th => th.textContent)"
 HEADERS = "[...document.querySelectorAll('#matrix tr:first-child th')].slice(1).map(th => th.textContent)"
 
 
@@ -96,6 +97,8 @@ def test_the_page_shows_what_json_gives_and_requests_nothing(tiny_bert_dir, tmp_
         pick("filter", "all"), "document.getElementById('words').click()", "document.getElementById('hide').click()",
         pick("layer", "1"), "document.getElementById('rollout').click()",
         hovered(4),
+        "document.getElementById('rollout').click()", "document.getElementById('hide').click()", ROWS,
+        "document.getElementById('words').click()", ROWS,
     ]
     got = evaluate_in_page(chromium, page.as_uri(), steps, requested)
     thumbs, drawn, keys_13, cells, headers = got[1], got[3], got[4], got[5], got[6]
@@ -112,6 +115,15 @@ def test_the_page_shows_what_json_gives_and_requests_nothing(tiny_bert_dir, tmp_
     assert keys_words == fmt(words["words"]["weights"][1])  # words, special tokens hidden, mean of the heads
     assert block_cells == [fmt(row) for row in block["words"]["weights"]]  # the B-A block
     assert keys_rollout == fmt(rollout["weights"][4])
+    # the rows are numbered as attn matrix numbers them: input positions (words: their index among
+    # the input's words), kept when --hide-special drops the special tokens
+    hidden = reference(tiny_bert_dir, "--layer", "1", "--hide-special")
+    mark = lambda s: f"{s.upper()} " if s else ""  # noqa: E731
+    assert got[22] == [f"{n} {mark(s)}{t}" for n, s, t in zip(hidden["rows"], hidden["segments"], hidden["tokens"])]
+    assert got[22][0].startswith("1 ")
+    segs = [head_view["segments"][head_view["rows"].index(g[0])] for g in words["words"]["groups"]]
+    assert got[24] == [f"{n} {mark(s)}{t}" for n, s, t in zip(words["words"]["rows"], segs, words["words"]["tokens"])]
+    assert got[24][0].startswith("1 ")
 
 
 def test_script_json_closes_no_script_and_reads_back():

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from _special_files import machine_device
 import attncli
 
 PKG = Path(attncli.__file__).parent
@@ -217,7 +218,7 @@ def test_a_model_folders_json_files_are_regular_and_bounded(tmp_path):
     with pytest.raises(RuntimeFailure, match=r"tokenizer_config\.json: it is a FIFO"):
         pretrained._json(folder / "tokenizer_config.json")
     assert pretrained._json(folder / "absent.json") == {}  # an optional file that is missing
-    (folder / "generation_config.json").symlink_to("/dev/zero")
+    (folder / "generation_config.json").symlink_to(machine_device("/dev/zero"))
     assert "a device" in in_a_child("from attncli.transformer import pretrained\n"
                                     "try:\n"
                                     f"    pretrained._json(Path({str(folder / 'generation_config.json')!r}))\n"
@@ -249,7 +250,7 @@ def test_an_encoders_pooling_config_is_read_inside_its_folder_only(tmp_path, mod
         with pytest.raises(RuntimeFailure, match=r"modules\.json: it is a FIFO"):
             _pooling_config(folder)
     elif modules == "dev-zero":
-        (folder / "modules.json").symlink_to("/dev/zero")
+        (folder / "modules.json").symlink_to(machine_device("/dev/zero"))
         assert "modules.json: it is a device" in in_a_child(
             "from attncli.lookup.encoder import _pooling_config\ntry:\n"
             f"    _pooling_config(Path({str(folder)!r}))\nexcept Exception as exc:\n    print(exc)")

@@ -138,7 +138,8 @@ def test_multihead_view_shows_each_head_and_the_mean(attn_home):
     c = console(100)
     render_matrix(c, res)
     out = text_of(c)
-    assert "head 1/2" in out and "head 2/2" in out and "mean of 2 heads" in out
+    assert "head 0 of 0-1" in out and "head 1 of 0-1" in out and "mean of 2 heads" in out  # 0-based, as --head
+    assert "head 2" not in out
     assert "multi-head" in out and "projection: identity" in out
 
 
@@ -160,3 +161,46 @@ def test_svg_export_through_a_recording_console(attn_home):
     render_matrix(c, res)
     svg = c.export_svg(title="t")
     assert svg.lstrip().startswith("<svg") and "arrow" in svg
+
+
+# -- the small things a newcomer read ------------------------------------------------------------
+
+
+def test_one_row_left_is_named_as_one_row():
+    labels = [str(i) for i in range(13)]
+    for rows, cols, said in (((2, 3), None, "row 2 of 0-12 shown"), ((2, 5), None, "rows 2-4 of 0-12 shown"),
+                             (None, (7, 8), "column 7 of 0-12 shown")):
+        c = console(120)
+        render_heatmap(c, Heatmap(np.eye(13), labels, labels, "t", rows=rows, cols=cols))
+        out = " ".join(text_of(c).split())
+        assert said in out and "2-2" not in out and "7-7" not in out, out
+    c = console(34)  # pages of columns: the last holds one
+    words = ["time", "flies", "like", "an", "arrow"]
+    render_heatmap(c, Heatmap(np.tril(np.full((5, 5), 0.2)), words, words, "t", decimals=(2,)))
+    out = " ".join(text_of(c).split())
+    assert "(column 4, page 2/2)" in out and "4-4" not in out, out
+
+
+def test_a_difference_that_rounds_to_zero_is_0_000_not_minus_0_000():
+    from attncli.views.render import number
+
+    assert [number(x, 3) for x in (-1e-9, -0.0, 0.0, -0.0004, -0.0005001, 1e-9)] == \
+        ["0.000", "0.000", "0.000", "0.000", "-0.001", "0.000"]
+    c = console(80)
+    render_heatmap(c, Heatmap(np.array([[-1e-9, 0.362], [-0.2, 1e-9]]), ["a", "b"], ["a", "b"], "delta",
+                              diverging=True, decimals=(3,)))
+    out = text_of(c)
+    assert "-0.000" not in out and "0.000" in out and "-0.200" in out
+
+
+def test_the_cursor_brackets_hug_the_number_in_a_wide_column():
+    """A column wider than its numbers (a long header): '[0.313]' at the number, never '[ 0.313]'."""
+    labels = ["time", "internationalization"]
+    c = console(120)
+    hm = Heatmap(np.array([[0.687, 0.313], [0.5, 0.5]]), labels, labels, "t", decimals=(3,), cursor=(0, 1))
+    render_heatmap(c, hm)
+    lines = text_of(c).splitlines()
+    row = next(line for line in lines if "[" in line)
+    assert "[0.313]" in row and "[ " not in row, row
+    plain = lines[lines.index(row) + 1]  # the next row: the bracketed cell ends where its cells end
+    assert len(row.rstrip()) == len(plain.rstrip()), (row, plain)

@@ -291,3 +291,15 @@ def test_shipped_default_attention():
     for tr, ref in zip(att.trace(sentence), ref_weights):
         np.testing.assert_allclose(tr.weights, ref, atol=1e-5, rtol=0)
     np.testing.assert_allclose(att.logits(sentence), ref_logits, atol=5e-5, rtol=0)  # 4.8e-6 measured (was 1e-3)
+
+
+@pytest.mark.parametrize("threads, said", [(1, "on 1 thread"), (2, "on 2 threads")])
+def test_the_summary_counts_threads_in_english(capsys, threads, said):
+    from attncli.cli.lm import _print_summary
+
+    attention = {"layers": 1, "heads": 2, "d_model": 8, "perplexity": 12.0, "bigram_perplexity": 20.0,
+                 "unigram_perplexity": 40.0, "heldout_targets": 100, "output_vocab_size": 50, "heldout_unk_rate": 0.1,
+                 "epochs_done": 1, "steps": 3, "train_seconds": 1.0, "threads": threads, "stopped_early": False}
+    _print_summary({"name": "m", "attention": attention})
+    out = " ".join(capsys.readouterr().out.split())
+    assert said in out and f"{threads} threads" not in out.replace(said, "") and "1 threads" not in out

@@ -172,6 +172,24 @@ def test_words_hide_special_filter_and_rollout_from_the_reference(minilm_dir):
     np.testing.assert_allclose(np.array(partial["weights"]), rollout_by_formula(att1, 1), atol=1e-5)
 
 
+@pytest.mark.parametrize("args", [["--hide-special"], ["--words", "--hide-special"], ["--pair", "fruit flies", "--filter", "b-a"],
+                                  ["--words", "--pair", "fruit flies", "--filter", "b-a"]])
+def test_rows_keep_their_numbers_when_others_are_hidden(tiny_bert_dir, args):
+    """One numbering everywhere: a row is labelled with its input position (a word with its index
+    among the input's words, special tokens included), 0-based, whatever --hide-special or
+    --filter leaves out; the JSON's rows (words.rows) are those numbers."""
+    doc = json.loads(run("matrix", "time flies like an arrow", "--transformer", str(tiny_bert_dir), "--head", "0",
+                         "--json", *args).stdout)
+    numbers = doc["words"]["rows"] if "--words" in args else doc["rows"]
+    tokens = doc["words"]["tokens"] if "--words" in args else doc["tokens"]
+    assert numbers[0] > 0  # [CLS] (0) is never shown here: the first row keeps a later number
+    text = run("matrix", "time flies like an arrow", "--transformer", str(tiny_bert_dir), "--head", "0", *args,
+               env={"COLUMNS": "200"}).stdout
+    labels = [re.match(r"^(\d+) (?:[AB] )?(\S+)", line) for line in text.splitlines()]
+    drawn = [(int(m.group(1)), m.group(2)) for m in labels if m]
+    assert drawn == list(zip(numbers, tokens))
+
+
 @pytest.mark.parametrize("fixture", ["minilm_dir", "tiny_gpt2_dir"])
 def test_explain_recomputes_the_cell_from_q_and_k(request, fixture):
     path = request.getfixturevalue(fixture)

@@ -137,6 +137,11 @@ def test_select_composes_hide_filter_and_words_by_hand():
     assert v.rows.tolist() == [1, 2] and v.cols.tolist() == [4, 5] and v.tokens == ["fl", "##ies"]
     np.testing.assert_allclose(v.weights, hidden[:2, 2:])
     assert v.words.tokens == ["flies"] and v.words.key_tokens == ["banana"] and v.words.groups == [[1, 2]]
+    # words: [CLS] flies [SEP] banana [SEP] are words 0-4; a word keeps its number when others are dropped
+    assert v.words.rows == [1] and v.words.cols == [3]
+    hidden_words = select(A, layer=1, hide_special=True, words=True, **kw).words
+    assert hidden_words.tokens == ["flies", "banana"] and hidden_words.rows == hidden_words.cols == [1, 3]
+    assert select(A, layer=1, words=True, **kw).words.rows == [0, 1, 2, 3, 4]
     np.testing.assert_allclose(v.words.weights, [[hidden[:2, 2:].sum(-1).mean()]])
     whole = select(A, layer=0, **kw)  # every head of layer 0 and their mean
     assert whole.head_weights.shape == (3, 7, 7)

@@ -35,6 +35,8 @@ class WordView:
     head_weights: Optional[np.ndarray]  # (h, W_q, W_k) or None
     groups: list[list[int]]  # input token positions of each row word
     key_groups: list[list[int]]
+    rows: list[int] = field(default_factory=list)  # (W_q,) each row word's index among the input's words
+    cols: list[int] = field(default_factory=list)  # (W_k,) as rows, for the columns
 
 
 @dataclass
@@ -179,7 +181,14 @@ def _words(mats, rows, cols, query: KeySide, key: KeySide) -> WordView:
         return (side.word_texts[wid] if wid is not None and wid < len(side.word_texts)
                 else word_label([side.tokens[t] for t in group]))
 
+    def word_index(side: KeySide) -> dict[int, int]:
+        """input position -> index of its word among all the input's words (special tokens are
+        words of their own): a word keeps its number when --hide-special or --filter drops others."""
+        everything = word_groups(list(side.word_ids), list(side.segments))
+        return {t: n for n, g in enumerate(everything) for t in g}
+
     row_groups, col_groups = groups_of(rows, query), groups_of(cols, key)
+    row_index, col_index = word_index(query), word_index(key)
     index_r = {int(t): n for n, t in enumerate(rows)}
     index_c = {int(t): n for n, t in enumerate(cols)}
     merged = merge_words(mats, [[index_r[t] for t in g] for g in row_groups],
@@ -188,6 +197,7 @@ def _words(mats, rows, cols, query: KeySide, key: KeySide) -> WordView:
         tokens=[label(g, query) for g in row_groups], key_tokens=[label(g, key) for g in col_groups],
         weights=merged.mean(axis=0) if merged.shape[0] > 1 else merged[0],
         head_weights=merged if merged.shape[0] > 1 else None, groups=row_groups, key_groups=col_groups,
+        rows=[row_index[g[0]] for g in row_groups], cols=[col_index[g[0]] for g in col_groups],
     )
 
 
@@ -217,7 +227,8 @@ def document(view: PretrainedView, meta: dict[str, Any], *, segments: Sequence[O
     if view.words is not None:
         w = view.words
         doc["words"] = {
-            "tokens": w.tokens, "key_tokens": w.key_tokens, "groups": w.groups, "key_groups": w.key_groups,
+            "tokens": w.tokens, "key_tokens": w.key_tokens, "rows": w.rows, "cols": w.cols,
+            "groups": w.groups, "key_groups": w.key_groups,
             "weights": Rows(w.weights),
             "head_weights": [Rows(m) for m in w.head_weights] if w.head_weights is not None else None,
         }

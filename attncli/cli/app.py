@@ -29,6 +29,45 @@ except ImportError:  # pragma: no cover - depends on the installed typer
     _FRAMEWORK_EXCEPTIONS += (ClickException,)
 
 
+# a command to paste: "pip install 'attncli[pretrained]'", "pip install torch --index-url URL",
+# "python -m nltk.downloader brown" (its words up to a parenthesis, a comma, a semicolon or the end)
+_PASTEABLE = r"(?:pip install|python -m)(?: (?!\()[^\s();,]+)+"
+_GLUE = "\ue000"  # a private-use character: one cell, and not a space rich would break a line at
+
+
+def print_error(markup: str) -> None:
+    """Print an error (rich markup) on stderr, wrapped to the terminal but never inside a command
+    to paste: rich breaks lines at spaces, so the command's spaces are glued while it wraps."""
+    import re
+
+    console = err_console()
+    glued = re.sub(_PASTEABLE, lambda m: m.group(0).replace(" ", _GLUE), markup)
+    if glued == markup:
+        console.print(markup, highlight=False)
+        return
+    with console.capture() as captured:
+        console.print(glued, highlight=False)
+    console.file.write(captured.get().replace(_GLUE, " "))
+    console.file.flush()
+
+
+def prose(doc: str | None) -> str | None:
+    """A docstring as help text: paragraphs kept, the line breaks inside each one dropped, so the
+    help wraps to the terminal (a docstring's lines are broken at about 100 columns)."""
+    import inspect
+
+    if not doc:
+        return doc
+    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    return "\n\n".join(" ".join(line.strip() for line in p.splitlines() if line.strip()) for p in paragraphs)
+
+
+def unwrap_help(typer_app: Any) -> None:
+    """Every registered command's help as :func:`prose` (main.py calls it once all are registered)."""
+    for info in typer_app.registered_commands:
+        info.help = prose(info.help or (info.callback.__doc__ if info.callback else None))
+
+
 class _AttnGroup(TyperGroup):
     """Turns the core's AttnError, a signal and a failure of the environment into a one-line
     message and an exit code, never a traceback. Every command registered on ``app`` (today's
@@ -39,7 +78,7 @@ class _AttnGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except AttnError as exc:
-            err_console().print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+            print_error(f"[bold red]error:[/] {escape(str(exc))}")
             sys.exit(exc.exit_code)
         except _FRAMEWORK_EXCEPTIONS:
             raise
@@ -284,15 +323,24 @@ app = typer.Typer(
 _consoles: dict[str, Any] = {}
 
 
+def _console(stream: str):
+    """The console of ``stream`` ("out" or "err"), made once per COLUMNS value: rich reads COLUMNS
+    when a console is made, so a caller that changes it (a test's runner) gets a console of the
+    new width, not one made for the old."""
+    columns = os.environ.get("COLUMNS")
+    made = _consoles.get(stream)
+    if made is None or made[0] != columns:
+        from rich.console import Console
+
+        made = _consoles[stream] = (columns, Console(stderr=stream == "err"))
+    return made[1]
+
+
 def out_console():
     """The console for results (stdout), or one drawing nowhere after :func:`quiet_stdout`."""
     if "quiet" in _consoles:
         return _consoles["quiet"]
-    if "out" not in _consoles:
-        from rich.console import Console
-
-        _consoles["out"] = Console()
-    return _consoles["out"]
+    return _console("out")
 
 
 def quiet_stdout() -> None:
@@ -307,11 +355,7 @@ def quiet_stdout() -> None:
 
 def err_console():
     """The console for progress, warnings and hints (stderr)."""
-    if "err" not in _consoles:
-        from rich.console import Console
-
-        _consoles["err"] = Console(stderr=True)
-    return _consoles["err"]
+    return _console("err")
 
 
 def shown(text: Any) -> str:

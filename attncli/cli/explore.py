@@ -35,7 +35,7 @@ EXPLORE_HELP = "\n\n".join(" ".join(paragraph.split()) for paragraph in (
     "Explore attention interactively: the matrix of `attn matrix`, with keys for every setting.",
     """Edit the sentence and the context; switch variant, mask, projection, positions and view; move a
     cursor over the cells (the explanation follows); look keys up in a dictionary; export the view
-    (SVG, HTML, JSON) and copy the equivalent `attn matrix` command. Press ? in the app for the keys.""",
+    (SVG, HTML, PNG, JSON) and copy the equivalent `attn matrix` command. Press ? in the app for the keys.""",
     """--transformer: a pretrained model's own attention, as `attn matrix --transformer` shows it; T in the
     app switches to the word-vector matrix of the same sentence, M to the model view (every layer x head,
     --model-view).""",
@@ -94,7 +94,7 @@ def explore_cmd(
 
     Edit the sentence and the context, switch variant, mask, projection, positions and view, move
     a cursor over the cells (the explanation follows), look keys up in a dictionary, export the
-    view (SVG, HTML, JSON) and copy the equivalent `attn matrix` command. Press ? for the keys.
+    view (SVG, HTML, PNG, JSON) and copy the equivalent `attn matrix` command. Press ? for the keys.
     """
     from attncli.explore.state import ExploreState
 

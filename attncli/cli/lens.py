@@ -24,7 +24,7 @@ def lens_cmd(
     *,
     transformer: TransformerOpt = None,
     model: ModelOpt = None,
-    top_k: Annotated[int, typer.Option("--top-k", "-k", help=f"Tokens kept per layer and position (1-{MAX_TOP_K}).")] = 5,
+    top_k: Annotated[int, typer.Option("--top-k", "-k", help=f"Next tokens per layer and position, in the table and the JSON (1-{MAX_TOP_K}).")] = 1,
     token: Annotated[Optional[str], typer.Option(help="Follow this token's rank and probability through the layers.",
                                                  metavar="WORD")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the lens as JSON.")] = False,
@@ -50,7 +50,7 @@ def lens_cmd(
     if exports:
         from attncli.views.export import export_files
 
-        export_files(lambda w: lens_renderables(doc), f"attn lens: {text[:60]}", svg=exports.svg, html=exports.html,
+        export_files(lambda w: lens_renderables(doc, w), f"attn lens: {text[:60]}", svg=exports.svg, html=exports.html,
                      png=exports.png, width=exports.width)
 
 

@@ -100,7 +100,7 @@ def _print_summary(doc: dict[str, Any]) -> None:
     out_console().print(
         f"{a['heldout_targets']:,} held-out targets, output vocabulary {a['output_vocab_size']:,} "
         f"(<unk> rate {a['heldout_unk_rate']:.1%}); {a['epochs_done']} epochs, {a['steps']} steps in "
-        f"{a['train_seconds']:.0f} s on {a['threads']} threads{note}", highlight=False,
+        f"{a['train_seconds']:.0f} s on {a['threads']} thread{'' if a['threads'] == 1 else 's'}{note}", highlight=False,
     )
 
 

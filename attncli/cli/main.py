@@ -17,7 +17,7 @@ from typing import Annotated, Optional
 import typer
 
 from attncli import __version__
-from attncli.cli.app import app
+from attncli.cli.app import app, unwrap_help
 
 
 def _version(value: bool) -> None:
@@ -49,13 +49,15 @@ import attncli.cli.lens  # noqa: E402,F401  lens (the logit lens of a decoder)
 import attncli.cli.stats  # noqa: E402,F401  stats, stats merge (head statistics over a corpus)
 import attncli.cli.causal  # noqa: E402,F401  ablate, patch, dla (causal tests on a pretrained model)
 
+unwrap_help(app)  # docstrings' line breaks dropped: the help wraps to the terminal
+
 
 def _check_arguments() -> None:
     """A command-line byte that is not UTF-8 arrives as a lone surrogate: refuse it up front, so
     no result (and no JSON) ever carries invalid text."""
     import sys
 
-    from attncli.cli.app import err_console, escape
+    from attncli.cli.app import escape, print_error
     from attncli.errors import BadInput
     from attncli.textio import check_text
 
@@ -63,7 +65,7 @@ def _check_arguments() -> None:
         try:
             check_text(arg, f"argument {i}")
         except BadInput as exc:
-            err_console().print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+            print_error(f"[bold red]error:[/] {escape(str(exc))}")
             sys.exit(exc.exit_code)
 
 

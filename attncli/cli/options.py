@@ -66,7 +66,8 @@ CausalOpt = Annotated[bool, typer.Option("--causal", help="Each query sees only 
 WindowOpt = Annotated[Optional[int], typer.Option(help="Each query sees keys at most N positions away (local: window D, default 2).",
                                                   metavar="N")]
 PadToOpt = Annotated[Optional[int], typer.Option("--pad-to", help="Append <pad> tokens up to N; pad keys are masked.", metavar="N")]
-PositionsOpt = Annotated[Positions, typer.Option(help="Positional encoding added to the word vectors.")]
+PositionsOpt = Annotated[Positions, typer.Option(help="Positional encoding added to the word vectors: sinusoidal or none.",
+                                                 metavar="KIND")]
 ProjOpt = Annotated[str, typer.Option("--proj", help="Projection to Q, K, V: identity, random (seeded) or trained.",
                                       autocompletion=_complete_projection, metavar="NAME")]
 DKOpt = Annotated[Optional[int], typer.Option("--d-k", help="Query/key/value size of --proj random (default: the vector size).")]
@@ -75,7 +76,8 @@ LayerOpt = Annotated[Optional[int], typer.Option(help="Layer of --proj trained (
 HeadOpt = Annotated[Optional[int], typer.Option(help="One head of --proj trained or --transformer (0-based; default: every head and their mean).")]
 HeadsOpt = Annotated[Optional[int], typer.Option(help="Heads of --variant multihead (default 4).")]
 MaxRelativeOpt = Annotated[int, typer.Option("--max-relative", help="Clipping distance k of --variant relative.")]
-ShowOpt = Annotated[Show, typer.Option(help="What the heatmap shows (--transformer: weights, scores or norms, ||alpha f(x)||).")]
+ShowOpt = Annotated[Show, typer.Option(help="What the heatmap shows: weights, scores (before the softmax) or output (the output "
+                                       "vectors); with --transformer weights, scores or norms (||alpha f(x)||).", metavar="VIEW")]
 ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="Word-vector model (default: $ATTN_MODEL or the built-in one).")]
 
 # --- a pretrained transformer's attention ---------------------------------------------------------
@@ -84,11 +86,11 @@ TransformerOpt = Annotated[Optional[str], typer.Option(help="A pretrained Huggin
                                                        metavar="NAME_OR_PATH", rich_help_panel=PRETRAINED)]
 PairOpt = Annotated[Optional[str], typer.Option(help="Second sentence: the two are ONE input (segments A and B).",
                                                 rich_help_panel=PRETRAINED)]
-FilterOpt = Annotated[Optional[PairFilter], typer.Option("--filter", help="One block of a --pair: QUERIES-KEYS.",
-                                                         rich_help_panel=PRETRAINED)]
+FilterOpt = Annotated[Optional[PairFilter], typer.Option("--filter", help="One block of a --pair, QUERIES-KEYS: all, a-a, a-b, "
+                                                         "b-a or b-b.", metavar="BLOCK", rich_help_panel=PRETRAINED)]
 FilterSpecialsOpt = Annotated[Optional[FilterSpecials], typer.Option(
     "--filter-specials", help="Special tokens in a --filter block: none (attn's default) or bertviz ([CLS] and the first [SEP] in A, the last [SEP] in B).",
-    rich_help_panel=PRETRAINED)]
+    metavar="WHICH", rich_help_panel=PRETRAINED)]
 WordsOpt = Annotated[bool, typer.Option("--words", help="Merge word pieces: sum over a word's keys, mean over its queries.",
                                         rich_help_panel=PRETRAINED)]
 HideSpecialOpt = Annotated[bool, typer.Option("--hide-special", help="Drop [CLS]/[SEP]/<s> rows and columns; rows renormalised over the other keys.",
@@ -96,7 +98,7 @@ HideSpecialOpt = Annotated[bool, typer.Option("--hide-special", help="Drop [CLS]
 RolloutOpt = Annotated[bool, typer.Option("--rollout", help="Attention rollout through layers 0..--layer: R = Â_L...Â_0, Â = rownorm(head mean + I) (Abnar & Zuidema 2020).",
                                           rich_help_panel=PRETRAINED)]
 BackendOpt = Annotated[Optional[Backend], typer.Option(help="numpy (attn's own forward pass), torch (transformers) or auto.",
-                                                       rich_help_panel=PRETRAINED)]
+                                                       metavar="NAME", rich_help_panel=PRETRAINED)]
 DeviceOpt = Annotated[Optional[str], typer.Option(help="With --backend torch: where transformers runs the model: cpu, cuda, mps or auto.",
                                                    rich_help_panel=PRETRAINED)]
 DtypeOpt = Annotated[Optional[str], typer.Option(help="With --backend torch: the weights' dtype: float32, bfloat16 or float16.",
@@ -138,7 +140,7 @@ class Stack(str, Enum):
 TargetOpt = Annotated[Optional[str], typer.Option("--target", help="An encoder-decoder's (T5, BART) decoder text: its labels shifted right, as transformers feeds them.",
                                                   rich_help_panel=PRETRAINED, show_default=False)]
 StackOpt = Annotated[Optional[Stack], typer.Option("--stack", help="An encoder-decoder's attention: encoder (default), decoder (causal, over --target) or cross (--target's tokens over the sentence's).",
-                                                   rich_help_panel=PRETRAINED, show_default=False)]
+                                                   metavar="STACK", rich_help_panel=PRETRAINED, show_default=False)]
 
 # options that only --transformer gives a meaning to (attn matrix's parameter names), read by cli.matrix
 # (which sends them to --transformer) and cli.transformer (which refuses them without it)

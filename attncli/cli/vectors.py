@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.cli.app import app, emit_json, err_console, escape, out_console
+from attncli.cli.app import app, emit_json, err_console, escape, out_console, print_error
 from attncli.errors import AttnError, BadInput
 from attncli.vectors.train import TrainParams  # light: gensim is imported inside train_model only
 
@@ -321,7 +321,7 @@ def similar_cmd(
         try:
             record = similar_to(vec, text, k)
         except AttnError as exc:  # report it, go on with the other words, exit 2 at the end
-            err_console().print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+            print_error(f"[bold red]error:[/] {escape(str(exc))}")
             failed.append(exc)
             continue
         if json_out:

@@ -43,7 +43,9 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, FooterModes):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
     CSS = """
     #inputs { height: auto; }
-    #inputs Input { width: 1fr; }
+    #inputs Input { width: 1fr; height: 1; border: none; padding: 0 1; background: $boost; }
+    #inputs Input:focus { background: $primary 30%; }
+    Screen.-wide #inputs #sentence { margin-right: 1; }
     Screen.-narrow #inputs { layout: vertical; }
     #panels { height: 1fr; }
     #matrix-scroll { width: 1fr; }
@@ -226,7 +228,7 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, FooterModes):
             self._draw_model_view(view, width)
             return
         if getattr(res, "is_panel", False):  # the logit lens (L), a comparison (C)
-            view.show(*res.renderables(width))
+            view.show(*res.renderables(width), width=width)
             self.explanation = None
             self.query_one("#explain", Drawing).show(*[Text(visible(note), style="dim") for note in res.notes()])
             self._settings_line()
@@ -234,7 +236,7 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, FooterModes):
         if getattr(res, "is_pretrained", False):
             from attncli.explore import pretrained
 
-            view.show(*pretrained.renderables(res, state, width, cursor=state.cursor, cell_meta=True, lines=True))
+            view.show(*pretrained.renderables(res, state, width, cursor=state.cursor, cell_meta=True, lines=True), width=width)
             self.explanation = pretrained.explain(res, state)
             why = res.explainable(state)
             self.query_one("#explain", Drawing).show(*(explanation_renderables(self.explanation) if why is None
@@ -243,7 +245,7 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, FooterModes):
             self._settings_line()
             return
         parts = matrix_renderables(res, width, state.show, cursor=state.cursor, cell_meta=True, lines=True)
-        view.show(*parts)
+        view.show(*parts, width=width)
         self._scroll_to_cursor(view)
         self.explanation = explain(res, *state.cursor)
         self.query_one("#explain", Drawing).show(*explanation_renderables(self.explanation))

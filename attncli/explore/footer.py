@@ -32,11 +32,19 @@ class FooterModes(App):
         shown = dict(FOOTER[mode])
         if mode == "word-vector" and self.transformer_name is not None:
             shown["transformer"] = "transformer"
-        ours = {k.action for k in KEYS}
+        ours = {(key, k.action) for k in KEYS for key in k.key.split(",")}  # not Textual's own ctrl+q
         table = self._bindings.key_to_bindings
         for key, bindings in table.items():
-            table[key] = [replace(b, show=b.action in shown, description=shown.get(b.action, b.description))
-                          if b.action in ours else b for b in bindings]
+            table[key] = [replace(b, show=b.action in shown and key != "ctrl+c",  # "q quit", not "^c quit"
+                                  description=shown.get(b.action, b.description))
+                          if (key, b.action) in ours else b for b in bindings]
+        # the footer lists keys in the table's order: put the shown ones first, in FOOTER's order
+        order = {action: n for n, action in enumerate(shown)}
+        rank = {key: min((order.get(b.action, len(order)) for b in bindings if b.show), default=len(order))
+                for key, bindings in table.items()}
+        ranked = sorted(table.items(), key=lambda item: rank[item[0]])  # stable: q before ctrl+c
+        table.clear()
+        table.update(ranked)
         self.refresh_bindings()
 
     def action_escape(self) -> None:

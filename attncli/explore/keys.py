@@ -69,20 +69,22 @@ KEYS: tuple[Key, ...] = (
         "out of the box: back to the matrix"),
 )
 
-# The footer of each mode: the keys that work there (action: label), in this order. The other keys
-# still answer (with a message saying why they do nothing there); they are only left out of it.
-_COMMON = {"pane('lookup')": "lookup", "export": "export", "copy": "copy cmd", "help": "help", "quit": "quit"}
+# The footer of each mode: the keys that work there (action: label), in this order; quit and help
+# first, so a narrow terminal, which cuts the footer's end, still shows them. The other keys still
+# answer (with a message saying why they do nothing there); they are only left out of it.
+_FIRST = {"quit": "quit", "help": "help"}
+_COMMON = {"pane('lookup')": "lookup", "export": "export", "copy": "copy cmd"}
 FOOTER: dict[str, dict[str, str]] = {
-    "word-vector": {"edit('sentence')": "sentence", "edit('context')": "context", "variant(1)": "variant",
+    "word-vector": {**_FIRST, "edit('sentence')": "sentence", "edit('context')": "context", "variant(1)": "variant",
                     "causal": "causal", "window(1)": "window", "projection(1)": "proj", "show(1)": "show", **_COMMON},
-    "transformer": {"edit('sentence')": "sentence", "edit('context')": "pair", "layer(1)": "layer", "head(1)": "head",
-                    "model_view": "model view", "flag('words')": "words", "flag('hide_special')": "specials",
-                    "flag('rollout')": "rollout", "flag('flow')": "flow", "lens": "lens", "compare": "compare",
-                    "filter(1)": "filter", "backend(1)": "backend",
+    "transformer": {**_FIRST, "edit('sentence')": "sentence", "edit('context')": "pair", "layer(1)": "layer",
+                    "head(1)": "head", "model_view": "model view", "flag('words')": "words",
+                    "flag('hide_special')": "specials", "flag('rollout')": "rollout", "flag('flow')": "flow",
+                    "lens": "lens", "compare": "compare", "filter(1)": "filter", "backend(1)": "backend",
                     "transformer": "vectors", **_COMMON},
-    "model view": {"layer(1)": "layer", "head(1)": "head", "model_view": "open head",
-                   "export": "export", "copy": "copy cmd", "help": "help", "quit": "quit"},
-    "lookup": {"escape": "leave box / back", "pane('matrix')": "matrix", "help": "help", "quit": "quit"},
+    "model view": {**_FIRST, "layer(1)": "layer", "head(1)": "head", "model_view": "open head",
+                   "export": "export", "copy": "copy cmd"},
+    "lookup": {**_FIRST, "escape": "leave box / back", "pane('matrix')": "matrix"},
 }
 
 

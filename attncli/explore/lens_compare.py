@@ -14,7 +14,7 @@ from typing import Any
 
 from attncli.errors import BadInput
 
-LENS_TOP_K = 5  # attn lens's default --top-k
+LENS_TOP_K = 1  # attn lens's default --top-k
 
 
 @dataclass
@@ -31,7 +31,7 @@ class LensResult:
     def renderables(self, width: int | None, lines: bool = True) -> list:
         from attncli.views.lens import lens_renderables
 
-        return lens_renderables(self.doc)
+        return lens_renderables(self.doc, width)
 
     def notes(self) -> list[str]:
         return ["logit lens (nostalgebraist 2020): each cell is the top next token the final norm and the "

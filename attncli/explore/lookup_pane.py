@@ -16,6 +16,26 @@ from attncli.explore.widgets import Drawing
 from attncli.textio import visible
 
 LOOKUP_ROWS = 20
+EIGHTHS = ("", "▏", "▎", "▍", "▌", "▋", "▊", "▉")
+
+
+class WeightBar:
+    """A weight in [0, 1] as a bar across the whole width its table column gets (in eighths of a
+    cell, as attn lookup draws it), measured at any width from 4 up, so a wide pane's bar column
+    is filled by a weight of 1, not 20 characters of it."""
+
+    def __init__(self, weight: float) -> None:
+        self.weight = weight
+
+    def __rich_measure__(self, console, options):
+        from rich.measure import Measurement
+
+        return Measurement(4, max(4, options.max_width))
+
+    def __rich_console__(self, console, options):
+        eighths = int(round(self.weight * options.max_width * 8))
+        full, part = divmod(eighths, 8)
+        yield Text("█" * full + EIGHTHS[part], style="cyan", no_wrap=True, overflow="crop")
 
 
 class LookupPane(App):
@@ -69,12 +89,14 @@ class LookupPane(App):
         table.add_column("key", overflow="fold")
         table.add_column("similarity", justify="right")
         table.add_column("weight", justify="right")
-        table.add_column("", no_wrap=True, style="cyan", ratio=1)
+        table.add_column("", no_wrap=True, ratio=1)
         table.add_column("value", overflow="fold")
         for e in result.head(LOOKUP_ROWS):
-            table.add_row(Text(visible(e.key)), f"{e.similarity:.3f}", f"{e.weight:.3f}", "█" * int(round(e.weight * 20)),
+            table.add_row(Text(visible(e.key)), f"{e.similarity:.3f}", f"{e.weight:.3f}", WeightBar(e.weight),
                           Text(visible(str(e.value))))
         best = result.best
         how = "exact key" if result.exact else f"weight {best.weight:.3f}"
-        answer = Text.assemble("answer: ", (visible(str(best.value)), "bold"), visible(f"  (key {best.key!r}, {how})"))
-        self.query_one("#lookup-result", Drawing).show(table, answer)
+        parts = [table, Text.assemble("answer: ", (visible(str(best.value)), "bold"), visible(f"  (key {best.key!r}, {how})"))]
+        if result.soft_value is not None:  # as attn lookup prints it
+            parts.append(Text.assemble("soft value (sum of weight * value): ", (f"{result.soft_value:.6g}", "bold")))
+        self.query_one("#lookup-result", Drawing).show(*parts)

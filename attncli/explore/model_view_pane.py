@@ -26,7 +26,7 @@ class ModelViewPane(App):
 
         res, state = self.result, self.state
         grid = res.grid_cell(state.grid)
-        view.show(*pretrained.model_view_renderables(res, state, width, cursor=grid, cell_meta=True))
+        view.show(*pretrained.model_view_renderables(res, state, width, cursor=grid, cell_meta=True), width=width)
         self.explanation = None
         self.query_one("#explain", Drawing).show(*grid_panel(res, state, grid))
         self._scroll_to(view, "grid", grid)

@@ -287,7 +287,7 @@ def export_path(given: str, cwd: Path | None = None) -> Path:
     Checked by the export door (attncli.export_target); not stdout or stderr: the app draws there."""
     given = given.strip()
     if not given:
-        raise BadInput("give a file name for the export, e.g. attn-explore.svg (or .html, .json)")
+        raise BadInput("give a file name for the export, e.g. attn-explore.svg (or .html, .png, .json)")
     path = Path(os.path.expanduser(given))
     if not path.is_absolute():
         path = (cwd or Path.cwd()) / path

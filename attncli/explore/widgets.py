@@ -32,14 +32,17 @@ class Drawing(Widget):
         self._strips: list[Strip] = []
         self._drawn_width = 0
 
-    def show(self, *parts) -> None:
+    def show(self, *parts, width: int | None = None) -> None:
+        """Draw ``parts``; ``width``: the columns they were laid out for, when fewer than the
+        widget's (a long line then wraps where ``attn matrix`` at that width wraps it)."""
         self._parts = list(parts)
-        self._draw_lines(self.content_size.width)
+        self._draw_lines(self.content_size.width, fit=width)
 
-    def _draw_lines(self, width: int) -> None:
+    def _draw_lines(self, width: int, fit: int | None = None) -> None:
         width = max(width, 20)
+        wrap = width if fit is None else max(min(fit, width), 20)
         console = self.app.console
-        lines = console.render_lines(Group(*self._parts), console.options.update_width(width), pad=False)
+        lines = console.render_lines(Group(*self._parts), console.options.update_width(wrap), pad=False)
         base = self.rich_style  # the widget's colours under the drawing (computed once per drawing)
         self._strips = [Strip(line).apply_style(base) for line in lines]
         self._drawn_width = width

@@ -40,7 +40,7 @@
   function matrix(layer, head, rollout, weightsOnly) {
     const other = !weightsOnly && extra();
     const d = other ? D.extra[S.show][layer] : doc(layer, rollout);
-    let part, rows, cols, rowSeg, colSeg;
+    let part, rows, cols, rowSeg, colSeg;  // a row's number: its input position (a word's: its index among the words), as attn matrix numbers it
     if (S.words && !other) {
       part = d.words; rows = part.tokens; cols = part.key_tokens;
       rowSeg = part.groups.map((g) => D.input.segments[g[0]]);
@@ -56,7 +56,7 @@
     }
     const mark = (s) => (D.pair !== null && s ? s.toUpperCase() + " " : "");
     return {
-      rows: ri.map((i) => i + " " + mark(rowSeg[i]) + rows[i]), cols: ci.map((j) => mark(colSeg[j]) + cols[j]),
+      rows: ri.map((i) => part.rows[i] + " " + mark(rowSeg[i]) + rows[i]), cols: ci.map((j) => mark(colSeg[j]) + cols[j]),
       W: ri.map((i) => ci.map((j) => M[i][j])), ri: ri, ci: ci, layer: layer, head: head,
     };
   }

@@ -55,7 +55,7 @@ def pretrained_heatmaps(view, meta: dict[str, Any], enc, row_span=None, col_span
     if view.words is not None:
         w = view.words
         seg_of = [enc.segments[g[0]] for g in w.groups]
-        row_labels = [f"{n} {_mark(s, pair)}{t}" for n, (t, s) in enumerate(zip(w.tokens, seg_of))]
+        row_labels = [f"{n} {_mark(s, pair)}{t}" for n, t, s in zip(w.rows, w.tokens, seg_of)]  # n: the word's index
         col_labels, mats, heads = w.key_tokens, w.weights, w.head_weights
         what = "words"
     else:

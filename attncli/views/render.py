@@ -21,6 +21,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from attncli.textio import span
 from attncli.textio import visible as visible_text
 
 # viridis at 11 evenly spaced points (matplotlib's table), interpolated linearly in RGB.
@@ -130,8 +131,15 @@ def _pages(col_w: dict[int, int], c0: int, c_end: int, avail: int) -> list[tuple
     return pages
 
 
+def number(x: float, decimals: int) -> str:
+    """``x`` with ``decimals`` decimals; a value that rounds to zero is 0.000, never -0.000 (a
+    difference B - A of -1e-9 is no difference)."""
+    text = f"{x:.{decimals}f}"
+    return text[1:] if text.startswith("-") and not text.strip("-0.") else text
+
+
 def _cell_texts(values: np.ndarray, masked: np.ndarray, decimals: int) -> list[list[str]]:
-    return [[MASKED if m else f"{x:.{decimals}f}" for x, m in zip(row, mrow)] for row, mrow in zip(values, masked)]
+    return [[MASKED if m else number(x, decimals) for x, m in zip(row, mrow)] for row, mrow in zip(values, masked)]
 
 
 def _cell(hm: Heatmap, row, block, block_masked, r: int, j: int, r0: int, c0: int, cell_w: int, lo: float, hi: float):
@@ -143,9 +151,9 @@ def _cell(hm: Heatmap, row, block, block_masked, r: int, j: int, r0: int, c0: in
         t = 0.0 if hi <= lo else (block[r, j - c0] - lo) / (hi - lo)
         bg, fg = (diverging_palette if hm.diverging else palette)(t)
         style, shown = f"{fg} on {bg}", f" {text:>{cell_w}} "
-    if hm.cursor == (r0 + r, j):
+    if hm.cursor == (r0 + r, j):  # brackets around the number itself, which stays where it was
         style += " reverse bold"
-        shown = "[" + shown[1:-1] + "]"
+        shown = f"{'[' + text + ']':>{cell_w + 2}}" if not block_masked[r, j - c0] else "[" + shown[1:-1] + "]"
     return shown, (_cell_style(style, r0 + r, j) if hm.cell_meta else style)
 
 
@@ -239,7 +247,7 @@ def heatmap_renderables(hm: Heatmap, width: int | None, *, max_rows: int = 60, m
     shown_end = pages[-1][1] if pages else c0
 
     for p, (s, e) in enumerate(pages):
-        title = hm.title if len(pages) == 1 else f"{hm.title} (columns {s}-{e - 1}, page {p + 1}/{len(pages)})"
+        title = hm.title if len(pages) == 1 else f"{hm.title} ({span(s, e - 1, 'column')}, page {p + 1}/{len(pages)})"
         parts.append(Text(visible_text(title), style="bold"))
         if lines and hm.divider_after is None and label_w + 1 + sum(col_w[j] + 2 for j in range(s, e)) <= width:
             parts.append(_page_lines(hm, texts, block, block_masked, labels, col_labels, label_w, col_w, r0, c0, s, e,
@@ -266,9 +274,9 @@ def heatmap_renderables(hm: Heatmap, width: int | None, *, max_rows: int = 60, m
                  else f"colour: viridis, dark = {lo:.3g}, bright = {hi:.3g}")
     left = []
     if r0 > 0 or r1 < R:
-        left.append(f"rows {r0}-{r1 - 1} of 0-{R - 1} shown")
+        left.append(f"{span(r0, r1 - 1, 'row')} of 0-{R - 1} shown")
     if c0 > 0 or shown_end < C:
-        left.append(f"columns {c0}-{shown_end - 1} of 0-{C - 1} shown")
+        left.append(f"{span(c0, shown_end - 1, 'column')} of 0-{C - 1} shown")
     if left:
         notes.append("left out: " + "; ".join(left) + f" ({hm.more})")
     if any(abbreviate(col_labels[j], col_w[j]) != col_labels[j] for j in range(c0, shown_end)):
@@ -312,7 +320,7 @@ def matrix_heatmaps(res, show: str = "weights", rows=None, cols=None, cursor=Non
     maps = []
     if heads is not None:
         for h, m in enumerate(heads):
-            maps.append(Heatmap(m, _labels(res.tokens), cols_labels, matrix_title(res, f"{what}, head {h + 1}/{len(heads)}"),
+            maps.append(Heatmap(m, _labels(res.tokens), cols_labels, matrix_title(res, f"{what}, head {h} of 0-{len(heads) - 1}"),
                                 masked=~att.mask, decimals=decimals, rows=rows, cols=cols, cursor=cursor,
                                 cell_meta=cell_meta))
         what = f"{what}, mean of {len(heads)} heads"
@@ -405,8 +413,7 @@ def explanation_renderables(doc: dict) -> list:
 
     q, k = doc["query"], doc["key"]
     title = f"cell ({q['index']}, {k['index']}): query '{q['token']}' -> key '{k['token']}' · {doc['variant']}: {doc['formula']}"
-    base = 0 if doc["variant"] == "pretrained" else 1  # a pretrained model's heads are numbered as --head numbers them
-    groups = [(None, doc["steps"])] if "steps" in doc else [(f"head {h['head'] + base}", h["steps"]) for h in doc["heads"]]
+    groups = [(None, doc["steps"])] if "steps" in doc else [(f"head {h['head']}", h["steps"]) for h in doc["heads"]]  # 0-based, as --head
     parts: list = []
     for head, steps in groups:
         parts.append(Text(visible_text(title if head is None else f"{title} · {head}"), style="bold"))
