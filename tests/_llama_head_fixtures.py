@@ -1,11 +1,13 @@
 """A 2-layer LlamaForCausalLM (grouped-query attention, RoPE, RMSNorm) whose weights are set by
-hand so that four of its eight heads ARE what they are called; the other four keep their random
-weights (their output projection is zeroed in layer 0 so they leave the residual stream alone):
+hand so that four of its eight heads ARE what they are called, and the induction head's copy is
+the model's prediction; the other four heads keep random weights (their output projection is
+zeroed in layer 0, and scaled down in layer 1, so they leave the residual stream nearly alone):
 
     layer 0 head 0   attention sink   BOS gets ~all the weight; the rest goes to the token itself
     layer 0 head 1   previous token   a rotary phase that peaks one position back
     layer 1 head 0   induction        query = my token, key = the token before you (K-composition:
-                                      written into the residual stream by layer 0 head 1)
+                                      written into the residual stream by layer 0 head 1); value =
+                                      your token, written out for lm_head to read (the copy)
     layer 1 head 1   duplicate token  query = key = my token, and a rotary term that sinks the
                                       query's own position (else a token's best copy is itself)
     layer 0 heads 2-3, layer 1 heads 2-3: random (their key-value head 1 is random too)
@@ -26,10 +28,37 @@ read as a complex number z = x_p + i x_(p+64). So:
   0 at Delta = 1..24" (the query's own position sunk, every earlier one alike).
 
 The residual stream (hidden 128) holds [1 constant (dim 0) | word flag (1) | BOS flag (2) | the
-token's code (3-34) | the previous token's code (35-66, written by layer 0 head 1)]; codes are rows
-of a 32 x 32 Hadamard matrix (exactly orthogonal) for the tokens of ``SENTENCES``, random +-1 for
-the rest. Every piece has a fixed norm, so RMSNorm only scales by a known constant (s0 in layer
-0, s1 in layer 1) and the products below survive it. The MLPs are zero.
+token's code (3-34) | the previous token's code (35-66, written by layer 0 head 1) | the copied
+token's code (67-98, written by layer 1 head 0) | 0 (99-127)]; codes are rows of a 32 x 32
+Hadamard matrix (exactly orthogonal) for the tokens of ``SENTENCES``, random +-1 for the rest.
+Every piece has a fixed norm, so RMSNorm only scales by a known constant (s0 in layer 0, s1 in
+layer 1, 1 at the final norm) and the products below survive it. The MLPs are zero.
+
+The copy, end to end (the OV circuit of layer 1 head 0 and the unembedding):
+
+    v_proj, key-value head 0   v = code / s1 -> v = the attended token's code        (HEAD_DIM,) dims 0-31
+    o_proj, head 0             z[:32] -> residual dims 67-98 (identity)             (HIDDEN, HEAD_DIM)
+    lm_head                    logit_v = UNEMBED_GAIN * code_v . x[67:99]            (V, HIDDEN)
+
+On ``BOS A B ... Z A B ... Y`` (distinct coded tokens) the induction head at Y puts ~1 of its
+weight on Z (the key whose previous token is Y scores INDUCTION_LOGIT = 16, every other 0), so
+x[67:99] = code(Z), |x|^2 = 16 + 16 + 32 + 32 + 32 = 128 and the final norm's scale is 1: Z's
+logit is 32, every other coded token's 0 (the Hadamard rows are orthogonal), and an uncoded
+token's code_v . code(Z) is a sum of 32 random signs (|.| of 16 or more for ~1 in 140): p(Z) >
+0.999. With the induction head's output zeroed nothing writes to dims 67-98 but the random heads,
+and p(Z) falls to ~1/V (under 0.02). Ablating the previous-token head (layer 0 head 1) also breaks
+the copy: it is the K-composition the induction head's keys are made of. No other head writes what
+lm_head reads: the sink and layer 0's random heads write nothing (o_proj zero), the previous-token
+head writes dims 35-66 and the duplicate head nothing (o_proj zero: its value is the same code as
+the induction head's, so any write of it would be a second, competing copy). Layer 1's random
+heads keep their random o_proj times RANDOM_WRITE = 0.1: each writes a vector of norm ~1 (the two
+together at most 2.3 on the sentences) against the copy's sqrt(32) = 5.7, so it moves any logit by
+at most |code_v| * 1 ~ 5.7 (Cauchy-Schwarz) against the copy's margin of 32, and the final norm's
+scale by a few percent: p(Z) stays > 0.99.
+
+A copy is unambiguous only where the current token occurred once before: in "she sells sea
+shells" repeated up to its last "he", that "he" has three earlier copies, followed by "Ġs", "lls"
+and "Ġs"; the induction head splits its weight over the three, and "Ġs" wins.
 
     build_head_llama(dir) -> dir   (with sentences.txt: the sentences the heads are scored on)
 """
@@ -50,6 +79,8 @@ SELF_LOGIT = 8.0 / 0.0372  # (1 - cos theta_6) * 215 = 8 over the neighbours
 SINK_GAP = 8.0  # BOS over the token itself
 PREV_LOGIT = 10.0 / 0.0158  # (1 - cos theta_8) * 633 = 10 over the neighbours
 INDUCTION_LOGIT = 16.0
+UNEMBED_GAIN = 1.0  # lm_head = gain * code on the copy dims: the copied token's logit is gain * 32
+RANDOM_WRITE = 0.1  # layer 1's random heads' o_proj, scaled down (init std 0.1 -> 0.01)
 DUP_SINK, DUP_MATCH = 30.0, 20.0  # the positional term's scale; a copy's content score
 
 
@@ -118,7 +149,7 @@ def build_head_llama(directory: Path) -> Path:
     emb[:, 3 : 3 + CODE] = codes
     s0, s1 = np.sqrt(HIDDEN / 64.0), np.sqrt(HIDDEN / 96.0)  # RMSNorm's scale in layers 0 and 1
     root = np.sqrt(HEAD_DIM)  # logits = q . k / root
-    code, prev_code = slice(3, 3 + CODE), slice(3 + CODE, 3 + 2 * CODE)
+    code, prev_code, copy = (slice(3 + i * CODE, 3 + (i + 1) * CODE) for i in range(3))
 
     def put(W, row0, pair, value, col):  # the complex value into pair `pair` of the head at row0, from input dim col
         W[row0 + pair, col] += value.real
@@ -131,9 +162,9 @@ def build_head_llama(directory: Path) -> Path:
     sd = model.state_dict()
     new = {k: v.clone() for k, v in sd.items()}
     q0, k0, v0, o0 = (sd[f"model.layers.0.self_attn.{n}_proj.weight"].numpy().copy() for n in "qkvo")
-    q1, k1 = (sd[f"model.layers.1.self_attn.{n}_proj.weight"].numpy().copy() for n in "qk")
+    q1, k1, v1, o1 = (sd[f"model.layers.1.self_attn.{n}_proj.weight"].numpy().copy() for n in "qkvo")
     q0[: 2 * HEAD_DIM], k0[:HEAD_DIM], v0[:HEAD_DIM] = 0.0, 0.0, 0.0  # query heads 0-1 and key-value head 0: set below
-    q1[: 2 * HEAD_DIM], k1[:HEAD_DIM] = 0.0, 0.0
+    q1[: 2 * HEAD_DIM], k1[:HEAD_DIM], v1[:HEAD_DIM] = 0.0, 0.0, 0.0
     o0[:] = 0.0  # layer 0 writes only the previous token's code (head 1)
     # layer 0, key-value head 0: k = [1 in PREV_PAIR (every token) | 1 in SELF_PAIR (words) | 1 in SINK_PAIR (BOS)]
     put(k0, 0, PREV_PAIR, 1.0 / (s0 * C), 0)
@@ -159,15 +190,24 @@ def build_head_llama(directory: Path) -> Path:
     a, b, _ = duplicate_position_fit()
     for p, ap, bp in zip(DUP_POSITION_PAIRS, a, b):  # z_q = a - i b scores a cos + b sin
         put(q1, HEAD_DIM, p, DUP_SINK * root / (s1 * C) * complex(ap, -bp), 0)
+    # the copy (OV circuit of layer 1 head 0): v = the attended token's code, written into the copy dims
+    v1[:CODE, code] = np.eye(CODE) / s1  # kv head 0's value: the code; the duplicate head reads it too
+    o1[:, : 2 * HEAD_DIM] = 0.0  # head 0 writes only the copy; the duplicate head (1) writes nothing
+    o1[copy, :CODE] = np.eye(CODE)  # (HIDDEN, heads * HEAD_DIM): head 0's z[:CODE] -> copy dims
+    o1[:, 2 * HEAD_DIM:] *= RANDOM_WRITE  # heads 2-3: random, small beside the copy
+    unembed = np.zeros((V, HIDDEN))  # (V, HIDDEN) lm_head: reads the copy dims only
+    unembed[:, copy] = UNEMBED_GAIN * codes
     t = lambda x: torch.tensor(x, dtype=torch.float32)  # noqa: E731
     new.update({"model.embed_tokens.weight": t(emb),
                 "model.layers.0.self_attn.q_proj.weight": t(q0), "model.layers.0.self_attn.k_proj.weight": t(k0),
                 "model.layers.0.self_attn.v_proj.weight": t(v0), "model.layers.0.self_attn.o_proj.weight": t(o0),
-                "model.layers.1.self_attn.q_proj.weight": t(q1), "model.layers.1.self_attn.k_proj.weight": t(k1)})
+                "model.layers.1.self_attn.q_proj.weight": t(q1), "model.layers.1.self_attn.k_proj.weight": t(k1),
+                "model.layers.1.self_attn.v_proj.weight": t(v1), "model.layers.1.self_attn.o_proj.weight": t(o1),
+                "lm_head.weight": t(unembed)})
     for name in list(new):
         if ".mlp.down_proj." in name:
             new[name] = torch.zeros_like(new[name])
-        if name.endswith("layernorm.weight"):
+        if name.endswith("norm.weight"):  # the layers' two norms and the final one
             new[name] = torch.ones_like(new[name])
     model.load_state_dict(new, strict=True)
     model.save_pretrained(directory)
