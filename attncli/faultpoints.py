@@ -4,23 +4,32 @@
 ``ATTN_TEST_PAUSE_AT=stage`` (a comma-separated list may name several), and then the process
 creates the file ``ATTN_TEST_PAUSED`` names (holding the stage), and sleeps until a signal stops
 it: the test knows exactly where the process is when it sends SIGKILL, SIGINT, SIGTERM or SIGHUP.
-Otherwise inert: one environment lookup, nothing imported. The stages are listed in STAGES so a
-test can go through each.
+Otherwise inert: one environment lookup, nothing imported. The stages are listed by the module
+that pauses at them (STAGES_OF), so a test of one writer goes through that writer's stages (the
+store's durability test through vectors/versions.py's), and STAGES holds them all.
 """
 
 from __future__ import annotations
 
 import os
 
-STAGES = {
-    "start-up": "the entry point, signals installed, before the CLI is imported",
-    "version-written": "a new model version's files written, before they are fsynced",
-    "version-fsynced": "every file and folder of the new version fsynced, before its rename",
-    "version-renamed": "the version renamed to its final name and .versions fsynced, before the link",
-    "link-made": "the temporary link to the new version made, before the os.replace that commits",
-    "link-replaced": "the name points at the new version (committed), before models/ is fsynced",
-    "stats-shard-written": "attn stats --out: a shard written (atomically), before the next chunk's",
+# module (under attncli/) -> its stages, in the order it reaches them -> what has happened there
+STAGES_OF = {
+    "cli/entry.py": {
+        "start-up": "the entry point, signals installed, before the CLI is imported",
+    },
+    "vectors/versions.py": {  # the store's write of a model version; the os.replace is the commit
+        "version-written": "a new model version's files written, before they are fsynced",
+        "version-fsynced": "every file and folder of the new version fsynced, before its rename",
+        "version-renamed": "the version renamed to its final name and .versions fsynced, before the link",
+        "link-made": "the temporary link to the new version made, before the os.replace that commits",
+        "link-replaced": "the name points at the new version (committed), before models/ is fsynced",
+    },
+    "stats/runner.py": {
+        "stats-shard-written": "attn stats --out: a shard written (atomically), before the next chunk's",
+    },
 }
+STAGES = {stage: what for stages in STAGES_OF.values() for stage, what in stages.items()}
 
 
 def pause_at(stage: str) -> None:

@@ -59,6 +59,8 @@ RENDERABLE_BUILDERS = {
     "_fmt": "a number formatted, or a dash",
     "shade": "attncli/views/model_view.py: one of five fixed shade characters",
     "fmt": "attncli/cli/lm.py: a number formatted",
+    "stats_renderables": "attncli/views/stats_view.py: heatmaps (views/render.py) and Tables of visible()d contexts (checked here)",
+    "head_renderables": "attncli/explore/stats_app.py: Tables and Texts of visible()d names and contexts, numbers (checked here)",
 }
 
 # (file, function, argument source, of which the first KEY characters count) -> why this argument,
@@ -216,6 +218,8 @@ class Checker:
                 return True
             if name in ("Text", "Table"):  # a renderable: its own text is checked where it is given
                 return True
+            if name == "Group":  # rich's Group of renderables: safe when every one of them is
+                return all(again(a) for a in node.args)
             if name in TRANSPARENT:  # cutting or padding a safe string keeps it safe
                 return again(func.value) if isinstance(func, ast.Attribute) and name in STR_METHODS else \
                     bool(node.args) and again(node.args[0])
@@ -365,6 +369,9 @@ def test_every_allowance_is_still_needed():
     ("def f(path):\n    sys.stderr.write(str(path))\n", True),
     ("def f(words):\n    out.print(', '.join(w for w in words))\n", True),
     ("def f(words):\n    out.print(', '.join(f'{len(w):,}' for w in words))\n", False),
+    ("def f(self, parts):\n    self.query_one('#x').update(Group(*parts))\n", True),
+    ("def f(self, hm):\n    self.query_one('#x').update(Group(*heatmap_renderables(hm, 80)))\n", False),
+    ("def f(self, hm, name):\n    self.query_one('#x').update(Group(*heatmap_renderables(hm, 80), name))\n", True),
 ])
 def test_the_rule_catches_unescaped_data(source, flagged):
     assert bool(unproven(source, "x.py")) is flagged, unproven(source, "x.py")

@@ -22,9 +22,18 @@ def test_every_command_but_explore_takes_json():
 
     from attncli.cli.main import app
 
-    group = typer.main.get_command(app)
-    without = sorted(name for name, command in group.commands.items()
-                     if not any("--json" in p.opts for p in command.params))
+    def commands(group, prefix: str = ""):
+        """Every command a user can run, a group's by their full name ('stats merge'); a group's
+        default command (``attn stats FILE`` is ``attn stats run FILE``) is one of them."""
+        for name, command in group.commands.items():
+            if hasattr(command, "commands"):  # a group (typer's own click has no click.Group to test against)
+                yield from commands(command, f"{prefix}{name} ")
+            else:
+                yield f"{prefix}{name}", command
+
+    walked = dict(commands(typer.main.get_command(app)))
+    assert {"stats run", "stats merge"} <= set(walked)  # a group's subcommands are walked, not the group
+    without = sorted(name for name, command in walked.items() if not any("--json" in p.opts for p in command.params))
     assert without == ["explore"]
 
 

@@ -28,10 +28,11 @@ ALLOWED = {
     "lm": {"attention", "vectors"},
     "generate": {"lm", "attention", "vectors", "transformer"},
     "views": {"attention"},  # rich drawing shared by cli and explore
-    "explore": {"views", "lm", "attention", "lookup", "vectors", "transformer"},  # the Textual app (attn explore)
-    "cli": {"explore", "views", "lm", "attention", "lookup", "vectors", "transformer", "generate", "stats"},
+    "explore": {"views", "lm", "attention", "lookup", "vectors", "transformer", "causal"},  # the Textual app (attn explore)
+    "cli": {"explore", "views", "lm", "attention", "lookup", "vectors", "transformer", "generate", "stats", "causal"},
     "transformer": set(),
     "stats": {"attention", "transformer"},  # head statistics over a corpus (attn stats)
+    "causal": {"transformer"},  # ablation, patching, direct logit attribution on the traced pass (attn ablate/patch/dla)
 }
 DRAWING = ("typer", "rich", "textual", "click")
 DRAWS = {"cli": DRAWING, "views": ("rich",), "explore": ("rich", "textual", "textual_serve")}  # who may import what

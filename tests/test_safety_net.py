@@ -82,6 +82,11 @@ def test_each_pause_point_is_in_the_code_once_and_inert_unless_named(monkeypatch
     source = "\n".join(p.read_text(encoding="utf-8") for p in (REPO / "attncli").rglob("*.py"))
     for stage in faultpoints.STAGES:
         assert source.count(f'pause_at("{stage}")') == 1, stage
+    for module, stages in faultpoints.STAGES_OF.items():  # listed under the module that pauses there, in order
+        own = (REPO / "attncli" / module).read_text(encoding="utf-8")
+        at = [own.find(f'pause_at("{stage}")') for stage in stages]
+        assert -1 not in at and at == sorted(at), (module, dict(zip(stages, at)))
+    assert len(faultpoints.STAGES) == sum(map(len, faultpoints.STAGES_OF.values()))  # no stage listed twice
     monkeypatch.delenv("ATTN_TEST_PAUSE_AT", raising=False)
     faultpoints.pause_at("version-written")  # returns at once
     monkeypatch.setenv("ATTN_TEST_PAUSE_AT", "start-up,link-made")

@@ -150,3 +150,31 @@ def test_a_worker_that_cannot_load_the_model_fails_the_run(tiny_gpt2_dir, gpt2_m
 
     with pytest.raises(RuntimeFailure, match="not the one the run started on"):
         load_work(ModelSpec(str(other)), Settings(), identity(gpt2_model))
+
+
+def test_a_corpus_that_is_not_a_regular_file_is_refused_before_it_is_read(tiny_gpt2_dir, tmp_path):
+    """A corpus file goes through fileio's checked open: a FIFO is refused, never waited on or
+    read (a writer is ready here, so a reader that read it would go on and exit 0), and a link to a
+    device is followed to the device and refused; stdin (-) stays the way to stream a command."""
+    import os
+    import threading
+
+    fifo = tmp_path / "corpus.fifo"
+    os.mkfifo(fifo)
+
+    def writer():
+        try:
+            with open(fifo, "w") as fh:  # blocks until some reader opens the FIFO
+                fh.write("the cat sat on the mat\n" * 4)
+        except OSError:  # the reader looked and closed it: a broken pipe
+            pass
+
+    threading.Thread(target=writer, daemon=True).start()
+    r = cli(["stats", fifo, "--transformer", tiny_gpt2_dir], code=2)
+    assert said(r, "is a FIFO, not a regular file") and said(r, "give - as the corpus")
+    device = tmp_path / "null.txt"
+    device.symlink_to(os.devnull)
+    assert said(cli(["stats", device, "--transformer", tiny_gpt2_dir], code=2), "is a device, not a regular file")
+    linked = tmp_path / "linked.txt"
+    linked.symlink_to(write_corpus(tmp_path / "c.txt", 4))
+    assert cli(["stats", linked, "--transformer", tiny_gpt2_dir, "--json"])["texts"] == 4

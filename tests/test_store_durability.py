@@ -21,7 +21,7 @@ import pytest
 from _lookup_fixtures import WORDS, save_plain
 from _pause import PYTHON, child_env, paused
 from attncli import paths
-from attncli.faultpoints import STAGES
+from attncli.faultpoints import STAGES_OF
 from attncli.vectors.model import load_vectors
 
 BIGGER = list(WORDS) + ["extra", "words", "here"]
@@ -151,7 +151,7 @@ def test_a_reader_hammering_the_name_during_many_swaps_sees_whole_models(tmp_pat
 _WRITER = "from _lookup_fixtures import save_plain, WORDS; save_plain('m', seed=1, words=list(WORDS) + ['extra', 'words', 'here'])"
 
 
-@pytest.mark.parametrize("stage", [s for s in STAGES if s != "start-up"])
+@pytest.mark.parametrize("stage", list(STAGES_OF["vectors/versions.py"]))  # the store's stages: every one
 def test_sigkill_at_each_stage_of_a_write_leaves_the_old_model_or_the_new(stage):
     save_plain("m")
     home = paths.home()

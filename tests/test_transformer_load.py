@@ -136,6 +136,9 @@ def test_misuse_of_a_loaded_model(tiny_bert_dir, tiny_gpt2_dir):
         bert.encode(None)
     with pytest.raises(BadInput, match="Encoding from encode"):
         bert.attentions([2, 3])
+    for method in ("qk", "scores", "value_vectors"):  # the rest of the API both backends share, too
+        with pytest.raises(BadInput, match=rf"{method}\(\) takes an Encoding from encode"):
+            getattr(bert, method)([2, 3], 0)
 
 
 def test_torch_backend_checks_the_attentions_came_back(tiny_bert_dir):

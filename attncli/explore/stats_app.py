@@ -84,15 +84,15 @@ def head_renderables(doc: dict[str, Any], layer: int, head: int, shown: str) -> 
     values.add_column(justify="right")
     for name, stat in doc["stats"].items():
         v = "-" if stat["mean"] is None else f"{stat['mean'][layer][head]:.3f}"
-        values.add_row(Text(name, style="bold" if name == shown else ""), v)
+        values.add_row(Text(visible(name), style="bold" if name == shown else ""), v)
     parts: list = [values]
     for name, heads in doc["top"].items():
         entry = next((e for e in heads if e["layer"] == layer and e["head"] == head), None)
         if not entry or not entry["examples"]:
             continue
-        parts.append(Text(f"\n{name}: top contexts (text index, score)", style="bold"))
+        parts.append(Text(f"\n{visible(name)}: top contexts (text index, score)", style="bold"))
         for ex in entry["examples"]:
-            parts.append(Text(f"{ex['text']:>6} {ex['score']:.3f}  {visible(ex['context'])}", no_wrap=False))
+            parts.append(Text(f"{int(ex['text']):>6} {ex['score']:.3f}  {visible(ex['context'])}", no_wrap=False))
     return parts
 
 

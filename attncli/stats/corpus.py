@@ -7,7 +7,9 @@
     a datasets folder  a Hugging Face ``datasets`` dataset written by ``save_to_disk``: ``field`` of
                        each row, of ``split`` for a DatasetDict (the ``datasets`` extra)
 
-Every text is checked (valid Unicode, bounded); a record without the field is BadInput.
+Every text is checked (valid Unicode, bounded); a record without the field is BadInput. A corpus
+file is streamed a line at a time through fileio's checked open: a regular file only (a FIFO or a
+device is refused; stdin, ``-``, is the user's own stream and read as it is).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from attncli.errors import BadInput
-from attncli.fileio import FileProblem, read_text
+from attncli.fileio import FileProblem, open_regular, read_text
 from attncli.textio import MAX_INPUT_BYTES, check_text, read_lines, stdin_bytes
 
 DATASET_MARKERS = ("dataset_info.json", "state.json", "dataset_dict.json")
@@ -59,13 +61,13 @@ def texts(source: str, *, field: Optional[str] = None, split: Optional[str] = No
             stream = stdin_bytes("the corpus")
             yield from (_jsonl if kind == "jsonl" else _lines)(stream, what, field or "text")
             return
-        try:
-            with open(source, "rb") as stream:
-                yield from (_jsonl if kind == "jsonl" else _lines)(stream, what, field or "text")
-        except IsADirectoryError:
-            raise BadInput(f"the corpus {what} is a directory") from None
-        except PermissionError:
-            raise BadInput(f"cannot read the corpus {what}: permission denied") from None
+        try:  # a regular file only (a link is followed to one): a FIFO or a device is refused, never waited on
+            stream = open(open_regular(source, follow_symlinks=True), "rb")
+        except FileProblem as exc:
+            raise BadInput(f"the corpus {what} cannot be read: {exc} (to stream a command's output, "
+                           "pipe it in and give - as the corpus)") from None
+        with stream:  # read a line at a time, each bounded (read_lines): memory stays flat
+            yield from (_jsonl if kind == "jsonl" else _lines)(stream, what, field or "text")
 
 
 def _lines(stream, what: str, field: str) -> Iterator[str]:

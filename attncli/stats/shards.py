@@ -64,8 +64,7 @@ def model_fingerprint(path: Path) -> str:
             h.update(name.encode() + b"\x00" + read_text(path / name, 64 * 2**20, follow_symlinks=True).encode())
     weights = sorted({p for g in WEIGHT_GLOBS for p in path.glob(g)})[:MAX_WEIGHT_FILES]
     for file in weights:
-        fd = open_regular(file, follow_symlinks=True)
-        with open(fd, "rb") as fh:
+        with open(open_regular(file, follow_symlinks=True), "rb") as fh:  # a regular file; SAMPLES reads of SAMPLE_BYTES
             size = fh.seek(0, 2)
             h.update(f"{file.name}\x00{size}\x00".encode())
             for k in range(SAMPLES):

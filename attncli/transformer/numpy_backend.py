@@ -123,11 +123,11 @@ class NumpyPretrained(Pretrained):
         """(1, T) ids, type ids and mask of an Encoding or a list of token ids."""
         if isinstance(enc, Encoding):
             if not enc.ids:
-                raise BadInput("attentions() takes an Encoding from encode()")
+                raise BadInput("trace() takes an Encoding from encode() or a list of token ids (this Encoding has no tokens)")
             ids = np.asarray([enc.ids], dtype=np.int64)  # (1, T)
             type_ids = np.asarray([enc.type_ids], dtype=np.int64)  # (1, T)
         elif isinstance(enc, (str, bytes)) or not isinstance(enc, (Sequence, np.ndarray)):
-            raise BadInput("attentions() takes an Encoding from encode() or a list of token ids")
+            raise BadInput("trace() takes an Encoding from encode() or a list of token ids")
         else:
             ids = self.check_ids(enc)[None]  # (1, T)
             type_ids = np.zeros_like(ids)
@@ -210,8 +210,18 @@ class NumpyPretrained(Pretrained):
         if layer is not None and layer >= self.layers:
             raise BadInput(f"site {name}: model '{self.name}' has layers 0..{self.layers - 1}")
 
+    @staticmethod
+    def _encoding(enc: Any, method: str) -> Encoding:
+        """``enc`` if it is an Encoding: the API both backends share (attentions, qk, scores,
+        value_vectors) takes one, as the torch backend does; bare token ids (no special tokens, no
+        type ids) are for ``trace`` and a decoder's ``logits_and_attentions``."""
+        if not isinstance(enc, Encoding) or not enc.ids:
+            raise BadInput(f"{method}() takes an Encoding from encode() (token ids: trace())")
+        return enc
+
     def attentions(self, enc) -> np.ndarray:
         """(L, h, T, T) float64: every layer's and head's attention weights for ``enc``."""
+        enc = self._encoding(enc, "attentions")
         return self.trace(enc, "blocks.*.attn.pattern").stack("attn.pattern", self.layers)  # (L, h, T, T)
 
     def check_qk(self) -> None:
@@ -224,14 +234,14 @@ class NumpyPretrained(Pretrained):
         """q, k (h, T, d_head) of ``layer``: softmax(q k^T * scale(layer) + mask) is its attentions."""
         self.check_layer(layer)
         self.check_qk()
-        tr = self.trace(enc, [site(layer, "attn.q"), site(layer, "attn.k")])
+        tr = self.trace(self._encoding(enc, "qk"), [site(layer, "attn.q"), site(layer, "attn.k")])
         return qk_of(tr, layer)
 
     def scores(self, enc, layer: int) -> np.ndarray:
         """(h, T, T) q k^T * scale(layer) of ``layer``, before the softmax; -inf where masked (causal)."""
         self.check_layer(layer)
         self.check_qk()
-        return self.trace(enc, site(layer, "attn.scores"))[site(layer, "attn.scores")].astype(np.float64)
+        return self.trace(self._encoding(enc, "scores"), site(layer, "attn.scores"))[site(layer, "attn.scores")].astype(np.float64)
 
     def value_vectors(self, enc, layer: int) -> tuple[np.ndarray, np.ndarray]:
         """The attentions A (h, T, T) of ``layer`` and each head's transformed value vectors
@@ -241,7 +251,7 @@ class NumpyPretrained(Pretrained):
         repeated per query head, so head h reads its key-value group's v^{g(h)} and its own rows of W_O."""
         self.check_layer(layer)
         self.check_value_vectors()
-        return self.value_vectors_of(self.trace(enc, value_sites(layer)), layer)
+        return self.value_vectors_of(self.trace(self._encoding(enc, "value_vectors"), value_sites(layer)), layer)
 
     def check_value_vectors(self) -> None:
         if not hasattr(self.arch, "output_weight"):

@@ -29,7 +29,7 @@ def stats_renderables(doc: dict[str, Any], width: Optional[int]) -> list:
     L, H = doc["layers"], doc["heads"]
     for name, stat in doc["stats"].items():
         if stat["mean"] is None:
-            parts.append(Text(f"{TITLES.get(name, name)}: not measured on this model or corpus", style="dim"))
+            parts.append(Text(f"{visible(TITLES.get(name, name))}: not measured on this model or corpus", style="dim"))
             continue
         decimals = (2, 1) if name == "distance" else (3, 2)
         hm = Heatmap(np.asarray(stat["mean"], dtype=float), [f"layer {l}" for l in range(L)],
@@ -42,13 +42,13 @@ def stats_renderables(doc: dict[str, Any], width: Optional[int]) -> list:
             continue
         layer, head = np.unravel_index(int(np.argmax(np.asarray(mean))), (L, H))
         entry = next(h for h in heads if h["layer"] == layer and h["head"] == head)
-        table = Table(title=f"{name.replace('_', '-')}: top contexts of layer {layer} head {head}",
+        table = Table(title=f"{visible(name.replace('_', '-'))}: top contexts of layer {int(layer)} head {int(head)}",
                       title_justify="left")
         table.add_column("score", justify="right", no_wrap=True)
         table.add_column("text", justify="right", no_wrap=True)
         table.add_column("context (query in brackets)")
         for ex in entry["examples"][:EXAMPLES]:
-            table.add_row(f"{ex['score']:.3f}", str(ex["text"]), Text(visible(ex["context"])))
+            table.add_row(f"{ex['score']:.3f}", f"{int(ex['text'])}", Text(visible(ex["context"])))
         parts.append(table)
     return parts
 
