@@ -1,6 +1,7 @@
 """attn ablate / patch / dla (attncli/causal) against transformers run with forward hooks that zero
 or replace the same slice (tests/_trace_reference.py), on tiny random GPT-2, Llama with
-grouped-query attention, Qwen2 and BERT with its MLM head, to 1e-5; patching everything restores
+grouped-query attention, Qwen2 and BERT with its MLM head, to 1e-5, on both backends (attn's
+batched NumPy pass, and the torch backend's trace: one resumed pass per intervention); patching everything restores
 1.0 and nothing 0.0; DLA's parts add up to the logit; the CLI's refusals."""
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from _llama_fixtures import build_decoder  # noqa: E402
 from _trace_reference import bias_gpt2, build_mlm, hooked_logits, load_reference  # noqa: E402
 from attncli.causal import grids  # noqa: E402
 from attncli.causal.dla import dla  # noqa: E402
-from attncli.causal.target import Target, resolve  # noqa: E402
+from attncli.causal.target import Target, resolve, vocab_id  # noqa: E402
 from attncli.cli.main import app  # noqa: E402
 from attncli.transformer import load  # noqa: E402
 from attncli.transformer.trace import Intervention  # noqa: E402
@@ -32,6 +33,7 @@ from attncli.transformer.trace import Intervention  # noqa: E402
 torch.set_num_threads(1)
 runner = CliRunner()
 KINDS = ("gpt2", "llama", "qwen2", "bert")
+BACKENDS = ("numpy", "torch")
 TEXT = {"gpt2": "the cat sat on the mat and the dog", "bert": "the cat sat on the [MASK] and the dog ."}
 
 
@@ -40,10 +42,15 @@ def models(tmp_path_factory):
     base = tmp_path_factory.mktemp("causal")
 
     @functools.lru_cache(maxsize=None)
-    def get(kind):
+    def built(kind):
         d = base / kind
         {"gpt2": bias_gpt2, "bert": lambda p: build_mlm("bert", p)}.get(kind, lambda p: build_decoder(kind, p))(d)
-        return d, load(str(d), backend="numpy"), load_reference(d, kind)
+        return d, load_reference(d, kind)
+
+    @functools.lru_cache(maxsize=None)
+    def get(kind, backend="numpy"):
+        d, ref = built(kind)
+        return d, load(str(d), backend=backend), ref
     return get
 
 
@@ -54,16 +61,18 @@ def corrupted(ids: list[int]) -> list[int]:
     return bad
 
 
-def _setup(models, kind):
-    path, model, ref = models(kind)
+def _setup(models, kind, backend="numpy"):
+    path, model, ref = models(kind, backend)
+    assert model.backend == backend
     ids = model.encode(TEXT.get(kind, TEXT["gpt2"])).ids
-    pos = ids.index(model.tokenizer.token_to_id("[MASK]")) if kind == "bert" else len(ids) - 1
+    pos = ids.index(vocab_id(model.tokenizer, "[MASK]")) if kind == "bert" else len(ids) - 1
     return path, model, ref, ids, Target(pos, 7, "x", 11, "y"), Target(pos, 7, "x")
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("kind", KINDS)
-def test_ablation_grid_equals_transformers_with_a_hook_zeroing_the_head(models, kind):
-    _, model, ref, ids, diff, logp = _setup(models, kind)
+def test_ablation_grid_equals_transformers_with_a_hook_zeroing_the_head(models, kind, backend):
+    _, model, ref, ids, diff, logp = _setup(models, kind, backend)
     for t in (diff, logp):
         grid = grids.ablate(model, ids, t)
         clean = t.metric(hooked_logits(ref, kind, ids)[t.position])
@@ -73,9 +82,10 @@ def test_ablation_grid_equals_transformers_with_a_hook_zeroing_the_head(models, 
         assert np.abs(want).max() > 1e-3
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("kind", KINDS)
-def test_mean_and_one_position_ablation_equal_transformers(models, kind):
-    _, model, ref, ids, diff, _ = _setup(models, kind)
+def test_mean_and_one_position_ablation_equal_transformers(models, kind, backend):
+    _, model, ref, ids, diff, _ = _setup(models, kind, backend)
     refs = [model.encode(s).ids for s in ("a dog and a cat", "time flies like an arrow")]
     means = grids.head_means(model, refs)  # (L, h, d_head)
     z = np.concatenate([model.trace(r, "blocks.1.attn.z")["blocks.1.attn.z"] for r in refs])  # (sum T, h, d_head)
@@ -86,14 +96,17 @@ def test_mean_and_one_position_ablation_equal_transformers(models, kind):
         got = diff.metric(hooked_logits(ref, kind, ids, z={(l, h): means[l, h]})[diff.position]) - clean
         assert abs(grid.values[l, h] - got) < 1e-5
     grid = grids.ablate(model, ids, diff, position=2)
-    got = diff.metric(hooked_logits(ref, kind, ids, z={(0, 2, 2): 0.0})[diff.position]) - clean
-    assert abs(grid.values[0, 2] - got) < 1e-5
+    for l, h in ((0, 2), (1, 1)):
+        got = diff.metric(hooked_logits(ref, kind, ids, z={(l, h, 2): 0.0})[diff.position]) - clean
+        whole = diff.metric(hooked_logits(ref, kind, ids, z={(l, h): 0.0})[diff.position]) - clean
+        assert abs(grid.values[l, h] - got) < 1e-5 and abs(got - whole) > 1e-4, (l, h)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("where", ["resid", "attn", "mlp", "head"])
-def test_patching_equals_transformers_with_a_hook_replacing_the_slice(models, kind, where):
-    _, model, ref, ids, diff, _ = _setup(models, kind)
+def test_patching_equals_transformers_with_a_hook_replacing_the_slice(models, kind, where, backend):
+    _, model, ref, ids, diff, _ = _setup(models, kind, backend)
     bad = corrupted(ids)
     grid = grids.patch(model, ids, bad, diff, where=where)
     name = grids.PATCH_SITES[where]
