@@ -127,9 +127,10 @@ def test_patching_equals_transformers_with_a_hook_replacing_the_slice(models, ki
         assert abs(restored - patched) < 1e-5, (l, x)
 
 
-@pytest.mark.parametrize("kind, tol", [("gpt2", 1e-9), ("llama", 1e-5)])  # Llama's pass runs in float32
-def test_patching_everything_restores_one_and_nothing_zero(models, kind, tol):
-    _, model, _, ids, diff, _ = _setup(models, kind)
+@pytest.mark.parametrize("kind, tol, backend", [("gpt2", 1e-9, "numpy"), ("llama", 1e-5, "numpy"),  # Llama: float32
+                                                ("gpt2", 1e-5, "torch"), ("llama", 1e-5, "torch")])
+def test_patching_everything_restores_one_and_nothing_zero(models, kind, tol, backend):
+    _, model, _, ids, diff, _ = _setup(models, kind, backend)
     bad = corrupted(ids)
     clean_tr, clean = grids.clean_run(model, ids, diff, [])
     bad_tr, corrupt = grids.clean_run(model, bad, diff, [])
@@ -152,6 +153,59 @@ def test_dla_parts_add_up_to_the_logit(models, kind, tol):
         assert abs(res["sum"] - res["logit"]) < tol
         np.testing.assert_allclose(res["per_token"].sum(axis=-1), res["heads"], atol=tol)
         assert np.abs(res["heads"]).max() > 1e-3
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_the_torch_path_gives_the_numpy_paths_numbers(models, kind):
+    """The generic path (one resumed trace per head) and the batched NumPy grid agree, mean
+    ablation at one position included."""
+    _, fast, _, ids, diff, logp = _setup(models, kind, "numpy")
+    _, slow, _, _, _, _ = _setup(models, kind, "torch")
+    means = grids.head_means(fast, [fast.encode("a dog and a cat").ids])
+    np.testing.assert_allclose(grids.head_means(slow, [fast.encode("a dog and a cat").ids]), means, atol=1e-6)
+    for t in (diff, logp):
+        a, b = grids.ablate(fast, ids, t, mode="mean", means=means, position=1), \
+            grids.ablate(slow, ids, t, mode="mean", means=means, position=1)
+        assert abs(a.clean - b.clean) < 1e-5
+        np.testing.assert_allclose(b.values, a.values, atol=1e-5, rtol=0)
+        assert np.abs(a.values).max() > 1e-3
+
+
+def _opt(gpt2_dir, directory):
+    """A tiny OPT decoder (a family neither attn's NumPy pass nor the torch trace maps)."""
+    import transformers
+
+    tok = transformers.AutoTokenizer.from_pretrained(str(gpt2_dir))
+    torch.manual_seed(0)
+    config = transformers.OPTConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=1, ffn_dim=20,
+                                    num_attention_heads=2, max_position_embeddings=40, word_embed_proj_dim=16)
+    transformers.OPTForCausalLM(config).eval().save_pretrained(directory)
+    tok.save_pretrained(directory)
+    return directory
+
+
+def test_cli_backend_torch(models, tmp_path):
+    path, model, _, ids, diff, _ = _setup(models, "gpt2", "torch")
+    base = ["--transformer", str(path), "--target-id", str(diff.token), "--contrast-id", str(diff.contrast)]
+    result = runner.invoke(app, ["ablate", TEXT["gpt2"], *base, "--backend", "torch", "--json"])
+    assert result.exit_code == 0, result.output
+    want = grids.ablate(models("gpt2", "numpy")[1], ids, diff).values
+    np.testing.assert_allclose(json.loads(result.stdout)["grid"], want, atol=1e-5)
+    result = runner.invoke(app, ["patch", TEXT["gpt2"], "the dog sat on the mat and the cat", *base, "--backend", "torch",
+                                 "--site", "head", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["site"] == "head"
+
+    def run(*args):
+        r = runner.invoke(app, list(args), env={"COLUMNS": "300"})
+        return r.exit_code, " ".join(r.output.split())
+
+    code, out = run("dla", TEXT["gpt2"], *base, "--backend", "torch")
+    assert code == 2 and "--backend numpy" in out and "torch backend" in out
+    opt = _opt(path, tmp_path / "opt")
+    for backend in ("auto", "torch"):
+        code, out = run("ablate", "the cat sat", "--transformer", str(opt), "--target-id", "3", "--backend", backend)
+        assert code == 2 and "'opt'" in out and "Traceback" not in out, out
 
 
 def test_dla_refuses_a_post_norm_encoder(models):
