@@ -184,7 +184,7 @@ def _opt(gpt2_dir, directory):
     return directory
 
 
-def test_cli_backend_torch(models, tmp_path):
+def test_cli_backend_torch(models, tiny_bert_dir, tmp_path):
     path, model, _, ids, diff, _ = _setup(models, "gpt2", "torch")
     base = ["--transformer", str(path), "--target-id", str(diff.token), "--contrast-id", str(diff.contrast)]
     result = runner.invoke(app, ["ablate", TEXT["gpt2"], *base, "--backend", "torch", "--json"])
@@ -202,6 +202,12 @@ def test_cli_backend_torch(models, tmp_path):
 
     code, out = run("dla", TEXT["gpt2"], *base, "--backend", "torch")
     assert code == 2 and "--backend numpy" in out and "torch backend" in out
+    code, out = run("ablate", "the cat [MASK] .", "--transformer", str(tiny_bert_dir), "--target-id", "3",
+                    "--backend", "torch")
+    assert code == 2 and "no masked-language-model head" in out
+    code, out = run("ablate", "the cat sat .", "--transformer", str(models("bert", "torch")[0]), "--target-id", "3",
+                    "--backend", "torch")
+    assert code == 2 and "[MASK]" in out
     opt = _opt(path, tmp_path / "opt")
     for backend in ("auto", "torch"):
         code, out = run("ablate", "the cat sat", "--transformer", str(opt), "--target-id", "3", "--backend", backend)
