@@ -17,14 +17,17 @@ after one warm-up pass each, the clean pass included in each figure:
   ``blocks.{l}.attn.hook_z[:, :, h]``, one whole pass per head;
 - attn's torch backend: ``trace`` with ``Intervention("blocks.{l}.attn.z", head=h)``, resumed at layer l
   from the clean pass's ``blocks.{l}.resid_pre``;
-- attncli.causal's ``attn_grid_seconds(DIR, ids)`` (the NumPy path) where that module has it.
-The grids are compared (largest difference) so a fast wrong grid shows.
+- attn's NumPy grid: ``attncli.causal.grids.ablate`` (what ``attn ablate`` runs) on the model
+  loaded with --backend numpy (weights widened to float32, attention in float64), each layer's heads
+  as one batch rerun from the cached stream; always the whole grid (every layer), after a warm-up
+  pass that widens the bfloat16 weights once.
+The grids are compared (largest difference) so a fast wrong grid shows. The figures are printed
+side by side with the ratio TransformerLens / attn NumPy.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import shutil
 import sys
 import tempfile
@@ -67,7 +70,7 @@ def bench(shape: str, directory: Path, layers: int | None) -> None:
     import numpy as np
     import torch
 
-    from _causal_peer import boot_lens, lens_grid, trace_grid
+    from _causal_peer import boot_lens, lens_grid, numpy_grid, trace_grid
     from attncli.transformer import load
 
     if not (directory / "config.json").is_file():
@@ -90,15 +93,13 @@ def bench(shape: str, directory: Path, layers: int | None) -> None:
     print(f"  attn torch trace (z intervention, resumed)   {t_attn:7.2f} s  {1000 * t_attn / passes:6.1f} ms a pass"
           f"   TransformerLens / attn torch = {t_lens / t_attn:.2f}x")
     print(f"  largest difference between the grids: {np.abs(g_lens - g_attn).max():.2e}")
-    try:
-        causal = importlib.import_module("attncli.causal")
-        seconds = causal.attn_grid_seconds
-    except (ImportError, AttributeError):
-        print("  attn numpy: attncli.causal.attn_grid_seconds is missing (not merged yet)")
-        return
-    t_numpy = seconds(str(directory), ids)
-    print(f"  attn numpy (attncli.causal)                  {t_numpy:7.2f} s"
-          f"   TransformerLens / attn numpy = {t_lens / t_numpy:.2f}x")
+    fast = load(str(directory), backend="numpy")
+    fast.trace(ids, "logits")  # the warm-up: the weights widened once
+    t_numpy, g_numpy = timed(numpy_grid, fast, ids, target)
+    print(f"  attn numpy (attn ablate's grid, batched)     {t_numpy:7.2f} s  {1000 * t_numpy / (fast.layers * fast.heads):6.1f}"
+          f" ms a head ({fast.layers} layers)   TransformerLens / attn numpy = "
+          f"{t_lens / t_numpy * (fast.layers / cut):.2f}x" + (" (per head)" if cut < fast.layers else ""))
+    print(f"  largest difference, NumPy grid vs TransformerLens: {np.abs(g_numpy[:cut] - g_lens).max():.2e}")
 
 
 def main() -> None:

@@ -2,7 +2,8 @@
 (bench/bench_ablate_peer.py): for every layer l and head h, the change in log p(target) at the
 last position when head h's z (its mix of values, before the output projection) is zeroed.
 
-    trace_grid(model, ids, target)       any model with attn's ``trace`` (either backend)
+    trace_grid(model, ids, target)       any model with attn's ``trace`` (either backend), a loop of traces
+    numpy_grid(model, ids, target)       attn's NumPy grid: attncli.causal.grids.ablate, what ``attn ablate`` runs
     lens_grid(bridge, ids, target)       TransformerLens 4: a TransformerBridge, hook_z zeroed per head
     hook_grid(hf_model, ids, target)     plain transformers: a forward pre-hook on each layer's output projection
 
@@ -40,6 +41,15 @@ def trace_grid(model: Any, ids: Sequence[int], target: int, resume: bool = True,
             t = model.trace(ids, "logits", interventions=[Intervention(f"blocks.{l}.attn.z", head=h)], start=start)
             grid[l, h] = log_p(t["logits"][-1], target) - base
     return grid
+
+
+def numpy_grid(model: Any, ids: Sequence[int], target: int) -> np.ndarray:
+    """(L, h) by ``attncli.causal.grids.ablate`` (the core of ``attn ablate``; on a NumPy model its
+    batched path: each layer's heads as one batch of copies of the cached stream)."""
+    from attncli.causal import grids
+    from attncli.causal.target import Target
+
+    return grids.ablate(model, list(ids), Target(len(ids) - 1, int(target), "target")).values
 
 
 def lens_grid(bridge: Any, ids: Sequence[int], target: int, layers: int | None = None) -> np.ndarray:

@@ -1,9 +1,10 @@
 """attn ablate / patch / dla (attncli/causal) against transformers run with forward hooks that zero
 or replace the same slice (tests/_trace_reference.py), on tiny random GPT-2, Llama with
-grouped-query attention, Qwen2 and BERT with its MLM head, to 1e-5; patching everything restores
-1.0 and nothing 0.0; DLA's parts add up to the logit; on a Llama whose induction circuit is set by
-hand (tests/_llama_head_fixtures.py), zeroing its heads drops the copied token and no other head
-moves it, on both backends; the CLI's refusals."""
+grouped-query attention, Qwen2 and BERT with its MLM head, to 1e-5, on both backends (attn's
+batched NumPy pass, and the torch backend's trace: one resumed pass per intervention); patching
+everything restores 1.0 and nothing 0.0; DLA's parts add up to the logit; on a Llama whose
+induction circuit is set by hand (tests/_llama_head_fixtures.py), zeroing its heads drops the
+copied token and no other head moves it, on both backends; the CLI's refusals."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from _llama_fixtures import build_decoder  # noqa: E402
 from _trace_reference import bias_gpt2, build_mlm, hooked_logits, load_reference  # noqa: E402
 from attncli.causal import grids  # noqa: E402
 from attncli.causal.dla import dla  # noqa: E402
-from attncli.causal.target import Target, resolve  # noqa: E402
+from attncli.causal.target import Target, resolve, vocab_id  # noqa: E402
 from attncli.cli.main import app  # noqa: E402
 from attncli.transformer import load  # noqa: E402
 from attncli.transformer.trace import Intervention  # noqa: E402
@@ -34,6 +35,7 @@ from attncli.transformer.trace import Intervention  # noqa: E402
 torch.set_num_threads(1)
 runner = CliRunner()
 KINDS = ("gpt2", "llama", "qwen2", "bert")
+BACKENDS = ("numpy", "torch")
 TEXT = {"gpt2": "the cat sat on the mat and the dog", "bert": "the cat sat on the [MASK] and the dog ."}
 
 
@@ -42,10 +44,15 @@ def models(tmp_path_factory):
     base = tmp_path_factory.mktemp("causal")
 
     @functools.lru_cache(maxsize=None)
-    def get(kind):
+    def built(kind):
         d = base / kind
         {"gpt2": bias_gpt2, "bert": lambda p: build_mlm("bert", p)}.get(kind, lambda p: build_decoder(kind, p))(d)
-        return d, load(str(d), backend="numpy"), load_reference(d, kind)
+        return d, load_reference(d, kind)
+
+    @functools.lru_cache(maxsize=None)
+    def get(kind, backend="numpy"):
+        d, ref = built(kind)
+        return d, load(str(d), backend=backend), ref
     return get
 
 
@@ -56,16 +63,18 @@ def corrupted(ids: list[int]) -> list[int]:
     return bad
 
 
-def _setup(models, kind):
-    path, model, ref = models(kind)
+def _setup(models, kind, backend="numpy"):
+    path, model, ref = models(kind, backend)
+    assert model.backend == backend
     ids = model.encode(TEXT.get(kind, TEXT["gpt2"])).ids
-    pos = ids.index(model.tokenizer.token_to_id("[MASK]")) if kind == "bert" else len(ids) - 1
+    pos = ids.index(vocab_id(model.tokenizer, "[MASK]")) if kind == "bert" else len(ids) - 1
     return path, model, ref, ids, Target(pos, 7, "x", 11, "y"), Target(pos, 7, "x")
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("kind", KINDS)
-def test_ablation_grid_equals_transformers_with_a_hook_zeroing_the_head(models, kind):
-    _, model, ref, ids, diff, logp = _setup(models, kind)
+def test_ablation_grid_equals_transformers_with_a_hook_zeroing_the_head(models, kind, backend):
+    _, model, ref, ids, diff, logp = _setup(models, kind, backend)
     for t in (diff, logp):
         grid = grids.ablate(model, ids, t)
         clean = t.metric(hooked_logits(ref, kind, ids)[t.position])
@@ -75,9 +84,10 @@ def test_ablation_grid_equals_transformers_with_a_hook_zeroing_the_head(models, 
         assert np.abs(want).max() > 1e-3
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("kind", KINDS)
-def test_mean_and_one_position_ablation_equal_transformers(models, kind):
-    _, model, ref, ids, diff, _ = _setup(models, kind)
+def test_mean_and_one_position_ablation_equal_transformers(models, kind, backend):
+    _, model, ref, ids, diff, _ = _setup(models, kind, backend)
     refs = [model.encode(s).ids for s in ("a dog and a cat", "time flies like an arrow")]
     means = grids.head_means(model, refs)  # (L, h, d_head)
     z = np.concatenate([model.trace(r, "blocks.1.attn.z")["blocks.1.attn.z"] for r in refs])  # (sum T, h, d_head)
@@ -88,14 +98,17 @@ def test_mean_and_one_position_ablation_equal_transformers(models, kind):
         got = diff.metric(hooked_logits(ref, kind, ids, z={(l, h): means[l, h]})[diff.position]) - clean
         assert abs(grid.values[l, h] - got) < 1e-5
     grid = grids.ablate(model, ids, diff, position=2)
-    got = diff.metric(hooked_logits(ref, kind, ids, z={(0, 2, 2): 0.0})[diff.position]) - clean
-    assert abs(grid.values[0, 2] - got) < 1e-5
+    for l, h in ((0, 2), (1, 1)):
+        got = diff.metric(hooked_logits(ref, kind, ids, z={(l, h, 2): 0.0})[diff.position]) - clean
+        whole = diff.metric(hooked_logits(ref, kind, ids, z={(l, h): 0.0})[diff.position]) - clean
+        assert abs(grid.values[l, h] - got) < 1e-5 and abs(got - whole) > 1e-4, (l, h)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("where", ["resid", "attn", "mlp", "head"])
-def test_patching_equals_transformers_with_a_hook_replacing_the_slice(models, kind, where):
-    _, model, ref, ids, diff, _ = _setup(models, kind)
+def test_patching_equals_transformers_with_a_hook_replacing_the_slice(models, kind, where, backend):
+    _, model, ref, ids, diff, _ = _setup(models, kind, backend)
     bad = corrupted(ids)
     grid = grids.patch(model, ids, bad, diff, where=where)
     name = grids.PATCH_SITES[where]
@@ -116,9 +129,10 @@ def test_patching_equals_transformers_with_a_hook_replacing_the_slice(models, ki
         assert abs(restored - patched) < 1e-5, (l, x)
 
 
-@pytest.mark.parametrize("kind, tol", [("gpt2", 1e-9), ("llama", 1e-5)])  # Llama's pass runs in float32
-def test_patching_everything_restores_one_and_nothing_zero(models, kind, tol):
-    _, model, _, ids, diff, _ = _setup(models, kind)
+@pytest.mark.parametrize("kind, tol, backend", [("gpt2", 1e-9, "numpy"), ("llama", 1e-5, "numpy"),  # Llama: float32
+                                                ("gpt2", 1e-5, "torch"), ("llama", 1e-5, "torch")])
+def test_patching_everything_restores_one_and_nothing_zero(models, kind, tol, backend):
+    _, model, _, ids, diff, _ = _setup(models, kind, backend)
     bad = corrupted(ids)
     clean_tr, clean = grids.clean_run(model, ids, diff, [])
     bad_tr, corrupt = grids.clean_run(model, bad, diff, [])
@@ -141,6 +155,65 @@ def test_dla_parts_add_up_to_the_logit(models, kind, tol):
         assert abs(res["sum"] - res["logit"]) < tol
         np.testing.assert_allclose(res["per_token"].sum(axis=-1), res["heads"], atol=tol)
         assert np.abs(res["heads"]).max() > 1e-3
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_the_torch_path_gives_the_numpy_paths_numbers(models, kind):
+    """The generic path (one resumed trace per head) and the batched NumPy grid agree, mean
+    ablation at one position included."""
+    _, fast, _, ids, diff, logp = _setup(models, kind, "numpy")
+    _, slow, _, _, _, _ = _setup(models, kind, "torch")
+    means = grids.head_means(fast, [fast.encode("a dog and a cat").ids])
+    np.testing.assert_allclose(grids.head_means(slow, [fast.encode("a dog and a cat").ids]), means, atol=1e-6)
+    for t in (diff, logp):
+        a, b = grids.ablate(fast, ids, t, mode="mean", means=means, position=1), \
+            grids.ablate(slow, ids, t, mode="mean", means=means, position=1)
+        assert abs(a.clean - b.clean) < 1e-5
+        np.testing.assert_allclose(b.values, a.values, atol=1e-5, rtol=0)
+        assert np.abs(a.values).max() > 1e-3
+
+
+def _opt(gpt2_dir, directory):
+    """A tiny OPT decoder (a family neither attn's NumPy pass nor the torch trace maps)."""
+    import transformers
+
+    tok = transformers.AutoTokenizer.from_pretrained(str(gpt2_dir))
+    torch.manual_seed(0)
+    config = transformers.OPTConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=1, ffn_dim=20,
+                                    num_attention_heads=2, max_position_embeddings=40, word_embed_proj_dim=16)
+    transformers.OPTForCausalLM(config).eval().save_pretrained(directory)
+    tok.save_pretrained(directory)
+    return directory
+
+
+def test_cli_backend_torch(models, tiny_bert_dir, tmp_path):
+    path, model, _, ids, diff, _ = _setup(models, "gpt2", "torch")
+    base = ["--transformer", str(path), "--target-id", str(diff.token), "--contrast-id", str(diff.contrast)]
+    result = runner.invoke(app, ["ablate", TEXT["gpt2"], *base, "--backend", "torch", "--json"])
+    assert result.exit_code == 0, result.output
+    want = grids.ablate(models("gpt2", "numpy")[1], ids, diff).values
+    np.testing.assert_allclose(json.loads(result.stdout)["grid"], want, atol=1e-5)
+    result = runner.invoke(app, ["patch", TEXT["gpt2"], "the dog sat on the mat and the cat", *base, "--backend", "torch",
+                                 "--site", "head", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["site"] == "head"
+
+    def run(*args):
+        r = runner.invoke(app, list(args), env={"COLUMNS": "300"})
+        return r.exit_code, " ".join(r.output.split())
+
+    code, out = run("dla", TEXT["gpt2"], *base, "--backend", "torch")
+    assert code == 2 and "--backend numpy" in out and "torch backend" in out
+    code, out = run("ablate", "the cat [MASK] .", "--transformer", str(tiny_bert_dir), "--target-id", "3",
+                    "--backend", "torch")
+    assert code == 2 and "no masked-language-model head" in out
+    code, out = run("ablate", "the cat sat .", "--transformer", str(models("bert", "torch")[0]), "--target-id", "3",
+                    "--backend", "torch")
+    assert code == 2 and "[MASK]" in out
+    opt = _opt(path, tmp_path / "opt")
+    for backend in ("auto", "torch"):
+        code, out = run("ablate", "the cat sat", "--transformer", str(opt), "--target-id", "3", "--backend", backend)
+        assert code == 2 and "'opt'" in out and "Traceback" not in out, out
 
 
 def test_dla_refuses_a_post_norm_encoder(models):
@@ -224,29 +297,19 @@ def _copies(model):
     return out
 
 
-def _probability(logits: np.ndarray, token: int) -> float:
-    logits = np.asarray(logits, dtype=np.float64)
-    return float(np.exp(logits[token] - logits.max()) / np.exp(logits - logits.max()).sum())
-
-
-def _drops(model, backend: str):
-    """Per copy: p(copied | clean) and the drop p(clean) - p(head zeroed) of each head (L, h)."""
+def _drops(model):
+    """Per copy: p(copied | clean) and the drop p(clean) - p(head zeroed) of each head (L, h), by
+    attn ablate's own grid (batched on NumPy, one resumed trace per head on torch)."""
     for ids, token in _copies(model):
-        if backend == "numpy":
-            grid = grids.ablate(model, ids, Target(len(ids) - 1, token, "copied"))
-            yield np.exp(grid.clean), np.exp(grid.clean) - np.exp(grid.clean + grid.values)
-            continue
-        p = lambda *iv: _probability(model.trace(ids, "logits", interventions=iv)["logits"][-1], token)  # noqa: E731
-        clean = p()
-        yield clean, np.array([[clean - p(Intervention(f"blocks.{l}.attn.z", head=h)) for h in range(model.heads)]
-                               for l in range(model.layers)])
+        grid = grids.ablate(model, ids, Target(len(ids) - 1, token, "copied"))
+        yield np.exp(grid.clean), np.exp(grid.clean) - np.exp(grid.clean + grid.values)
 
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 def test_ablating_the_induction_head_drops_the_copied_token(head_llama_dir, backend):
     model = load(str(head_llama_dir), backend=backend)
     circuit = {(1, 0), (0, 1)}  # the induction head, and the previous-token head its keys are made of
-    for clean, drop in _drops(model, backend):
+    for clean, drop in _drops(model):
         assert clean > 0.95
         assert drop[1, 0] > 0.9, drop
         assert drop[0, 1] > 0.5, drop  # without previous codes the induction head spreads over every key

@@ -1,5 +1,6 @@
 """The peer check: TransformerLens 4 (a TransformerBridge over the same transformers model) gives the
-same head-ablation grid as attn's trace and as plain transformers forward pre-hooks, to 1e-5, on a
+same head-ablation grid as attn's torch trace, attn's NumPy grid (``attn ablate``'s core,
+attncli.causal.grids.ablate, batched) and plain transformers forward pre-hooks, to 1e-5, on a
 tiny random GPT-2 (and a Llama with grouped-query attention). Skipped with the reason where
 transformer_lens is missing; under CI, which installs it, a failure.
 """
@@ -15,7 +16,7 @@ torch = needed("torch")
 transformers = needed("transformers")
 needed("transformer_lens", "transformer_lens is not installed: pip install transformer-lens (TransformerLens 4)")
 
-from _causal_peer import boot_lens, hook_grid, lens_grid, trace_grid  # noqa: E402
+from _causal_peer import boot_lens, hook_grid, lens_grid, numpy_grid, trace_grid  # noqa: E402
 from _llama_fixtures import build_decoder  # noqa: E402
 from attncli.transformer import load  # noqa: E402
 
@@ -30,7 +31,8 @@ def grids(tiny_gpt2_dir):
     target = model.encode(" mat").ids[-1]
     hf = transformers.AutoModelForCausalLM.from_pretrained(str(tiny_gpt2_dir), attn_implementation="eager").eval()
     return {"attn": trace_grid(model, ids, target), "attn-whole": trace_grid(model, ids, target, resume=False),
-            "lens": lens_grid(boot_lens(tiny_gpt2_dir), ids, target), "hooks": hook_grid(hf, ids, target)}
+            "lens": lens_grid(boot_lens(tiny_gpt2_dir), ids, target), "hooks": hook_grid(hf, ids, target),
+            "numpy": numpy_grid(load(str(tiny_gpt2_dir), backend="numpy"), ids, target)}
 
 
 def test_the_grid_moves(grids):
@@ -40,7 +42,7 @@ def test_the_grid_moves(grids):
     assert len(np.unique(np.round(grids["hooks"], 4))) > 4
 
 
-@pytest.mark.parametrize("way", ["attn", "attn-whole", "lens"])
+@pytest.mark.parametrize("way", ["attn", "attn-whole", "lens", "numpy"])
 def test_transformer_lens_attn_and_plain_hooks_give_one_grid(grids, way):
     np.testing.assert_allclose(grids[way], grids["hooks"], atol=1e-5, rtol=0)
 
@@ -55,3 +57,4 @@ def test_a_llama_with_grouped_query_attention_agrees_too(tmp_path):
     assert np.abs(want).max() > 0.01
     np.testing.assert_allclose(trace_grid(model, ids, target), want, atol=1e-5, rtol=0)
     np.testing.assert_allclose(lens_grid(boot_lens(path), ids, target), want, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(numpy_grid(load(str(path), backend="numpy"), ids, target), want, atol=1e-5, rtol=0)

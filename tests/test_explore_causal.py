@@ -65,3 +65,27 @@ def test_an_encoder_without_a_head_is_a_message_and_the_view_stays(tiny_bert_dir
         assert "decoders" in app.message and app.result is before
 
     drive(script, ExploreState(SENTENCE, transformer=str(tiny_bert_dir)), size=(100, 30))
+
+
+def test_the_ablation_grid_on_the_torch_backend_is_the_commands(tiny_gpt2_dir):
+    """G with --backend torch: the grid from the torch trace, its command line naming the backend,
+    the same numbers as the NumPy backend's; D stays refused there, by name."""
+    needed("torch")
+    from attncli.explore.pretrained import command_line, compute
+
+    state = ExploreState(SENTENCE, transformer=str(tiny_gpt2_dir), causal_view="ablate", backend="torch")
+    res = compute(state, {})
+    assert res.model.backend == "torch"
+    command = command_line(res, state)
+    assert "--backend torch" in command
+    result = CliRunner().invoke(cli, shlex.split(command)[1:] + ["--json"])
+    assert result.exit_code == 0, result.output
+    np.testing.assert_allclose(json.loads(result.stdout)["grid"], res.doc["grid"], atol=1e-7)
+    fast = compute(ExploreState(SENTENCE, transformer=str(tiny_gpt2_dir), causal_view="ablate", backend="numpy"), {})
+    np.testing.assert_allclose(res.doc["grid"], fast.doc["grid"], atol=1e-5)
+    from attncli.errors import BadInput
+    from attncli.explore.causal_view import refusal
+
+    assert refusal(res.model, "ablate") is None and "NumPy pass" in refusal(res.model, "dla")
+    with pytest.raises(BadInput):
+        compute(ExploreState(SENTENCE, transformer=str(tiny_gpt2_dir), causal_view="dla", backend="torch"), {})

@@ -11,7 +11,8 @@ u . y (u the target's row of the unembedding, or target minus contrast) splits i
 
 which add up to the logit. Per source token j through head h of layer l:
 pattern[h, i, j] * part(f_h(x_j)), f_h(x_j) = v_j W_O^h the value vectors (``value_vectors``);
-they add up to the head's part. Shapes: L layers, h heads, T tokens, d the model dimension.
+they add up to the head's part. NumPy backend only (the torch trace holds no weights): refused by
+name on torch. Shapes: L layers, h heads, T tokens, d the model dimension.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from attncli.causal.grids import check_numpy
 from attncli.causal.target import Target
 from attncli.errors import BadInput
 from attncli.transformer.trace import site
@@ -30,7 +30,13 @@ def dla(model: Any, ids: Sequence[int], target: Target) -> dict[str, Any]:
     """The parts of the target's logit (or logit difference) at ``target.position``: a dict of
     "embed", "heads" (L, h), "attn_bias" (L,), "mlp" (L,), "norm_bias", "per_token" (L, h, T),
     "logit" (the model's own) and "sum" (of every part)."""
-    check_numpy(model)
+    if getattr(model, "backend", "") != "numpy":
+        from attncli.textio import visible
+
+        raise BadInput(f"direct logit attribution runs on attn's NumPy pass, which reads each head's output weights "
+                       f"and the final norm's parts; model '{visible(str(model.name))}' runs on the "
+                       f"{getattr(model, 'backend', '?')} backend: add --backend numpy where it runs the model "
+                       "(ablate and patch run on either backend)")
     if not model.is_decoder or not hasattr(model.arch, "final_norm_parts"):
         raise BadInput(f"model '{model.name}' ({model.model_type}) normalises after each layer (post-LN) and reads "
                        "its logits through an MLM head: its heads have no direct path to a logit to attribute "

@@ -1,4 +1,4 @@
-"""Head ablation and activation patching as interventions on attn's traced NumPy pass.
+"""Head ablation and activation patching as interventions on a traced forward pass (either backend).
 
 Shapes: L layers, h heads, T tokens, d the model dimension, d_head a head's, V the vocabulary.
 
@@ -11,8 +11,11 @@ Shapes: L layers, h heads, T tokens, d the model dimension, d_head a head's, V t
              mlp: blocks.{l}.mlp.out at x;  head: blocks.{l}.attn.z head x at every position
 
 Each intervention at layer l reruns only layers l..L-1, from the cached residual stream into
-layer l (``start``), and one layer's heads (or positions) run as one batch: B copies of the
-stream, each with its own intervention.
+layer l (``start``). On attn's NumPy pass (the fast path) one layer's heads (or positions) run as
+one batch: B copies of the stream, each with its own intervention, and the final-norm rows of a
+whole grid are unembedded at once. Any other model with ``trace`` (the torch backend: transformers'
+own modules under hooks, one text per pass) runs one resumed ``trace`` per intervention and reads
+its logits: the same interventions, the same numbers.
 """
 
 from __future__ import annotations
@@ -40,10 +43,28 @@ class Grid:
     corrupt: float | None = None  # patching: the metric of the corrupted run
 
 
-def check_numpy(model: Any) -> None:
-    if getattr(model, "backend", "") != "numpy":
-        raise BadInput(f"causal tests run on attn's NumPy forward pass; model '{model.name}' runs on the "
-                       f"{model.backend} backend (its family is not one the NumPy pass implements)")
+def batched(model: Any) -> bool:
+    """The model runs attn's NumPy pass: B interventions as one batch (else one ``trace`` each)."""
+    return getattr(model, "backend", "") == "numpy"
+
+
+def check_traced(model: Any) -> None:
+    """BadInput naming the model when it has no traced pass to intervene on: an encoder-decoder,
+    or a family the torch backend's trace does not map."""
+    if batched(model):
+        return
+    from attncli.textio import visible
+
+    name, kind = visible(str(model.name)), visible(str(getattr(model, "model_type", "?")))
+    if getattr(model, "encoder_decoder", False) or not hasattr(model, "trace"):
+        raise BadInput(f"causal tests need a traced forward pass: model '{name}' ({kind}) is an encoder-decoder, "
+                       "which neither backend traces")
+    if not getattr(model, "traced", False):
+        from attncli.transformer.torch_trace import family
+
+        family(model.model_type, model.is_decoder)  # BadInput naming the family and the ones it knows
+        raise BadInput(f"causal tests need a traced forward pass: the torch backend does not trace model "
+                       f"'{name}' ({kind})")
 
 
 def _arrays(model: Any, ids: Sequence[int], batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -73,13 +94,41 @@ def measure(model: Any, target: Target, rows: np.ndarray) -> np.ndarray:
                            for s in range(0, len(rows), UNEMBED_ROWS)])
 
 
+def traced_metrics(model: Any, ids: Sequence[int], layer: int, resid: np.ndarray,
+                   per_batch: list[list[Intervention]], target: Target) -> np.ndarray:
+    """(B,) the metric of B passes as ``final_rows``'s, one ``trace`` each, resumed at ``layer``
+    from ``resid`` (T, d): the generic path, for a model without attn's batched NumPy pass."""
+    out = np.empty(len(per_batch))
+    for b, ivs in enumerate(per_batch):
+        tr = model.trace(list(ids), "logits", interventions=ivs, start=(layer, resid))
+        out[b] = target.metric(tr["logits"][target.position])
+    return out
+
+
+def rerun(model: Any, ids: Sequence[int], layer: int, resid: np.ndarray, per_batch: list[list[Intervention]],
+          target: Target) -> np.ndarray:
+    """One layer's part of a grid: NumPy, (B, d) final-norm rows (``measured`` unembeds them);
+    otherwise (B,) metrics."""
+    if batched(model):
+        return final_rows(model, ids, layer, resid, per_batch, target.position)
+    return traced_metrics(model, ids, layer, resid, per_batch, target)
+
+
+def measured(model: Any, target: Target, parts: list[np.ndarray]) -> np.ndarray:
+    """(N,) the metrics of ``rerun``'s parts, in order."""
+    return measure(model, target, np.concatenate(parts)) if batched(model) else np.concatenate(parts)
+
+
 def run_from(model: Any, ids: Sequence[int], layer: int, resid: np.ndarray, per_batch: list[list[Intervention]],
              target: Target) -> np.ndarray:
-    """(B,) the metric of ``final_rows``'s B passes."""
-    return measure(model, target, final_rows(model, ids, layer, resid, per_batch, target.position))
+    """(B,) the metric of B passes of ``ids`` from ``layer`` on, each with its own interventions."""
+    return measured(model, target, [rerun(model, ids, layer, resid, per_batch, target)])
 
 
 def clean_run(model: Any, ids: Sequence[int], target: Target, keep: list[str]) -> tuple[Any, float]:
+    if not batched(model):
+        tr = model.trace(list(ids), keep + ["blocks.*.resid_pre", "logits"])
+        return tr, float(target.metric(tr["logits"][target.position]))
     tr = model.trace(list(ids), keep + ["blocks.*.resid_pre", "final_norm"])
     return tr, float(target.metric(model.unembed(tr["final_norm"][target.position])))
 
@@ -101,7 +150,7 @@ def ablate(model: Any, ids: Sequence[int], target: Target, *, mode: str = "zero"
            position: int | None = None, progress=None) -> Grid:
     """grid (L, h): the change in the metric when each head's output is zeroed or set to its mean
     (``means`` (L, h, d_head)), at every position or at ``position``."""
-    check_numpy(model)
+    check_traced(model)
     if mode not in MODES:
         raise BadInput(f"--mode {mode!r}: choose one of {', '.join(MODES)}")
     if mode == "mean" and means is None:
@@ -113,10 +162,10 @@ def ablate(model: Any, ids: Sequence[int], target: Target, *, mode: str = "zero"
     for l in range(model.layers):
         per = [[Intervention(site(l, "attn.z"), mode, head=h, position=position,
                              value=None if mode == "zero" else means[l, h])] for h in range(model.heads)]
-        rows.append(final_rows(model, ids, l, tr[site(l, "resid_pre")], per, target.position))  # (h, d)
+        rows.append(rerun(model, ids, l, tr[site(l, "resid_pre")], per, target))  # (h, d) or (h,)
         if progress is not None:
             progress()
-    grid = measure(model, target, np.concatenate(rows)).reshape(model.layers, model.heads) - clean
+    grid = measured(model, target, rows).reshape(model.layers, model.heads) - clean
     return Grid(grid, clean)
 
 
@@ -135,7 +184,7 @@ def patch(model: Any, clean_ids: list[int], corrupt_ids: list[int], target: Targ
           progress=None) -> Grid:
     """grid (L, T) (resid, attn, mlp) or (L, h) (head): the restored fraction of the metric when
     clean's value of that site is copied into the corrupted run."""
-    check_numpy(model)
+    check_traced(model)
     if where not in PATCH_SITES:
         raise BadInput(f"--site {where!r}: choose one of {', '.join(PATCH_SITES)}")
     check_same_length(model, clean_ids, corrupt_ids)
@@ -154,8 +203,8 @@ def patch(model: Any, clean_ids: list[int], corrupt_ids: list[int], target: Targ
             per = [[Intervention(site(l, name), "replace", head=h, value=value[:, h])] for h in range(cols)]
         else:
             per = [[Intervention(site(l, name), "replace", position=t, value=value[t])] for t in range(cols)]
-        rows.append(final_rows(model, corrupt_ids, l, corrupt_tr[site(l, "resid_pre")], per, target.position))
+        rows.append(rerun(model, corrupt_ids, l, corrupt_tr[site(l, "resid_pre")], per, target))
         if progress is not None:
             progress()
-    patched = measure(model, target, np.concatenate(rows)).reshape(model.layers, cols)
+    patched = measured(model, target, rows).reshape(model.layers, cols)
     return Grid((patched - corrupt) / (clean - corrupt), clean, corrupt)

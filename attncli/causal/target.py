@@ -54,8 +54,7 @@ def token_of(model: Any, word: str | None, token_id: int | None, option: str) ->
         return int(token_id)
     if not word:
         raise BadInput(f"--{option} is empty: give one token")
-    tok = model.tokenizer
-    found = tok.token_to_id(word) if hasattr(tok, "token_to_id") else None
+    found = vocab_id(model.tokenizer, word)
     if found is not None and found < vocab:
         return int(found)
     for text in (" " + word, word):
@@ -79,10 +78,19 @@ def mask_position(model: Any, ids: list[int]) -> int:
     return where[-1]
 
 
+def vocab_id(tok: Any, word: str) -> int | None:
+    """The id of the vocabulary entry ``word`` (a tokenizers.Tokenizer, or a transformers tokenizer
+    on the torch backend), None when there is none."""
+    if hasattr(tok, "token_to_id"):
+        return tok.token_to_id(word)
+    found = tok.get_vocab().get(word) if hasattr(tok, "get_vocab") else None
+    return None if found is None else int(found)
+
+
 def _mask_token(model: Any) -> int | None:
     tok = model.tokenizer
     for name in ("[MASK]", "<mask>"):
-        found = tok.token_to_id(name) if hasattr(tok, "token_to_id") else None
+        found = vocab_id(tok, name)
         if found is not None:
             return int(found)
     return None
@@ -92,7 +100,12 @@ def resolve(model: Any, ids: list[int], *, target: str | None, target_id: int | 
             contrast: str | None = None, contrast_id: int | None = None) -> Target:
     """The Target of ``ids`` on ``model`` (an encoder's MLM head is checked here: refused by name without one)."""
     if not model.is_decoder:
-        _ = model.mlm_head  # BadInput naming the model when its checkpoint has no head
+        if getattr(model, "backend", "") == "numpy":
+            _ = model.mlm_head  # BadInput naming the model when its checkpoint has no head
+        elif not getattr(model, "has_mlm_head", False):
+            raise BadInput(f"model '{visible(str(model.name))}' ({visible(str(model.model_type))}) has no "
+                           "masked-language-model head in its checkpoint (a base or sentence-embedding model): it "
+                           "predicts no token, so there is no target to attribute")
         position = mask_position(model, ids)
     else:
         position = len(ids) - 1

@@ -1,5 +1,6 @@
 """Commands ``attn ablate``, ``attn patch`` and ``attn dla``: the causal tests of attncli/causal on a
-pretrained model's NumPy pass, drawn by attncli/views/causal.py, with --json, --svg, --png and
+pretrained model's traced pass (attn's NumPy pass where it runs the model, transformers' under hooks
+with --backend torch or where it does not), drawn by attncli/views/causal.py, with --json, --svg, --png and
 --html as every view. Nothing heavy is imported at module level."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from attncli.cli.app import app, emit_json, out_console
-from attncli.cli.options import ExportWidthOpt, HtmlOpt, PngOpt, SvgOpt
+from attncli.cli.options import BackendOpt, DeviceOpt, DtypeOpt, ExportWidthOpt, HtmlOpt, PngOpt, SvgOpt
 from attncli.errors import BadInput
 
 ModelArg = Annotated[Optional[str], typer.Option("--transformer", help="A pretrained model: hub id or directory "
@@ -25,10 +26,12 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON.
 AllowOpt = Annotated[bool, typer.Option("--allow-missing-weights", help="Warn instead of refusing unused weights.")]
 
 
-def _setup(transformer: Optional[str], text: str, allow: bool, json_out: bool, exports: tuple):
+def _setup(transformer: Optional[str], text: str, allow: bool, json_out: bool, exports: tuple,
+           placed: tuple = (None, None, None)):
     """The model and the text's encoding, after the export targets (``exports``: svg, html, png,
-    width) are checked, so a target attn cannot write is refused before any work."""
-    from attncli.causal.grids import check_numpy
+    width) are checked, so a target attn cannot write is refused before any work. ``placed``:
+    --backend, --device, --dtype."""
+    from attncli.causal.grids import check_traced
     from attncli.cli.matrix import Exports, _check_exports
     from attncli.cli.transformer import load_model
 
@@ -36,8 +39,10 @@ def _setup(transformer: Optional[str], text: str, allow: bool, json_out: bool, e
     _check_exports(Exports(svg=svg, html=html, png=png, width=width))
     if not transformer:
         raise BadInput("give the model with --transformer NAME (a hub id or a directory)")
-    model = load_model(transformer, "auto", allow, json_out=json_out)  # the NumPy pass wherever it runs
-    check_numpy(model)
+    backend, device, dtype = placed
+    model = load_model(transformer, backend.value if backend else "auto", allow, json_out=json_out,
+                       device=device, dtype=dtype)  # auto: the NumPy pass wherever it runs
+    check_traced(model)
     return model, model.encode(text)
 
 
@@ -92,6 +97,9 @@ def ablate_cmd(
                                                       metavar="FILE")] = None,
     position: Annotated[Optional[int], typer.Option(help="Ablate at this token position only (default: every one).",
                                                     metavar="N")] = None,
+    backend: BackendOpt = None,
+    device: DeviceOpt = None,
+    dtype: DtypeOpt = None,
     allow_missing_weights: AllowOpt = False,
     json_out: JsonOpt = False,
     svg: SvgOpt = None,
@@ -106,7 +114,8 @@ def ablate_cmd(
         raise BadInput(f"--mode {mode!r}: choose one of {', '.join(grids.MODES)}")
     if mode == "zero" and reference is not None:
         raise BadInput("--reference is the texts of --mode mean: add --mode mean, or drop --reference")
-    model, enc = _setup(transformer, text, allow_missing_weights, json_out, (svg, html, png, width))
+    model, enc = _setup(transformer, text, allow_missing_weights, json_out, (svg, html, png, width),
+                        (backend, device, dtype))
     t = _target(model, enc.ids, target, target_id, contrast, contrast_id)
     means = grids.head_means(model, _reference_ids(model, reference)) if mode == "mean" and reference else None
     with _progress(f"ablating {model.layers} x {model.heads} heads", json_out):
@@ -127,6 +136,9 @@ def patch_cmd(
     contrast_id: ContrastId = None,
     site: Annotated[str, typer.Option("--site", help="resid (the stream into a layer), attn, mlp (their outputs), "
                                       "per position; or head (a head's output at every position).")] = "resid",
+    backend: BackendOpt = None,
+    device: DeviceOpt = None,
+    dtype: DtypeOpt = None,
     allow_missing_weights: AllowOpt = False,
     json_out: JsonOpt = False,
     svg: SvgOpt = None,
@@ -139,7 +151,8 @@ def patch_cmd(
 
     if site not in grids.PATCH_SITES:
         raise BadInput(f"--site {site!r}: choose one of {', '.join(grids.PATCH_SITES)}")
-    model, enc = _setup(transformer, clean, allow_missing_weights, json_out, (svg, html, png, width))
+    model, enc = _setup(transformer, clean, allow_missing_weights, json_out, (svg, html, png, width),
+                        (backend, device, dtype))
     bad = model.encode(corrupt)
     grids.check_same_length(model, enc.ids, bad.ids)
     t = _target(model, enc.ids, target, target_id, contrast, contrast_id)
@@ -158,6 +171,9 @@ def dla_cmd(
     target_id: TargetId = None,
     contrast: ContrastWord = None,
     contrast_id: ContrastId = None,
+    backend: BackendOpt = None,
+    device: DeviceOpt = None,
+    dtype: DtypeOpt = None,
     allow_missing_weights: AllowOpt = False,
     json_out: JsonOpt = False,
     svg: SvgOpt = None,
@@ -169,7 +185,8 @@ def dla_cmd(
     from attncli.causal import documents
     from attncli.causal.dla import dla
 
-    model, enc = _setup(transformer, text, allow_missing_weights, json_out, (svg, html, png, width))
+    model, enc = _setup(transformer, text, allow_missing_weights, json_out, (svg, html, png, width),
+                        (backend, device, dtype))
     t = _target(model, enc.ids, target, target_id, contrast, contrast_id)
     doc = documents.dla_document(model, enc, t, dla(model, enc.ids, t))
     _show(doc, f"attn dla: {text[:60]}", json_out, svg, html, png, width, "dla")

@@ -45,7 +45,18 @@ class CausalResult:
 def refusal(model: Any, kind: str) -> str | None:
     """Why ``kind`` ("ablate", "dla") cannot run on ``model``, or None."""
     if getattr(model, "backend", "") != "numpy":
-        return f"{kind} runs on attn's NumPy pass: this model runs on the {model.backend} backend"
+        if kind == "dla":
+            return f"{kind} runs on attn's NumPy pass: this model runs on the {model.backend} backend"
+        from attncli.causal.grids import check_traced
+
+        try:  # the grid runs on the torch trace, one resumed pass per head
+            check_traced(model)
+        except BadInput as exc:
+            return str(exc)
+        if not model.is_decoder and not getattr(model, "has_mlm_head", False):
+            return (f"model '{model.name}' ({model.model_type}) has no masked-language-model head in its checkpoint: "
+                    "it predicts no token, so there is no target to ablate")
+        return None
     if kind == "dla" and not model.is_decoder:
         return (f"model '{model.name}' is an encoder (post-LN, an MLM head): its heads have no direct path to a "
                 "logit; direct logit attribution (D) is for decoders")
@@ -78,5 +89,6 @@ def compute_causal(model: Any, state) -> CausalResult:
     else:
         doc = documents.ablate_document(model, enc, target, grids.ablate(model, ids, target))
     command = shlex.join(["attn", state.causal_view, state.text, "--transformer", state.transformer,
-                          "--target-id", str(top)])
+                          "--target-id", str(top)]
+                         + ([] if getattr(state, "backend", "auto") == "auto" else ["--backend", state.backend]))
     return CausalResult(model, enc, doc, command)
