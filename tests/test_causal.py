@@ -67,7 +67,7 @@ def _setup(models, kind, backend="numpy"):
     path, model, ref = models(kind, backend)
     assert model.backend == backend
     ids = model.encode(TEXT.get(kind, TEXT["gpt2"])).ids
-    pos = ids.index(vocab_id(model.tokenizer, "[MASK]")) if kind == "bert" else len(ids) - 1
+    pos = ids.index(vocab_id(model, "[MASK]")) if kind == "bert" else len(ids) - 1
     return path, model, ref, ids, Target(pos, 7, "x", 11, "y"), Target(pos, 7, "x")
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from _as_user import PIPE, plain_user, run_attn, warm
+from _special_files import machine_device
 
 REPO = Path(__file__).resolve().parent.parent
 SENTENCE = "time flies"
@@ -77,9 +78,9 @@ def clean(result, code: int) -> str:
     return " ".join(err.split())
 
 
-def char_device(shared: Path, name: str, minor: int, system: str) -> Path:
+def char_device(shared: Path, name: str, minor: int) -> Path:
     """A character device node of our own (mknod as root: 1,3 is null, 1,7 full), else the
-    system's own ``system`` if it is one; skip otherwise."""
+    system's own /dev/``name`` if it is one (machine_device); skip otherwise."""
     node = shared / name
     try:
         os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, minor))
@@ -87,9 +88,7 @@ def char_device(shared: Path, name: str, minor: int, system: str) -> Path:
         return node
     except (PermissionError, OSError):
         pass
-    if not stat.S_ISCHR(os.stat(system).st_mode):
-        pytest.skip(f"{system} is not a character device here")
-    return Path(system)
+    return Path(machine_device(f"/dev/{name}"))
 
 
 # --- stdout -------------------------------------------------------------------------------------
@@ -162,7 +161,7 @@ def test_a_png_onto_a_terminal_is_refused(shared, who):
 
 @pytest.mark.parametrize("who", USERS)
 def test_a_character_device_is_written_into_and_stays_one(shared, who):
-    node = char_device(shared, "null", 3, "/dev/null")
+    node = char_device(shared, "null", 3)
     before = os.lstat(node)
     result = attn(["matrix", SENTENCE, "--svg", str(node), "--html", str(shared / "v.html")], shared, who)
     clean(result, 0)
@@ -173,7 +172,7 @@ def test_a_character_device_is_written_into_and_stays_one(shared, who):
 
 @pytest.mark.parametrize("who", USERS)
 def test_a_full_device_is_exit_1_and_stays_a_device(shared, who):
-    node = char_device(shared, "full", 7, "/dev/full")
+    node = char_device(shared, "full", 7)
     before = os.lstat(node)
     result = attn(["matrix", SENTENCE, "--svg", str(node)], shared, who)
     err = clean(result, 1)

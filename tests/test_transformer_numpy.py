@@ -102,7 +102,9 @@ def test_torch_backend_equals_transformers(model_dir):
     assert model.backend == "torch"
     for texts in inputs_for(model, path):
         got = model.attentions(model.encode(*texts))
-        np.testing.assert_allclose(got, reference_attentions(path, texts), atol=1e-6, rtol=0)
+        # the torch backend runs transformers' sdpa attention and recomputes the weights from the q and
+        # k it captured; in float32 sdpa's hidden states differ from eager's by up to 1.4e-6
+        np.testing.assert_allclose(got, reference_attentions(path, texts), atol=1e-5, rtol=0)
 
 
 def test_encoding_is_what_the_transformers_tokenizer_gives(model_dir):

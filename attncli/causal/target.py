@@ -17,6 +17,7 @@ import numpy as np
 
 from attncli.errors import BadInput
 from attncli.textio import visible
+from attncli.transformer.encoding import tokenizer_errors
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ def token_of(model: Any, word: str | None, token_id: int | None, option: str) ->
         return int(token_id)
     if not word:
         raise BadInput(f"--{option} is empty: give one token")
-    found = vocab_id(model.tokenizer, word)
+    found = vocab_id(model, word)
     if found is not None and found < vocab:
         return int(found)
     for text in (" " + word, word):
@@ -78,19 +79,21 @@ def mask_position(model: Any, ids: list[int]) -> int:
     return where[-1]
 
 
-def vocab_id(tok: Any, word: str) -> int | None:
-    """The id of the vocabulary entry ``word`` (a tokenizers.Tokenizer, or a transformers tokenizer
-    on the torch backend), None when there is none."""
-    if hasattr(tok, "token_to_id"):
-        return tok.token_to_id(word)
-    found = tok.get_vocab().get(word) if hasattr(tok, "get_vocab") else None
+def vocab_id(model: Any, word: str) -> int | None:
+    """The id of the vocabulary entry ``word`` in ``model``'s tokenizer (a tokenizers.Tokenizer, or a
+    transformers tokenizer on the torch backend), None when there is none; a tokenizer that fails
+    is a damaged model (the tokenizer door, encoding.tokenizer_errors)."""
+    tok = model.tokenizer
+    with tokenizer_errors(str(model.name), "look up a token"):
+        if hasattr(tok, "token_to_id"):
+            return tok.token_to_id(word)
+        found = tok.get_vocab().get(word) if hasattr(tok, "get_vocab") else None
     return None if found is None else int(found)
 
 
 def _mask_token(model: Any) -> int | None:
-    tok = model.tokenizer
     for name in ("[MASK]", "<mask>"):
-        found = vocab_id(tok, name)
+        found = vocab_id(model, name)
         if found is not None:
             return int(found)
     return None

@@ -30,7 +30,7 @@ SHARD_TEXTS = 64  # texts per shard by default
 def patterns(model, encs: Sequence[Encoding]) -> list[np.ndarray]:
     """Each encoding's attention patterns, (L, h, T, T): the one place the statistics read a
     model. A model that traces gives ``blocks.{l}.attn.pattern``; else its ``attentions``."""
-    if hasattr(model, "trace"):
+    if getattr(model, "traced", False):
         out = []
         for enc in encs:
             trace = model.trace(enc, keep="blocks.*.attn.pattern")

@@ -78,6 +78,7 @@ def check_weight_names(name: str, module: Any, weights: Weights, config: dict[st
 
 class NumpyPretrained(Pretrained):
     backend = "numpy"
+    traced = True
 
     def __init__(self, name: str, path: Path, config: dict[str, Any], *, allow_missing_weights: bool = False):
         super().__init__(name, path, config)

@@ -182,6 +182,7 @@ class Pretrained:
     ``logits_and_attentions``, ``decode`` and ``token_strings``."""
 
     backend = ""
+    traced = False  # has a traced pass (trace.py): the NumPy backend always, torch for the families it maps
     layers: int
     heads: int
     is_decoder: bool

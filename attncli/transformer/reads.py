@@ -49,12 +49,12 @@ def view_sites(layers: int, layer: int | None, *, qk: bool = False, scores: bool
 
 
 class Reads:
-    """One traced pass of one text and what the views read from it. A model without ``trace`` (the
-    torch backend before it has one) answers from its own methods instead, a pass each."""
+    """One traced pass of one text and what the views read from it. A model without a traced pass (the
+    torch backend's unmapped families, T5 and BART) answers from its own methods instead, a pass each."""
 
     def __init__(self, model, enc, sites: list[str]):
         self.model, self.enc = model, enc
-        self.tr = model.trace(enc, sites) if hasattr(model, "trace") else None
+        self.tr = model.trace(enc, sites) if getattr(model, "traced", False) else None
 
     def _has(self, *names: str) -> bool:
         return self.tr is not None and all(n in self.tr for n in names)
