@@ -3,7 +3,7 @@ from ``tokenizer.json``. Neither torch nor transformers is imported on this path
 
 Attentions, q/k and logits are computed in float64 (the weights, float32 / float16 / bfloat16 on
 disk, are widened once as each layer first needs them); ``embed`` runs in float32 (twice as fast,
-within 1e-6). Checked against transformers' ``output_attentions`` in
+within 1e-6), and so may ``trace_batch`` (``precision="float32"``: attn stats' default). Checked against transformers' ``output_attentions`` in
 tests/test_transformer_numpy.py.
 """
 
