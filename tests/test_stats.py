@@ -20,6 +20,7 @@ needed("tokenizers")
 needed("safetensors")
 
 N_TEXTS = 30
+EXACT = ["--precision", "float64"]  # compared to 1e-12 (the float32 pass: test_stats_batch.py)
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,7 @@ def gpt2_model(tiny_gpt2_dir):
 @pytest.fixture(scope="module")
 def one_process(tiny_gpt2_dir, tmp_path_factory) -> tuple[Path, dict]:
     corpus = write_corpus(tmp_path_factory.mktemp("stats") / "corpus.txt", N_TEXTS)
-    return corpus, cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--json"])
+    return corpus, cli(["stats", corpus, "--transformer", tiny_gpt2_dir, *EXACT, "--json"])
 
 
 def test_one_process_equals_a_plain_count(one_process, gpt2_model):
@@ -45,7 +46,7 @@ def test_one_process_equals_a_plain_count(one_process, gpt2_model):
 def test_four_merged_shards_equal_one_process(one_process, tiny_gpt2_dir, tmp_path):
     corpus, whole = one_process
     out = tmp_path / "shards"
-    run = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--out", out, "--shard-texts", 8, "--json"])
+    run = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, *EXACT, "--out", out, "--shard-texts", 8, "--json"])
     assert sorted(p.name for p in out.iterdir()) == [f"shard-{s:012d}-{e:012d}.json"
                                                      for s, e in ((0, 8), (8, 16), (16, 24), (24, 30))]
     merged = cli(["stats", "merge", out, "--json"])
@@ -59,7 +60,7 @@ def test_four_merged_shards_equal_one_process(one_process, tiny_gpt2_dir, tmp_pa
 
 def test_two_workers_equal_one_process(one_process, tiny_gpt2_dir):
     corpus, whole = one_process
-    doc = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--workers", 2, "--shard-texts", 8, "--json"])
+    doc = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, *EXACT, "--workers", 2, "--shard-texts", 8, "--json"])
     assert doc["shards"] == 4 and doc["computed"] == 4 and doc["ran"] == {"on": "processes", "workers": 2}
     assert_docs_equal(doc, whole)
 
@@ -68,7 +69,7 @@ def test_an_encoder_has_no_induction_and_equals_a_plain_count(tiny_bert_dir, tmp
     from attncli.transformer import load
 
     corpus = write_corpus(tmp_path / "c.txt", 12, seed=3)
-    doc = cli(["stats", corpus, "--transformer", tiny_bert_dir, "--json", "--shard-texts", 5])
+    doc = cli(["stats", corpus, "--transformer", tiny_bert_dir, *EXACT, "--json", "--shard-texts", 5])
     assert doc["stats"]["induction"]["mean"] is None and doc["probes"] == 0
     assert_same_stats(doc, brute_force(load(str(tiny_bert_dir), backend="numpy"), corpus_lines(12, seed=3)))
 
@@ -78,16 +79,16 @@ def test_killed_after_a_shard_and_resumed_equals_an_uninterrupted_run(one_proces
 
     corpus, whole = one_process
     out = tmp_path / "run"
-    argv = [PYTHON, "-m", "attncli", "stats", str(corpus), "--transformer", str(tiny_gpt2_dir), "--out", str(out),
+    argv = [PYTHON, "-m", "attncli", "stats", str(corpus), "--transformer", str(tiny_gpt2_dir), *EXACT, "--out", str(out),
             "--shard-texts", "8", "--json"]
     with paused(argv, tmp_path / "home", "stats-shard-written") as proc:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     assert [p.name for p in out.iterdir() if p.name.startswith("shard-")] == ["shard-000000000000-000000000008.json"]
-    resumed = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--out", out, "--shard-texts", 8, "--json"])
+    resumed = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, *EXACT, "--out", out, "--shard-texts", 8, "--json"])
     assert resumed["computed"] == 3 and resumed["shards"] == 4 and resumed["texts"] == N_TEXTS
     assert_docs_equal(resumed, whole)
-    again = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--out", out, "--shard-texts", 8, "--json"])
+    again = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, *EXACT, "--out", out, "--shard-texts", 8, "--json"])
     assert again["computed"] == 0 and again["texts"] == N_TEXTS  # nothing counted twice
     assert_docs_equal(again, whole)
 
@@ -95,15 +96,15 @@ def test_killed_after_a_shard_and_resumed_equals_an_uninterrupted_run(one_proces
 def test_a_resume_with_other_chunks_never_overlaps_a_shard(one_process, tiny_gpt2_dir, tmp_path):
     corpus, whole = one_process
     out = tmp_path / "run"
-    cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--out", out, "--shard-texts", 7, "--max-texts", 10])
-    doc = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--out", out, "--shard-texts", 8, "--json"])
+    cli(["stats", corpus, "--transformer", tiny_gpt2_dir, *EXACT, "--out", out, "--shard-texts", 7, "--max-texts", 10])
+    doc = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, *EXACT, "--out", out, "--shard-texts", 8, "--json"])
     assert_docs_equal(doc, whole)
     assert_docs_equal(cli(["stats", "merge", out, "--json"]), whole)
     # a gap before a shard (one lost): the chunk that fills it stops where the next shard starts
     gap = tmp_path / "gap"
-    cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--out", gap, "--shard-texts", 5])
+    cli(["stats", corpus, "--transformer", tiny_gpt2_dir, *EXACT, "--out", gap, "--shard-texts", 5])
     (gap / "shard-000000000005-000000000010.json").unlink()
-    doc = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--out", gap, "--shard-texts", 8, "--json"])
+    doc = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, *EXACT, "--out", gap, "--shard-texts", 8, "--json"])
     assert doc["computed"] == 1 and (gap / "shard-000000000005-000000000010.json").exists()
     assert_docs_equal(cli(["stats", "merge", gap, "--json"]), whole)
 
@@ -174,14 +175,14 @@ def test_every_reader_gives_the_same_result(one_process, tiny_gpt2_dir, tmp_path
     datasets.DatasetDict({"train": datasets.Dataset.from_dict({"body": lines})}).save_to_disk(str(tmp_path / "dd"))
     sources += [[tmp_path / "ds"], [tmp_path / "dd", "--field", "body", "--split", "train"]]
     for source in sources:
-        assert_docs_equal(cli(["stats", *source, "--transformer", tiny_gpt2_dir, "--json"]), whole)
+        assert_docs_equal(cli(["stats", *source, "--transformer", tiny_gpt2_dir, *EXACT, "--json"]), whole)
     from typer.testing import CliRunner
 
     import attncli.cli.app as cli_app
     from attncli.cli.main import app
 
     cli_app._consoles.clear()
-    result = CliRunner().invoke(app, ["stats", "-", "--transformer", str(tiny_gpt2_dir), "--json"],
+    result = CliRunner().invoke(app, ["stats", "-", "--transformer", str(tiny_gpt2_dir), *EXACT, "--json"],
                                 input="\n".join(lines) + "\n")
     assert result.exit_code == 0, result.stderr
     assert_docs_equal(json.loads(result.stdout), whole)
@@ -189,12 +190,12 @@ def test_every_reader_gives_the_same_result(one_process, tiny_gpt2_dir, tmp_path
 
 def test_max_texts_and_max_tokens_bound_the_run(one_process, tiny_gpt2_dir, gpt2_model):
     corpus, _ = one_process
-    doc = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--max-texts", 5, "--json"])
+    doc = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, *EXACT, "--max-texts", 5, "--json"])
     assert doc["texts"] == 5
     assert_same_stats(doc, brute_force(gpt2_model, corpus_lines(N_TEXTS)[:5]))
     lengths = [len(gpt2_model.encode(t).ids) for t in corpus_lines(N_TEXTS)]
     budget = sum(lengths[:7]) + lengths[7] - 1  # the eighth text would pass it
-    doc = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--max-tokens", budget, "--json"])
+    doc = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, *EXACT, "--max-tokens", budget, "--json"])
     assert doc["texts"] == 7 and doc["tokens"] == sum(lengths[:7])
 
 

@@ -38,9 +38,9 @@ def cluster_address():
 
 def test_a_ray_cluster_gives_the_same_result_as_one_process(cluster_address, tiny_gpt2_dir, tmp_path):
     corpus = write_corpus(tmp_path / "c.txt", 20)
-    whole = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--json"])
+    whole = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--precision", "float64", "--json"])
     out = tmp_path / "out"
-    argv = [sys.executable, "-m", "attncli", "stats", str(corpus), "--transformer", str(tiny_gpt2_dir), "--ray",
+    argv = [sys.executable, "-m", "attncli", "stats", str(corpus), "--transformer", str(tiny_gpt2_dir), "--precision", "float64", "--ray",
             cluster_address, "--shard-texts", "6", "--out", str(out), "--json"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
     run = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=240)

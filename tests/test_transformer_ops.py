@@ -49,7 +49,8 @@ def test_masked_keys_get_exactly_zero_and_rows_sum_to_one():
     assert context.shape == (2, 3, 4, 5) and weights.shape == (2, 3, 4, 4)
     np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-15)
     assert np.all(weights[:, :, np.triu_indices(4, 1)[0], np.triu_indices(4, 1)[1]] == 0.0)
-    assert np.all(weights[1, :, :, 2:] == 0.0)
+    assert np.all(weights[1, :, :2, 2:] == 0.0)  # no real query sees padding
+    assert np.all(weights[1, :, 3, 2] == 0.0) and np.all(weights[1, :, 2:, 2:].diagonal(0, -2, -1) > 0)  # padding: itself only
     assert weights[0, 0, 0, 0] == 1.0
     s = q[0, 1] @ k[0, 1].T * 0.5
     s = np.where(np.tril(np.ones((4, 4), bool)), s, -np.inf)

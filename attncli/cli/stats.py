@@ -30,7 +30,7 @@ stats_app = typer.Typer(cls=_StatsGroup, help="Head statistics over a corpus (at
 app.add_typer(stats_app, name="stats")
 
 LIMITS = {"--max-texts": (1, 10**12), "--max-tokens": (1, 10**15), "--shard-texts": (1, 100_000), "--workers": (1, 256),
-          "--top-k": (1, 100), "--probe-every": (1, 10**9), "--probe-length": (2, 4096), "--seed": (0, 2**32 - 1)}
+          "--top-k": (1, 100), "--batch-size": (1, 256), "--probe-every": (1, 10**9), "--probe-length": (2, 4096), "--seed": (0, 2**32 - 1)}
 
 
 def _check(option: str, value: Optional[int]) -> None:
@@ -136,6 +136,8 @@ def stats_cmd(
     probe_every: Annotated[int, typer.Option(help="A repeated random-token probe (induction) for every N-th text.", metavar="N")] = 4,
     probe_length: Annotated[int, typer.Option(help="Random tokens in each half of a probe.")] = 20,
     seed: Annotated[int, typer.Option(help="Seed of the probes' random tokens.")] = 0,
+    batch_size: Annotated[int, typer.Option(help="Texts of similar length per forward pass, padded and masked (the NumPy path).")] = 8,
+    precision: Annotated[Optional[str], typer.Option(help="The NumPy pass's weights: float32 (attention within 1e-5 of float64's, faster) or float64.", metavar="float32|float64", show_default="float32")] = None,
     backend: BackendOpt = None,
     allow_missing_weights: Annotated[bool, typer.Option("--allow-missing-weights", help="Run a model whose checkpoint lacks weights, with a warning.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON.")] = False,
@@ -161,7 +163,7 @@ def stats_cmd(
         raise BadInput("attn stats needs --transformer NAME_OR_PATH (the model whose heads to measure)")
     for option, value in (("--max-texts", max_texts), ("--max-tokens", max_tokens), ("--shard-texts", shard_texts),
                           ("--workers", workers), ("--top-k", top_k), ("--probe-every", probe_every),
-                          ("--probe-length", probe_length), ("--seed", seed)):
+                          ("--probe-length", probe_length), ("--seed", seed), ("--batch-size", batch_size)):
         _check(option, value)
     exports = _exports(svg, html, png, width)
     _check_explore(explore, json_out)
@@ -179,13 +181,19 @@ def stats_cmd(
     texts = corpus_mod.texts(corpus, field=field, split=split)
     from attncli.cli.transformer import load_model
 
+    if precision not in (None, "float32", "float64"):
+        raise BadInput(f"--precision must be float32 or float64 (got {precision!r})")
     name = backend.value if backend else "auto"
     model = load_model(transformer, name, allow_missing_weights, json_out=json_out)
-    settings = Settings(top_k=top_k, probe_every=probe_every, probe_length=probe_length, seed=seed)
+    if precision is not None and model.backend != "numpy":
+        raise BadInput(f"--precision chooses attn's NumPy pass; {model.name} runs through transformers (its --dtype, "
+                       "float32 by default): drop --precision")
+    settings = Settings(top_k=top_k, probe_every=probe_every, probe_length=probe_length, seed=seed,
+                        precision=precision or "float32")
     where = f"on the Ray cluster at {ray}" if ray else f"in {workers} processes" if workers > 1 else "here"
     with _Progress(f"measuring the {model.layers * model.heads} heads of {model.name} on the {source}, {where}",
                    json_out) as progress:
-        outcome = run(model, texts, spec=ModelSpec(transformer, name, allow_missing_weights), settings=settings,
+        outcome = run(model, texts, spec=ModelSpec(transformer, name, allow_missing_weights, batch_size), settings=settings,
                       out=out, shard_texts=shard_texts, max_texts=max_texts, max_tokens=max_tokens, workers=workers,
                       ray_address=ray, on_shard=progress.advance)
     if outcome.stopped_at_shard is not None:

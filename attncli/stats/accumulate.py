@@ -48,10 +48,11 @@ class Settings:
     probe_every: int = 4  # a probe for text indices 0, N, 2N, ...
     probe_length: int = 20  # random tokens per half of a probe
     seed: int = 0
+    precision: str = "float32"  # the NumPy pass's weights (attention weights within 1e-5 of float64's)
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> dict[str, Any]:
         return {"top_k": self.top_k, "probe_every": self.probe_every, "probe_length": self.probe_length,
-                "seed": self.seed}
+                "seed": self.seed, "precision": self.precision}
 
 
 def context(tokens: Sequence[str], position: int) -> str:

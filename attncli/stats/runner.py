@@ -27,16 +27,40 @@ from attncli.transformer.encoding import Encoding
 SHARD_TEXTS = 64  # texts per shard by default
 
 
-def patterns(model, encs: Sequence[Encoding]) -> list[np.ndarray]:
-    """Each encoding's attention patterns, (L, h, T, T): the one place the statistics read a
-    model. A model that traces gives ``blocks.{l}.attn.pattern``; else its ``attentions``."""
-    if getattr(model, "traced", False):
-        out = []
-        for enc in encs:
-            trace = model.trace(enc, keep="blocks.*.attn.pattern")
-            out.append(np.stack([trace[f"blocks.{l}.attn.pattern"] for l in range(model.layers)]))
-        return out
-    return [model.attentions(enc) for enc in encs]  # one text at a time: no padding to mask
+BATCH_SIZE = 8  # texts per forward pass by default (measured best on MiniLM, 8-24 word texts)
+BATCH_BUDGET = 2**24  # kept attention weights (L B h T^2) per pass: 128 MB in float64; a longer text runs alone
+PATTERNS = "blocks.*.attn.pattern"
+
+
+def each_pattern(model, encs: Sequence[Encoding], *, batch_size: int = BATCH_SIZE,
+                 precision: str = "float64") -> Iterator[tuple[int, np.ndarray]]:
+    """(i, attention patterns of ``encs[i]``, (L, h, T, T)) for every encoding, a batch at a time:
+    the one place the statistics read a model. The NumPy path (``trace_batch``) runs texts of
+    similar length together (sorted by length, at most ``batch_size`` and BATCH_BUDGET a pass,
+    padded and masked); another model that traces runs each text alone (``trace``); else its
+    ``attentions``. ``precision`` is the NumPy pass's."""
+    if hasattr(model, "trace_batch"):
+        from attncli.transformer.pretrained import _batches
+
+        order = sorted(range(len(encs)), key=lambda i: len(encs[i].ids))
+        for batch in _batches([len(encs[i].ids) for i in order], model.heads * model.layers, batch_size, BATCH_BUDGET):
+            rows = [order[j] for j in batch]
+            for i, trace in zip(rows, model.trace_batch([encs[i] for i in rows], PATTERNS, precision=precision)):
+                yield i, trace.stack("attn.pattern", model.layers)
+    elif getattr(model, "traced", False):
+        for i, enc in enumerate(encs):
+            yield i, model.trace(enc, keep=PATTERNS).stack("attn.pattern", model.layers)
+    else:
+        for i, enc in enumerate(encs):
+            yield i, model.attentions(enc)
+
+
+def patterns(model, encs: Sequence[Encoding], **how: Any) -> list[np.ndarray]:
+    """Each encoding's attention patterns, (L, h, T, T), in order (see :func:`each_pattern`)."""
+    out: list[Any] = [None] * len(encs)
+    for i, A in each_pattern(model, encs, **how):
+        out[i] = A
+    return out
 
 
 @dataclass(frozen=True)
@@ -45,6 +69,7 @@ class ModelSpec:
     name: str
     backend: str = "auto"
     allow_missing_weights: bool = False
+    batch_size: int = BATCH_SIZE  # texts per forward pass (the NumPy path)
 
 
 def identity(model) -> Identity:
@@ -62,8 +87,8 @@ def identity(model) -> Identity:
 class ChunkWork:
     """A loaded model and what a chunk needs from it (the probe's vocabulary, once)."""
 
-    def __init__(self, model, settings: Settings, ident: Identity):
-        self.model, self.settings, self.ident = model, settings, ident
+    def __init__(self, model, settings: Settings, ident: Identity, batch_size: int = BATCH_SIZE):
+        self.model, self.settings, self.ident, self.batch_size = model, settings, ident, batch_size
         self.causal = bool(model.is_decoder)
         self.prefix: list[int] = []
         if self.causal:
@@ -81,21 +106,22 @@ class ChunkWork:
         """The shard document of texts [start, start + len(texts))."""
         model, s = self.model, self.settings
         acc = Accumulator(model.layers, model.heads, s.top_k)
+        how = dict(batch_size=self.batch_size, precision=s.precision)
         encs = [model.encode(t, truncate=True) for t in texts]
-        for offset, (enc, A) in enumerate(zip(encs, patterns(model, encs))):
+        for offset, A in each_pattern(model, encs, **how):  # by length: sums and top K do not depend on order
+            enc = encs[offset]
             acc.texts += 1
             acc.tokens += len(enc.ids)
             add_text(acc, A, text_id=start + offset, tokens=enc.tokens, ids=enc.ids, special=enc.special,
                      causal=self.causal)
         if self.causal and self.vocab:
-            probes = [i for i in range(start, start + len(texts)) if i % s.probe_every == 0]
-            for i in probes:
-                ids = probe_ids(i, s, self.prefix, self.vocab, self.exclude, model.max_positions)
-                if ids:
-                    enc = Encoding(ids=ids, tokens=[""] * len(ids), segments=[None] * len(ids),
-                                   special=[False] * len(ids), word_ids=[None] * len(ids), words=[],
-                                   type_ids=[0] * len(ids), text="")
-                    add_probe(acc, patterns(model, [enc])[0], ids)
+            probes = [probe_ids(i, s, self.prefix, self.vocab, self.exclude, model.max_positions)
+                      for i in range(start, start + len(texts)) if i % s.probe_every == 0]
+            probes = [Encoding(ids=ids, tokens=[""] * len(ids), segments=[None] * len(ids), special=[False] * len(ids),
+                               word_ids=[None] * len(ids), words=[], type_ids=[0] * len(ids), text="")
+                      for ids in probes if ids]
+            for i, A in each_pattern(model, probes, **how):
+                add_probe(acc, A, probes[i].ids)
         return to_document(acc, self.ident, start, start + len(texts), texts_digest(texts))
 
 
@@ -108,7 +134,7 @@ def load_work(spec: ModelSpec, settings: Settings, ident: Identity) -> ChunkWork
     if mine != ident.model["fingerprint"]:
         raise RuntimeFailure(f"the model '{spec.name}' a worker loaded is not the one the run started on "
                              "(another copy or version on that machine)")
-    return ChunkWork(model, settings, ident)
+    return ChunkWork(model, settings, ident, spec.batch_size)
 
 
 # --- planning the chunks ---------------------------------------------------------------------------
@@ -295,7 +321,7 @@ def run(model, texts: Iterator[str], *, spec: ModelSpec, settings: Settings, out
                 pool.terminate()
                 pool.join()
         else:
-            work = ChunkWork(model, settings, ident)
+            work = ChunkWork(model, settings, ident, spec.batch_size)
             yield from bounded(todo, lambda s, t: (s, t), lambda st: work.compute(*st), 1)
 
     for doc in results():

@@ -10,7 +10,7 @@ loaded back is a pickle.
     shard-000000000000-000000000064.json
     {"format": "attn-stats-shard", "format_version": 1, "attn_version": "0.1.0", "stats_version": 1,
      "model": {"name", "fingerprint", "model_type", "layers", "heads", "causal"},
-     "settings": {"top_k", "probe_every", "probe_length", "seed"},
+     "settings": {"top_k", "probe_every", "probe_length", "seed", "precision"},
      "start": 0, "end": 64, "texts_sha256": "...", "texts": 64, "scored": 63, "tokens": 900, "probes": 16,
      "sums": {stat: [[...] per head] per layer}, "counts": {stat: n},
      "top": {stat: [[[[score, text, position, context], ...] per head] per layer]},
@@ -77,7 +77,7 @@ def model_fingerprint(path: Path) -> str:
 class Identity:
     """What every shard of one run shares: the model and the settings."""
     model: dict[str, Any]  # name, fingerprint, model_type, layers, heads, causal
-    settings: dict[str, int]
+    settings: dict[str, Any]
 
 
 def _checksum(doc: dict[str, Any]) -> str:

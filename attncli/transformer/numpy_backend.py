@@ -3,7 +3,7 @@ from ``tokenizer.json``. Neither torch nor transformers is imported on this path
 
 Attentions, q/k and logits are computed in float64 (the weights, float32 / float16 / bfloat16 on
 disk, are widened once as each layer first needs them); ``embed`` runs in float32 (twice as fast,
-within 1e-6). Checked against transformers' ``output_attentions`` in
+within 1e-6), and so may ``trace_batch`` (``precision="float32"``: attn stats' default). Checked against transformers' ``output_attentions`` in
 tests/test_transformer_numpy.py.
 """
 
@@ -38,6 +38,7 @@ ARCHITECTURES = {
 NUMPY_MODEL_TYPES = frozenset(ARCHITECTURES)
 DECODER_FAMILIES = f"GPT-2 and the Llama family ({', '.join(sorted(llama.MODEL_TYPES))})"  # its causal LMs, in messages
 DTYPE = np.float64  # unless the architecture's module sets its own (llama: float32)
+PRECISIONS = ("float32", "float64")  # trace_batch's: the weights' dtype of the pass
 ONE_THREAD_TOKENS = 256  # up to this many tokens in a pass, BLAS runs on one thread (see blas.py)
 
 
@@ -205,6 +206,37 @@ class NumpyPretrained(Pretrained):
         rec = Recorder(keep, interventions)
         self.forward(ids, type_ids, mask, rec, start=begin)
         return Trace(ids[0].tolist(), rec.one(), rows=keep.rows, backend=self.backend)
+
+    def trace_batch(self, encs: Sequence[Encoding], keep: Keep | Iterable[str] | str | None = None, *,
+                    precision: str = "float64") -> list[Trace]:
+        """``trace(enc, keep)`` of each encoding, from one forward pass over them all: padded on the
+        right with the model's pad id to the longest, the padding masked (no real token attends to
+        it), each Trace cut to its own text's tokens. The same as one pass per text to float
+        rounding (1e-12 in float64; tests/test_trace_batch.py). ``precision="float32"`` runs the
+        float32 weights (as ``embed``), the scores and pattern widened to float64 after."""
+        if precision not in PRECISIONS:
+            raise BadInput(f"unknown precision '{precision}': choose one of {', '.join(PRECISIONS)}")
+        if not encs:
+            return []
+        keep = Keep.of(keep)
+        if keep.rows is not None:
+            raise BadInput("trace_batch keeps whole sites (no rows)")
+        for enc in encs:
+            if not isinstance(enc, Encoding):
+                raise BadInput("trace_batch() takes Encodings from encode()")
+            self._arrays(enc)  # its checks: not empty, within the model's limit
+        ids, type_ids, mask = self.padded(encs)  # (B, T) each
+        rec = Recorder(keep)
+        self.forward(ids, type_ids, mask, rec, arch=self.arch32 if precision == "float32" else self.arch)
+        traces = []
+        for b, enc in enumerate(encs):
+            sites = rec.cut(b, len(enc.ids))
+            if precision == "float32":
+                for name in sites:
+                    if split(name)[1] in ("attn.scores", "attn.pattern"):
+                        sites[name] = sites[name].astype(np.float64)
+            traces.append(Trace(enc.ids, sites, backend=self.backend))
+        return traces
 
     def _check_site(self, name: str) -> None:
         layer, _ = split(name)

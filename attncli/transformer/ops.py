@@ -141,9 +141,11 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
 
 
 def key_mask(mask: np.ndarray, causal: bool) -> np.ndarray:
-    """(B, T) bool token mask -> (B, 1, T, T) bool: query i may attend key j (a real token; j <= i if causal)."""
+    """(B, T) bool token mask -> (B, 1, T, T) bool: query i may attend key j (a real token; j <= i if causal).
+    A padding query also sees itself, so that none has every key masked (a sliding window may hide
+    every real token from it); no real query sees padding."""
     B, T = mask.shape
-    allowed = np.broadcast_to(mask[:, None, None, :], (B, 1, T, T))
+    allowed = mask[:, None, None, :] | np.eye(T, dtype=bool)[None, None]  # (B, 1, T, T)
     if causal:
         allowed = allowed & np.tril(np.ones((T, T), dtype=bool))[None, None]
     return allowed

@@ -165,11 +165,12 @@ def masked_scores(q: np.ndarray, k: np.ndarray, scale: float, causal: bool) -> n
     return scores
 
 
-def _batches(lengths: list[int], heads: int) -> list[list[int]]:
-    """Consecutive runs of the (sorted) ``lengths``: at most EMBED_BATCH each, and B h T^2 within budget."""
+def _batches(lengths: list[int], heads: int, most: int = EMBED_BATCH, budget: int = EMBED_BUDGET) -> list[list[int]]:
+    """Consecutive runs of the (sorted) ``lengths``: at most ``most`` each, and B h T^2 within
+    ``budget`` (a text over it alone)."""
     batches: list[list[int]] = []
     for j, T in enumerate(lengths):
-        if batches and len(batches[-1]) < EMBED_BATCH and (len(batches[-1]) + 1) * heads * T * T <= EMBED_BUDGET:
+        if batches and len(batches[-1]) < most and (len(batches[-1]) + 1) * heads * T * T <= budget:
             batches[-1].append(j)
         else:
             batches.append([j])
@@ -243,22 +244,11 @@ class Pretrained:
         encs = [self._tokenize([check_text(t)], self.embed_limit) for t in texts]
         if any(len(e.ids) == 0 for e in encs):
             raise BadInput("a text to embed gives no tokens")
-        pad = self.config.get("pad_token_id")
-        pad = int(pad) if isinstance(pad, int) and pad >= 0 else 0
         out: list[np.ndarray | None] = [None] * len(encs)
         order = sorted(range(len(encs)), key=lambda i: len(encs[i].ids))
         for batch in _batches([len(encs[i].ids) for i in order], self.heads):
             rows = [order[j] for j in batch]
-            T = len(encs[rows[-1]].ids)  # sorted: the last is the longest
-            ids = np.full((len(rows), T), pad, dtype=np.int64)  # (B, T)
-            type_ids = np.zeros((len(rows), T), dtype=np.int64)
-            mask = np.zeros((len(rows), T), dtype=bool)
-            for row, i in enumerate(rows):
-                n = len(encs[i].ids)
-                ids[row, :n] = encs[i].ids
-                if self.use_type_ids:
-                    type_ids[row, :n] = encs[i].type_ids
-                mask[row, :n] = True
+            ids, type_ids, mask = self.padded([encs[i] for i in rows])  # (B, T) each
             hidden = self._last_hidden(ids, type_ids, mask).astype(np.float64)  # (B, T, d)
             pooled = pool(hidden, mask, pooling)  # (B, d * P)
             for row, i in enumerate(rows):
@@ -266,6 +256,27 @@ class Pretrained:
         if not out:
             return np.zeros((0, self.hidden_size * len(pooling)), dtype=np.float64)
         return np.stack(out)  # (n, d)
+
+    @property
+    def pad_id(self) -> int:
+        """The id padding is filled with: config.json's pad_token_id, else 0 (masked either way)."""
+        pad = self.config.get("pad_token_id")
+        return int(pad) if isinstance(pad, int) and not isinstance(pad, bool) and pad >= 0 else 0
+
+    def padded(self, encs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(B, T) ids, type ids and mask of encodings (each with ``ids`` and ``type_ids``), padded on
+        the right with ``pad_id`` to the longest, T; the mask is False on padding."""
+        T = max(len(e.ids) for e in encs)
+        ids = np.full((len(encs), T), self.pad_id, dtype=np.int64)  # (B, T)
+        type_ids = np.zeros((len(encs), T), dtype=np.int64)
+        mask = np.zeros((len(encs), T), dtype=bool)
+        for row, e in enumerate(encs):
+            n = len(e.ids)
+            ids[row, :n] = e.ids
+            if self.use_type_ids:
+                type_ids[row, :n] = e.type_ids
+            mask[row, :n] = True
+        return ids, type_ids, mask
 
     @property
     def hidden_size(self) -> int:

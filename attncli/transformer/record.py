@@ -15,9 +15,11 @@ from typing import Sequence
 import numpy as np
 
 from attncli.transformer import ops
-from attncli.transformer.trace import Intervention, Keep
+from attncli.transformer.trace import Intervention, Keep, split
 
 ROW_SITES = ("attn.scores", "attn.pattern")  # the sites ``rows`` cuts (query axis 2 with the batch axis)
+# a site's token axes in its per-text shape (trace.py), for ``cut``; every other site: (0,)
+TOKEN_AXES = {"attn.q": (1,), "attn.k": (1,), "attn.v": (1,), "attn.scores": (1, 2), "attn.pattern": (1, 2)}
 
 
 class Recorder:
@@ -65,6 +67,17 @@ class Recorder:
     def one(self, b: int = 0) -> dict[str, np.ndarray]:
         """The kept sites of batch element ``b``, per-text shapes."""
         return {name: x[b] for name, x in self.sites.items()}
+
+    def cut(self, b: int, n: int) -> dict[str, np.ndarray]:
+        """The kept sites of batch element ``b`` of a right-padded batch, every token axis cut to
+        its first ``n`` tokens (its own text's): per-text shapes, copies (the batch is not held)."""
+        out = {}
+        for name, x in self.sites.items():
+            where: list[slice] = [slice(None)] * (x.ndim - 1)
+            for axis in TOKEN_AXES.get(split(name)[1], (0,)):
+                where[axis] = slice(0, n)
+            out[name] = x[b][tuple(where)].copy()
+        return out
 
 
 def attend(rec: Recorder, l: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,

@@ -1,0 +1,90 @@
+"""``trace_batch``: one padded forward pass over several texts gives each text the trace it gets
+alone (``trace``), cut to its own tokens: encoders (padding a real token could attend to, masked),
+decoders (causal, padded on the right; GPT-2's learned positions, Llama's RoPE, Mistral's sliding
+window), and the float32 pass within its stated tolerance of the float64 one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import needed
+
+needed("tokenizers")
+needed("safetensors")
+
+TEXTS = ["the cat sat on the mat and the dog sat on the log",
+         "a",
+         "time flies like an arrow",
+         "she sells sea shells by the sea shore, and the shells she sells are sea shells for sure"]
+SITES = ["embed", "blocks.*", "final_norm"]
+
+
+def _model(request, kind: str):
+    from attncli.transformer import load
+
+    if kind in ("llama", "mistral"):
+        from _llama_fixtures import build_decoder
+
+        needed("torch")
+        needed("transformers")
+        path = build_decoder(kind, request.getfixturevalue("tmp_path_factory").mktemp(kind) / kind)
+    else:
+        path = request.getfixturevalue(f"{kind}_dir")
+    return load(str(path), backend="numpy")
+
+
+@pytest.mark.parametrize("kind", ["tiny_bert", "tiny_roberta", "tiny_gpt2", "llama", "mistral", "minilm"])
+def test_a_padded_batch_gives_each_text_its_own_trace(request, kind):
+    model = _model(request, kind)
+    encs = [model.encode(t, truncate=True) for t in TEXTS]
+    assert len({len(e.ids) for e in encs}) == len(encs)  # every text but the longest is padded
+    keep = SITES + (["logits"] if model.is_decoder else [])
+    exact = model.arch.w.dtype == np.float64  # BERT, GPT-2 families; the Llama family's pass is float32
+    batched = model.trace_batch(encs, keep)
+    assert len(batched) == len(encs)
+    for enc, got in zip(encs, batched):
+        want = model.trace(enc, keep)
+        assert got.ids == enc.ids and sorted(got) == sorted(want)
+        for name in want:
+            assert got[name].shape == want[name].shape, name
+            if exact:
+                np.testing.assert_allclose(got[name], want[name], rtol=0, atol=1e-12, err_msg=f"{kind} {name}")
+            else:  # a float32 pass: another batch shape, other float32 rounding
+                np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5, err_msg=f"{kind} {name}")
+        A = got.stack("attn.pattern", model.layers)  # (L, h, T, T)
+        np.testing.assert_allclose(A.sum(-1), 1.0, atol=1e-12)
+        np.testing.assert_allclose(A, want.stack("attn.pattern", model.layers), rtol=0, atol=1e-12 if exact else 1e-6)
+
+
+@pytest.mark.parametrize("kind", ["tiny_bert", "tiny_gpt2", "llama", "minilm"])
+def test_the_float32_pass_is_within_its_tolerance(request, kind):
+    """``precision="float32"`` (attn stats' default): patterns in float64, each weight within 1e-5 of the
+    float64 pass's."""
+    model = _model(request, kind)
+    encs = [model.encode(t, truncate=True) for t in TEXTS]
+    exact = model.trace_batch(encs, "blocks.*.attn.pattern")
+    fast = model.trace_batch(encs, "blocks.*.attn.pattern", precision="float32")
+    most = 0.0
+    for e, f in zip(exact, fast):
+        a, b = e.stack("attn.pattern", model.layers), f.stack("attn.pattern", model.layers)
+        assert b.dtype == np.float64 and a.shape == b.shape
+        np.testing.assert_allclose(b, a, rtol=0, atol=1e-5)  # 2e-6 measured
+        most = max(most, float(np.abs(b - a).max()))
+    assert (most > 0) == (model.arch.w.dtype == np.float64)  # another pass (Llama's is float32 in both)
+
+
+def test_bad_calls_are_refused(tiny_gpt2_dir):
+    from attncli.errors import BadInput
+    from attncli.transformer import load
+
+    model = load(str(tiny_gpt2_dir), backend="numpy")
+    enc = model.encode("the cat")
+    assert model.trace_batch([], "embed") == []
+    for call in (lambda: model.trace_batch([enc], "embed", precision="float16"),
+                 lambda: model.trace_batch([[1, 2, 3]], "embed"),
+                 lambda: model.trace_batch([enc], "blocks.0.attn.pattern", rows=[0]) if False else
+                 model.trace_batch([enc], __import__("attncli.transformer.trace", fromlist=["Keep"]).Keep.of(
+                     "blocks.0.attn.pattern", rows=[0]))):
+        with pytest.raises(BadInput):
+            call()
