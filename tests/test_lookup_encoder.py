@@ -136,7 +136,8 @@ def test_not_an_encoder_or_missing(tmp_path, tiny_gpt2_dir, minilm_dir):
         # compared without whitespace: rich wraps a long temporary path wherever the width ends
         found = "".join(phrase.split()) in "".join(message.split())
         assert result.exit_code in (1, 2) and found, (args, result.exit_code, message)
-        assert "Traceback" not in result.output and len(result.stderr.strip().splitlines()) <= 3
+        # one message, however rich wraps it (the path's length decides how many lines it takes)
+        assert "Traceback" not in result.output and result.stderr.count("error:") == 1
 
 
 def test_a_plain_bert_is_accepted_with_a_warning(tiny_bert_dir):
