@@ -15,6 +15,9 @@ from attncli.cli.main import app
 from attncli.transformer.source import INSTALL_PRETRAINED, INSTALL_TRANSFORMERS
 
 COMMANDS = [info.name or info.callback.__name__.replace("_", "-") for info in app.registered_commands]
+# a group's commands by their full words (attn stats run, attn stats merge)
+SUBCOMMANDS = [f"{group.name} {info.name or info.callback.__name__.replace('_', '-')}"
+               for group in app.registered_groups for info in group.typer_instance.registered_commands]
 
 
 def help_text(*argv: str, columns: int = 80) -> str:
@@ -27,27 +30,27 @@ def test_every_command_is_checked():
     assert {"matrix", "explore", "lookup", "lens", "compare", "generate", "train-attention"} <= set(COMMANDS)
 
 
-@pytest.mark.parametrize("command", ["", *COMMANDS])
+@pytest.mark.parametrize("command", ["", *COMMANDS, *SUBCOMMANDS])
 def test_help_at_80_columns_cuts_nothing(command):
     import typer
 
-    text = help_text(*([command] if command else []))
+    text = help_text(*command.split())
     assert "…" not in text, text
     assert max(len(line) for line in text.splitlines()) <= 80
     click_command = typer.main.get_command(app)
-    if command:
-        click_command = click_command.commands[command]
+    for word in command.split():
+        click_command = click_command.commands[word]
     for param in click_command.params:
         for name in param.opts:
             if name.startswith("--"):
                 assert re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text), (command, name)
 
 
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("command", [*COMMANDS, *SUBCOMMANDS])
 def test_help_text_wraps_to_the_terminal_not_at_the_docstrings_breaks(command):
     """Every line of the description but a paragraph's last is filled: the next word did not fit
     (a docstring's own line break left 'encoding scaled to' alone on a line)."""
-    text = help_text(command)
+    text = help_text(*command.split())
     description = text.split("╭")[0].splitlines()[3:]  # after the usage line
     lines = [line.strip() for line in description]
     for line, following in zip(lines, lines[1:]):

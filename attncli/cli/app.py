@@ -63,9 +63,12 @@ def prose(doc: str | None) -> str | None:
 
 
 def unwrap_help(typer_app: Any) -> None:
-    """Every registered command's help as :func:`prose` (main.py calls it once all are registered)."""
+    """Every registered command's help as :func:`prose`, a group's commands too (``attn stats run``,
+    ``merge``); main.py calls it once all are registered."""
     for info in typer_app.registered_commands:
         info.help = prose(info.help or (info.callback.__doc__ if info.callback else None))
+    for group in typer_app.registered_groups:
+        unwrap_help(group.typer_instance)
 
 
 class _AttnGroup(TyperGroup):
