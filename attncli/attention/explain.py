@@ -3,7 +3,7 @@
 The steps recompute the cell from q_I and k_J by the variant's formula (dot product, scale,
 relative-position or window term, the mask), then its softmax over row I, and check that the
 recomputed score and weight equal the matrix's (an independent recomputation: the formulas
-here are per cell, the matrix's are vectorised in ``attention.py``). Indices are 0-based, as in the JSON arrays.
+here are per cell, the matrix's are vectorised in ``variants.py`` and ``masks.py``). Indices are 0-based, as in the JSON arrays.
 """
 
 from __future__ import annotations

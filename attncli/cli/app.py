@@ -1,7 +1,7 @@
 """What every command shares: the Typer app, the two consoles, JSON output, error handling.
 
-Command modules (``cli_*.py``) import ``app`` from here and register their commands on it;
-``cli.py`` imports them all. Keep this module light: it is on every command's startup path.
+Command modules (``cli/*.py``) import ``app`` from here and register their commands on it;
+``cli/main.py`` imports them all. Keep this module light: it is on every command's startup path.
 
 The command modules do not use ``from __future__ import annotations``: Typer would then evaluate
 every option's annotation string twice (``inspect.signature(eval_str=True)`` and

@@ -1,7 +1,7 @@
 """Commands ``train-attention`` (learn W_q, W_k, W_v on Brown with torch) and ``heads`` (what they learned).
 
-Thin layer: the work is in ``train_attention.py`` (torch, imported only when training),
-``trained.py`` and ``heads.py`` (NumPy only: ``attn heads`` never imports torch).
+Thin layer: the work is in ``lm/train.py`` (torch, imported only when training),
+``lm/model.py`` and ``lm/heads.py`` (NumPy only: ``attn heads`` never imports torch).
 """
 
 import time

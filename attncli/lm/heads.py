@@ -2,7 +2,7 @@
 
 The way interpretability tools label heads (e.g. the previous-token and first-token heads of
 Elhage et al. 2021, "A Mathematical Framework for Transformer Circuits", and the pattern
-scores of TransformerLens / bertviz-style analyses). NumPy only, through ``trained.py``.
+scores of TransformerLens / bertviz-style analyses). NumPy only, through ``model.py``.
 
 For every query position i >= 1 of every sentence (position 0 can only attend to itself under
 the causal mask, so it says nothing) and its attention row A[i, 0..i]:

@@ -1,7 +1,7 @@
 """Trained attention, run in NumPy: load the learned weights and trace the forward pass.
 
 No torch here: ``attn heads`` and ``attn matrix --proj trained`` run this path. The model is
-the one ``train_attention.py`` trains (a pre-LayerNorm causal transformer, GPT-2 style; Vaswani
+the one ``train.py`` trains (a pre-LayerNorm causal transformer, GPT-2 style; Vaswani
 et al. 2017 for the attention, Radford et al. 2019 for the layer-norm placement):
 
     x_0       = W_in e(w_t) + b_in + PE(t)           e = the model's frozen word vector

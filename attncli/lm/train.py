@@ -1,9 +1,9 @@
 """Train W_q, W_k, W_v end to end: a small causal transformer language model on Brown, with torch.
 
-torch is imported only inside the functions that need it. The model is the one ``trained.py``
+torch is imported only inside the functions that need it. The model is the one ``model.py``
 runs in NumPy (see its docstring for the equations): a pre-LayerNorm causal transformer whose
 width is the word-vector dimension, torch's own ``nn.MultiheadAttention``, sinusoidal
-positions, next-word prediction over the output vocabulary of ``lm_data``.
+positions, next-word prediction over the output vocabulary of ``data.py``.
 
 The word vectors are frozen: the learned weights then belong to the stored vectors, so the
 NumPy path re-creates the model's input exactly from the model itself (no (V, d) embedding
