@@ -163,5 +163,20 @@ def build_gpt2(directory: Path) -> Path:
     return _finish(GPT2LMHeadModel(config), tokenizer, directory)
 
 
+def build_opt(gpt2_dir: Path, directory: Path) -> Path:
+    """A tiny OPT decoder with the GPT-2 fixture's tokenizer: a family neither attn's NumPy pass nor
+    the torch backend's trace maps (what each refuses by name)."""
+    import torch
+    import transformers
+
+    tok = transformers.AutoTokenizer.from_pretrained(str(gpt2_dir))
+    torch.manual_seed(0)
+    config = transformers.OPTConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=1, ffn_dim=20,
+                                    num_attention_heads=2, max_position_embeddings=40, word_embed_proj_dim=16)
+    transformers.OPTForCausalLM(config).eval().save_pretrained(directory)
+    tok.save_pretrained(directory)
+    return directory
+
+
 BUILDERS = {"bert": build_bert, "roberta": build_roberta, "distilbert": build_distilbert, "gpt2": build_gpt2,
             "electra": build_electra}

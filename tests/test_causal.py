@@ -24,6 +24,7 @@ needed("transformers")
 from typer.testing import CliRunner  # noqa: E402
 
 from _llama_fixtures import build_decoder  # noqa: E402
+from _transformer_fixtures import build_opt  # noqa: E402
 from _trace_reference import bias_gpt2, build_mlm, hooked_logits, load_reference  # noqa: E402
 from attncli.causal import grids  # noqa: E402
 from attncli.causal.dla import dla  # noqa: E402
@@ -173,19 +174,6 @@ def test_the_torch_path_gives_the_numpy_paths_numbers(models, kind):
         assert np.abs(a.values).max() > 1e-3
 
 
-def _opt(gpt2_dir, directory):
-    """A tiny OPT decoder (a family neither attn's NumPy pass nor the torch trace maps)."""
-    import transformers
-
-    tok = transformers.AutoTokenizer.from_pretrained(str(gpt2_dir))
-    torch.manual_seed(0)
-    config = transformers.OPTConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=1, ffn_dim=20,
-                                    num_attention_heads=2, max_position_embeddings=40, word_embed_proj_dim=16)
-    transformers.OPTForCausalLM(config).eval().save_pretrained(directory)
-    tok.save_pretrained(directory)
-    return directory
-
-
 def test_cli_backend_torch(models, tiny_bert_dir, tmp_path):
     path, model, _, ids, diff, _ = _setup(models, "gpt2", "torch")
     base = ["--transformer", str(path), "--target-id", str(diff.token), "--contrast-id", str(diff.contrast)]
@@ -210,7 +198,7 @@ def test_cli_backend_torch(models, tiny_bert_dir, tmp_path):
     code, out = run("ablate", "the cat sat .", "--transformer", str(models("bert", "torch")[0]), "--target-id", "3",
                     "--backend", "torch")
     assert code == 2 and "[MASK]" in out
-    opt = _opt(path, tmp_path / "opt")
+    opt = build_opt(path, tmp_path / "opt")
     for backend in ("auto", "torch"):
         code, out = run("ablate", "the cat sat", "--transformer", str(opt), "--target-id", "3", "--backend", backend)
         assert code == 2 and "'opt'" in out and "Traceback" not in out, out

@@ -19,7 +19,7 @@ transformers = needed("transformers")
 needed("tokenizers")
 
 from _llama_fixtures import build_decoder  # noqa: E402
-from _transformer_fixtures import BUILDERS  # noqa: E402
+from _transformer_fixtures import BUILDERS, build_opt  # noqa: E402
 from attncli.errors import BadInput  # noqa: E402
 from attncli.transformer import load  # noqa: E402
 from attncli.transformer.trace import Intervention  # noqa: E402
@@ -230,17 +230,6 @@ def test_start_resumes_at_a_layer_and_skips_the_ones_before(built):
             model.trace(ids, "logits", start=(1, full["blocks.1.resid_pre"]), interventions=[Intervention(early)])
     with pytest.raises(BadInput, match="out of range"):
         model.trace(ids, "logits", start=(2, full["blocks.1.resid_pre"]))
-
-
-def build_opt(gpt2_dir, directory):
-    """A tiny OPT decoder (a family the trace does not map) with the GPT-2 fixture's tokenizer."""
-    tok = transformers.AutoTokenizer.from_pretrained(str(gpt2_dir))
-    torch.manual_seed(0)
-    config = transformers.OPTConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=1, ffn_dim=20,
-                                    num_attention_heads=2, max_position_embeddings=40, word_embed_proj_dim=16)
-    transformers.OPTForCausalLM(config).eval().save_pretrained(directory)
-    tok.save_pretrained(directory)
-    return directory
 
 
 def test_what_the_trace_refuses(built, tmp_path):
