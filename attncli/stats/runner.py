@@ -23,6 +23,7 @@ from attncli.stats.accumulate import Accumulator, Settings, add_probe, add_text,
 from attncli.stats.shards import (Damaged, Identity, from_document, mismatch, model_fingerprint, read_shard,
                                   shard_files, texts_digest, to_document, write_shard)
 from attncli.transformer.encoding import Encoding
+from attncli.transformer.pretrained import length_batches
 
 SHARD_TEXTS = 64  # texts per shard by default
 
@@ -40,10 +41,8 @@ def each_pattern(model, encs: Sequence[Encoding], *, batch_size: int = BATCH_SIZ
     padded and masked); another model that traces runs each text alone (``trace``); else its
     ``attentions``. ``precision`` is the NumPy pass's."""
     if hasattr(model, "trace_batch"):
-        from attncli.transformer.pretrained import _batches
-
         order = sorted(range(len(encs)), key=lambda i: len(encs[i].ids))
-        for batch in _batches([len(encs[i].ids) for i in order], model.heads * model.layers, batch_size, BATCH_BUDGET):
+        for batch in length_batches([len(encs[i].ids) for i in order], model.heads * model.layers, batch_size, BATCH_BUDGET):
             rows = [order[j] for j in batch]
             for i, trace in zip(rows, model.trace_batch([encs[i] for i in rows], PATTERNS, precision=precision)):
                 yield i, trace.stack("attn.pattern", model.layers)

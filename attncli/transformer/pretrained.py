@@ -165,7 +165,7 @@ def masked_scores(q: np.ndarray, k: np.ndarray, scale: float, causal: bool) -> n
     return scores
 
 
-def _batches(lengths: list[int], heads: int, most: int = EMBED_BATCH, budget: int = EMBED_BUDGET) -> list[list[int]]:
+def length_batches(lengths: list[int], heads: int, most: int = EMBED_BATCH, budget: int = EMBED_BUDGET) -> list[list[int]]:
     """Consecutive runs of the (sorted) ``lengths``: at most ``most`` each, and B h T^2 within
     ``budget`` (a text over it alone)."""
     batches: list[list[int]] = []
@@ -246,7 +246,7 @@ class Pretrained:
             raise BadInput("a text to embed gives no tokens")
         out: list[np.ndarray | None] = [None] * len(encs)
         order = sorted(range(len(encs)), key=lambda i: len(encs[i].ids))
-        for batch in _batches([len(encs[i].ids) for i in order], self.heads):
+        for batch in length_batches([len(encs[i].ids) for i in order], self.heads):
             rows = [order[j] for j in batch]
             ids, type_ids, mask = self.padded([encs[i] for i in rows])  # (B, T) each
             hidden = self._last_hidden(ids, type_ids, mask).astype(np.float64)  # (B, T, d)
