@@ -14,7 +14,9 @@ result's own class, never once per surface (CLI, explore, page, Python API)::
 A subclass implements :meth:`renderables`, :meth:`document`, :meth:`command_line` and sets
 :attr:`title`; it overrides :meth:`write_json` when its document is too big to build as one
 string (attncli.attention.document streams its rows) and :meth:`export` for a format only it
-has (the interactive page). Nothing here imports rich or the exporters at module level.
+has (the interactive page). It lives in the views wing because a result draws (rich); a result
+that also computes (a pretrained model's view) lives in the wing that may load models and
+subclasses this one.
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
+
+from attncli.errors import BadInput
+from attncli.export_target import write_export
+from attncli.views.export import html_text, png_bytes, record, svg_text
 
 FORMATS = ("svg", "png", "html", "json")
 NOTEBOOK_WIDTH = 120  # columns a notebook cell's drawing is laid out for
@@ -57,34 +63,23 @@ class Result:
         return "".join(parts)
 
     def _record(self, width: Optional[int], command: bool = True):
-        from attncli.views.export import record
-
         return record(self.renderables, width, self.command_line() if command else None)
 
     def svg(self, width: Optional[int] = None) -> str:
-        from attncli.views.export import svg_text
-
         console, _parts = self._record(width)
         return svg_text(console, self.title)
 
     def html(self, width: Optional[int] = None) -> str:
-        from attncli.views.export import html_text
-
         console, _parts = self._record(width)
         return html_text(console)
 
     def png(self, width: Optional[int] = None) -> bytes:
-        from attncli.views.export import png_bytes
-
         console, parts = self._record(width)
         return png_bytes(console, parts, self.title)
 
     def export(self, fmt: str, target: str | Path, *, width: Optional[int] = None, option: str = "") -> None:
         """Write the result as ``fmt`` into ``target`` through attn's one export door
         (attncli.export_target: atomic onto a file; into a device, a FIFO or stdout)."""
-        from attncli.errors import BadInput
-        from attncli.export_target import write_export
-
         if fmt not in FORMATS:
             raise BadInput(f"export format {fmt!r}: expected one of {', '.join(FORMATS)}")
         option = option or f"--{fmt}"
