@@ -57,13 +57,15 @@ def select(attentions: np.ndarray, *, layer: int, head: Optional[int] = None, ro
            tokens: Sequence[str],
            segments: Sequence[Optional[str]], special: Sequence[bool], word_ids: Sequence[Optional[int]],
            word_texts: Sequence[str], combined: Optional[np.ndarray] = None, flow: bool = False,
-           keys: Optional["KeySide"] = None) -> PretrainedView:
+           keys: Optional["KeySide"] = None, query_rows: Optional[Sequence[int]] = None) -> PretrainedView:
     """The view of ``attentions`` (L, h, T, T) described in the module docstring. ``combined``
     (T, T), if given, is the layer's matrix drawn instead of the heads' mean (e.g. the norm of the
     heads' summed vectors, which is not the mean of their norms). ``flow``: the attention flow
     through layers 0..layer (attncli.attention.flow) instead of one layer. ``keys``: the columns'
     tokens when they are other tokens than the rows' (an encoder-decoder's cross-attention,
-    (L, h, T, S): no rollout, flow or pair block there)."""
+    (L, h, T, S): no rollout, flow or pair block there). ``query_rows``: only these input positions'
+    rows (sorted, unique: --rows, attncli.attention.long_view); ``attentions`` holds either every
+    row or just these (a trace that kept only them, (L, h, R, T))."""
     A = np.asarray(attentions, dtype=np.float64)  # (L, h, T, T), or (L, h, T, S) with keys
     T = A.shape[-1]
     if keys is not None and (rollout or flow or block != "all"):
@@ -81,16 +83,20 @@ def select(attentions: np.ndarray, *, layer: int, head: Optional[int] = None, ro
     else:
         mats = A[layer]  # (h, T, T)
     rows, cols = np.arange(A.shape[-2]), np.arange(T)
+    if query_rows is not None:
+        rows = np.asarray(query_rows, dtype=int)  # (R,)
+        if mats.shape[1] != len(rows):  # every row was computed: keep the asked ones
+            mats = mats[:, rows]
     notes: list[str] = []
     share = None
     special = np.asarray(special, dtype=bool)
     key_special = np.asarray(keys.special, dtype=bool)
     if hide_special and (special.any() or key_special.any()):
-        keep, keep_cols = ~special, ~key_special
+        keep, keep_cols = ~special[rows], ~key_special
         if not keep.any() or not keep_cols.any():
             raise BadInput("the view is empty: every token is a special one, none is left after --hide-special")
         mats, share = hide_fn(mats, keep, keep_cols)  # (k, T', S'), (k, T')
-        rows, cols = np.flatnonzero(keep), np.flatnonzero(keep_cols)
+        rows, cols = rows[keep], np.flatnonzero(keep_cols)
         share = share.mean(axis=0)  # (T',): for a layer's heads, their mean
         notes.append(f"special tokens hidden: their rows and columns dropped, each row renormalised over the "
                      f"other keys (they had {share.mean():.0%} of the attention on average)")

@@ -20,7 +20,7 @@ from attncli.cli.options import (AllowMissingWeightsOpt, BackendOpt, CausalOpt, 
                                  ModelViewOpt, PadToOpt,
                                  PairOpt, Positions, PositionsOpt, ProjOpt, RolloutOpt, SeedOpt, Show, ShowOpt,
                                  TransformerOpt, TruncateOpt, VariantOpt, WindowOpt, WordsOpt)
-from attncli.cli.options import ExportWidthOpt, FlowOpt, HtmlOpt, PngOpt, StackOpt, SvgOpt, TargetOpt
+from attncli.cli.options import ExportWidthOpt, FlowOpt, HtmlOpt, PngOpt, PoolOpt, StackOpt, SvgOpt, TargetOpt, TopKOpt
 from attncli.cli.options import TRANSFORMER_ONLY as _TRANSFORMER_ONLY
 from attncli.errors import BadInput
 from attncli.textio import read_user_text
@@ -123,7 +123,9 @@ def matrix_cmd(
     show: ShowOpt = Show.weights,
     explain: Annotated[Optional[tuple[int, int]], typer.Option(help="Explain cell (I, J), 0-based: query I, key J (--transformer: input positions, NumPy backend).",
                                                                metavar="I J", show_default=False)] = None,
-    rows: Annotated[Optional[str], typer.Option(help="Rows to draw, START:END (0-based, END excluded).")] = None,
+    rows: Annotated[Optional[str], typer.Option(help="Rows to draw, START:END (0-based, END excluded); with --transformer "
+                                                     "also A-B (both included), last:N or word:TEXT, and only those rows are "
+                                                     "computed.", metavar="SPEC")] = None,
     cols: Annotated[Optional[str], typer.Option(help="Columns to draw, START:END.")] = None,
     model: ModelOpt = None,
     svg: SvgOpt = None,
@@ -148,6 +150,8 @@ def matrix_cmd(
     dtype: DtypeOpt = None,
     target: TargetOpt = None,
     stack: StackOpt = None,
+    top_k: TopKOpt = None,
+    pool: PoolOpt = None,
 ) -> None:
     """Attention matrix of a sentence as a heatmap: rows are queries, columns keys.
 
@@ -165,7 +169,8 @@ def matrix_cmd(
                             backend=backend, truncate=truncate, explain=explain, model_view=model_view,
                             layers=layers, rows=rows, cols=cols, exports=exports, json_out=json_out,
                             allow_missing_weights=allow_missing_weights, show=show.value, flow=flow,
-                            device=device, dtype=dtype, target=target, stack=stack.value if stack else None)
+                            device=device, dtype=dtype, target=target, stack=stack.value if stack else None,
+                            top_k=top_k, pool=pool)
         return
     if show.value == "norms":
         raise BadInput("--show norms needs --transformer NAME_OR_PATH (the value vectors of a pretrained model)")
@@ -222,7 +227,7 @@ def _given(ctx, name: str) -> bool:
 def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, pair_filter, filter_specials, layer,
                         head, words, hide_special, rollout, backend, truncate, explain, model_view, layers, rows, cols,
                         exports, json_out, allow_missing_weights=False, show="weights", flow=False, device=None,
-                        dtype=None, target=None, stack=None) -> None:
+                        dtype=None, target=None, stack=None, top_k=None, pool=None) -> None:
     """attn matrix --transformer: checked here, computed and drawn by attncli.cli.transformer."""
     from attncli.cli.transformer import MatrixOptions, check_options, run_matrix
 
@@ -234,8 +239,17 @@ def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, p
                          hide_special=hide_special, rollout=rollout, backend=backend.value if backend else "auto",
                          truncate=truncate, explain=explain, model_view=model_view, layers=layers,
                          allow_missing_weights=allow_missing_weights, show=show, flow=flow, device=device, dtype=dtype,
-                         target=target, stack=stack)
-    run_matrix(opts, json_out=json_out, exports=exports, row_span=_span(rows, "--rows"), col_span=_span(cols, "--cols"))
+                         target=target, stack=stack, rows=rows, top_k=top_k, pool=pool)
+    run_matrix(opts, json_out=json_out, exports=exports, row_span=_old_span(rows), col_span=_span(cols, "--cols"))
+
+
+def _old_span(rows: Optional[str]) -> Optional[tuple[int, int]]:
+    """--rows as START:END (the form every view takes), None for the forms only --transformer's own
+    views take (A-B, last:N, word:TEXT: attncli.attention.long_view)."""
+    try:
+        return _span(rows, "--rows")
+    except BadInput:
+        return None
 
 
 @app.command("variants")

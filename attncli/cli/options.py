@@ -113,6 +113,14 @@ AllowMissingWeightsOpt = Annotated[bool, typer.Option(
 LayersOpt = Annotated[Optional[str], typer.Option(help="Layers of --model-view, A-B (0-based, both included).",
                                                   rich_help_panel=PRETRAINED)]
 
+# --- a long text (docs/transformers.md, "A long text") --------------------------------------------
+
+TopKOpt = Annotated[Optional[int], typer.Option("--top-k", help="Each row's K strongest keys, the rest summed into one 'other' column.",
+                                                metavar="K", rich_help_panel=PRETRAINED, show_default=False)]
+PoolOpt = Annotated[Optional[str], typer.Option("--pool", help="Attention between spans: sentence, line or N (chunks of N tokens); "
+                                                "summed over a span's keys, averaged over its queries.",
+                                                metavar="SPAN", rich_help_panel=PRETRAINED, show_default=False)]
+
 # --- exports (--svg, --html, --png, --width): laid out for the file, not the terminal ------------
 
 SvgOpt = Annotated[Optional[Path], typer.Option(help="Also save the view as SVG (as wide as the view needs; offline fonts).",
@@ -145,4 +153,5 @@ StackOpt = Annotated[Optional[Stack], typer.Option("--stack", help="An encoder-d
 # options that only --transformer gives a meaning to (attn matrix's parameter names), read by cli.matrix
 # (which sends them to --transformer) and cli.transformer (which refuses them without it)
 TRANSFORMER_ONLY = ("pair", "pair_filter", "filter_specials", "words", "hide_special", "rollout", "backend", "truncate",
-                    "model_view", "layers", "allow_missing_weights", "flow", "device", "dtype", "target", "stack")
+                    "model_view", "layers", "allow_missing_weights", "flow", "device", "dtype", "target", "stack",
+                    "top_k", "pool")

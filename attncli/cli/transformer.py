@@ -10,6 +10,7 @@ level either).
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +77,15 @@ class MatrixOptions:
     dtype: Optional[str] = None
     target: Optional[str] = None  # an encoder-decoder's decoder text (attncli.cli.seq2seq)
     stack: Optional[str] = None  # encoder, decoder or cross (None: encoder)
+    rows: Optional[str] = None  # --rows SPEC, --top-k K, --pool SPAN: attncli.attention.long_view
+    top_k: Optional[int] = None
+    pool: Optional[str] = None
+
+    @property
+    def long(self):
+        from attncli.attention.long_view import LongSpec
+
+        return LongSpec(rows=self.rows, top_k=self.top_k, pool=self.pool)
 
 
 def check_combinations(o: MatrixOptions) -> None:
@@ -97,6 +107,9 @@ def check_combinations(o: MatrixOptions) -> None:
                              rollout=o.rollout, words=o.words, block=o.block)
     _check_show(o)
     _check_flow(o)
+    from attncli.attention.long_view import check_view
+
+    check_view(o.long, model_view=o.model_view, show=o.show, flow=o.flow, words=o.words)
     if o.target is not None or o.stack is not None:
         from attncli.cli.seq2seq import check_seq2seq_options
 
@@ -161,13 +174,23 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span)
     if getattr(model, "encoder_decoder", False) or o.target is not None or o.stack is not None:
         from attncli.cli.seq2seq import run_seq2seq_matrix
 
+        if o.top_k is not None or o.pool is not None or (o.rows is not None and row_span is None):
+            raise BadInput("an encoder-decoder's view takes --rows START:END; --top-k, --pool and the other --rows "
+                           "forms are for one stack of tokens (BERT, GPT-2, Llama families)")
         return run_seq2seq_matrix(o, model, json_out=json_out, exports=exports, row_span=row_span, col_span=col_span)
     layer = pv.layer_shown(model, o.layer, o.head)
     if o.explain is not None and model.backend != "numpy" and o.show != "norms":
         raise BadInput("--explain I J needs attn's NumPy forward pass (the queries and keys of a layer): "
                        "add --backend numpy (BERT and GPT-2 families)")
     enc = model.encode(o.text, pair=o.pair, truncate=o.truncate)
-    if exports.html is not None:
+    from attncli.attention import long_view as lvm
+
+    spec = o.long
+    positions = lvm.row_positions(o.rows, enc) if o.rows is not None else None  # (R,) input positions
+    page = exports.html is not None and not spec  # a long view's --html is its drawing, as --svg
+    rows_only = positions is not None and lvm.rows_only(rollout=o.rollout, flow=o.flow, explain=o.explain is not None,
+                                                        page=page, show=o.show)
+    if page:
         from attncli.views.page import check_size, extra_size
 
         check_size(model.layers, model.heads, len(enc.tokens), any(enc.special), extra_size(model.heads, o.show, o.flow))
@@ -178,11 +201,14 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span)
     from attncli.transformer.reads import Reads, view_sites
 
     # one traced pass: every layer's pattern, and what --explain, --show and --html read of it
+    # (with --rows: the layer's pattern and scores, those rows only)
     sites = view_sites(model.layers, layer, qk=o.explain is not None and o.show != "norms",
                        scores=o.show == "scores", values=o.show == "norms",
-                       every_layer=exports.html is not None and o.show != "weights")
-    reads = Reads(model, enc, sites)
-    attentions = reads.attentions()  # (L, h, T, T)
+                       every_layer=page and o.show != "weights", only_layer=rows_only)
+    with layer_progress(model, len(enc.ids), json_out) as on_layer:
+        reads = Reads(model, enc, sites, rows=positions if rows_only else None, on_layer=on_layer)
+    # (L, h, T, T); with rows_only (1, h, R, T): the layer's kept rows
+    attentions = reads.pattern(layer)[None] if rows_only else reads.attentions()
     meta = pv.view_meta(model, enc, layer=layer, head=o.head, rollout=o.rollout, block=o.block,
                         hide_special=o.hide_special, words=o.words, flow=o.flow)
     from attncli.cli.transformer_views import render_view, view_renderables
@@ -191,14 +217,18 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span)
     if o.model_view:
         show_model_view(o, model, enc, attentions, meta, layer, title, exports, json_out=json_out)
         return
-    shown, combined, explain_norm, at = attentions, None, None, layer
+    shown, combined, explain_norm, at = attentions, None, None, 0 if rows_only else layer
     if o.show != "weights":
         per_head, combined, explain_norm = layer_matrices(reads, enc, layer, o.show)
         shown, at, meta["show"] = per_head[None], 0, o.show  # (1, h, T, T): the one layer drawn
+        combined = None if rows_only else combined  # scores' (R, T) mean: the heads' mean select takes itself
     view = pv.select(shown, layer=at, head=o.head, rollout=o.rollout, hide_special=o.hide_special,
                      block=o.block or "all", block_specials=o.block_specials, words=o.words, tokens=enc.tokens,
                      segments=enc.segments, special=enc.special, word_ids=enc.word_ids, word_texts=enc.words,
-                     combined=combined, flow=o.flow)
+                     combined=combined, flow=o.flow, query_rows=positions)
+    lv = lvm.apply_long_view(view, spec, enc, words=o.words)  # --top-k / --pool, None without
+    if positions is not None:
+        view.notes.append(lvm.rows_note(o.rows, positions, len(enc.ids), computed=rows_only))
     explanation = None
     if explain_norm is not None and o.explain is not None:
         explanation = explain_norm(*o.explain, o.head)
@@ -208,12 +238,40 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span)
                                       enc.tokens, *o.explain, head=o.head)
     if json_out:
         doc = pv.document(view, meta, segments=enc.segments, special=enc.special, explanation=explanation)
+        if spec:
+            lvm.long_document(doc, lv, view, enc, spec, words=o.words)
         pv.write_document(doc, sys.stdout.write)
         sys.stdout.flush()
     else:
-        render_view(out_console(), view, meta, enc, row_span, col_span, explanation)
-    _export(lambda w: view_renderables(view, meta, enc, row_span, col_span, explanation, w), title, exports)
-    _page(o, model, enc, attentions, meta, layer, None, exports.html, title, reads)
+        render_view(out_console(), view, meta, enc, None, col_span, explanation, long=(lv, spec, o.words))
+    draw = lambda w: view_renderables(view, meta, enc, None, col_span, explanation, w, long=(lv, spec, o.words))  # noqa: E731
+    _export(draw, title, exports if page else _Drawn(exports))
+    if page:
+        _page(o, model, enc, attentions, meta, layer, None, exports.html, title, reads)
+
+
+class _Drawn:
+    """The exports of a long view: --html is its drawing too (the interactive page shows whole matrices)."""
+
+    def __init__(self, exports) -> None:
+        self.svg, self.png, self.html, self.width = exports.svg, exports.png, exports.html, exports.width
+
+
+@contextlib.contextmanager
+def layer_progress(model, tokens: int, json_out: bool):
+    """A bar on stderr advancing as each layer of the pass is done (attncli.cli.progress.Bar) where
+    the model's trace reports its layers (``on_layer``), else a line saying what runs; gives the
+    ``on_layer(l, L)`` callback (None without a bar)."""
+    from attncli.cli.progress import Bar, Stage
+    from attncli.transformer.reads import takes_on_layer
+
+    what = f"running {model.name} over {tokens} tokens"
+    if getattr(model, "traced", False) and takes_on_layer(model):
+        with Bar(what, "layers", model.layers, json_out=json_out) as bar:
+            yield lambda l, L: bar.advance()
+    else:
+        with Stage(what, json_out=json_out):
+            yield None
 
 
 def show_model_view(o: MatrixOptions, model, enc, attentions, meta, layer: int, title: str, exports, *,
@@ -237,11 +295,12 @@ def show_model_view(o: MatrixOptions, model, enc, attentions, meta, layer: int, 
 
 def _export(draw, title: str, exports) -> None:
     """The drawn exports (SVG, PNG); --html is the interactive page (:func:`_page`)."""
-    if exports.svg is None and exports.png is None:
+    html = exports.html if isinstance(exports, _Drawn) else None
+    if exports.svg is None and exports.png is None and html is None:
         return
     from attncli.views.export import export_files
 
-    export_files(draw, title, svg=exports.svg, png=exports.png, width=exports.width)
+    export_files(draw, title, svg=exports.svg, png=exports.png, html=html, width=exports.width)
 
 
 def _page(o: MatrixOptions, model, enc, attentions, meta, layer: int, classes, html: Optional[Path], title: str,

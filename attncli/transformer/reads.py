@@ -5,6 +5,9 @@ shows from it. Shapes: L layers, h heads, T tokens, d the model dimension, d_hea
 
 from __future__ import annotations
 
+import inspect
+from typing import Callable, Sequence
+
 import numpy as np
 
 from attncli.transformer.trace import Trace, site
@@ -37,9 +40,10 @@ def stream_of(tr: Trace, layers: int) -> np.ndarray:
 
 
 def view_sites(layers: int, layer: int | None, *, qk: bool = False, scores: bool = False, values: bool = False,
-               every_layer: bool = False) -> list[str]:
-    """The sites a view of ``layer`` reads (every layer's with ``every_layer``: the page's extra views)."""
-    sites = [PATTERNS]
+               every_layer: bool = False, only_layer: bool = False) -> list[str]:
+    """The sites a view of ``layer`` reads (every layer's with ``every_layer``: the page's extra views;
+    ``only_layer``: that layer's pattern, not every layer's)."""
+    sites = [site(layer, "attn.pattern")] if only_layer and layer is not None else [PATTERNS]
     chosen = range(layers) if every_layer else ([] if layer is None else [layer])
     for l in chosen:
         sites += qk_sites(l) if qk else []
@@ -52,9 +56,16 @@ class Reads:
     """One traced pass of one text and what the views read from it. A model without a traced pass (the
     torch backend's unmapped families, T5 and BART) answers from its own methods instead, a pass each."""
 
-    def __init__(self, model, enc, sites: list[str]):
+    def __init__(self, model, enc, sites: list[str], *, rows: Sequence[int] | None = None,
+                 on_layer: Callable[[int, int], None] | None = None):
+        """``rows``: the pattern and scores keep only these query rows (Keep(rows=...)); ``on_layer(l, L)``
+        is called as each layer is done, where the model's trace takes it (``on_layer`` in its signature)."""
         self.model, self.enc = model, enc
-        self.tr = model.trace(enc, sites) if getattr(model, "traced", False) else None
+        self.rows = None if rows is None else [int(r) for r in rows]
+        self.tr = None
+        if getattr(model, "traced", False):
+            extra = {"on_layer": on_layer} if on_layer is not None and takes_on_layer(model) else {}
+            self.tr = model.trace(enc, sites, rows=self.rows, **extra)
 
     def _has(self, *names: str) -> bool:
         return self.tr is not None and all(n in self.tr for n in names)
@@ -64,6 +75,11 @@ class Reads:
         if self._has(site(self.model.layers - 1, "attn.pattern")):
             return attentions_of(self.tr, self.model.layers)
         return self.model.attentions(self.enc)
+
+    def pattern(self, layer: int) -> np.ndarray:
+        """(h, R, T) ``layer``'s attention weights: the kept rows (every row, R = T, without ``rows``)."""
+        name = site(layer, "attn.pattern")
+        return self.tr[name] if self._has(name) else self.model.attentions(self.enc)[layer]
 
     def qk(self, layer: int) -> tuple[np.ndarray, np.ndarray]:
         """q, k (h, T, d_head) of ``layer``."""
@@ -85,3 +101,11 @@ class Reads:
             self.model.check_value_vectors()
             return self.model.value_vectors_of(self.tr, layer)
         return self.model.value_vectors(self.enc, layer)
+
+
+def takes_on_layer(model) -> bool:
+    """Whether ``model.trace`` reports each layer done (an ``on_layer(l, L)`` callback)."""
+    try:
+        return "on_layer" in inspect.signature(model.trace).parameters
+    except (TypeError, ValueError):
+        return False
