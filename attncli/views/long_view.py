@@ -114,9 +114,10 @@ def long_renderables(view, meta: dict[str, Any], enc, lv: Optional[LongView], sp
                     else "--rows last:16 (or A-B, word:TEXT) for single tokens, --top-k K for each row's strongest keys")
             note = (f"{C} columns are more than {where} holds ({fits}): drawn {shown}; see {rest}, "
                     "or every number with --json",)
+    notes = (*view.notes, f"rows: queries, columns: keys · backend: {meta['backend']}", *note)
     if lv is not None and lv.top is not None:
-        return top_k_renderables(lv, view, meta, enc, width, words=words, notes=note)
+        return top_k_renderables(lv, view, meta, enc, width, words=words, notes=notes)
     if lv is not None and lv.pooled is not None:
-        return [part for hm in pooled_heatmaps(lv, meta, enc, notes=note) for part in heatmap_renderables(hm, width)]
+        return [part for hm in pooled_heatmaps(lv, meta, enc, notes=notes) for part in heatmap_renderables(hm, width)]
     return [part for hm in pretrained_heatmaps(view, meta, enc, None, col_span) for part in heatmap_renderables(hm, width)]
 
