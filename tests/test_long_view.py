@@ -225,13 +225,13 @@ def test_a_matrix_wider_than_the_terminal_is_drawn_pooled_with_a_note(tiny_bert_
     result = run("matrix", TEXT, "--transformer", str(tiny_bert_dir), "--head", "0", columns=40)
     assert result.exit_code == 0, result.stderr
     out = flat(result.stdout)
-    assert "more than the terminal holds" in out and "drawn pooled (as --pool sentence)" in out
+    assert "too many for the terminal" in out and "drawn pooled (as --pool sentence)" in out
     assert "weights between sentences" in out and "--rows last:16" in out and "left out" not in out
     by_rows = flat(run("matrix", TEXT, "--transformer", str(tiny_bert_dir), "--head", "0", "--rows", "2-5",
                        columns=40).stdout)
     assert "strongest keys (as --top-k" in by_rows and "top 1 keys" in by_rows
     wide = flat(run("matrix", TEXT, "--transformer", str(tiny_bert_dir), "--head", "0", columns=200).stdout)
-    assert "more than the terminal" not in wide  # it fits: the matrix itself
+    assert "too many for" not in wide  # it fits: the matrix itself
     assert json.loads(run("matrix", TEXT, "--transformer", str(tiny_bert_dir), "--json", columns=40).stdout)["weights"]
 
 

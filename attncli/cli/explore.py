@@ -15,9 +15,9 @@ import typer
 from attncli.cli.app import app
 from attncli.cli.matrix import _read_text
 from attncli.cli.options import (AllowMissingWeightsOpt, BackendOpt, CausalOpt, ContextOpt, DKOpt, FilterOpt, FlowOpt, HeadOpt, HeadsOpt, HideSpecialOpt,
-                                 LayerOpt, LayersOpt, MaxRelativeOpt, ModelOpt, ModelViewOpt, PadToOpt, PairOpt, Positions,
-                                 PositionsOpt, ProjOpt, RolloutOpt, SeedOpt, Show, ShowOpt, TransformerOpt, TruncateOpt,
-                                 VariantOpt, WindowOpt, WordsOpt)
+                                 LayerOpt, LayersOpt, LongRowsOpt, MaxRelativeOpt, ModelOpt, ModelViewOpt, PadToOpt, PairOpt, Positions,
+                                 PoolOpt, PositionsOpt, ProjOpt, RolloutOpt, SeedOpt, Show, ShowOpt, TopKOpt, TransformerOpt,
+                                 TruncateOpt, VariantOpt, WindowOpt, WordsOpt)
 from attncli.errors import BadInput
 
 INSTALL = 'attn explore needs the "explore" extra (Textual and textual-serve): pip install "attncli[explore]"'
@@ -80,6 +80,9 @@ def explore_cmd(
     layers: LayersOpt = None,
     allow_missing_weights: AllowMissingWeightsOpt = False,
     flow: FlowOpt = False,
+    rows: LongRowsOpt = None,
+    top_k: TopKOpt = None,
+    pool: PoolOpt = None,
     dict_path: Annotated[Optional[str], typer.Option("--dict", help="JSON object of the lookup pane (default: the shipped car.json).",
                                                      show_default=False)] = None,
     serve: Annotated[bool, typer.Option("--serve", help="Serve the app as a web page (textual-serve) instead of running it here.")] = False,
@@ -111,7 +114,9 @@ def explore_cmd(
                                       ("--hide-special", hide_special), ("--rollout", rollout),
                                       ("--backend", backend is not None), ("--truncate", truncate),
                                       ("--model-view", model_view), ("--layers", layers is not None),
-                                      ("--allow-missing-weights", allow_missing_weights), ("--flow", flow)) if value]
+                                      ("--allow-missing-weights", allow_missing_weights), ("--flow", flow),
+                                      ("--rows", rows is not None), ("--top-k", top_k is not None),
+                                      ("--pool", pool is not None)) if value]
     if transformer is None and given:
         raise BadInput(f"{given[0]} needs --transformer NAME_OR_PATH (a pretrained model)")
     if transformer is not None:  # attn matrix --transformer's refusals, before the app starts (exit 2)
@@ -138,6 +143,9 @@ def explore_cmd(
                                hide_special=hide_special, model_view=model_view)
         if layers is not None:
             parse_layers(layers)  # its form; the range is checked against the model in the app
+        from attncli.attention.long_view import LongSpec, check_view
+
+        check_view(LongSpec(rows, top_k, pool), model_view=model_view, show=show.value, flow=flow, words=words)
     options = {name: value for name, value in (("layer", layer), ("head", head)) if value is not None}
     if options and proj != "trained" and transformer is None:
         raise BadInput(f"--{next(iter(options))} needs --proj trained (it picks a learned layer or head)")
@@ -155,6 +163,7 @@ def explore_cmd(
         transformer=transformer, pair=pair, pair_filter=pair_filter.value if pair_filter else None, words=words,
         hide_special=hide_special, rollout=rollout, backend=backend.value if backend else "auto", truncate=truncate,
         model_view=model_view, layers=layers, allow_missing_weights=allow_missing_weights, flow=flow,
+        rows=rows, top_k=top_k, pool=pool,
     )
     if serve:
         from attncli.explore.serve import DEFAULT_HOST, DEFAULT_PORT

@@ -115,6 +115,9 @@ LayersOpt = Annotated[Optional[str], typer.Option(help="Layers of --model-view, 
 
 # --- a long text (docs/transformers.md, "A long text") --------------------------------------------
 
+LongRowsOpt = Annotated[Optional[str], typer.Option("--rows", help="Only these query rows: N, A:B (B excluded), A-B (both included), "
+                                                    "last:N or word:TEXT (0-based input positions).", metavar="SPEC",
+                                                    rich_help_panel=PRETRAINED, show_default=False)]
 TopKOpt = Annotated[Optional[int], typer.Option("--top-k", help="Each row's K strongest keys, the rest summed into one 'other' column.",
                                                 metavar="K", rich_help_panel=PRETRAINED, show_default=False)]
 PoolOpt = Annotated[Optional[str], typer.Option("--pool", help="Attention between spans: sentence, line or N (chunks of N tokens); "

@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from attncli.attention import long_view as lvm
 from attncli.errors import BadInput
 
 
@@ -29,9 +30,17 @@ class PretrainedResult:
     attentions: np.ndarray  # (L, h, T, T)
     qk: Optional[tuple[np.ndarray, np.ndarray]]  # the layer's (h, T, d_head) queries and keys, numpy backend
     values: Optional[tuple[np.ndarray, np.ndarray]] = None  # --show norms: the layer's A (h, T, T), f(x) (h, T, d)
+    long: Any = None  # (LongView or None, LongSpec): --rows / --top-k / --pool (attncli.attention.long_view)
+
+    @property
+    def long_view(self):
+        return self.long[0] if self.long is not None else None
 
     @property
     def shape(self) -> tuple[int, int]:
+        lv = self.long_view
+        if lv is not None:  # the cursor moves over the pooled matrix, or the rows' ranked keys
+            return lv.pooled.weights.shape if lv.pooled is not None else lv.top.keys.shape  # (P, Q) or (R, K)
         m = self.view.words.weights if self.view.words is not None else self.view.weights
         return m.shape  # (R, C)
 
@@ -42,6 +51,8 @@ class PretrainedResult:
 
     def explainable(self, state) -> Optional[str]:
         """None when a cell of this view can be explained, else why not."""
+        if self.long_view is not None:
+            return "no explanation of a cell with --top-k or --pool (a cell there is no single query and key)"
         if state.norms and self.values is not None:
             return None
         if self.qk is None:
@@ -105,6 +116,7 @@ def compute(state, models: dict[tuple[str, str], Any]):
 
     check(state)
     pv.check_texts(state.text, state.pair)
+    spec = long_spec(state)
     key = (state.transformer, state.backend)
     if key not in models:
         from attncli.transformer import load
@@ -140,6 +152,7 @@ def compute(state, models: dict[tuple[str, str], Any]):
         lo, hi = layer_range(state.layers, model.layers)
         return ModelViewResult(model, enc, meta, attentions, lo, hi,
                                head_classes(model, enc, attentions, state.hide_special))
+    positions = lvm.row_positions(spec.rows, enc) if spec.rows is not None else None  # (R,) input positions
     shown, at, combined, values = attentions, layer, None, None
     if state.norms:  # as attn matrix --show norms
         from attncli.attention import value_norms
@@ -150,13 +163,27 @@ def compute(state, models: dict[tuple[str, str], Any]):
     view = pv.select(shown, layer=at, head=state.head, rollout=state.rollout, hide_special=state.hide_special,
                      block=block, words=state.words, tokens=enc.tokens, segments=enc.segments,
                      special=enc.special, word_ids=enc.word_ids, word_texts=enc.words, combined=combined,
-                     flow=state.flow)
+                     flow=state.flow, query_rows=positions)
     if view.weights.size == 0:
         raise BadInput("the view is empty: no token is left after --hide-special or --filter")
     qk = None
     if model.backend == "numpy" and not getattr(model.arch, "position_bias", False):
         qk = reads.qk(layer)  # (h, T, d_head) each
-    return PretrainedResult(model, enc, layer, meta, view, attentions, qk, values)
+    long = None
+    if spec:
+        if positions is not None:
+            view.notes.append(lvm.rows_note(spec.rows, positions, len(enc.ids), computed=False))
+        long = (lvm.apply_long_view(view, spec, enc, words=state.words), spec)
+    return PretrainedResult(model, enc, layer, meta, view, attentions, qk, values, long)
+
+
+def long_spec(state):
+    """The long-text options of ``state`` (attncli.attention.long_view), checked."""
+    spec = lvm.LongSpec(rows=getattr(state, "rows", None), top_k=getattr(state, "top_k", None),
+                        pool=getattr(state, "pool", None))
+    lvm.check_view(spec, model_view=state.model_view, show="norms" if state.norms else "weights", flow=state.flow,
+                   words=state.words)
+    return spec
 
 
 def explain(res: PretrainedResult, state) -> Optional[dict[str, Any]]:
@@ -192,6 +219,11 @@ def renderables(res: PretrainedResult, state, width: int, *, cursor=None, cell_m
     from attncli.views.pretrained import pretrained_heatmaps
     from attncli.views.render import heatmap_renderables
 
+    if getattr(res, "long_view", None) is not None:  # --top-k / --pool (views.long_view); no cursor drawn
+        from attncli.views.long_view import long_renderables
+
+        lv, spec = res.long
+        return long_renderables(res.view, res.meta, res.enc, lv, spec, width, words=state.words, auto=False)
     return [part for hm in pretrained_heatmaps(res.view, res.meta, res.enc, cursor=cursor, cell_meta=cell_meta)
             for part in heatmap_renderables(hm, width, lines=lines)]
 
@@ -210,10 +242,12 @@ def export_text(res: PretrainedResult, state, fmt: str, width: int | None = None
 
         doc = pv.document(res.view, res.meta, segments=res.enc.segments, special=res.enc.special,
                           explanation=explanation)
+        if getattr(res, "long", None) is not None:
+            lvm.long_document(doc, res.long[0], res.view, res.enc, res.long[1], words=state.words)
         parts: list[str] = []
         pv.write_document(doc, parts.append)
         return "".join(parts)
-    if fmt == ".html":
+    if fmt == ".html" and getattr(res, "long", None) is None:  # a long view's .html is its drawing
         return page_export(res, state, None, model_view=False)
     from attncli.explore.state import export_drawing
     from attncli.views.render import explanation_renderables

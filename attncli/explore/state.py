@@ -77,6 +77,9 @@ class ExploreState:
     truncate: bool = False
     allow_missing_weights: bool = False  # --allow-missing-weights: a checkpoint's missing / unused weights warned about
     model_view: bool = False  # --model-view: every layer x head of the input (layers: --layers A-B)
+    rows: str | None = None  # --rows SPEC, --top-k K, --pool SPAN: a long text's views (attncli.attention.long_view)
+    top_k: int | None = None
+    pool: str | None = None
     layers: str | None = None
     norms: bool = False  # --show norms: ||alpha f(x)|| instead of the weights (issue 22)
     flow: bool = False  # --flow: the attention flow through layers 0..layer (attncli.attention.flow)
@@ -187,6 +190,11 @@ class ExploreState:
             args += ["--show", "norms"]
         if self.flow:
             args.append("--flow")
+        for option, value in (("--rows", self.rows), ("--top-k", self.top_k), ("--pool", self.pool)):
+            if value is not None:
+                args += [option, str(value)]
+        if self.top_k is not None or self.pool is not None:  # their cells are no (query, key) cell
+            explain = False
         if self.model_view:  # --layers belongs to it; it has no --explain
             return args + (["--layers", self.layers] if self.layers is not None else [])
         i, j = cell or self.cursor

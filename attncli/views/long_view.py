@@ -85,11 +85,13 @@ def pooled_heatmaps(lv: LongView, meta: dict[str, Any], enc, *, notes: tuple[str
 
 
 def columns_that_fit(width: Optional[int]) -> tuple[int, int]:
-    """(columns of a heatmap page, columns a heatmap shows in all) at ``width`` (None: a file)."""
+    """(columns of a heatmap page, columns beyond which a matrix is drawn another way) at ``width``
+    (None: a file, which shows up to FILE_COLS columns). A terminal pages a matrix's columns (at
+    most MAX_PAGES pages); one of which less than half would be shown is drawn another way."""
     if width is None:
         return FILE_COLS, FILE_COLS
     page = max(1, (max(width, 20) - LABEL_WIDTH - 1) // CELL)
-    return page, page * MAX_PAGES
+    return page, 2 * page * MAX_PAGES
 
 
 def long_renderables(view, meta: dict[str, Any], enc, lv: Optional[LongView], spec: LongSpec, width: Optional[int], *,
@@ -112,9 +114,12 @@ def long_renderables(view, meta: dict[str, Any], enc, lv: Optional[LongView], sp
                      else f"pooled (as --pool {chosen.pool})")
             rest = ("--top-k K for more keys, --rows to pick other rows" if chosen.top_k
                     else "--rows last:16 (or A-B, word:TEXT) for single tokens, --top-k K for each row's strongest keys")
-            note = (f"{C} columns are more than {where} holds ({fits}): drawn {shown}; see {rest}, "
+            note = (f"{C} columns are too many for {where}: drawn {shown}; see {rest}, "
                     "or every number with --json",)
-    notes = (*view.notes, f"rows: queries, columns: keys · backend: {meta['backend']}", *note)
+    from attncli.views.pretrained import pair_note
+
+    pair = pair_note(enc)
+    notes = (*view.notes, f"rows: queries, columns: keys · backend: {meta['backend']}", *((pair,) if pair else ()), *note)
     if lv is not None and lv.top is not None:
         return top_k_renderables(lv, view, meta, enc, width, words=words, notes=notes)
     if lv is not None and lv.pooled is not None:
