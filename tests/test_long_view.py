@@ -140,6 +140,10 @@ def test_rows_are_the_whole_matrix_rows(model, request):
     word = matrix_json(path, "--rows", "word:bank")
     assert word["tokens"] and all("bank" in t.lower() or t.lower().strip("ġ#") in "bank" for t in word["tokens"])
     assert np.allclose(word["weights"], np.asarray(full["weights"])[word["rows"]], atol=2e-6)
+    hidden, part = matrix_json(path, "--hide-special"), matrix_json(path, "--hide-special", "--rows", "2-4")
+    picked = [n for n, t in enumerate(hidden["rows"]) if 2 <= t <= 4]
+    assert part["rows"] == [hidden["rows"][n] for n in picked]
+    assert np.allclose(part["weights"], np.asarray(hidden["weights"])[picked], atol=2e-6)
     rollout = matrix_json(path, "--rollout", "--rows", "2-4")  # the rollout needs every row: cut after
     assert np.allclose(rollout["weights"], np.asarray(matrix_json(path, "--rollout")["weights"])[[2, 3, 4]], atol=2e-6)
 
@@ -296,3 +300,13 @@ def test_a_bar_per_layer_where_the_trace_reports_layers(monkeypatch):
     with layer_progress(Old(), 5, json_out=True) as on_layer:
         assert on_layer is None
         Reads(Old(), None, [], on_layer=lambda l, L: None)
+
+
+def test_rows_on_the_torch_backend_are_the_whole_matrix_rows(tiny_gpt2_dir):
+    full = matrix_json(tiny_gpt2_dir, "--backend", "torch")
+    part = matrix_json(tiny_gpt2_dir, "--backend", "torch", "--rows", "last:3")
+    rows = part["rows"]
+    assert rows == list(range(len(full["rows"]) - 3, len(full["rows"])))
+    assert np.allclose(part["head_weights"], np.asarray(full["head_weights"])[:, rows], atol=2e-6)
+    top = matrix_json(tiny_gpt2_dir, "--backend", "torch", "--rows", "last:3", "--top-k", "2")["top_k"]
+    assert np.allclose(np.sum(top["weights"], axis=1) + top["other"], 1.0, atol=1e-6)
