@@ -132,7 +132,7 @@ def test_rows_are_the_whole_matrix_rows(model, request):
     path = request.getfixturevalue(model)
     full = matrix_json(path)
     T = len(full["rows"])
-    for spec, rows in (("2-4", [2, 3, 4]), (f"last:3", [T - 3, T - 2, T - 1]), ("5", [5])):
+    for spec, rows in (("2-4", [2, 3, 4]), ("last:3", [T - 3, T - 2, T - 1]), ("5", [5])):
         part = matrix_json(path, "--rows", spec)
         assert part["rows"] == rows and part["long_view"]["rows"] == spec
         assert np.allclose(part["weights"], np.asarray(full["weights"])[rows], atol=2e-6)
