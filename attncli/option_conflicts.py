@@ -16,6 +16,11 @@ The rows are checked in order, so the first refusal of a state is always the sam
     ...
     attncli.errors.BadInput: --rollout uses every head (the mean of each layer's heads): drop --head
 
+To add a conflict (a new option's, say): add a Row where it should be checked, with its
+conditions (On, Off, Given, Is, Not, Below, Blank), its paths and a message that names the fix;
+run ``python -m attncli.option_conflicts --write``. The CLI test of every row, explore's keys and
+the docs follow; an option the table has not seen needs a sample value in the test's SAMPLES.
+
 A top-level helper: every wing may import it (the transformer wing reads :data:`BACKENDS`).
 """
 
