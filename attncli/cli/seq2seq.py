@@ -19,7 +19,6 @@ from attncli.errors import BadInput
 from attncli.option_conflicts import NOT_ACROSS, STACKS, validate  # noqa: F401 (the table)
 
 
-
 def check_seq2seq_options(o) -> None:
     """What can be refused before the model loads, when --target or --stack is given, or the model
     turns out to be an encoder-decoder: the encoder-decoder rows of attncli.option_conflicts."""

@@ -16,9 +16,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from attncli.errors import BadInput
-from attncli.option_conflicts import NOT_FOR_TRANSFORMERS, TRANSFORMER_ONLY, flag, validate  # noqa: F401 (the table)
-
-option_name = flag  # 'pair_filter' -> '--filter'
+from attncli.option_conflicts import NOT_FOR_TRANSFORMERS, TRANSFORMER_ONLY, validate  # noqa: F401 (the table)
 
 
 def check_options(given: set[str], transformer: Optional[str]) -> None:
