@@ -19,7 +19,8 @@ import pytest
 import attncli
 
 PKG = Path(attncli.__file__).parent
-TOP = {"errors", "paths", "textio", "messages", "lazy", "fileio", "export_target", "faultpoints", "__init__", "__main__"}
+TOP = {"errors", "paths", "textio", "messages", "lazy", "fileio", "export_target", "faultpoints", "option_conflicts",
+       "__init__", "__main__"}
 # each wing with the wings it may import (besides itself and the top-level helpers)
 ALLOWED = {
     "vectors": set(),

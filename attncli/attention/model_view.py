@@ -17,21 +17,14 @@ from typing import Any, Optional
 import numpy as np
 
 from attncli.errors import BadInput
-
-NOT_WITH_MODEL_VIEW = ("--model-view draws every head of every layer (pick layers with --layers A-B): --layer, --head, "
-                       "--explain, --rollout, --words and --filter do not apply")
-LAYERS_NEED_MODEL_VIEW = "--layers A-B picks the layers of --model-view (one layer of the matrix: --layer L)"
-
+from attncli.option_conflicts import validate
 
 def check_model_view_options(*, model_view: bool, layers: Optional[str], layer: Optional[int], head: Optional[int],
                              explain: Any = None, rollout: bool = False, words: bool = False,
                              block: Optional[str] = None) -> None:
-    """The refusals of --model-view and --layers that need no model (attn matrix, attn explore)."""
-    if model_view and (head is not None or layer is not None or explain is not None or rollout or words
-                       or block is not None):
-        raise BadInput(NOT_WITH_MODEL_VIEW)
-    if layers is not None and not model_view:
-        raise BadInput(LAYERS_NEED_MODEL_VIEW)
+    """The refusals of --model-view and --layers that need no model (the table: attncli.option_conflicts)."""
+    validate(dict(model_view=model_view, layers=layers, layer=layer, head=head, explain=explain, rollout=rollout,
+                  words=words, block=block), "transformer")
 
 
 def parse_layers(text: str) -> tuple[int, int]:

@@ -23,8 +23,8 @@ from attncli.attention.rollout import rollout as rollout_fn
 from attncli.attention.words import hide_special as hide_fn
 from attncli.attention.words import merge_words, pair_block, word_groups, word_label
 from attncli.errors import BadInput
+from attncli.option_conflicts import validate
 
-FILTER_NEEDS_PAIR = "--filter picks a block of a sentence pair: give the second sentence with --pair TEXT"
 
 
 @dataclass
@@ -147,14 +147,8 @@ def check_texts(text: str, pair: Optional[str]) -> None:
 
 def check_view_options(*, pair: Optional[str], block: Optional[str], rollout: bool, layer: Optional[int],
                        head: Optional[int]) -> None:
-    """The refusals of the view's options that need no model (attn matrix and attn explore --transformer)."""
-    if block is not None and pair is None:
-        raise BadInput(FILTER_NEEDS_PAIR)
-    if rollout and head is not None:
-        raise BadInput("--rollout uses every head (the mean of each layer's heads): drop --head")
-    for name, value in (("--layer", layer), ("--head", head)):
-        if value is not None and value < 0:
-            raise BadInput(f"{name} is 0-based and at least 0 (got {value})")
+    """The refusals of the view's options that need no model (the table: attncli.option_conflicts)."""
+    validate(dict(pair=pair, block=block, rollout=rollout, layer=layer, head=head), "transformer")
 
 
 def layer_shown(model, layer: Optional[int], head: Optional[int]) -> int:

@@ -21,6 +21,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from attncli.errors import BadInput
+from attncli.option_conflicts import validate
 
 FORMULA = "||A_ij f(x_j)||,  f(x) = (x W_V + b_V) W_O  (one head: its rows of W_O)"
 SOURCE = "Kobayashi et al. 2020, Attention is Not Only a Weight: Analyzing Transformers with Vector Norms (EMNLP)"
@@ -29,13 +30,9 @@ SOURCE = "Kobayashi et al. 2020, Attention is Not Only a Weight: Analyzing Trans
 def check_norms_options(*, rollout: bool, words: bool, hide_special: bool, model_view: bool,
                         show: str = "norms") -> None:
     """--show norms / scores draw one layer's heads token by token: refuse the views that mix
-    tokens or layers or renormalise rows (attn matrix and attn explore)."""
-    for on, option, why in ((rollout, "--rollout", "it multiplies weights through the layers"),
-                            (words, "--words", "word rows sum and average weights"),
-                            (hide_special, "--hide-special", "it renormalises rows of weights"),
-                            (model_view, "--model-view", "it classifies the heads by their weights")):
-        if on:
-            raise BadInput(f"--show {show} draws one layer's heads token by token: drop {option} ({why})")
+    tokens or layers or renormalise rows (the table: attncli.option_conflicts)."""
+    validate(dict(show=show, rollout=rollout, words=words, hide_special=hide_special, model_view=model_view),
+             "transformer")
 
 
 def head_norms(weights: np.ndarray, fx: np.ndarray) -> np.ndarray:

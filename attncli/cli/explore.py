@@ -19,6 +19,7 @@ from attncli.cli.options import (AllowMissingWeightsOpt, BackendOpt, CausalOpt, 
                                  PoolOpt, PositionsOpt, ProjOpt, RolloutOpt, SeedOpt, Show, ShowOpt, TopKOpt, TransformerOpt,
                                  TruncateOpt, VariantOpt, WindowOpt, WordsOpt)
 from attncli.errors import BadInput
+from attncli.option_conflicts import TRANSFORMER_ONLY, validate
 
 INSTALL = 'attn explore needs the "explore" extra (Textual and textual-serve): pip install "attncli[explore]"'
 DEFAULT_SENTENCE = "time flies like an arrow"
@@ -110,18 +111,18 @@ def explore_cmd(
     text = DEFAULT_SENTENCE if sentence is None and file is None else _read_text(sentence, file)
     if not text.strip():
         raise BadInput('the sentence is empty: give a sentence, e.g. attn explore "time flies like an arrow"')
-    given = [flag for flag, value in (("--pair", pair is not None), ("--filter", pair_filter is not None), ("--words", words),
-                                      ("--hide-special", hide_special), ("--rollout", rollout),
-                                      ("--backend", backend is not None), ("--truncate", truncate),
-                                      ("--model-view", model_view), ("--layers", layers is not None),
-                                      ("--allow-missing-weights", allow_missing_weights), ("--flow", flow),
-                                      ("--rows", rows is not None), ("--top-k", top_k is not None),
-                                      ("--pool", pool is not None)) if value]
-    if transformer is None and given:
-        raise BadInput(f"{given[0]} needs --transformer NAME_OR_PATH (a pretrained model)")
+    block = pair_filter.value if pair_filter else None
+    options = dict(pair=pair, block=block, words=words, hide_special=hide_special, rollout=rollout,
+                   backend=backend.value if backend else None, truncate=truncate, model_view=model_view, layers=layers,
+                   allow_missing_weights=allow_missing_weights, flow=flow, layer=layer, head=head, explain=explain,
+                   show=show.value, proj=proj, top_k=top_k, pool=pool)
+    if transformer is None:  # the word-vector matrix's refusals (attncli.option_conflicts)
+        given = {name for name in TRANSFORMER_ONLY
+                 if options.get("block" if name == "pair_filter" else name) not in (None, False)}
+        validate(options, "vectors", given=given)
     if transformer is not None:  # attn matrix --transformer's refusals, before the app starts (exit 2)
-        from attncli.attention.model_view import check_model_view_options, parse_layers
-        from attncli.attention.pretrained import check_texts, check_view_options
+        from attncli.attention.model_view import parse_layers
+        from attncli.attention.pretrained import check_texts
         from attncli.transformer import source
 
         # the extra to install, named before the app starts (auto with a model outside the numpy
@@ -131,30 +132,19 @@ def explore_cmd(
         else:
             source.require_pretrained()
 
-        block = pair_filter.value if pair_filter else None
         check_texts(text, pair)
-        check_view_options(pair=pair, block=block, rollout=rollout, layer=layer, head=head)
-        check_model_view_options(model_view=model_view, layers=layers, layer=layer, head=head, explain=explain,
-                                 rollout=rollout, words=words, block=block)
-        if flow:
-            from attncli.attention.flow import check_flow_options
-
-            check_flow_options(head=head, rollout=rollout, explain=None, show=show.value, words=words,
-                               hide_special=hide_special, model_view=model_view)
+        validate(options, "explore")
         if layers is not None:
             parse_layers(layers)  # its form; the range is checked against the model in the app
         from attncli.attention.long_view import LongSpec, check_view
 
         check_view(LongSpec(rows, top_k, pool), model_view=model_view, show=show.value, flow=flow, words=words)
-    options = {name: value for name, value in (("layer", layer), ("head", head)) if value is not None}
-    if options and proj != "trained" and transformer is None:
-        raise BadInput(f"--{next(iter(options))} needs --proj trained (it picks a learned layer or head)")
+    elif rows is not None:
+        raise BadInput("--rows needs --transformer NAME_OR_PATH (a pretrained model)")
     if explain is not None and min(explain) < 0:
         raise BadInput(f"--explain {explain[0]} {explain[1]}: cells are numbered from 0")
     if dict_path is not None and not Path(dict_path).is_file():
         raise BadInput(f"--dict {dict_path!r}: no such file")
-    if show.value == "norms" and transformer is None:
-        raise BadInput("--show norms needs --transformer NAME_OR_PATH (the value vectors of a pretrained model)")
     state = ExploreState(
         text=text, context=context, variant=variant, causal=causal, window=window, pad_to=pad_to,
         positions=positions.value, projection=proj, d_k=d_k, seed=seed, heads=heads, max_relative=max_relative,

@@ -23,6 +23,7 @@ from attncli.cli.options import (AllowMissingWeightsOpt, BackendOpt, CausalOpt, 
 from attncli.cli.options import ExportWidthOpt, FlowOpt, HtmlOpt, PngOpt, PoolOpt, StackOpt, SvgOpt, TargetOpt, TopKOpt
 from attncli.cli.options import TRANSFORMER_ONLY as _TRANSFORMER_ONLY
 from attncli.errors import BadInput
+from attncli.option_conflicts import validate
 from attncli.textio import read_user_text
 
 
@@ -172,8 +173,7 @@ def matrix_cmd(
                             device=device, dtype=dtype, target=target, stack=stack.value if stack else None,
                             top_k=top_k, pool=pool)
         return
-    if show.value == "norms":
-        raise BadInput("--show norms needs --transformer NAME_OR_PATH (the value vectors of a pretrained model)")
+    validate({"show": show.value, "layer": layer, "head": head, "proj": proj}, "vectors")
     from attncli.attention.masks import MaskSpec
     from attncli.attention.matrix import MatrixRequest, compute
 
@@ -181,8 +181,6 @@ def matrix_cmd(
     text = _read_text(sentence, file)
     row_span, col_span = _span(rows, "--rows"), _span(cols, "--cols")
     options = {name: value for name, value in (("layer", layer), ("head", head)) if value is not None}
-    if options and proj != "trained":
-        raise BadInput(f"--{next(iter(options))} needs --proj trained (it picks a learned layer or head)")
     req = MatrixRequest(
         text=text, context=context, variant=variant, mask=MaskSpec(causal=causal, window=window, pad_to=pad_to),
         positions=positions.value, projection=proj, d_k=d_k, seed=seed, heads=heads, max_relative=max_relative,

@@ -11,6 +11,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from attncli.option_conflicts import BACKENDS, STACKS, TRANSFORMER_ONLY  # noqa: F401 (the choices, named once)
+
 PRETRAINED = "Pretrained transformers"  # the --help panel of the --transformer options
 
 
@@ -26,10 +28,7 @@ class Positions(str, Enum):
     none = "none"
 
 
-class Backend(str, Enum):
-    auto = "auto"
-    numpy = "numpy"
-    torch = "torch"
+Backend = Enum("Backend", [(name, name) for name in BACKENDS], type=str)  # the choices: attncli.option_conflicts
 
 
 class FilterSpecials(str, Enum):
@@ -142,10 +141,7 @@ FlowOpt = Annotated[bool, typer.Option("--flow", help="Attention flow through la
 
 # --- encoder-decoders (T5, BART: docs/transformers.md, "Encoder-decoders") ---------------------------
 
-class Stack(str, Enum):
-    encoder = "encoder"
-    decoder = "decoder"
-    cross = "cross"
+Stack = Enum("Stack", [(name, name) for name in STACKS], type=str)
 
 
 TargetOpt = Annotated[Optional[str], typer.Option("--target", help="An encoder-decoder's (T5, BART) decoder text: its labels shifted right, as transformers feeds them.",
@@ -153,8 +149,5 @@ TargetOpt = Annotated[Optional[str], typer.Option("--target", help="An encoder-d
 StackOpt = Annotated[Optional[Stack], typer.Option("--stack", help="An encoder-decoder's attention: encoder (default), decoder (causal, over --target) or cross (--target's tokens over the sentence's).",
                                                    metavar="STACK", rich_help_panel=PRETRAINED, show_default=False)]
 
-# options that only --transformer gives a meaning to (attn matrix's parameter names), read by cli.matrix
-# (which sends them to --transformer) and cli.transformer (which refuses them without it)
-TRANSFORMER_ONLY = ("pair", "pair_filter", "filter_specials", "words", "hide_special", "rollout", "backend", "truncate",
-                    "model_view", "layers", "allow_missing_weights", "flow", "device", "dtype", "target", "stack",
-                    "top_k", "pool")
+# TRANSFORMER_ONLY: the options that only --transformer gives a meaning to (attn matrix's parameter
+# names), read by cli.matrix (which sends them to --transformer); the table refuses them without it

@@ -16,37 +16,13 @@ from __future__ import annotations
 import sys
 
 from attncli.errors import BadInput
-
-STACKS = ("encoder", "decoder", "cross")
-NOT_ACROSS = {  # option -> why it does not apply to the cross stack (rows and columns are other tokens)
-    "rollout": "--rollout multiplies a stack's layers over one sequence: the cross stack's rows (the target) and "
-               "columns (the source) are different tokens, so rollout is not defined there",
-    "flow": "--flow follows one sequence's tokens through the layers: not defined across the stacks",
-    "model_view": "--model-view draws square self-attention: use --stack encoder or decoder",
-    "pair": "--pair is a second source sentence: use it with --stack encoder",
-}
+from attncli.option_conflicts import NOT_ACROSS, STACKS, validate  # noqa: F401 (the table)
 
 
 def check_seq2seq_options(o) -> None:
-    """What can be refused before the model loads, when --target or --stack is given."""
-    stack = o.stack or "encoder"
-    if stack not in STACKS:
-        raise BadInput(f"--stack {stack!r}: choose one of {', '.join(STACKS)}")
-    if stack != "encoder" and o.target is None:
-        raise BadInput(f"--stack {stack} reads the decoder: give its text with --target \"TEXT\"")
-    if o.target is not None and not o.target.strip():
-        raise BadInput("the --target text is empty: give the decoder's text, e.g. --target \"le chat\"")
-    if o.show != "weights":
-        raise BadInput(f"--show {o.show} is not implemented for encoder-decoders (T5, BART): use --show weights")
-    if o.explain is not None:
-        raise BadInput("--explain needs attn's NumPy forward pass, which does not run encoder-decoders (T5, BART)")
-    if stack == "cross":
-        for option, on in (("rollout", o.rollout), ("flow", o.flow), ("model_view", o.model_view),
-                           ("pair", o.pair is not None)):
-            if on:
-                raise BadInput(NOT_ACROSS[option])
-    if stack == "decoder" and o.pair is not None:
-        raise BadInput(NOT_ACROSS["pair"])
+    """What can be refused before the model loads, when --target or --stack is given, or the model
+    turns out to be an encoder-decoder: the encoder-decoder rows of attncli.option_conflicts."""
+    validate(vars(o), "seq2seq")
 
 
 def run_seq2seq_matrix(o, model, *, json_out: bool, exports, row_span, col_span) -> None:

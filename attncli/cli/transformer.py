@@ -16,41 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from attncli.cli.options import TRANSFORMER_ONLY  # one list, kept beside the options
 from attncli.errors import BadInput
-
-# attn matrix options that belong to the word-vector path, with what to use instead
-NOT_FOR_TRANSFORMERS = {
-    "variant": "the model's own attention is shown (scaled dot product, per head)",
-    "proj": "the model's own W_Q, W_K are used",
-    "positions": "the model has its own position embeddings",
-    "d_k": "the model's head size is fixed",
-    "context": "for two sentences as one input use --pair TEXT",
-    "causal": "a decoder (GPT-2) is causal by itself, an encoder (BERT) is not",
-    "window": "the model sees the whole input",
-    "pad_to": "the input is not padded",
-    "seed": "nothing is random",
-    "heads": "the model's head count is fixed; pick one with --head",
-    "max_relative": "it belongs to --variant relative",
-    "model": "--transformer names the model",
-}
-
-
-def option_name(param: str) -> str:
-    return "--" + {"pair_filter": "filter"}.get(param, param.replace("_", "-"))
+from attncli.option_conflicts import NOT_FOR_TRANSFORMERS, TRANSFORMER_ONLY, validate  # noqa: F401 (the table)
 
 
 def check_options(given: set[str], transformer: Optional[str]) -> None:
     """BadInput (exit 2) for an option that does not apply: a word-vector option with
-    --transformer, or a --transformer option without it."""
-    if transformer is None:
-        wrong = [p for p in TRANSFORMER_ONLY if p in given]
-        if wrong:
-            raise BadInput(f"{option_name(wrong[0])} needs --transformer NAME_OR_PATH (a pretrained model)")
-        return
-    for param, why in NOT_FOR_TRANSFORMERS.items():
-        if param in given:
-            raise BadInput(f"{option_name(param)} does not apply with --transformer: {why}")
+    --transformer, or a --transformer option without it (attncli.option_conflicts)."""
+    validate({}, "transformer" if transformer is not None else "vectors", given=given)
 
 
 @dataclass
@@ -89,54 +62,16 @@ class MatrixOptions:
 
 
 def check_combinations(o: MatrixOptions) -> None:
-    """What can be checked before the model is loaded."""
-    from attncli.attention.model_view import check_model_view_options
-    from attncli.attention.pretrained import check_texts, check_view_options
+    """What can be checked before the model is loaded: the texts, then the table of
+    attncli.option_conflicts (with --target or --stack, the encoder-decoder's rows too)."""
+    from attncli.attention.pretrained import check_texts
 
     check_texts(o.text, o.pair)
-    check_view_options(pair=o.pair, block=o.block, rollout=o.rollout, layer=o.layer, head=o.head)
-    if o.block_specials != "none" and o.block in (None, "all"):
-        raise BadInput("--filter-specials says where a --filter block puts the special tokens: add --filter a-a|a-b|b-a|b-b")
-    if o.words and o.explain is not None:
-        raise BadInput("--explain I J explains one token-level cell: drop --words (word rows mix several pieces)")
-    if o.rollout and o.explain is not None:
-        raise BadInput("--explain I J explains one head's cell, not the rollout: drop --rollout")
-    if o.explain is not None and o.hide_special:
-        raise BadInput("--explain I J takes input positions (special tokens included): drop --hide-special")
-    check_model_view_options(model_view=o.model_view, layers=o.layers, layer=o.layer, head=o.head, explain=o.explain,
-                             rollout=o.rollout, words=o.words, block=o.block)
-    _check_show(o)
-    _check_flow(o)
+    seq2seq = o.target is not None or o.stack is not None
+    validate(vars(o), *(("transformer", "seq2seq") if seq2seq else ("transformer",)))
     from attncli.attention.long_view import check_view
 
     check_view(o.long, model_view=o.model_view, show=o.show, flow=o.flow, words=o.words)
-    if o.target is not None or o.stack is not None:
-        from attncli.cli.seq2seq import check_seq2seq_options
-
-        check_seq2seq_options(o)
-    if o.backend not in ("auto", "numpy", "torch"):
-        raise BadInput(f"--backend {o.backend!r}: expected auto, numpy or torch")
-
-
-def _check_show(o: MatrixOptions) -> None:
-    """--show scores / norms draw one layer's heads by token: the views that mix tokens, layers or
-    renormalise rows are refused."""
-    if o.show == "weights":
-        return
-    if o.show not in ("scores", "norms"):
-        raise BadInput(f"--show {o.show} does not apply with --transformer: choose weights, scores or norms")
-    from attncli.attention.value_norms import check_norms_options
-
-    check_norms_options(rollout=o.rollout, words=o.words, hide_special=o.hide_special, model_view=o.model_view,
-                        show=o.show)
-
-
-def _check_flow(o: MatrixOptions) -> None:
-    if o.flow:
-        from attncli.attention.flow import check_flow_options
-
-        check_flow_options(head=o.head, rollout=o.rollout, explain=o.explain, show=o.show, words=o.words,
-                           hide_special=o.hide_special, model_view=o.model_view)
 
 
 def layer_matrices(reads, enc, layer: int, show: str):
@@ -341,8 +276,7 @@ def run_heads(transformer: str, *, file: Optional[Path], sentences: Optional[int
     from attncli.cli.transformer_heads import score_transformer_heads
     from attncli.lm.data import brown_texts
 
-    if backend not in ("auto", "numpy", "torch"):
-        raise BadInput(f"--backend {backend!r}: expected auto, numpy or torch")
+    validate({"backend": backend}, "transformer")
     if file is not None:
         from attncli.textio import read_user_text
 

@@ -27,6 +27,7 @@ class FooterModes(App):
         """Show in the footer the keys that work in this mode (keys.FOOTER), and only those."""
         mode = self.footer_mode()
         if mode == self._footer_mode:
+            self.refresh_bindings()  # the keys the options table disables change with the state
             return
         self._footer_mode = mode
         shown = dict(FOOTER[mode])

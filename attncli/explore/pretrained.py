@@ -16,6 +16,7 @@ import numpy as np
 
 from attncli.attention import long_view as lvm
 from attncli.errors import BadInput
+from attncli.explore import disabled_keys
 
 
 @dataclass
@@ -86,25 +87,8 @@ class ModelViewResult:
 
 
 def check(state) -> None:
-    """The refusals of ``attn matrix --transformer`` that need no model."""
-    from attncli.attention.model_view import check_model_view_options
-    from attncli.attention.pretrained import check_view_options
-
-    check_view_options(pair=state.pair, block=state.pair_filter, rollout=state.rollout, layer=state.layer, head=state.head)
-    # the app keeps --layers for the next M while the ordinary view is on: only the model view uses it
-    check_model_view_options(model_view=state.model_view, layers=state.layers if state.model_view else None,
-                             layer=state.layer, head=state.head, rollout=state.rollout, words=state.words,
-                             block=state.pair_filter)
-    if state.norms:
-        from attncli.attention.value_norms import check_norms_options
-
-        check_norms_options(rollout=state.rollout, words=state.words, hide_special=state.hide_special,
-                            model_view=state.model_view)
-    if state.flow:
-        from attncli.attention.flow import check_flow_options
-
-        check_flow_options(head=state.head, rollout=state.rollout, explain=None, show="norms" if state.norms else "weights",
-                           words=state.words, hide_special=state.hide_special, model_view=state.model_view)
+    """The refusals of ``attn matrix --transformer`` that need no model (attncli.option_conflicts)."""
+    disabled_keys.check(state)
 
 
 def compute(state, models: dict[tuple[str, str], Any]):

@@ -19,10 +19,10 @@ from attncli.attention.masks import MaskSpec
 from attncli.attention.matrix import DEFAULT_POSITIONS, POSITIONS, MatrixRequest
 from attncli.errors import BadInput
 from attncli.export_target import DESCRIPTOR, check_export, write_export
+from attncli.option_conflicts import BACKENDS, validate
 
 SHOWS = ("weights", "scores", "output")
 FILTERS = ("all", "a-a", "a-b", "b-a", "b-b")  # --filter: "all" is no filter
-BACKENDS = ("auto", "numpy", "torch")
 EXPORT_FORMATS = (".svg", ".html", ".json", ".png")
 DEFAULT_EXPORT = "attn-explore.svg"
 
@@ -96,8 +96,7 @@ class ExploreState:
         if self.show not in SHOWS:
             raise BadInput(f"unknown --show {self.show!r}: choose one of {', '.join(SHOWS)}")
         options = {name: value for name, value in (("layer", self.layer), ("head", self.head)) if value is not None}
-        if options and self.projection != "trained":
-            raise BadInput(f"--{next(iter(options))} needs --proj trained (it picks a learned layer or head)")
+        validate({**options, "proj": self.projection}, "vectors")
         return MatrixRequest(
             text=self.text, context=self.context, variant=self.variant,
             mask=MaskSpec(causal=self.causal, window=self.window, pad_to=self.pad_to),

@@ -7,12 +7,35 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from textual.actions import parse
 from textual.app import App
 from textual.widgets import Input
+
+from attncli.explore.disabled_keys import key_refusal
 
 
 class TransformerKeys(App):
     """The transformer's keys (ExploreApp derives from it)."""
+
+    def _key_refusal(self, action: str, params: tuple) -> str | None:
+        """Why this key is disabled now (attncli.option_conflicts), or None."""
+        model = getattr(self.result, "model", None) if getattr(self.result, "is_pretrained", False) else None
+        return key_refusal(self.state, action, params, heads=getattr(model, "heads", None),
+                           layers=getattr(model, "layers", None), in_model_view=self._in_model_view())
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A key the options table refuses in this state is shown disabled (greyed in the footer)."""
+        return None if self._key_refusal(action, parameters) else True
+
+    async def run_action(self, action, default_namespace=None, namespaces=None) -> bool:
+        """A disabled key says why (the table row's message) instead of doing nothing."""
+        if isinstance(action, str) and default_namespace in (None, self):
+            _, name, params = parse(action)
+            reason = self._key_refusal(name, params)
+            if reason is not None:
+                self._say(reason, error=True)
+                return True
+        return await super().run_action(action, default_namespace, namespaces)
 
     def _transformer_only(self, what: str) -> bool:
         if self.state.transformer is not None:

@@ -14,11 +14,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
+from attncli.option_conflicts import BACKENDS
 from attncli.textio import visible
 from attncli.transformer import config_defaults, source
 from attncli.transformer.encoding import Encoding, check_text, from_tokenizers, too_long
 
-BACKENDS = ("auto", "numpy", "torch")
 DEVICES = ("auto", "cpu", "cuda", "mps")  # auto: cuda if torch sees one, else mps, else cpu
 DTYPES = ("float32", "bfloat16", "float16")
 ROBERTA_TYPES = {"roberta", "xlm-roberta", "camembert"}

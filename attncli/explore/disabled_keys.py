@@ -1,0 +1,51 @@
+"""The transformer view's keys in ``attn explore`` that the options table refuses: a key that would
+make a state :mod:`attncli.option_conflicts` refuses (u with --head and --flow on, r with a head
+picked, M with --rollout on, ...) is shown disabled in the footer, and says the row's reason when
+pressed, instead of failing after the forward pass. Plain data, no Textual: tested without a terminal.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from attncli.option_conflicts import refusal, validate
+
+
+def state_options(state) -> dict[str, Any]:
+    """The options of ``attn matrix --transformer`` that ``state`` (an ExploreState) stands for. The
+    app keeps --layers for the next M while the ordinary view is on: only the model view uses it."""
+    return dict(pair=state.pair, block=state.pair_filter, rollout=state.rollout, layer=state.layer, head=state.head,
+                model_view=state.model_view, layers=state.layers if state.model_view else None, words=state.words,
+                hide_special=state.hide_special, show="norms" if state.norms else "weights", flow=state.flow,
+                backend=state.backend)
+
+
+def check(state) -> None:
+    """BadInput: the first row of the table that refuses ``state`` (the refusals that need no model)."""
+    validate(state_options(state), "explore")
+
+
+def next_state(state, action: str, params: tuple, *, heads: Optional[int], layers: Optional[int],
+               in_model_view: bool):
+    """The state a key of the transformer's view makes (None: not one the table can refuse)."""
+    if state.transformer is None:
+        return None
+    if action == "flag" and params:
+        return state.toggle(params[0])
+    if action == "filter" and params:
+        return state.next_filter(params[0])
+    if action == "head" and params and heads and not in_model_view:
+        return state.step_head(params[0], heads)
+    if action == "model_view" and layers and not state.model_view:
+        return state.enter_model_view(layers - 1 if state.layer is None else state.layer)
+    return None
+
+
+def key_refusal(state, action: str, params: tuple, *, heads: Optional[int] = None, layers: Optional[int] = None,
+                in_model_view: bool = False) -> Optional[str]:
+    """Why the key (``action`` with ``params``) is disabled in ``state``, or None. A state that is
+    refused already (it cannot come from the keys) leaves every key on, as it was."""
+    new = next_state(state, action, params, heads=heads, layers=layers, in_model_view=in_model_view)
+    if new is None or refusal(state_options(state), "explore") is not None:
+        return None
+    return refusal(state_options(new), "explore")

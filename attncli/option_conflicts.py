@@ -1,0 +1,323 @@
+"""Which options of ``attn matrix`` and ``attn explore`` go together: one table of refusals.
+
+Each row of :data:`ROWS` names the state it refuses (conditions on the options, all of which hold),
+the paths it applies to, and the message, which says what to do instead. Three things are made
+from it: the command line's errors (:func:`validate`, a BadInput: exit 2), the keys ``attn
+explore`` shows disabled with the row's reason (:func:`refusal`), and the table of docs/pretrained.md
+("Which options go together", :func:`markdown`; ``python -m attncli.option_conflicts --markdown``
+prints it, ``--write`` rewrites it in place, and tests/test_option_conflicts.py checks the two agree).
+
+The options are named by ``attn matrix``'s parameter names (``block`` is --filter,
+``block_specials`` --filter-specials); an option counts as on unless it is absent, None or False.
+The rows are checked in order, so the first refusal of a state is always the same one.
+
+    >>> validate({"rollout": True, "head": 0}, "transformer")
+    Traceback (most recent call last):
+    ...
+    attncli.errors.BadInput: --rollout uses every head (the mean of each layer's heads): drop --head
+
+To add a conflict (a new option's, say): add a Row where it should be checked, with its
+conditions (On, Off, Given, Is, Not, Below, Blank), its paths and a message that names the fix;
+run ``python -m attncli.option_conflicts --write``. The CLI test of every row, explore's keys and
+the docs follow; an option the table has not seen needs a sample value in the test's SAMPLES.
+
+A top-level helper: every wing may import it (the transformer wing reads :data:`BACKENDS`).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Optional
+
+from attncli.errors import BadInput
+from attncli.fileio import atomic_write, read_text
+
+# --- choices, named once --------------------------------------------------------------------------
+
+BACKENDS = ("auto", "numpy", "torch")
+STACKS = ("encoder", "decoder", "cross")
+TRANSFORMER_SHOWS = ("weights", "scores", "norms")
+
+# options that only --transformer gives a meaning to (attn matrix's parameter names)
+TRANSFORMER_ONLY = ("pair", "pair_filter", "filter_specials", "words", "hide_special", "rollout", "backend", "truncate",
+                    "model_view", "layers", "allow_missing_weights", "flow", "device", "dtype", "target", "stack",
+                    "top_k", "pool")
+
+# attn matrix options that belong to the word-vector path, with what to use instead
+NOT_FOR_TRANSFORMERS = {
+    "variant": "the model's own attention is shown (scaled dot product, per head)",
+    "proj": "the model's own W_Q, W_K are used",
+    "positions": "the model has its own position embeddings",
+    "d_k": "the model's head size is fixed",
+    "context": "for two sentences as one input use --pair TEXT",
+    "causal": "a decoder (GPT-2) is causal by itself, an encoder (BERT) is not",
+    "window": "the model sees the whole input",
+    "pad_to": "the input is not padded",
+    "seed": "nothing is random",
+    "heads": "the model's head count is fixed; pick one with --head",
+    "max_relative": "it belongs to --variant relative",
+    "model": "--transformer names the model",
+}
+
+PATHS = {  # path -> where it is (the docs' column)
+    "vectors": "attn matrix, attn explore (word vectors)",
+    "transformer": "attn matrix --transformer",
+    "explore": "attn explore --transformer, and its keys",
+    "seq2seq": "encoder-decoders (T5, BART; --target, --stack)",
+}
+V, T, E, S = ("vectors",), ("transformer",), ("explore",), ("seq2seq",)
+
+_FLAGS = {"block": "--filter", "pair_filter": "--filter", "block_specials": "--filter-specials",
+          "filter_specials": "--filter-specials"}
+
+
+def flag(name: str) -> str:
+    """'hide_special' -> '--hide-special' (block -> --filter)."""
+    return _FLAGS.get(name, "--" + name.replace("_", "-"))
+
+
+# --- conditions ---------------------------------------------------------------------------------
+
+
+def _on(value: Any) -> bool:
+    return value is not None and value is not False
+
+
+@dataclass(frozen=True)
+class On:
+    """The option is given (not absent, None or False)."""
+    name: str
+
+    def holds(self, options: Mapping[str, Any], given: set[str]) -> bool:
+        return _on(options.get(self.name))
+
+    def text(self) -> str:
+        return flag(self.name)
+
+
+@dataclass(frozen=True)
+class Given(On):
+    """The option was typed on the command line, whatever its value (even its default)."""
+
+    def holds(self, options: Mapping[str, Any], given: set[str]) -> bool:
+        return self.name in given
+
+
+@dataclass(frozen=True)
+class Off(On):
+    """The option is not given."""
+
+    def holds(self, options: Mapping[str, Any], given: set[str]) -> bool:
+        return not _on(options.get(self.name))
+
+    def text(self) -> str:
+        return f"no {flag(self.name)}"
+
+
+@dataclass(frozen=True)
+class Is:
+    """The option's value is one of ``values`` (None: not given)."""
+    name: str
+    values: tuple
+
+    def holds(self, options: Mapping[str, Any], given: set[str]) -> bool:
+        return options.get(self.name) in self.values
+
+    def text(self) -> str:
+        shown = [f"{flag(self.name)} {v}" if v is not None else f"no {flag(self.name)}" for v in self.values]
+        return " or ".join(shown)
+
+
+@dataclass(frozen=True)
+class Not(Is):
+    """The option is given, with a value outside ``values``."""
+
+    def holds(self, options: Mapping[str, Any], given: set[str]) -> bool:
+        value = options.get(self.name)
+        return value is not None and value not in self.values
+
+    def text(self) -> str:
+        return f"{flag(self.name)} other than {' or '.join(map(str, self.values))}"
+
+
+@dataclass(frozen=True)
+class Below(On):
+    """A number below 0."""
+
+    def holds(self, options: Mapping[str, Any], given: set[str]) -> bool:
+        value = options.get(self.name)
+        return isinstance(value, int) and not isinstance(value, bool) and value < 0
+
+    def text(self) -> str:
+        return f"{flag(self.name)} below 0"
+
+
+@dataclass(frozen=True)
+class Blank(On):
+    """A text given, but empty or only blanks."""
+
+    def holds(self, options: Mapping[str, Any], given: set[str]) -> bool:
+        value = options.get(self.name)
+        return isinstance(value, str) and not value.strip()
+
+    def text(self) -> str:
+        return f"an empty {flag(self.name)}"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One refusal: when every condition of ``when`` holds on one of ``paths``, ``message``
+    (formatted with the options' values) is the error. ``when[0]`` is the option refused, the rest
+    what it is refused with."""
+    when: tuple
+    paths: tuple[str, ...]
+    message: str
+
+    def holds(self, options: Mapping[str, Any], given: set[str]) -> bool:
+        return all(c.holds(options, given) for c in self.when)
+
+    def text(self, options: Mapping[str, Any]) -> str:
+        return self.message.format_map({k: v for k, v in options.items()})
+
+
+# --- the table ------------------------------------------------------------------------------------
+
+FILTER_NEEDS_PAIR = "--filter picks a block of a sentence pair: give the second sentence with --pair TEXT"
+NOT_WITH_MODEL_VIEW = ("--model-view draws every head of every layer (pick layers with --layers A-B): --layer, --head, "
+                       "--explain, --rollout, --words and --filter do not apply")
+LAYERS_NEED_MODEL_VIEW = "--layers A-B picks the layers of --model-view (one layer of the matrix: --layer L)"
+FLOW = "--flow is one matrix through every head of layers 0..--layer: drop {}"
+NORMS_WHY = {"rollout": "it multiplies weights through the layers", "words": "word rows sum and average weights",
+             "hide_special": "it renormalises rows of weights", "model_view": "it classifies the heads by their weights"}
+NOT_ACROSS = {  # option -> why it does not apply to the cross stack (rows and columns are other tokens)
+    "rollout": "--rollout multiplies a stack's layers over one sequence: the cross stack's rows (the target) and "
+               "columns (the source) are different tokens, so rollout is not defined there",
+    "flow": "--flow follows one sequence's tokens through the layers: not defined across the stacks",
+    "model_view": "--model-view draws square self-attention: use --stack encoder or decoder",
+    "pair": "--pair is a second source sentence: use it with --stack encoder",
+}
+
+
+def _or(choices: Iterable[str]) -> str:
+    *first, last = choices
+    return f"{', '.join(first)} or {last}"
+
+
+ROWS: tuple[Row, ...] = (
+    # the word-vector matrix (no --transformer)
+    *(Row((Given(p),), V, f"{flag(p)} needs --transformer NAME_OR_PATH (a pretrained model)") for p in TRANSFORMER_ONLY),
+    Row((Is("show", ("norms",)),), V,
+        "--show norms needs --transformer NAME_OR_PATH (the value vectors of a pretrained model)"),
+    *(Row((On(p), Not("proj", ("trained",))), V, f"{flag(p)} needs --proj trained (it picks a learned layer or head)")
+      for p in ("layer", "head")),
+    # a pretrained model's attention
+    *(Row((Given(p),), T, f"{flag(p)} does not apply with --transformer: {why}") for p, why in NOT_FOR_TRANSFORMERS.items()),
+    Row((On("block"), Off("pair")), T + E, FILTER_NEEDS_PAIR),
+    Row((On("rollout"), On("head")), T + E, "--rollout uses every head (the mean of each layer's heads): drop --head"),
+    *(Row((Below(p),), T + E, f"{flag(p)} is 0-based and at least 0 (got {{{p}}})") for p in ("layer", "head")),
+    Row((Not("block_specials", ("none",)), Is("block", (None, "all"))), T,
+        "--filter-specials says where a --filter block puts the special tokens: add --filter a-a|a-b|b-a|b-b"),
+    Row((On("explain"), On("words")), T,
+        "--explain I J explains one token-level cell: drop --words (word rows mix several pieces)"),
+    Row((On("explain"), On("rollout")), T, "--explain I J explains one head's cell, not the rollout: drop --rollout"),
+    Row((On("explain"), On("hide_special")), T,
+        "--explain I J takes input positions (special tokens included): drop --hide-special"),
+    *(Row((On("model_view"), On(p)), T + E, NOT_WITH_MODEL_VIEW)
+      for p in ("head", "layer", "explain", "rollout", "words", "block")),
+    Row((On("layers"), Off("model_view")), T + E, LAYERS_NEED_MODEL_VIEW),
+    Row((Not("show", TRANSFORMER_SHOWS),), T,
+        f"--show {{show}} does not apply with --transformer: choose {_or(TRANSFORMER_SHOWS)}"),
+    *(Row((Is("show", ("scores", "norms")), On(p)), T + E,
+          f"--show {{show}} draws one layer's heads token by token: drop {flag(p)} ({why})")
+      for p, why in NORMS_WHY.items()),
+    *(Row((On("flow"), cond), T if cond.name == "explain" else T + E, FLOW.format(flag(cond.name)))
+      for cond in (On("head"), On("rollout"), On("explain"), Not("show", ("weights",)), On("words"),
+                   On("hide_special"), On("model_view"))),
+    # an encoder-decoder's stacks
+    Row((Not("stack", STACKS),), S, f"--stack {{stack!r}}: choose one of {', '.join(STACKS)}"),
+    Row((Is("stack", ("decoder", "cross")), Off("target")), S,
+        "--stack {stack} reads the decoder: give its text with --target \"TEXT\""),
+    Row((Blank("target"),), S, "the --target text is empty: give the decoder's text, e.g. --target \"le chat\""),
+    Row((Not("show", ("weights",)),), S,
+        "--show {show} is not implemented for encoder-decoders (T5, BART): use --show weights"),
+    Row((On("explain"),), S, "--explain needs attn's NumPy forward pass, which does not run encoder-decoders (T5, BART)"),
+    *(Row((Is("stack", ("cross",)), On(p)), S, why) for p, why in NOT_ACROSS.items()),
+    Row((Is("stack", ("decoder",)), On("pair")), S, NOT_ACROSS["pair"]),
+    # the forward pass
+    Row((Not("backend", BACKENDS),), T + E, f"--backend {{backend!r}}: expected {_or(BACKENDS)}"),
+)
+
+
+# --- the entries ----------------------------------------------------------------------------------
+
+
+def refusal(options: Mapping[str, Any], *paths: str, given: Optional[Iterable[str]] = None) -> Optional[str]:
+    """The message of the first row of ``paths`` that refuses ``options`` (None: they go together).
+    ``given``: the names of the options typed on the command line, for the rows about typing one
+    at all (a word-vector option with --transformer, a --transformer option without it)."""
+    typed = set(given or ())
+    for row in ROWS:
+        if any(p in row.paths for p in paths) and row.holds(options, typed):
+            return row.text(options)
+    return None
+
+
+def validate(options: Mapping[str, Any], *paths: str, given: Optional[Iterable[str]] = None) -> None:
+    """BadInput (exit 2) with the first refusing row's message; nothing when the options go together."""
+    message = refusal(options, *paths, given=given)
+    if message is not None:
+        raise BadInput(message)
+
+
+# --- the docs' table -------------------------------------------------------------------------------
+
+_PLACEHOLDERS = {"show": "SHOW", "stack": "STACK", "backend": "NAME", "layer": "L", "head": "H"}
+BEGIN = "<!-- option conflicts: made by `python -m attncli.option_conflicts --write`; do not edit by hand -->"
+END = "<!-- end of option conflicts -->"
+
+
+def markdown() -> str:
+    """The docs' table: one line per row, in the order they are checked."""
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    lines = ["| option | refused with | where | message |", "| --- | --- | --- | --- |"]
+    for row in ROWS:
+        first, *rest = row.when
+        where = "; ".join(PATHS[p] for p in row.paths)
+        against = ", ".join(f"`{c.text()}`" for c in rest) or "alone"
+        lines.append(f"| `{first.text()}` | {cell(against)} | {where} | {cell(row.message.format_map(_PLACEHOLDERS))} |")
+    return "\n".join(lines) + "\n"
+
+
+def docs_block() -> str:
+    return f"{BEGIN}\n\n{markdown()}\n{END}"
+
+
+def rewrite(text: str) -> str:
+    """``text`` (docs/pretrained.md) with the table between BEGIN and END made anew."""
+    head, sep, rest = text.partition(BEGIN)
+    _, sep2, tail = rest.partition(END)
+    if not sep or not sep2:
+        raise BadInput(f"the docs page has no {BEGIN!r} ... {END!r} block")
+    return head + docs_block() + tail
+
+
+def main(argv: list[str]) -> int:
+    from pathlib import Path
+
+    if argv == ["--markdown"]:
+        sys.stdout.write(markdown())
+        return 0
+    if argv == ["--write"]:
+        page = Path(__file__).resolve().parent.parent / "docs" / "pretrained.md"
+        atomic_write(page, rewrite(read_text(page, 1 << 20)))
+        print(f"wrote {page}", file=sys.stderr)
+        return 0
+    print("usage: python -m attncli.option_conflicts --markdown | --write", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
