@@ -13,6 +13,7 @@ from typing import Annotated, Optional
 import typer
 
 from attncli.cli.app import app, emit_json, err_console, escape, info, out_console
+from attncli.cli.options import DeviceMapOpt, MaxMemoryOpt
 from attncli.errors import BadInput
 from attncli.textio import visible
 
@@ -43,6 +44,8 @@ def generate_cmd(
     backend: Annotated[str, typer.Option(help="With --transformer: auto, numpy (attn's own forward pass) or torch (transformers).")] = "auto",
     device: Annotated[Optional[str], typer.Option(help="With --backend torch: where transformers runs the model: cpu, cuda, mps or auto.")] = None,
     dtype: Annotated[Optional[str], typer.Option(help="With --backend torch: the weights' dtype: float32, bfloat16 or float16.")] = None,
+    device_map: DeviceMapOpt = None,
+    max_memory: MaxMemoryOpt = None,
 ) -> None:
     """Let a causal language model continue PROMPT and watch what each new token attends to.
 
@@ -70,7 +73,7 @@ def generate_cmd(
     if allow_missing_weights and transformer is None:
         raise BadInput("--allow-missing-weights needs --transformer NAME_OR_PATH (a pretrained model)")
     decoder = load_decoder(model, transformer, allow_missing_weights=allow_missing_weights, chat=chat, backend=backend,
-                           device=device, dtype=dtype)
+                           device=device, dtype=dtype, device_map=device_map, max_memory=max_memory)
     drawing = not (json_out or jsonl)
     progress = _Progress(settings.n) if (not drawing or not out_console().is_terminal) else None
 

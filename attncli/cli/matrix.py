@@ -15,7 +15,8 @@ from typing import Annotated, Optional
 import typer
 
 from attncli.cli.app import app, emit_json, info, json_write, out_console
-from attncli.cli.options import (AllowMissingWeightsOpt, BackendOpt, CausalOpt, ContextOpt, DeviceOpt, DKOpt, DtypeOpt, FilterOpt,
+from attncli.cli.options import (AllowMissingWeightsOpt, BackendOpt, CausalOpt, ContextOpt, DeviceMapOpt, DeviceOpt, DKOpt,
+                                 DtypeOpt, FilterOpt, MaxMemoryOpt,
                                  FilterSpecialsOpt, HeadOpt, HeadsOpt, HideSpecialOpt, LayerOpt, LayersOpt, MaxRelativeOpt, ModelOpt,
                                  ModelViewOpt, PadToOpt,
                                  PairOpt, Positions, PositionsOpt, ProjOpt, RolloutOpt, SeedOpt, Show, ShowOpt,
@@ -146,6 +147,8 @@ def matrix_cmd(
     flow: FlowOpt = False,
     device: DeviceOpt = None,
     dtype: DtypeOpt = None,
+    device_map: DeviceMapOpt = None,
+    max_memory: MaxMemoryOpt = None,
     target: TargetOpt = None,
     stack: StackOpt = None,
 ) -> None:
@@ -165,7 +168,8 @@ def matrix_cmd(
                             backend=backend, truncate=truncate, explain=explain, model_view=model_view,
                             layers=layers, rows=rows, cols=cols, exports=exports, json_out=json_out,
                             allow_missing_weights=allow_missing_weights, show=show.value, flow=flow,
-                            device=device, dtype=dtype, target=target, stack=stack.value if stack else None)
+                            device=device, dtype=dtype, target=target, stack=stack.value if stack else None,
+                            device_map=device_map, max_memory=max_memory)
         return
     if show.value == "norms":
         raise BadInput("--show norms needs --transformer NAME_OR_PATH (the value vectors of a pretrained model)")
@@ -222,7 +226,7 @@ def _given(ctx, name: str) -> bool:
 def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, pair_filter, filter_specials, layer,
                         head, words, hide_special, rollout, backend, truncate, explain, model_view, layers, rows, cols,
                         exports, json_out, allow_missing_weights=False, show="weights", flow=False, device=None,
-                        dtype=None, target=None, stack=None) -> None:
+                        dtype=None, target=None, stack=None, device_map=None, max_memory=None) -> None:
     """attn matrix --transformer: checked here, computed and drawn by attncli.cli.transformer."""
     from attncli.cli.transformer import MatrixOptions, check_options, run_matrix
 
@@ -234,7 +238,7 @@ def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, p
                          hide_special=hide_special, rollout=rollout, backend=backend.value if backend else "auto",
                          truncate=truncate, explain=explain, model_view=model_view, layers=layers,
                          allow_missing_weights=allow_missing_weights, show=show, flow=flow, device=device, dtype=dtype,
-                         target=target, stack=stack)
+                         target=target, stack=stack, device_map=device_map, max_memory=max_memory)
     run_matrix(opts, json_out=json_out, exports=exports, row_span=_span(rows, "--rows"), col_span=_span(cols, "--cols"))
 
 

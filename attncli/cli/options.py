@@ -103,6 +103,12 @@ DeviceOpt = Annotated[Optional[str], typer.Option(help="With --backend torch: wh
                                                    rich_help_panel=PRETRAINED)]
 DtypeOpt = Annotated[Optional[str], typer.Option(help="With --backend torch: the weights' dtype: float32, bfloat16 or float16.",
                                                   rich_help_panel=PRETRAINED)]
+DeviceMapOpt = Annotated[Optional[str], typer.Option(
+    "--device-map", help="With --backend torch: let accelerate split the model across the GPUs, the CPU and the disk: auto "
+    "(or balanced, balanced_low_0, sequential). The big extra.", metavar="auto", rich_help_panel=PRETRAINED)]
+MaxMemoryOpt = Annotated[Optional[str], typer.Option(
+    "--max-memory", help="With --device-map: each device's budget, DEVICE=SIZE,... (a GPU index, cpu, mps), plus disk "
+    "to allow disk offload, e.g. 0=20GiB,cpu=64GiB,disk.", metavar="SPEC", rich_help_panel=PRETRAINED)]
 TruncateOpt = Annotated[bool, typer.Option("--truncate", help="Cut an input longer than the model's limit.",
                                            rich_help_panel=PRETRAINED)]
 ModelViewOpt = Annotated[bool, typer.Option("--model-view", help="Every layer x head at a glance, each head's class beside it.",
@@ -145,4 +151,5 @@ StackOpt = Annotated[Optional[Stack], typer.Option("--stack", help="An encoder-d
 # options that only --transformer gives a meaning to (attn matrix's parameter names), read by cli.matrix
 # (which sends them to --transformer) and cli.transformer (which refuses them without it)
 TRANSFORMER_ONLY = ("pair", "pair_filter", "filter_specials", "words", "hide_special", "rollout", "backend", "truncate",
-                    "model_view", "layers", "allow_missing_weights", "flow", "device", "dtype", "target", "stack")
+                    "model_view", "layers", "allow_missing_weights", "flow", "device", "dtype", "target", "stack",
+                    "device_map", "max_memory")
