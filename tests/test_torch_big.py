@@ -98,6 +98,39 @@ def _numbers(doc):
         yield doc
 
 
+def test_a_resumed_pass_leaves_the_offload_hooks_of_the_layers_it_skips(mistral):
+    """``start`` skips the layers before it by replacing their forward; accelerate's own wrapper (which
+    brings a disk layer's weights in) is put back, so the next whole pass still reads them."""
+    plain = load(str(mistral), backend="torch")
+    model = load(str(mistral), backend="torch", device_map="auto", max_memory="cpu=1KB,disk")  # all on the disk
+    assert set(map(str, model.model.hf_device_map.values())) == {"disk"}
+    ids = model.encode(TEXT).ids
+    want = plain.trace(ids, ["logits", "blocks.2.resid_pre"])
+    wrappers = [layer.__dict__.get("forward") for layer in model.model.model.layers]
+    assert all(wrappers)  # accelerate's
+    resumed = model.trace(ids, "logits", start=(2, want["blocks.2.resid_pre"]))
+    assert [layer.__dict__.get("forward") for layer in model.model.model.layers] == wrappers
+    np.testing.assert_allclose(resumed["logits"], want["logits"], atol=1e-5)
+    np.testing.assert_allclose(model.trace(ids, "logits")["logits"], want["logits"], atol=1e-5)
+
+
+def test_nan_in_a_weight_left_on_the_disk_is_damage(mistral, tmp_path):
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from attncli.errors import RuntimeFailure
+
+    bad = tmp_path / "bad"
+    shutil.copytree(mistral, bad)
+    weights = load_file(bad / "model.safetensors")
+    name = next(k for k in weights if k.endswith("layers.3.self_attn.o_proj.weight"))
+    weights[name][0, 0] = float("nan")
+    save_file(weights, bad / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(RuntimeFailure, match="layers.3.self_attn.o_proj.weight"):
+        load(str(bad), backend="torch", device_map="auto", max_memory=budget(bad))
+
+
 def test_the_offload_folder_is_removed_with_the_model(mistral, monkeypatch, tmp_path):
     import gc
     import tempfile
