@@ -229,6 +229,16 @@ def test_placement_mistakes_are_exit_2_before_the_model_is_read(args, words, app
         assert words in " ".join(result.stderr.split()) and "Traceback" not in result.output
 
 
+def test_device_map_without_accelerate_names_the_extra(monkeypatch, tmp_path):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "accelerate" else real(name, *a))
+    result = runner.invoke(app, ["matrix", "a cat", "--transformer", str(tmp_path / "m"), "--backend", "torch",
+                                 "--device-map", "auto"])
+    assert result.exit_code == 2 and "pip install 'attncli[big]'" in " ".join(result.stderr.split()), result.output
+
+
 @pytest.mark.parametrize("args, words", [
     (["--device-map", "auto"], "add --backend torch"),  # the NumPy path runs this model
     (["--backend", "numpy", "--device-map", "auto"], "add --backend torch"),

@@ -17,6 +17,7 @@ directory attn creates and removes. torch and accelerate are imported only insid
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 import tempfile
@@ -61,6 +62,9 @@ class Placement:
         if self.device_map is not None and self.device is not None:
             raise BadInput(f"--device-map {self.device_map} spreads the model over the devices itself: drop "
                            f"--device {self.device} (--max-memory 0=0GiB,cpu=... keeps it off a GPU)")
+        if self.device_map is not None and importlib.util.find_spec("accelerate") is None:
+            raise BadInput(f"--device-map {self.device_map} needs accelerate, which is not installed: "
+                           "pip install 'attncli[big]'")
         if self.device in ("cuda", "mps"):
             torch_device(_torch_or_none(), self.device)
         if self.max_memory is not None:

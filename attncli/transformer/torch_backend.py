@@ -89,9 +89,6 @@ class TorchPretrained(Pretrained):
                                                     **where, **NEVER_REMOTE)
             if not where:
                 self.model.to(self.device)
-        except ImportError as exc:  # device_map needs accelerate
-            raise BadInput(f"--device-map needs accelerate, which is not installed ({_first_line(exc)}): "
-                           "pip install 'attncli[big]'") from None
         except Exception as exc:  # noqa: BLE001 - as above
             raise RuntimeFailure(f"transformers could not load '{visible(name)}': {_first_line(exc)}") from None
         device_map = getattr(self.model, "hf_device_map", None)
