@@ -173,6 +173,20 @@ def test_rows_come_in_chunks_and_never_as_the_whole_layer(mistral, monkeypatch):
     assert seen and max(s[1] for s in seen) == 2
 
 
+def test_a_pass_that_keeps_no_logits_asks_the_model_for_one_row_of_them(mistral, monkeypatch):
+    """(T, V) logits of a long text outweigh everything a rows view keeps (8,192 x 128,256 floats:
+    4 GiB): a trace that keeps none asks for the last position's alone."""
+    model = load(str(mistral), backend="torch")
+    ids = model.encode(TEXT).ids
+    seen = []
+    real = model._forward
+    monkeypatch.setattr(model, "_forward", lambda inputs, **flags: seen.append(flags) or real(inputs, **flags))
+    model.trace(ids, "blocks.*.attn.pattern", rows=[len(ids) - 1])
+    full = model.trace(ids, "logits")
+    assert seen[0].get("logits_to_keep") == 1 and "logits_to_keep" not in seen[1]
+    assert full["logits"].shape == (len(ids), model.model.config.vocab_size)
+
+
 def test_chunk_rows_fits_the_budget():
     assert torch_rows.chunk_rows(32, 8192) == 2**26 // (32 * 8192 * 8) == 32
     assert torch_rows.chunk_rows(32, 8192, budget=1) == 1  # never zero rows
@@ -215,6 +229,7 @@ NO_MPS = not (MPS and MPS.is_available())
     (["--backend", "torch", "--device-map", "everywhere"], "unknown --device-map 'everywhere'", True),
     (["--backend", "torch", "--device-map", "auto", "--max-memory", "cpu=lots"], "'lots' is not a size", True),
     (["--backend", "torch", "--device-map", "auto", "--max-memory", "0=1GB,cpu=1GB"], "names GPU 0", NO_CUDA),
+    (["--backend", "torch", "--device-map", "auto", "--max-memory", "mps=1GB,cpu=1GB"], "no MPS device here", NO_MPS),
     (["--backend", "torch", "--max-memory", "cpu=1GB"], "add --device-map auto", True),
     (["--backend", "torch", "--device-map", "auto", "--device", "cpu"], "drop --device cpu", True),
 ])
