@@ -187,6 +187,19 @@ def test_a_pass_that_keeps_no_logits_asks_the_model_for_one_row_of_them(mistral,
     assert full["logits"].shape == (len(ids), model.model.config.vocab_size)
 
 
+def test_each_layer_drops_its_projections_once_its_rows_are_made(mistral, monkeypatch):
+    """A long text's q, k and v of every layer would outweigh the rows kept: the pass holds one layer's."""
+    from attncli.transformer import torch_trace
+
+    model = load(str(mistral), backend="torch")
+    runs = []
+    real = torch_trace.TracedRun.run
+    monkeypatch.setattr(torch_trace.TracedRun, "run", lambda self, inputs: runs.append(self) or real(self, inputs))
+    model.trace(model.encode(TEXT).ids, "blocks.*.attn.pattern", rows=[3])
+    assert len(runs[0].raw) == model.layers
+    assert all(not {"q", "k", "v", "qkv", "rope"} & set(held) for held in runs[0].raw.values())
+
+
 def test_chunk_rows_fits_the_budget():
     assert torch_rows.chunk_rows(32, 8192) == 2**26 // (32 * 8192 * 8) == 32
     assert torch_rows.chunk_rows(32, 8192, budget=1) == 1  # never zero rows
