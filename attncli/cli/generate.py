@@ -13,7 +13,6 @@ from typing import Annotated, Optional
 import typer
 
 from attncli.cli.app import app, emit_json, err_console, escape, info, out_console
-from attncli.cli.options import DeviceMapOpt, MaxMemoryOpt
 from attncli.errors import BadInput
 from attncli.textio import visible
 
@@ -44,8 +43,8 @@ def generate_cmd(
     backend: Annotated[str, typer.Option(help="With --transformer: auto, numpy (attn's own forward pass) or torch (transformers).")] = "auto",
     device: Annotated[Optional[str], typer.Option(help="With --backend torch: where transformers runs the model: cpu, cuda, mps or auto.")] = None,
     dtype: Annotated[Optional[str], typer.Option(help="With --backend torch: the weights' dtype: float32, bfloat16 or float16.")] = None,
-    device_map: DeviceMapOpt = None,
-    max_memory: MaxMemoryOpt = None,
+    device_map: Annotated[Optional[str], typer.Option("--device-map", help="With --backend torch: let accelerate split the model across the GPUs, the CPU and the disk: auto (the big extra).", metavar="auto")] = None,
+    max_memory: Annotated[Optional[str], typer.Option("--max-memory", help="With --device-map: each device's budget, DEVICE=SIZE,... plus disk, e.g. 0=20GiB,cpu=64GiB,disk.", metavar="SPEC")] = None,
 ) -> None:
     """Let a causal language model continue PROMPT and watch what each new token attends to.
 
