@@ -32,7 +32,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from attncli.errors import BadInput, RuntimeFailure
+from attncli.errors import BadInput
 from attncli.textio import visible
 from attncli.transformer import torch_rows
 from attncli.transformer.torch_families import FAMILIES, Family, family, maps, module, submodule  # noqa: F401 - re-exported
