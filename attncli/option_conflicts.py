@@ -42,7 +42,7 @@ TRANSFORMER_SHOWS = ("weights", "scores", "norms")
 # options that only --transformer gives a meaning to (attn matrix's parameter names)
 TRANSFORMER_ONLY = ("pair", "pair_filter", "filter_specials", "words", "hide_special", "rollout", "backend", "truncate",
                     "model_view", "layers", "allow_missing_weights", "flow", "device", "dtype", "target", "stack",
-                    "top_k", "pool")
+                    "top_k", "pool", "device_map", "max_memory")
 
 # attn matrix options that belong to the word-vector path, with what to use instead
 NOT_FOR_TRANSFORMERS = {

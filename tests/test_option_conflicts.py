@@ -27,7 +27,8 @@ SAMPLES = {"pair": "fruit flies", "block": "a-b", "pair_filter": "a-b", "block_s
            "device": "cpu", "dtype": "float32", "target": "le chat", "stack": "decoder", "layer": 0, "head": 0,
            "explain": (0, 1), "show": "scores", "proj": "random", "variant": "dot", "positions": "none", "d_k": 4,
            "context": "a b", "causal": True, "window": 2, "pad_to": 8, "seed": 1, "heads": 2, "max_relative": 3,
-           "model": "m", "top_k": 3, "pool": "sentence"}
+           "model": "m", "top_k": 3, "pool": "sentence", "device_map": "auto",
+           "max_memory": "cpu=1GB"}
 CHOICES = {"proj": ("identity", "random", "trained"), "show": ("weights", "scores", "norms", "output"),
            "stack": oc.STACKS, "backend": oc.BACKENDS, "block_specials": ("none", "bertviz")}
 PARAM = {"pair_filter": "block", "filter_specials": "block_specials"}  # attn matrix's names -> the table's

@@ -16,7 +16,8 @@ from conftest import _needed_under_ci
 from _probe import imported_by
 
 
-HEAVY = ("pydantic", "torch", "transformers", "gensim", "nltk", "scipy", "tokenizers", "safetensors", "textual")
+HEAVY = ("pydantic", "torch", "transformers", "gensim", "nltk", "scipy", "tokenizers", "safetensors", "textual",
+         "accelerate")
 
 COMMANDS = {
     "lookup": ["lookup", "colour", "--json"],

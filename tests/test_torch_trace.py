@@ -1,7 +1,8 @@
 """The torch backend's traced pass (attncli/transformer/torch_trace.py) against transformers itself:
 every kept site of BERT-like encoders, GPT-2 and the Llama family (GQA, sliding windows, fused
 qkv, partial rotary) equals what the eager model returns (``output_attentions``,
-``output_hidden_states``, logits) while the traced model runs SDPA; interventions equal the same
+``output_hidden_states``, logits) while the traced model runs SDPA, the kept rows made in chunks as
+the whole; interventions equal the same
 slice replaced by a hand-written hook; ``start`` equals the full pass. Tiny random models.
 """
 
@@ -125,6 +126,26 @@ def test_rows_hold_only_those_query_rows(built):
     assert part.rows == [0, 4] and part["blocks.1.attn.pattern"].shape[1] == 2
     np.testing.assert_allclose(part["blocks.1.attn.pattern"], full["blocks.1.attn.pattern"][:, [0, 4]], atol=1e-12)
     assert part["blocks.1.attn.q"].shape[1] == len(enc.ids)
+
+
+@pytest.mark.parametrize("kind", ["bert", "gpt2", "llama", "mistral", "qwen2"])
+def test_rows_made_in_chunks_equal_eager_output_attentions(kind, built, monkeypatch):
+    """Llama (GQA: 4 query heads over 2 kv heads, RoPE), Mistral and Qwen2 (sliding windows of 3 and
+    4 tokens, shorter than the text), GPT-2 and BERT, loaded under SDPA: the query rows asked for,
+    recomputed from the captured q and k two rows at a time, equal eager ``output_attentions``."""
+    from attncli.transformer import torch_rows
+
+    path = built(kind)
+    model = loaded(path)
+    assert model.model.config._attn_implementation == "sdpa"
+    enc = model.encode(TEXT)
+    T = len(enc.ids)
+    monkeypatch.setattr(torch_rows, "CHUNK_BYTES", model.heads * T * 8 * 2)
+    rows = [0, 5, T - 3, T - 2, T - 1]
+    trace = model.trace(enc, "blocks.*.attn.pattern", rows=rows)
+    _, out = reference(path, model, enc)
+    for l in range(model.layers):
+        np.testing.assert_allclose(trace[f"blocks.{l}.attn.pattern"], f64(out.attentions[l][0])[:, rows], atol=1e-5)
 
 
 def _o_proj(model, layer):

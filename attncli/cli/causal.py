@@ -11,7 +11,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from attncli.cli.app import app, emit_json, out_console
-from attncli.cli.options import BackendOpt, DeviceOpt, DtypeOpt, ExportWidthOpt, HtmlOpt, PngOpt, SvgOpt
+from attncli.cli.options import (BackendOpt, DeviceMapOpt, DeviceOpt, DtypeOpt, ExportWidthOpt, HtmlOpt, MaxMemoryOpt, PngOpt,
+                                 SvgOpt)
 from attncli.errors import BadInput
 
 ModelArg = Annotated[Optional[str], typer.Option("--transformer", help="A pretrained model: hub id or directory "
@@ -27,10 +28,10 @@ AllowOpt = Annotated[bool, typer.Option("--allow-missing-weights", help="Warn in
 
 
 def _setup(transformer: Optional[str], text: str, allow: bool, json_out: bool, exports: tuple,
-           placed: tuple = (None, None, None)):
+           placed: tuple = (None,) * 5):
     """The model and the text's encoding, after the export targets (``exports``: svg, html, png,
     width) are checked, so a target attn cannot write is refused before any work. ``placed``:
-    --backend, --device, --dtype."""
+    --backend, --device, --dtype, --device-map, --max-memory."""
     from attncli.causal.grids import check_traced
     from attncli.cli.matrix import Exports, _check_exports
     from attncli.cli.transformer import load_model
@@ -39,9 +40,9 @@ def _setup(transformer: Optional[str], text: str, allow: bool, json_out: bool, e
     _check_exports(Exports(svg=svg, html=html, png=png, width=width))
     if not transformer:
         raise BadInput("give the model with --transformer NAME (a hub id or a directory)")
-    backend, device, dtype = placed
+    backend, device, dtype, device_map, max_memory = placed
     model = load_model(transformer, backend.value if backend else "auto", allow, json_out=json_out,
-                       device=device, dtype=dtype)  # auto: the NumPy pass wherever it runs
+                       device=device, dtype=dtype, device_map=device_map, max_memory=max_memory)  # auto: the NumPy pass wherever it runs
     check_traced(model)
     return model, model.encode(text)
 
@@ -100,6 +101,8 @@ def ablate_cmd(
     backend: BackendOpt = None,
     device: DeviceOpt = None,
     dtype: DtypeOpt = None,
+    device_map: DeviceMapOpt = None,
+    max_memory: MaxMemoryOpt = None,
     allow_missing_weights: AllowOpt = False,
     json_out: JsonOpt = False,
     svg: SvgOpt = None,
@@ -115,7 +118,7 @@ def ablate_cmd(
     if mode == "zero" and reference is not None:
         raise BadInput("--reference is the texts of --mode mean: add --mode mean, or drop --reference")
     model, enc = _setup(transformer, text, allow_missing_weights, json_out, (svg, html, png, width),
-                        (backend, device, dtype))
+                        (backend, device, dtype, device_map, max_memory))
     t = _target(model, enc.ids, target, target_id, contrast, contrast_id)
     means = grids.head_means(model, _reference_ids(model, reference)) if mode == "mean" and reference else None
     with _progress(f"ablating {model.layers} x {model.heads} heads", json_out):
@@ -139,6 +142,8 @@ def patch_cmd(
     backend: BackendOpt = None,
     device: DeviceOpt = None,
     dtype: DtypeOpt = None,
+    device_map: DeviceMapOpt = None,
+    max_memory: MaxMemoryOpt = None,
     allow_missing_weights: AllowOpt = False,
     json_out: JsonOpt = False,
     svg: SvgOpt = None,
@@ -152,7 +157,7 @@ def patch_cmd(
     if site not in grids.PATCH_SITES:
         raise BadInput(f"--site {site!r}: choose one of {', '.join(grids.PATCH_SITES)}")
     model, enc = _setup(transformer, clean, allow_missing_weights, json_out, (svg, html, png, width),
-                        (backend, device, dtype))
+                        (backend, device, dtype, device_map, max_memory))
     bad = model.encode(corrupt)
     grids.check_same_length(model, enc.ids, bad.ids)
     t = _target(model, enc.ids, target, target_id, contrast, contrast_id)
@@ -174,6 +179,8 @@ def dla_cmd(
     backend: BackendOpt = None,
     device: DeviceOpt = None,
     dtype: DtypeOpt = None,
+    device_map: DeviceMapOpt = None,
+    max_memory: MaxMemoryOpt = None,
     allow_missing_weights: AllowOpt = False,
     json_out: JsonOpt = False,
     svg: SvgOpt = None,
@@ -186,7 +193,7 @@ def dla_cmd(
     from attncli.causal.dla import dla
 
     model, enc = _setup(transformer, text, allow_missing_weights, json_out, (svg, html, png, width),
-                        (backend, device, dtype))
+                        (backend, device, dtype, device_map, max_memory))
     t = _target(model, enc.ids, target, target_id, contrast, contrast_id)
     doc = documents.dla_document(model, enc, t, dla(model, enc.ids, t))
     _show(doc, f"attn dla: {text[:60]}", json_out, svg, html, png, width, "dla")

@@ -43,6 +43,8 @@ def generate_cmd(
     backend: Annotated[str, typer.Option(help="With --transformer: auto, numpy (attn's own forward pass) or torch (transformers).")] = "auto",
     device: Annotated[Optional[str], typer.Option(help="With --backend torch: where transformers runs the model: cpu, cuda, mps or auto.")] = None,
     dtype: Annotated[Optional[str], typer.Option(help="With --backend torch: the weights' dtype: float32, bfloat16 or float16.")] = None,
+    device_map: Annotated[Optional[str], typer.Option("--device-map", help="With --backend torch: let accelerate split the model across the GPUs, the CPU and the disk: auto (the big extra).", metavar="auto")] = None,
+    max_memory: Annotated[Optional[str], typer.Option("--max-memory", help="With --device-map: each device's budget, DEVICE=SIZE,... plus disk, e.g. 0=20GiB,cpu=64GiB,disk.", metavar="SPEC")] = None,
 ) -> None:
     """Let a causal language model continue PROMPT and watch what each new token attends to.
 
@@ -70,7 +72,7 @@ def generate_cmd(
     if allow_missing_weights and transformer is None:
         raise BadInput("--allow-missing-weights needs --transformer NAME_OR_PATH (a pretrained model)")
     decoder = load_decoder(model, transformer, allow_missing_weights=allow_missing_weights, chat=chat, backend=backend,
-                           device=device, dtype=dtype)
+                           device=device, dtype=dtype, device_map=device_map, max_memory=max_memory)
     drawing = not (json_out or jsonl)
     progress = _Progress(settings.n) if (not drawing or not out_console().is_terminal) else None
 

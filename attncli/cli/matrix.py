@@ -15,7 +15,8 @@ from typing import Annotated, Optional
 import typer
 
 from attncli.cli.app import app, emit_json, info, json_write, out_console
-from attncli.cli.options import (AllowMissingWeightsOpt, BackendOpt, CausalOpt, ContextOpt, DeviceOpt, DKOpt, DtypeOpt, FilterOpt,
+from attncli.cli.options import (AllowMissingWeightsOpt, BackendOpt, CausalOpt, ContextOpt, DeviceMapOpt, DeviceOpt, DKOpt,
+                                 DtypeOpt, FilterOpt, MaxMemoryOpt,
                                  FilterSpecialsOpt, HeadOpt, HeadsOpt, HideSpecialOpt, LayerOpt, LayersOpt, MaxRelativeOpt, ModelOpt,
                                  ModelViewOpt, PadToOpt,
                                  PairOpt, Positions, PositionsOpt, ProjOpt, RolloutOpt, SeedOpt, Show, ShowOpt,
@@ -149,6 +150,8 @@ def matrix_cmd(
     flow: FlowOpt = False,
     device: DeviceOpt = None,
     dtype: DtypeOpt = None,
+    device_map: DeviceMapOpt = None,
+    max_memory: MaxMemoryOpt = None,
     target: TargetOpt = None,
     stack: StackOpt = None,
     top_k: TopKOpt = None,
@@ -171,7 +174,7 @@ def matrix_cmd(
                             layers=layers, rows=rows, cols=cols, exports=exports, json_out=json_out,
                             allow_missing_weights=allow_missing_weights, show=show.value, flow=flow,
                             device=device, dtype=dtype, target=target, stack=stack.value if stack else None,
-                            top_k=top_k, pool=pool)
+                            top_k=top_k, pool=pool, device_map=device_map, max_memory=max_memory)
         return
     validate({"show": show.value, "layer": layer, "head": head, "proj": proj}, "vectors")
     from attncli.attention.masks import MaskSpec
@@ -225,7 +228,8 @@ def _given(ctx, name: str) -> bool:
 def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, pair_filter, filter_specials, layer,
                         head, words, hide_special, rollout, backend, truncate, explain, model_view, layers, rows, cols,
                         exports, json_out, allow_missing_weights=False, show="weights", flow=False, device=None,
-                        dtype=None, target=None, stack=None, top_k=None, pool=None) -> None:
+                        dtype=None, target=None, stack=None, top_k=None, pool=None, device_map=None,
+                        max_memory=None) -> None:
     """attn matrix --transformer: checked here, computed and drawn by attncli.cli.transformer."""
     from attncli.cli.transformer import MatrixOptions, check_options, run_matrix
 
@@ -237,7 +241,8 @@ def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, p
                          hide_special=hide_special, rollout=rollout, backend=backend.value if backend else "auto",
                          truncate=truncate, explain=explain, model_view=model_view, layers=layers,
                          allow_missing_weights=allow_missing_weights, show=show, flow=flow, device=device, dtype=dtype,
-                         target=target, stack=stack, rows=rows, top_k=top_k, pool=pool)
+                         target=target, stack=stack, rows=rows, top_k=top_k, pool=pool,
+                         device_map=device_map, max_memory=max_memory)
     run_matrix(opts, json_out=json_out, exports=exports, row_span=_old_span(rows), col_span=_span(cols, "--cols"))
 
 

@@ -102,6 +102,12 @@ DeviceOpt = Annotated[Optional[str], typer.Option(help="With --backend torch: wh
                                                    rich_help_panel=PRETRAINED)]
 DtypeOpt = Annotated[Optional[str], typer.Option(help="With --backend torch: the weights' dtype: float32, bfloat16 or float16.",
                                                   rich_help_panel=PRETRAINED)]
+DeviceMapOpt = Annotated[Optional[str], typer.Option(
+    "--device-map", help="With --backend torch: let accelerate split the model across the GPUs, the CPU and the disk: auto "
+    "(or balanced, balanced_low_0, sequential). The big extra.", metavar="auto", rich_help_panel=PRETRAINED)]
+MaxMemoryOpt = Annotated[Optional[str], typer.Option(
+    "--max-memory", help="With --device-map: each device's budget, DEVICE=SIZE,... (a GPU index, cpu, mps), plus disk "
+    "to allow disk offload, e.g. 0=20GiB,cpu=64GiB,disk.", metavar="SPEC", rich_help_panel=PRETRAINED)]
 TruncateOpt = Annotated[bool, typer.Option("--truncate", help="Cut an input longer than the model's limit.",
                                            rich_help_panel=PRETRAINED)]
 ModelViewOpt = Annotated[bool, typer.Option("--model-view", help="Every layer x head at a glance, each head's class beside it.",

@@ -53,6 +53,8 @@ class MatrixOptions:
     rows: Optional[str] = None  # --rows SPEC, --top-k K, --pool SPAN: attncli.attention.long_view
     top_k: Optional[int] = None
     pool: Optional[str] = None
+    device_map: Optional[str] = None  # --device-map / --max-memory: accelerate's split (attncli.transformer.placement)
+    max_memory: Optional[str] = None
 
     @property
     def long(self):
@@ -89,7 +91,7 @@ def layer_matrices(reads, enc, layer: int, show: str):
 
 
 def load_model(name: str, backend: str, allow_missing_weights: bool = False, *, json_out: bool = False,
-               device: Optional[str] = None, dtype: Optional[str] = None):
+               device: Optional[str] = None, dtype: Optional[str] = None, **placement: Optional[str]):
     """The model, with a line on stderr while it loads (a second or more; --backend torch imports
     torch and transformers first)."""
     from attncli.cli.progress import Stage
@@ -97,7 +99,8 @@ def load_model(name: str, backend: str, allow_missing_weights: bool = False, *, 
 
     what = "" if backend == "auto" else f", --backend {backend}"
     with Stage(f"loading {name}{what}", json_out=json_out):
-        return load(name, backend=backend, allow_missing_weights=allow_missing_weights, device=device, dtype=dtype)
+        return load(name, backend=backend, allow_missing_weights=allow_missing_weights, device=device, dtype=dtype,
+                    **placement)  # device_map, max_memory
 
 def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span) -> None:
     """Compute and print the view (or its --json); write the exports (attncli.cli.matrix.Exports)."""
@@ -105,7 +108,8 @@ def run_matrix(o: MatrixOptions, *, json_out: bool, exports, row_span, col_span)
     from attncli.cli.app import out_console
 
     check_combinations(o)
-    model = load_model(o.transformer, o.backend, o.allow_missing_weights, json_out=json_out, device=o.device, dtype=o.dtype)
+    model = load_model(o.transformer, o.backend, o.allow_missing_weights, json_out=json_out, device=o.device, dtype=o.dtype,
+                       device_map=o.device_map, max_memory=o.max_memory)
     if getattr(model, "encoder_decoder", False) or o.target is not None or o.stack is not None:
         from attncli.cli.seq2seq import run_seq2seq_matrix
 

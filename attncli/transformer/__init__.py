@@ -11,7 +11,8 @@
 
 API (shapes: L layers, h heads, T tokens, d model width, d_head = d / h, V vocabulary):
 
-``load(name_or_path, *, backend="auto", allow_missing_weights=False, device=None, dtype=None) -> Pretrained``
+``load(name_or_path, *, backend="auto", allow_missing_weights=False, device=None, dtype=None, device_map=None,
+max_memory=None) -> Pretrained``
     ``name_or_path`` is a local directory written by ``save_pretrained`` (config.json and weights)
     or a hub id, looked up in the local Hugging Face cache (downloaded only when the hub is
     reachable and ``HF_HUB_OFFLINE`` is unset). ``backend`` is ``"numpy"`` (attn's own forward pass
@@ -21,8 +22,10 @@ API (shapes: L layers, h heads, T tokens, d model width, d_head = d / h, V vocab
     families torch_trace.py maps keep their sdpa attention and are read by one traced pass of
     forward hooks; any other architecture that returns attentions runs eager) or ``"auto"`` (numpy when the
     model is supported and has those files, else torch). ``device`` ("cpu", "cuda", "mps", "auto")
-    and ``dtype`` ("float32", "bfloat16", "float16") place the torch backend's model; given for a
-    model the numpy backend runs, they are ``BadInput`` pointing to ``backend="torch"``. Raises ``BadInput`` for a missing model
+    and ``dtype`` ("float32", "bfloat16", "float16") place the torch backend's model;
+    ``device_map="auto"`` with ``max_memory`` ("0=20GiB,cpu=64GiB,disk") lets accelerate split it
+    across GPUs, the CPU and the disk (placement.py); given for a model the numpy backend runs,
+    they are ``BadInput`` pointing to ``backend="torch"``. Raises ``BadInput`` for a missing model
     or directory, a directory that is not a model, ``backend="numpy"`` on an unsupported model, a
     missing optional package (``pip install 'attncli[pretrained]'`` for numpy,
     ``'attncli[transformers]'`` for torch); ``RuntimeFailure`` for a hub id that is not cached

@@ -18,9 +18,8 @@ from attncli.option_conflicts import BACKENDS
 from attncli.textio import visible
 from attncli.transformer import config_defaults, source
 from attncli.transformer.encoding import Encoding, check_text, from_tokenizers, too_long
+from attncli.transformer.placement import DEVICES, DTYPES, Placement  # noqa: F401 - DEVICES, DTYPES: as before
 
-DEVICES = ("auto", "cpu", "cuda", "mps")  # auto: cuda if torch sees one, else mps, else cpu
-DTYPES = ("float32", "bfloat16", "float16")
 ROBERTA_TYPES = {"roberta", "xlm-roberta", "camembert"}
 EMBED_BATCH = 32  # texts per forward pass in embed(), fewer when long:
 EMBED_BUDGET = 2**23  # attention weights (B h T T) per batch, 64 MB in float64
@@ -28,25 +27,27 @@ NO_LIMIT = 10**9
 
 
 def load(name_or_path: str, *, backend: str = "auto", allow_missing_weights: bool = False, device: str | None = None,
-         dtype: str | None = None) -> "Pretrained":
+         dtype: str | None = None, device_map: str | None = None, max_memory: str | None = None) -> "Pretrained":
     """A pretrained model by hub id or local directory, on ``backend`` ("auto", "numpy" or "torch").
     ``device`` (DEVICES) and ``dtype`` (DTYPES) choose where and how transformers runs it: the
-    torch backend only (None: cpu, float32).
+    torch backend only (None: cpu, float32). ``device_map`` ("auto", ...) and ``max_memory``
+    ("0=20GiB,cpu=64GiB,disk") let accelerate split it across GPUs, the CPU and the disk
+    (attncli.transformer.placement); every one is checked before the model is read.
 
     Checked before and after it loads (config_check, weight_check): no code from the directory,
     every file regular and bounded, config.json's fields sane; a weight the model lacks or does
     not use is an error (a warning with ``allow_missing_weights``); NaN is damage; a tokenizer
     that knows no word is refused."""
-    model = _load(name_or_path, backend, allow_missing_weights, device, dtype)
+    placement = Placement(device=device, dtype=dtype, device_map=device_map, max_memory=max_memory)
+    model = _load(name_or_path, backend, allow_missing_weights, placement)
     model.check_tokenizer()
     return model
 
 
-def _load(name_or_path: str, backend: str, allow_missing_weights: bool, device: str | None,
-          dtype: str | None) -> "Pretrained":
+def _load(name_or_path: str, backend: str, allow_missing_weights: bool, placement: Placement) -> "Pretrained":
     if backend not in BACKENDS:
         raise BadInput(f"unknown backend '{backend}': choose one of {', '.join(BACKENDS)}")
-    check_device(device, dtype)
+    placement.check()
     path = source.resolve(str(name_or_path))
     config = source.read_config(path)
     from attncli.transformer import bert, config_check, numpy_backend
@@ -60,11 +61,11 @@ def _load(name_or_path: str, backend: str, allow_missing_weights: bool, device: 
     keep = dict(allow_missing_weights=allow_missing_weights)
 
     reason = numpy_backend.unsupported(path, config)
-    placed = device is not None or dtype is not None
-    if placed and (backend == "numpy" or (backend == "auto" and reason is None)):
-        given = " and ".join(f"--{k} {v}" for k, v in (("device", device), ("dtype", dtype)) if v is not None)
-        raise BadInput(f"{given} choose how transformers runs a model; attn's NumPy path runs on the CPU "
-                       "(weights in float32, attention in float64): add --backend torch")
+    given = placement.given()
+    if given and (backend == "numpy" or (backend == "auto" and reason is None)):
+        raise BadInput(f"{' and '.join(given)} {'chooses' if len(given) == 1 else 'choose'} how transformers runs a "
+                       "model; attn's NumPy path runs on the CPU (weights in float32, attention in float64): add "
+                       "--backend torch")
     if backend == "numpy":
         if reason:
             raise BadInput(f"the numpy backend cannot run '{name_or_path}': {reason}; use --backend torch (or auto)")
@@ -82,19 +83,10 @@ def _load(name_or_path: str, backend: str, allow_missing_weights: bool, device: 
     if config_check.is_encoder_decoder(config):  # T5, BART: three stacks (torch only)
         from attncli.transformer import seq2seq
 
-        return seq2seq.Seq2SeqPretrained(str(name_or_path), path, config, device=device or "cpu",
-                                         dtype=dtype or "float32", **keep)
+        return seq2seq.Seq2SeqPretrained(str(name_or_path), path, config, placement=placement, **keep)
     from attncli.transformer import torch_backend
 
-    return torch_backend.TorchPretrained(str(name_or_path), path, config, device=device or "cpu",
-                                         dtype=dtype or "float32", **keep)
-
-
-def check_device(device: str | None, dtype: str | None) -> None:
-    if device is not None and device not in DEVICES:
-        raise BadInput(f"unknown --device '{device}': choose one of {', '.join(DEVICES)}")
-    if dtype is not None and dtype not in DTYPES:
-        raise BadInput(f"unknown --dtype '{dtype}': choose one of {', '.join(DTYPES)}")
+    return torch_backend.TorchPretrained(str(name_or_path), path, config, placement=placement, **keep)
 
 
 def max_positions(config: dict[str, Any], path: Path) -> int:

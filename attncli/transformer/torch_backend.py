@@ -18,7 +18,7 @@ import numpy as np
 
 from attncli.errors import AttnError, BadInput, RuntimeFailure
 from attncli.textio import visible
-from attncli.transformer import config_check, torch_trace
+from attncli.transformer import config_check, placement as placing, torch_families, torch_trace
 from attncli.transformer.encoding import Encoding, tokenized, tokenizer_errors
 from attncli.transformer.pretrained import Pretrained
 from attncli.transformer.trace import Intervention, Keep, Trace
@@ -45,15 +45,21 @@ class TorchPretrained(Pretrained):
     encoder_decoder = False  # T5, BART: attncli.transformer.seq2seq
 
     def __init__(self, name: str, path: Path, config: dict[str, Any], *, allow_missing_weights: bool = False,
-                 device: str = "cpu", dtype: str = "float32"):
+                 placement: placing.Placement = placing.Placement()):
         super().__init__(name, path, config)
         config_check.check_trust(config, self.path)  # load() did; again for a direct construction
+        placement.check()
         import torch
         import transformers
 
         self.torch = torch
-        self.device = _device(torch, device)
-        self.dtype = dtype
+        self.placement = placement
+        self.device = placing.torch_device(torch, placement.device or "cpu")
+        self.dtype = dtype = placement.dtype or "float32"
+        where = placement.load_kwargs(torch)  # accelerate's device_map and max_memory, or nothing
+        if where:
+            where["offload_folder"] = placing.offload_folder(self)
+            placing.quiet_accelerate()
         transformers.utils.logging.set_verbosity_error()  # stderr stays for attn's own messages
         transformers.utils.logging.disable_progress_bar()
         if self.model_type not in transformers.CONFIG_MAPPING:
@@ -80,10 +86,15 @@ class TorchPretrained(Pretrained):
                                                     dtype=getattr(torch, dtype),
                                                     use_safetensors=True, output_loading_info=True,
                                                     ignore_mismatched_sizes=True,  # reported below, by name
-                                                    **NEVER_REMOTE)
-            self.model.to(self.device)
+                                                    **where, **NEVER_REMOTE)
+            if not where:
+                self.model.to(self.device)
         except Exception as exc:  # noqa: BLE001 - as above
             raise RuntimeFailure(f"transformers could not load '{visible(name)}': {_first_line(exc)}") from None
+        device_map = getattr(self.model, "hf_device_map", None)
+        if where and device_map:  # the inputs go where the embeddings run; accelerate moves the rest
+            placing.check_disk(placement, device_map, name)
+            self.device = placing.execution_device(device_map)
         with tokenizer_errors(name, "load"):
             self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.path, **NEVER_REMOTE)
         self._check_loading(info, allow_missing_weights)
@@ -118,9 +129,14 @@ class TorchPretrained(Pretrained):
                       unexpected=[k for k in info.get("unexpected_keys", ()) if in_model(k) and used(k)],
                       allow=allow)
         torch = self.torch
+        offloaded = False
         for key, tensor in model.state_dict().items():
-            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            if tensor.device.type == "meta":  # on the disk under --device-map: read below, one at a time
+                offloaded = True
+            elif tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
                 check_finite(tensor.float().cpu().numpy(), f"the weight {key}")
+        if offloaded:
+            _check_checkpoint_finite(self.path)
 
     @tokenized("split the text into tokens")
     def _tokenize(self, texts: list[str], max_length: int | None, special: bool = True) -> Any:
@@ -161,7 +177,7 @@ class TorchPretrained(Pretrained):
         trace = self.trace(enc, [f"blocks.{layer}.attn.pattern", f"blocks.{layer}.attn.v"])
         weights, v = trace[f"blocks.{layer}.attn.pattern"], trace[f"blocks.{layer}.attn.v"]
         out = torch_trace.module(self, layer, "out")
-        w_o = out.weight.detach().float().cpu().numpy().astype(np.float64)
+        w_o = torch_families.weight(out).detach().float().cpu().numpy().astype(np.float64)
         if type(out).__name__ != "Conv1D":
             w_o = w_o.T  # nn.Linear stores (out, in)
         return weights, v, w_o
@@ -301,17 +317,19 @@ def _slow_encoding(tokenizer: Any, batch: Any, n_texts: int) -> SimpleNamespace:
                            type_ids=list(batch.get("token_type_ids") or [0] * len(ids)))
 
 
-def _device(torch: Any, device: str) -> str:
-    """The torch device for --device (auto: cuda, else mps, else cpu); BadInput when it is absent."""
-    mps = getattr(torch.backends, "mps", None)
-    has = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": bool(mps and mps.is_available())}
-    if device == "auto":
-        return next(d for d in ("cuda", "mps", "cpu") if has[d])
-    if not has.get(device, False):
-        raise BadInput(f"--device {device}: torch finds no {device.upper()} device here (its "
-                       f"{'torch.cuda' if device == 'cuda' else 'torch.backends.mps'}.is_available() is False): "
-                       "use --device cpu or auto")
-    return device
+def _check_checkpoint_finite(directory: Path) -> None:
+    """NaN in a weight that stays on the disk (--device-map): each checkpoint tensor, one at a time."""
+    from safetensors import safe_open
+
+    from attncli.transformer.weights import checkpoint_file, shard_files
+
+    found = checkpoint_file(Path(directory))
+    for shard in shard_files(found) if found is not None else ():
+        with safe_open(str(shard), framework="pt") as f:
+            for key in f.keys():
+                tensor = f.get_tensor(key)
+                if tensor.is_floating_point() and not bool(tensor.isfinite().all()):
+                    check_finite(tensor.float().numpy(), f"the weight {key}")
 
 
 def _first_line(exc: BaseException) -> str:

@@ -4,8 +4,10 @@ record the sites of ``attncli.transformer.trace`` and make interventions where a
 Nothing of the model is re-implemented on the clean path: the model runs with its own (SDPA)
 attention. q and k are its projections' outputs rotated by the family's own
 ``apply_rotary_pos_emb`` with the ``position_embeddings`` the attention module is given; the
-scores and pattern are recomputed from them (float64) for the kept query rows, with the layer's
-scale (the attention module's ``scaling``), the causal mask and the layer's sliding window. An
+scores and pattern are recomputed from them (float64) for the kept query rows, in chunks of rows
+on the layer's own device (torch_rows), with the layer's scale (the attention module's
+``scaling``), the causal mask and the layer's sliding window. A layer's projections are dropped
+once its rows are made. The family mappings are in torch_families. An
 intervention on q, k, v, scores or pattern makes that one layer's z from the intervened pattern
 and values, fed to the output projection in place of the model's own.
 
@@ -25,13 +27,15 @@ Where each site is read (one mapping per family, ``FAMILIES``; names inside one 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+import inspect
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from attncli.errors import BadInput, RuntimeFailure
+from attncli.errors import BadInput
 from attncli.textio import visible
+from attncli.transformer import torch_rows
+from attncli.transformer.torch_families import FAMILIES, Family, family, maps, module, submodule  # noqa: F401 - re-exported
 from attncli.transformer.trace import Intervention, Keep, Trace, split
 from attncli.transformer.weight_check import check_finite
 
@@ -39,77 +43,8 @@ MODEL_OUT = ("final_norm", "logits")  # model sites after every layer
 CORE = ("attn.q", "attn.k", "attn.v", "attn.scores", "attn.pattern")  # an intervention here remakes z
 
 
-@dataclass(frozen=True)
-class Family:
-    layers: str  # the ModuleList of layers, from the base model
-    attn: str  # the attention module: it holds `scaling`, and is handed position_embeddings under RoPE
-    qkv: tuple[str, ...]  # the q, k, v projections, or one fused module
-    out: str  # the output projection: its input is z, its output attn.out
-    mid: str  # pre-LN: the norm before the MLP (its input); post-LN: the attention block (its output)
-    mlp: str
-    final_norm: str | None
-    rope: str | None = None  # transformers.models.{rope}.modeling_{rope} holds the family's apply_rotary_pos_emb
-    pre_ln: bool = True
-    window: str = ""  # "module": the attention module's sliding_window, "config": config.sliding_window
-
-
-_BERT = Family("encoder.layer", "attention.self", ("attention.self.query", "attention.self.key", "attention.self.value"),
-               "attention.output.dense", "attention", "output.dense", None, pre_ln=False)
-
-
-def _rope_family(rope: str, window: str = "", qkv: tuple[str, ...] = ("self_attn.q_proj", "self_attn.k_proj",
-                                                                     "self_attn.v_proj")) -> Family:
-    return Family("layers", "self_attn", qkv, "self_attn.o_proj", "post_attention_layernorm", "mlp", "norm", rope,
-                  window=window)
-
-
-FAMILIES = {
-    "bert": _BERT, "roberta": _BERT, "xlm-roberta": _BERT, "camembert": _BERT, "electra": _BERT,
-    "distilbert": Family("transformer.layer", "attention", ("attention.q_lin", "attention.k_lin", "attention.v_lin"),
-                         "attention.out_lin", "sa_layer_norm", "ffn", None, pre_ln=False),
-    "gpt2": Family("h", "attn", ("attn.c_attn",), "attn.c_proj", "ln_2", "mlp", "ln_f"),
-    "llama": _rope_family("llama"),
-    "mistral": _rope_family("mistral", window="config"),
-    "qwen2": _rope_family("qwen2", window="module"),
-    "gemma": _rope_family("gemma"),
-    "phi3": _rope_family("phi3", window="config", qkv=("self_attn.qkv_proj",)),
-}
-
-
-def maps(model_type: str, is_decoder: bool) -> bool:
-    """The trace knows this family's modules (BERT-like encoders only as encoders)."""
-    fam = FAMILIES.get(model_type)
-    return fam is not None and (fam.pre_ln or not is_decoder)
-
-
-def family(model_type: str, is_decoder: bool) -> Family:
-    """The module mapping of ``model_type``; BadInput naming the family when there is none."""
-    fam = FAMILIES.get(model_type)
-    if fam is None or not maps(model_type, is_decoder):
-        known = ", ".join(sorted(FAMILIES))
-        raise BadInput(f"the torch backend's trace does not know the modules of the '{visible(model_type)}' family "
-                       f"{'as a decoder ' if fam else ''}(it knows {known}): use --backend numpy where it runs the model")
-    return fam
-
-
-def module(model: Any, layer: int, role: str) -> Any:
-    """Layer ``layer``'s module of ``role`` (a Family field: "attn", "out", "mlp", ...) in ``model`` (a TorchPretrained)."""
-    fam = family(model.model_type, model.is_decoder)
-    return _get(model.model.base_model, f"{fam.layers}.{layer}.{getattr(fam, role)}", model.name)
-
-
-def _get(root: Any, dotted: str, model: str = "", prefix: str = "") -> Any:
-    """The submodule ``dotted`` of ``root``; RuntimeFailure naming it (``prefix`` + ``dotted``) when
-    ``model`` lacks it."""
-    for part in dotted.split("."):
-        if not hasattr(root, part):
-            raise RuntimeFailure(f"model '{visible(model)}' lacks the module '{visible(prefix + dotted)}'")
-        root = getattr(root, part)
-    return root
-
-
 def _np(t: Any) -> np.ndarray:
-    return t.detach().to(dtype=_torch().float64).cpu().numpy()
+    return t.detach().cpu().to(dtype=_torch().float64).numpy()
 
 
 def _torch() -> Any:
@@ -161,7 +96,7 @@ class TracedRun:
                 raise BadInput(f"an intervention on {early[0]} lies before layer {start[0]}, where the pass resumes "
                                "from the cached stream: it would change nothing")
         self.base = model.model.base_model
-        self.layer_modules = _get(self.base, self.fam.layers, model.name)
+        self.layer_modules = submodule(self.base, self.fam.layers, model.name)
         self.sites: dict[str, np.ndarray] = {}
         self.raw: dict[int, dict[str, Any]] = {}  # per layer: the projections' outputs, cos and sin
         self.rope: Callable | None = None
@@ -192,19 +127,27 @@ class TracedRun:
             for l in range(first, self.tp.layers):
                 handles += self._hook_layer(l, first)
             if self.fam.final_norm is not None and self.needed("final_norm"):
-                norm = _get(self.base, self.fam.final_norm, self.tp.name)
+                norm = submodule(self.base, self.fam.final_norm, self.tp.name)
                 handles.append(norm.register_forward_hook(lambda m, a, out: self._final(out)))
             for l in range(first):  # resumed at layer `first`: the layers before it return their input
                 layer = self.layer_modules[l]
+                skipped.append((layer, layer.__dict__.get("forward")))  # accelerate's wrapper, under --device-map
                 layer.forward = lambda hidden_states, *a, **k: hidden_states
-                skipped.append(layer)
-            out = self.tp._forward(inputs, use_cache=False)
+            out = self.tp._forward(inputs, use_cache=False, **self._logits_kwargs())
         finally:
             for h in handles:
                 h.remove()
-            for layer in skipped:
+            for layer, own in skipped:
                 del layer.forward
+                if own is not None:
+                    layer.forward = own
         return self.sites, out
+
+    def _logits_kwargs(self) -> dict[str, Any]:
+        """logits_to_keep=1 when no logits are kept: (T, V) logits of a long text are bigger than the rest."""
+        if self.needed("logits") or "logits_to_keep" not in inspect.signature(self.tp.model.forward).parameters:
+            return {}
+        return {"logits_to_keep": 1}
 
     def _final(self, out: Any) -> Any:
         x = intervene(out[0], "final_norm", self.ivs)
@@ -216,7 +159,7 @@ class TracedRun:
         layer = self.layer_modules[l]
 
         def sub(dotted: str) -> Any:  # a module of this layer, named in full when missing
-            return _get(layer, dotted, self.tp.name, f"{fam.layers}.{l}.")
+            return submodule(layer, dotted, self.tp.name, f"{fam.layers}.{l}.")
 
         attn = sub(fam.attn)
         hooks = []
@@ -338,22 +281,10 @@ class TracedRun:
             return getattr(self.tp.model.config, "sliding_window", None)
         return None
 
-    def scores(self, q: Any, k: Any, attn: Any, rows: Sequence[int] | None) -> Any:
-        """(h, T', S) float64 q k^T * scale for the query ``rows`` (all: None), -inf where masked."""
-        torch = _torch()
-        T, S = q.shape[1], k.shape[1]
-        qi = torch.arange(T) if rows is None else torch.as_tensor(list(rows), dtype=torch.long)
-        if rows is not None:
-            q = q[:, qi]
-        s = (q.double() @ k.double().transpose(-1, -2)) * float(attn.scaling)  # (h, T', S)
-        if self.tp.is_decoder:
-            i, j = (qi + (S - T))[:, None], torch.arange(S)[None, :]
-            allowed = j <= i
-            window = self._window(attn)
-            if window:
-                allowed &= j > i - int(window)
-            s = s.masked_fill(~allowed.to(s.device), float("-inf"))
-        return s
+    def scores(self, q: Any, k: Any, attn: Any) -> Any:
+        """(h, T, S) q k^T * scale of every query row, -inf where masked: what an intervention remakes z from."""
+        qi = _torch().arange(q.shape[1])
+        return torch_rows.scores(q, k, attn.scaling, qi, causal=self.tp.is_decoder, window=self._window(attn))
 
     def _z(self, l: int, attn: Any, args: tuple) -> Any:
         p = f"blocks.{l}."
@@ -366,16 +297,23 @@ class TracedRun:
             q, k, v = (intervene(t, p + n, self.ivs) for t, n in ((q, "attn.q"), (k, "attn.k"), (v, "attn.v")))
             for t, n in ((q, "attn.q"), (k, "attn.k"), (v, "attn.v")):
                 self.record(p + n, t)
-            if remake or self.kept(p + "attn.scores") or self.kept(p + "attn.pattern"):
-                rows = None if remake else self.keep.rows
-                s = intervene(self.scores(q, k, attn, rows), p + "attn.scores", self.ivs)
-                a = intervene(s.softmax(dim=-1), p + "attn.pattern", self.ivs)  # (h, T', S)
-                if remake:
-                    z = (a @ v.double()).transpose(0, 1).to(x.dtype)  # (T, h, d_head)
-                    if self.keep.rows is not None:
-                        s, a = s[:, list(self.keep.rows)], a[:, list(self.keep.rows)]
+            if remake:  # every row: z is made from the intervened pattern
+                s = intervene(self.scores(q, k, attn), p + "attn.scores", self.ivs)
+                a = intervene(s.softmax(dim=-1), p + "attn.pattern", self.ivs)  # (h, T, S)
+                z = (a @ v.to(a.dtype)).transpose(0, 1).to(x.dtype)  # (T, h, d_head)
+                if self.keep.rows is not None:
+                    s, a = s[:, list(self.keep.rows)], a[:, list(self.keep.rows)]
                 self.record(p + "attn.scores", s)
                 self.record(p + "attn.pattern", a)
+            elif self.kept(p + "attn.scores") or self.kept(p + "attn.pattern"):  # the kept rows, chunk by chunk
+                s_rows, a_rows = torch_rows.rows_of(q, k, attn.scaling, self.keep.rows, causal=self.tp.is_decoder,
+                                                    window=self._window(attn), want_scores=self.kept(p + "attn.scores"),
+                                                    want_pattern=self.kept(p + "attn.pattern"))
+                for name, arr in ((p + "attn.scores", s_rows), (p + "attn.pattern", a_rows)):
+                    if arr is not None:
+                        self.sites[name] = arr
+            for role in ("q", "k", "v", "qkv", "rope"):  # this layer's projections are no longer needed
+                self.raw.get(l, {}).pop(role, None)
         if self.touched(p + "attn.z"):
             z = intervene(z, p + "attn.z", self.ivs)
             remake = True
