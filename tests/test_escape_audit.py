@@ -28,7 +28,8 @@ PKG = Path(attncli.__file__).parent
 # (module, qualified import name) -> the name resolves to a door
 DOOR_TARGETS = {("attncli.textio", "visible"), ("attncli.cli.app", "shown"), ("attncli.cli.app", "escape"),
                 ("attncli.cli.app", "visible_line")}
-DOOR_LOCAL = {"cli/app.py": {"shown", "escape", "visible_line", "_escape"}}  # defined (or built) there
+DOOR_LOCAL = {"cli/app.py": {"shown", "escape", "visible_line", "_escape"},
+              "views/lookup_view.py": {"shown", "escape", "_markup_escape"}}  # defined (or built) there
 STR_METHODS = {"rstrip", "lstrip", "strip", "rjust", "ljust", "center"}
 TRANSPARENT = STR_METHODS | {"abbreviate"}  # attncli.views.render.abbreviate cuts a label to a width
 NUMBERS = {"len", "int", "float", "round", "abs", "min", "max", "sum"}  # numbers: no control characters
@@ -43,7 +44,7 @@ NUMERIC_FIELDS = {"heads", "layers", "d_model", "d_k", "dim", "vocab_size", "out
 # functions that return rich renderables (Text, Table, lists of them) or strings built only through
 # checked sinks, so what they return may be printed as is
 RENDERABLE_BUILDERS = {
-    "explain_text": "attncli/cli/lookup.py: builds a Text whose data parts go through escape (checked here)",
+    "explain_text": "attncli/views/lookup_view.py: builds a Text whose data parts go through escape (checked here)",
     "_evaluation_table": "attncli/cli/vectors.py: a Table of benchmark names (constants) and numbers",
     "explanation_renderables": "attncli/views/render.py: Texts built through visible_text (checked here)",
     "renderables": "attncli/explore/pretrained.py -> views: Heatmaps drawn through render.py (checked here)",
@@ -55,7 +56,7 @@ RENDERABLE_BUILDERS = {
     "_cell": "attncli/views/render.py: a formatted weight (a number) and its style",
     "class_text": "attncli/views/model_view.py: a head class label (a fixed name) and a number",
     "strongest": "attncli/views/model_view.py: escapes both tokens with visible (checked by a behavioural test)",
-    "_bar": "attncli/cli/lookup.py: block characters for a weight",
+    "_bar": "attncli/views/lookup_view.py: block characters for a weight",
     "_fmt": "a number formatted, or a dash",
     "shade": "attncli/views/model_view.py: one of five fixed shade characters",
     "fmt": "attncli/cli/lm.py: a number formatted",
@@ -79,8 +80,9 @@ ALLOWED = {
      'it with --model {escape(name)}"'): "extra: fixed words and the fastText n-gram numbers; the rest escape()d or numbers",
     ("cli/lm.py", "train_attention_cmd", "f'epoch {epoch} step {step}/{total} loss {loss:.3f} {tokens_per_s:,.0f} tok/s'"):
         "the training loop's counters: ints",
-    ("cli/lookup.py", "render", "*cells"): "escape()d keys (built above) and formatted numbers",
-    ("cli/lookup.py", "render", "value"): "escape()d values (built above)",
+    ("views/lookup_view.py", "lookup_renderables", "*cells"): "escape()d keys (built above) and formatted numbers",
+    ("views/lookup_view.py", "lookup_renderables", "value"): "escape()d values (built above)",
+    ("views/result.py", "print_to", "part"): "a result's renderables: each result's drawing is checked where it is built",
     ("cli/panels.py", "_small_table", "title"): "the worked example's fixed captions",
     ("cli/panels.py", "_small_table", "c"): "the worked example's fixed words",
     ("cli/panels.py", "_small_table", "name"): "the worked example's fixed words",
