@@ -27,9 +27,10 @@ PKG = Path(attncli.__file__).parent
 
 # (module, qualified import name) -> the name resolves to a door
 DOOR_TARGETS = {("attncli.textio", "visible"), ("attncli.cli.app", "shown"), ("attncli.cli.app", "escape"),
-                ("attncli.cli.app", "visible_line")}
+                ("attncli.cli.app", "visible_line"),
+                ("attncli.views.result", "shown")}
 DOOR_LOCAL = {"cli/app.py": {"shown", "escape", "visible_line", "_escape"},
-              "views/lookup_view.py": {"shown", "escape", "_markup_escape"}}  # defined (or built) there
+              "views/result.py": {"shown", "escape"}}  # defined (or built) there
 STR_METHODS = {"rstrip", "lstrip", "strip", "rjust", "ljust", "center"}
 TRANSPARENT = STR_METHODS | {"abbreviate"}  # attncli.views.render.abbreviate cuts a label to a width
 NUMBERS = {"len", "int", "float", "round", "abs", "min", "max", "sum"}  # numbers: no control characters
@@ -82,6 +83,11 @@ ALLOWED = {
         "the training loop's counters: ints",
     ("views/lookup_view.py", "lookup_renderables", "*cells"): "escape()d keys (built above) and formatted numbers",
     ("views/lookup_view.py", "lookup_renderables", "value"): "escape()d values (built above)",
+    ("cli/causal.py", "_show", "title"): "a result's title: visible()d by DocumentView (views/result.py)",
+    ("cli/stats.py", "_show", "title"): "a result's title: visible()d by DocumentView (views/result.py)",
+    ("cli/lens.py", "lens_cmd", "f'attn lens: {text[:60]}'"): "a result's title: visible()d by DocumentView (views/result.py)",
+    ("cli/lm.py", "_print_heads", "f\"attn heads: {report['model']}\""):
+        "a result's title: visible()d by DocumentView (views/result.py)",
     ("views/result.py", "print_to", "part"): "a result's renderables: each result's drawing is checked where it is built",
     ("cli/panels.py", "_small_table", "title"): "the worked example's fixed captions",
     ("cli/panels.py", "_small_table", "c"): "the worked example's fixed words",
@@ -104,16 +110,9 @@ ALLOWED = {
     ("views/model_view.py", "model_view_renderables", "label"): "a head number and class_text (a fixed label)",
     ("views/model_view.py", "model_view_renderables", "label + '  '"): "a head number and class_text (a fixed label)",
     ("views/render.py", "_page_lines", "f'{labels[r]:<{label_w}} '"): "labels: visible_text()ed by the caller",
-    ("cli/lm.py", "_print_heads", "f\"{report['sentences']} sentences, {report['queries']:,} queries; local"):
-        "counts, the window (an int) and the thresholds (numbers) of the head report",
     # sites the merged branches added (exports, heads table, lens, explanation layout)
     ("cli/generate.py", "generate_cmd", "f'logit lens, the layer from which each token was the top prediction"):
         "shown: escape()d tokens and layer numbers (built just above)",
-    ("cli/lm.py", "_print_heads", "table"): "views/heads_table.py's Table (its cells checked there)",
-    ("cli/lm.py", "_print_heads", "f'scores left out at {console.width} columns (a wider terminal or --json"):
-        "a width (an int) and the fixed short names of the scores",
-    ("cli/lm.py", "_print_heads", "f\"kv: the key-value head each query head reads (grouped-query attent"):
-        "head counts (ints) of the report",
     ("cli/transformer_views.py", "render_view", "part"): "view_renderables: heatmaps and explanations drawn through views/render.py (checked there)",
     ("explore/footer.py", "_update_footer", "shown.get(b.action, b.description)"): "the app's fixed key bindings",
     ("views/export.py", "record", "part"): "into a recording console that writes a file, not the terminal",

@@ -17,27 +17,15 @@ import math
 import shlex
 from typing import Any, Optional
 
-from rich.markup import escape as _markup_escape
-
 from attncli.lookup.encoder import POOLING
 from attncli.lookup.params import DEFAULT_TEMPERATURE
 from attncli.textio import clip, visible
-from attncli.views.result import Result, attn_command
+from attncli.views.result import Result, attn_command, shown
 
 BAR_WIDTH = 20
 COMPACT_JSON_ABOVE = 1000  # entries: above, --json is one line (indented JSON is Python's slow encoder)
 DEFAULT_ROWS = 20
 PRINTF_LINE = "%s\\n"  # printf's format: the text, then a newline
-
-
-def shown(text: Any) -> str:
-    """Data made safe in a rich markup string: control characters shown (textio.visible), then
-    rich's markup escaped (the same door as attncli.cli.app.shown, for the views wing)."""
-    return _markup_escape(visible(text if isinstance(text, str) else str(text)))
-
-
-escape = shown
-
 
 MAX_CELL = 200  # characters of a key or value shown in a view (--json has them whole)
 
@@ -69,13 +57,13 @@ def _vector_steps(result, index) -> list[str]:
     """Steps 1-2 for word vectors: the query's tokens and the phrase vector."""
     v = index.vectors
     toks = ", ".join(
-        f"'{escape(t)}'" + ("" if t in v.index else " (not in the vocabulary: mean of its character n-gram vectors)")
+        f"'{shown(t)}'" + ("" if t in v.index else " (not in the vocabulary: mean of its character n-gram vectors)")
         for t in result.query_tokens[:20]
     ) + (f", … ({len(result.query_tokens):,} tokens)" if len(result.query_tokens) > 20 else "")
     return [
-        f"1. tokens of the query {escape(clip(result.query))}: {toks}",
+        f"1. tokens of the query {shown(clip(result.query))}: {toks}",
         f"2. phrase vector c(text) = mean over its tokens of (v_t/|v_t| - mu); mu = mean unit vector of the "
-        f"{len(v):,} vocabulary words of model '{escape(v.name)}' (removes the direction every word shares)",
+        f"{len(v):,} vocabulary words of model '{shown(v.name)}' (removes the direction every word shares)",
     ]
 
 
@@ -83,13 +71,13 @@ def _encoder_steps(result, index) -> list[str]:
     """Steps 1-2 for a sentence encoder: its tokens and the pooled embedding."""
     enc = index.encoder
     tokens = index.pieces(result.query)
-    pieces = ", ".join(f"'{escape(t)}'" for t in tokens[:20]) + (f", … ({len(tokens):,} tokens)" if len(tokens) > 20 else "")
+    pieces = ", ".join(f"'{shown(t)}'" for t in tokens[:20]) + (f", … ({len(tokens):,} tokens)" if len(tokens) > 20 else "")
     return [
-        f"1. tokens of the query {escape(clip(result.query))} by the encoder's tokenizer: {pieces}",
+        f"1. tokens of the query {shown(clip(result.query))} by the encoder's tokenizer: {pieces}",
         f"2. sentence embedding c(text) = {' and '.join(POOLING[m] for m in index.pooling)}"
         f"{', concatenated' if len(index.pooling) > 1 else ''}, as sentence-transformers "
-        f"(pooling: {'+'.join(index.pooling)}); encoder '{escape(enc.name)}' "
-        f"({escape(enc.model_type)}, {enc.layers} layers, {enc.hidden_size} dims, {enc.backend} backend)",
+        f"(pooling: {'+'.join(index.pooling)}); encoder '{shown(enc.name)}' "
+        f"({shown(enc.model_type)}, {enc.layers} layers, {enc.hidden_size} dims, {enc.backend} backend)",
     ]
 
 
@@ -105,7 +93,7 @@ def explain_text(result, index) -> str:
         f"4. similarity = {1 - lam:g} * cosine + {lam:g} * ngram",
     ]
     if result.exact:
-        lines.append(f"5. the query is a key of the dictionary: like a dict, weight 1 on {escape(clip(result.query))}, 0 elsewhere "
+        lines.append(f"5. the query is a key of the dictionary: like a dict, weight 1 on {shown(clip(result.query))}, 0 elsewhere "
                      "(--no-exact to use the softmax anyway)")
     else:
         kept = f"the {result.top_k} most similar keys (--top-k)" if result.top_k and result.top_k < result.n_keys else "all keys"
@@ -115,14 +103,14 @@ def explain_text(result, index) -> str:
         lines.append(f"     the sum over the {len(result.keys):,} kept keys of exp((s - s_max)/T) is {_num(1.0 / top[0].weight)}; "
                      "weight = exp((s - s_max)/T) / that sum (subtracting s_max changes nothing but avoids overflow)")
         for e in top:
-            lines.append(f"     {escape(_cut(e.key))}: similarity {e.similarity:.4f} = {1 - lam:g}*{e.cosine:.4f} + {lam:g}*{e.ngram:.4f};"
+            lines.append(f"     {shown(_cut(e.key))}: similarity {e.similarity:.4f} = {1 - lam:g}*{e.cosine:.4f} + {lam:g}*{e.ngram:.4f};"
                          f" exp((s - s_max)/T) = {_num(math.exp((e.similarity - s_max) / T))}; weight {e.weight:.4f}")
     best = result.best
-    lines.append(f"6. answer = value of the key with the largest weight: {escape(clip(best.key))} -> {escape(_value_text(best.value))}")
+    lines.append(f"6. answer = value of the key with the largest weight: {shown(clip(best.key))} -> {shown(_value_text(best.value))}")
     if result.soft_value is not None:
         terms = " + ".join(f"{e.weight:.3f}*{_value_text(e.value, 40)}" for e in result.head(4))
         more = " + ..." if len(result.keys) > 4 else ""
-        lines.append(f"7. soft value (the attention output) = sum_i weight_i * value_i = {escape(terms)}{more} = {result.soft_value:.6g}")
+        lines.append(f"7. soft value (the attention output) = sum_i weight_i * value_i = {shown(terms)}{more} = {result.soft_value:.6g}")
     else:
         lines.append("7. soft value: none (it is defined only when every value with a weight > 0 is a number)")
     return "\n".join(lines)
@@ -138,13 +126,13 @@ def lookup_renderables(result, index, *, rows: int = DEFAULT_ROWS, heading: bool
 
     parts: list = []
     if heading:
-        parts.append(Rule(f"query: {escape(_cut(result.query, 60))}"))
+        parts.append(Rule(f"query: {shown(_cut(result.query, 60))}"))
     if index is not None:
         parts.append(Text.from_markup(explain_text(result, index)))
     shown_rows = result.head(None if rows == 0 else rows)
-    table = Table(title=f"attention over {result.n_keys:,} keys for {escape(clip(result.query))}, T = {result.temperature:g}")
-    values = [escape(_value_text(e.value)) for e in shown_rows]
-    keys = [escape(_cut(e.key)) for e in shown_rows]
+    table = Table(title=f"attention over {result.n_keys:,} keys for {shown(clip(result.query))}, T = {result.temperature:g}")
+    values = [shown(_value_text(e.value)) for e in shown_rows]
+    keys = [shown(_cut(e.key)) for e in shown_rows]
     # On a narrow terminal the optional columns go first (the explanation above has the cosine
     # and n-gram numbers too), so that keys and values fold instead of being cut off.
     parts_shown = index is not None and (width is None or width >= 70)
@@ -175,7 +163,7 @@ def lookup_renderables(result, index, *, rows: int = DEFAULT_ROWS, heading: bool
     parts.append(table)
     best = result.best
     how = "exact key" if result.exact else f"weight {best.weight:.3f}"
-    parts.append(Text.from_markup(f"answer: [bold]{escape(_value_text(best.value))}[/]  (key {escape(clip(best.key))}, {how})"))
+    parts.append(Text.from_markup(f"answer: [bold]{shown(_value_text(best.value))}[/]  (key {shown(clip(best.key))}, {how})"))
     if result.soft_value is not None:
         parts.append(Text.from_markup(f"soft value (sum of weight * value): [bold]{result.soft_value:.6g}[/]"))
     return parts

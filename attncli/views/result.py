@@ -131,6 +131,37 @@ class Result:
         yield from self.renderables(options.max_width)
 
 
+def shown(text: Any) -> str:
+    """Data made safe in a rich markup string: control characters shown (textio.visible), then
+    rich's markup escaped (attncli.cli.app.shown's twin, for the views wing)."""
+    from rich.markup import escape
+
+    return escape(visible(text if isinstance(text, str) else str(text)))
+
+
+class DocumentView(Result):
+    """A result drawn from its JSON document alone (the lens, the causal grids, the head report,
+    corpus statistics): ``draw(doc, width)`` gives the renderables; ``command``, ``positionals`` and
+    ``options`` make the command line (see :func:`attn_command`)."""
+
+    draw: Callable[[dict[str, Any], Optional[int]], list] = staticmethod(lambda doc, width: [])
+
+    def __init__(self, doc: dict[str, Any], *, title: str = "attn", command: str = "",
+                 positionals: Sequence[str] = (), options: Sequence[tuple[str, Any]] = ()) -> None:
+        self.doc = doc
+        self.title = visible(title)
+        self.command, self.positionals, self.options = command, list(positionals), list(options)
+
+    def renderables(self, width: Optional[int]) -> list:
+        return type(self).draw(self.doc, width)
+
+    def document(self) -> dict[str, Any]:
+        return self.doc
+
+    def command_line(self) -> str:
+        return attn_command(self.command, self.positionals, self.options)
+
+
 def attn_command(command: str, positionals: Sequence[str] = (), options: Sequence[tuple[str, Any]] = ()) -> str:
     """``attn COMMAND POSITIONAL... --OPTION VALUE...`` quoted for a POSIX shell (shlex), in the order
     given: an option whose value is None or False is left out, True is a flag, a tuple is several
