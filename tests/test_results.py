@@ -164,9 +164,9 @@ def test_results_made_in_python_give_a_command_line_a_shell_runs_to_the_same_doc
 
 
 def test_the_views_doctests_run():
-    from attncli.views import lookup_view, matrix_result
+    from attncli.views import lookup_view, matrix_result, notebook
 
-    for module in (result_mod, matrix_result, lookup_view):
+    for module in (result_mod, matrix_result, lookup_view, notebook):
         found = doctest.testmod(module)
         assert found.attempted > 0 and found.failed == 0, module.__name__
 
