@@ -112,7 +112,7 @@ WORD_VECTOR_CASES = {
     "matrix-cross": (["matrix", "time flies", "--context", "an arrow \"like\" it", "--pad-to", "6", "--positions", "none",
                       "--proj", "random", "--d-k", "8", "--seed", "3"], "arrow"),
     "lookup": (["lookup", "colour", "--temperature", "0.25", "--top-k", "2", "--ngram-weight", "0.1"], "black"),
-    "lookup-explain": (["lookup", "top speed", "--no-exact", "--explain", "--rows", "2"], "How the answer was found"),
+    "lookup-explain": (["lookup", "color", "--no-exact", "--explain", "--rows", "2"], "How the answer was found"),
     "compare": (["compare", "time flies like an arrow", "--variant-b", "dot", "--causal-b"], "delta"),
 }
 
@@ -175,15 +175,16 @@ def test_a_drawing_shows_the_command_line_under_it_and_a_cli_export_does_not(tmp
     from attncli.attention import MatrixRequest, compute
     from attncli.views.matrix_result import MatrixView
 
-    view = MatrixView(compute(MatrixRequest("time\x1b[31m flies", model=None)), show="output")
+    view = MatrixView(compute(MatrixRequest("time\u202e\x1b[31m flies", model=None)), show="output")
     svg_text = "".join(ET.fromstring(view.svg()).itertext()).replace("\xa0", " ")
     assert "attn matrix" in svg_text and "--show output" in svg_text
-    assert "\x1b" not in view.svg()
+    assert "\x1b" not in view.svg() and "\u202e" not in view.svg() and "\u202e" not in view.html()
     bare = "".join(ET.fromstring(view.svg(command=False)).itertext()).replace("\xa0", " ")
     assert "attn matrix" not in bare.replace("attn matrix:", "")
     run = runner.invoke(app, ["matrix", "time flies", "--svg", str(tmp_path / "m.svg")])
     assert run.exit_code == 0, run.stderr
-    assert "attn matrix 'time" not in (tmp_path / "m.svg").read_text(encoding="utf-8").replace("&#x27;", "'")
+    exported = "".join(ET.parse(tmp_path / "m.svg").getroot().itertext()).replace("\xa0", " ")
+    assert "time" in exported and "attn matrix 'time flies'" not in exported
 
 
 def test_an_unknown_export_format_is_bad_input(tmp_path):
@@ -204,6 +205,10 @@ def test_heads_and_lens_of_the_built_in_lm_speak_the_protocol(monkeypatch, tmp_p
     check_protocol(doc, view, tmp_path, "learned heads")
     assert json_of_line(view.command_line()) == doc
     assert view.notes(200) and any("sentences" in n for n in view.notes(None))
+    cli_app._consoles.clear()
+    shown = runner.invoke(app, ["heads", "--sentences", "3", "--window", "2"])  # the terminal: notes on stderr
+    assert "learned heads" in shown.stdout and "3 sentences" not in shown.stdout
+    assert "3 sentences" in " ".join(shown.stderr.split())
     doc, view = captured_run(monkeypatch, ["lens", "the old man", "--top-k", "2"])
     check_protocol(doc, view, tmp_path, "logit lens")
     assert json_of_line(view.command_line()) == doc
