@@ -8,7 +8,6 @@ from __future__ import annotations
 import html.parser
 import json
 import sys
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -45,18 +44,10 @@ def executed(tmp_path_factory):
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
            "ATTN_HOME": str(tmp_path_factory.mktemp("attn-home"))}
     env.pop("ATTN_MODEL", None)
-    started = time.perf_counter()
     client = nbclient.NotebookClient(nb, timeout=60, kernel_name="python3",
                                      resources={"metadata": {"path": str(tmp_path_factory.mktemp("nb"))}})
-    saved = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(env)  # the kernel is a child process: it inherits this environment
-    try:
-        client.execute()
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    return nb, time.perf_counter() - started
+    client.execute(env=env)  # the kernel's environment: attn from this tree, a fresh ATTN_HOME
+    return nb
 
 
 def _outputs(nb, needle: str) -> list[dict]:
@@ -81,16 +72,14 @@ def _drawn(bundle: dict) -> tuple[str, str]:
     return ("".join(svg.itertext()).replace("\xa0", " "), "".join(page.parts).replace("\xa0", " "))
 
 
-def test_the_notebook_runs_in_a_real_kernel_quickly(executed):
-    nb, seconds = executed
-    for cell in nb.cells:
+def test_the_notebook_runs_in_a_real_kernel(executed):
+    for cell in executed.cells:
         if cell.cell_type == "code":
             assert not [o for o in cell.outputs if o.output_type == "error"], cell.source
-    assert seconds < 30, f"the notebook took {seconds:.1f} s"
 
 
 def test_a_core_matrix_result_displays_as_its_view_with_its_command_line(executed):
-    nb, _ = executed
+    nb = executed
     svg, page = _drawn(_bundle(_outputs(nb, "r = compute(")))
     for text in (svg, page):
         assert "time" in text and "arrow" in text and "attention weights" in text.lower()
@@ -98,7 +87,7 @@ def test_a_core_matrix_result_displays_as_its_view_with_its_command_line(execute
 
 
 def test_a_view_displays_and_its_command_line_and_document_are_the_cli_s(executed):
-    nb, _ = executed
+    nb = executed
     svg, page = _drawn(_bundle(_outputs(nb, 'MatrixView(r, show="scores")')))
     assert "--show scores" in svg and "--show scores" in page
     outputs = _outputs(nb, "print(view.command_line())")
@@ -109,7 +98,7 @@ def test_a_view_displays_and_its_command_line_and_document_are_the_cli_s(execute
 
 
 def test_lookups_display_inline(executed):
-    nb, _ = executed
+    nb = executed
     svg, page = _drawn(_bundle(_outputs(nb, 'lookup("colour"')))
     assert "answer: black" in svg and "answer: black" in page
     assert "attn lookup colour" not in svg  # a lookup made in Python has no file to name: no command line
