@@ -15,7 +15,6 @@ from attncli.cli.app import app
 from attncli.cli.output import show
 from attncli.cli.options import ExportWidthOpt, HtmlOpt, ModelOpt, PngOpt, SvgOpt, TransformerOpt
 from attncli.errors import BadInput
-from attncli.views.lens import LensView
 
 MAX_TOP_K = 20
 
@@ -43,6 +42,8 @@ def lens_cmd(
     exports = Exports(svg=svg, html=html, png=png, width=width)
     _check_exports(exports, json_out)
     doc = lens_document(text, transformer=transformer, model=model, top_k=top_k, token=token)
+    from attncli.views.lens import LensView
+
     show(LensView(doc, title=f"attn lens: {text[:60]}", command="lens", positionals=[text],
                   options=[("--transformer", transformer), ("--model", model), ("--top-k", top_k if top_k != 1 else None),
                            ("--token", token)]),

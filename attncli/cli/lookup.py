@@ -13,7 +13,6 @@ from attncli.cli.output import show
 from attncli.errors import BadInput
 from attncli.textio import clip
 from attncli.lookup.params import DEFAULT_TEMPERATURE, ENCODER_NGRAM_WEIGHTS, NGRAM_WEIGHT, encoder_ngram_weight
-from attncli.views.lookup_view import LookupView, explain_text
 
 _ENCODER_WEIGHTS = ", ".join(f"{name} {lam:g}" for name, lam in ENCODER_NGRAM_WEIGHTS.items())
 
@@ -41,6 +40,7 @@ def lookup_cmd(
     """
     from attncli.lookup import dictionary as core
     from attncli.paths import data_dir
+    from attncli.views.lookup_view import LookupView, explain_text
     from attncli.vectors.model import load_vectors
 
     core.check_temperature(temperature)
