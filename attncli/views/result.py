@@ -16,9 +16,12 @@ result's own class, never once per surface (CLI, explore, page, Python API)::
 
 A subclass implements :meth:`renderables`, :meth:`document`, :meth:`command_line` and sets
 :attr:`title` (:func:`attn_command` quotes a command line with shlex, so that it runs back through
-a POSIX shell to the same document); it overrides :meth:`write_json` when its document is too big to build as one
-string (attncli.attention.document streams its rows) and :meth:`export` for a format only it
-has (the interactive page). It lives in the views wing because a result draws (rich); a result
+a POSIX shell to the same document); it may implement :meth:`notes`. It overrides
+:meth:`write_json` when its document is too big to build as one string (attncli.attention.document
+streams its rows), and :meth:`export_all` (what the CLI calls; :meth:`export` goes through it)
+for a format only it has (the interactive page). The CLI hands every result to
+attncli.cli.output.show: the view on stdout and the notes on stderr, or the JSON; then the files,
+drawn without the command line (a notebook's drawing and ``export`` show it under the view). It lives in the views wing because a result draws (rich); a result
 that also computes (a pretrained model's view) lives in the wing that may load models and
 subclasses this one.
 """
