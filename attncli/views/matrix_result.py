@@ -30,7 +30,9 @@ def span_text(span: Span) -> Optional[str]:
 
 
 class MatrixView(Result):
-    """``attn matrix`` (word vectors) as a result: heatmap, JSON document, exports, command line."""
+    """``attn matrix`` (word vectors) as a result: heatmap, JSON document, exports, command line.
+    The command line names ``--model`` when the request does (else the same default is read:
+    ``$ATTN_MODEL``, or the built-in model)."""
 
     def __init__(self, result: MatrixResult, show: str = "weights", rows: Span = None, cols: Span = None,
                  explanation: Optional[dict[str, Any]] = None, explain: Optional[tuple[int, int]] = None) -> None:
