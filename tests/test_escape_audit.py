@@ -27,8 +27,10 @@ PKG = Path(attncli.__file__).parent
 
 # (module, qualified import name) -> the name resolves to a door
 DOOR_TARGETS = {("attncli.textio", "visible"), ("attncli.cli.app", "shown"), ("attncli.cli.app", "escape"),
-                ("attncli.cli.app", "visible_line")}
-DOOR_LOCAL = {"cli/app.py": {"shown", "escape", "visible_line", "_escape"}}  # defined (or built) there
+                ("attncli.cli.app", "visible_line"),
+                ("attncli.views.result", "shown")}
+DOOR_LOCAL = {"cli/app.py": {"shown", "escape", "visible_line", "_escape"},
+              "views/result.py": {"shown", "escape"}}  # defined (or built) there
 STR_METHODS = {"rstrip", "lstrip", "strip", "rjust", "ljust", "center"}
 TRANSPARENT = STR_METHODS | {"abbreviate"}  # attncli.views.render.abbreviate cuts a label to a width
 NUMBERS = {"len", "int", "float", "round", "abs", "min", "max", "sum"}  # numbers: no control characters
@@ -43,7 +45,7 @@ NUMERIC_FIELDS = {"heads", "layers", "d_model", "d_k", "dim", "vocab_size", "out
 # functions that return rich renderables (Text, Table, lists of them) or strings built only through
 # checked sinks, so what they return may be printed as is
 RENDERABLE_BUILDERS = {
-    "explain_text": "attncli/cli/lookup.py: builds a Text whose data parts go through escape (checked here)",
+    "explain_text": "attncli/views/lookup_view.py: builds a Text whose data parts go through escape (checked here)",
     "_evaluation_table": "attncli/cli/vectors.py: a Table of benchmark names (constants) and numbers",
     "explanation_renderables": "attncli/views/render.py: Texts built through visible_text (checked here)",
     "renderables": "attncli/explore/pretrained.py -> views: Heatmaps drawn through render.py (checked here)",
@@ -55,7 +57,7 @@ RENDERABLE_BUILDERS = {
     "_cell": "attncli/views/render.py: a formatted weight (a number) and its style",
     "class_text": "attncli/views/model_view.py: a head class label (a fixed name) and a number",
     "strongest": "attncli/views/model_view.py: escapes both tokens with visible (checked by a behavioural test)",
-    "_bar": "attncli/cli/lookup.py: block characters for a weight",
+    "_bar": "attncli/views/lookup_view.py: block characters for a weight",
     "_fmt": "a number formatted, or a dash",
     "shade": "attncli/views/model_view.py: one of five fixed shade characters",
     "fmt": "attncli/cli/lm.py: a number formatted",
@@ -70,6 +72,11 @@ ALLOWED = {
     ("cli/app.py", "json_write", "text"): "JSON text: json.dumps escapes every control character (\\u001b)",
     ("cli/entry.py", "_say", "line + '\\n'"): "the entry point's own fixed messages (an import failure, a signal)",
     ("cli/main.py", "_version", "f'attn {__version__}'"): "the package's version string",
+    ("views/long_view.py", "top_k_renderables", "number(other, 3)"): "a number attn formats",
+    ("views/long_view.py", "top_k_renderables", "f'{number(w, 3)}\\n{key}'"):
+        "a number attn formats over the key's label, escaped where it is made (abbreviate(visible(...)))",
+    ("option_conflicts.py", "main", "markdown()"): "a contributor's script: the table made from attn's own rows",
+    ("option_conflicts.py", "main", "f'wrote {page}'"): "a contributor's script: the docs page's path in the repo",
     ("cli/generate.py", "_print_header", "f'attention: {gen.view.label(d.heads, d.layers)}'"):
         "the attention view's label: fixed words and layer/head numbers",
     ("cli/generate.py", "_print_end", 'f"each row\'s {top} strongest keys · {view} · {where}"'):
@@ -79,8 +86,14 @@ ALLOWED = {
      'it with --model {escape(name)}"'): "extra: fixed words and the fastText n-gram numbers; the rest escape()d or numbers",
     ("cli/lm.py", "train_attention_cmd", "f'epoch {epoch} step {step}/{total} loss {loss:.3f} {tokens_per_s:,.0f} tok/s'"):
         "the training loop's counters: ints",
-    ("cli/lookup.py", "render", "*cells"): "escape()d keys (built above) and formatted numbers",
-    ("cli/lookup.py", "render", "value"): "escape()d values (built above)",
+    ("views/lookup_view.py", "lookup_renderables", "*cells"): "escape()d keys (built above) and formatted numbers",
+    ("views/lookup_view.py", "lookup_renderables", "value"): "escape()d values (built above)",
+    ("cli/causal.py", "_show", "title"): "a result's title: visible()d by DocumentView (views/result.py)",
+    ("cli/stats.py", "_show", "title"): "a result's title: visible()d by DocumentView (views/result.py)",
+    ("cli/lens.py", "lens_cmd", "f'attn lens: {text[:60]}'"): "a result's title: visible()d by DocumentView (views/result.py)",
+    ("cli/lm.py", "_print_heads", "f\"attn heads: {report['model']}\""):
+        "a result's title: visible()d by DocumentView (views/result.py)",
+    ("views/result.py", "print_to", "part"): "a result's renderables: each result's drawing is checked where it is built",
     ("cli/panels.py", "_small_table", "title"): "the worked example's fixed captions",
     ("cli/panels.py", "_small_table", "c"): "the worked example's fixed words",
     ("cli/panels.py", "_small_table", "name"): "the worked example's fixed words",
@@ -102,16 +115,9 @@ ALLOWED = {
     ("views/model_view.py", "model_view_renderables", "label"): "a head number and class_text (a fixed label)",
     ("views/model_view.py", "model_view_renderables", "label + '  '"): "a head number and class_text (a fixed label)",
     ("views/render.py", "_page_lines", "f'{labels[r]:<{label_w}} '"): "labels: visible_text()ed by the caller",
-    ("cli/lm.py", "_print_heads", "f\"{report['sentences']} sentences, {report['queries']:,} queries; local"):
-        "counts, the window (an int) and the thresholds (numbers) of the head report",
     # sites the merged branches added (exports, heads table, lens, explanation layout)
     ("cli/generate.py", "generate_cmd", "f'logit lens, the layer from which each token was the top prediction"):
         "shown: escape()d tokens and layer numbers (built just above)",
-    ("cli/lm.py", "_print_heads", "table"): "views/heads_table.py's Table (its cells checked there)",
-    ("cli/lm.py", "_print_heads", "f'scores left out at {console.width} columns (a wider terminal or --json"):
-        "a width (an int) and the fixed short names of the scores",
-    ("cli/lm.py", "_print_heads", "f\"kv: the key-value head each query head reads (grouped-query attent"):
-        "head counts (ints) of the report",
     ("cli/transformer_views.py", "render_view", "part"): "view_renderables: heatmaps and explanations drawn through views/render.py (checked there)",
     ("explore/footer.py", "_update_footer", "shown.get(b.action, b.description)"): "the app's fixed key bindings",
     ("views/export.py", "record", "part"): "into a recording console that writes a file, not the terminal",

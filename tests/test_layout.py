@@ -28,7 +28,7 @@ ALLOWED = {
     "lookup": {"vectors", "transformer"},
     "lm": {"attention", "vectors"},
     "generate": {"lm", "attention", "vectors", "transformer"},
-    "views": {"attention"},  # rich drawing shared by cli and explore
+    "views": {"attention", "lookup"},  # rich drawing shared by cli and explore
     "explore": {"views", "lm", "attention", "lookup", "vectors", "transformer", "causal"},  # the Textual app (attn explore)
     "cli": {"explore", "views", "lm", "attention", "lookup", "vectors", "transformer", "generate", "stats", "causal"},
     "transformer": set(),

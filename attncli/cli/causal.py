@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from attncli.cli.app import app, emit_json, out_console
+from attncli.cli.app import app
 from attncli.cli.options import (BackendOpt, DeviceMapOpt, DeviceOpt, DtypeOpt, ExportWidthOpt, HtmlOpt, MaxMemoryOpt, PngOpt,
                                  SvgOpt)
 from attncli.errors import BadInput
@@ -53,19 +53,21 @@ def _target(model, ids, target, target_id, contrast, contrast_id):
     return resolve(model, ids, target=target, target_id=target_id, contrast=contrast, contrast_id=contrast_id)
 
 
-def _show(doc: dict[str, Any], title: str, json_out: bool, svg, html, png, width, draw_name: str) -> None:
-    from attncli.views import causal as views
+def _show(doc: dict[str, Any], title: str, json_out: bool, svg, html, png, width, positionals: list,
+          options: list) -> None:
+    from attncli.cli.matrix import Exports
+    from attncli.cli.output import show
+    from attncli.views.causal import causal_view
 
-    render, renderables = (views.render_dla, views.dla_renderables) if draw_name == "dla" else \
-        (views.render_grid, views.grid_renderables)
-    if json_out:
-        emit_json(doc)
-    else:
-        render(out_console(), doc)
-    if svg is not None or html is not None or png is not None:
-        from attncli.views.export import export_files
+    view = causal_view(doc, title=title, command=doc["command"], positionals=positionals, options=options)
+    show(view, json_out=json_out, exports=Exports(svg=svg, html=html, png=png, width=width))
 
-        export_files(lambda w: renderables(doc, w), title, svg=svg, html=html, png=png, width=width)
+
+def _options(transformer, target, target_id, contrast, contrast_id, backend, device, dtype, allow, *more) -> list:
+    """The options of a causal command, for the command line that reproduces its result."""
+    return [("--transformer", transformer), ("--target", target), ("--target-id", target_id), ("--contrast", contrast),
+            ("--contrast-id", contrast_id), *more, ("--backend", backend.value if backend else None),
+            ("--device", device), ("--dtype", dtype), ("--allow-missing-weights", allow)]
 
 
 def _progress(what: str, json_out: bool):
@@ -124,7 +126,9 @@ def ablate_cmd(
     with _progress(f"ablating {model.layers} x {model.heads} heads", json_out):
         grid = grids.ablate(model, enc.ids, t, mode=mode, means=means, position=position)
     doc = documents.ablate_document(model, enc, t, grid, mode=mode, position=position)
-    _show(doc, f"attn ablate: {text[:60]}", json_out, svg, html, png, width, "grid")
+    _show(doc, f"attn ablate: {text[:60]}", json_out, svg, html, png, width, [text],
+          _options(transformer, target, target_id, contrast, contrast_id, backend, device, dtype, allow_missing_weights,
+                   ("--mode", mode if mode != "zero" else None), ("--reference", reference), ("--position", position)))
 
 
 @app.command("patch")
@@ -164,7 +168,9 @@ def patch_cmd(
     with _progress(f"patching {site} in {model.layers} layers", json_out):
         grid = grids.patch(model, enc.ids, bad.ids, t, where=site)
     doc = documents.patch_document(model, enc, bad, t, grid, site=site)
-    _show(doc, f"attn patch: {clean[:60]}", json_out, svg, html, png, width, "grid")
+    _show(doc, f"attn patch: {clean[:60]}", json_out, svg, html, png, width, [clean, corrupt],
+          _options(transformer, target, target_id, contrast, contrast_id, backend, device, dtype, allow_missing_weights,
+                   ("--site", site if site != "resid" else None)))
 
 
 @app.command("dla")
@@ -196,4 +202,5 @@ def dla_cmd(
                         (backend, device, dtype, device_map, max_memory))
     t = _target(model, enc.ids, target, target_id, contrast, contrast_id)
     doc = documents.dla_document(model, enc, t, dla(model, enc.ids, t))
-    _show(doc, f"attn dla: {text[:60]}", json_out, svg, html, png, width, "dla")
+    _show(doc, f"attn dla: {text[:60]}", json_out, svg, html, png, width, [text],
+          _options(transformer, target, target_id, contrast, contrast_id, backend, device, dtype, allow_missing_weights))

@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.cli.app import app, emit_json, out_console
+from attncli.cli.app import app
 from attncli.cli.options import BackendOpt, CausalOpt, HeadOpt, LayerOpt, ModelOpt, TransformerOpt, VariantOpt, WordsOpt
 from attncli.errors import BadInput
 
@@ -40,7 +40,9 @@ def compare_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print both matrices and the delta as JSON.")] = False,
 ) -> None:
     """Two attention matrices side by side and their difference B - A (PuOr: purple = A more, orange = B more)."""
-    from attncli.attention.compare import compare, document
+    from attncli.attention.compare import compare
+    from attncli.cli.output import show
+    from attncli.views.compare_view import CompareView
 
     if align not in ("same", "position"):
         raise BadInput(f"--align {align!r}: choose same or position")
@@ -61,10 +63,12 @@ def compare_cmd(
         sides, unit = _word_vector_sides(text, text_b, variant, variant_b, causal, causal_b, model)
     (ma, ta, ka, meta_a), (mb, tb, kb, meta_b) = sides
     c = compare(ma, mb, ta, tb, ka, kb, align=align, unit=unit)
-    if json_out:
-        emit_json(document(c, meta_a, meta_b, unit))
-        return
-    _render(c, meta_a, meta_b)
+    options = [("--transformer", transformer), ("--transformer-b", transformer_b), ("--layer", layer), ("--head", head),
+               ("--words", words), ("--backend", backend.value if backend else None),
+               ("--variant", variant if variant != "scaled" else None), ("--variant-b", variant_b), ("--causal", causal),
+               ("--causal-b", causal_b), ("--model", model), ("--align", align if align != "same" else None)]
+    show(CompareView(c, meta_a, meta_b, unit, positionals=[text] + ([text_b] if text_b is not None else []),
+                     options=options), json_out=json_out)
 
 
 def _transformer_sides(text, text_b, transformer, transformer_b, layer, head, words, backend):
@@ -94,12 +98,3 @@ def _word_vector_sides(text, text_b, variant, variant_b, causal, causal_b, model
         sides.append((res.attention.weights, res.tokens, res.key_tokens,
                       {"text": t, "model": res.model_name, "variant": v, "causal": c}))
     return sides, "words"
-
-
-def _render(c, meta_a: dict, meta_b: dict) -> None:
-    from attncli.views.compare_view import compare_heatmaps
-    from attncli.views.render import render_heatmap
-
-    console = out_console()
-    for hm in compare_heatmaps(c, meta_a, meta_b):
-        render_heatmap(console, hm)

@@ -11,7 +11,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from attncli.cli.app import app, emit_json, out_console
+from attncli.cli.app import app
+from attncli.cli.output import show
 from attncli.cli.options import ExportWidthOpt, HtmlOpt, ModelOpt, PngOpt, SvgOpt, TransformerOpt
 from attncli.errors import BadInput
 
@@ -41,17 +42,12 @@ def lens_cmd(
     exports = Exports(svg=svg, html=html, png=png, width=width)
     _check_exports(exports, json_out)
     doc = lens_document(text, transformer=transformer, model=model, top_k=top_k, token=token)
-    from attncli.views.lens import lens_renderables, render_lens
+    from attncli.views.lens import LensView
 
-    if json_out:
-        emit_json(doc)
-    else:
-        render_lens(out_console(), doc)
-    if exports:
-        from attncli.views.export import export_files
-
-        export_files(lambda w: lens_renderables(doc, w), f"attn lens: {text[:60]}", svg=exports.svg, html=exports.html,
-                     png=exports.png, width=exports.width)
+    show(LensView(doc, title=f"attn lens: {text[:60]}", command="lens", positionals=[text],
+                  options=[("--transformer", transformer), ("--model", model), ("--top-k", top_k if top_k != 1 else None),
+                           ("--token", token)]),
+         json_out=json_out, exports=exports)
 
 
 def lens_document(text: str, *, transformer: Optional[str], model: Optional[str], top_k: int,

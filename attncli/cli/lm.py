@@ -138,6 +138,9 @@ def heads_cmd(
     if sentences is not None and sentences > 10**9:
         raise BadInput(f"--sentences must be in [1, 1,000,000,000] (got {sentences})")
     check_window(window)  # before the model is read
+    options = [("--model", model), ("--transformer", transformer), ("--file", file), ("--sentences", sentences),
+               ("--window", window if window != 3 else None), ("--exclude-first", exclude_first),
+               ("--backend", backend if backend != "auto" else None), ("--allow-missing-weights", allow_missing_weights)]
     if transformer is not None:
         if model is not None:
             raise BadInput("--model names attn's own LM; with --transformer the pretrained model is scored: drop one")
@@ -145,10 +148,7 @@ def heads_cmd(
 
         report = run_heads(transformer, file=file, sentences=sentences, window=window, exclude_first=exclude_first,
                            backend=backend, json_out=json_out, allow_missing_weights=allow_missing_weights)
-        if json_out:
-            emit_json(report)
-            return
-        _print_heads(report)
+        _print_heads(report, options, json_out)
         return
     for flag, on in (("--exclude-first", exclude_first), ("--backend", backend != "auto"),
                      ("--allow-missing-weights", allow_missing_weights)):
@@ -165,34 +165,11 @@ def heads_cmd(
     if sentences is not None:
         sents = sents[:sentences]
     report = score_heads(att, sents, window=window)
-    if json_out:
-        emit_json(report)
-        return
-    _print_heads(report)
+    _print_heads(report, options, json_out)
 
 
-def _print_heads(report: dict[str, Any]) -> None:
-    from attncli.views.heads_table import SHORT, grouped, heads_table
+def _print_heads(report: dict[str, Any], options: list, json_out: bool = False) -> None:
+    from attncli.cli.output import show
+    from attncli.views.heads_table import HeadsView
 
-    if "scores" in report:  # a pretrained model: the scores that applied to it
-        title = f"heads of {escape(report['model'])} ({report['backend']} backend): mean attention per query"
-    else:
-        title = f"learned heads of model '{escape(report['model'])}': mean attention per query"
-    console = out_console()
-    table, left_out = heads_table(report, title, console.width)
-    console.print(table)
-    if left_out:
-        err_console().print(f"scores left out at {console.width} columns (a wider terminal or --json shows them): "
-                            + ", ".join(SHORT.get(k, k) for k in left_out), highlight=False, style="dim")
-    t = report["thresholds"]
-    err_console().print(
-        f"{report['sentences']} sentences, {report['queries']:,} queries; local = keys {'within ' + str(report['window']) + ' either way' if report.get('causal') is False else '0..' + str(report['window']) + ' back'}. "
-        f"label: the largest of {'the patterns' if 'scores' in report else 'previous/first/self'} "
-        f"if >= {t['pattern']}, else local if >= {t['local']} (each also {t['margin']} above uniform), "
-        f"else broad if entropy >= {t['broad']}, else mixed",
-        highlight=False, style="dim",
-    )
-    if grouped(report):
-        err_console().print(f"kv: the key-value head each query head reads (grouped-query attention: "
-                            f"{report['heads_per_layer']} query heads share {report['kv_heads']})",
-                            highlight=False, style="dim")
+    show(HeadsView(report, title=f"attn heads: {report['model']}", command="heads", options=options), json_out=json_out)

@@ -4,20 +4,17 @@ Results (table and answer, or JSON) go to stdout; ``--explain`` steps go to stdo
 table, and to stderr with ``--json`` so that the JSON stays clean.
 """
 
-import json
-import math
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
-from attncli.cli.app import app, emit_json, err_console, escape, out_console, warn
+from attncli.cli.app import app, err_console, warn
+from attncli.cli.output import show
 from attncli.errors import BadInput
 from attncli.textio import clip
 from attncli.lookup.params import DEFAULT_TEMPERATURE, ENCODER_NGRAM_WEIGHTS, NGRAM_WEIGHT, encoder_ngram_weight
 
-BAR_WIDTH = 20
 _ENCODER_WEIGHTS = ", ".join(f"{name} {lam:g}" for name, lam in ENCODER_NGRAM_WEIGHTS.items())
-COMPACT_JSON_ABOVE = 1000  # entries
 
 
 @app.command("lookup")
@@ -43,6 +40,7 @@ def lookup_cmd(
     """
     from attncli.lookup import dictionary as core
     from attncli.paths import data_dir
+    from attncli.views.lookup_view import LookupView, explain_text
     from attncli.vectors.model import load_vectors
 
     core.check_temperature(temperature)
@@ -59,6 +57,7 @@ def lookup_cmd(
         raise BadInput("--model (word vectors) and --encoder (a sentence encoder) are two ways to compare keys: give one")
     if allow_missing_weights and encoder is None:
         raise BadInput("--allow-missing-weights needs --encoder NAME_OR_PATH (a pretrained sentence encoder)")
+    given_weight = ngram_weight
     if ngram_weight is None:
         ngram_weight = encoder_ngram_weight(encoder) if encoder is not None else NGRAM_WEIGHT
     core.check_ngram_weight(ngram_weight)
@@ -95,150 +94,12 @@ def lookup_cmd(
             names = ", ".join(clip(k) for k in index.vectorless_keys[:5]) + (" ..." if len(index.vectorless_keys) > 5 else "")
             warn(f"{len(index.vectorless_keys)} key(s) have no word vector in model '{index.name}' ({names}): "
                  "an exact key answers like a dict, and their cosine is shown as 0")
-        if json_out:
-            # one compact line in batch mode, and for big results (indented JSON is written by
-            # Python's slow pure-Python encoder: 2.5 s for 100,000 entries)
-            emit_json(result.to_json(), lines=queries is not None or len(result.keys) > COMPACT_JSON_ABOVE)
-            if explain:
-                err_console().print(explain_text(result, index), highlight=False)
-        else:
-            render(result, index if explain else None, rows=rows, heading=queries is not None)
-
-
-MAX_CELL = 200  # characters of a key or value shown in a view (--json has them whole)
-
-
-def _value_text(value: Any, limit: int | None = MAX_CELL) -> str:
-    """A value as the views show it: a string as it is, anything else as JSON; cut to ``limit``
-    characters (the JSON output has it whole)."""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return _cut(text, limit)
-
-
-def _cut(text: str, limit: int | None = MAX_CELL) -> str:
-    if limit is None or len(text) <= limit:
-        return text
-    return f"{text[:limit]}… ({len(text):,} characters; --json shows all)"
-
-
-def _bar(weight: float, width: int = BAR_WIDTH) -> str:
-    eighths = int(round(weight * width * 8))
-    full, part = divmod(eighths, 8)
-    return "█" * full + ("", "▏", "▎", "▍", "▌", "▋", "▊", "▉")[part]
-
-
-def _num(x: float) -> str:
-    return f"{x:.4g}" if abs(x) >= 1e-4 or x == 0 else f"{x:.2e}"
-
-
-def _vector_steps(result, index) -> list[str]:
-    """Steps 1-2 for word vectors: the query's tokens and the phrase vector."""
-    v = index.vectors
-    toks = ", ".join(
-        f"'{escape(t)}'" + ("" if t in v.index else " (not in the vocabulary: mean of its character n-gram vectors)")
-        for t in result.query_tokens[:20]
-    ) + (f", … ({len(result.query_tokens):,} tokens)" if len(result.query_tokens) > 20 else "")
-    return [
-        f"1. tokens of the query {escape(clip(result.query))}: {toks}",
-        f"2. phrase vector c(text) = mean over its tokens of (v_t/|v_t| - mu); mu = mean unit vector of the "
-        f"{len(v):,} vocabulary words of model '{escape(v.name)}' (removes the direction every word shares)",
-    ]
-
-
-def _encoder_steps(result, index) -> list[str]:
-    """Steps 1-2 for a sentence encoder: its tokens and the pooled embedding."""
-    from attncli.lookup.encoder import POOLING
-
-    enc = index.encoder
-    tokens = index.pieces(result.query)
-    pieces = ", ".join(f"'{escape(t)}'" for t in tokens[:20]) + (f", … ({len(tokens):,} tokens)" if len(tokens) > 20 else "")
-    return [
-        f"1. tokens of the query {escape(clip(result.query))} by the encoder's tokenizer: {pieces}",
-        f"2. sentence embedding c(text) = {' and '.join(POOLING[m] for m in index.pooling)}"
-        f"{', concatenated' if len(index.pooling) > 1 else ''}, as sentence-transformers "
-        f"(pooling: {'+'.join(index.pooling)}); encoder '{escape(enc.name)}' "
-        f"({escape(enc.model_type)}, {enc.layers} layers, {enc.hidden_size} dims, {enc.backend} backend)",
-    ]
-
-
-def explain_text(result, index) -> str:
-    """The steps from the query to the answer, with the numbers of the winning rows (rich markup)."""
-    T, lam = result.temperature, index.ngram_weight
-    encoder = getattr(index, "encoder", None) is not None
-    lines = [
-        "[bold]How the answer was found[/]",
-        *(_encoder_steps(result, index) if encoder else _vector_steps(result, index)),
-        f"3. for each of the {result.n_keys:,} keys: cosine = cos(c(query), c(key)); ngram = Dice overlap of "
-        f"the character 3-6-grams = 2|G(q) & G(k)| / (|G(q)| + |G(k)|)",
-        f"4. similarity = {1 - lam:g} * cosine + {lam:g} * ngram",
-    ]
-    if result.exact:
-        lines.append(f"5. the query is a key of the dictionary: like a dict, weight 1 on {escape(clip(result.query))}, 0 elsewhere "
-                     "(--no-exact to use the softmax anyway)")
-    else:
-        kept = f"the {result.top_k} most similar keys (--top-k)" if result.top_k and result.top_k < result.n_keys else "all keys"
-        lines.append(f"5. weight_i = exp(similarity_i / T) / sum_j exp(similarity_j / T), T = {T:g}, over {kept}")
-        top = result.head(3)
-        s_max = top[0].similarity
-        lines.append(f"     the sum over the {len(result.keys):,} kept keys of exp((s - s_max)/T) is {_num(1.0 / top[0].weight)}; "
-                     "weight = exp((s - s_max)/T) / that sum (subtracting s_max changes nothing but avoids overflow)")
-        for e in top:
-            lines.append(f"     {escape(_cut(e.key))}: similarity {e.similarity:.4f} = {1 - lam:g}*{e.cosine:.4f} + {lam:g}*{e.ngram:.4f};"
-                         f" exp((s - s_max)/T) = {_num(math.exp((e.similarity - s_max) / T))}; weight {e.weight:.4f}")
-    best = result.best
-    lines.append(f"6. answer = value of the key with the largest weight: {escape(clip(best.key))} -> {escape(_value_text(best.value))}")
-    if result.soft_value is not None:
-        terms = " + ".join(f"{e.weight:.3f}*{_value_text(e.value, 40)}" for e in result.head(4))
-        more = " + ..." if len(result.keys) > 4 else ""
-        lines.append(f"7. soft value (the attention output) = sum_i weight_i * value_i = {escape(terms)}{more} = {result.soft_value:.6g}")
-    else:
-        lines.append("7. soft value: none (it is defined only when every value with a weight > 0 is a number)")
-    return "\n".join(lines)
-
-
-def render(result, index, *, rows: int, heading: bool) -> None:
-    """The rich table (key, similarity, weight, bar, value) sorted by weight, then the answer."""
-    from rich.table import Table
-
-    out = out_console()
-    if heading:
-        out.rule(f"query: {escape(_cut(result.query, 60))}")
-    if index is not None:
-        out.print(explain_text(result, index), highlight=False)
-    shown = result.head(None if rows == 0 else rows)
-    table = Table(title=f"attention over {result.n_keys:,} keys for {escape(clip(result.query))}, T = {result.temperature:g}")
-    values = [escape(_value_text(e.value)) for e in shown]
-    keys = [escape(_cut(e.key)) for e in shown]
-    # On a narrow terminal the optional columns go first (the explanation above has the cosine
-    # and n-gram numbers too), so that keys and values fold instead of being cut off.
-    parts = index is not None and out.width >= 70
-    n_cols = 5 + (2 if parts else 0)
-    fixed = (min(max(len(k) for k in keys), 24) + min(max(len(v) for v in values), 16)
-             + 10 + 6 + (12 if parts else 0) + 3 * n_cols + 1)
-    bar_width = min(BAR_WIDTH, out.width - fixed)  # what is left, at most BAR_WIDTH; < 4: no bar
-    table.add_column("key", overflow="fold")
-    if parts:
-        table.add_column("cosine", justify="right")
-        table.add_column("ngram", justify="right")
-    table.add_column("similarity", justify="right")
-    table.add_column("weight", justify="right")
-    if bar_width >= 4:
-        table.add_column("", min_width=bar_width, no_wrap=True, style="cyan")
-    table.add_column("value", overflow="fold")
-    for e, key, value in zip(shown, keys, values):
-        cells = [key]
-        if parts:
-            cells += [f"{e.cosine:.3f}", f"{e.ngram:.3f}"]
-        cells += [f"{e.similarity:.3f}", f"{e.weight:.3f}"]
-        cells += [_bar(e.weight, bar_width)] if bar_width >= 4 else []
-        table.add_row(*cells, value)
-    hidden = len(result.keys) - len(shown)
-    if hidden:
-        rest = float(result.weight[len(shown):].sum())
-        table.caption = f"... {hidden:,} more keys with total weight {rest:.3g} (--rows 0 shows all)"
-    out.print(table)
-    best = result.best
-    how = "exact key" if result.exact else f"weight {best.weight:.3f}"
-    out.print(f"answer: [bold]{escape(_value_text(best.value))}[/]  (key {escape(clip(best.key))}, {how})", highlight=False)
-    if result.soft_value is not None:
-        out.print(f"soft value (sum of weight * value): [bold]{result.soft_value:.6g}[/]", highlight=False)
+        view = LookupView(result, index if explain else None, rows=rows, heading=queries is not None,
+                          dictionary=dictionary if dict_path == "-" else None, dict_path=dict_path, model=model,
+                          encoder=encoder, allow_missing_weights=allow_missing_weights, ngram_weight=given_weight,
+                          exact=exact, compact=True if queries is not None else None)
+        # one compact line in batch mode, and for big results (indented JSON is written by
+        # Python's slow pure-Python encoder: 2.5 s for 100,000 entries)
+        show(view, json_out=json_out)
+        if json_out and explain:
+            err_console().print(explain_text(result, index), highlight=False)

@@ -7,7 +7,6 @@ is imported at module level: the command bodies import what they use, and never 
 nltk.
 """
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
@@ -197,26 +196,11 @@ def matrix_cmd(
         from attncli.attention.explain import explain as explain_cell
 
         explanation = explain_cell(res, *explain)
-    if json_out:
-        from attncli.attention.document import write_json
+    from attncli.cli.output import show as show_result
+    from attncli.views.matrix_result import MatrixView
 
-        write_json(res, json_write, explanation)
-        sys.stdout.flush()
-    from attncli.views.render import explanation_renderables, matrix_renderables, render_explanation, render_matrix
-
-    if not json_out:
-        render_matrix(out_console(), res, show.value, row_span, col_span)
-        if explanation is not None:
-            render_explanation(out_console(), explanation)
-    if exports:
-        from attncli.views.export import export_files
-
-        explained = explanation_renderables(explanation) if explanation is not None else []
-        export_files(lambda w: [*matrix_renderables(res, w, show.value, row_span, col_span), *explained],
-                     f"attn matrix: {' '.join(res.tokens)[:60]}", svg=exports.svg, html=exports.html, png=exports.png,
-                     width=exports.width)
-
-
+    show_result(MatrixView(res, show.value, row_span, col_span, explanation, explain), json_out=json_out,
+                exports=exports)
 
 
 def _given(ctx, name: str) -> bool:

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 import typer
 from typer.core import TyperGroup
 
-from attncli.cli.app import app, emit_json, err_console, escape, out_console
+from attncli.cli.app import app, err_console, escape
 from attncli.cli.options import BackendOpt, ExportWidthOpt, HtmlOpt, PngOpt, SvgOpt
 from attncli.cli.progress import _Delayed
 from attncli.errors import BadInput
@@ -91,30 +91,19 @@ def _check_explore(explore: bool, json_out: bool) -> None:
         raise BadInput('--explore needs the "explore" extra (Textual): pip install "attncli[explore]"')
 
 
-def _show(doc: dict[str, Any], json_out: bool, exports, title: str, explore: bool = False) -> None:
-    from attncli.views.stats_view import stats_caption, stats_renderables
+def _show(doc: dict[str, Any], json_out: bool, exports, title: str, explore: bool = False, *, command: str = "stats run",
+          positionals: tuple = (), options: tuple = ()) -> None:
+    from attncli.cli.output import show, write_exports
+    from attncli.views.stats_view import StatsView
 
+    view = StatsView(doc, title=title, command=command, positionals=[str(p) for p in positionals], options=options)
     if explore:
         from attncli.explore.stats_app import run as explore_stats
 
         if exports:
-            from attncli.views.export import export_files
-
-            export_files(lambda w: stats_renderables(doc, w), title, svg=exports.svg, html=exports.html,
-                         png=exports.png, width=exports.width)
+            write_exports(view, exports)
         raise typer.Exit(explore_stats(doc))
-    if json_out:
-        emit_json(doc)
-    else:
-        console = out_console()
-        for part in stats_renderables(doc, console.width):
-            console.print(part)
-        err_console().print(escape(stats_caption(doc)), highlight=False, style="dim")
-    if exports:
-        from attncli.views.export import export_files
-
-        export_files(lambda w: stats_renderables(doc, w), title, svg=exports.svg, html=exports.html, png=exports.png,
-                     width=exports.width)
+    show(view, json_out=json_out, exports=exports)
 
 
 @stats_app.command("run")
@@ -211,7 +200,13 @@ def stats_cmd(
 
         info("an encoder-decoder: these are the encoder stack's heads (its self-attention over each text)")
         doc["stack"] = "encoder"
-    _show(doc, json_out, exports, f"attn stats: {model.name}", explore)
+    _show(doc, json_out, exports, f"attn stats: {model.name}", explore, positionals=(corpus,), options=(
+        ("--transformer", transformer), ("--field", field), ("--split", split), ("--max-texts", max_texts),
+        ("--max-tokens", max_tokens), ("--top-k", top_k if top_k != 5 else None),
+        ("--probe-every", probe_every if probe_every != 4 else None),
+        ("--probe-length", probe_length if probe_length != 20 else None), ("--seed", seed or None),
+        ("--precision", precision), ("--backend", backend.value if backend else None),
+        ("--allow-missing-weights", allow_missing_weights)))
 
 
 @stats_app.command("merge")
@@ -238,4 +233,5 @@ def merge_cmd(
     merged = merge_shards(folders)
     doc = document(merged.acc, merged.ident, merged.ranges, source="shards", shards=len(merged.ranges),
                    skipped=merged.skipped)
-    _show(doc, json_out, exports, f"attn stats merge: {merged.ident.model['name']}", explore)
+    _show(doc, json_out, exports, f"attn stats merge: {merged.ident.model['name']}", explore, command="stats merge",
+          positionals=tuple(folders))

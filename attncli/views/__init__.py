@@ -1,5 +1,7 @@
 """Drawing shared by the command line (``attncli.cli``) and the interactive app
-(``attncli.explore``): rich heatmaps of attention matrices and the per-cell explanation.
+(``attncli.explore``): rich heatmaps of attention matrices and the per-cell explanation, and the
+results every command prints, exports and a notebook shows inline (``result``: ``Result``,
+``MatrixView``, ``LookupView``; ``%load_ext attncli.views`` draws the core's results too).
 Nothing here computes attention; everything here is a rich renderable or prints one.
 
     >>> import numpy as np
@@ -20,4 +22,9 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "render_heatmap": "render",
     "render_matrix": "render",
     "render_explanation": "render",
+    "Result": "result",
+    "MatrixView": "matrix_result",
+    "LookupView": "lookup_view",
+    "view_of": "notebook",
+    "load_ipython_extension": "notebook",
 })

@@ -11,6 +11,7 @@ import numpy as np
 
 from attncli.textio import visible
 from attncli.views.render import Heatmap, abbreviate, heatmap_renderables
+from attncli.views.result import DocumentView
 
 
 def grid_heatmap(doc: dict[str, Any]) -> Heatmap:
@@ -55,3 +56,21 @@ def dla_renderables(doc: dict[str, Any], width: int | None = None) -> list:
 def render_dla(console, doc: dict[str, Any]) -> None:
     for part in dla_renderables(doc, console.width):
         console.print(part)
+
+
+class GridView(DocumentView):
+    """``attn ablate`` or ``attn patch`` as a result (attncli.views.result): its layers x heads (or
+    positions) grid."""
+
+    draw = staticmethod(grid_renderables)
+
+
+class DlaView(DocumentView):
+    """``attn dla`` as a result: the parts of the logit and each head's heatmap."""
+
+    draw = staticmethod(dla_renderables)
+
+
+def causal_view(doc: dict[str, Any], **kwargs: Any) -> DocumentView:
+    """The result of a causal document (``doc["command"]``: ablate, patch or dla)."""
+    return (DlaView if doc["command"] == "dla" else GridView)(doc, **kwargs)

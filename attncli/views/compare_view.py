@@ -4,7 +4,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
+
+from attncli.attention.compare import Comparison, document
+from attncli.textio import visible
+from attncli.views.render import Heatmap, heatmap_renderables
+from attncli.views.result import Result, attn_command
 
 
 def side_title(name: str, meta: dict[str, Any]) -> str:
@@ -19,11 +24,29 @@ def side_title(name: str, meta: dict[str, Any]) -> str:
 
 def compare_heatmaps(c, meta_a: dict[str, Any], meta_b: dict[str, Any]) -> list:
     """The three heatmaps of :class:`attncli.attention.compare.Comparison` ``c``: A, B, delta."""
-    from attncli.views.render import Heatmap
-
     numbered = lambda labels: [f"{n} {t}" for n, t in enumerate(labels)]  # noqa: E731
     notes = ("the first rows / columns of each (--align position)",) if c.cropped else ()
     return [Heatmap(c.a, numbered(c.tokens_a), c.key_tokens_a, side_title("A", meta_a)),
             Heatmap(c.b, numbered(c.tokens_b), c.key_tokens_b, side_title("B", meta_b)),
             Heatmap(c.delta, numbered(c.labels), c.key_labels, "delta = B - A (orange: B attends more)",
                     diverging=True, notes=notes)]
+
+
+class CompareView(Result):
+    """``attn compare`` as a result (attncli.views.result): A, B and delta drawn, the document of
+    attncli.attention.compare; ``positionals`` and ``options`` make its command line."""
+
+    def __init__(self, c: Comparison, meta_a: dict[str, Any], meta_b: dict[str, Any], unit: str, *,
+                 positionals: list[str] = (), options: list[tuple[str, Any]] = ()) -> None:
+        self.c, self.meta_a, self.meta_b, self.unit = c, meta_a, meta_b, unit
+        self.positionals, self.options = list(positionals), list(options)
+        self.title = f"attn compare: {visible(meta_a['text'][:60])}"
+
+    def renderables(self, width: Optional[int]) -> list:
+        return [part for hm in compare_heatmaps(self.c, self.meta_a, self.meta_b) for part in heatmap_renderables(hm, width)]
+
+    def document(self) -> dict[str, Any]:
+        return document(self.c, self.meta_a, self.meta_b, self.unit)
+
+    def command_line(self) -> str:
+        return attn_command("compare", self.positionals, self.options)

@@ -53,7 +53,7 @@ def record(draw: Draw, width: Optional[int] = None, command: Optional[str] = Non
     if command:
         parts.append(Text(command, style="dim"))
     console = Console(record=True, width=columns, file=io.StringIO(), color_system="truecolor", force_terminal=True,
-                      legacy_windows=False)
+                      force_jupyter=False, legacy_windows=False)  # in a notebook too: recorded, never displayed
     for part in parts:
         console.print(part)
     return console, parts

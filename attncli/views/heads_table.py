@@ -8,7 +8,9 @@ left out from the right while the table is wider than the terminal, and the call
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import Any, Optional
+
+from attncli.views.result import DocumentView, shown
 
 SHORT = {"previous_token": "prev", "first_token": "first", "next_token": "next", "separator": "sep",
          "duplicate_token": "dup", "induction": "induct"}
@@ -62,3 +64,38 @@ def heads_table(report: dict[str, Any], title: str, width: int) -> tuple[Any, li
         if _natural_width(table) <= width:
             return table, keys[n:]
     return _table(report, [], title), keys
+
+
+def heads_title(report: dict[str, Any]) -> str:
+    if "scores" in report:  # a pretrained model: the scores that applied to it
+        return f"heads of {shown(report['model'])} ({shown(report['backend'])} backend): mean attention per query"
+    return f"learned heads of model '{shown(report['model'])}': mean attention per query"
+
+
+def heads_notes(report: dict[str, Any]) -> list[str]:
+    """How the heads were scored and labelled (what a terminal shows on stderr under the table)."""
+    t = report["thresholds"]
+    local = (f"within {report['window']} either way" if report.get("causal") is False
+             else f"0..{report['window']} back")
+    notes = [f"{report['sentences']} sentences, {report['queries']:,} queries; local = keys {local}. "
+             f"label: the largest of {'the patterns' if 'scores' in report else 'previous/first/self'} "
+             f"if >= {t['pattern']}, else local if >= {t['local']} (each also {t['margin']} above uniform), "
+             f"else broad if entropy >= {t['broad']}, else mixed"]
+    if grouped(report):
+        notes.append(f"kv: the key-value head each query head reads (grouped-query attention: "
+                     f"{report['heads_per_layer']} query heads share {report['kv_heads']})")
+    return notes
+
+
+class HeadsView(DocumentView):
+    """``attn heads`` (attn's own LM, or --transformer's) as a result: the table of heads, as many
+    score columns as ``width`` holds (None: all)."""
+
+    def renderables(self, width: Optional[int]) -> list:
+        return [heads_table(self.doc, heads_title(self.doc), width if width is not None else 1 << 20)[0]]
+
+    def notes(self, width: Optional[int] = None) -> list[str]:
+        left_out = [] if width is None else heads_table(self.doc, heads_title(self.doc), width)[1]
+        said = [f"scores left out at {width} columns (a wider terminal or --json shows them): "
+                + ", ".join(SHORT.get(k, k) for k in left_out)] if left_out else []
+        return said + heads_notes(self.doc)

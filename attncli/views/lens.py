@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 from attncli.textio import visible
 from attncli.views.render import abbreviate, palette
+from attncli.views.result import DocumentView
 
 PROB = 4  # a probability's characters: "0.92", "1.00"
 MAX_TOKEN = 24  # a predicted token's characters at most (a longer one is cut, with …)
@@ -89,3 +90,9 @@ def lens_renderables(doc: dict[str, Any], width: Optional[int] = None) -> list:
     parts.append(Text("colour: viridis by probability, dark = 0, bright = 1; each row predicts the token after its "
                       "position", style="dim"))
     return parts
+
+
+class LensView(DocumentView):
+    """``attn lens`` as a result (attncli.views.result): its document, drawn by :func:`lens_renderables`."""
+
+    draw = staticmethod(lens_renderables)

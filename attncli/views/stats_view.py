@@ -9,6 +9,7 @@ import numpy as np
 
 from attncli.textio import visible
 from attncli.views.render import Heatmap, heatmap_renderables
+from attncli.views.result import DocumentView
 
 TITLES = {
     "sink": "sink: mean attention on the first token",
@@ -57,3 +58,13 @@ def stats_caption(doc: dict[str, Any]) -> str:
     model = doc["model"]
     return (f"{doc['texts']:,} texts ({doc['texts_scored']:,} scored, {doc['tokens']:,} tokens), {doc['probes']:,} "
             f"probes; model {visible(str(model['name']))} ({model['layers']} layers x {model['heads']} heads)")
+
+
+class StatsView(DocumentView):
+    """``attn stats`` (or ``attn stats merge``) as a result: the heatmaps and top contexts; what was
+    read (:func:`stats_caption`) is its note."""
+
+    draw = staticmethod(stats_renderables)
+
+    def notes(self, width: Optional[int] = None) -> list[str]:
+        return [stats_caption(self.doc)]

@@ -1,0 +1,31 @@
+"""How a command hands its result (attncli.views.result) to the terminal: the view on stdout laid
+out for the terminal's width and its notes on stderr, or its --json document on stdout; then the
+--svg / --html / --png files, drawn once for the file's width (without the command line under the
+drawing: a file the user asked for is the view alone)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from attncli.cli.app import err_console, json_write, out_console, shown
+
+
+def show(result: Any, *, json_out: bool = False, exports: Any = None, terminal: bool = True) -> None:
+    """Print ``result`` (its document with ``json_out``, else its view when ``terminal``) and write
+    the files ``exports`` asks for (anything with svg, html, png and width; falsy: none)."""
+    if json_out:
+        result.write_json(json_write)
+        sys.stdout.flush()
+    elif terminal:
+        console = out_console()
+        result.print_to(console)
+        for note in result.notes(console.width):
+            err_console().print(shown(note), highlight=False, style="dim")
+    if exports:
+        write_exports(result, exports)
+
+
+def write_exports(result: Any, exports: Any) -> None:
+    result.export_all({"svg": exports.svg, "html": exports.html, "png": exports.png}, width=exports.width,
+                      command=False)
