@@ -112,7 +112,7 @@ ALLOWED = {
         "a width (an int) and the fixed short names of the scores",
     ("cli/lm.py", "_print_heads", "f\"kv: the key-value head each query head reads (grouped-query attent"):
         "head counts (ints) of the report",
-    ("cli/transformer_views.py", "render_view", "part"): "view_renderables: heatmaps and explanations drawn through views/render.py (checked there)",
+    ("cli/transformer.py", "run_matrix", "part"): "ViewResult.renderables: heatmaps and explanations drawn through views/render.py (checked there)",
     ("explore/footer.py", "_update_footer", "shown.get(b.action, b.description)"): "the app's fixed key bindings",
     ("views/export.py", "record", "part"): "into a recording console that writes a file, not the terminal",
     ("views/export.py", "record", "command"): "into a recording console that writes a file, not the terminal",

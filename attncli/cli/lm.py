@@ -117,6 +117,8 @@ def heads_cmd(
     exclude_first: Annotated[bool, typer.Option("--exclude-first", help="With --transformer: drop key 0 and renormalise each row first (attention sinks).")] = False,
     backend: Annotated[str, typer.Option(help="With --transformer: auto, numpy or torch.")] = "auto",
     allow_missing_weights: Annotated[bool, typer.Option("--allow-missing-weights", help="With --transformer: run a model whose checkpoint lacks weights or holds unused ones, with a warning.")] = False,
+    stack: Annotated[Optional[str], typer.Option("--stack", help="With --transformer, an encoder-decoder (T5, BART): encoder (default), decoder or cross; a --file line SOURCE<TAB>TARGET gives the decoder its text.",
+                                                 metavar="STACK", show_default=False)] = None,
 ) -> None:
     """Score each learned head as previous-token, first-token, self, local or broad (entropy).
 
@@ -144,14 +146,15 @@ def heads_cmd(
         from attncli.cli.transformer import run_heads
 
         report = run_heads(transformer, file=file, sentences=sentences, window=window, exclude_first=exclude_first,
-                           backend=backend, json_out=json_out, allow_missing_weights=allow_missing_weights)
+                           backend=backend, json_out=json_out, allow_missing_weights=allow_missing_weights,
+                           stack=stack)
         if json_out:
             emit_json(report)
             return
         _print_heads(report)
         return
     for flag, on in (("--exclude-first", exclude_first), ("--backend", backend != "auto"),
-                     ("--allow-missing-weights", allow_missing_weights)):
+                     ("--allow-missing-weights", allow_missing_weights), ("--stack", stack is not None)):
         if on:
             raise BadInput(f"{flag} needs --transformer NAME_OR_PATH (a pretrained model)")
     att = load_trained(model)

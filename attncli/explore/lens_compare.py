@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from attncli.errors import BadInput
+from attncli.explore.drawing import export_drawing
 
 LENS_TOP_K = 1  # attn lens's default --top-k
 
@@ -21,9 +22,9 @@ LENS_TOP_K = 1  # attn lens's default --top-k
 class LensResult:
     """The logit lens of the sentence: ``doc`` is ``attn lens --transformer ... --json``'s document."""
 
+    kind = "panel"  # no cursor: the whole view is one drawing
     is_pretrained = True
     is_model_view = False
-    is_panel = True  # no cursor: the whole view is one drawing
     model: Any
     enc: Any
     doc: dict[str, Any]
@@ -46,9 +47,9 @@ class LensResult:
 class CompareResult:
     """The sentence (A) and the second text (B) at the view's layer and head, and B - A."""
 
+    kind = "panel"
     is_pretrained = True
     is_model_view = False
-    is_panel = True
     model: Any
     comparison: Any  # attncli.attention.compare.Comparison
     meta_a: dict[str, Any]
@@ -133,7 +134,7 @@ def compute_compare(model, state) -> CompareResult:
 
     for on, option in ((state.pair is not None, "the --pair sentence (k, then an empty line)"),
                        (state.pair_filter, "--filter"), (state.rollout, "--rollout"), (state.flow, "--flow"),
-                       (state.norms, "--show norms (N)"), (state.hide_special, "--hide-special (z)")):
+                       (state.norms, "--show norms (N)"), (state.scores, "--show scores (s)"), (state.hide_special, "--hide-special (z)")):
         if on:
             raise BadInput(f"compare draws one layer's weights of two texts (attn compare): drop {option}")
     if not state.compare_text.strip():
@@ -150,7 +151,5 @@ def export_panel(res, state, fmt: str, width: int | None = None) -> str | bytes:
     (the drawing and the command line)."""
     if fmt == ".json":
         return json.dumps(res.document(), ensure_ascii=False, allow_nan=False, indent=2) + "\n"
-    from attncli.explore.state import export_drawing
-
     command = getattr(res, "command", None) or state.command_line()
     return export_drawing(lambda w: res.renderables(w, lines=False), command, state.text, fmt, width)

@@ -10,6 +10,8 @@ from dataclasses import replace
 from textual.app import App
 from textual.widgets import Input
 
+from attncli.explore.view_keys import WORD_VECTORS, kind_of
+
 
 class TransformerKeys(App):
     """The transformer's keys (ExploreApp derives from it)."""
@@ -37,13 +39,13 @@ class TransformerKeys(App):
     def action_layer(self, step: int) -> None:
         if self._in_model_view():  # the cursor moves to the previous / next layer of the grid
             self.action_move(step, 0)
-        elif self._transformer_only("--layer") and getattr(self.result, "is_pretrained", False):
+        elif self._transformer_only("--layer") and kind_of(self.result) != WORD_VECTORS:
             self.recompute(self.state.step_layer(step, self.result.model.layers))
 
     def action_head(self, step: int) -> None:
         if self._in_model_view():
             self.action_move(0, step)
-        elif self._transformer_only("--head") and getattr(self.result, "is_pretrained", False):
+        elif self._transformer_only("--head") and kind_of(self.result) != WORD_VECTORS:
             self.recompute(self.state.step_head(step, self.result.model.heads))
 
     def action_filter(self, step: int) -> None:

@@ -46,22 +46,24 @@ def check_size(layers: int, heads: int, tokens: int, has_special: bool, extra: i
                        "shorten the input, or use --svg / --json")
 
 
-def page_views(model, enc, attentions, meta: dict[str, Any]) -> dict[str, Any]:
+def page_views(model, enc, attentions, meta: dict[str, Any], keys=None) -> dict[str, Any]:
     """Every view the page can show: key "LAYER|HIDE|ROLLOUT" (HIDE, ROLLOUT 0 or 1) -> the
-    ``--json`` document of ``--layer LAYER --words [--hide-special] [--rollout]``."""
+    ``--json`` document of ``--layer LAYER --words [--hide-special] [--rollout]``. ``keys``
+    (attncli.attention.pretrained.KeySide): the columns' tokens when they are not the rows'
+    (cross-attention, (L, h, T, S): no rollout there)."""
     from attncli.attention import pretrained as pv
 
     views = {}
-    hides = (0, 1) if any(enc.special) else (0,)
+    hides = (0, 1) if any(enc.special) or (keys is not None and any(keys.special)) else (0,)
     for layer in range(model.layers):
         for hide in hides:
-            for rollout in (0, 1):
+            for rollout in ((0, 1) if keys is None else (0,)):
                 view = pv.select(attentions, layer=layer, rollout=bool(rollout), hide_special=bool(hide), words=True,
                                  tokens=enc.tokens, segments=enc.segments, special=enc.special,
-                                 word_ids=enc.word_ids, word_texts=enc.words)
+                                 word_ids=enc.word_ids, word_texts=enc.words, keys=keys)
                 view_meta = {**meta, "layer": layer, "head": None, "rollout": bool(rollout), "filter": "all",
                              "hide_special": bool(hide), "words_merged": True}
-                doc = pv.to_json(pv.document(view, view_meta, segments=enc.segments, special=enc.special))
+                doc = pv.to_json(pv.document(view, view_meta, segments=enc.segments, special=enc.special, keys=keys))
                 views[f"{layer}|{hide}|{rollout}"] = doc
     return views
 
@@ -114,18 +116,24 @@ def extra_views(model, enc, attentions, meta: dict[str, Any], show: str = "weigh
 def page_data(model, enc, attentions, meta: dict[str, Any], classes: list, *, layer: int,
               head: Optional[int] = None, words: bool = False, hide_special: bool = False, rollout: bool = False,
               block: Optional[str] = None, model_view: bool = False, show: str = "weights",
-              flow: bool = False, reads=None) -> dict[str, Any]:
+              flow: bool = False, reads=None, keys=None) -> dict[str, Any]:
     """Everything the page embeds: the views, each head's class, and the state it opens in
-    (``show`` and ``flow``: the extra views the page holds, and opens on)."""
+    (``show`` and ``flow``: the extra views the page holds, and opens on). ``keys``: the columns'
+    side when it is other tokens than the rows' (cross-attention: "square" is false, no rollout)."""
+    key_side = keys if keys is not None else enc
     return {
         "model": model.name, "layers": model.layers, "heads": model.heads, "text": enc.text, "pair": enc.pair,
         "input": {"tokens": enc.tokens, "segments": enc.segments, "special": [bool(s) for s in enc.special]},
+        "key_input": {"tokens": list(key_side.tokens), "segments": list(key_side.segments),
+                      "special": [bool(s) for s in key_side.special]},
+        "square": keys is None,
         "classes": [[{"label": c["label"], "score": c["score"]} for c in row] for row in classes],
         "viridis": _VIRIDIS,
-        "start": {"layer": layer, "head": head, "words": words, "hide_special": hide_special and any(enc.special),
+        "start": {"layer": layer, "head": head, "words": words,
+                  "hide_special": hide_special and (any(enc.special) or any(key_side.special)),
                   "rollout": rollout, "filter": block or "all", "view": "model" if model_view else "head",
                   "show": "flow" if flow else show},
-        "views": page_views(model, enc, attentions, meta),
+        "views": page_views(model, enc, attentions, meta, keys),
         "extra": extra_views(model, enc, attentions, meta, show, flow, reads),
     }
 
