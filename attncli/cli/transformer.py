@@ -1,8 +1,8 @@
 """``attn matrix --transformer`` and ``attn heads --transformer``: a pretrained model's attention.
 
-Thin layer: the options make a :class:`attncli.pipeline.ViewRequest`, :func:`attncli.pipeline.compute`
+Thin layer: the options make a :class:`attncli.pipeline.ViewRequest`, :func:`attncli.pipeline.compute_view`
 runs it (every stack of an encoder-decoder too), and the result draws, prints its JSON and writes
-its exports (attncli.pipeline.result).
+its exports (attncli.pipeline.view_result).
 ``attn matrix`` hands over here only when --transformer is given, so no other command imports
 this module (and nothing here imports torch, transformers, tokenizers or safetensors at module
 level either).
@@ -20,9 +20,9 @@ from attncli.cli.options import TRANSFORMER_ONLY  # one list, kept beside the op
 from attncli.cli.progress import Bar, Stage
 from attncli.cli.transformer_heads import score_transformer_heads
 from attncli.errors import BadInput
-from attncli.pipeline.compute import compute
+from attncli.pipeline.compute_view import compute
 from attncli.lm.data import brown_texts
-from attncli.pipeline.request import STACKS, ViewRequest, check_combinations
+from attncli.pipeline.view_request import STACKS, ViewRequest, check_combinations
 from attncli.textio import read_user_text, visible
 from attncli.views.export import export_files
 

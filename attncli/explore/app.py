@@ -34,7 +34,7 @@ from attncli.explore.model_view_pane import ModelViewPane
 from attncli.explore.state import ExploreState
 from attncli.explore.transformer_keys import TransformerKeys
 from attncli.explore.view_keys import ViewKeys, kind_of
-from attncli.explore.widgets import Drawing, MatrixView
+from attncli.explore.widgets import Drawing, HelpScreen, MatrixView  # noqa: F401 - HelpScreen: the app's, as tests name it
 from attncli.textio import visible
 from attncli.views.render import explanation_renderables, matrix_renderables
 

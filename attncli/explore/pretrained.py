@@ -1,11 +1,11 @@
 """A pretrained transformer's attention in ``attn explore`` (``--transformer``): the app's state
 made into the :class:`~attncli.pipeline.ViewRequest` that ``attn matrix --transformer`` builds,
-computed by the same :func:`attncli.pipeline.compute` (so the app's numbers are the command's),
+computed by the same :func:`attncli.pipeline.compute_view` (so the app's numbers are the command's),
 and the app's own views (the logit lens, a comparison, the causal tests), which replace the
 heatmap.
 
 The model is loaded once per (name, backend) and kept; a forward pass runs in the app's worker.
-What is drawn, exported and copied is the result's (attncli.pipeline.result.ViewResult); the
+What is drawn, exported and copied is the result's (attncli.pipeline.view_result.ViewResult); the
 cursor's cell only adds ``--explain I J``.
 """
 
@@ -16,9 +16,9 @@ from typing import Any, Optional
 from attncli.explore.causal_view import compute_causal
 from attncli.explore.drawing import export_drawing
 from attncli.explore.lens_compare import compute_compare, compute_lens, export_panel
-from attncli.pipeline.compute import compute as compute_view
-from attncli.pipeline.compute import load_for
-from attncli.pipeline.result import ViewResult
+from attncli.pipeline.compute_view import compute as compute_view
+from attncli.pipeline.compute_view import load_for
+from attncli.pipeline.view_result import ViewResult
 from attncli.views.render import explanation_renderables
 
 

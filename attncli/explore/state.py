@@ -23,7 +23,7 @@ from attncli.errors import BadInput
 from attncli.explore import pretrained
 from attncli.explore.drawing import export_drawing
 from attncli.export_target import DESCRIPTOR, check_export, write_export
-from attncli.pipeline.request import ViewRequest
+from attncli.pipeline.view_request import ViewRequest
 from attncli.views.render import explanation_renderables, matrix_renderables
 
 SHOWS = ("weights", "scores", "output")

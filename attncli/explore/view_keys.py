@@ -1,7 +1,7 @@
 """The keys of ``attn explore`` that act on the view on screen: the word-vector matrix's settings
 (v c w a p n; s / S also a transformer's --show), the cursor (arrows, a click), the panes, copy
 (y), export (x) and help. Part of the app (ExploreApp derives from it); which keys apply is read
-from the result's ``kind`` (attncli.pipeline.result.ViewResult: "pretrained", "model_view";
+from the result's ``kind`` (attncli.pipeline.view_result.ViewResult: "pretrained", "model_view";
 explore's panels: "panel"; the word vectors' MatrixResult has none of them)."""
 
 from __future__ import annotations

@@ -24,10 +24,10 @@ The request needs no model to be checked or to say its command line:
 from attncli.lazy import exports
 
 __all__, __getattr__, __dir__ = exports(__name__, {
-    "ViewRequest": "request",
-    "MatrixOptions": "request:ViewRequest",
-    "check_combinations": "request",
-    "STACKS": "request",
-    "compute": "compute",
-    "ViewResult": "result",
+    "ViewRequest": "view_request",
+    "MatrixOptions": "view_request:ViewRequest",
+    "check_combinations": "view_request",
+    "STACKS": "view_request",
+    "compute": "compute_view",
+    "ViewResult": "view_result",
 })

@@ -1,4 +1,4 @@
-"""What :func:`attncli.pipeline.compute` returns: :class:`ViewResult`, a pretrained model's view
+"""What :func:`attncli.pipeline.compute_view` returns: :class:`ViewResult`, a pretrained model's view
 speaking the one result protocol (attncli.views.result): renderables at a width, the ``--json``
 document, the command line, exports (svg, png, json, and html: the interactive page), Jupyter's
 ``_repr_svg_`` / ``_repr_html_``.
@@ -22,7 +22,7 @@ from attncli.attention.model_view import head_classes, model_view_document
 from attncli.attention.value_norms import explain_norm
 from attncli.errors import BadInput
 from attncli.export_target import write_export
-from attncli.pipeline.request import ViewRequest
+from attncli.pipeline.view_request import ViewRequest
 from attncli.views.model_view import model_view_renderables
 from attncli.views.page import check_size, extra_size, interactive_page, page_data
 from attncli.views.pretrained import pretrained_heatmaps

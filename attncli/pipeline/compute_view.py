@@ -1,5 +1,5 @@
 """One compute for every view of a pretrained model's attention: :func:`compute` turns a
-:class:`~attncli.pipeline.request.ViewRequest` into a :class:`~attncli.pipeline.result.ViewResult`.
+:class:`~attncli.pipeline.view_request.ViewRequest` into a :class:`~attncli.pipeline.view_result.ViewResult`.
 
     request -> check -> load (unless given) -> encode -> the sites the request reads
             -> one traced pass (attncli.transformer.reads.Reads) -> the view (attncli.attention.pretrained)
@@ -18,8 +18,8 @@ from attncli.attention import value_norms
 from attncli.attention.flow import check_tokens
 from attncli.attention.model_view import head_classes, layer_range
 from attncli.errors import BadInput
-from attncli.pipeline.request import ViewRequest, check_seq2seq_options
-from attncli.pipeline.result import ViewResult
+from attncli.pipeline.view_request import ViewRequest, check_seq2seq_options
+from attncli.pipeline.view_result import ViewResult
 from attncli.textio import visible
 from attncli.transformer.reads import Reads, view_sites
 from attncli.views.page import check_size, extra_size

@@ -2,7 +2,7 @@
 vectors' :class:`~attncli.attention.matrix.MatrixRequest`, and the refusals that need no model.
 
 The CLI (``attn matrix --transformer``), explore (``attn explore --transformer``), the interactive
-page and the Python API all build one and hand it to :func:`attncli.pipeline.compute`. An
+page and the Python API all build one and hand it to :func:`attncli.pipeline.compute_view`. An
 encoder-decoder's stack (encoder, decoder or cross) is a field, not another pipeline.
 """
 
