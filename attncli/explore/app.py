@@ -24,7 +24,7 @@ from textual.geometry import Region
 from textual.widgets import ContentSwitcher, Footer, Input, Static
 
 from attncli.attention.explain import explain
-from attncli.attention.matrix import compute as compute_matrix
+from attncli.attention import matrix as word_vector_matrix
 from attncli.errors import AttnError, BadInput
 from attncli.explore import pretrained
 from attncli.explore.footer import FooterModes
@@ -162,7 +162,7 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, ViewKeys, FooterMod
         try:
             if state.transformer is not None:
                 return pretrained.compute(state, self._models), None
-            return compute_matrix(state.request(), vectors=self._vectors_for(state.model)), None
+            return word_vector_matrix.compute(state.request(), vectors=self._vectors_for(state.model)), None
         except AttnError as exc:
             return None, str(exc)
         except Exception as exc:  # a bug: say so, keep the app

@@ -80,7 +80,7 @@ FOOTER: dict[str, dict[str, str]] = {
     "word-vector": {**_FIRST, "edit('sentence')": "sentence", "edit('context')": "context", "variant(1)": "variant",
                     "causal": "causal", "window(1)": "window", "projection(1)": "proj", "show(1)": "show", **_COMMON},
     "transformer": {**_FIRST, "edit('sentence')": "sentence", "edit('context')": "pair", "layer(1)": "layer",
-                    "head(1)": "head", "show(1)": "show", "model_view": "model view", "flag('words')": "words",
+                    "head(1)": "head", "model_view": "model view", "flag('words')": "words",
                     "flag('hide_special')": "specials", "flag('rollout')": "rollout", "flag('flow')": "flow",
                     "lens": "lens", "compare": "compare", "filter(1)": "filter", "backend(1)": "backend",
                     "transformer": "vectors", **_COMMON},
