@@ -36,6 +36,7 @@ from attncli.explore.transformer_keys import TransformerKeys
 from attncli.explore.view_keys import ViewKeys, kind_of
 from attncli.explore.widgets import Drawing, HelpScreen, MatrixView  # noqa: F401 - HelpScreen: the app's, as tests name it
 from attncli.textio import visible
+from attncli.vectors.model import load_vectors
 from attncli.views.render import explanation_renderables, matrix_renderables
 
 INLINE_WORDS = 64  # up to this many tokens a matrix takes milliseconds: no worker needed
@@ -135,8 +136,6 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, ViewKeys, FooterMod
 
     def _vectors_for(self, model: str | None):
         if model not in self._vectors:
-            from attncli.vectors.model import load_vectors
-
             self._vectors[model] = load_vectors(model)
         return self._vectors[model]
 

@@ -12,8 +12,15 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from attncli.attention import pretrained as pv
+from attncli.attention.compare import compare, document, transformer_side
+from attncli.attention.logit_lens import logit_lens
 from attncli.errors import BadInput
 from attncli.explore.drawing import export_drawing
+from attncli.transformer.numpy_backend import DECODER_FAMILIES
+from attncli.views.compare_view import compare_heatmaps
+from attncli.views.lens import lens_renderables
+from attncli.views.render import heatmap_renderables
 
 LENS_TOP_K = 1  # attn lens's default --top-k
 
@@ -30,8 +37,6 @@ class LensResult:
     doc: dict[str, Any]
 
     def renderables(self, width: int | None, lines: bool = True) -> list:
-        from attncli.views.lens import lens_renderables
-
         return lens_renderables(self.doc, width)
 
     def notes(self) -> list[str]:
@@ -58,9 +63,6 @@ class CompareResult:
 
     def renderables(self, width: int | None, lines: bool = True) -> list:
         """A, B and delta as heatmaps at ``width`` columns (None: as wide as they need, for a file)."""
-        from attncli.views.compare_view import compare_heatmaps
-        from attncli.views.render import heatmap_renderables
-
         return [part for hm in compare_heatmaps(self.comparison, self.meta_a, self.meta_b)
                 for part in heatmap_renderables(hm, width, lines=lines)]
 
@@ -73,8 +75,6 @@ class CompareResult:
                 "C returns to the attention."]
 
     def document(self) -> dict[str, Any]:
-        from attncli.attention.compare import document
-
         return document(self.comparison, self.meta_a, self.meta_b, self.unit)
 
 
@@ -95,9 +95,6 @@ def piece(model, i: int) -> str:
 def compute_lens(model, state) -> LensResult:
     """``attn lens TEXT --transformer NAME`` on the loaded ``model``: refused for an encoder, a
     pair, and a model not on attn's NumPy pass (the lens reads its residual stream)."""
-    from attncli.attention.logit_lens import logit_lens
-    from attncli.transformer.numpy_backend import DECODER_FAMILIES
-
     if not model.is_decoder:
         raise BadInput(lens_refusal(model))
     if state.pair is not None:
@@ -120,8 +117,6 @@ def compute_lens(model, state) -> LensResult:
 
 
 def lens_refusal(model) -> str:
-    from attncli.transformer.numpy_backend import DECODER_FAMILIES
-
     return (f"the logit lens reads a decoder's next-token predictions: '{model.name}' ({model.model_type}) is an "
             f"encoder; start attn explore with a decoder attn runs in NumPy: {DECODER_FAMILIES}")
 
@@ -129,9 +124,6 @@ def lens_refusal(model) -> str:
 def compute_compare(model, state) -> CompareResult:
     """``attn compare TEXT TEXT_B --transformer NAME [--layer/--head/--words] --align position`` on
     the loaded ``model``: the view's options that the comparison does not carry are refused."""
-    from attncli.attention import pretrained as pv
-    from attncli.attention.compare import compare, transformer_side
-
     for on, option in ((state.pair is not None, "the --pair sentence (k, then an empty line)"),
                        (state.pair_filter, "--filter"), (state.rollout, "--rollout"), (state.flow, "--flow"),
                        (state.norms, "--show norms (N)"), (state.scores, "--show scores (s)"), (state.hide_special, "--hide-special (z)")):

@@ -13,6 +13,7 @@ from textual.app import App
 from attncli.explore.state import ExploreState
 from attncli.explore.view_keys import WORD_VECTORS, kind_of
 from attncli.explore.widgets import Drawing
+from attncli.views.model_view import class_text, layer_maps, shown_positions, strongest
 
 
 class ModelViewPane(App):
@@ -36,8 +37,6 @@ class ModelViewPane(App):
         res, grid = self.result, self.state.grid
         if not (self.state.model_view and kind_of(res) == "model_view" and grid is not None):
             return ""
-        from attncli.views.model_view import class_text
-
         layer, head = res.grid_cell(grid)
         return f" · {class_text(res.classes[layer][head])}"
 
@@ -74,8 +73,6 @@ class ModelViewPane(App):
 
 def grid_panel(res, state: ExploreState, grid: tuple[int, int]) -> list:
     """Beside the model view: the head under the cursor, its class and its strongest cell."""
-    from attncli.views.model_view import class_text, layer_maps, shown_positions, strongest
-
     layer, head = grid
     tokens = [res.enc.tokens[t] for t in shown_positions(res.enc, state.hide_special)]
     m = layer_maps(res.attentions, layer, res.enc, state.hide_special)[head]  # (T, T)

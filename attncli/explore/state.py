@@ -19,6 +19,8 @@ from attncli.attention.document import write_json
 from attncli.attention.explain import explain
 from attncli.attention.masks import MaskSpec
 from attncli.attention.matrix import DEFAULT_POSITIONS, POSITIONS, MatrixRequest
+from attncli.attention.projection import PROJECTIONS
+from attncli.attention.variants import VARIANTS
 from attncli.errors import BadInput
 from attncli.explore import pretrained
 from attncli.explore.drawing import export_drawing
@@ -36,14 +38,10 @@ PRETRAINED_KINDS = ("pretrained", "model_view", "panel")  # the results of a tra
 
 
 def variants() -> list[str]:
-    from attncli.attention.variants import VARIANTS
-
     return list(VARIANTS)
 
 
 def projections() -> list[str]:
-    from attncli.attention.projection import PROJECTIONS
-
     return list(PROJECTIONS)
 
 

@@ -10,7 +10,10 @@ from dataclasses import replace
 from textual.app import App
 from textual.widgets import Input
 
+from attncli.explore.causal_view import refusal
+from attncli.explore.lens_compare import lens_refusal
 from attncli.explore.view_keys import WORD_VECTORS, kind_of
+from attncli.explore.widgets import CompareScreen
 
 
 class TransformerKeys(App):
@@ -69,8 +72,6 @@ class TransformerKeys(App):
             return
         model = getattr(self.result, "model", None)
         if model is not None and not model.is_decoder:  # said at once, the view stays
-            from attncli.explore.lens_compare import lens_refusal
-
             self._say(lens_refusal(model), error=True)
             return
         self.recompute(replace(self.state, lens=True, compare_text=None, model_view=False, causal_view=None))
@@ -82,8 +83,6 @@ class TransformerKeys(App):
         if self.state.compare_text is not None:
             self.recompute(replace(self.state, compare_text=None))
             return
-        from attncli.explore.widgets import CompareScreen
-
         self.push_screen(CompareScreen(getattr(self, "_compared", "")), self._compare_with)
 
     def _compare_with(self, text: str | None) -> None:
@@ -106,8 +105,6 @@ class TransformerKeys(App):
             return
         model = getattr(self.result, "model", None)
         if model is not None:  # said at once, the view stays
-            from attncli.explore.causal_view import refusal
-
             reason = refusal(model, kind)
             if reason:
                 self._say(reason, error=True)

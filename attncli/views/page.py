@@ -20,6 +20,9 @@ import html
 import json
 from typing import Any, Optional
 
+from attncli.attention import pretrained as pv
+from attncli.attention.value_norms import head_norms, summed_norms
+from attncli.errors import BadInput
 from attncli.textio import visible
 from attncli.views.export import NOT_MARKUP, markup_safe
 from attncli.views.render import _VIRIDIS
@@ -36,8 +39,6 @@ def check_size(layers: int, heads: int, tokens: int, has_special: bool, extra: i
     weights: every layer x head x T x T, with and without the special tokens, by token and by
     word (the rollouts add one matrix per layer); ``extra`` more matrices per layer (--show
     norms / scores: h + 1 each, --flow: 1) by token."""
-    from attncli.errors import BadInput
-
     numbers = layers * (heads + 2) * tokens * tokens * (2 if has_special else 1) * 2 + layers * extra * tokens * tokens
     if numbers > MAX_NUMBERS:
         most = int((MAX_NUMBERS / (layers * ((heads + 2) * (2 if has_special else 1) * 2 + extra))) ** 0.5)
@@ -51,8 +52,6 @@ def page_views(model, enc, attentions, meta: dict[str, Any], keys=None) -> dict[
     ``--json`` document of ``--layer LAYER --words [--hide-special] [--rollout]``. ``keys``
     (attncli.attention.pretrained.KeySide): the columns' tokens when they are not the rows'
     (cross-attention, (L, h, T, S): no rollout there)."""
-    from attncli.attention import pretrained as pv
-
     views = {}
     hides = (0, 1) if any(enc.special) or (keys is not None and any(keys.special)) else (0,)
     for layer in range(model.layers):
@@ -83,8 +82,6 @@ def extra_views(model, enc, attentions, meta: dict[str, Any], show: str = "weigh
     model's own methods do."""
     import numpy as np
 
-    from attncli.attention import pretrained as pv
-
     def doc(mats, layer, combined=None, **options):
         view = pv.select(mats, layer=0 if mats.shape[0] == 1 else layer, tokens=enc.tokens, segments=enc.segments,
                          special=enc.special, word_ids=enc.word_ids, word_texts=enc.words, combined=combined,
@@ -95,8 +92,6 @@ def extra_views(model, enc, attentions, meta: dict[str, Any], show: str = "weigh
 
     views: dict[str, list[dict[str, Any]]] = {}
     if show == "norms":
-        from attncli.attention.value_norms import head_norms, summed_norms
-
         views["norms"] = []
         for layer in range(model.layers):
             weights, fx = reads.value_vectors(layer) if reads else model.value_vectors(enc, layer)  # (h, T, T), (h, T, d)
