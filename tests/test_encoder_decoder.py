@@ -270,7 +270,6 @@ def test_auto_runs_torch_and_numpy_points_to_it(models, loaded):
     (["--target", TARGET, "--show", "scores"], "--show scores is not implemented for encoder-decoders"),
     (["--show", "norms"], "--show norms is not implemented for encoder-decoders"),
     (["--explain", "0", "0"], "--explain needs attn's NumPy forward pass, which does not run encoder-decoders"),
-    (["--target", TARGET, "--stack", "cross", "--html", "x.html"], "--html is the interactive page of square"),
     (["--stack", "middle"], "'middle' is not one of"),
 ])
 def test_refusals(models, args, message, tmp_path, monkeypatch):

@@ -48,7 +48,9 @@ RENDERABLE_BUILDERS = {
     "explain_text": "attncli/views/lookup_view.py: builds a Text whose data parts go through escape (checked here)",
     "_evaluation_table": "attncli/cli/vectors.py: a Table of benchmark names (constants) and numbers",
     "explanation_renderables": "attncli/views/render.py: Texts built through visible_text (checked here)",
-    "renderables": "attncli/explore/pretrained.py -> views: Heatmaps drawn through render.py (checked here)",
+    "renderables": "attncli/pipeline/view_result.py -> views: Heatmaps drawn through render.py (checked here)",
+    "heatmaps": "attncli/pipeline/view_result.py: pretrained_heatmaps / model_view_renderables, drawn through "
+                "views/render.py and views/model_view.py (checked here)",
     "model_view_renderables": "attncli/views/model_view.py: Texts checked here",
     "heatmap_renderables": "attncli/views/render.py: heatmap Texts, labels through visible_text (checked here)",
     "matrix_renderables": "attncli/views/render.py: heatmap Texts, labels through visible_text (checked here)",
@@ -118,7 +120,10 @@ ALLOWED = {
     # sites the merged branches added (exports, heads table, lens, explanation layout)
     ("cli/generate.py", "generate_cmd", "f'logit lens, the layer from which each token was the top prediction"):
         "shown: escape()d tokens and layer numbers (built just above)",
-    ("cli/transformer_views.py", "render_view", "part"): "view_renderables: heatmaps and explanations drawn through views/render.py (checked there)",
+    ("pipeline/compute_view.py", "compute", "title"): "a ViewResult's title: svg_text, png_bytes and "
+        "interactive_page put it through visible() (the dataclass field is no rich title)",
+    ("pipeline/compute_view.py", "_stack_view", "title"): "as compute's: the export's title, escaped where it is drawn",
+    ("cli/transformer.py", "run_matrix", "part"): "ViewResult.renderables: heatmaps and explanations drawn through views/render.py (checked there)",
     ("explore/footer.py", "_update_footer", "shown.get(b.action, b.description)"): "the app's fixed key bindings",
     ("views/export.py", "record", "part"): "into a recording console that writes a file, not the terminal",
     ("views/export.py", "record", "command"): "into a recording console that writes a file, not the terminal",

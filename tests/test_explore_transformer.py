@@ -63,7 +63,7 @@ def test_the_drawn_view_is_attn_matrix_transformer_json(tiny_bert_dir, keys, exp
         assert app.message == ""
         for name, value in expect.items():
             assert getattr(app.state, name) == value
-        explained = app.result.explainable(app.state) is None
+        explained = app.result.explainable() is None
         doc = transformer_json(app.state.command_line(explain=explained))
         view = app.result.view
         weights = np.array(doc["words"]["weights"] if app.state.words else doc["weights"], dtype=float)
@@ -261,7 +261,7 @@ def test_backend_torch_and_numpy_give_the_same_weights_and_the_meta_names_each(t
     assert (numpy_res.meta["backend"], torch_res.meta["backend"]) == ("numpy", "torch")
     assert set(models) == {(str(tiny_bert_dir), "numpy"), (str(tiny_bert_dir), "torch")}  # one model per backend
     np.testing.assert_allclose(torch_res.attentions, numpy_res.attentions, atol=1e-5)  # (L, h, T, T)
-    assert torch_res.explainable(state) is not None  # the explanation needs the NumPy pass
+    assert torch_res.explainable() is not None  # the explanation needs the NumPy pass
     assert compute(replace(state, backend="torch"), models).model is torch_res.model  # loaded once
     command = replace(state, backend="torch").command_line(explain=False)
     assert "--backend torch" in command

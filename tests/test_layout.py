@@ -29,8 +29,10 @@ ALLOWED = {
     "lm": {"attention", "vectors"},
     "generate": {"lm", "attention", "vectors", "transformer"},
     "views": {"attention", "lookup"},  # rich drawing shared by cli and explore
-    "explore": {"views", "lm", "attention", "lookup", "vectors", "transformer", "causal"},  # the Textual app (attn explore)
-    "cli": {"explore", "views", "lm", "attention", "lookup", "vectors", "transformer", "generate", "stats", "causal"},
+    "pipeline": {"views", "attention", "transformer", "causal", "lm", "vectors"},  # one request, one compute (pretrained views)
+    "explore": {"pipeline", "views", "lm", "attention", "lookup", "vectors", "transformer", "causal"},  # the Textual app (attn explore)
+    "cli": {"pipeline", "explore", "views", "lm", "attention", "lookup", "vectors", "transformer", "generate", "stats",
+            "causal"},
     "transformer": set(),
     "stats": {"attention", "transformer"},  # head statistics over a corpus (attn stats)
     "causal": {"transformer"},  # ablation, patching, direct logit attribution on the traced pass (attn ablate/patch/dla)

@@ -35,25 +35,29 @@ PATTERNS = ("previous_token", "next_token", "first_token", "separator", "self", 
 SCORES = PATTERNS + ("local", "entropy")
 
 
-def visible_keys(T: int, causal: bool, exclude_first: bool = False) -> np.ndarray:
-    """(T, T) True where query i may see key j."""
-    vis = np.tril(np.ones((T, T), dtype=bool)) if causal else np.ones((T, T), dtype=bool)
+def visible_keys(T: int, causal: bool, exclude_first: bool = False, S: Optional[int] = None) -> np.ndarray:
+    """(T, S) True where query i may see key j (S: T, self-attention; else another sequence's keys)."""
+    S = T if S is None else S
+    vis = np.tril(np.ones((T, S), dtype=bool)) if causal else np.ones((T, S), dtype=bool)
     if exclude_first:
         vis[:, 0] = False
     return vis
 
 
 def pattern_masks(T: int, *, causal: bool, window: int, separators: Optional[np.ndarray] = None,
-                  token_ids: Optional[Sequence[int]] = None) -> dict[str, np.ndarray]:
-    """The (T, T) 0/1 patterns that apply to one input (see the module docstring)."""
+                  token_ids: Optional[Sequence[int]] = None, S: Optional[int] = None) -> dict[str, np.ndarray]:
+    """The (T, S) 0/1 patterns that apply to one input (see the module docstring). Across two
+    sequences (cross-attention, S keys of another text) the positions are compared as they are:
+    "self" is the diagonal, a monotone alignment; no token ids there."""
+    S = T if S is None else S
     i = np.arange(T)[:, None]  # (T, 1)
-    j = np.arange(T)[None, :]  # (1, T)
-    masks = {"previous_token": j == i - 1, "first_token": np.broadcast_to(j == 0, (T, T)), "self": i == j}
+    j = np.arange(S)[None, :]  # (1, S)
+    masks = {"previous_token": j == i - 1, "first_token": np.broadcast_to(j == 0, (T, S)), "self": i == j}
     if not causal:
         masks["next_token"] = j == i + 1
     if separators is not None and np.any(separators):
-        masks["separator"] = np.broadcast_to(np.asarray(separators, bool)[None, :], (T, T))
-    if token_ids is not None:
+        masks["separator"] = np.broadcast_to(np.asarray(separators, bool)[None, :], (T, S))
+    if token_ids is not None and S == T:
         ids = np.asarray(token_ids)
         same = ids[:, None] == ids[None, :]  # (T, T)
         masks["duplicate_token"] = same & ((j < i) if causal else (j != i))  # an encoder's copy may come later
@@ -73,10 +77,10 @@ def row_scores(weights: np.ndarray, *, causal: bool, window: int, queries: Optio
     ``weights`` (h, T, T) are one input's attention rows; ``queries`` (T,) bool picks the queries
     to score (default all; e.g. not the special tokens); ``separators`` (T,) marks separator keys;
     ``token_ids`` enables duplicate_token and induction."""
-    A = np.asarray(weights, dtype=np.float64)  # (h, T, T)
-    h, T, _ = A.shape
+    A = np.asarray(weights, dtype=np.float64)  # (h, T, S): S == T but for cross-attention
+    h, T, S = A.shape
     vis, keys, rows = scored_rows(T, causal=causal, window=window, queries=queries, separators=separators,
-                                  token_ids=token_ids, exclude_first=exclude_first, only=only)
+                                  token_ids=token_ids, exclude_first=exclude_first, only=only, S=S)
     if exclude_first:  # rows renormalised over the keys that are left
         A = np.where(vis, A, 0.0)
         mass = A.sum(axis=-1, keepdims=True)  # (h, T, 1)
@@ -95,15 +99,15 @@ def row_scores(weights: np.ndarray, *, causal: bool, window: int, queries: Optio
 
 def scored_rows(T: int, *, causal: bool, window: int, queries: Optional[np.ndarray] = None,
                 separators: Optional[np.ndarray] = None, token_ids: Optional[Sequence[int]] = None,
-                exclude_first: bool = False, only: Sequence[str] = SCORES
+                exclude_first: bool = False, only: Sequence[str] = SCORES, S: Optional[int] = None
                 ) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray]]:
     """What :func:`row_scores` scores, without the weights: the (T, T) visible keys, each
     pattern's (T, T) keys (its mask where visible), and each score's (T,) bool query rows, for
     the scores in ``only`` that apply (see the module docstring for which queries count)."""
-    vis = visible_keys(T, causal, exclude_first)  # (T, T)
+    vis = visible_keys(T, causal, exclude_first, S)  # (T, S)
     n_vis = vis.sum(axis=-1)  # (T,)
     use = (n_vis >= 2) if queries is None else (np.asarray(queries, bool) & (n_vis >= 2))  # (T,)
-    masks = pattern_masks(T, causal=causal, window=window, separators=separators, token_ids=token_ids)
+    masks = pattern_masks(T, causal=causal, window=window, separators=separators, token_ids=token_ids, S=S)
     if exclude_first:
         masks.pop("first_token")
     keys: dict[str, np.ndarray] = {}
@@ -119,10 +123,10 @@ def scored_rows(T: int, *, causal: bool, window: int, queries: Optional[np.ndarr
     return vis, keys, rows
 
 
-def uniform_weights(T: int, causal: bool) -> np.ndarray:
-    """(1, T, T) a head that spreads each row evenly over the keys it may see: the baseline."""
-    vis = visible_keys(T, causal)
-    return (vis / vis.sum(axis=-1, keepdims=True))[None]  # (1, T, T)
+def uniform_weights(T: int, causal: bool, S: Optional[int] = None) -> np.ndarray:
+    """(1, T, S) a head that spreads each row evenly over the keys it may see: the baseline."""
+    vis = visible_keys(T, causal, S=S)
+    return (vis / vis.sum(axis=-1, keepdims=True))[None]  # (1, T, S)
 
 
 class Tally:
@@ -179,9 +183,9 @@ THRESHOLDS = {"pattern": 0.3, "local": 0.7, "broad": 0.7, "margin": 0.2}
 class ScoredInput:
     """One input's attention and what its patterns need."""
 
-    attentions: np.ndarray  # (L, h, T, T)
+    attentions: np.ndarray  # (L, h, T, T); cross-attention (L, h, T, S)
     queries: np.ndarray  # (T,) bool: the queries to score (e.g. not the special tokens)
-    separators: Optional[np.ndarray] = None  # (T,) bool: separator keys ([SEP], </s>)
+    separators: Optional[np.ndarray] = None  # (S,) bool: separator keys ([SEP], </s>)
     token_ids: Optional[Sequence[int]] = None  # enables duplicate_token / induction
     only: Sequence[str] = SCORES  # the scores this input contributes
 
@@ -198,7 +202,8 @@ def classify(inputs: Iterable[ScoredInput], *, layers: int, heads: int, causal: 
         kw = dict(causal=causal, window=window, queries=inp.queries, separators=inp.separators,
                   token_ids=inp.token_ids, exclude_first=exclude_first, only=inp.only)
         tally.add_all_layers([row_scores(inp.attentions[layer], **kw) for layer in range(layers)])
-        base.add(0, row_scores(uniform_weights(inp.attentions.shape[-1], causal), **kw))
+        T, S = inp.attentions.shape[-2:]
+        base.add(0, row_scores(uniform_weights(T, causal, S=S), **kw))
     means, uniform_means = tally.means(), base.means()
     uniform = {k: (None if v is None else float(v[0, 0])) for k, v in uniform_means.items()}
     scored = [p for p in PATTERNS if means[p] is not None]

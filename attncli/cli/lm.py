@@ -117,6 +117,8 @@ def heads_cmd(
     exclude_first: Annotated[bool, typer.Option("--exclude-first", help="With --transformer: drop key 0 and renormalise each row first (attention sinks).")] = False,
     backend: Annotated[str, typer.Option(help="With --transformer: auto, numpy or torch.")] = "auto",
     allow_missing_weights: Annotated[bool, typer.Option("--allow-missing-weights", help="With --transformer: run a model whose checkpoint lacks weights or holds unused ones, with a warning.")] = False,
+    stack: Annotated[Optional[str], typer.Option("--stack", help="With --transformer, an encoder-decoder (T5, BART): encoder (default), decoder or cross; a --file line SOURCE<TAB>TARGET gives the decoder its text.",
+                                                 metavar="STACK", show_default=False)] = None,
 ) -> None:
     """Score each learned head as previous-token, first-token, self, local or broad (entropy).
 
@@ -140,18 +142,20 @@ def heads_cmd(
     check_window(window)  # before the model is read
     options = [("--model", model), ("--transformer", transformer), ("--file", file), ("--sentences", sentences),
                ("--window", window if window != 3 else None), ("--exclude-first", exclude_first),
-               ("--backend", backend if backend != "auto" else None), ("--allow-missing-weights", allow_missing_weights)]
+               ("--backend", backend if backend != "auto" else None), ("--allow-missing-weights", allow_missing_weights),
+               ("--stack", stack)]
     if transformer is not None:
         if model is not None:
             raise BadInput("--model names attn's own LM; with --transformer the pretrained model is scored: drop one")
         from attncli.cli.transformer import run_heads
 
         report = run_heads(transformer, file=file, sentences=sentences, window=window, exclude_first=exclude_first,
-                           backend=backend, json_out=json_out, allow_missing_weights=allow_missing_weights)
+                           backend=backend, json_out=json_out, allow_missing_weights=allow_missing_weights,
+                           stack=stack)
         _print_heads(report, options, json_out)
         return
     for flag, on in (("--exclude-first", exclude_first), ("--backend", backend != "auto"),
-                     ("--allow-missing-weights", allow_missing_weights)):
+                     ("--allow-missing-weights", allow_missing_weights), ("--stack", stack is not None)):
         if on:
             raise BadInput(f"{flag} needs --transformer NAME_OR_PATH (a pretrained model)")
     att = load_trained(model)

@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterator, Optional
 import numpy as np
 
 from attncli.attention.heads import ScoredInput, classify
+from attncli.errors import BadInput
 from attncli.lm.heads import check_window
 
 
@@ -39,16 +40,45 @@ def scored_inputs(model, texts: list[str], on_text: Optional[Callable[[], None]]
         on_text()
 
 
-def score_transformer_heads(model, texts: list[str], *, window: int, exclude_first: bool,
-                            on_text: Optional[Callable[[], None]] = None) -> dict[str, Any]:
-    check_window(window)
-    report = classify(scored_inputs(model, texts, on_text), layers=model.layers, heads=model.heads,
-                      causal=bool(model.is_decoder), window=window, exclude_first=exclude_first)
-    if report["sentences"] == 0:
-        from attncli.errors import BadInput
+def stack_inputs(model, texts: list[str], stack: str, on_text: Optional[Callable[[], None]] = None
+                 ) -> Iterator[ScoredInput]:
+    """An encoder-decoder's decoder or cross stack on each line "SOURCE<TAB>TARGET" (no TAB: the
+    source is its own target): the decoder's input (the target shifted right) is each row, its
+    special tokens (the decoder start) not scored; the keys are the target's (decoder, causal, with
+    its token ids) or the source's (cross, (T, S): separators are the source's special tokens
+    after the first, no token ids across two texts)."""
+    for n, line in enumerate(texts):
+        if on_text is not None and n > 0:
+            on_text()
+        source_text, _, target_text = line.partition("\t")
+        source = model.encode(source_text.strip() or target_text.strip(), truncate=True)
+        target = model.encode_target(target_text.strip() or source_text.strip(), truncate=True)
+        attentions = model.stack_attentions(source, target)[stack]  # (L, h, T, T) or (L, h, T, S)
+        queries = ~np.asarray(target.special, dtype=bool)  # (T,)
+        keys = source if stack == "cross" else target
+        separators = np.asarray(keys.special, dtype=bool).copy()  # (S,)
+        separators[0] = False
+        if queries.sum() < (1 if stack == "cross" else 2):
+            continue
+        yield ScoredInput(attentions, queries=queries, separators=separators if separators.any() else None,
+                          token_ids=list(target.ids) if stack == "decoder" else None)
+    if on_text is not None and texts:
+        on_text()
 
+
+def score_transformer_heads(model, texts: list[str], *, window: int, exclude_first: bool,
+                            on_text: Optional[Callable[[], None]] = None, stack: Optional[str] = None) -> dict[str, Any]:
+    """``stack`` (an encoder-decoder's): "encoder" (its self-attention, as any encoder), "decoder"
+    or "cross" (:func:`stack_inputs`)."""
+    check_window(window)
+    shape = model.stack(stack) if stack is not None else model  # its layers, heads and causal flag
+    inputs = scored_inputs(model, texts, on_text) if stack in (None, "encoder") else stack_inputs(model, texts, stack,
+                                                                                                 on_text)
+    report = classify(inputs, layers=shape.layers, heads=shape.heads, causal=bool(shape.is_decoder), window=window,
+                      exclude_first=exclude_first)
+    if report["sentences"] == 0:
         raise BadInput("no sentence of two or more tokens to score the heads on")
     for entry in report["heads"]:  # grouped-query attention: which key-value head each query head reads
-        entry["kv_head"] = model.kv_head(entry["head"])
-    return {"model": model.name, "backend": model.backend, "layers": model.layers, "heads_per_layer": model.heads,
-            "kv_heads": model.kv_heads, "causal": bool(model.is_decoder), **report}
+        entry["kv_head"] = shape.kv_head(entry["head"])
+    return {"model": model.name, "backend": model.backend, "layers": shape.layers, "heads_per_layer": shape.heads,
+            "kv_heads": shape.kv_heads, "causal": bool(shape.is_decoder), **report}

@@ -23,20 +23,26 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.geometry import Region
 from textual.widgets import ContentSwitcher, Footer, Input, Static
 
+from attncli.attention.explain import explain
+from attncli.attention import matrix as word_vector_matrix
 from attncli.errors import AttnError, BadInput
+from attncli.explore import pretrained
 from attncli.explore.footer import FooterModes
 from attncli.explore.keys import KEYS
 from attncli.explore.lookup_pane import LookupPane
 from attncli.explore.model_view_pane import ModelViewPane
+from attncli.explore.state import ExploreState
 from attncli.explore.transformer_keys import TransformerKeys
-from attncli.explore.state import DEFAULT_EXPORT, ExploreState
-from attncli.explore.widgets import CompareScreen, Drawing, ExportScreen, HelpScreen, MatrixView
+from attncli.explore.view_keys import ViewKeys, kind_of
+from attncli.explore.widgets import Drawing, HelpScreen, MatrixView  # noqa: F401 - HelpScreen: the app's, as tests name it
 from attncli.textio import visible
+from attncli.vectors.model import load_vectors
+from attncli.views.render import explanation_renderables, matrix_renderables
 
 INLINE_WORDS = 64  # up to this many tokens a matrix takes milliseconds: no worker needed
 
 
-class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, FooterModes):
+class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, ViewKeys, FooterModes):
     """``attn explore``: change the settings with keys, watch the matrix follow."""
 
     TITLE = "attn explore"
@@ -130,8 +136,6 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, FooterModes):
 
     def _vectors_for(self, model: str | None):
         if model not in self._vectors:
-            from attncli.vectors.model import load_vectors
-
             self._vectors[model] = load_vectors(model)
         return self._vectors[model]
 
@@ -153,15 +157,11 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, FooterModes):
             self._compute(state)
 
     def _compute_now(self, state: ExploreState) -> tuple[Any, str | None]:
-        """(MatrixResult or PretrainedResult, None) or (None, the message that refuses it)."""
+        """(MatrixResult or a pretrained model's result, None) or (None, the message that refuses it)."""
         try:
             if state.transformer is not None:
-                from attncli.explore.pretrained import compute as compute_pretrained
-
-                return compute_pretrained(state, self._models), None
-            from attncli.attention.matrix import compute
-
-            return compute(state.request(), vectors=self._vectors_for(state.model)), None
+                return pretrained.compute(state, self._models), None
+            return word_vector_matrix.compute(state.request(), vectors=self._vectors_for(state.model)), None
         except AttnError as exc:
             return None, str(exc)
         except Exception as exc:  # a bug: say so, keep the app
@@ -188,9 +188,9 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, FooterModes):
     def _computed(self, state: ExploreState, res) -> None:
         if state != self.state:  # a newer request is on its way
             return
-        if getattr(res, "is_model_view", False):
+        if kind_of(res) == "model_view":
             state = replace(state, grid=res.grid_cell(state.grid))
-        elif not getattr(res, "is_panel", False):  # the lens and a comparison have no cursor: it waits
+        elif kind_of(res) != "panel":  # the lens, a comparison, G and D have no cursor: it waits
             T, S = self._shape(res)
             i, j = state.cursor
             state = replace(state, cursor=(min(i, T - 1), min(j, S - 1)))
@@ -214,31 +214,26 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, FooterModes):
     @staticmethod
     def _shape(res) -> tuple[int, int]:
         """Rows and columns the cursor moves over."""
-        return res.shape if getattr(res, "is_pretrained", False) else res.attention.weights.shape
+        return res.shape if kind_of(res) == "pretrained" else res.attention.weights.shape
 
     def _draw(self) -> None:
         """The heatmap and the explanation of the cursor's cell (cheap: no recomputation)."""
-        from attncli.attention.explain import explain
-        from attncli.views.render import explanation_renderables, matrix_renderables
-
         res, state = self.result, self.state
         view = self.query_one("#matrix", MatrixView)
         width = max((view.content_size.width or self.query_one("#matrix-scroll").size.width or self.size.width) - 1, 20)
-        if getattr(res, "is_model_view", False):
+        if kind_of(res) == "model_view":
             self._draw_model_view(view, width)
             return
-        if getattr(res, "is_panel", False):  # the logit lens (L), a comparison (C)
+        if kind_of(res) == "panel":  # the logit lens (L), a comparison (C), G, D
             view.show(*res.renderables(width), width=width)
             self.explanation = None
             self.query_one("#explain", Drawing).show(*[Text(visible(note), style="dim") for note in res.notes()])
             self._settings_line()
             return
-        if getattr(res, "is_pretrained", False):
-            from attncli.explore import pretrained
-
-            view.show(*pretrained.renderables(res, state, width, cursor=state.cursor, cell_meta=True, lines=True), width=width)
+        if kind_of(res) == "pretrained":
+            view.show(*res.heatmaps(width, cursor=state.cursor, cell_meta=True, lines=True), width=width)
             self.explanation = pretrained.explain(res, state)
-            why = res.explainable(state)
+            why = res.explainable()
             self.query_one("#explain", Drawing).show(*(explanation_renderables(self.explanation) if why is None
                                                        else [Text(visible(why), style="dim")]))
             self._scroll_to_cursor(view)
@@ -277,122 +272,6 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, FooterModes):
             self.notify(visible(message), severity="error", timeout=6, markup=False)
         elif not error:
             self.clear_notifications()
-
-    # ---------------------------------------------------------------- actions (keys)
-
-    def _n_keys(self) -> int:
-        return self.result.n_real_keys if self.result is not None else 1
-
-    def _word_vectors_only(self, what: str) -> bool:
-        """True in the word-vector view; in a transformer's, says why the key does nothing."""
-        if self.state.transformer is None:
-            return True
-        self._say(f"{what} belongs to the word-vector matrix; the pretrained model's attention is its own "
-                  "(T switches back)", error=True)
-        return False
-
-    def action_variant(self, step: int) -> None:
-        if self._word_vectors_only('variant'):
-            self.recompute(self.state.next_variant(step))
-
-    def action_causal(self) -> None:
-        if self._word_vectors_only('causal'):
-            self.recompute(self.state.toggle_causal())
-
-    def action_window(self, step: int) -> None:
-        if self._word_vectors_only('window'):
-            self.recompute(self.state.step_window(step))
-
-    def action_pad(self, step: int) -> None:
-        if self._word_vectors_only('pad'):
-            self.recompute(self.state.step_pad_to(step, self._n_keys()))
-
-    def action_projection(self, step: int) -> None:
-        if self._word_vectors_only('projection'):
-            self.recompute(self.state.next_projection(step))
-
-    def action_positions(self) -> None:
-        if self._word_vectors_only('positions'):
-            self.recompute(self.state.toggle_positions())
-
-    def action_show(self, step: int) -> None:
-        if not self._word_vectors_only("show"):
-            return
-        state = self.state.next_show(step)
-        if self.result is not None and not self.computing:
-            self.state = self.good_state = state  # same matrix, another view of it
-            self._draw()
-        else:
-            self.recompute(state)
-
-    def action_move(self, di: int, dj: int) -> None:
-        if self.result is None or self.computing:
-            return
-        if self._in_model_view():  # up / down: layers, left / right: heads
-            self._move_grid(di, dj)
-            return
-        if getattr(self.result, "is_model_view", False) or getattr(self.result, "is_panel", False):
-            return
-        self.state = self.good_state = self.state.move_cursor(di, dj, self._shape(self.result))
-        self._draw()
-
-    def set_cursor(self, i: int, j: int) -> None:
-        if (self.result is None or self.computing or getattr(self.result, "is_model_view", False)
-                or getattr(self.result, "is_panel", False)):
-            return
-        self.state = self.good_state = replace(self.state, cursor=(0, 0)).move_cursor(i, j, self._shape(self.result))
-        self._draw()
-
-    def action_edit(self, which: str) -> None:
-        self.action_pane("matrix")
-        self.query_one(f"#{which}", Input).focus()
-
-    def action_focus_matrix(self) -> None:
-        self.query_one("#matrix").focus()
-
-    def action_pane(self, name: str) -> None:
-        self.query_one(ContentSwitcher).current = f"{name}-pane"
-        self.query_one("#query" if name == "lookup" else "#matrix").focus()
-        self._update_footer()
-
-    def action_copy(self) -> None:
-        if getattr(self.result, "is_pretrained", False):
-            from attncli.explore.pretrained import command_line
-
-            command = command_line(self.result, self.good_state or self.state)  # the view on screen's
-        else:
-            command = self.state.command_line()
-        self.copy_to_clipboard(command)
-        self.notify(visible(command), title="copied: the attn matrix command of this view", timeout=10, markup=False)
-
-    def action_help(self) -> None:
-        if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
-
-    def action_export(self) -> None:
-        if self.result is None:
-            self._say("nothing to export yet: the matrix has not been computed", error=True)
-            return
-        self.push_screen(ExportScreen(str(self.last_export or DEFAULT_EXPORT)), self._export_to)
-
-    def _export_to(self, given: str | None) -> None:
-        if given is not None:
-            self._export(self.result, self.state, given)
-
-    @work(thread=True, exclusive=True, group="export", exit_on_error=False)
-    def _export(self, res, state: ExploreState, given: str) -> None:
-        from attncli.explore.state import export
-
-        try:
-            path = export(res, state, given, self.cwd)  # laid out for the file, not this window
-        except AttnError as exc:
-            self._from_thread(self._say, str(exc), error=True)
-        except Exception as exc:
-            self._from_thread(self._say, f"internal error: {type(exc).__name__}: {exc}", error=True)
-        else:
-            self.last_export = path
-            self._from_thread(self._say, f"wrote {path}")
-            self._from_thread(self.notify, visible(str(path)), title="exported", markup=False)
 
     # ---------------------------------------------------------------- the inputs
 

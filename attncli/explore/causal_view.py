@@ -17,9 +17,9 @@ from attncli.errors import BadInput
 
 @dataclass
 class CausalResult:
+    kind = "panel"  # no cursor: the whole view is one drawing
     is_pretrained = True
     is_model_view = False
-    is_panel = True  # no cursor: the whole view is one drawing
     model: Any
     enc: Any
     doc: dict[str, Any]

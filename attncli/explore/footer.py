@@ -19,7 +19,7 @@ class FooterModes(App):
         """'lookup', 'model view', 'transformer' or 'word-vector': what the footer lists keys for."""
         if self.query_one(ContentSwitcher).current == "lookup-pane":
             return "lookup"
-        if self.state.model_view and getattr(self.result, "is_model_view", False):
+        if self.state.model_view and getattr(self.result, "kind", None) == "model_view":
             return "model view"
         return "transformer" if self.state.transformer is not None else "word-vector"
 

@@ -12,7 +12,15 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from attncli.attention import pretrained as pv
+from attncli.attention.compare import compare, document, transformer_side
+from attncli.attention.logit_lens import logit_lens
 from attncli.errors import BadInput
+from attncli.explore.drawing import export_drawing
+from attncli.transformer.numpy_backend import DECODER_FAMILIES
+from attncli.views.compare_view import compare_heatmaps
+from attncli.views.lens import lens_renderables
+from attncli.views.render import heatmap_renderables
 
 LENS_TOP_K = 1  # attn lens's default --top-k
 
@@ -21,16 +29,14 @@ LENS_TOP_K = 1  # attn lens's default --top-k
 class LensResult:
     """The logit lens of the sentence: ``doc`` is ``attn lens --transformer ... --json``'s document."""
 
+    kind = "panel"  # no cursor: the whole view is one drawing
     is_pretrained = True
     is_model_view = False
-    is_panel = True  # no cursor: the whole view is one drawing
     model: Any
     enc: Any
     doc: dict[str, Any]
 
     def renderables(self, width: int | None, lines: bool = True) -> list:
-        from attncli.views.lens import lens_renderables
-
         return lens_renderables(self.doc, width)
 
     def notes(self) -> list[str]:
@@ -46,9 +52,9 @@ class LensResult:
 class CompareResult:
     """The sentence (A) and the second text (B) at the view's layer and head, and B - A."""
 
+    kind = "panel"
     is_pretrained = True
     is_model_view = False
-    is_panel = True
     model: Any
     comparison: Any  # attncli.attention.compare.Comparison
     meta_a: dict[str, Any]
@@ -57,9 +63,6 @@ class CompareResult:
 
     def renderables(self, width: int | None, lines: bool = True) -> list:
         """A, B and delta as heatmaps at ``width`` columns (None: as wide as they need, for a file)."""
-        from attncli.views.compare_view import compare_heatmaps
-        from attncli.views.render import heatmap_renderables
-
         return [part for hm in compare_heatmaps(self.comparison, self.meta_a, self.meta_b)
                 for part in heatmap_renderables(hm, width, lines=lines)]
 
@@ -72,8 +75,6 @@ class CompareResult:
                 "C returns to the attention."]
 
     def document(self) -> dict[str, Any]:
-        from attncli.attention.compare import document
-
         return document(self.comparison, self.meta_a, self.meta_b, self.unit)
 
 
@@ -94,9 +95,6 @@ def piece(model, i: int) -> str:
 def compute_lens(model, state) -> LensResult:
     """``attn lens TEXT --transformer NAME`` on the loaded ``model``: refused for an encoder, a
     pair, and a model not on attn's NumPy pass (the lens reads its residual stream)."""
-    from attncli.attention.logit_lens import logit_lens
-    from attncli.transformer.numpy_backend import DECODER_FAMILIES
-
     if not model.is_decoder:
         raise BadInput(lens_refusal(model))
     if state.pair is not None:
@@ -119,8 +117,6 @@ def compute_lens(model, state) -> LensResult:
 
 
 def lens_refusal(model) -> str:
-    from attncli.transformer.numpy_backend import DECODER_FAMILIES
-
     return (f"the logit lens reads a decoder's next-token predictions: '{model.name}' ({model.model_type}) is an "
             f"encoder; start attn explore with a decoder attn runs in NumPy: {DECODER_FAMILIES}")
 
@@ -128,12 +124,9 @@ def lens_refusal(model) -> str:
 def compute_compare(model, state) -> CompareResult:
     """``attn compare TEXT TEXT_B --transformer NAME [--layer/--head/--words] --align position`` on
     the loaded ``model``: the view's options that the comparison does not carry are refused."""
-    from attncli.attention import pretrained as pv
-    from attncli.attention.compare import compare, transformer_side
-
     for on, option in ((state.pair is not None, "the --pair sentence (k, then an empty line)"),
                        (state.pair_filter, "--filter"), (state.rollout, "--rollout"), (state.flow, "--flow"),
-                       (state.norms, "--show norms (N)"), (state.hide_special, "--hide-special (z)")):
+                       (state.norms, "--show norms (N)"), (state.scores, "--show scores (s)"), (state.hide_special, "--hide-special (z)")):
         if on:
             raise BadInput(f"compare draws one layer's weights of two texts (attn compare): drop {option}")
     if not state.compare_text.strip():
@@ -150,7 +143,5 @@ def export_panel(res, state, fmt: str, width: int | None = None) -> str | bytes:
     (the drawing and the command line)."""
     if fmt == ".json":
         return json.dumps(res.document(), ensure_ascii=False, allow_nan=False, indent=2) + "\n"
-    from attncli.explore.state import export_drawing
-
     command = getattr(res, "command", None) or state.command_line()
     return export_drawing(lambda w: res.renderables(w, lines=False), command, state.text, fmt, width)

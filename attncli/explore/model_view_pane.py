@@ -11,7 +11,9 @@ from rich.text import Text
 from textual.app import App
 
 from attncli.explore.state import ExploreState
+from attncli.explore.view_keys import WORD_VECTORS, kind_of
 from attncli.explore.widgets import Drawing
+from attncli.views.model_view import class_text, layer_maps, shown_positions, strongest
 
 
 class ModelViewPane(App):
@@ -19,14 +21,12 @@ class ModelViewPane(App):
 
     def _in_model_view(self) -> bool:
         """The model view is on screen and is the current state's (the grid's cursor keys apply)."""
-        return self.state.model_view and getattr(self.result, "is_model_view", False) and not self.computing
+        return self.state.model_view and kind_of(self.result) == "model_view" and not self.computing
 
     def _draw_model_view(self, view, width: int) -> None:
-        from attncli.explore import pretrained
-
         res, state = self.result, self.state
         grid = res.grid_cell(state.grid)
-        view.show(*pretrained.model_view_renderables(res, state, width, cursor=grid, cell_meta=True), width=width)
+        view.show(*res.heatmaps(width, cursor=grid, cell_meta=True), width=width)
         self.explanation = None
         self.query_one("#explain", Drawing).show(*grid_panel(res, state, grid))
         self._scroll_to(view, "grid", grid)
@@ -35,10 +35,8 @@ class ModelViewPane(App):
     def _grid_class(self) -> str:
         """' · CLASS SCORE' of the head under the model view's cursor, for the status line ('' elsewhere)."""
         res, grid = self.result, self.state.grid
-        if not (self.state.model_view and getattr(res, "is_model_view", False) and grid is not None):
+        if not (self.state.model_view and kind_of(res) == "model_view" and grid is not None):
             return ""
-        from attncli.views.model_view import class_text
-
         layer, head = res.grid_cell(grid)
         return f" · {class_text(res.classes[layer][head])}"
 
@@ -59,7 +57,7 @@ class ModelViewPane(App):
     def action_model_view(self) -> None:
         """M: the model view, its cursor on this view's layer and head; in the model view, the head
         under the cursor in the ordinary view (as Enter)."""
-        if not self._transformer_only("--model-view") or not getattr(self.result, "is_pretrained", False):
+        if not self._transformer_only("--model-view") or kind_of(self.result) == WORD_VECTORS:
             return
         if self.state.model_view:
             self.action_open_head()
@@ -75,8 +73,6 @@ class ModelViewPane(App):
 
 def grid_panel(res, state: ExploreState, grid: tuple[int, int]) -> list:
     """Beside the model view: the head under the cursor, its class and its strongest cell."""
-    from attncli.views.model_view import class_text, layer_maps, shown_positions, strongest
-
     layer, head = grid
     tokens = [res.enc.tokens[t] for t in shown_positions(res.enc, state.hide_special)]
     m = layer_maps(res.attentions, layer, res.enc, state.hide_special)[head]  # (T, T)

@@ -15,27 +15,33 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from attncli.attention.document import write_json
+from attncli.attention.explain import explain
 from attncli.attention.masks import MaskSpec
 from attncli.attention.matrix import DEFAULT_POSITIONS, POSITIONS, MatrixRequest
+from attncli.attention.projection import PROJECTIONS
+from attncli.attention.variants import VARIANTS
 from attncli.errors import BadInput
+from attncli.explore import pretrained
+from attncli.explore.drawing import export_drawing
 from attncli.export_target import DESCRIPTOR, check_export, write_export
 from attncli.option_conflicts import BACKENDS, validate
+from attncli.pipeline.view_request import ViewRequest
+from attncli.views.render import explanation_renderables, matrix_renderables
 
 SHOWS = ("weights", "scores", "output")
+TRANSFORMER_SHOWS = ("weights", "scores", "norms")  # --show with --transformer
 FILTERS = ("all", "a-a", "a-b", "b-a", "b-b")  # --filter: "all" is no filter
 EXPORT_FORMATS = (".svg", ".html", ".json", ".png")
 DEFAULT_EXPORT = "attn-explore.svg"
+PRETRAINED_KINDS = ("pretrained", "model_view", "panel")  # the results of a transformer (ViewResult, explore's panels)
 
 
 def variants() -> list[str]:
-    from attncli.attention.variants import VARIANTS
-
     return list(VARIANTS)
 
 
 def projections() -> list[str]:
-    from attncli.attention.projection import PROJECTIONS
-
     return list(PROJECTIONS)
 
 
@@ -81,7 +87,8 @@ class ExploreState:
     top_k: int | None = None
     pool: str | None = None
     layers: str | None = None
-    norms: bool = False  # --show norms: ||alpha f(x)|| instead of the weights (issue 22)
+    norms: bool = False  # --show norms: ||alpha f(x)|| instead of the weights
+    scores: bool = False  # --show scores: q.k x scale before the softmax (never with norms)
     flow: bool = False  # --flow: the attention flow through layers 0..layer (attncli.attention.flow)
     lens: bool = False  # the logit lens of a decoder (attn lens) instead of the attention
     compare_text: str | None = None  # attn compare: this second text's matrix beside the sentence's, and B - A
@@ -162,7 +169,8 @@ class ExploreState:
         return replace(self, backend=_cycle(BACKENDS, self.backend, step))
 
     def toggle(self, name: str) -> ExploreState:
-        return replace(self, **{name: not getattr(self, name)})
+        on = not getattr(self, name)
+        return replace(self, **{name: on}, **({"scores": False} if name == "norms" and on else {}))
 
     def enter_model_view(self, layer: int) -> ExploreState:
         """The model view, its cursor on this view's layer and head (head 0 for all heads); it
@@ -174,30 +182,26 @@ class ExploreState:
         """The ordinary view of the model view's head ``grid`` (layer, head); --layers stays for M."""
         return replace(self, model_view=False, grid=None, layer=grid[0], head=grid[1])
 
+    def view_request(self) -> ViewRequest:
+        """The ViewRequest of ``attn matrix --transformer`` with these options (explore's cursor
+        may explain any cell: ``cursor``)."""
+        return ViewRequest(self.text, transformer=self.transformer, pair=self.pair, layer=self.layer, head=self.head,
+                           block=self.pair_filter, words=self.words, hide_special=self.hide_special,
+                           rollout=self.rollout, backend=self.backend, truncate=self.truncate,
+                           model_view=self.model_view, layers=self.layers if self.model_view else None,
+                           allow_missing_weights=self.allow_missing_weights, show=self.transformer_show(),
+                           flow=self.flow, rows=self.rows, top_k=self.top_k, pool=self.pool, cursor=True)
+
+    def transformer_show(self) -> str:
+        return "norms" if self.norms else "scores" if self.scores else "weights"
+
+    def next_transformer_show(self, step: int = 1) -> ExploreState:
+        """s / S with --transformer: weights -> scores -> norms (--show)."""
+        show = _cycle(TRANSFORMER_SHOWS, self.transformer_show(), step)
+        return replace(self, scores=show == "scores", norms=show == "norms")
+
     def transformer_options(self, explain: bool, cell: tuple[int, int] | None = None) -> list[str]:
-        args = [self.text, "--transformer", self.transformer]
-        for option, value in (("--pair", self.pair), ("--filter", self.pair_filter), ("--layer", self.layer),
-                              ("--head", self.head), ("--backend", None if self.backend == "auto" else self.backend)):
-            if value is not None:
-                args += [option, str(value)]
-        for option, flag in (("--words", self.words), ("--hide-special", self.hide_special), ("--rollout", self.rollout),
-                             ("--truncate", self.truncate), ("--model-view", self.model_view),
-                             ("--allow-missing-weights", self.allow_missing_weights)):
-            if flag:
-                args.append(option)
-        if self.norms:
-            args += ["--show", "norms"]
-        if self.flow:
-            args.append("--flow")
-        for option, value in (("--rows", self.rows), ("--top-k", self.top_k), ("--pool", self.pool)):
-            if value is not None:
-                args += [option, str(value)]
-        if self.top_k is not None or self.pool is not None:  # their cells are no (query, key) cell
-            explain = False
-        if self.model_view:  # --layers belongs to it; it has no --explain
-            return args + (["--layers", self.layers] if self.layers is not None else [])
-        i, j = cell or self.cursor
-        return args + (["--explain", str(i), str(j)] if explain else [])
+        return self.view_request().options((cell or self.cursor) if explain else None)
 
     def options(self, explain: bool = True, cell: tuple[int, int] | None = None) -> list[str]:
         """The sentence and the options of ``attn matrix`` that differ from its defaults (with
@@ -275,6 +279,7 @@ class ExploreState:
                      f"layer {'last' if self.layer is None else self.layer}", which]
             parts += [name for name, flag in (("pair", self.pair is not None), (f"filter {self.pair_filter}", self.pair_filter),
                                               ("words", self.words), ("hide special", self.hide_special),
+                                              ("show scores", self.scores),
                                               (f"backend {self.backend}", self.backend != "auto"),
                                               ("truncate", self.truncate)) if flag]
             return " · ".join(parts + [f"cell {self.cursor[0]},{self.cursor[1]}"])
@@ -311,36 +316,15 @@ def export_path(given: str, cwd: Path | None = None) -> Path:
 def export_text(res, state: ExploreState, fmt: str, width: int | None = None) -> str | bytes:
     """The current view as ``fmt`` (.svg, .html, .png, .json): the JSON is ``attn matrix --json
     --explain I J``'s document; SVG and HTML are the heatmap and the explanation as drawn."""
-    if getattr(res, "is_pretrained", False):
-        from attncli.explore.pretrained import export_text as pretrained_export
-
-        return pretrained_export(res, state, fmt, width)
-    from attncli.attention.explain import explain
-
+    if getattr(res, "kind", None) in PRETRAINED_KINDS:
+        return pretrained.export_text(res, state, fmt, width)
     explanation = explain(res, *state.cursor)
     if fmt == ".json":
-        from attncli.attention.document import write_json
-
         parts: list[str] = []
         write_json(res, parts.append, explanation)
         return "".join(parts)
-    from attncli.views.render import explanation_renderables, matrix_renderables
-
     return export_drawing(lambda w: [*matrix_renderables(res, w, state.show), *explanation_renderables(explanation)],
                           state.command_line(), " ".join(res.tokens), fmt, width)
-
-
-def export_drawing(draw, command: str, text: str, fmt: str, width: int | None = None) -> str | bytes:
-    """A view drawn for an export: ``draw(width)``'s renderables and the ``command`` line under them,
-    recorded by rich (attncli.views.export) at ``width`` columns, else as wide as the view needs,
-    as SVG (titled by ``text``, offline fonts), HTML or PNG (bytes)."""
-    from attncli.views.export import html_text, png_bytes, record, svg_text
-
-    console, parts = record(draw, width, command)
-    title = f"attn explore: {text[:60]}"
-    if fmt == ".html":
-        return html_text(console)
-    return png_bytes(console, parts, title) if fmt == ".png" else svg_text(console, title)
 
 
 def export(res, state: ExploreState, given: str, cwd: Path | None = None, width: int | None = None) -> Path:

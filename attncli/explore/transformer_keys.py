@@ -12,6 +12,10 @@ from textual.app import App
 from textual.widgets import Input
 
 from attncli.explore.disabled_keys import key_refusal
+from attncli.explore.causal_view import refusal
+from attncli.explore.lens_compare import lens_refusal
+from attncli.explore.view_keys import WORD_VECTORS, kind_of
+from attncli.explore.widgets import CompareScreen
 
 
 class TransformerKeys(App):
@@ -60,13 +64,13 @@ class TransformerKeys(App):
     def action_layer(self, step: int) -> None:
         if self._in_model_view():  # the cursor moves to the previous / next layer of the grid
             self.action_move(step, 0)
-        elif self._transformer_only("--layer") and getattr(self.result, "is_pretrained", False):
+        elif self._transformer_only("--layer") and kind_of(self.result) != WORD_VECTORS:
             self.recompute(self.state.step_layer(step, self.result.model.layers))
 
     def action_head(self, step: int) -> None:
         if self._in_model_view():
             self.action_move(0, step)
-        elif self._transformer_only("--head") and getattr(self.result, "is_pretrained", False):
+        elif self._transformer_only("--head") and kind_of(self.result) != WORD_VECTORS:
             self.recompute(self.state.step_head(step, self.result.model.heads))
 
     def action_filter(self, step: int) -> None:
@@ -90,8 +94,6 @@ class TransformerKeys(App):
             return
         model = getattr(self.result, "model", None)
         if model is not None and not model.is_decoder:  # said at once, the view stays
-            from attncli.explore.lens_compare import lens_refusal
-
             self._say(lens_refusal(model), error=True)
             return
         self.recompute(replace(self.state, lens=True, compare_text=None, model_view=False, causal_view=None))
@@ -103,8 +105,6 @@ class TransformerKeys(App):
         if self.state.compare_text is not None:
             self.recompute(replace(self.state, compare_text=None))
             return
-        from attncli.explore.widgets import CompareScreen
-
         self.push_screen(CompareScreen(getattr(self, "_compared", "")), self._compare_with)
 
     def _compare_with(self, text: str | None) -> None:
@@ -127,8 +127,6 @@ class TransformerKeys(App):
             return
         model = getattr(self.result, "model", None)
         if model is not None:  # said at once, the view stays
-            from attncli.explore.causal_view import refusal
-
             reason = refusal(model, kind)
             if reason:
                 self._say(reason, error=True)

@@ -1,7 +1,8 @@
 // The interactive page of `attn matrix --transformer ... --html` (attncli/views/page.py): vanilla
 // JavaScript, no library, nothing loaded. The data are `attn matrix --json` documents, one per
 // layer x {tokens, special tokens hidden} x {heads, rollout}, each with its words merged; D.extra
-// holds the views beyond the weights (--show norms / scores, --flow), one document per layer.
+// holds the views beyond the weights (--show norms / scores, --flow), one document per layer. Rows
+// and columns may be other tokens (an encoder-decoder's cross-attention, T x S: D.square false).
 "use strict";
 (function () {
   const D = JSON.parse(document.getElementById("attn-data").textContent);
@@ -44,7 +45,7 @@
     if (S.words && !other) {
       part = d.words; rows = part.tokens; cols = part.key_tokens;
       rowSeg = part.groups.map((g) => D.input.segments[g[0]]);
-      colSeg = part.key_groups.map((g) => D.input.segments[g[0]]);
+      colSeg = part.key_groups.map((g) => D.key_input.segments[g[0]]);  // cross-attention: the source's
     } else {
       part = d; rows = d.tokens; cols = d.key_tokens; rowSeg = d.segments; colSeg = d.key_segments;
     }
@@ -198,8 +199,8 @@
     const tokenwise = S.view === "head" && extra();  // norms, scores, flow: token by token, no row renormalised
     head.disabled = S.rollout || (tokenwise && S.show === "flow");
     $("words").checked = S.words; $("hide").checked = S.hide_special; $("rollout").checked = S.rollout;
-    $("words").disabled = tokenwise; $("rollout").disabled = tokenwise;
-    $("hide").disabled = tokenwise || !D.input.special.some((s) => s);
+    $("words").disabled = tokenwise; $("rollout").disabled = tokenwise || !D.square;  // T x S: no rollout
+    $("hide").disabled = tokenwise || !D.input.special.concat(D.key_input.special).some((s) => s);
     $("filter").value = S.filter; $("filter-label").style.display = D.pair === null ? "none" : "";
     $("tab-head").classList.toggle("on", S.view === "head");
     $("tab-model").classList.toggle("on", S.view === "model");

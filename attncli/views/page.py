@@ -20,6 +20,9 @@ import html
 import json
 from typing import Any, Optional
 
+from attncli.attention import pretrained as pv
+from attncli.attention.value_norms import head_norms, summed_norms
+from attncli.errors import BadInput
 from attncli.textio import visible
 from attncli.views.export import NOT_MARKUP, markup_safe
 from attncli.views.render import _VIRIDIS
@@ -36,8 +39,6 @@ def check_size(layers: int, heads: int, tokens: int, has_special: bool, extra: i
     weights: every layer x head x T x T, with and without the special tokens, by token and by
     word (the rollouts add one matrix per layer); ``extra`` more matrices per layer (--show
     norms / scores: h + 1 each, --flow: 1) by token."""
-    from attncli.errors import BadInput
-
     numbers = layers * (heads + 2) * tokens * tokens * (2 if has_special else 1) * 2 + layers * extra * tokens * tokens
     if numbers > MAX_NUMBERS:
         most = int((MAX_NUMBERS / (layers * ((heads + 2) * (2 if has_special else 1) * 2 + extra))) ** 0.5)
@@ -46,22 +47,22 @@ def check_size(layers: int, heads: int, tokens: int, has_special: bool, extra: i
                        "shorten the input, or use --svg / --json")
 
 
-def page_views(model, enc, attentions, meta: dict[str, Any]) -> dict[str, Any]:
+def page_views(model, enc, attentions, meta: dict[str, Any], keys=None) -> dict[str, Any]:
     """Every view the page can show: key "LAYER|HIDE|ROLLOUT" (HIDE, ROLLOUT 0 or 1) -> the
-    ``--json`` document of ``--layer LAYER --words [--hide-special] [--rollout]``."""
-    from attncli.attention import pretrained as pv
-
+    ``--json`` document of ``--layer LAYER --words [--hide-special] [--rollout]``. ``keys``
+    (attncli.attention.pretrained.KeySide): the columns' tokens when they are not the rows'
+    (cross-attention, (L, h, T, S): no rollout there)."""
     views = {}
-    hides = (0, 1) if any(enc.special) else (0,)
+    hides = (0, 1) if any(enc.special) or (keys is not None and any(keys.special)) else (0,)
     for layer in range(model.layers):
         for hide in hides:
-            for rollout in (0, 1):
+            for rollout in ((0, 1) if keys is None else (0,)):
                 view = pv.select(attentions, layer=layer, rollout=bool(rollout), hide_special=bool(hide), words=True,
                                  tokens=enc.tokens, segments=enc.segments, special=enc.special,
-                                 word_ids=enc.word_ids, word_texts=enc.words)
+                                 word_ids=enc.word_ids, word_texts=enc.words, keys=keys)
                 view_meta = {**meta, "layer": layer, "head": None, "rollout": bool(rollout), "filter": "all",
                              "hide_special": bool(hide), "words_merged": True}
-                doc = pv.to_json(pv.document(view, view_meta, segments=enc.segments, special=enc.special))
+                doc = pv.to_json(pv.document(view, view_meta, segments=enc.segments, special=enc.special, keys=keys))
                 views[f"{layer}|{hide}|{rollout}"] = doc
     return views
 
@@ -81,8 +82,6 @@ def extra_views(model, enc, attentions, meta: dict[str, Any], show: str = "weigh
     model's own methods do."""
     import numpy as np
 
-    from attncli.attention import pretrained as pv
-
     def doc(mats, layer, combined=None, **options):
         view = pv.select(mats, layer=0 if mats.shape[0] == 1 else layer, tokens=enc.tokens, segments=enc.segments,
                          special=enc.special, word_ids=enc.word_ids, word_texts=enc.words, combined=combined,
@@ -93,8 +92,6 @@ def extra_views(model, enc, attentions, meta: dict[str, Any], show: str = "weigh
 
     views: dict[str, list[dict[str, Any]]] = {}
     if show == "norms":
-        from attncli.attention.value_norms import head_norms, summed_norms
-
         views["norms"] = []
         for layer in range(model.layers):
             weights, fx = reads.value_vectors(layer) if reads else model.value_vectors(enc, layer)  # (h, T, T), (h, T, d)
@@ -114,18 +111,24 @@ def extra_views(model, enc, attentions, meta: dict[str, Any], show: str = "weigh
 def page_data(model, enc, attentions, meta: dict[str, Any], classes: list, *, layer: int,
               head: Optional[int] = None, words: bool = False, hide_special: bool = False, rollout: bool = False,
               block: Optional[str] = None, model_view: bool = False, show: str = "weights",
-              flow: bool = False, reads=None) -> dict[str, Any]:
+              flow: bool = False, reads=None, keys=None) -> dict[str, Any]:
     """Everything the page embeds: the views, each head's class, and the state it opens in
-    (``show`` and ``flow``: the extra views the page holds, and opens on)."""
+    (``show`` and ``flow``: the extra views the page holds, and opens on). ``keys``: the columns'
+    side when it is other tokens than the rows' (cross-attention: "square" is false, no rollout)."""
+    key_side = keys if keys is not None else enc
     return {
         "model": model.name, "layers": model.layers, "heads": model.heads, "text": enc.text, "pair": enc.pair,
         "input": {"tokens": enc.tokens, "segments": enc.segments, "special": [bool(s) for s in enc.special]},
+        "key_input": {"tokens": list(key_side.tokens), "segments": list(key_side.segments),
+                      "special": [bool(s) for s in key_side.special]},
+        "square": keys is None,
         "classes": [[{"label": c["label"], "score": c["score"]} for c in row] for row in classes],
         "viridis": _VIRIDIS,
-        "start": {"layer": layer, "head": head, "words": words, "hide_special": hide_special and any(enc.special),
+        "start": {"layer": layer, "head": head, "words": words,
+                  "hide_special": hide_special and (any(enc.special) or any(key_side.special)),
                   "rollout": rollout, "filter": block or "all", "view": "model" if model_view else "head",
                   "show": "flow" if flow else show},
-        "views": page_views(model, enc, attentions, meta),
+        "views": page_views(model, enc, attentions, meta, keys),
         "extra": extra_views(model, enc, attentions, meta, show, flow, reads),
     }
 

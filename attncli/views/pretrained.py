@@ -1,6 +1,6 @@
 """The heatmaps of a pretrained model's attention view (``attn matrix --transformer``): one per
 head and the mean, or one head, or the rollout; by token or by word, with the rows of a sentence
-pair marked A / B. Drawn by ``attncli.cli.transformer_views`` and by ``attn explore``."""
+pair marked A / B. Drawn by ``attncli.pipeline.view_result.ViewResult`` for every surface."""
 
 from __future__ import annotations
 

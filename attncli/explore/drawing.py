@@ -1,0 +1,18 @@
+"""A view of ``attn explore`` drawn for an export: the renderables and the command line under them,
+recorded by rich (attncli.views.export). One floor below the app's state and its views, so each
+of them (state.py, pretrained.py, lens_compare.py) reaches it without a circle."""
+
+from __future__ import annotations
+
+from attncli.views.export import html_text, png_bytes, record, svg_text
+
+
+def export_drawing(draw, command: str, text: str, fmt: str, width: int | None = None) -> str | bytes:
+    """``draw(width)``'s renderables and the ``command`` line under them, recorded at ``width``
+    columns, else as wide as the view needs, as SVG (titled by ``text``, offline fonts), HTML or
+    PNG (bytes)."""
+    console, parts = record(draw, width, command)
+    title = f"attn explore: {text[:60]}"
+    if fmt == ".html":
+        return html_text(console)
+    return png_bytes(console, parts, title) if fmt == ".png" else svg_text(console, title)

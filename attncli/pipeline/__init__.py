@@ -1,0 +1,33 @@
+"""One request, one compute, one result for a pretrained model's attention view.
+
+Every surface (``attn matrix --transformer``, ``attn explore --transformer``, the interactive page,
+the Python API) builds a :class:`ViewRequest` and calls :func:`compute`, which runs one traced
+forward pass and returns a :class:`ViewResult` (attncli.views.result's protocol: renderables,
+document, command_line, export, ``_repr_svg_`` / ``_repr_html_``)::
+
+    request = ViewRequest("time flies like an arrow", transformer="gpt2", layer=1, head=0)
+    result = compute(request)          # loads the model unless one is given: compute(request, model)
+    result.document()["weights"]       # the --json document
+    result.export("html", "view.html") # the interactive page
+
+The request needs no model to be checked or to say its command line:
+
+    >>> from attncli.pipeline import ViewRequest
+    >>> ViewRequest("time flies", transformer="t5-small", target="le temps", stack="cross").command_line()
+    "attn matrix 'time flies' --transformer t5-small --target 'le temps' --stack cross"
+    >>> ViewRequest("time flies", transformer="gpt2", stack="middle").check()
+    Traceback (most recent call last):
+    ...
+    attncli.errors.BadInput: --stack 'middle': choose one of encoder, decoder, cross
+"""
+
+from attncli.lazy import exports
+
+__all__, __getattr__, __dir__ = exports(__name__, {
+    "ViewRequest": "view_request",
+    "MatrixOptions": "view_request:ViewRequest",
+    "check_combinations": "view_request",
+    "STACKS": "view_request",
+    "compute": "compute_view",
+    "ViewResult": "view_result",
+})

@@ -1,0 +1,119 @@
+"""What a pretrained model's attention view asks for: :class:`ViewRequest`, the twin of the word
+vectors' :class:`~attncli.attention.matrix.MatrixRequest`, and the refusals that need no model.
+
+The CLI (``attn matrix --transformer``), explore (``attn explore --transformer``), the interactive
+page and the Python API all build one and hand it to :func:`attncli.pipeline.compute_view`. An
+encoder-decoder's stack (encoder, decoder or cross) is a field, not another pipeline.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Optional
+
+from attncli.attention.long_view import LongSpec, check_view
+from attncli.attention.pretrained import check_texts
+from attncli.option_conflicts import BACKENDS, NOT_ACROSS, STACKS, TRANSFORMER_SHOWS, validate  # noqa: F401 (the table)
+
+SHOWS = TRANSFORMER_SHOWS
+
+
+@dataclass
+class ViewRequest:
+    """Everything one view of a pretrained model's attention needs (``attn matrix --transformer``'s
+    options, by their parameter names)."""
+
+    text: str
+    transformer: str  # a hub id or a directory
+    pair: Optional[str] = None  # a second sentence, one input with the first (--pair)
+    layer: Optional[int] = None  # None: the last
+    head: Optional[int] = None  # None: every head and their mean
+    block: Optional[str] = None  # --filter a-a | a-b | b-a | b-b (None: all)
+    block_specials: str = "none"  # --filter-specials
+    words: bool = False
+    hide_special: bool = False
+    rollout: bool = False
+    backend: str = "auto"
+    truncate: bool = False
+    explain: Optional[tuple[int, int]] = None  # --explain I J (input positions)
+    model_view: bool = False
+    layers: Optional[str] = None  # --layers A-B of the model view
+    allow_missing_weights: bool = False
+    show: str = "weights"  # weights, scores (before the softmax) or norms (||alpha f(x)||)
+    flow: bool = False  # attention flow (max-flow through the layers) instead of one layer
+    device: Optional[str] = None  # --device / --dtype: the torch backend's (None: cpu, float32)
+    dtype: Optional[str] = None
+    target: Optional[str] = None  # an encoder-decoder's decoder text
+    stack: Optional[str] = None  # encoder, decoder or cross (None: encoder)
+    rows: Optional[str] = None  # --rows SPEC, --top-k K, --pool SPAN: a long text's views (attncli.attention.long_view)
+    top_k: Optional[int] = None
+    pool: Optional[str] = None
+    device_map: Optional[str] = None  # --device-map / --max-memory: accelerate's split (attncli.transformer.placement)
+    max_memory: Optional[str] = None
+    # what the surface will read besides the view, so the one traced pass keeps it:
+    page: bool = False  # the interactive page (--html): every layer's extra sites
+    cursor: bool = False  # explore: any cell may be explained (the layer's q, k kept on the NumPy backend)
+
+    @property
+    def long(self) -> LongSpec:
+        return LongSpec(rows=self.rows, top_k=self.top_k, pool=self.pool)
+
+    def check(self) -> None:
+        """The refusals that need no model (BadInput, exit 2)."""
+        check_combinations(self)
+
+    def options(self, cell: Optional[tuple[int, int]] = None) -> list[str]:
+        """The sentence and the options of ``attn matrix`` that say this request (``cell``: an
+        ``--explain I J`` instead of the request's own)."""
+        args = [self.text, "--transformer", self.transformer]
+        for option, value in (("--pair", self.pair), ("--filter", self.block), ("--layer", self.layer),
+                              ("--head", self.head), ("--backend", None if self.backend == "auto" else self.backend),
+                              ("--target", self.target), ("--stack", self.stack), ("--device", self.device),
+                              ("--dtype", self.dtype), ("--device-map", self.device_map),
+                              ("--max-memory", self.max_memory),
+                              ("--filter-specials", None if self.block_specials == "none" else self.block_specials)):
+            if value is not None:
+                args += [option, str(value)]
+        for option, flag in (("--words", self.words), ("--hide-special", self.hide_special), ("--rollout", self.rollout),
+                             ("--truncate", self.truncate), ("--model-view", self.model_view),
+                             ("--allow-missing-weights", self.allow_missing_weights)):
+            if flag:
+                args.append(option)
+        if self.show != "weights":
+            args += ["--show", self.show]
+        if self.flow:
+            args.append("--flow")
+        for option, value in (("--rows", self.rows), ("--top-k", self.top_k), ("--pool", self.pool)):
+            if value is not None:
+                args += [option, str(value)]
+        if self.top_k is not None or self.pool is not None:  # their cells are no (query, key) cell
+            return args
+        if self.model_view:  # --layers belongs to it; it has no --explain
+            return args + (["--layers", self.layers] if self.layers is not None else [])
+        cell = cell if cell is not None else self.explain
+        return args + (["--explain", str(cell[0]), str(cell[1])] if cell is not None else [])
+
+    def command_line(self, cell: Optional[tuple[int, int]] = None) -> str:
+        """The ``attn matrix`` command that prints this view.
+
+        >>> ViewRequest("time flies", transformer="gpt2", layer=1, show="scores").command_line()
+        "attn matrix 'time flies' --transformer gpt2 --layer 1 --show scores"
+        """
+        return shlex.join(["attn", "matrix", *self.options(cell)])
+
+
+def check_combinations(o: ViewRequest) -> None:
+    """What can be checked before the model is loaded: the texts, then the table of
+    attncli.option_conflicts (with --target or --stack, the encoder-decoder's rows too), then a
+    long text's views (attncli.attention.long_view)."""
+    check_texts(o.text, o.pair)
+    seq2seq = o.target is not None or o.stack is not None
+    validate(vars(o), *(("transformer", "seq2seq") if seq2seq else ("transformer",)))
+    check_view(o.long, model_view=o.model_view, show=o.show, flow=o.flow, words=o.words)
+
+
+def check_seq2seq_options(o: ViewRequest) -> None:
+    """What can be refused before the model loads, when --target or --stack is given, or the model
+    turns out to be an encoder-decoder: the encoder-decoder rows of attncli.option_conflicts."""
+    validate(vars(o), "seq2seq")
