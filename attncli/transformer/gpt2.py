@@ -19,7 +19,8 @@ import numpy as np
 
 from attncli.transformer import ops
 from attncli.transformer.config_defaults import field
-from attncli.transformer.record import Recorder, attend
+from attncli.transformer.chunked_attention import Mask, attend
+from attncli.transformer.record import Recorder
 from attncli.transformer.weights import Weights
 
 MODEL_TYPES = {"gpt2"}
@@ -86,11 +87,11 @@ class GPT2:
         x = self.w.rows("wte.weight", ids)  # (B, T, d)
         return x + self.w.get("wpe.weight")[offset: offset + ids.shape[1]][None]  # (B, T, d)
 
-    def layer(self, l: int, x: np.ndarray, allowed: np.ndarray | None, rec: Recorder,
+    def layer(self, l: int, x: np.ndarray, mask: Mask, rec: Recorder,
               past: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """One GPT2Block: x (B, T, d) -> the new x (B, T, d), its sites recorded by ``rec`` (k, v
         (B, h, S, d_head) with the cache's). ``past`` holds the keys and values of S - T earlier
-        tokens (a cache); ``allowed`` (B, 1, T, S) is then the caller's, with the offset."""
+        tokens (a cache); ``mask`` is then the caller's, with the offset."""
         w = self.w
         p = f"h.{l}."
         a = ops.layer_norm(x, w.get(p + "ln_1.weight"), w.get(p + "ln_1.bias"), self.eps)
@@ -99,7 +100,7 @@ class GPT2:
         if past is not None:
             k = np.concatenate([past[0], k], axis=2)  # (B, h, S, d_head)
             v = np.concatenate([past[1], v], axis=2)
-        z = attend(rec, l, q, k, v, self.scale(l), allowed)  # (B, T, h d_head)
+        z = attend(rec, l, q, k, v, self.scale(l), mask)  # (B, T, h d_head)
         x = rec("resid_mid", l, x + rec("attn.out", l, ops.conv1d(z, w.get(p + "attn.c_proj.weight"),
                                                                   w.get(p + "attn.c_proj.bias"))))
         m = ops.layer_norm(x, w.get(p + "ln_2.weight"), w.get(p + "ln_2.bias"), self.eps)

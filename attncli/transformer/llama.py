@@ -34,7 +34,8 @@ import numpy as np
 from attncli.errors import RuntimeFailure
 from attncli.transformer import ops
 from attncli.transformer.config_defaults import DEFAULT_ROPE_THETA, field
-from attncli.transformer.record import Recorder, attend
+from attncli.transformer.chunked_attention import Mask, attend
+from attncli.transformer.record import Recorder
 from attncli.transformer.weights import Weights
 
 MODEL_TYPES = {"llama", "mistral", "qwen2", "gemma", "phi3"}
@@ -336,12 +337,12 @@ class Llama:
             up = self._proj(p + "mlp.up_proj", m, self.mlp_bias)
         return self._proj(p + "mlp.down_proj", self.act(gate) * up, self.mlp_bias)  # (B, T, d)
 
-    def layer(self, l: int, x: np.ndarray, allowed: np.ndarray | None, rec: Recorder,
+    def layer(self, l: int, x: np.ndarray, mask: Mask, rec: Recorder,
               past: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """One decoder layer: x (B, T, d) -> the new x (B, T, d), its sites recorded by ``rec``:
         q (B, h, T, d_head), k, v (B, h, S, d_head) rotated and repeated per query head, the
         scores and pattern (B, h, T, S) float64. ``past`` holds k, v of the S - T tokens before (a
-        cache); ``allowed`` (B, 1, T, S) is the caller's mask."""
+        cache, repeated per query head); ``mask`` is the caller's, this layer's window added."""
         p = f"layers.{l}."
         B, T, _ = x.shape
         P = 0 if past is None else past[0].shape[2]  # tokens before these: positions P .. P+T-1
@@ -353,17 +354,13 @@ class Llama:
         angles = np.concatenate([angles, angles], axis=-1)  # (T, r)
         cos, sin = np.cos(angles).astype(x.dtype), np.sin(angles).astype(x.dtype)
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
-        group = self.heads // self.kv_heads
-        k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)  # (B, h, T, d_head)
-        if past is not None:
+        if past is not None:  # the cache holds them repeated per query head, as the k, v sites
+            group = self.heads // self.kv_heads
+            k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)  # (B, h, T, d_head)
             k = np.concatenate([past[0], k], axis=2)  # (B, h, S, d_head)
             v = np.concatenate([past[1], v], axis=2)
-        S = k.shape[2]
-        window = self.windows[l]
-        if window is not None:
-            near = (np.arange(P, P + T)[:, None] - np.arange(S)[None]) < window  # (T, S)
-            allowed = near[None, None] if allowed is None else allowed & near[None, None]
-        z = attend(rec, l, q, k, v, self.scale(l), allowed, score_dtype=np.float64)  # (B, T, h d_head)
+        mask = mask.windowed(self.windows[l])
+        z = attend(rec, l, q, k, v, self.scale(l), mask, score_dtype=np.float64)  # (B, T, h d_head)
         x = rec("resid_mid", l, x + rec("attn.out", l, self._proj(p + "self_attn.o_proj", z, self.o_bias)))  # (B, T, d)
         return x + rec("mlp.out", l, self._mlp(p, self._norm(p + "post_attention_layernorm.weight", x)))
 
