@@ -26,10 +26,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from attncli.transformer import blas
 from attncli.transformer.record import ROW_SITES, Recorder
 from attncli.transformer.weight_check import check_finite
 
-CHUNK_BYTES = 32 * 2**20  # one chunk's scores at most (about three such arrays are alive at once)
+CHUNK_BYTES = 16 * 2**20  # one chunk's scores at most (about three such arrays are alive at once)
 
 
 @dataclass(frozen=True)
@@ -53,20 +54,23 @@ class Mask:
         lo = max(0, self.offset + a - self.window + 1) if self.window is not None else 0
         return lo, hi
 
-    def rows(self, a: int, b: int, lo: int, hi: int) -> np.ndarray | None:
-        """(B or 1, 1, b - a, hi - lo) bool: may query row i (a..b-1) see key j (lo..hi-1); None: all may."""
+    def rows(self, a: int, b: int, lo: int, hi: int) -> tuple[int, np.ndarray | None]:
+        """(start, allowed): may query row i (a..b-1) see key j (start..hi-1), allowed (B or 1, 1,
+        b - a, hi - start) bool; every row sees every key lo..start-1 (causal alone: the keys before
+        the chunk's first row). allowed None: every row sees every key."""
         if self.real is None and not self.causal and self.window is None:
-            return None
+            return lo, None
+        start = max(lo, self.offset + a) if self.real is None and self.window is None else lo
         i = np.arange(self.offset + a, self.offset + b)[:, None]  # (c, 1) positions
-        j = np.arange(lo, hi)[None]  # (1, s)
-        ok = np.ones((b - a, hi - lo), dtype=bool)
+        j = np.arange(start, hi)[None]  # (1, s')
+        ok = np.ones((b - a, hi - start), dtype=bool)
         if self.causal:
             ok &= j <= i
         if self.window is not None:
             ok &= (i - j) < self.window
         if self.real is None:
-            return ok[None, None]
-        return ok[None, None] & (self.real[:, None, None, lo:hi] | (j == i)[None, None])  # (B, 1, c, s)
+            return start, ok[None, None]
+        return start, ok[None, None] & (self.real[:, None, None, start:hi] | (j == i)[None, None])  # (B, 1, c, s')
 
 
 def chunk_rows(T: int, row_bytes: int, budget: int | None = None) -> int:
@@ -76,11 +80,15 @@ def chunk_rows(T: int, row_bytes: int, budget: int | None = None) -> int:
     return max(1, min(T, budget // max(1, row_bytes)))
 
 
-def softmax_(scores: np.ndarray) -> np.ndarray:
-    """ops.softmax in place: the row max subtracted first, -inf entries get exactly 0."""
+def softmax_(scores: np.ndarray, where: str) -> np.ndarray:
+    """ops.softmax in place (the row max subtracted first, -inf entries get exactly 0), refusing a
+    row that holds NaN or +infinity (its sum is then NaN: "damaged model: NaN in <where>"); every
+    other row sums to at least 1, its max's exp(0)."""
     scores -= scores.max(axis=-1, keepdims=True)
     np.exp(scores, out=scores)
-    scores /= scores.sum(axis=-1, keepdims=True)
+    total = scores.sum(axis=-1, keepdims=True)  # (..., 1)
+    check_finite(total, where)
+    scores /= total
     return scores
 
 
@@ -89,7 +97,8 @@ def attend(rec: Recorder, l: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, s
     """Attention of layer ``l``, its sites recorded by ``rec``: q (B, h, T, d_head) and k, v
     (B, h_kv, S, d_head) after RoPE (h_kv divides h: grouped-query attention, query head i reads
     key-value head i // (h / h_kv)); bias (1, h, T, S) added to the scores (MPNet) or None;
-    ``score_dtype``: the scores and pattern in that dtype (Llama: float64 from float32 q, k).
+    ``score_dtype``: the scores and pattern in that dtype (Llama: float64 from float32 q, k), unless
+    the Keep asks for float32 and q is float32 (then float32, twice as fast).
     Returns the heads' outputs z merged, (B, T, h d_head), ready for the output projection."""
     B, h, T, d_head = q.shape
     q = rec("attn.q", l, q)
@@ -97,34 +106,45 @@ def attend(rec: Recorder, l: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, s
         k, v = (np.repeat(t, h // t.shape[1], axis=1) for t in (k, v))  # (B, h, S, d_head): the sites' shape
     if k.shape[1] == h:
         k, v = rec("attn.k", l, k), rec("attn.v", l, v)
-    h_kv, S = k.shape[1], k.shape[2]
-    g = h // h_kv
+    S = k.shape[2]
     dtype = np.dtype(score_dtype) if score_dtype is not None else np.result_type(q, k)
+    if rec.keep.float32 and q.dtype == np.float32:  # the view asks no more: as transformers' eager attention
+        dtype = np.dtype(np.float32)
     k = k.astype(dtype, copy=False)  # (B, h_kv, S, d_head)
     whole = rec.intervenes(l, ROW_SITES)  # an intervention replaces part of the whole scores or pattern
     c = T if whole else chunk_rows(T, B * h * S * dtype.itemsize)
     held = {name: None if whole else rec.holder(l, name, (B, h, T, S), dtype) for name in ROW_SITES}
     z = np.empty((B, T, h, d_head), dtype=v.dtype)
-    for a in range(0, T, c):
-        b = min(T, a + c)
-        lo, hi = (0, S) if whole else mask.span(a, b, S)
-        qc = q[:, :, a:b].astype(dtype, copy=False).reshape(B, h_kv, g * (b - a), d_head)  # a group's heads stacked
-        scores = (qc @ k[:, :, lo:hi].swapaxes(-1, -2)).reshape(B, h, b - a, hi - lo)  # (B, h, c, s)
-        scores *= scale
-        if bias is not None:
-            scores += bias[:, :, a:b, lo:hi]
-        allowed = mask.rows(a, b, lo, hi)  # (B or 1, 1, c, s)
-        if allowed is not None:
-            np.copyto(scores, -np.inf, where=~allowed)
-        if whole:
-            scores = rec("attn.scores", l, scores)
-        rec.put(held["attn.scores"], scores, slice(a, b), slice(lo, hi))
-        pattern = softmax_(scores.copy() if whole else scores)  # (B, h, c, s)
-        if whole:
-            pattern = rec("attn.pattern", l, pattern)
-        check_finite(pattern, f"layer {l}'s attention")
-        rec.put(held["attn.pattern"], pattern, slice(a, b), slice(lo, hi))
-        mixed = pattern.astype(v.dtype, copy=False).reshape(B, h_kv, g * (b - a), hi - lo) @ v[:, :, lo:hi]
-        z[:, a:b] = mixed.reshape(B, h, b - a, d_head).transpose(0, 2, 1, 3)  # (B, c, h, d_head)
+    with blas.one_thread():  # a chunk's products are small: two threads wait on each other (blas.py)
+        for a in range(0, T, c):
+            _chunk(rec, l, q, k, v, z, scale, mask, bias, dtype, whole, held, a, min(T, a + c))
     z = rec("attn.z", l, z)
     return z.reshape(B, T, h * d_head)
+
+
+def _chunk(rec: Recorder, l: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, z: np.ndarray, scale: float,
+           mask: Mask, bias: np.ndarray | None, dtype: np.dtype, whole: bool, held: dict, a: int, b: int) -> None:
+    """Query rows a..b-1 of ``attend``: their scores, pattern (recorded, or put into ``held``) and
+    z[:, a:b] (B, c, h, d_head)."""
+    B, h, T, d_head = q.shape
+    h_kv, S = k.shape[1], k.shape[2]
+    g = h // h_kv
+    lo, hi = (0, S) if whole else mask.span(a, b, S)
+    qc = q[:, :, a:b].astype(dtype, copy=False).reshape(B, h_kv, g * (b - a), d_head)  # a group's heads stacked
+    scores = (qc @ k[:, :, lo:hi].swapaxes(-1, -2)).reshape(B, h, b - a, hi - lo)  # (B, h, c, s)
+    scores *= scale
+    if bias is not None:
+        scores += bias[:, :, a:b, lo:hi]
+    start, allowed = mask.rows(a, b, lo, hi)  # (B or 1, 1, c, hi - start): keys lo..start-1 all seen
+    if allowed is not None:
+        np.copyto(scores[..., start - lo:], -np.inf, where=~allowed)
+    if whole:
+        scores = rec("attn.scores", l, scores)
+    rec.put(held["attn.scores"], scores, slice(a, b), slice(lo, hi))
+    pattern = softmax_(scores.copy() if whole else scores, f"layer {l}'s attention")  # (B, h, c, s)
+    if whole:
+        pattern = rec("attn.pattern", l, pattern)
+        check_finite(pattern, f"layer {l}'s attention")  # as an intervention left it
+    rec.put(held["attn.pattern"], pattern, slice(a, b), slice(lo, hi))
+    mixed = pattern.astype(v.dtype, copy=False).reshape(B, h_kv, g * (b - a), hi - lo) @ v[:, :, lo:hi]
+    z[:, a:b] = mixed.reshape(B, h, b - a, d_head).transpose(0, 2, 1, 3)  # (B, c, h, d_head)

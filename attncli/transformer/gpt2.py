@@ -74,6 +74,8 @@ class GPT2:
         self.d = int(field(config, "n_embd"))
         self.d_head = self.d // self.heads
         self.eps = float(field(config, "layer_norm_epsilon"))
+        inner = field(config, "n_inner")
+        self.inner = 4 * self.d if inner is None else int(inner)  # the MLP's width
         self.act = ops.ACTIVATIONS[field(config, "activation_function")]
 
     def scale(self, layer: int) -> float:
@@ -103,9 +105,14 @@ class GPT2:
         z = attend(rec, l, q, k, v, self.scale(l), mask)  # (B, T, h d_head)
         x = rec("resid_mid", l, x + rec("attn.out", l, ops.conv1d(z, w.get(p + "attn.c_proj.weight"),
                                                                   w.get(p + "attn.c_proj.bias"))))
+        return x + rec("mlp.out", l, ops.by_rows(lambda rows: self._mlp(p, rows), x, self.inner))  # (B, T, d)
+
+    def _mlp(self, p: str, x: np.ndarray) -> np.ndarray:
+        """mlp.c_proj(act(mlp.c_fc(ln_2(x)))): x (B, c, d) -> (B, c, d), each row on its own."""
+        w = self.w
         m = ops.layer_norm(x, w.get(p + "ln_2.weight"), w.get(p + "ln_2.bias"), self.eps)
-        inner = self.act(ops.conv1d(m, w.get(p + "mlp.c_fc.weight"), w.get(p + "mlp.c_fc.bias")))  # (B, T, n_inner)
-        return x + rec("mlp.out", l, ops.conv1d(inner, w.get(p + "mlp.c_proj.weight"), w.get(p + "mlp.c_proj.bias")))
+        inner = self.act(ops.conv1d(m, w.get(p + "mlp.c_fc.weight"), w.get(p + "mlp.c_fc.bias")))  # (B, c, n_inner)
+        return ops.conv1d(inner, w.get(p + "mlp.c_proj.weight"), w.get(p + "mlp.c_proj.bias"))
 
     def output_weight(self, l: int) -> np.ndarray:
         """W_O (d, d) as x @ W_O (rows h*d_head..(h+1)*d_head belong to head h): attn.c_proj (Conv1D, stored (in, out))."""

@@ -206,12 +206,20 @@ def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float, offset: float = 0.0)
 
 
 def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-    """RoPE on the first rotary_dim dimensions of x (B, h, T, d_head); cos, sin (T, rotary_dim)."""
+    """RoPE on the first rotary_dim dimensions of x (B, h, T, d_head); cos, sin (T, rotary_dim), each
+    half the same angles: x * cos + rotate_half(x) * sin, rotate_half(x) = (-x2, x1), written half by
+    half into one new array, x1 cos - x2 sin | x2 cos + x1 sin (the same floats: a + (-b) c = a - b c)."""
     r = cos.shape[-1]
-    rot, rest = x[..., :r], x[..., r:]
     half = r // 2
-    rotated = np.concatenate([-rot[..., half:], rot[..., :half]], axis=-1)  # rotate_half
-    return np.concatenate([rot * cos + rotated * sin, rest], axis=-1)
+    x1, x2 = x[..., :half], x[..., half:r]
+    c, s = cos[..., :half], sin[..., :half]  # (T, r/2)
+    out = np.empty(x.shape, dtype=np.result_type(x, cos))  # (B, h, T, d_head)
+    np.multiply(x1, c, out=out[..., :half])
+    out[..., :half] -= x2 * s
+    np.multiply(x2, c, out=out[..., half:r])
+    out[..., half:r] += x1 * s
+    out[..., r:] = x[..., r:]
+    return out
 
 
 def biases(config: dict) -> tuple[bool, bool, bool]:
@@ -344,10 +352,19 @@ class Llama:
         scores and pattern (B, h, T, S) float64. ``past`` holds k, v of the S - T tokens before (a
         cache, repeated per query head); ``mask`` is the caller's, this layer's window added."""
         p = f"layers.{l}."
+        x = rec("resid_mid", l, x + rec("attn.out", l, self._attention(l, x, mask, rec, past)))  # (B, T, d)
+        mlp = ops.by_rows(lambda rows: self._mlp(p, self._norm(p + "post_attention_layernorm.weight", rows)), x,
+                          self.intermediate)  # (B, T, d), a block of rows at a time
+        return x + rec("mlp.out", l, mlp)
+
+    def _attention(self, l: int, x: np.ndarray, mask: Mask, rec: Recorder,
+                   past: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+        """The attention block's output o_proj(z) (B, T, d) (its own function: what it allocates
+        is let go before the MLP runs)."""
+        p = f"layers.{l}."
         B, T, _ = x.shape
         P = 0 if past is None else past[0].shape[2]  # tokens before these: positions P .. P+T-1
-        a = self._norm(p + "input_layernorm.weight", x)
-        q, k, v = self._qkv(p, a)
+        q, k, v = self._qkv(p, self._norm(p + "input_layernorm.weight", x))
         q = q.reshape(B, T, self.heads, self.d_head).transpose(0, 2, 1, 3)  # (B, h, T, d_head)
         k, v = (t.reshape(B, T, self.kv_heads, self.d_head).transpose(0, 2, 1, 3) for t in (k, v))  # (B, h_kv, T, d_head)
         angles = np.arange(P, P + T, dtype=np.float64)[:, None] * self.inv_freq[None]  # (T, r/2)
@@ -359,10 +376,9 @@ class Llama:
             k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)  # (B, h, T, d_head)
             k = np.concatenate([past[0], k], axis=2)  # (B, h, S, d_head)
             v = np.concatenate([past[1], v], axis=2)
-        mask = mask.windowed(self.windows[l])
-        z = attend(rec, l, q, k, v, self.scale(l), mask, score_dtype=np.float64)  # (B, T, h d_head)
-        x = rec("resid_mid", l, x + rec("attn.out", l, self._proj(p + "self_attn.o_proj", z, self.o_bias)))  # (B, T, d)
-        return x + rec("mlp.out", l, self._mlp(p, self._norm(p + "post_attention_layernorm.weight", x)))
+        z = attend(rec, l, q, k, v, self.scale(l), mask.windowed(self.windows[l]), score_dtype=np.float64)
+        del q, k, v  # (B, T, h d_head) z is all the output projection needs
+        return self._proj(p + "self_attn.o_proj", z, self.o_bias)  # (B, T, d)
 
     def output_weight(self, l: int) -> np.ndarray:
         """W_O (h d_head, d) as x @ W_O (rows h*d_head..(h+1)*d_head belong to query head h): o_proj,
