@@ -20,8 +20,8 @@ import math
 import numpy as np
 
 from attncli.transformer import ops
-from attncli.transformer.config_defaults import field
 from attncli.transformer.chunked_attention import Mask, attend
+from attncli.transformer.config_defaults import field
 from attncli.transformer.record import Recorder
 from attncli.transformer.weights import Weights
 

@@ -21,7 +21,7 @@ refused by name. A field config.json leaves out is transformers' default for the
 (config_defaults.field), and RoPE's fields are resolved with transformers' precedence.
 
 Runs in float32 (a real checkpoint's weights, bfloat16 on disk, fit once in memory at float32);
-the attention scores and weights in float64. Shapes: B texts, T queries, S keys (T, or more with
+the attention scores and weights in float64 (float32 when the trace's Keep asks for float32). Shapes: B texts, T queries, S keys (T, or more with
 a cache), d hidden_size, h heads, h_kv key-value heads, d_head head_dim, V vocabulary.
 """
 
@@ -33,8 +33,8 @@ import numpy as np
 
 from attncli.errors import RuntimeFailure
 from attncli.transformer import ops
-from attncli.transformer.config_defaults import DEFAULT_ROPE_THETA, field
 from attncli.transformer.chunked_attention import Mask, attend
+from attncli.transformer.config_defaults import DEFAULT_ROPE_THETA, field
 from attncli.transformer.record import Recorder
 from attncli.transformer.weights import Weights
 

@@ -4,7 +4,9 @@ from ``tokenizer.json``. Neither torch nor transformers is imported on this path
 Attentions, q/k and logits are computed in float64 (the weights, float32 / float16 / bfloat16 on
 disk, are widened once as each layer first needs them); ``embed`` runs in float32 (twice as fast,
 within 1e-6), and so may ``trace_batch`` (``precision="float32"``: attn stats' default). Checked against transformers' ``output_attentions`` in
-tests/test_transformer_numpy.py.
+tests/test_transformer_numpy.py. The attention runs by chunks of query rows (chunked_attention.py)
+and the decoders' MLPs by blocks of rows (ops.by_rows), so a long text's pass holds one layer's
+activations and the rows it keeps (tests/test_long_inputs_numpy.py); the generation cache is numpy_cache.py.
 """
 
 from __future__ import annotations

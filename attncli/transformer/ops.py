@@ -8,6 +8,7 @@ query always sees itself or, padded, the text's first token).
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 
@@ -110,7 +111,7 @@ def conv1d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
 ROW_BLOCK_BYTES = 16 * 2**20  # by_rows: one block's widest inner array at most
 
 
-def by_rows(fn, x: np.ndarray, width: int) -> np.ndarray:
+def by_rows(fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray, width: int) -> np.ndarray:
     """fn(x) for a position-wise ``fn`` (an MLP: each token's row on its own) of x (B, T, d), run
     over blocks of rows so that its inner arrays, (B, c, width) wide, stay within ROW_BLOCK_BYTES:
     a long text's MLP never holds its (T, intermediate) activations at once."""
