@@ -108,7 +108,7 @@ def conv1d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
     return _flat_matmul(x, weight) + bias
 
 
-ROW_BLOCK_BYTES = 16 * 2**20  # by_rows: one block's widest inner array at most
+ROW_BLOCK_BYTES = 8 * 2**20  # by_rows: one block's widest inner array at most
 
 
 def by_rows(fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray, width: int) -> np.ndarray:
