@@ -248,7 +248,7 @@ def test_last_rows_at_8192_tokens_peak_within_one_and_a_half_times_the_weights(t
     """The pass's peak resident memory above what the process held before it (the weights read
     once, resident): RSS, not tracemalloc, so OpenBLAS's buffers, the allocator's slack and the
     mapped weights' pages count, as on a user's machine. Against the float32 weights of the model
-    measured (2 layers: 135 MiB), stricter than SmolLM2-135M's 30 layers (515 MiB), whose pass has
+    measured (2 layers: 135 MiB), stricter than SmolLM2-135M's 30 layers (513 MiB), whose pass has
     the same per-layer peak (bench/bench_long.py runs all 30)."""
     if not Path("/proc/self/clear_refs").exists():
         pytest.skip("the peak-RSS reset (/proc/self/clear_refs) is Linux's")
