@@ -21,8 +21,9 @@ refused by name. A field config.json leaves out is transformers' default for the
 (config_defaults.field), and RoPE's fields are resolved with transformers' precedence.
 
 Runs in float32 (a real checkpoint's weights, bfloat16 on disk, fit once in memory at float32);
-the attention scores and weights in float64 (float32 when the trace's Keep asks for float32). Shapes: B texts, T queries, S keys (T, or more with
-a cache), d hidden_size, h heads, h_kv key-value heads, d_head head_dim, V vocabulary.
+the attention scores and weights in float64 (float32 when a trace's Keep asks for float32).
+Shapes: B texts, T queries, S keys (T, or more with a cache), d hidden_size, h heads, h_kv
+key-value heads, d_head head_dim, V vocabulary.
 """
 
 from __future__ import annotations
@@ -206,9 +207,8 @@ def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float, offset: float = 0.0)
 
 
 def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-    """RoPE on the first rotary_dim dimensions of x (B, h, T, d_head); cos, sin (T, rotary_dim), each
-    half the same angles: x * cos + rotate_half(x) * sin, rotate_half(x) = (-x2, x1), written half by
-    half into one new array, x1 cos - x2 sin | x2 cos + x1 sin (the same floats: a + (-b) c = a - b c)."""
+    """RoPE on the first rotary_dim dims of x (B, h, T, d_head); cos, sin (T, rotary_dim), halves alike:
+    x cos + rotate_half(x) sin = x1 cos - x2 sin | x2 cos + x1 sin, written into one new array."""
     r = cos.shape[-1]
     half = r // 2
     x1, x2 = x[..., :half], x[..., half:r]
@@ -359,8 +359,7 @@ class Llama:
 
     def _attention(self, l: int, x: np.ndarray, mask: Mask, rec: Recorder,
                    past: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
-        """The attention block's output o_proj(z) (B, T, d) (its own function: what it allocates
-        is let go before the MLP runs)."""
+        """o_proj(z) (B, T, d), in a function of its own: what it allocates is let go before the MLP."""
         p = f"layers.{l}."
         B, T, _ = x.shape
         P = 0 if past is None else past[0].shape[2]  # tokens before these: positions P .. P+T-1
