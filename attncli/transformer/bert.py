@@ -20,8 +20,9 @@ import math
 import numpy as np
 
 from attncli.transformer import ops
+from attncli.transformer.chunked_attention import Mask, attend
 from attncli.transformer.config_defaults import field
-from attncli.transformer.record import Recorder, attend
+from attncli.transformer.record import Recorder
 from attncli.transformer.weights import Weights
 
 ROBERTA_TYPES = {"roberta", "xlm-roberta", "camembert"}
@@ -128,14 +129,14 @@ class BertFamily(PostNormEncoder):
             x = ops.linear(x, w.get("embeddings_project.weight"), w.get("embeddings_project.bias"))  # (B, T, d)
         return x
 
-    def layer(self, l: int, x: np.ndarray, allowed: np.ndarray | None, rec: Recorder) -> np.ndarray:
+    def layer(self, l: int, x: np.ndarray, mask: Mask, rec: Recorder) -> np.ndarray:
         """One BertLayer: x (B, T, d) -> the new x (B, T, d), its sites recorded by ``rec``."""
         w = self.w
         p = f"encoder.layer.{l}."
         q = ops.split_heads(ops.linear(x, w.get(p + "attention.self.query.weight"), w.get(p + "attention.self.query.bias")), self.heads)
         k = ops.split_heads(ops.linear(x, w.get(p + "attention.self.key.weight"), w.get(p + "attention.self.key.bias")), self.heads)
         v = ops.split_heads(ops.linear(x, w.get(p + "attention.self.value.weight"), w.get(p + "attention.self.value.bias")), self.heads)
-        z = attend(rec, l, q, k, v, self.scale(l), allowed)  # (B, T, h d_head)
+        z = attend(rec, l, q, k, v, self.scale(l), mask)  # (B, T, h d_head)
         attn_out = rec("attn.out", l, ops.linear(z, w.get(p + "attention.output.dense.weight"),
                                                  w.get(p + "attention.output.dense.bias")))  # (B, T, d)
         x = rec("resid_mid", l, ops.layer_norm(attn_out + x, w.get(p + "attention.output.LayerNorm.weight"),

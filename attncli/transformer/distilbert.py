@@ -16,8 +16,9 @@ import math
 import numpy as np
 
 from attncli.transformer import ops
+from attncli.transformer.chunked_attention import Mask, attend
 from attncli.transformer.config_defaults import field
-from attncli.transformer.record import Recorder, attend
+from attncli.transformer.record import Recorder
 from attncli.transformer.weights import Weights
 
 MODEL_TYPES = {"distilbert"}
@@ -76,14 +77,14 @@ class DistilBert:
         x = x + w.get("embeddings.position_embeddings.weight")[: ids.shape[1]][None]  # (B, T, d)
         return ops.layer_norm(x, w.get("embeddings.LayerNorm.weight"), w.get("embeddings.LayerNorm.bias"), EPS)
 
-    def layer(self, l: int, x: np.ndarray, allowed: np.ndarray | None, rec: Recorder) -> np.ndarray:
+    def layer(self, l: int, x: np.ndarray, mask: Mask, rec: Recorder) -> np.ndarray:
         """One TransformerBlock: x (B, T, d) -> the new x (B, T, d), its sites recorded by ``rec``."""
         w = self.w
         p = f"transformer.layer.{l}."
         q = ops.split_heads(ops.linear(x, w.get(p + "attention.q_lin.weight"), w.get(p + "attention.q_lin.bias")), self.heads)
         k = ops.split_heads(ops.linear(x, w.get(p + "attention.k_lin.weight"), w.get(p + "attention.k_lin.bias")), self.heads)
         v = ops.split_heads(ops.linear(x, w.get(p + "attention.v_lin.weight"), w.get(p + "attention.v_lin.bias")), self.heads)
-        z = attend(rec, l, q, k, v, self.scale(l), allowed)  # (B, T, h d_head)
+        z = attend(rec, l, q, k, v, self.scale(l), mask)  # (B, T, h d_head)
         sa = rec("attn.out", l, ops.linear(z, w.get(p + "attention.out_lin.weight"), w.get(p + "attention.out_lin.bias")))
         a = rec("resid_mid", l, ops.layer_norm(sa + x, w.get(p + "sa_layer_norm.weight"), w.get(p + "sa_layer_norm.bias"), EPS))
         inner = self.act(ops.linear(a, w.get(p + "ffn.lin1.weight"), w.get(p + "ffn.lin1.bias")))  # (B, T, hidden_dim)

@@ -18,8 +18,9 @@ import math
 import numpy as np
 
 from attncli.transformer import ops
+from attncli.transformer.chunked_attention import Mask, attend
 from attncli.transformer.config_defaults import field
-from attncli.transformer.record import Recorder, attend
+from attncli.transformer.record import Recorder
 from attncli.transformer.weights import Weights
 
 MODEL_TYPES = {"gpt2"}
@@ -73,6 +74,8 @@ class GPT2:
         self.d = int(field(config, "n_embd"))
         self.d_head = self.d // self.heads
         self.eps = float(field(config, "layer_norm_epsilon"))
+        inner = field(config, "n_inner")
+        self.inner = 4 * self.d if inner is None else int(inner)  # the MLP's width
         self.act = ops.ACTIVATIONS[field(config, "activation_function")]
 
     def scale(self, layer: int) -> float:
@@ -86,11 +89,11 @@ class GPT2:
         x = self.w.rows("wte.weight", ids)  # (B, T, d)
         return x + self.w.get("wpe.weight")[offset: offset + ids.shape[1]][None]  # (B, T, d)
 
-    def layer(self, l: int, x: np.ndarray, allowed: np.ndarray | None, rec: Recorder,
+    def layer(self, l: int, x: np.ndarray, mask: Mask, rec: Recorder,
               past: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """One GPT2Block: x (B, T, d) -> the new x (B, T, d), its sites recorded by ``rec`` (k, v
         (B, h, S, d_head) with the cache's). ``past`` holds the keys and values of S - T earlier
-        tokens (a cache); ``allowed`` (B, 1, T, S) is then the caller's, with the offset."""
+        tokens (a cache); ``mask`` is then the caller's, with the offset."""
         w = self.w
         p = f"h.{l}."
         a = ops.layer_norm(x, w.get(p + "ln_1.weight"), w.get(p + "ln_1.bias"), self.eps)
@@ -99,12 +102,17 @@ class GPT2:
         if past is not None:
             k = np.concatenate([past[0], k], axis=2)  # (B, h, S, d_head)
             v = np.concatenate([past[1], v], axis=2)
-        z = attend(rec, l, q, k, v, self.scale(l), allowed)  # (B, T, h d_head)
+        z = attend(rec, l, q, k, v, self.scale(l), mask)  # (B, T, h d_head)
         x = rec("resid_mid", l, x + rec("attn.out", l, ops.conv1d(z, w.get(p + "attn.c_proj.weight"),
                                                                   w.get(p + "attn.c_proj.bias"))))
+        return x + rec("mlp.out", l, ops.by_rows(lambda rows: self._mlp(p, rows), x, self.inner))  # (B, T, d)
+
+    def _mlp(self, p: str, x: np.ndarray) -> np.ndarray:
+        """mlp.c_proj(act(mlp.c_fc(ln_2(x)))): x (B, c, d) -> (B, c, d), each row on its own."""
+        w = self.w
         m = ops.layer_norm(x, w.get(p + "ln_2.weight"), w.get(p + "ln_2.bias"), self.eps)
-        inner = self.act(ops.conv1d(m, w.get(p + "mlp.c_fc.weight"), w.get(p + "mlp.c_fc.bias")))  # (B, T, n_inner)
-        return x + rec("mlp.out", l, ops.conv1d(inner, w.get(p + "mlp.c_proj.weight"), w.get(p + "mlp.c_proj.bias")))
+        inner = self.act(ops.conv1d(m, w.get(p + "mlp.c_fc.weight"), w.get(p + "mlp.c_fc.bias")))  # (B, c, n_inner)
+        return ops.conv1d(inner, w.get(p + "mlp.c_proj.weight"), w.get(p + "mlp.c_proj.bias"))
 
     def output_weight(self, l: int) -> np.ndarray:
         """W_O (d, d) as x @ W_O (rows h*d_head..(h+1)*d_head belong to head h): attn.c_proj (Conv1D, stored (in, out))."""

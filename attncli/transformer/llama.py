@@ -21,8 +21,9 @@ refused by name. A field config.json leaves out is transformers' default for the
 (config_defaults.field), and RoPE's fields are resolved with transformers' precedence.
 
 Runs in float32 (a real checkpoint's weights, bfloat16 on disk, fit once in memory at float32);
-the attention scores and weights in float64. Shapes: B texts, T queries, S keys (T, or more with
-a cache), d hidden_size, h heads, h_kv key-value heads, d_head head_dim, V vocabulary.
+the attention scores and weights in float64 (float32 when a trace's Keep asks for float32).
+Shapes: B texts, T queries, S keys (T, or more with a cache), d hidden_size, h heads, h_kv
+key-value heads, d_head head_dim, V vocabulary.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ import numpy as np
 
 from attncli.errors import RuntimeFailure
 from attncli.transformer import ops
+from attncli.transformer.chunked_attention import Mask, attend
 from attncli.transformer.config_defaults import DEFAULT_ROPE_THETA, field
-from attncli.transformer.record import Recorder, attend
+from attncli.transformer.record import Recorder
 from attncli.transformer.weights import Weights
 
 MODEL_TYPES = {"llama", "mistral", "qwen2", "gemma", "phi3"}
@@ -205,12 +207,19 @@ def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float, offset: float = 0.0)
 
 
 def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-    """RoPE on the first rotary_dim dimensions of x (B, h, T, d_head); cos, sin (T, rotary_dim)."""
+    """RoPE on the first rotary_dim dims of x (B, h, T, d_head); cos, sin (T, rotary_dim), halves alike:
+    x cos + rotate_half(x) sin = x1 cos - x2 sin | x2 cos + x1 sin, written into one new array."""
     r = cos.shape[-1]
-    rot, rest = x[..., :r], x[..., r:]
     half = r // 2
-    rotated = np.concatenate([-rot[..., half:], rot[..., :half]], axis=-1)  # rotate_half
-    return np.concatenate([rot * cos + rotated * sin, rest], axis=-1)
+    x1, x2 = x[..., :half], x[..., half:r]
+    c, s = cos[..., :half], sin[..., :half]  # (T, r/2)
+    out = np.empty(x.shape, dtype=np.result_type(x, cos))  # (B, h, T, d_head)
+    np.multiply(x1, c, out=out[..., :half])
+    out[..., :half] -= x2 * s
+    np.multiply(x2, c, out=out[..., half:r])
+    out[..., half:r] += x1 * s
+    out[..., r:] = x[..., r:]
+    return out
 
 
 def biases(config: dict) -> tuple[bool, bool, bool]:
@@ -336,36 +345,39 @@ class Llama:
             up = self._proj(p + "mlp.up_proj", m, self.mlp_bias)
         return self._proj(p + "mlp.down_proj", self.act(gate) * up, self.mlp_bias)  # (B, T, d)
 
-    def layer(self, l: int, x: np.ndarray, allowed: np.ndarray | None, rec: Recorder,
+    def layer(self, l: int, x: np.ndarray, mask: Mask, rec: Recorder,
               past: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """One decoder layer: x (B, T, d) -> the new x (B, T, d), its sites recorded by ``rec``:
         q (B, h, T, d_head), k, v (B, h, S, d_head) rotated and repeated per query head, the
         scores and pattern (B, h, T, S) float64. ``past`` holds k, v of the S - T tokens before (a
-        cache); ``allowed`` (B, 1, T, S) is the caller's mask."""
+        cache, repeated per query head); ``mask`` is the caller's, this layer's window added."""
+        p = f"layers.{l}."
+        x = rec("resid_mid", l, x + rec("attn.out", l, self._attention(l, x, mask, rec, past)))  # (B, T, d)
+        mlp = ops.by_rows(lambda rows: self._mlp(p, self._norm(p + "post_attention_layernorm.weight", rows)), x,
+                          self.intermediate)  # (B, T, d), a block of rows at a time
+        return x + rec("mlp.out", l, mlp)
+
+    def _attention(self, l: int, x: np.ndarray, mask: Mask, rec: Recorder,
+                   past: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+        """o_proj(z) (B, T, d), in a function of its own: what it allocates is let go before the MLP."""
         p = f"layers.{l}."
         B, T, _ = x.shape
         P = 0 if past is None else past[0].shape[2]  # tokens before these: positions P .. P+T-1
-        a = self._norm(p + "input_layernorm.weight", x)
-        q, k, v = self._qkv(p, a)
+        q, k, v = self._qkv(p, self._norm(p + "input_layernorm.weight", x))
         q = q.reshape(B, T, self.heads, self.d_head).transpose(0, 2, 1, 3)  # (B, h, T, d_head)
         k, v = (t.reshape(B, T, self.kv_heads, self.d_head).transpose(0, 2, 1, 3) for t in (k, v))  # (B, h_kv, T, d_head)
         angles = np.arange(P, P + T, dtype=np.float64)[:, None] * self.inv_freq[None]  # (T, r/2)
         angles = np.concatenate([angles, angles], axis=-1)  # (T, r)
         cos, sin = np.cos(angles).astype(x.dtype), np.sin(angles).astype(x.dtype)
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
-        group = self.heads // self.kv_heads
-        k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)  # (B, h, T, d_head)
-        if past is not None:
+        if past is not None:  # the cache holds them repeated per query head, as the k, v sites
+            group = self.heads // self.kv_heads
+            k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)  # (B, h, T, d_head)
             k = np.concatenate([past[0], k], axis=2)  # (B, h, S, d_head)
             v = np.concatenate([past[1], v], axis=2)
-        S = k.shape[2]
-        window = self.windows[l]
-        if window is not None:
-            near = (np.arange(P, P + T)[:, None] - np.arange(S)[None]) < window  # (T, S)
-            allowed = near[None, None] if allowed is None else allowed & near[None, None]
-        z = attend(rec, l, q, k, v, self.scale(l), allowed, score_dtype=np.float64)  # (B, T, h d_head)
-        x = rec("resid_mid", l, x + rec("attn.out", l, self._proj(p + "self_attn.o_proj", z, self.o_bias)))  # (B, T, d)
-        return x + rec("mlp.out", l, self._mlp(p, self._norm(p + "post_attention_layernorm.weight", x)))
+        z = attend(rec, l, q, k, v, self.scale(l), mask.windowed(self.windows[l]), score_dtype=np.float64)
+        del q, k, v  # (B, T, h d_head) z is all the output projection needs
+        return self._proj(p + "self_attn.o_proj", z, self.o_bias)  # (B, T, d)
 
     def output_weight(self, l: int) -> np.ndarray:
         """W_O (h d_head, d) as x @ W_O (rows h*d_head..(h+1)*d_head belong to query head h): o_proj,

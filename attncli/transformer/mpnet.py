@@ -19,7 +19,8 @@ import math
 import numpy as np
 
 from attncli.transformer import ops
-from attncli.transformer.record import Recorder, attend
+from attncli.transformer.chunked_attention import Mask, attend
+from attncli.transformer.record import Recorder
 from attncli.transformer.bert import PostNormEncoder
 from attncli.transformer.config_defaults import field
 from attncli.transformer.weights import Weights
@@ -102,11 +103,11 @@ class MPNet(PostNormEncoder):
     def _linear(self, name: str, x: np.ndarray) -> np.ndarray:
         return ops.linear(x, self.w.get(name + ".weight"), self.w.get(name + ".bias"))
 
-    def layer(self, l: int, x: np.ndarray, allowed: np.ndarray | None, rec: Recorder) -> np.ndarray:
+    def layer(self, l: int, x: np.ndarray, mask: Mask, rec: Recorder) -> np.ndarray:
         """One MPNetLayer: x (B, T, d) -> the new x (B, T, d), its sites recorded by ``rec``."""
         p = f"encoder.layer.{l}."
         q, k, v = (ops.split_heads(self._linear(p + f"attention.attn.{n}", x), self.heads) for n in "qkv")
-        z = attend(rec, l, q, k, v, self.scale(l), allowed, bias=self._bias)  # (B, T, h d_head)
+        z = attend(rec, l, q, k, v, self.scale(l), mask, bias=self._bias)  # (B, T, h d_head)
         attn_out = rec("attn.out", l, self._linear(p + "attention.attn.o", z))  # (B, T, d)
         x = rec("resid_mid", l, ops.layer_norm(attn_out + x, self.w.get(p + "attention.LayerNorm.weight"),
                                                self.w.get(p + "attention.LayerNorm.bias"), self.eps))

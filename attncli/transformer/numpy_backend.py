@@ -4,19 +4,23 @@ from ``tokenizer.json``. Neither torch nor transformers is imported on this path
 Attentions, q/k and logits are computed in float64 (the weights, float32 / float16 / bfloat16 on
 disk, are widened once as each layer first needs them); ``embed`` runs in float32 (twice as fast,
 within 1e-6), and so may ``trace_batch`` (``precision="float32"``: attn stats' default). Checked against transformers' ``output_attentions`` in
-tests/test_transformer_numpy.py.
+tests/test_transformer_numpy.py. The attention runs by chunks of query rows (chunked_attention.py)
+and the decoders' MLPs by blocks of rows (ops.by_rows), so a long text's pass holds one layer's
+activations and the rows it keeps (tests/test_long_inputs_numpy.py); the generation cache is numpy_cache.py.
 """
 
 from __future__ import annotations
 
+import contextlib
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
-from attncli.transformer import bert, blas, distilbert, gpt2, llama, mpnet, ops
+from attncli.transformer import bert, blas, distilbert, gpt2, llama, mpnet
+from attncli.transformer.chunked_attention import Mask
 from attncli.transformer.encoding import Encoding, tokenized, tokenizer_errors
 from attncli.transformer.mlm import MaskedLMHead
 from attncli.transformer.pretrained import Pretrained
@@ -25,7 +29,8 @@ from attncli.transformer.record import Recorder
 from attncli.transformer.trace import Intervention, Keep, Trace, site, split
 from attncli.transformer.config_check import TOKENIZER_BYTES, damaged
 from attncli.transformer.source import SAFETENSORS, TOKENIZER
-from attncli.transformer.weight_check import check_finite, check_shapes, report_unused
+from attncli.transformer.numpy_cache import KVCache
+from attncli.transformer.weight_check import check_activations, check_finite, check_shapes, report_unused
 from attncli.transformer.weights import Weights, WeightsAs, checkpoint_file
 
 ARCHITECTURES = {
@@ -152,11 +157,21 @@ class NumpyPretrained(Pretrained):
         """(..., d) final-norm outputs -> (..., V) logits: a decoder's LM head, an encoder's MLM head."""
         return self.arch.logits(x) if self.is_decoder else self.mlm_head(x)
 
+    def running(self, tokens: int) -> contextlib.ExitStack:
+        """The context a pass over ``tokens`` (batch x length) runs in: one BLAS thread when it is
+        short; an overflow is found by check_activations and reported as damage, not as a RuntimeWarning."""
+        stack = contextlib.ExitStack()
+        stack.enter_context(blas.one_thread(tokens <= ONE_THREAD_TOKENS))
+        stack.enter_context(np.errstate(over="ignore", invalid="ignore"))
+        return stack
+
     def forward(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, rec: Recorder, *,
-                arch: Any = None, start: tuple[int, np.ndarray] | None = None) -> np.ndarray:
+                arch: Any = None, start: tuple[int, np.ndarray] | None = None,
+                on_layer: Callable[[int, int], None] | None = None) -> np.ndarray:
         """The forward pass of ``ids`` (B, T) (of ``self.arch`` unless another ``arch``), every site
         recorded by ``rec``; from layer ``start[0]`` on with ``start[1]`` (B, T, d) as its
-        resid_pre when given. Returns the final norm's output (B, T, d)."""
+        resid_pre when given; ``on_layer(l, L)`` called as each layer l of L is done. Returns the
+        final norm's output (B, T, d)."""
         arch = self.arch if arch is None else arch
         first = 0
         if start is None:
@@ -168,14 +183,14 @@ class NumpyPretrained(Pretrained):
             x = rec("embed", None, x)
         else:
             first, x = start
-        padded = not mask.all()
-        allowed = ops.key_mask(mask, arch.causal) if (padded or arch.causal) else None  # (B, 1, T, T)
-        # an overflow is found by check_activations and reported as damage, not as a RuntimeWarning
-        with blas.one_thread(x.shape[0] * x.shape[1] <= ONE_THREAD_TOKENS), np.errstate(over="ignore", invalid="ignore"):
+        keys = Mask(None if mask.all() else mask, arch.causal)  # which keys each query sees, made per chunk
+        with self.running(x.shape[0] * x.shape[1]):
             for l in range(first, arch.layers):
-                x = arch.layer(l, rec("resid_pre", l, x), allowed, rec)
-                check_activations(l, x, rec.pattern)
+                x = arch.layer(l, rec("resid_pre", l, x), keys, rec)
+                check_activations(l, x)
                 x = rec("resid_post", l, x)
+                if on_layer is not None:
+                    on_layer(l, arch.layers)
             h = rec("final_norm", None, arch.final(x))  # (B, T, d)
             if rec.wants("logits"):
                 logits = self.unembed(h) if arch is self.arch else arch.logits(h)  # (B, T, V)
@@ -185,13 +200,18 @@ class NumpyPretrained(Pretrained):
 
     def trace(self, enc: Encoding | Sequence[int], keep: Keep | Iterable[str] | str | None = None, *,
               rows: Sequence[int] | None = None, interventions: Sequence[Intervention] = (),
-              start: tuple[int, np.ndarray] | None = None) -> Trace:
+              start: tuple[int, np.ndarray] | None = None,
+              on_layer: Callable[[int, int], None] | None = None) -> Trace:
         """One forward pass of ``enc`` (an Encoding or token ids) holding the sites ``keep`` names
-        (patterns allowed; ``rows``: only those query rows of the pattern and scores), with
-        ``interventions`` made where their sites are computed. ``start=(l, resid_pre)`` resumes at
-        layer l from a residual stream (T, d), running only layers l..L-1 (see trace.py)."""
+        (patterns allowed; ``rows``: only those query rows of the pattern and scores, as a Keep's
+        rows and heads), with ``interventions`` made where their sites are computed.
+        ``start=(l, resid_pre)`` resumes at layer l from a residual stream (T, d), running only
+        layers l..L-1 (see trace.py); ``on_layer(l, L)`` is called as each layer l of L is done.
+        The attention runs by chunks of query rows (chunked_attention.py): a pattern kept for a
+        few rows costs those rows, never a layer's (h, T, T)."""
         ids, type_ids, mask = self._arrays(enc)
         keep = Keep.of(keep, rows)
+        keep.check(ids.shape[1], self.heads)
         for iv in interventions:
             self._check_site(iv.site)
         begin = None
@@ -204,11 +224,11 @@ class NumpyPretrained(Pretrained):
                                f"({ids.shape[1]}, {self.arch.d})")
             begin = (int(layer), resid[None])
         rec = Recorder(keep, interventions)
-        self.forward(ids, type_ids, mask, rec, start=begin)
-        return Trace(ids[0].tolist(), rec.one(), rows=keep.rows, backend=self.backend)
+        self.forward(ids, type_ids, mask, rec, start=begin, on_layer=on_layer)
+        return Trace(ids[0].tolist(), rec.one(), rows=keep.rows, backend=self.backend, heads=keep.heads)
 
     def trace_batch(self, encs: Sequence[Encoding], keep: Keep | Iterable[str] | str | None = None, *,
-                    precision: str = "float64") -> list[Trace]:
+                    precision: str = "float64", on_layer: Callable[[int, int], None] | None = None) -> list[Trace]:
         """``trace(enc, keep)`` of each encoding, from one forward pass over them all: padded on the
         right with the model's pad id to the longest, the padding masked (no real token attends to
         it), each Trace cut to its own text's tokens. The same as one pass per text to float
@@ -221,21 +241,23 @@ class NumpyPretrained(Pretrained):
         keep = Keep.of(keep)
         if keep.rows is not None:
             raise BadInput("trace_batch keeps whole sites (no rows)")
+        keep.check(1, self.heads)
         for enc in encs:
             if not isinstance(enc, Encoding):
                 raise BadInput("trace_batch() takes Encodings from encode()")
             self._arrays(enc)  # its checks: not empty, within the model's limit
         ids, type_ids, mask = self.padded(encs)  # (B, T) each
         rec = Recorder(keep)
-        self.forward(ids, type_ids, mask, rec, arch=self.arch32 if precision == "float32" else self.arch)
+        self.forward(ids, type_ids, mask, rec, arch=self.arch32 if precision == "float32" else self.arch,
+                     on_layer=on_layer)
         traces = []
         for b, enc in enumerate(encs):
             sites = rec.cut(b, len(enc.ids))
-            if precision == "float32":
+            if precision == "float32" and not keep.float32:
                 for name in sites:
                     if split(name)[1] in ("attn.scores", "attn.pattern"):
                         sites[name] = sites[name].astype(np.float64)
-            traces.append(Trace(enc.ids, sites, backend=self.backend))
+            traces.append(Trace(enc.ids, sites, backend=self.backend, heads=keep.heads))
         return traces
 
     def _check_site(self, name: str) -> None:
@@ -302,12 +324,12 @@ class NumpyPretrained(Pretrained):
         """For ``embed``: in float32, twice as fast as float64 and within 1e-6 of it."""
         return self.forward(ids, type_ids, mask, Recorder(), arch=self.arch32)  # (B, T, d)
 
-    def new_cache(self) -> "KVCache":
+    def new_cache(self) -> KVCache:
         """A key/value cache for ``logits_and_attentions`` (decoders): see there."""
         self.check_decoder()
         return KVCache(self.layers)
 
-    def logits_and_attentions(self, ids: Sequence[int], cache: "KVCache | None" = None) -> tuple[np.ndarray, np.ndarray]:
+    def logits_and_attentions(self, ids: Sequence[int], cache: KVCache | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Decoders: (T, V) next-token logits and (L, h, T, T) attentions for token ids ``ids``.
 
         With ``cache`` (from ``new_cache()``), only the tokens past the longest prefix the cache
@@ -343,76 +365,3 @@ class NumpyPretrained(Pretrained):
     @tokenized("name its tokens")
     def token_strings(self, ids: Sequence[int]) -> list[str]:
         return [self.tokenizer.id_to_token(int(i)) or "" for i in ids]
-
-
-def check_activations(layer: int, x: np.ndarray, weights: np.ndarray) -> None:
-    """A layer's attention and output hold no NaN or infinity (weights that overflow, or NaN that
-    came in through a row the load-time checks did not read)."""
-    check_finite(weights, f"layer {layer}'s attention")
-    check_finite(x, f"layer {layer}'s output")
-
-
-class KVCache:
-    """Keys and values (and the results so far) of the tokens a decoder has already read."""
-
-    def __init__(self, layers: int):
-        self.layers = layers
-        self.clear()
-
-    def clear(self) -> None:
-        self.ids: list[int] = []
-        self.keys: list[np.ndarray] = []  # per layer (1, h, P, d_head)
-        self.values: list[np.ndarray] = []
-        self.logits = np.zeros((0, 0))  # (P, V)
-        self.attentions = np.zeros((self.layers, 0, 0, 0))  # (L, h, P, P)
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def extend(self, model: NumpyPretrained, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(T, V) logits and (L, h, T, T) attentions of ``ids``, running only what is new."""
-        P = 0
-        while P < min(len(self.ids), len(ids)) and self.ids[P] == ids[P]:
-            P += 1
-        if P < len(self.ids):  # the sequence diverged from the cached one: keep the common prefix
-            self._truncate(P)
-        if P == len(ids):
-            return self.logits[:P].copy(), self.attentions[:, :, :P, :P].copy()
-        new = ids[None, P:]  # (1, n)
-        n, S = new.shape[1], len(ids)
-        arch = model.arch
-        x = arch.embeddings(new, np.zeros_like(new), np.ones_like(new, dtype=bool), offset=P)  # (1, n, d)
-        allowed = np.tril(np.ones((n, S), dtype=bool), k=P)[None, None]  # (1, 1, n, S): key j <= P + i
-        rec = Recorder(Keep.of(["blocks.*.attn.pattern", "blocks.*.attn.k", "blocks.*.attn.v"]))
-        with blas.one_thread(n <= ONE_THREAD_TOKENS), np.errstate(over="ignore", invalid="ignore"):
-            for l in range(arch.layers):
-                past = (self.keys[l], self.values[l]) if P else None
-                x = arch.layer(l, x, allowed, rec, past)
-                check_activations(l, x, rec.pattern)
-                k, v = rec.sites[f"blocks.{l}.attn.k"], rec.sites[f"blocks.{l}.attn.v"]  # (1, h, S, d_head)
-                if P:
-                    self.keys[l], self.values[l] = k, v
-                else:
-                    self.keys.append(k)
-                    self.values.append(v)
-            logits = arch.logits(arch.final(x)[0])  # (n, V)
-            check_finite(logits, "the logits")
-        rows = [rec.sites[f"blocks.{l}.attn.pattern"][0] for l in range(arch.layers)]  # L x (h, n, S)
-        attentions = np.zeros((self.layers, rows[0].shape[0], S, S))  # (L, h, S, S)
-        if P:
-            attentions[:, :, :P, :P] = self.attentions
-        attentions[:, :, P:, :] = np.stack(rows)
-        self.attentions = attentions
-        self.logits = logits if P == 0 else np.concatenate([self.logits, logits])
-        self.ids = [int(i) for i in ids]
-        return self.logits.copy(), self.attentions.copy()
-
-    def _truncate(self, P: int) -> None:
-        if P == 0:
-            self.clear()
-            return
-        self.ids = self.ids[:P]
-        self.keys = [k[:, :, :P] for k in self.keys]
-        self.values = [v[:, :, :P] for v in self.values]
-        self.logits = self.logits[:P]
-        self.attentions = self.attentions[:, :, :P, :P]

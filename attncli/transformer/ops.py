@@ -8,6 +8,7 @@ query always sees itself or, padded, the text's first token).
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 
@@ -105,6 +106,25 @@ def linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None) -> np.nda
 def conv1d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
     """GPT-2's Conv1D: x W + b, W stored (in, out), transposed relative to nn.Linear."""
     return _flat_matmul(x, weight) + bias
+
+
+ROW_BLOCK_BYTES = 8 * 2**20  # by_rows: one block's widest inner array at most
+
+
+def by_rows(fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray, width: int) -> np.ndarray:
+    """fn(x) for a position-wise ``fn`` (an MLP: each token's row on its own) of x (B, T, d), run
+    over blocks of rows so that its inner arrays, (B, c, width) wide, stay within ROW_BLOCK_BYTES:
+    a long text's MLP never holds its (T, intermediate) activations at once."""
+    B, T = x.shape[:2]
+    c = max(1, min(T, ROW_BLOCK_BYTES // max(1, B * width * x.itemsize)))
+    if c >= T:
+        return fn(x)
+    first = fn(x[:, :c])
+    out = np.empty((B, T) + first.shape[2:], dtype=first.dtype)  # (B, T, ...)
+    out[:, :c] = first
+    for a in range(c, T, c):
+        out[:, a: a + c] = fn(x[:, a: a + c])
+    return out
 
 
 def split_heads(x: np.ndarray, h: int) -> np.ndarray:

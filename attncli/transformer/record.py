@@ -4,8 +4,10 @@ An architecture's ``layer`` calls ``x = rec("attn.z", l, x)`` where a site is co
 recorder makes the interventions on that site (so everything downstream sees them) and holds the
 array if the trace keeps it. Arrays carry a batch axis first (B texts, or B copies of one text
 each with its own interventions: one layer's heads ablated as one batch); a site's shape in a
-Trace is the per-text one. ``attend`` is the scaled dot-product attention every architecture shares,
-recording q, k, v, the scores, the pattern and z on the way.
+Trace is the per-text one. ``chunked_attention.attend`` is the scaled dot-product attention every
+architecture shares, recording q, k, v, the scores, the pattern and z on the way: chunk by chunk of
+query rows, the scores and pattern it keeps go into the arrays ``holder`` gives (only the Keep's
+rows and heads), so no layer's whole (B, h, T, S) is held unless it is asked for.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from typing import Sequence
 
 import numpy as np
 
-from attncli.transformer import ops
 from attncli.transformer.trace import Intervention, Keep, split
 
 ROW_SITES = ("attn.scores", "attn.pattern")  # the sites ``rows`` cuts (query axis 2 with the batch axis)
@@ -37,7 +38,7 @@ class Recorder:
         for b, ivs in enumerate(per_batch or ()):
             for iv in ivs:
                 self.on.setdefault(iv.site, []).append((b, iv))
-        self.pattern: np.ndarray | None = None  # the last layer's pattern (B, h, T, S), for the damage check
+        self._rows = None if self.keep.rows is None else np.asarray(self.keep.rows, dtype=np.int64)  # (R,)
 
     def kept(self, name: str) -> bool:
         if name not in self._kept:
@@ -57,12 +58,51 @@ class Recorder:
             for b, iv in ivs:
                 for i in range(x.shape[0]) if b is None else (b,):
                     x[i] = iv.apply(x[i])
-        if name == "attn.pattern":
-            self.pattern = x
         if self.kept(full):
-            rows = self.keep.rows
-            self.sites[full] = x[:, :, list(rows)] if rows is not None and name in ROW_SITES else x
+            self.sites[full] = self.select(x) if name in ROW_SITES else x
         return x
+
+    def select(self, x: np.ndarray) -> np.ndarray:
+        """The Keep's heads and rows of scores or a pattern x (B, h, T, S), in float32 if it asks."""
+        if self.keep.heads is not None:
+            x = x[:, list(self.keep.heads)]
+        if self._rows is not None:
+            x = x[:, :, self._rows]
+        return x.astype(np.float32) if self.keep.float32 else x
+
+    def intervenes(self, layer: int, names: Sequence[str]) -> bool:
+        """Whether an intervention replaces one of the sites ``names`` of ``layer``."""
+        return any(f"blocks.{layer}.{name}" in self.on for name in names)
+
+    def holder(self, layer: int, name: str, shape: tuple[int, int, int, int], dtype: type) -> np.ndarray | None:
+        """The array a kept ``name`` (scores or pattern, of ``shape`` (B, h, T, S) whole) of
+        ``layer`` is filled into chunk by chunk (``put``): the Keep's heads and rows only, -inf
+        (scores) or 0 (pattern) where no chunk writes (keys masked for every row of a chunk).
+        None when the site is not kept."""
+        full = f"blocks.{layer}.{name}"
+        if not self.kept(full):
+            return None
+        B, h, T, S = shape
+        h = h if self.keep.heads is None else len(self.keep.heads)
+        T = T if self._rows is None else len(self._rows)
+        held = np.full((B, h, T, S), -np.inf if name == "attn.scores" else 0.0,
+                       dtype=np.float32 if self.keep.float32 else dtype)
+        self.sites[full] = held
+        return held
+
+    def put(self, held: np.ndarray | None, x: np.ndarray, rows: slice, keys: slice) -> None:
+        """Write a chunk x (B, h, c, s), query ``rows`` a..b-1 against ``keys`` lo..hi-1 of the
+        whole, into ``held`` (from ``holder``; None: nothing)."""
+        if held is None:
+            return
+        if self.keep.heads is not None:
+            x = x[:, list(self.keep.heads)]
+        if self._rows is None:
+            held[:, :, rows, keys] = x
+            return
+        at = np.nonzero((self._rows >= rows.start) & (self._rows < rows.stop))[0]  # places in the Keep's rows
+        if at.size:
+            held[:, :, at, keys] = x[:, :, self._rows[at] - rows.start]
 
     def one(self, b: int = 0) -> dict[str, np.ndarray]:
         """The kept sites of batch element ``b``, per-text shapes."""
@@ -78,30 +118,3 @@ class Recorder:
                 where[axis] = slice(0, n)
             out[name] = x[b][tuple(where)].copy()
         return out
-
-
-def attend(rec: Recorder, l: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,
-           allowed: np.ndarray | None, bias: np.ndarray | None = None,
-           score_dtype: type | None = None) -> np.ndarray:
-    """Scaled dot-product attention as transformers' ``eager_attention_forward``, its sites recorded.
-
-    q (B, h, T, d_head), k, v (B, h, S, d_head) (after RoPE, repeated per query head under GQA);
-    allowed (B, 1, T, S) bool or None; bias (1, h, T, S) added to the scores (MPNet) or None;
-    ``score_dtype``: the scores and pattern in that dtype (Llama: float64 from float32 q, k).
-    Returns the heads' outputs z merged, (B, T, h d_head), ready for the output projection."""
-    q, k, v = rec("attn.q", l, q), rec("attn.k", l, k), rec("attn.v", l, v)
-    if score_dtype is not None:
-        scores = (q.astype(score_dtype) @ k.astype(score_dtype).swapaxes(-1, -2)) * scale  # (B, h, T, S)
-    else:
-        scores = (q @ k.swapaxes(-1, -2)) * scale
-    if bias is not None:
-        scores = scores + bias
-    if allowed is not None:
-        scores = np.where(allowed, scores, -np.inf)
-    scores = rec("attn.scores", l, scores)
-    pattern = rec("attn.pattern", l, ops.softmax(scores))  # (B, h, T, S)
-    z = (pattern.astype(v.dtype, copy=False) @ v).transpose(0, 2, 1, 3)  # (B, T, h, d_head)
-    z = rec("attn.z", l, z)
-    B, T, h, dh = z.shape
-    return z.reshape(B, T, h * dh)
-

@@ -20,6 +20,8 @@ model dimension, h query heads, d_head a head's dimension, V the vocabulary.
     final_norm                (T, d)          the final norm's output (a model without one: the last resid_post)
     logits                    (T, V)          decoders, and encoders with their MLM head
 
+A Keep with ``rows`` and ``heads`` cuts the scores and pattern to (heads, rows, S), in that order.
+
 An intervention names a site and replaces all of it, one head's slice (the head axis: 1 for
 ``attn.z``, 0 for q, k, v, scores and pattern) or one position (the T axis), with zeros or with
 a given value (a mean over reference texts, or the same site of another input's trace). The
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -76,21 +78,39 @@ def all_sites(layers: int) -> list[str]:
 @dataclass(frozen=True)
 class Keep:
     """Which sites a trace holds: names or fnmatch patterns (``blocks.*.attn.pattern``), and for
-    the pattern and scores, optionally only some query rows (the rest is never held)."""
+    the pattern and scores, optionally only some query ``rows`` and some ``heads`` (the rest is
+    never held: a long text's last rows of every layer cost rows x S, not T x S, per head), in
+    float32 with ``float32`` (half the bytes; the pass itself keeps its own precision)."""
     patterns: tuple[str, ...] = ()
     rows: tuple[int, ...] | None = None
+    heads: tuple[int, ...] | None = None
+    float32: bool = False
 
     @classmethod
-    def of(cls, sites: "Keep | Iterable[str] | str | None", rows: Sequence[int] | None = None) -> "Keep":
+    def of(cls, sites: "Keep | Iterable[str] | str | None", rows: Sequence[int] | None = None,
+           heads: Sequence[int] | None = None) -> "Keep":
+        """A Keep of ``sites``; ``rows`` / ``heads`` given here win over a given Keep's own."""
+        rows = None if rows is None else tuple(int(r) for r in rows)
+        heads = None if heads is None else tuple(int(h) for h in heads)
         if isinstance(sites, Keep):
-            return sites
+            if rows is None and heads is None:
+                return sites
+            return replace(sites, rows=sites.rows if rows is None else rows,
+                           heads=sites.heads if heads is None else heads)
         if sites is None:
-            return cls((), None if rows is None else tuple(rows))
+            return cls((), rows, heads)
         pats = (sites,) if isinstance(sites, str) else tuple(sites)
-        return cls(pats, None if rows is None else tuple(int(r) for r in rows))
+        return cls(pats, rows, heads)
 
     def __contains__(self, name: str) -> bool:
         return any(p == name or fnmatch.fnmatchcase(name, p) for p in self.patterns)
+
+    def check(self, tokens: int, heads: int) -> None:
+        """BadInput for a row outside 0..tokens-1 or a head outside 0..heads-1."""
+        if self.rows is not None and any(not 0 <= r < tokens for r in self.rows):
+            raise BadInput(f"rows must lie in 0..{tokens - 1}")
+        if self.heads is not None and any(not 0 <= h < heads for h in self.heads):
+            raise BadInput(f"heads must lie in 0..{heads - 1}")
 
 
 @dataclass(frozen=True)
@@ -158,9 +178,10 @@ class Trace(Mapping[str, np.ndarray]):
     token ids it read. Looking up a site that was not kept names the ones that were."""
 
     def __init__(self, ids: Sequence[int], sites: dict[str, np.ndarray], rows: Sequence[int] | None = None,
-                 backend: str = ""):
+                 backend: str = "", heads: Sequence[int] | None = None):
         self.ids = list(ids)
         self.rows = None if rows is None else list(rows)  # the query rows pattern/scores hold, None: all
+        self.heads = None if heads is None else list(heads)  # the heads pattern/scores hold, None: all
         self.backend = backend
         self._sites = sites
 

@@ -74,3 +74,10 @@ def check_finite(array: Any, where: str) -> None:
         return
     kind = "NaN" if np.isnan(a).any() else "infinity"
     raise RuntimeFailure(f"damaged model: {kind} in {where}")
+
+
+def check_activations(layer: int, x: np.ndarray) -> None:
+    """A layer's output holds no NaN or infinity (weights that overflow, or NaN that came in through
+    a row the load-time checks did not read); its attention is checked chunk by chunk where it is
+    computed (chunked_attention.attend)."""
+    check_finite(x, f"layer {layer}'s output")
