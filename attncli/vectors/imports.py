@@ -32,10 +32,10 @@ from attncli import __version__
 from attncli.errors import BadInput
 from attncli.vectors import store
 from attncli.vectors.fasttext_bin import read_fasttext_bin
-from attncli.vectors.vector_files import FORMATS, PRECISIONS, Imported, Progress, check_format, open_vectors, sniff
+from attncli.vectors.vector_files import PRECISIONS, Imported, Progress, check_format, open_vectors, sniff
 from attncli.vectors.word2vec_format import read_binary_vectors, read_text_vectors
 
-__all__ = ["FORMATS", "PRECISIONS", "Imported", "check_format", "import_file", "sniff", "store_imported"]
+__all__ = ["PRECISIONS", "Imported", "check_format", "import_file", "sniff", "store_imported"]
 
 
 def import_file(path: str | Path, fmt: str, *, limit: int | None = None, progress: Progress | None = None) -> Imported:
