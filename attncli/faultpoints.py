@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 
+from attncli.fileio import atomic_write
+
 # module (under attncli/) -> its stages, in the order it reaches them -> what has happened there
 STAGES_OF = {
     "cli/entry.py": {
@@ -41,8 +43,6 @@ def pause_at(stage: str) -> None:
 
     flag = os.environ.get("ATTN_TEST_PAUSED")
     if flag:
-        from attncli.fileio import atomic_write
-
         atomic_write(flag, stage)
     while True:  # a signal's handler raises out of the sleep; SIGKILL ends it
         time.sleep(3600)

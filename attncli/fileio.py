@@ -22,6 +22,8 @@ import tempfile
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Iterator
 
+from attncli.errors import RuntimeFailure
+
 if TYPE_CHECKING:
     import mmap
 
@@ -176,8 +178,6 @@ def atomic_writer(path: str | Path) -> Iterator[IO[bytes]]:
 def atomic_write(path: str | Path, data: bytes | str) -> None:
     """Write ``data`` (str as UTF-8) to ``path`` whole or not at all (see :func:`atomic_writer`);
     an OSError becomes a RuntimeFailure that names the file (exit 1)."""
-    from attncli.errors import RuntimeFailure
-
     if isinstance(data, str):
         data = data.encode("utf-8")
     try:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import sys
 from typing import Callable
 
+from attncli.textio import visible
+
 _sinks: dict[str, Callable[[str], None]] = {}
 
 
@@ -23,8 +25,6 @@ def warn(message: str) -> None:
     if sink is not None:
         sink(message)
     else:
-        from attncli.textio import visible
-
         print(f"warning: {visible(message)}", file=sys.stderr)
 
 
@@ -33,6 +33,4 @@ def info(message: str) -> None:
     if sink is not None:
         sink(message)
     else:
-        from attncli.textio import visible
-
         print(visible(message), file=sys.stderr)

@@ -25,6 +25,10 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from bench_lookup import make_dictionary  # noqa: E402
+from bench_speed import compile_attn, words_text  # noqa: E402
+
 ATTN = shutil.which("attn") or "attn"
 PY = sys.executable
 
@@ -73,13 +77,6 @@ def startup_rows(runs: int) -> list[tuple[str, dict]]:
     return [(label, measure(argv, runs)) for label, argv in rows]
 
 
-def words_text(n: int) -> str:
-    """n tokens of ordinary English from the default model's vocabulary, cycled."""
-    base = ("the quick brown fox jumps over the lazy dog while time flies like an arrow and "
-            "fruit flies like a banana in the old house by the river").split()
-    return " ".join(base[i % len(base)] for i in range(n))
-
-
 def matrix_rows(sizes: list[int], runs: int) -> list[tuple[str, dict]]:
     out = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -91,9 +88,6 @@ def matrix_rows(sizes: list[int], runs: int) -> list[tuple[str, dict]]:
 
 
 def lookup_rows(sizes: list[int], runs: int) -> list[tuple[str, dict]]:
-    sys.path.insert(0, str(HERE))
-    from bench_lookup import make_dictionary  # noqa: E402
-
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in sizes:
@@ -109,9 +103,6 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="skip the training comparison and attn heads --transformer")
     parser.add_argument("--max-tokens", type=int, default=4096)
     args = parser.parse_args()
-    sys.path.insert(0, str(HERE))
-    from bench_speed import compile_attn
-
     compile_attn()  # as pip does at install: every table measures the commands as installed
 
     print(f"attn benchmarks, {datetime.date.today()}, {platform.node() and 'this machine'}: "

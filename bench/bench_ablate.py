@@ -27,6 +27,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 from bench_llama import SENTENCE, build  # noqa: E402
+from attncli.causal import grids  # noqa: E402
+from attncli.causal.target import Target  # noqa: E402
+from attncli.transformer import load  # noqa: E402
 
 
 def attn_grid_seconds(model_dir: str | Path, ids: list[int], cpu: bool = False) -> float:
@@ -35,9 +38,6 @@ def attn_grid_seconds(model_dir: str | Path, ids: list[int], cpu: bool = False) 
     load and warm-up not counted."""
     import numpy as np
 
-    from attncli.causal import grids
-    from attncli.causal.target import Target
-    from attncli.transformer import load
 
     model = load(str(model_dir), backend="numpy")
     logits = model.trace(list(ids), "logits")["logits"]  # the warm-up: the weights widened once
@@ -58,8 +58,6 @@ def main() -> None:
         if not (directory / "config.json").is_file():
             directory.mkdir(parents=True, exist_ok=True)
             build(directory)
-        from attncli.transformer import load
-
         ids = load(str(directory), backend="numpy").encode(SENTENCE).ids[:20]  # 20 tokens, <s> first
         print(f"{len(ids)} tokens; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
         for run in range(args.runs):

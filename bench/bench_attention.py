@@ -18,6 +18,8 @@ import subprocess
 import sys
 import time
 
+from attncli.lm.model import load_trained
+
 PY = sys.executable
 
 
@@ -47,7 +49,6 @@ def main() -> None:
     proc = subprocess.run([PY, "-c", probe], capture_output=True, text=True, check=True)
     torch_loaded = proc.stderr.strip().splitlines()[-1]
 
-    from attncli.lm.model import load_trained
 
     att = load_trained(args.model)
     words = [w for s in att.heldout_sentences() for w in s]

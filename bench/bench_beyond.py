@@ -33,6 +33,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from attncli.attention.flow import attention_flow, flow_graph
+from attncli.attention.value_norms import head_norms
+from attncli.transformer import load
+
 TEXT, PAIR = "time flies like an arrow", "fruit flies like a banana"
 
 
@@ -74,8 +78,6 @@ def bench_flow(model: Path) -> list[tuple[str, str, str]]:
     import networkx as nx
     import numpy as np
 
-    from attncli.attention.flow import attention_flow, flow_graph
-    from attncli.transformer import load
 
     m = load(str(model), backend="numpy")
     A = m.attentions(m.encode(TEXT, pair=PAIR))  # (6, 12, T, T)
@@ -173,8 +175,6 @@ def disagreement(model: Path) -> None:
     special tokens ([CLS], [SEP])."""
     import numpy as np
 
-    from attncli.attention.value_norms import head_norms
-    from attncli.transformer import load
 
     m = load(str(model), backend="numpy")
     enc = m.encode(TEXT, pair=PAIR)

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from attncli.cli.main import app  # noqa: E402
+from attncli.vectors.tokenize import tokenize  # noqa: E402
 
 
 def seconds(fn) -> float:
@@ -27,8 +29,6 @@ def main() -> None:
     os.environ.setdefault("ATTN_HOME", tempfile.mkdtemp())
     from typer.testing import CliRunner
 
-    from attncli.cli.main import app
-    from attncli.vectors.tokenize import tokenize
 
     runner = CliRunner()
     tmp = Path(tempfile.mkdtemp())

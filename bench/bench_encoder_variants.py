@@ -36,6 +36,7 @@ sys.path.insert(0, str(REPO))
 
 from attncli.lookup.encoder import load_encoder, unit  # noqa: E402
 from attncli.lookup.keyindex import KeyTokens  # noqa: E402
+from attncli.vectors.model import load_vectors  # noqa: E402
 from attncli.vectors.tokenize import tokenize  # noqa: E402
 
 SETS = {"held-out (choose)": REPO / "tests" / "lookup_eval_heldout.json", "project's (report)": REPO / "tests" / "lookup_eval.json"}
@@ -73,7 +74,6 @@ def main() -> None:
             cache.update(zip(todo[i : i + 64], enc.embed(todo[i : i + 64])))
         return unit(np.stack([cache[t] for t in texts]))
 
-    from attncli.vectors.model import load_vectors
 
     background = [w for w in load_vectors("default").words if w.isalpha()][: args.background]
     start = time.perf_counter()

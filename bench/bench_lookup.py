@@ -27,6 +27,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+sys.path.insert(0, str(REPO))  # the checkout's attncli
+from attncli.lookup.dictionary import softmax  # noqa: E402
+from attncli.lookup.keyindex import KeyIndex  # noqa: E402
+from attncli.lookup.params import NGRAM_WEIGHT  # noqa: E402
+from attncli.vectors.model import load_vectors  # noqa: E402
+
 PY = sys.executable
 ATTN = shutil.which("attn") or "attn"
 
@@ -106,12 +112,6 @@ def speed(args) -> None:
 def quality(args) -> None:
     """Accuracy of several scorers, and the winner's weight per temperature, on the eval set."""
     import numpy as np
-
-    sys.path.insert(0, str(REPO))
-    from attncli.lookup.keyindex import KeyIndex
-    from attncli.lookup.dictionary import softmax
-    from attncli.lookup.params import NGRAM_WEIGHT
-    from attncli.vectors.model import load_vectors
 
     spec = json.loads((REPO / "tests" / "lookup_eval.json").read_text(encoding="utf-8"))
     v = load_vectors(args.model)

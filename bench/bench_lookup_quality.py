@@ -45,15 +45,16 @@ ATTN = shutil.which("attn") or "attn"
 
 from attncli.errors import BadInput  # noqa: E402
 from attncli.lookup.dictionary import softmax  # noqa: E402
+from attncli.lookup.encoder import EncoderIndex, load_encoder  # noqa: E402
 from attncli.lookup.keyindex import KeyIndex  # noqa: E402
 from attncli.lookup.params import DEFAULT_TEMPERATURE, NGRAM_WEIGHT, encoder_ngram_weight  # noqa: E402
+from attncli.vectors.model import load_vectors  # noqa: E402
 
 
 def make_imports(home: Path) -> list[str]:
     """Import the sets described above into ATTN_HOME=home; return their names."""
     from gensim.test.utils import datapath
 
-    from attncli.vectors.model import load_vectors
 
     env = dict(os.environ, ATTN_HOME=str(home))
     builtin = load_vectors("default")
@@ -129,8 +130,6 @@ def main() -> None:
         home = Path(tmp) / "home"
         os.environ["ATTN_HOME"] = str(home)
         env = dict(os.environ)
-        from attncli.vectors.model import load_vectors
-
         rows = []  # (label, source, scoring factory, attn argv)
         for name in ["default", *make_imports(home)]:
             v = load_vectors(name)
@@ -141,8 +140,6 @@ def main() -> None:
                              lambda keys, v=v, lam=lam: KeyIndex(v, keys, ngram_weight=lam),
                              [ATTN, "lookup", "colors", "--json", "--model", name, "--ngram-weight", str(lam)]))
         if args.encoder:
-            from attncli.lookup.encoder import EncoderIndex, load_encoder
-
             enc = load_encoder(args.encoder)
             own = encoder_ngram_weight(args.encoder)  # the encoder's default (params.ENCODER_NGRAM_WEIGHTS)
             for lam in sorted({0.0, 0.3, 0.5, NGRAM_WEIGHT, 0.7, own}):

@@ -18,6 +18,8 @@ import statistics
 import time
 from unittest import mock
 
+from attncli.transformer import config_check, load, numpy_backend, pretrained, weights
+
 SENTENCE = "the quick brown fox jumps over the lazy dog while time flies like an arrow"
 
 
@@ -33,8 +35,6 @@ def median_ms(fn, runs: int) -> float:
 @contextlib.contextmanager
 def unchecked():
     """The load and the forward pass with every check of issue 20 a no-op."""
-    from attncli.transformer import config_check, numpy_backend, pretrained, weights
-
     nothing = lambda *a, **k: None  # noqa: E731
     with contextlib.ExitStack() as stack:
         for target, name in ((config_check, "check_config"), (config_check, "check_trust"),
@@ -50,8 +50,6 @@ def main() -> None:
     parser.add_argument("model")
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    from attncli.transformer import load
-
     load(args.model, backend="numpy")  # warm the page cache and the imports
     checked = median_ms(lambda: load(args.model, backend="numpy"), args.runs)
     with unchecked():

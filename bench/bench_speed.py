@@ -131,10 +131,10 @@ def minilm_dir(tmp: Path) -> Path | None:
 
 
 def words_text(n: int) -> str:
-    sys.path.insert(0, str(HERE))
-    from bench import words_text as text  # the same text as bench.py's matrix rows
-
-    return text(n)
+    """n tokens of ordinary English from the default model's vocabulary, cycled (bench.py's matrix rows too)."""
+    base = ("the quick brown fox jumps over the lazy dog while time flies like an arrow and "
+            "fruit flies like a banana in the old house by the river").split()
+    return " ".join(base[i % len(base)] for i in range(n))
 
 
 class Table:

@@ -31,6 +31,9 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the attn command line s
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
+from attncli.stats.accumulate import Settings  # noqa: E402
+from attncli.stats.runner import ModelSpec, run  # noqa: E402
+from attncli.transformer import load  # noqa: E402
 
 WORDS = ("the of and to a in that is was he for it with as his on be at by had not are but from or have an they "
          "which one you were her all she there would their we him been has when who will more no if out so said "
@@ -60,10 +63,6 @@ def minilm_dir(root: Path) -> Path:
 
 
 def attn_rate(path: Path, corpus: list[str], workers: int, precision: str = "float32") -> float:
-    from attncli.stats.accumulate import Settings
-    from attncli.stats.runner import ModelSpec, run
-    from attncli.transformer import load
-
     model = load(str(path), backend="numpy")
     start = time.perf_counter()
     outcome = run(model, iter(corpus), spec=ModelSpec(str(path), "numpy"), settings=Settings(precision=precision),

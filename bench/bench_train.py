@@ -34,6 +34,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+from attncli.vectors import corpus  # noqa: E402
+from attncli.vectors.train import TrainParams  # noqa: E402
 
 GENSIM_SNIPPET = """
 import json, sys
@@ -59,9 +61,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-
-    from attncli.vectors import corpus
-    from attncli.vectors.train import TrainParams
 
     corpus.load_corpus()  # builds the cache in the user's ATTN_HOME if needed
     cache = corpus._cache_path(None)

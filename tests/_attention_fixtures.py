@@ -8,7 +8,7 @@ import numpy as np
 
 from attncli.vectors import store
 
-from attncli.lm import train as train_attention, model as trained
+from attncli.lm import checkpoint, train as train_attention
 from attncli.vectors.tokenize import normalize_sentence
 
 SENTENCES = [
@@ -28,7 +28,7 @@ def make_vectors(name: str, words: list[str], d: int = 16, seed: int = 0) -> Non
 
 def random_config(d: int, layers: int, heads: int, n_out: int) -> dict:
     return {
-        "format": trained.FORMAT, "format_version": trained.FORMAT_VERSION, "d_model": d, "layers": layers,
+        "format": checkpoint.FORMAT, "format_version": checkpoint.FORMAT_VERSION, "d_model": d, "layers": layers,
         "heads": heads, "d_ff": 4 * d, "output_vocab_size": n_out, "positions": "sinusoidal",
         "norm": "pre-layernorm", "activation": "gelu_tanh", "layer_norm_eps": 1e-5, "max_len_trained": 80,
     }
@@ -42,7 +42,7 @@ def make_random_attention(name: str, *, layers: int = 2, heads: int = 4, d: int 
     config = random_config(d, layers, heads, len(out_words))
     rng = np.random.default_rng(seed + 1)
     weights = {}
-    for key, shape in trained.expected_shapes(config).items():
+    for key, shape in checkpoint.expected_shapes(config).items():
         w = rng.normal(scale=scale, size=shape)
         if ".ln" in key or key.startswith("final_ln"):
             w = (1.0 if key.endswith("weight") else 0.0) + 0.1 * w

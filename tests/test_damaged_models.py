@@ -17,7 +17,7 @@ from _attention_fixtures import make_random_attention
 from _lookup_fixtures import WORDS, save_fasttext_like, save_plain
 from attncli.vectors import corpus, store
 from attncli import paths
-from attncli.lm import model as trained
+from attncli.lm import checkpoint, model as trained
 from attncli.cli.main import app
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.vectors.tokenize import TOKENIZER_VERSION
@@ -240,7 +240,7 @@ BAD_CONFIG = [
 @pytest.mark.parametrize("change", BAD_CONFIG, ids=json.dumps)
 def test_bad_attention_config_is_damage(change):
     make_random_attention("rand", layers=1, heads=2)
-    config_file = store.model_dir("rand").resolve() / trained.SUBDIR / trained.CONFIG
+    config_file = store.model_dir("rand").resolve() / checkpoint.SUBDIR / checkpoint.CONFIG
     config = json.loads(config_file.read_text(encoding="utf-8"))
     config_file.write_text(json.dumps(dict(config, **change)), encoding="utf-8")
     with pytest.raises(store.CorruptModel, match="config.json"):

@@ -104,10 +104,10 @@ def test_cli_json_rows_are_rows_of_its_weights():
 
 def _torch_logits(att, tokens) -> np.ndarray:
     torch = needed("torch")
-    from attncli.lm import train as lm_train
+    from attncli.lm import torch_model
 
     table = trained.input_vectors(att.vectors, tokens)  # (T, d)
-    model = lm_train.model_from_weights(table, att.config, att.w)
+    model = torch_model.model_from_weights(table, att.config, att.w)
     with torch.no_grad():
         logits, _ = model(torch.arange(len(tokens))[None, :], need_weights=True)
     return logits[0].double().numpy()  # (T, V)

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from attncli import paths
 from attncli.cli.main import app
-from attncli.vectors import imports
+from attncli.vectors import imports, word2vec_format
 from attncli.vectors.model import load_vectors
 
 runner = CliRunner()
@@ -134,7 +134,7 @@ def test_small_chunks_read_the_same(glove, w2v_bin, monkeypatch):
     """Chunk boundaries fall inside lines, words and vectors: the same result."""
     whole_t = imports.import_file(glove, "glove")
     whole_b = imports.import_file(w2v_bin, "word2vec-binary")
-    monkeypatch.setattr(imports, "CHUNK", 7)
+    monkeypatch.setattr(word2vec_format, "CHUNK", 7)
     for path, fmt, whole in ((glove, "glove", whole_t), (w2v_bin, "word2vec-binary", whole_b)):
         seen = []
         part = imports.import_file(path, fmt, progress=lambda done, total: seen.append((done, total)))

@@ -1,6 +1,6 @@
 """``attn import`` reads in bounded memory whatever the file holds (issue 20).
 
-A text vectors file is read in blocks of ``imports.CHUNK`` bytes cut at their last newline; a line
+A text vectors file is read in blocks of ``word2vec_format.CHUNK`` bytes cut at their last newline; a line
 longer than ``textio.MAX_LINE_BYTES`` (1 MiB) is refused with exit 2 naming the line. Before, one
 100 MB line cost 1.8 GB (``readlines`` kept it whole, then split and copied it). The hostile
 files run in a child process under a 512 MiB address-space limit, where the old reader ran out
@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from _special_files import machine_device
 from attncli.cli.main import app
 from attncli.textio import MAX_LINE_BYTES
-from attncli.vectors import imports
+from attncli.vectors import imports, word2vec_format
 
 REPO = Path(__file__).resolve().parent.parent
 MEMORY = 512 << 20
@@ -101,7 +101,7 @@ def test_devices_and_fifos_are_refused_unread(tmp_path, kind):
 def test_the_longest_legitimate_lines_still_import(tmp_path):
     """10,000 dimensions (the most attn takes) of 90-character numbers: lines of about 900 KB."""
     rng = np.random.default_rng(0)
-    values = rng.standard_normal((2, imports.MAX_DIM))
+    values = rng.standard_normal((2, word2vec_format.MAX_DIM))
     lines = [w + "".join(" " + f"{v:.80e}" for v in row) for w, row in zip(("cat", "dog"), values)]
     assert max(len(line) for line in lines) < MAX_LINE_BYTES < 2 * min(len(line) for line in lines)
     path = tmp_path / "wide.txt"
@@ -114,7 +114,7 @@ def test_the_longest_legitimate_lines_still_import(tmp_path):
 def test_lines_are_numbered_across_block_boundaries(tmp_path, monkeypatch):
     """With a block of 7 bytes every line crosses a block boundary: the words, the vectors and the
     line named by an error are still those of the file."""
-    monkeypatch.setattr(imports, "CHUNK", 7)
+    monkeypatch.setattr(word2vec_format, "CHUNK", 7)
     path = tmp_path / "v.txt"
     rows = [f"w{i} {i}.5 -{i}.25" for i in range(12)]
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")

@@ -58,10 +58,10 @@ def builtin_reference(att, tokens):
     import torch
 
     from attncli.lm import model as trained
-    from attncli.lm import train as lm_train
+    from attncli.lm import torch_model
 
     table = trained.input_vectors(att.vectors, tokens)  # (T, d)
-    model = lm_train.model_from_weights(table, att.config, att.w).eval()
+    model = torch_model.model_from_weights(table, att.config, att.w).eval()
     stream = []
     hooks = [model.drop.register_forward_hook(lambda m, a, out: stream.append(out))]
     hooks += [b.register_forward_hook(lambda m, a, out: stream.append(out[0])) for b in model.blocks]

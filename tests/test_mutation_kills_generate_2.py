@@ -4,7 +4,7 @@ built-in LM's prompt mapping and notes, its context, its damaged-vocabulary refu
 lens and lens verdicts against the torch model it was trained as, every refusal word for word,
 ties in the top-k cut, the candidates and ``top_keys``, ``sample`` as an inverse CDF, float64
 probabilities, and ``generate`` on a decoder with fixed logits. References are torch
-(``attncli.lm.train.model_from_weights``), hand-worked examples, ``math.exp`` and Python's own
+(``attncli.lm.torch_model.model_from_weights``), hand-worked examples, ``math.exp`` and Python's own
 ``sorted``."""
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from attncli.errors import BadInput
 from attncli.generate.decoders import BuiltinLM, load_decoder
 from attncli.generate.run import Settings, document, generate, lens_layers
 from attncli.generate.weights import View, top_keys
-from attncli.lm import model as trained
-from attncli.lm import train as lm_train
+from attncli.lm import checkpoint, model as trained, train as lm_train, train_config
 from attncli.vectors import store
 from attncli.vectors.store import CorruptModel
 
@@ -46,7 +45,7 @@ def save_model(name: str, out_words: list[str], config_changes: dict, seed: int 
             config[key] = value
     rng = np.random.default_rng(seed + 1)
     weights = {key: rng.normal(scale=0.6, size=shape).astype(np.float32)
-               for key, shape in trained.expected_shapes(config).items()}
+               for key, shape in checkpoint.expected_shapes(config).items()}
     src = store.model_dir(name)
     lm_train.save(name, src, config, weights, out_words, SENTENCES, dict(store.read_meta(src), attention={"perplexity": 1.0}))
 
@@ -163,12 +162,12 @@ def test_the_context_is_the_trained_length_else_the_training_default():
     with pytest.raises(BadInput, match="reads at most 7"):
         generate(dec, "the cat sat on the mat and", Settings(n=1, greedy=True))
     save_model("old", WORDS[:10] + ["<unk>", "</s>"], {"max_len_trained": None})
-    assert load_decoder("old").context == lm_train.TrainConfig().max_len  # 80, what training uses
+    assert load_decoder("old").context == train_config.TrainConfig().max_len  # 80, what training uses
 
 
 def test_an_output_vocabulary_that_does_not_match_the_head_is_a_corrupt_model():
     make_random_attention("rand")
-    path = store.model_dir("rand") / trained.SUBDIR / trained.OUTPUT_VOCAB
+    path = store.model_dir("rand") / checkpoint.SUBDIR / checkpoint.OUTPUT_VOCAB
     path.write_text(path.read_text(encoding="utf-8") + "extra\n", encoding="utf-8")
     with pytest.raises(CorruptModel) as caught:
         BuiltinLM(trained.load_trained("rand"))
@@ -273,9 +272,9 @@ def test_a_hostile_max_len_trained_is_refused_with_a_message(bad):
 
     from attncli.cli.main import app
 
-    assert trained.MAX_LEN_TRAINED == lm_train.MAX_LEN
+    assert checkpoint.MAX_LEN_TRAINED == train_config.MAX_LEN
     save_model("hostile", WORDS[:10] + ["<unk>", "</s>"], {"max_len_trained": 80})
-    path = store.model_dir("hostile") / trained.SUBDIR / trained.CONFIG
+    path = store.model_dir("hostile") / checkpoint.SUBDIR / checkpoint.CONFIG
     path.write_text(path.read_text(encoding="utf-8").replace('"max_len_trained": 80', f'"max_len_trained": {json.dumps(bad)}'),
                     encoding="utf-8")
     for args in (["generate", "the cat", "--model", "hostile", "-n", "2", "--greedy"], ["heads", "--model", "hostile"]):
@@ -473,7 +472,7 @@ class _FixedLM:
         return " ".join(tokens)
 
     def encode(self, prompt):
-        from attncli.generate.decoders import Encoded
+        from attncli.generate.decoder_protocol import Encoded
 
         tokens = prompt.split()
         ids = [self.words.index(t) if t in self.words else None for t in tokens]

@@ -17,7 +17,7 @@ from attncli.attention import matrix
 from attncli.attention.masks import MaskSpec
 from attncli.attention.projection import ProjectionInput
 from attncli.errors import BadInput
-from attncli.lm import data as lm_data, heads as lm_heads, model as trained
+from attncli.lm import checkpoint, data as lm_data, heads as lm_heads, model as trained
 from attncli.vectors import store
 
 torch = needed("torch")
@@ -182,19 +182,19 @@ def test_the_stored_text_files_are_read_line_by_line(tmp_path):
     """output_vocab.txt and heldout.txt: one entry per line, the last line kept with or without
     a final newline; a held-out line is split into its words."""
     make_random_attention("rand", layers=1, heads=2)
-    att_dir = store.model_dir("rand").resolve() / trained.SUBDIR
-    (att_dir / trained.HELDOUT).write_text("the cat sat\nfruit flies", encoding="utf-8")  # no final newline
+    att_dir = store.model_dir("rand").resolve() / checkpoint.SUBDIR
+    (att_dir / checkpoint.HELDOUT).write_text("the cat sat\nfruit flies", encoding="utf-8")  # no final newline
     att = trained.load_trained("rand")
     assert att.heldout_sentences() == [["the", "cat", "sat"], ["fruit", "flies"]]
-    (att_dir / trained.HELDOUT).write_text("the cat sat\nfruit flies\n", encoding="utf-8")
+    (att_dir / checkpoint.HELDOUT).write_text("the cat sat\nfruit flies\n", encoding="utf-8")
     assert trained.load_trained("rand").heldout_sentences() == [["the", "cat", "sat"], ["fruit", "flies"]]
-    (att_dir / trained.HELDOUT).write_text("the  cat\tsat \n \nfruit flies\n", encoding="utf-8")  # not as attn writes it
+    (att_dir / checkpoint.HELDOUT).write_text("the  cat\tsat \n \nfruit flies\n", encoding="utf-8")  # not as attn writes it
     assert trained.load_trained("rand").heldout_sentences() == [["the", "cat", "sat"], ["fruit", "flies"]]
     words = [f"w{i}" for i in range(12)]
-    (att_dir / trained.OUTPUT_VOCAB).write_text("\n".join(words), encoding="utf-8")
+    (att_dir / checkpoint.OUTPUT_VOCAB).write_text("\n".join(words), encoding="utf-8")
     assert trained.load_trained("rand").output_words == words
-    (att_dir / trained.HELDOUT).unlink()
-    (att_dir / trained.HELDOUT).mkdir()  # not a regular file
+    (att_dir / checkpoint.HELDOUT).unlink()
+    (att_dir / checkpoint.HELDOUT).mkdir()  # not a regular file
     with pytest.raises(store.CorruptModel, match=r"^cannot read .*heldout\.txt \(.+\): retrain the attention$"):
         trained.load_trained("rand").heldout_sentences()
 
@@ -204,8 +204,8 @@ def test_has_trained_says_whether_a_model_has_trained_attention():
     from _attention_fixtures import make_vectors
 
     make_vectors("plain", ["the", "cat"])
-    assert trained.has_trained("rand") is True
-    assert trained.has_trained("plain") is False
+    assert checkpoint.has_trained("rand") is True
+    assert checkpoint.has_trained("plain") is False
 
 
 # -- lm/data.py: the split, the output vocabulary, Brown -------------------------------------------
@@ -296,11 +296,11 @@ def test_the_vectors_checksum_is_sha256_of_the_file():
     make_random_attention("rand", layers=1, heads=2)
     directory = store.model_dir("rand").resolve()
     expected = hashlib.sha256((directory / "vectors.npy").read_bytes()).hexdigest()
-    assert trained.vectors_sha256(directory) == expected
+    assert checkpoint.vectors_sha256(directory) == expected
     (directory / "vectors.npy").unlink()
     (directory / "vectors.npy").mkdir()  # not a regular file
     with pytest.raises(store.CorruptModel, match=r"^cannot read .*rand.*/vectors\.npy \(.+\): retrain the model$"):
-        trained.vectors_sha256(directory)
+        checkpoint.vectors_sha256(directory)
 
 
 # -- lm/heads.py: what score_heads reads, and the uniform reference --------------------------------

@@ -19,8 +19,8 @@ from conftest import needed
 from _attention_fixtures import make_random_attention, make_vectors, random_config
 from attncli import paths
 from attncli.errors import BadInput, UnknownWord
-from attncli.lm import data as lm_data, model as trained, train as train_attention
-from attncli.lm.train import TrainConfig
+from attncli.lm import checkpoint, data as lm_data, model as trained, torch_model, train as train_attention, training_loop
+from attncli.lm.train_config import TrainConfig
 from attncli.vectors import store
 
 torch = needed("torch")
@@ -131,7 +131,7 @@ def test_a_model_or_batch_too_large_for_memory_is_refused_at_the_limits(options,
 ])
 def test_the_learning_rate_warms_up_then_decays_to_a_tenth_on_a_cosine(step, progress, expected):
     cfg = TrainConfig(lr=0.2, warmup_steps=10)
-    assert train_attention._lr_at(cfg, step, progress) == pytest.approx(expected, rel=1e-12)
+    assert training_loop._lr_at(cfg, step, progress) == pytest.approx(expected, rel=1e-12)
 
 
 # -- _fit: the time budget, the progress figures ------------------------------------------------------
@@ -142,7 +142,7 @@ D, N_OUT = 8, 5
 def _tiny_model(cfg: TrainConfig):
     table = np.random.default_rng(0).normal(size=(10, D)).astype(np.float32)  # (U, d)
     torch.manual_seed(0)
-    return train_attention.build_model(table, cfg, N_OUT, 8)
+    return torch_model.build_model(table, cfg, N_OUT, 8)
 
 
 def _same_length_set(n: int, rng_seed: int = 1):
@@ -164,12 +164,12 @@ class FakeClock:
 
 def _fit_with_clock(monkeypatch, cfg: TrainConfig, train_set):
     clock, seen = FakeClock(), []
-    monkeypatch.setattr(train_attention, "time", SimpleNamespace(perf_counter=clock))
+    monkeypatch.setattr(training_loop, "time", SimpleNamespace(perf_counter=clock))
 
     def on_progress(**fields):
         seen.append(dict(fields, now=clock.now))
 
-    fit = train_attention._fit(_tiny_model(cfg), train_set, cfg, np.random.default_rng(0), on_progress)
+    fit = training_loop.fit(_tiny_model(cfg), train_set, cfg, np.random.default_rng(0), on_progress)
     return fit, seen
 
 
@@ -181,7 +181,7 @@ def test_the_training_stops_at_its_time_budget_and_says_so(monkeypatch):
     assert fit["stopped_early"] is True
     assert 1 <= fit["steps"] < 20 and fit["steps"] == len(seen) and fit["seen_tokens"] == 16 * fit["steps"]
     assert all(s["now"] <= 3.0 + 0.25 for s in seen)  # no step starts after the budget
-    whole = train_attention._fit(_tiny_model(cfg), _same_length_set(8), TrainConfig(layers=1, heads=2, epochs=10, batch_tokens=16),
+    whole = training_loop.fit(_tiny_model(cfg), _same_length_set(8), TrainConfig(layers=1, heads=2, epochs=10, batch_tokens=16),
                                  np.random.default_rng(0), None)
     assert whole["stopped_early"] is False and whole["steps"] == 20 and whole["seen_tokens"] == 320
 
@@ -205,7 +205,7 @@ def test_the_reported_loss_is_a_running_average_of_the_step_losses():
     with torch.no_grad():
         before = float(torch.nn.functional.cross_entropy(model(ids).flatten(0, 1), tgt.flatten()))
     losses = []
-    train_attention._fit(model, train_set, cfg, np.random.default_rng(0), lambda **f: losses.append(f["loss"]))
+    training_loop.fit(model, train_set, cfg, np.random.default_rng(0), lambda **f: losses.append(f["loss"]))
     assert len(losses) == 6
     np.testing.assert_allclose(losses, before, rtol=1e-5)
 
@@ -216,12 +216,12 @@ def test_the_reported_loss_is_a_running_average_of_the_step_losses():
 def test_the_torch_reference_refuses_weights_it_does_not_have_or_lacks():
     config, weights = make_random_attention("rand", layers=1, heads=2)
     table = np.zeros((3, 16), dtype=np.float32)
-    train_attention.model_from_weights(table, config, weights)  # all of them: accepted
+    torch_model.model_from_weights(table, config, weights)  # all of them: accepted
     missing = {k: v for k, v in weights.items() if k != "head.bias"}
     with pytest.raises(RuntimeError, match="Missing key"):
-        train_attention.model_from_weights(table, config, missing)
+        torch_model.model_from_weights(table, config, missing)
     with pytest.raises(RuntimeError, match="Unexpected key"):
-        train_attention.model_from_weights(table, config, dict(weights, extra=np.zeros(3, dtype=np.float32)))
+        torch_model.model_from_weights(table, config, dict(weights, extra=np.zeros(3, dtype=np.float32)))
 
 
 # -- train: the name from ATTN_MODEL, the note on replacing attention ---------------------------------
@@ -271,14 +271,14 @@ def test_a_training_run_stores_the_split_the_architecture_and_the_vectors_checks
     """6 documents of 4 sentences, a third held out: round(0.34 * 6) = 2 documents, 8 sentences."""
     make_vectors("v", WORDS, d=8)
     _train("a", _documents(6))
-    config = json.loads((store.model_dir("a") / trained.SUBDIR / trained.CONFIG).read_text())
+    config = json.loads((store.model_dir("a") / checkpoint.SUBDIR / checkpoint.CONFIG).read_text())
     record = config["training"]
     assert (record["train_documents"], record["heldout_documents"]) == (4, 2)
     assert (record["train_sentences"], record["heldout_sentences"]) == (16, 8)
     vectors_file = store.model_dir("v") / "vectors.npy"
     assert config["vectors_sha256"] == hashlib.sha256(vectors_file.read_bytes()).hexdigest()
     # the architecture it names is the torch model's: LayerNorm's eps, tanh GELU, pre-LN, sinusoidal positions
-    model = train_attention.build_model(np.zeros((2, 8), dtype=np.float32), TrainConfig(layers=1, heads=2), 8, 8)
+    model = torch_model.build_model(np.zeros((2, 8), dtype=np.float32), TrainConfig(layers=1, heads=2), 8, 8)
     assert config["layer_norm_eps"] == model.blocks[0].ln1.eps and model.blocks[0].mlp[1].approximate == "tanh"
     assert (config["norm"], config["activation"], config["positions"]) == ("pre-layernorm", "gelu_tanh", "sinusoidal")
     t, i = np.arange(8)[:, None], np.arange(4)[None, :]  # PE[t, 2i] = sin(t / 10000^(2i/d)), PE[t, 2i+1] = cos(...)
@@ -307,7 +307,7 @@ def test_epochs_done_counts_passes_over_even_a_single_target():
     assert result.attention["epochs_done"] == 3.0
 
 
-# -- model.config_problem: a stranger's config.json ---------------------------------------------------
+# -- checkpoint.config_problem: a stranger's config.json ---------------------------------------------------
 
 _DROP = object()
 
@@ -344,7 +344,7 @@ def test_config_problem_names_the_field_and_its_value(change, problem):
             del config[key]
         else:
             config[key] = value
-    assert trained.config_problem(config) == problem
+    assert checkpoint.config_problem(config) == problem
 
 
 def _parameters(d: int, layers: int, d_ff: int, n_out: int) -> int:
@@ -361,21 +361,21 @@ def _parameters(d: int, layers: int, d_ff: int, n_out: int) -> int:
 def test_a_config_may_make_400_million_parameters_and_no_more(d_ff, n_out, problem):
     config = dict(random_config(64, 1, 4, n_out), d_ff=d_ff)
     assert _parameters(64, 1, d_ff, n_out) == (400_000_000 if problem is None else 400_000_001)
-    assert trained.config_problem(config) == problem
+    assert checkpoint.config_problem(config) == problem
 
 
 def _attention_dir(name: str):
-    return store.model_dir(name).resolve() / trained.SUBDIR  # the version directory the name links to
+    return store.model_dir(name).resolve() / checkpoint.SUBDIR  # the version directory the name links to
 
 
 def test_a_damaged_config_or_weight_is_named_with_the_models_path():
     config, weights = make_random_attention("rand", layers=1, heads=2)
     damaged = f"the trained attention of model 'rand' at {paths.models_dir() / 'rand' / 'attention'} is damaged"
-    np.savez(_attention_dir("rand") / trained.WEIGHTS, **dict(weights, **{"blocks.0.mlp.2.bias": np.full(16, np.nan, np.float32)}))
+    np.savez(_attention_dir("rand") / checkpoint.WEIGHTS, **dict(weights, **{"blocks.0.mlp.2.bias": np.full(16, np.nan, np.float32)}))
     with pytest.raises(store.CorruptModel) as caught:
         trained.load_trained("rand")
     assert str(caught.value) == f"{damaged}: blocks.0.mlp.2.bias holds NaN or infinite values; retrain it"
-    (_attention_dir("rand") / trained.CONFIG).write_text(json.dumps(dict(config, layers=0)))
+    (_attention_dir("rand") / checkpoint.CONFIG).write_text(json.dumps(dict(config, layers=0)))
     with pytest.raises(store.CorruptModel) as caught:
         trained.load_trained("rand")
     assert str(caught.value) == (f"{damaged}: in its config.json, layers is 0, not a whole number >= 1; "
@@ -391,7 +391,7 @@ def _load_error(name: str = "rand") -> str:
 def test_a_config_that_is_not_attns_or_is_newer_is_refused_with_its_reason():
     config, _ = make_random_attention("rand", layers=1, heads=2)
     damaged = f"the trained attention of model 'rand' at {paths.models_dir() / 'rand' / 'attention'} is damaged"
-    config_file = _attention_dir("rand") / trained.CONFIG
+    config_file = _attention_dir("rand") / checkpoint.CONFIG
     for stranger in ([config], dict(config, format="other"), {"d_model": 16}):
         config_file.write_text(json.dumps(stranger))
         assert _load_error() == f"{damaged}: config.json is not an attn attention description; retrain it"

@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 from _attention_fixtures import SENTENCES, make_random_attention, make_vectors
 from test_mutation_kills_lm_2 import FakeClock
 from attncli.cli.main import app
-from attncli.lm import data as lm_data, model as trained, train as train_attention
-from attncli.lm.train import TrainConfig
+from attncli.lm import checkpoint, data as lm_data, model as trained, torch_model, train as train_attention, training_loop
+from attncli.lm.train_config import TrainConfig
 from attncli.vectors import store
 
 torch = needed("torch")
@@ -31,7 +31,7 @@ D, N_OUT = 8, 5
 def _tiny_model(cfg: TrainConfig):
     table = np.random.default_rng(0).normal(size=(10, D)).astype(np.float32)  # (U, d)
     torch.manual_seed(0)
-    return train_attention.build_model(table, cfg, N_OUT, 8)
+    return torch_model.build_model(table, cfg, N_OUT, 8)
 
 
 def test_seen_tokens_count_real_targets_not_the_padding_of_shorter_sentences():
@@ -40,7 +40,7 @@ def test_seen_tokens_count_real_targets_not_the_padding_of_shorter_sentences():
     rng = np.random.default_rng(1)
     train_set = [(rng.integers(0, 10, n).astype(np.int64), rng.integers(0, N_OUT, n).astype(np.int64)) for n in (2, 6)]
     cfg = TrainConfig(layers=1, heads=2, epochs=3, batch_tokens=16)
-    fit = train_attention._fit(_tiny_model(cfg), train_set, cfg, np.random.default_rng(0), None)
+    fit = training_loop.fit(_tiny_model(cfg), train_set, cfg, np.random.default_rng(0), None)
     assert fit["steps"] == 3 and fit["seen_tokens"] == 3 * (2 + 6)
 
 
@@ -52,9 +52,9 @@ def test_seen_tokens_count_real_targets_not_the_padding_of_shorter_sentences():
     (2, 5.0, 1),  # overloaded: still 1
 ])
 def test_auto_threads_takes_the_idle_cores_rounded(monkeypatch, cores, load, expected):
-    monkeypatch.setattr(train_attention.os, "cpu_count", lambda: cores)
-    monkeypatch.setattr(train_attention.os, "getloadavg", lambda: (load, load, load))
-    assert train_attention.auto_threads() == expected
+    monkeypatch.setattr(training_loop.os, "cpu_count", lambda: cores)
+    monkeypatch.setattr(training_loop.os, "getloadavg", lambda: (load, load, load))
+    assert training_loop.auto_threads() == expected
 
 
 def test_brown_documents_are_every_file_in_order_with_empty_sentences_dropped(monkeypatch):
@@ -91,7 +91,7 @@ def test_epochs_done_keeps_three_decimals(monkeypatch):
     batches (2 sentences, then 1); a time budget that stops it after the first step: 16 or 8 of
     the 24 targets seen, epochs_done 0.667 or 0.333 (three decimals, as the record states)."""
     make_vectors("v", WORDS, d=8)
-    monkeypatch.setattr(train_attention, "time", SimpleNamespace(perf_counter=FakeClock()))
+    monkeypatch.setattr(training_loop, "time", SimpleNamespace(perf_counter=FakeClock()))
     sentence = WORDS[:8]
     docs = [("d0", [sentence, sentence[::-1], sentence[1:] + sentence[:1]]), ("d1", [WORDS[8:]])]
     att = _train("v", "frac", docs, epochs=10, max_minutes=0.3 / 60).attention
@@ -114,7 +114,7 @@ def test_a_config_without_positions_is_described_as_sinusoidal():
     """positions may be left out of config.json (the default, and only encoding, is sinusoidal);
     attn matrix --proj trained then names the sinusoidal encoding in its settings."""
     make_random_attention("rand", layers=1, heads=2)
-    path = store.model_dir("rand") / trained.SUBDIR / trained.CONFIG
+    path = store.model_dir("rand") / checkpoint.SUBDIR / checkpoint.CONFIG
     config = json.loads(path.read_text())
     del config["positions"]
     path.write_text(json.dumps(config))

@@ -18,7 +18,7 @@ from attncli.vectors import store, train
 from attncli.cli.main import app
 from attncli.errors import BadInput
 from attncli.vectors.train import TrainParams
-from attncli.lm.train import TrainConfig
+from attncli.lm.train_config import TrainConfig
 
 runner = CliRunner()
 HUGE = 99999999999999999999  # > 2^64: overflows every C integer

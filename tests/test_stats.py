@@ -211,7 +211,7 @@ def test_the_terminal_view_and_exports(one_process, tiny_gpt2_dir, tmp_path, mon
 def test_patterns_come_from_a_trace_when_the_model_traces(gpt2_model):
     """The one seam the statistics read: ``model.trace(enc, keep="blocks.*.attn.pattern")`` when the
     model has a traced pass (``traced``), stacked by layer; else ``model.attentions(enc)``."""
-    from attncli.stats.runner import patterns
+    from attncli.stats.chunk_work import patterns
     from attncli.transformer.trace import Keep, Trace
 
     enc = gpt2_model.encode("the cat sat on the mat")

@@ -29,7 +29,7 @@ def test_batches_equal_one_text_at_a_time(request, kind, tmp_path):
 
 def test_texts_of_similar_length_run_together(tiny_gpt2_dir):
     """Sorted by length, at most batch_size a pass; every text's patterns come back under its own index."""
-    from attncli.stats.runner import each_pattern
+    from attncli.stats.chunk_work import each_pattern
     from attncli.transformer import load
 
     model = load(str(tiny_gpt2_dir), backend="numpy")

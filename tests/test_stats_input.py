@@ -136,7 +136,7 @@ def test_a_worker_that_cannot_load_the_model_fails_the_run(tiny_gpt2_dir, gpt2_m
         run(gpt2_model, iter(corpus_lines(8)), spec=ModelSpec(str(tmp_path / "no-model")), settings=Settings(),
             workers=2, shard_texts=4)
     assert "no-model" in str(caught.value)
-    from attncli.stats.runner import load_work
+    from attncli.stats.chunk_work import load_work
 
     other = tmp_path / "other"  # the same model with one weight changed: another fingerprint
     import shutil
@@ -146,7 +146,7 @@ def test_a_worker_that_cannot_load_the_model_fails_the_run(tiny_gpt2_dir, gpt2_m
     data = bytearray(weights.read_bytes())
     data[-10] ^= 0xFF
     weights.write_bytes(bytes(data))
-    from attncli.stats.runner import identity
+    from attncli.stats.chunk_work import identity
 
     with pytest.raises(RuntimeFailure, match="not the one the run started on"):
         load_work(ModelSpec(str(other)), Settings(), identity(gpt2_model))

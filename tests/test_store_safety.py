@@ -15,7 +15,7 @@ import pytest
 from _attention_fixtures import SENTENCES, make_random_attention, random_config
 from _lookup_fixtures import WORDS, save_plain
 from attncli import paths
-from attncli.lm import model as trained
+from attncli.lm import checkpoint, model as trained
 from attncli.lm import train as train_attention
 from attncli.vectors import safeio, store
 from attncli.vectors.model import load_vectors
@@ -90,7 +90,7 @@ def test_train_attention_writing_back_follows_the_same_rule(tmp_path):
     point("tiny", outside)
     config = random_config(16, 1, 2, 12)
     rng = np.random.default_rng(0)
-    weights = {k: rng.normal(size=s).astype(np.float32) for k, s in trained.expected_shapes(config).items()}
+    weights = {k: rng.normal(size=s).astype(np.float32) for k, s in checkpoint.expected_shapes(config).items()}
     src = store.model_dir("tiny")
     train_attention.save("tiny", src, config, weights, [f"w{i}" for i in range(12)], SENTENCES,
                          dict(store.read_meta(src), attention={"perplexity": 1.0}))

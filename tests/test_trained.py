@@ -11,7 +11,7 @@ from conftest import needed
 from typer.testing import CliRunner
 
 from _attention_fixtures import SENTENCES, make_random_attention, tiny_brown, tiny_brown_model
-from attncli.lm import data as lm_data, train as train_attention, model as trained
+from attncli.lm import checkpoint, data as lm_data, model as trained, torch_model, training_loop
 from attncli import paths
 from attncli.vectors import store
 from attncli.cli.main import app
@@ -40,7 +40,7 @@ def torch_reference(config, weights, vectors, tokens):
     training and the NumPy path agree, not that either is right: tests/test_lm_reference.py is the
     independent check (a torch model written from the papers)."""
     table = trained.input_vectors(vectors, tokens)  # (T, d)
-    model = train_attention.model_from_weights(table, config, weights)
+    model = torch_model.model_from_weights(table, config, weights)
     ids = torch.arange(len(tokens))[None, :]  # (1, T)
     with torch.no_grad():
         logits, per_layer = model(ids, need_weights=True)
@@ -157,7 +157,7 @@ def test_interrupted_training_leaves_previous_model(brown_tiny, monkeypatch):
     before_meta = store.read_meta(store.model_dir("tiny"))
     before = trained.load_trained("tiny").w
     calls = {"n": 0}
-    real_pad = train_attention._pad
+    real_pad = training_loop._pad
 
     def pad_then_interrupt(*args):
         calls["n"] += 1
@@ -165,10 +165,10 @@ def test_interrupted_training_leaves_previous_model(brown_tiny, monkeypatch):
             raise KeyboardInterrupt
         return real_pad(*args)
 
-    monkeypatch.setattr(train_attention, "_pad", pad_then_interrupt)
+    monkeypatch.setattr(training_loop, "_pad", pad_then_interrupt)
     result = run("train-attention", "--model", "tiny", "--seed", "7", *SMALL)
     assert result.exit_code == 130 and calls["n"] == 3
-    monkeypatch.setattr(train_attention, "_pad", real_pad)
+    monkeypatch.setattr(training_loop, "_pad", real_pad)
 
     def failing_savez(*args, **kwargs):  # a failure in the middle of writing the new version
         raise OSError("disk full")
@@ -186,8 +186,8 @@ def test_interrupted_training_leaves_previous_model(brown_tiny, monkeypatch):
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "wrong_shape", "config"])
 def test_corrupt_weights_exit_1(damage):
     make_random_attention("rand", layers=1, heads=2)
-    att_dir = store.model_dir("rand").resolve() / trained.SUBDIR
-    weights_file = att_dir / trained.WEIGHTS
+    att_dir = store.model_dir("rand").resolve() / checkpoint.SUBDIR
+    weights_file = att_dir / checkpoint.WEIGHTS
     if damage == "garbage":
         weights_file.write_bytes(b"not a zip file at all")
     elif damage == "truncated":
@@ -198,7 +198,7 @@ def test_corrupt_weights_exit_1(damage):
         arrays["blocks.0.attn.in_proj_weight"] = arrays["blocks.0.attn.in_proj_weight"][:5]
         np.savez(weights_file, **arrays)
     else:
-        (att_dir / trained.CONFIG).write_text("{ not json")
+        (att_dir / checkpoint.CONFIG).write_text("{ not json")
     result = run("heads", "--model", "rand")
     assert result.exit_code == 1, result.output
     assert "damaged" in result.stderr and "retrain" in result.stderr
@@ -207,7 +207,7 @@ def test_corrupt_weights_exit_1(damage):
 
 def test_pickled_weights_are_refused():
     make_random_attention("rand", layers=1, heads=2)
-    weights_file = store.model_dir("rand").resolve() / trained.SUBDIR / trained.WEIGHTS
+    weights_file = store.model_dir("rand").resolve() / checkpoint.SUBDIR / checkpoint.WEIGHTS
     with np.load(weights_file) as npz:
         arrays = dict(npz)
     arrays["input.weight"] = np.array([object()], dtype=object)
@@ -267,10 +267,10 @@ def test_batched_weights_equal_one_by_one():
 def test_attention_of_other_vectors_is_refused():
     """Retrained vectors under the same name make the stored attention meaningless: say so."""
     config, weights = make_random_attention("rand", layers=1, heads=2)
-    att_dir = store.model_dir("rand").resolve() / trained.SUBDIR
-    cfg = json.loads((att_dir / trained.CONFIG).read_text())
-    cfg["vectors_sha256"] = trained.vectors_sha256(store.model_dir("rand"))
-    (att_dir / trained.CONFIG).write_text(json.dumps(cfg))
+    att_dir = store.model_dir("rand").resolve() / checkpoint.SUBDIR
+    cfg = json.loads((att_dir / checkpoint.CONFIG).read_text())
+    cfg["vectors_sha256"] = checkpoint.vectors_sha256(store.model_dir("rand"))
+    (att_dir / checkpoint.CONFIG).write_text(json.dumps(cfg))
     assert trained.load_trained("rand").layers == 1
     vec = np.load(store.model_dir("rand") / "vectors.npy")
     store.write_npy(store.model_dir("rand").resolve() / "vectors.npy", vec + 1)
@@ -280,7 +280,7 @@ def test_attention_of_other_vectors_is_refused():
 
 def test_shipped_default_attention():
     """The built-in attention loads offline, beats the bigram baseline, and NumPy == torch on it."""
-    assert (store.builtin_dir() / trained.SUBDIR / trained.CONFIG).is_file(), "data/default/attention is not shipped"
+    assert (store.builtin_dir() / checkpoint.SUBDIR / checkpoint.CONFIG).is_file(), "data/default/attention is not shipped"
     att = trained.load_trained("default")  # also checks it was trained on the shipped vectors
     meta = store.read_meta(store.builtin_dir())
     a = meta["attention"]

@@ -23,6 +23,7 @@ import numpy as np
 
 from attncli.causal.target import Target
 from attncli.errors import BadInput
+from attncli.textio import visible
 from attncli.transformer.trace import site
 
 
@@ -31,8 +32,6 @@ def dla(model: Any, ids: Sequence[int], target: Target) -> dict[str, Any]:
     "embed", "heads" (L, h), "attn_bias" (L,), "mlp" (L,), "norm_bias", "per_token" (L, h, T),
     "logit" (the model's own) and "sum" (of every part)."""
     if getattr(model, "backend", "") != "numpy":
-        from attncli.textio import visible
-
         raise BadInput(f"direct logit attribution runs on attn's NumPy pass, which reads each head's output weights "
                        f"and the final norm's parts; model '{visible(str(model.name))}' runs on the "
                        f"{getattr(model, 'backend', '?')} backend: add --backend numpy where it runs the model "

@@ -27,7 +27,9 @@ import numpy as np
 
 from attncli.causal.target import Target
 from attncli.errors import BadInput
+from attncli.textio import visible
 from attncli.transformer.record import Recorder
+from attncli.transformer.torch_trace import family
 from attncli.transformer.trace import Intervention, Keep, site
 
 MODES = ("zero", "mean")
@@ -53,15 +55,11 @@ def check_traced(model: Any) -> None:
     or a family the torch backend's trace does not map."""
     if batched(model):
         return
-    from attncli.textio import visible
-
     name, kind = visible(str(model.name)), visible(str(getattr(model, "model_type", "?")))
     if getattr(model, "encoder_decoder", False) or not hasattr(model, "trace"):
         raise BadInput(f"causal tests need a traced forward pass: model '{name}' ({kind}) is an encoder-decoder, "
                        "which neither backend traces")
     if not getattr(model, "traced", False):
-        from attncli.transformer.torch_trace import family
-
         family(model.model_type, model.is_decoder)  # BadInput naming the family and the ones it knows
         raise BadInput(f"causal tests need a traced forward pass: the torch backend does not trace model "
                        f"'{name}' ({kind})")
@@ -173,8 +171,6 @@ def check_same_length(model: Any, clean_ids: list[int], corrupt_ids: list[int]) 
     if len(clean_ids) == len(corrupt_ids):
         return
     show = lambda ids: " ".join(repr(t) for t in model.token_strings(ids))  # noqa: E731
-    from attncli.textio import visible
-
     raise BadInput(f"the clean and corrupted texts must have the same number of tokens (patching copies "
                    f"position by position): clean has {len(clean_ids)}: {visible(show(clean_ids))}; corrupted "
                    f"has {len(corrupt_ids)}: {visible(show(corrupt_ids))}")

@@ -16,41 +16,18 @@ vectors can embed is a valid input, even one it could never write.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
+from attncli.attention.logit_lens import logit_lens
 from attncli.errors import BadInput
-
-
-@dataclass
-class Encoded:
-    """A prompt as the model sees it."""
-
-    tokens: list[str]  # the tokens' text, one per position
-    inputs: list[Any]  # what ``forward`` takes, one per position
-    ids: list[int | None]  # each token's id in the output vocabulary (None: the model cannot write it)
-    mapping: list[dict[str, Any]]  # per prompt token: how it was mapped (JSON-ready)
-    notes: list[str] = field(default_factory=list)  # what a user should know about the mapping
-
-
-class Decoder(Protocol):
-    name: str
-    kind: str
-    layers: int
-    heads: int
-    context: int  # the longest sequence (prompt + generated) the model runs on
-    vocab_size: int
-    banned: tuple[int, ...]  # never chosen
-    eos_ids: tuple[int, ...]  # the ends of the text: generation stops when one is chosen (none: it never stops early)
-
-    def token(self, i: int) -> str: ...
-    def label(self, token: str) -> str: ...
-    def text(self, tokens: list[str], ids: list[int | None]) -> str: ...
-    def encode(self, prompt: str) -> Encoded: ...
-    def input_of(self, i: int) -> Any: ...
-    def forward(self, inputs: list[Any]) -> tuple[np.ndarray, list[np.ndarray]]: ...
+from attncli.generate.decoder_protocol import Decoder, Encoded
+from attncli.generate.pretrained import load_pretrained
+from attncli.lm.data import EOS, UNK
+from attncli.lm.model import load_trained
+from attncli.vectors.store import CorruptModel
+from attncli.vectors.tokenize import tokenize
 
 
 class BuiltinLM:
@@ -59,16 +36,12 @@ class BuiltinLM:
     kind = "built-in LM"
 
     def __init__(self, att):
-        from attncli.lm.data import EOS, UNK
-
         self.att = att
         self.name = att.model
         self.layers, self.heads = att.layers, att.heads
         self.context = int(att.config.get("max_len_trained") or 80)
         self.words = att.output_words
         if len(self.words) != att.w["head.bias"].shape[0]:
-            from attncli.vectors.store import CorruptModel
-
             raise CorruptModel(f"the trained attention of model '{self.name}' is damaged: its output_vocab.txt has "
                                f"{len(self.words)} words for {att.w['head.bias'].shape[0]} outputs; retrain it")
         self.index = {w: i for i, w in enumerate(self.words)}
@@ -90,8 +63,6 @@ class BuiltinLM:
         return " ".join(tokens)
 
     def encode(self, prompt: str) -> Encoded:
-        from attncli.vectors.tokenize import tokenize
-
         tokens = tokenize(prompt)
         if not tokens:
             raise BadInput("the prompt has no words (the built-in LM reads runs of letters and digits)"
@@ -125,8 +96,6 @@ class BuiltinLM:
 
     def lens(self, inputs: list[np.ndarray], k: int = 5, follow: int | None = None):
         """The logit lens (attncli.attention.logit_lens) of the causal pass over ``inputs``."""
-        from attncli.attention.logit_lens import logit_lens
-
         stream = self.att.residual_stream(self.att.embed_vectors(np.stack(inputs)))  # (L + 1, T, d)
         return logit_lens(stream, self.att.lens_logits, k, follow)
 
@@ -149,11 +118,7 @@ def load_decoder(model: str | None = None, transformer: str | None = None, *, co
     if transformer is not None:
         if model is not None:
             raise BadInput("--model names a word-vector model with a built-in LM; --transformer a pretrained one: give one of them")
-        from attncli.generate.pretrained import load_pretrained
-
         return load_pretrained(transformer, command=command, **{k: v for k, v in options.items() if v is not None})
     if given:
         raise BadInput(f"--{given[0]} needs --transformer NAME_OR_PATH (a pretrained model)")
-    from attncli.lm.model import load_trained
-
     return BuiltinLM(load_trained(model))

@@ -15,8 +15,11 @@ from typing import Any
 
 import numpy as np
 
+from attncli.attention.logit_lens import logit_lens
 from attncli.errors import BadInput
-from attncli.generate.decoders import Encoded
+from attncli.generate.decoder_protocol import Encoded
+from attncli.transformer import load as load_transformer
+from attncli.transformer.chat import render
 from attncli.transformer.config_check import check_token_ids, damaged, read_json
 from attncli.transformer.numpy_backend import DECODER_FAMILIES
 
@@ -78,8 +81,6 @@ class PretrainedLM:
             raise BadInput("the prompt is empty: give a few words to continue")
         text = prompt
         if self.chat:
-            from attncli.transformer.chat import render
-
             text = render(self.model.path, self.name, prompt)  # holds the template's special tokens itself
         enc = self.model.encode(text, truncate=True, special=not self.chat)
         if getattr(enc, "truncated", False):
@@ -102,8 +103,6 @@ class PretrainedLM:
 
     def lens(self, inputs: list[int], k: int = 5, follow: int | None = None):
         """The logit lens (attncli.attention.logit_lens): needs attn's NumPy forward pass."""
-        from attncli.attention.logit_lens import logit_lens
-
         if not hasattr(self.model, "residual_stream"):
             raise BadInput(lens_needs_numpy(self.model))
         return logit_lens(self.model.residual_stream(inputs), self.model.lens_logits, k, follow)
@@ -162,6 +161,4 @@ def load_pretrained(name_or_path: str, *, chat: bool = False, command: str = "at
                     **kwargs: Any) -> PretrainedLM:
     """``kwargs`` go to ``attncli.transformer.load`` (backend, ...); ``command`` names what asked
     for a decoder in the refusal of an encoder."""
-    from attncli.transformer import load
-
-    return PretrainedLM(load(name_or_path, **kwargs), chat=chat, command=command)
+    return PretrainedLM(load_transformer(name_or_path, **kwargs), chat=chat, command=command)

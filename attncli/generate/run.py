@@ -16,9 +16,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from attncli.attention.logit_lens import first_top_layer
 from attncli.errors import BadInput
 from attncli.generate import sampling
-from attncli.generate.decoders import Decoder, Encoded
+from attncli.generate.decoder_protocol import Decoder, Encoded
 from attncli.generate.weights import View, choose_view, view_matrix
 
 MAX_NEW = 1000  # -n: at most this many new tokens (and never past the model's context)
@@ -166,8 +167,6 @@ def lens_layers(gen: Generation) -> list[int | None]:
     first (a sampled token). Tokens the decoder never writes (``banned``, e.g. the built-in LM's
     <unk>) are passed over, as generation passes over them. One causal pass over the finished
     text (earlier positions do not change as tokens are added)."""
-    from attncli.attention.logit_lens import first_top_layer
-
     banned = set(gen.decoder.banned)
     inputs = list(gen.encoded.inputs) + [gen.decoder.input_of(s.id) for s in gen.steps]
     lens = gen.decoder.lens(inputs, 1 + len(banned))  # top_ids (L + 1, T, k)

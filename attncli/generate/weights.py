@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attncli.attention.rollout import rollout as attention_rollout
 from attncli.errors import BadInput
 
 
@@ -49,8 +50,6 @@ def choose_view(layers: int, heads: int, layer: int | None, head: int | None, ro
 def rollout(weights: list[np.ndarray]) -> np.ndarray:
     """(T, T) attention rollout of L layers of weights, each (h, T, T): the project's one
     implementation, ``attncli.attention.rollout``."""
-    from attncli.attention.rollout import rollout as attention_rollout
-
     return attention_rollout(np.stack([np.asarray(w, dtype=np.float64) for w in weights]))  # (L, h, T, T) -> (T, T)
 
 

@@ -13,8 +13,8 @@ from attncli.lazy import exports
 __all__, __getattr__, __dir__ = exports(__name__, {
     "TrainedAttention": "model",
     "load_trained": "model",
-    "has_trained": "model",
+    "has_trained": "checkpoint",
     "score_heads": "heads",
-    "TrainConfig": "train",
+    "TrainConfig": "train_config",
     "train_attention": "train:train",
 })

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
+from attncli.vectors.corpus import download_brown
+from attncli.vectors.tokenize import normalize_sentence
 
 UNK = "<unk>"
 EOS = "</s>"
@@ -52,8 +54,6 @@ def _brown():
         brown.fileids()  # forces nltk's lookup
         return brown
     except LookupError:
-        from attncli.vectors.corpus import download_brown
-
         return download_brown()
 
 
@@ -63,8 +63,6 @@ def brown_documents() -> list[tuple[str, list[list[str]]]]:
     Read through nltk here (about 2 s) rather than ``attncli.vectors.corpus``'s cache, because the split
     is by document and that cache keeps sentences only.
     """
-    from attncli.vectors.tokenize import normalize_sentence
-
     try:
         brown = _brown()
         out = []

@@ -16,13 +16,13 @@ Shapes: T tokens, d model width (= word-vector dim), h heads, d_k = d / h, L lay
 
 Stored under ``<model>/attention/``: ``config.json`` (sizes, training record), ``weights.npz``
 (torch's parameter names, float32, read with ``allow_pickle=False``), ``output_vocab.txt`` and
-``heldout.txt`` (held-out sentences, one per line, for ``attn heads``).
+``heldout.txt`` (held-out sentences, one per line, for ``attn heads``); their names, shapes and
+checks are in ``checkpoint.py``.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -30,16 +30,16 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from attncli.vectors import store
+from attncli.attention.projection import Projected
 from attncli.errors import BadInput
+from attncli.lm.checkpoint import (
+    CONFIG, FORMAT, FORMAT_VERSION, HELDOUT, MAX_CONFIG_BYTES, OUTPUT_VOCAB, SUBDIR, WEIGHTS, config_problem,
+    expected_shapes, read_lines, vectors_sha256,
+)
+from attncli.vectors import store
+from attncli.vectors.model import load_vectors
+from attncli.vectors.safeio import FileProblem, load_npz, read_text
 
-FORMAT = "attn-attention"
-FORMAT_VERSION = 1
-SUBDIR = "attention"
-CONFIG = "config.json"
-WEIGHTS = "weights.npz"
-OUTPUT_VOCAB = "output_vocab.txt"
-HELDOUT = "heldout.txt"
 
 
 def sinusoidal_positions(T: int, d: int) -> np.ndarray:
@@ -113,8 +113,6 @@ class TrainedAttention:
     @property
     def vectors(self):
         if self._vectors is None:
-            from attncli.vectors.model import load_vectors
-
             vectors = load_vectors(self.model, directory=self.directory.parent)  # the same version
             if vectors.dim != self.d_model:
                 raise store.CorruptModel(
@@ -126,12 +124,12 @@ class TrainedAttention:
 
     @cached_property
     def output_words(self) -> list[str]:
-        return _read_lines(self.directory / OUTPUT_VOCAB)
+        return read_lines(self.directory / OUTPUT_VOCAB)
 
     def heldout_sentences(self) -> list[list[str]]:
         """The held-out sentences stored with the weights (never seen in training), split at any
         run of whitespace: a stranger's file with two spaces in a row gives no empty word."""
-        return [line.split() for line in _read_lines(self.directory / HELDOUT) if line.strip()]
+        return [line.split() for line in read_lines(self.directory / HELDOUT) if line.strip()]
 
     def _p(self, name: str) -> np.ndarray:
         return self.w[name]
@@ -289,8 +287,6 @@ def projection(inp) -> Any:
     (the layer's attention output, as torch's ``out_proj`` computes it); with ``head``: that head
     alone (T, d_k).
     """
-    from attncli.attention.projection import Projected
-
     att = load_trained(inp.model.name, model_directory=inp.model.path)  # the version the vectors came from
     if inp.model.dim != att.d_model:
         raise store.CorruptModel(f"model '{att.model}': vectors of dim {inp.model.dim} but attention of width {att.d_model}; retrain it")
@@ -322,81 +318,6 @@ def projection(inp) -> Any:
     )
 
 
-def expected_shapes(config: dict[str, Any]) -> dict[str, tuple[int, ...]]:
-    """Every stored parameter's name and shape, from the config."""
-    d, f, n_out = int(config["d_model"]), int(config["d_ff"]), int(config["output_vocab_size"])
-    shapes: dict[str, tuple[int, ...]] = {"input.weight": (d, d), "input.bias": (d,)}
-    for lay in range(int(config["layers"])):
-        p = f"blocks.{lay}."
-        shapes.update({
-            p + "ln1.weight": (d,), p + "ln1.bias": (d,),
-            p + "attn.in_proj_weight": (3 * d, d), p + "attn.in_proj_bias": (3 * d,),
-            p + "attn.out_proj.weight": (d, d), p + "attn.out_proj.bias": (d,),
-            p + "ln2.weight": (d,), p + "ln2.bias": (d,),
-            p + "mlp.0.weight": (f, d), p + "mlp.0.bias": (f,),
-            p + "mlp.2.weight": (d, f), p + "mlp.2.bias": (d,),
-        })
-    shapes.update({"final_ln.weight": (d,), "final_ln.bias": (d,), "head.weight": (n_out, d), "head.bias": (n_out,)})
-    return shapes
-
-
-# Bounds of config.json's sizes (config_problem): those attn train-attention accepts, so that a
-# hostile config cannot make the loader loop or allocate without end.
-MAX_D_MODEL = 65_536
-MAX_LAYERS = 64
-MAX_HEADS = 1_024
-MAX_OUTPUT_VOCAB = 10_000_002  # --vocab-size plus <unk> and </s>
-MAX_STORED_PARAMETERS = 400_000_000  # 1.6 GB of float32
-MAX_LEN_TRAINED = 4_096  # train-attention's --max-len bound (train.MAX_LEN): the context attn generate allows
-
-
-def config_problem(config: dict[str, Any]) -> str | None:
-    """What is wrong with the fields of config.json the forward pass uses (types, ranges), or None."""
-    def whole(key: str, low: int) -> str | None:
-        value = config.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= low:
-            return None
-        return f"{key} is {repr(value) if key in config else 'missing'}, not a whole number >= {low}"
-
-    version = config.get("format_version", 0)
-    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-        return f"format_version is {version!r}, not a version number"
-    for key, low, high in (("d_model", 1, MAX_D_MODEL), ("layers", 1, MAX_LAYERS), ("heads", 1, MAX_HEADS),
-                           ("d_ff", 1, 64 * MAX_D_MODEL), ("output_vocab_size", 1, MAX_OUTPUT_VOCAB)):
-        problem = whole(key, low)
-        if problem is not None:
-            return problem
-        if config[key] > high:
-            return f"{key} is {config[key]!r}, more than {high:,}"
-    if "max_len_trained" in config:  # the longest sentence trained on (older models lack it: attn generate reads 80)
-        problem = whole("max_len_trained", 2)
-        if problem is not None:
-            return problem
-        if config["max_len_trained"] > MAX_LEN_TRAINED:
-            return f"max_len_trained is {config['max_len_trained']!r}, more than {MAX_LEN_TRAINED:,}"
-    if config["d_model"] % config["heads"]:
-        return f"heads {config['heads']} does not divide d_model {config['d_model']}"
-    n_params = sum(math.prod(shape) for shape in expected_shapes(config).values())
-    if n_params > MAX_STORED_PARAMETERS:
-        return f"its sizes make {n_params:,} parameters, more than {MAX_STORED_PARAMETERS:,}"
-    eps = config.get("layer_norm_eps")
-    if not (isinstance(eps, (int, float)) and not isinstance(eps, bool) and math.isfinite(eps) and eps > 0):
-        return f"layer_norm_eps is {repr(eps) if 'layer_norm_eps' in config else 'missing'}, not a number > 0"
-    if config.get("vectors_sha256") is not None and not isinstance(config["vectors_sha256"], str):
-        return f"vectors_sha256 is {config['vectors_sha256']!r}, not a string"
-    if config.get("positions", "sinusoidal") != "sinusoidal":  # the only encoding this forward pass adds
-        return f"positions is {config['positions']!r}, not 'sinusoidal' (the only encoding attn's model adds)"
-    return None
-
-
-def has_trained(model: str | None = None) -> bool:
-    return (store.model_dir(model) / SUBDIR / CONFIG).is_file()
-
-
-MAX_CONFIG_BYTES = 16 * 2**20
-MAX_LINES_BYTES = 256 * 2**20  # output_vocab.txt, heldout.txt
-
-
 def load_trained(model: str | None = None, *, model_directory: Path | None = None) -> TrainedAttention:
     """The trained attention stored with word-vector model ``model`` (None: the default model).
 
@@ -405,8 +326,6 @@ def load_trained(model: str | None = None, *, model_directory: Path | None = Non
     header declaring a huge shape, a config field of the wrong type or an absurd size) are a
     CorruptModel before any large allocation.
     """
-    from attncli.vectors.safeio import FileProblem, load_npz, read_text
-
     if model_directory is None:
         return store.read_one_version(model or None, lambda d: load_trained(model, model_directory=d))
     model = model or store.default_model_name()
@@ -448,8 +367,6 @@ def load_trained(model: str | None = None, *, model_directory: Path | None = Non
             raise store.CorruptModel(f"{damaged}: {name} has shape {weights[name].shape}, expected {shape}; retrain it")
         if not np.isfinite(weights[name]).all():
             raise store.CorruptModel(f"{damaged}: {name} holds NaN or infinite values; retrain it")
-    from attncli.vectors.model import load_vectors
-
     vectors = load_vectors(model, directory=model_directory)  # now, from this version (memory-mapped)
     if vectors.dim != int(config["d_model"]):
         raise store.CorruptModel(
@@ -459,27 +376,3 @@ def load_trained(model: str | None = None, *, model_directory: Path | None = Non
     return TrainedAttention(model, directory, config, weights, vectors)
 
 
-def vectors_sha256(model_directory: Path) -> str:
-    """SHA-256 of the model's vectors.npy: ties the attention to the vectors it was trained on."""
-    import hashlib
-
-    from attncli.vectors.safeio import FileProblem, open_regular
-
-    h = hashlib.sha256()
-    try:
-        with open(open_regular(model_directory / "vectors.npy"), "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-    except (OSError, FileProblem) as exc:
-        raise store.CorruptModel(f"cannot read {store.shown_path(model_directory) / 'vectors.npy'} ({exc}): retrain the model") from None
-    return h.hexdigest()
-
-
-def _read_lines(path: Path) -> list[str]:
-    from attncli.vectors.safeio import FileProblem, read_text
-
-    try:
-        lines = read_text(path, MAX_LINES_BYTES).split("\n")
-    except FileProblem as exc:
-        raise store.CorruptModel(f"cannot read {path} ({exc}): retrain the attention") from None
-    return lines[:-1] if lines and lines[-1] == "" else lines

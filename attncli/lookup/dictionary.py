@@ -35,7 +35,7 @@ import numpy as np
 from attncli.errors import BadInput
 from attncli.lookup.keyindex import KeyIndex, KeyTokens, check_ngram_weight  # noqa: F401 (re-exported)
 from attncli.lookup.params import DEFAULT_TEMPERATURE, NGRAM_WEIGHT
-from attncli.textio import read_user_text
+from attncli.textio import check_text, read_user_text
 from attncli.vectors.model import Vectors
 
 
@@ -133,8 +133,6 @@ MAX_DEPTH = 100  # nesting of a dictionary's values: far below the JSON encoder'
 def _check_json_values(obj: Any, source: str) -> None:
     """Every string valid Unicode and every number finite (1e400 parses to inf), so the answer
     can be printed and written as strict JSON; iterative, any nesting depth."""
-    from attncli.textio import check_text
-
     stack = [(obj, 0)]
     while stack:
         item, depth = stack.pop()

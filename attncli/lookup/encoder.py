@@ -28,6 +28,8 @@ from attncli.errors import BadInput
 from attncli.lookup.keyindex import KeyTokens
 from attncli.lookup.params import encoder_ngram_weight
 from attncli.textio import clip
+from attncli.transformer import load as load_transformer
+from attncli.transformer.config_check import damaged, read_json, read_optional_json
 from attncli.vectors.tokenize import tokenize
 
 POOLING = {
@@ -45,9 +47,7 @@ def load_encoder(name_or_path: str, *, allow_missing_weights: bool = False):
     for sentence similarity: accepted, with a warning; so is one whose pooling attn does not have
     (it gets mean pooling).
     """
-    from attncli.transformer import load
-
-    model = load(name_or_path, allow_missing_weights=allow_missing_weights)
+    model = load_transformer(name_or_path, allow_missing_weights=allow_missing_weights)
     if model.is_decoder:
         raise BadInput(f"--encoder '{name_or_path}' is a decoder ({model.model_type}), not an encoder: "
                        "give a sentence encoder such as all-MiniLM-L6-v2")
@@ -85,8 +85,6 @@ def _pooling_config(path: Path) -> dict:
     """1_Pooling/config.json (the folder modules.json names for the Pooling module, a plain folder
     name inside the model directory), or {}. Both are read through the transformer wing's checked
     door: a FIFO, a device, a huge or deeply nested file is damage (exit 1), never waited on."""
-    from attncli.transformer.config_check import read_optional_json
-
     modules = _modules(path)
     folder = next((m.get("path") for m in modules if isinstance(m, dict) and "Pooling" in str(m.get("type"))), "1_Pooling")
     if not isinstance(folder, str) or not folder or folder in (".", "..") or "/" in folder or "\\" in folder:
@@ -96,8 +94,6 @@ def _pooling_config(path: Path) -> dict:
 
 def _modules(path: Path) -> list:
     """modules.json's list of sentence-transformers modules ([] when absent or not a list)."""
-    from attncli.transformer.config_check import damaged, read_json
-
     if not (path / "modules.json").exists():
         return []
     modules = read_json(path / "modules.json")

@@ -3,7 +3,7 @@
 ``accumulate`` holds the definitions (sums and counts per head, top examples), ``corpus`` reads
 texts from a file, stdin, a folder, a JSONL field or a saved ``datasets`` dataset, ``shards``
 writes and checks the shard files, ``runner`` plans and computes the chunks (here, in worker
-processes, or on Ray through ``cluster``), ``report`` merges shards and makes the JSON result.
+processes, or on Ray through ``cluster``; ``chunk_work`` is what a worker does with one), ``report`` merges shards and makes the JSON result.
 
     >>> import numpy as np
     >>> from attncli.stats import Accumulator, add_text
@@ -27,7 +27,7 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "add_probe": "accumulate",
     "texts": "corpus",
     "run": "runner",
-    "patterns": "runner",
+    "patterns": "chunk_work",
     "merge_shards": "report",
     "document": "report",
 })

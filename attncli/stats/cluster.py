@@ -11,6 +11,7 @@ from typing import Any, Iterable, Iterator, Optional
 
 from attncli.errors import AttnError, BadInput, RuntimeFailure
 from attncli.stats.accumulate import Settings
+from attncli.stats.chunk_work import bounded, load_work
 from attncli.stats.shards import Identity
 
 CONNECT_SECONDS = 5.0  # how long an address may take to answer
@@ -42,8 +43,6 @@ class StatsActor:
     """A Ray actor's body: the model loaded once, chunks computed on call."""
 
     def __init__(self, spec, settings: Settings, ident: Identity):
-        from attncli.stats.runner import load_work
-
         self.work = load_work(spec, settings, ident)
 
     def compute(self, start: int, texts: list[str]) -> dict[str, Any]:
@@ -64,8 +63,6 @@ def ray_results(address: str, chunks: Iterable[tuple[int, list[str]]], spec, set
                 workers: Optional[int], ran: Optional[dict[str, Any]] = None) -> Iterator[dict[str, Any]]:
     """The shard document of each chunk, computed on the cluster at ``address``, in chunk order;
     ``ran["workers"]`` is set to the number of actors."""
-    from attncli.stats.runner import bounded
-
     check_reachable(address)
     try:
         import ray

@@ -24,6 +24,10 @@ from typing import Any
 
 from attncli import paths
 from attncli.errors import BadInput, RuntimeFailure
+from attncli.fileio import atomic_writer
+from attncli.messages import info, warn
+from attncli.textio import read_user_text
+from attncli.vectors.safeio import FileProblem, read_text
 from attncli.vectors.tokenize import TOKENIZER_VERSION, normalize_sentence, tokenize
 
 BROWN_URL_HINT = (
@@ -110,8 +114,6 @@ MAX_SENTENCE_TOKENS = 10_000  # gensim trains on at most this many tokens of one
 def _sentences(lines, source: str) -> list[list[str]]:
     """The tokens of each non-empty line; a line longer than gensim's limit is split into pieces
     of at most ``MAX_SENTENCE_TOKENS`` tokens (gensim would silently drop the rest), with a warning."""
-    from attncli.messages import warn
-
     sentences: list[list[str]] = []
     split = 0
     for line in lines:
@@ -130,8 +132,6 @@ def _sentences(lines, source: str) -> list[list[str]]:
 
 def read_text_corpus(path: Path) -> Corpus:
     """One sentence per non-empty line of a UTF-8 text file, tokenized with ``tokenize``."""
-    from attncli.textio import read_user_text
-
     hint = "give a UTF-8 text file, one sentence per line (convert others, e.g. 'iconv -f latin1 -t utf-8')"
     text = read_user_text(path, "corpus file", hint=hint, limit=MAX_CORPUS_BYTES, binary_check=True)
     if not text.strip():
@@ -176,8 +176,6 @@ def _read_cache(cache: Path) -> list[list[str]] | None:
     rules (torn, edited, damaged) would give empty words or the wrong token stream (and checksum),
     so it is ignored and rewritten.
     """
-    from attncli.vectors.safeio import FileProblem, read_text
-
     try:  # a regular file of bounded size only: a FIFO or /dev/zero in its place is ignored, never read
         text = read_text(cache, MAX_CORPUS_BYTES)  # no newline translation: a CR is not ours either
     except FileProblem:
@@ -198,9 +196,6 @@ def _read_cache(cache: Path) -> list[list[str]] | None:
 
 def _write_cache(cache: Path, sentences: list[list[str]]) -> None:
     """Atomic (:func:`attncli.fileio.atomic_writer`). A failure only warns."""
-    from attncli.fileio import atomic_writer
-    from attncli.messages import warn
-
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         with atomic_writer(cache) as fh:
@@ -254,8 +249,6 @@ def download_brown():
     """Brown fetched with nltk's downloader (said on stderr) and its reader; RuntimeFailure when that fails."""
     import nltk
 
-    from attncli.messages import info
-
     info("The Brown corpus is not installed: downloading it with nltk's downloader (about 3 MB)...")
     try:
         ok = nltk.download("brown", quiet=True, raise_on_error=False)
@@ -291,8 +284,6 @@ def _check_categories(categories: list[str]) -> None:
 
 
 def _read_brown(categories: list[str] | None) -> list[list[str]]:
-    from attncli.messages import info
-
     reader = _brown_reader()
     info("Reading and tokenizing the Brown corpus (once; it is cached for the next training)...")
     raw = reader.sents(categories=categories) if categories else reader.sents()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import math
 from typing import Any
+from attncli.vectors.model import load_vectors
 
 BENCHMARKS = {"wordsim353": "wordsim353.tsv", "simlex999": "simlex999.txt"}
 ANALOGIES = "questions-words.txt"
@@ -149,7 +150,5 @@ def evaluate_arrays(words: list[str], vectors) -> dict[str, Any]:
 
 def evaluate_model(name: str | None = None) -> dict[str, Any]:
     """``attn eval``: the stored model ``name`` (None: the default model)."""
-    from attncli.vectors.model import load_vectors
-
     vec = load_vectors(name)
     return {"model": vec.name, **evaluate_arrays(vec.words, vec.vectors)}

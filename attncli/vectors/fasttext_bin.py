@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from attncli.errors import BadInput
+from attncli.vectors.vector_files import Imported, open_vectors
 
 MAX_DIM = 10_000
 MAX_NGRAM = 100
@@ -43,8 +44,6 @@ class Layout:
 
 
 def scan(path: Path, size: int, progress) -> Layout:
-    from attncli.vectors.imports import open_vectors
-
     src = repr(str(path))
     with open_vectors(path) as fh:  # a regular file, through attncli.fileio
         head = fh.read(_HEAD.size + _DICT.size)
@@ -142,8 +141,6 @@ def scan(path: Path, size: int, progress) -> Layout:
 def read_fasttext_bin(path: Path, size: int, *, limit: int | None, progress):
     """An ``Imported`` with the words' vectors, the n-gram table and the subword parameters."""
     import logging
-
-    from attncli.vectors.imports import Imported
 
     layout = scan(path, size, progress)
     logging.getLogger("gensim").setLevel(logging.ERROR)

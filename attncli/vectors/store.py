@@ -31,7 +31,6 @@ The built-in ``default`` model ships read-only in the package's data directory.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import uuid
@@ -39,10 +38,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
-from attncli import paths
+from attncli import messages, paths
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.textio import clip
-from attncli.vectors.safeio import FileProblem
+from attncli.vectors.meta_check import is_int, meta_problem
+from attncli.vectors.safeio import FileProblem, read_text
 from attncli.vectors.versions import (  # noqa: F401 - part of the store's interface
     _VERSION_RE, _fsync_dir, make_versions_dir, new_version, release_version, store_version, sweep_stale,
 )
@@ -151,8 +151,6 @@ MAX_META_BYTES = 16 * 2**20
 
 def read_meta(directory: Path) -> dict[str, Any]:
     """The model's meta.json, checked by ``validate_meta``: CorruptModel if it is missing or damaged."""
-    from attncli.vectors.safeio import FileProblem, read_text
-
     name = BUILTIN if directory == builtin_dir() else shown_path(directory).name
     try:
         meta = json.loads(read_text(directory / "meta.json", MAX_META_BYTES))
@@ -168,62 +166,6 @@ def read_meta(directory: Path) -> dict[str, Any]:
     return meta
 
 
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _is_number(x: Any) -> bool:
-    return (isinstance(x, (int, float)) and not isinstance(x, bool)) and math.isfinite(x)
-
-
-def _shown(d: dict[str, Any], key: str) -> str:
-    return repr(d[key]) if key in d else "missing"
-
-
-MAX_DIM = 65_536  # far above any word-vector model's width
-MAX_ROWS = 2**31  # vocabulary words, n-gram buckets
-MAX_NGRAM = 64  # characters of a fastText n-gram
-
-
-def _meta_problem(meta: dict[str, Any]) -> str | None:
-    """What is wrong with the fields of a meta.json the loaders and ``attn models`` use, or None."""
-    version = meta.get("format_version", 0)
-    if not _is_int(version) or version < 0:
-        return f"format_version is {version!r}, not a version number"
-    for key, low, high in (("dim", 1, MAX_DIM), ("vocab_size", 0, MAX_ROWS)):
-        if not _is_int(meta.get(key)) or not low <= meta[key] <= high:
-            return f"{key} is {_shown(meta, key)}, not a whole number in [{low}, {high:,}]"
-    sub = meta.get("subword")
-    if sub is not None:
-        if not isinstance(sub, dict):
-            return f"subword is {sub!r}, not null or {{min_n, max_n, bucket}}"
-        for key, high in (("min_n", MAX_NGRAM), ("max_n", MAX_NGRAM), ("bucket", MAX_ROWS)):
-            if not _is_int(sub.get(key)) or not 1 <= sub[key] <= high:
-                return f"subword.{key} is {_shown(sub, key)}, not a whole number in [1, {high:,}]"
-        if sub["min_n"] > sub["max_n"]:
-            return f"subword.min_n {sub['min_n']} is above subword.max_n {sub['max_n']}"
-    for key in ("name", "dtype", "algorithm", "created", "corpus_label"):
-        if meta.get(key) is not None and not isinstance(meta[key], str):
-            return f"{key} is {meta[key]!r}, not a string"
-    corpus = meta.get("corpus")
-    if corpus is not None and not isinstance(corpus, (str, dict)):
-        return f"corpus is {corpus!r}, not a string or an object"
-    evaluation = meta.get("evaluation")
-    if evaluation is not None:
-        if not isinstance(evaluation, dict):
-            return f"evaluation is {evaluation!r}, not an object"
-        for bench, figures in evaluation.items():
-            if figures is not None and not isinstance(figures, dict):
-                return f"evaluation.{bench} is {figures!r}, not an object"
-            for key, value in (figures or {}).items():
-                if value is not None and not _is_number(value):
-                    return f"evaluation.{bench}.{key} is {value!r}, not a number"
-    attention = meta.get("attention")
-    if attention is not None and not isinstance(attention, dict):
-        return f"attention is {attention!r}, not an object"
-    return None
-
-
 def validate_meta(meta: dict[str, Any], directory: Path) -> None:
     """CorruptModel unless the fields the loaders use have the right types and ranges.
 
@@ -231,9 +173,9 @@ def validate_meta(meta: dict[str, Any], directory: Path) -> None:
     can then use ``meta["subword"]["min_n"]`` and the like without guarding each access.
     """
     version = meta.get("format_version", 0)
-    if _is_int(version) and version > FORMAT_VERSION:  # before the fields: a newer format may change them
+    if is_int(version) and version > FORMAT_VERSION:  # before the fields: a newer format may change them
         raise RuntimeFailure(f"model at {shown_path(directory)} was written by a newer attn: upgrade attn to read it")
-    problem = _meta_problem(meta)
+    problem = meta_problem(meta)
     if problem is not None:
         name = BUILTIN if directory == builtin_dir() else shown_path(directory).name
         raise damaged(name, directory, f"in its meta.json, {problem}")
@@ -302,8 +244,6 @@ def check_replace(name: str, *, force: bool) -> None:
             f"the current ones): retraining would discard it. Give --force to replace the model and discard "
             f"its attention, or choose another --name"
         )
-    from attncli import messages
-
     if name not in _REPLACE_WARNED:  # the CLI checks early, the trainer again: say it once
         _REPLACE_WARNED.add(name)
         messages.warn(f"model '{name}' has trained attention: the new vectors replace the model and its attention is discarded")

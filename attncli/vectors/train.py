@@ -18,9 +18,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
+from attncli import __version__
+from attncli.errors import BadInput, RuntimeFailure
 from attncli.vectors import store
 from attncli.vectors.corpus import Corpus
-from attncli.errors import BadInput, RuntimeFailure
+from attncli.vectors.evaluate import evaluate_arrays
+from attncli.vectors.model import load_vectors
 
 ALGORITHMS = ("fasttext", "word2vec")
 PRECISIONS = ("float16", "float32")
@@ -237,8 +240,6 @@ def train_model(
 
     import numpy as np
 
-    from attncli import __version__
-    from attncli.vectors.evaluate import evaluate_arrays
 
     params.validate()
     name = store.check_new_name(name or default_name(corpus, params.algorithm))
@@ -291,8 +292,6 @@ def train_model(
     store.save_vectors(
         name, words, vectors, ngrams=ngrams, subword=subword, counts=counts, meta=meta, dtype=params.precision
     )
-    from attncli.vectors.model import load_vectors
-
     stored = load_vectors(name)
     meta = stored.meta
     neighbours = {}

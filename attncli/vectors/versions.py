@@ -26,10 +26,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from attncli import paths
+from attncli import messages, paths
+from attncli.errors import RuntimeFailure
 from attncli.faultpoints import pause_at
 from attncli.fileio import fsync_dir as _fsync_dir  # one helper for every folder fsync
-from attncli.errors import RuntimeFailure
 from attncli.vectors.safeio import FileProblem
 
 
@@ -107,8 +107,6 @@ def release_version(target: Path | None, *, name: str) -> None:
     and no name refers to it any more; anything else is left alone with a warning."""
     if target is None:
         return
-    from attncli import messages
-
     version = store_version(target)
     if version is None:
         messages.warn(f"model '{name}' pointed at {target}, which attn did not create: it was left as it was")
