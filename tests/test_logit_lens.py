@@ -200,9 +200,6 @@ def test_top_k_equals_a_full_sort_ties_by_the_lower_id(k):
     np.testing.assert_array_equal(values, np.take_along_axis(p, want_ids, axis=-1))
 
 
-# -- the table: the terminal's width for the tokens, and --top-k ------------------------------------
-
-
 def synthetic_doc(top_k: int, layers: int = 3) -> dict:
     """A lens document whose predicted tokens are long (as a real vocabulary's are)."""
     words = ["interpretability", "attention", "transformers", "understanding"]
@@ -256,3 +253,13 @@ def test_top_k_changes_the_table_as_the_json(tiny_gpt2_dir):
             for cand in cell:
                 assert f"{cand['prob']:.2f}" in text
     assert lens_json(TEXT, "--transformer", str(tiny_gpt2_dir))["top_k"] == 1  # the default: the top token
+
+
+def test_first_top_layer_by_hand():
+    """The first layer from which the token stays the top prediction to the last layer."""
+    from attncli.attention.logit_lens import first_top_layer
+
+    assert first_top_layer(np.array([5, 5, 5, 5]), 5) == 0
+    assert first_top_layer(np.array([5, 1, 5, 5]), 5) == 2
+    assert first_top_layer(np.array([1, 5, 5, 5, 5]), 5) == 1
+    assert first_top_layer(np.array([5, 5, 5, 1]), 5) is None
