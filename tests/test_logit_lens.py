@@ -200,6 +200,9 @@ def test_top_k_equals_a_full_sort_ties_by_the_lower_id(k):
     np.testing.assert_array_equal(values, np.take_along_axis(p, want_ids, axis=-1))
 
 
+# -- the table: the terminal's width for the tokens, and --top-k ------------------------------------
+
+
 def synthetic_doc(top_k: int, layers: int = 3) -> dict:
     """A lens document whose predicted tokens are long (as a real vocabulary's are)."""
     words = ["interpretability", "attention", "transformers", "understanding"]
