@@ -23,7 +23,7 @@ from attncli.attention import document, numtext
 def fresh_tables(monkeypatch):
     """Each test builds the digit tables afresh (``cells`` caches them at first use): a change to
     how they are built is then seen by every test, not only the first one in a process (mutation
-    testing runs each mutant in a process where they were already built; docs/mutation.md)."""
+    testing runs each mutant in a process where they were already built; docs/contributing/mutation.md)."""
     monkeypatch.setattr(numtext, "_tables", None)
 
 
