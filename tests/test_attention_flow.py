@@ -122,3 +122,11 @@ def test_max_flow_ends_when_the_sink_is_unreachable_and_after_a_dead_end():
     cap[0, 1] = cap[0, 2] = cap[0, 3] = 1.0
     cap[2, 4] = 0.5
     assert max_flow(cap, 0, 4) == 0.5
+
+
+def test_max_flow_refuses_a_source_that_is_the_sink():
+    """A flow from a node to itself has no meaning (not infinity, not 0): refused with a message."""
+    from attncli.attention.flow import max_flow
+
+    with pytest.raises(ValueError, match="^the source is the sink$"):
+        max_flow(np.array([[0.0, 1.0], [0.0, 0.0]]), 1, 1)
