@@ -24,7 +24,7 @@ def nested(levels: int) -> list:
     return value
 
 
-def test_depth_counts_nesting_by_hand():
+def test_json_depth_counts_nesting_without_recursing():
     assert config_check.depth(3) == 0 and config_check.depth("text") == 0
     assert config_check.depth([]) == 1 and config_check.depth({}) == 1
     assert config_check.depth([1, 2, [3]]) == 2
@@ -190,7 +190,7 @@ def test_a_long_value_is_shown_cut_to_40_characters(tmp_path):
     assert config_check._show("x" * 39) == "'" + "x" * 36 + "..."
 
 
-def test_parameters_by_hand():
+def test_the_parameter_count_is_the_projections_and_the_embedding_tables():
     """layers 4 d^2 (the attention projections) + (vocab + positions) d."""
     assert config_check.parameters({"hidden_size": 10, "num_hidden_layers": 3, "vocab_size": 100,
                                     "max_position_embeddings": 50}) == 3 * 4 * 100 + 150 * 10

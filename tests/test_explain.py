@@ -207,7 +207,7 @@ def test_explain_cell_of_every_head_notes_the_mean():
     assert doc["weight"] == pytest.approx(weights[:, 1, 2].mean(), rel=1e-12)
 
 
-def test_explain_local_steps_by_formula(tiny):
+def test_explain_of_the_local_variant_gives_its_window_term_and_score(tiny):
     """--explain of the local variant: the window term -(j - i)^2 / (2 sigma^2), sigma = D / 2 with
     D = 2; the score equal to the matrix's; exp(score - row max) worked out here."""
     res = compute(MatrixRequest(text=SENTENCE, variant="local", model=tiny))

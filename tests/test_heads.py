@@ -152,7 +152,7 @@ class _Uniform:
         return [[one(len(s)) for _ in range(self.layers)] for s in sentences]
 
 
-def test_the_uniform_reference_by_hand():
+def test_the_uniform_reference_scores_each_query_over_its_own_keys():
     """Lengths 2 and 3: queries i = 1 (of 2 keys), 1 and 2 (of 2 and 3 keys)."""
     u = lm_heads.uniform_scores([2, 3, 1], window=1)  # a 1-token sentence has no query
     mean_inv = (1 / 2 + 1 / 2 + 1 / 3) / 3  # 4/9

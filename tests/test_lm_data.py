@@ -146,7 +146,7 @@ def test_the_unigram_baseline_is_add_one():
     assert lm_data.unigram_perplexity(train, test, V) == pytest.approx(by_hand, rel=1e-12)
 
 
-def test_the_baselines_of_a_split_by_hand():
+def test_the_baselines_score_each_target_after_the_word_before_it():
     """Targets w_1 .. w_{n-1}, </s>; the bigram context of each target is the word before it."""
     import math
 

@@ -67,12 +67,13 @@ def test_attention_names_the_heads_a_model_has(head, message):
 
 def test_batch_weights_gives_every_sentence_every_layer():
     """Every sentence, the shortest included, gets one (h, n, n) matrix per layer, equal to the
-    torch model's, whatever the batch size."""
+    torch model's, whatever the batch size (padding at the end changes nothing for the real
+    tokens, down to a one-word sentence)."""
     make_random_attention("rand", layers=2, heads=4)
     config, weights, vectors = stored("rand")
     att = trained.load_trained("rand")
-    sentences = [s.split() for s in SENTENCES] + [["cat", "sat"]]
-    for batch in (32, 2):
+    sentences = [s.split() for s in SENTENCES] + [["cat", "sat"], ["cat"]]
+    for batch in (32, 3, 2):
         out = att.batch_weights(sentences, batch=batch)
         assert len(out) == len(sentences)
         for s, per_layer in zip(sentences, out):
@@ -116,7 +117,7 @@ def test_has_trained_says_whether_a_model_has_trained_attention():
 # -- model.py: the causal mask and the vectors' checksum --------------------------------------------
 
 
-def test_the_causal_mask_by_hand():
+def test_the_causal_mask_lets_a_query_see_itself_and_the_keys_before_it():
     assert trained.causal_mask(3).tolist() == [[True, False, False], [True, True, False], [True, True, True]]
     assert trained.causal_mask(2, 4).tolist() == [[True, False, False, False], [True, True, False, False]]
     assert trained.causal_mask(2).dtype == bool

@@ -258,7 +258,7 @@ def test_top_k_changes_the_table_as_the_json(tiny_gpt2_dir):
     assert lens_json(TEXT, "--transformer", str(tiny_gpt2_dir))["top_k"] == 1  # the default: the top token
 
 
-def test_first_top_layer_by_hand():
+def test_the_first_top_layer_is_where_the_token_stays_the_top_prediction():
     """The first layer from which the token stays the top prediction to the last layer."""
     from attncli.attention.logit_lens import first_top_layer
 

@@ -47,7 +47,7 @@ def test_an_unreadable_queries_file_is_named_with_what_it_should_hold(tmp_path):
         core.read_queries(blank)
 
 
-def test_the_json_document_by_hand(attn_home):
+def test_the_json_document_holds_each_keys_weight_and_the_soft_value(attn_home):
     """docs/lookup.md's ``--json`` document for the axes example: softmax((1, 0, 0) / 0.5) by hand."""
     save_axes("axes")
     axes = load_vectors("axes")

@@ -125,7 +125,7 @@ def test_a_model_that_needs_more_than_text_reads_its_text_config_and_fails_to_ru
     assert "failed to run: " in " ".join(result.stderr.split()) and "internal error" not in result.output
 
 
-def test_slow_encoding_by_hand():
+def test_a_slow_tokenizers_pair_starts_its_second_segment_after_the_first_special_token():
     """[CLS] a b [SEP] c [SEP] for a pair: the second sentence (segment 1) starts after the first
     special token that follows the first's pieces; every piece is its own word."""
     from attncli.transformer.torch_backend import _slow_encoding

@@ -45,7 +45,7 @@ def wordpiece_tokenizer():
     return tok
 
 
-def test_from_tokenizers_by_hand():
+def test_an_encoding_from_tokenizers_gives_segments_words_and_type_ids():
     """A pair, worked by hand: special tokens have no segment and no word; "flies" is one word of
     two pieces in each sentence; words are the text as written; type ids only when asked for;
     not truncated unless said."""

@@ -130,7 +130,7 @@ def test_a_gpt2_position_table_shorter_than_n_positions_is_damage(tiny_gpt2_dir,
         load(str(target), backend="numpy")
 
 
-def test_gpt2_unsupported_by_hand():
+def test_a_gpt2_config_attn_cannot_run_names_what_it_lacks():
     from attncli.transformer import gpt2
 
     sizes = {"model_type": "gpt2", "n_embd": 8, "n_head": 2, "n_layer": 1}
@@ -158,7 +158,7 @@ def test_gpt2_config_without_the_optional_fields_takes_transformers_defaults(tin
     compare_with_transformers(str(path), (PAIR_TEXTS[0],))
 
 
-def test_distilbert_unsupported_by_hand():
+def test_a_distilbert_config_attn_cannot_run_names_what_it_lacks():
     from attncli.transformer import distilbert
 
     sizes = {"model_type": "distilbert", "dim": 8, "n_heads": 2, "n_layers": 1}

@@ -105,7 +105,7 @@ def test_every_activation_name_computes_what_transformers_computes_under_that_na
         np.testing.assert_allclose(fn(x), want, rtol=0, atol=atol, err_msg=name)
 
 
-def test_quick_gelu_by_its_formula():
+def test_quick_gelu_is_x_times_sigmoid_of_1_702_x():
     x = np.array([-3.0, -0.5, 0.0, 0.5, 3.0])
     np.testing.assert_allclose(ops.quick_gelu(x), [v / (1 + math.exp(-1.702 * v)) for v in x], rtol=1e-15)
 

@@ -42,7 +42,7 @@ def test_report_unused_names_four_tensors_sorted_then_how_many_more(monkeypatch)
         weight_check.report_unused("m", missing=["a"], allow=True, can_allow=False)
 
 
-def test_check_shapes_by_hand():
+def test_a_tensor_of_another_shape_than_config_json_implies_is_damage():
     expected = {"wte": (50, 8), "wpe": (None, 8), "ln.bias": (8,), "absent": (3, 3)}
     weight_check.check_shapes({"wte": [50, 8], "wpe": [1024, 8], "ln.bias": [8], "other": [1]}, expected)
     for actual, message in (
@@ -67,7 +67,7 @@ def test_check_finite_names_nan_before_infinity():
         assert str(caught.value) == f"damaged model: {kind} in layer 3's output"
 
 
-def test_expected_shapes_by_hand():
+def test_every_tensor_a_forward_pass_reads_has_the_shape_config_json_implies():
     """The shape of every tensor each forward pass reads, from config.json, worked by hand (GPT-2's
     Conv1D stores (in, out); n_inner null means 4 * n_embd; ELECTRA's embeddings are
     embedding_size wide; a size config.json leaves out is transformers' default for the family)."""

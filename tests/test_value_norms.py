@@ -192,7 +192,7 @@ def _norm_case():
     return weights, fx
 
 
-def test_explain_norm_of_one_head_by_hand():
+def test_explain_of_a_norm_gives_the_weight_the_norm_and_their_product():
     """--explain I J --head H of the norms view: alpha = A[H, I, J], ||f(x_J)|| and their product;
     no score (a norm has none); the view's name. Worked by hand: head 1, cell (0, 1): 0.75 x 13."""
     from attncli.attention.value_norms import explain_norm
