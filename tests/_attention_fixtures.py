@@ -26,6 +26,23 @@ def make_vectors(name: str, words: list[str], d: int = 16, seed: int = 0) -> Non
                        meta={"algorithm": "test", "corpus": "test"})
 
 
+# The word-vector model the matrix views' tests use (--explain, the request's checks): 9 words, 12 dims.
+VIEW_WORDS = "the time flies like an arrow fruit a banana".split()
+VIEW_DIM = 12
+
+
+def save_view_words(name: str = "tiny") -> str:
+    """Store VIEW_WORDS as model NAME, random vectors drawn with seed 0 (test_matrix_cli.py's)."""
+    rng = np.random.default_rng(0)
+    store.save_vectors(name, VIEW_WORDS, rng.standard_normal((len(VIEW_WORDS), VIEW_DIM)).astype(np.float32))
+    return name
+
+
+def step_values(steps: list[dict]) -> dict:
+    """An explanation's steps as {name: value}."""
+    return {s["name"]: s["value"] for s in steps}
+
+
 def random_config(d: int, layers: int, heads: int, n_out: int) -> dict:
     return {
         "format": checkpoint.FORMAT, "format_version": checkpoint.FORMAT_VERSION, "d_model": d, "layers": layers,

@@ -11,11 +11,17 @@ nor transformers; the builders do, inside.
     build_distilbert(dir)  DistilBertModel, the same WordPiece vocab
     build_electra(dir)     ElectraModel with embedding_size < hidden_size (embeddings_project)
     build_gpt2(dir)        GPT2LMHeadModel (LM head tied to wte), byte-level BPE
+    every_parameter_drawn(src, dst)   a copy of a model with every parameter drawn from N(0, 0.5^2)
+    compare_with_transformers(path, texts)   attn's NumPy pass against transformers' on that model
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
+
+import numpy as np
+from conftest import needed
 
 TEXT = [
     "time flies like an arrow",
@@ -180,3 +186,53 @@ def build_opt(gpt2_dir: Path, directory: Path) -> Path:
 
 BUILDERS = {"bert": build_bert, "roberta": build_roberta, "distilbert": build_distilbert, "gpt2": build_gpt2,
             "electra": build_electra}
+
+
+# Models with every parameter drawn: the tiny models above are saved as transformers initialises
+# them (every bias 0, every LayerNorm weight 1), so a dropped bias, a bias added with the wrong sign
+# or a LayerNorm weight read as its bias would go unseen; drawn, they show in the numbers.
+PAIR_TEXTS = ("time flies like an arrow", "fruit flies like a banana")
+
+
+def every_parameter_drawn(src: Path, dst: Path, seed: int = 0, **config_changes) -> str:
+    torch = needed("torch")
+    transformers = needed("transformers")
+    shutil.copytree(src, dst)
+    config = transformers.AutoConfig.from_pretrained(src)
+    for key, value in config_changes.items():
+        setattr(config, key, value)
+    cls = transformers.AutoModelForCausalLM if config.model_type == "gpt2" else transformers.AutoModel
+    torch.manual_seed(seed)
+    model = cls.from_config(config)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.normal_(0.0, 0.5)
+    model.eval().save_pretrained(dst)
+    return str(dst)
+
+
+def compare_with_transformers(path: str, texts: tuple[str, ...]) -> None:
+    """Every layer's and head's attention for ``texts`` (float64, 1e-10), the mean of the last
+    hidden state of texts[0] alone (``embed``, float32: 1e-4) and, for GPT-2, the logits."""
+    torch = needed("torch")
+    transformers = needed("transformers")
+    from attncli.transformer import load
+
+    tok = transformers.AutoTokenizer.from_pretrained(path)
+    config = transformers.AutoConfig.from_pretrained(path)
+    cls = transformers.AutoModelForCausalLM if config.model_type == "gpt2" else transformers.AutoModel
+    reference = cls.from_pretrained(path, attn_implementation="eager").double().eval()
+    ours = load(path, backend="numpy")
+    with torch.no_grad():
+        out = reference(**tok(*texts, return_tensors="pt"), output_attentions=True)
+        single = tok(texts[0], return_tensors="pt")
+        alone = reference(**single, output_hidden_states=True)
+    want = np.stack([a[0].numpy() for a in out.attentions])  # (L, h, T, T)
+    got = ours.attentions(ours.encode(*texts))
+    assert got.shape == want.shape
+    assert np.abs(got - want).max() < 1e-10
+    hidden = alone.hidden_states[-1][0].numpy()  # (T, d): after ln_f for GPT-2
+    np.testing.assert_allclose(ours.embed([texts[0]])[0], hidden.mean(axis=0), rtol=0, atol=1e-4)
+    if config.model_type == "gpt2":
+        logits, _ = ours.logits_and_attentions(single["input_ids"][0].tolist())
+        np.testing.assert_allclose(logits, alone.logits[0].numpy(), rtol=0, atol=1e-9)

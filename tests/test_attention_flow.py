@@ -106,3 +106,27 @@ def test_flow_refuses_what_it_does_not_combine_with(tiny_bert_dir, args):
 def test_flow_needs_a_transformer():
     result = run("matrix", SENTENCE, "--flow")
     assert result.exit_code == 2 and "needs --transformer" in result.stderr
+
+
+@pytest.mark.timeout(60)  # the mutants of these loop forever: fail in a minute, not after the suite's 300 s
+def test_max_flow_ends_when_the_sink_is_unreachable_and_after_a_dead_end():
+    """Dinic's algorithm stops when the breadth-first search no longer reaches the sink: a sink
+    with no way in gives 0. And a dead end met first (0 -> 1 leads nowhere) is backed out of, one
+    neighbour at a time, so the one way through (0 -> 2 -> 4) is still found: flow 0.5, by hand."""
+    from attncli.attention.flow import max_flow
+
+    cap = np.zeros((3, 3))
+    cap[0, 1] = cap[2, 1] = 1.0
+    assert max_flow(cap, 0, 2) == 0.0
+    cap = np.zeros((5, 5))
+    cap[0, 1] = cap[0, 2] = cap[0, 3] = 1.0
+    cap[2, 4] = 0.5
+    assert max_flow(cap, 0, 4) == 0.5
+
+
+def test_max_flow_refuses_a_source_that_is_the_sink():
+    """A flow from a node to itself has no meaning (not infinity, not 0): refused with a message."""
+    from attncli.attention.flow import max_flow
+
+    with pytest.raises(ValueError, match="^the source is the sink$"):
+        max_flow(np.array([[0.0, 1.0], [0.0, 0.0]]), 1, 1)

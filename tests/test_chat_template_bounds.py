@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+import json
 
 import pytest
 
@@ -120,3 +121,17 @@ def test_attn_generate_chat_with_a_bomb_is_exit_1(name, tmp_path, tmp_path_facto
     err = " ".join(result.stderr.split())
     assert result.exit_code == 1, err
     assert "damaged model" in err and "chat template" in err and "Traceback" not in err
+
+
+def test_chat_template_reads_special_tokens_saved_as_added_token_objects(tmp_path):
+    """tokenizer_config.json may store bos_token as an AddedToken object ({"content": ..., ...}),
+    as transformers writes it: the template sees its content."""
+    from attncli.transformer.chat import render
+
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({
+        "chat_template": "{{ bos_token }}{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}{% endfor %}"
+                         "{{ eos_token }}",
+        "bos_token": {"content": "<s>", "lstrip": False, "normalized": False, "rstrip": False,
+                      "single_word": False, "special": True, "__type": "AddedToken"},
+        "eos_token": "</s>"}))
+    assert render(tmp_path, "m", "hello") == "<s>[user] hello</s>"

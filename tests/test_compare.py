@@ -92,3 +92,67 @@ def test_diverging_palette_is_white_at_zero_and_distinct_at_the_ends():
     assert diverging_palette(0.5)[0] == "#f7f7f7"
     lo, hi = diverging_palette(0.0), diverging_palette(1.0)
     assert lo[0] != hi[0] and contrast_ratio(*lo) >= 4.5 and contrast_ratio(*hi) >= 4.5
+
+
+def test_compare_labels_join_the_two_sides_only_where_they_differ():
+    """A cell's label is the shared token, or "a/b" where the two texts differ there (the drawing's
+    row and column labels); the delta is B - A, worked by hand."""
+    from attncli.attention.compare import compare
+
+    c = compare(np.eye(2), np.full((2, 2), 0.5), ["time", "flies"], ["fruit", "flies"], ["x", "y"], ["x", "z"])
+    assert c.labels == ["time/fruit", "flies"]
+    assert c.key_labels == ["x", "y/z"]
+    assert c.delta.tolist() == [[-0.5, 0.5], [0.5, -0.5]]
+
+
+def test_compare_json_document_has_its_documented_keys():
+    """docs/beyond-weights.md: {"unit", "align", "cropped", "a": {..., tokens, key_tokens, weights},
+    "b": {...}, "delta", "delta_max_abs"}; each side keeps what made it (its text, model, ...)."""
+    from attncli.attention.compare import compare, document
+
+    c = compare(np.eye(2), np.full((3, 3), 0.25), ["a", "b"], ["a", "c", "d"], ["a", "b"], ["a", "c", "d"],
+                align="position")
+    doc = document(c, {"text": "a b"}, {"text": "a c d"}, "tokens")
+    assert doc["a"] == {"text": "a b", "tokens": ["a", "b"], "key_tokens": ["a", "b"], "weights": [[1.0, 0.0], [0.0, 1.0]]}
+    assert doc["b"] == {"text": "a c d", "tokens": ["a", "c"], "key_tokens": ["a", "c"],
+                        "weights": [[0.25, 0.25], [0.25, 0.25]]}
+    assert (doc["unit"], doc["align"], doc["cropped"]) == ("tokens", "position", True)
+    assert doc["delta"] == [[-0.75, 0.25], [0.25, -0.75]] and doc["delta_max_abs"] == 0.75
+
+
+def test_compare_of_equal_shapes_is_not_cropped_and_refusals_say_why():
+    """Same shapes: aligned as they are, "cropped": false in the JSON (not null); the refusals name
+    the rows' unit (tokens unless told) and the two --align choices."""
+    from attncli.attention.compare import compare, document
+    from attncli.errors import BadInput
+
+    c = compare(np.eye(3), np.eye(3)[::-1], list("abc"), list("abc"), list("abc"), list("abc"))
+    assert c.align == "same" and c.cropped is False
+    assert document(c, {}, {}, "tokens")["cropped"] is False
+    with pytest.raises(BadInput, match=r"2 and 3 tokens \(rows\)"):
+        compare(np.eye(2), np.eye(3), list("ab"), list("abc"), list("ab"), list("abc"))
+    with pytest.raises(BadInput, match=r"2 and 3 words \(rows\)"):
+        compare(np.eye(2), np.eye(3), list("ab"), list("abc"), list("ab"), list("abc"), unit="words")
+    with pytest.raises(BadInput, match="--align 'diagonal': choose same or position"):
+        compare(np.eye(2), np.eye(2), list("ab"), list("ab"), list("ab"), list("ab"), align="diagonal")
+
+
+def test_compare_of_empty_matrices_has_a_zero_largest_difference():
+    """Nothing to compare (0 x 0): delta_max_abs is 0, not an error from max() of nothing."""
+    from attncli.attention.compare import compare, document
+
+    doc = document(compare(np.zeros((0, 0)), np.zeros((0, 0)), [], [], [], []), {}, {}, "tokens")
+    assert doc["delta"] == [] and doc["delta_max_abs"] == 0.0
+
+
+def test_compare_of_rectangular_matrices_names_rows_and_columns_apart():
+    """Cross-attention matrices are not square: A (3, 5) and B (4, 2) are refused with each count
+    in its place, and aligned by position to the first 3 rows and 2 columns of each."""
+    from attncli.attention.compare import compare
+    from attncli.errors import BadInput
+
+    a, b = np.arange(15.0).reshape(3, 5), np.arange(8.0).reshape(4, 2)
+    with pytest.raises(BadInput, match=r"the two have 3 and 4 tokens \(rows\) and 5 and 2 \(columns\).*the first 3 of each"):
+        compare(a, b, list("abc"), list("abcd"), list("xyzuv"), list("pq"))
+    c = compare(a, b, list("abc"), list("abcd"), list("xyzuv"), list("pq"), align="position")
+    assert c.delta.tolist() == [[0.0, 0.0], [-3.0, -3.0], [-6.0, -6.0]] and c.key_labels == ["x/p", "y/q"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -110,3 +111,27 @@ def test_variants_text_and_json_agree():
     text = run("variants").stdout
     for v in doc["variants"]:
         assert v["formula"].split()[0] in text and v["source"].split()[0] in text
+
+
+def test_entropy_bits_of_a_batch_of_distributions():
+    """entropy_bits takes (..., S) distributions: each row's -sum p log2 p (0 log 0 = 0), by hand."""
+    from attncli.attention.example import entropy_bits
+
+    p = np.array([[[0.5, 0.5, 0.0], [0.25, 0.25, 0.5]],
+                  [[1.0, 0.0, 0.0], [0.125, 0.375, 0.5]]])  # (2, 2, 3)
+    want = [[1.0, 1.5], [0.0, -(0.125 * math.log2(0.125) + 0.375 * math.log2(0.375) + 0.5 * math.log2(0.5))]]
+    np.testing.assert_allclose(entropy_bits(p), want, rtol=1e-15, atol=0)
+
+
+def test_scale_sweep_max_weight_is_the_mean_of_each_rows_largest_weight():
+    """attn scale's sweep: max_weight_raw is the mean over trials of a row's largest softmax weight;
+    the rows redrawn here from the documented seed, the softmax by torch."""
+    from attncli.attention.example import scale_experiment
+
+    torch = needed("torch")
+    rng = np.random.default_rng(2)
+    q, k = rng.standard_normal((6, 1, 4)), rng.standard_normal((6, 5, 4))
+    raw = torch.tensor((q @ k.transpose(0, 2, 1))[:, 0, :])  # (trials, S)
+    want = float(torch.softmax(raw, dim=-1).max(dim=-1).values.mean())
+    row = scale_experiment(seed=2, keys=5, trials=6, dims=(4,))["sweep"]["rows"][0]
+    assert row["max_weight_raw"] == pytest.approx(want, rel=1e-12)

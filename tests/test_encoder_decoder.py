@@ -15,8 +15,10 @@ import numpy as np
 import pytest
 from conftest import needed
 from typer.testing import CliRunner
+from _transformer_fixtures import PAIR_TEXTS
 
 from attncli.cli.main import app
+from attncli.errors import RuntimeFailure
 
 needed("transformers")
 needed("torch")
@@ -82,6 +84,7 @@ def refused(result, message: str, code: int = 2) -> None:
 
 
 # --- the model ---------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_decoder_reads_the_labels_shifted_right(kind, loaded, references):
@@ -159,6 +162,7 @@ def test_embed_pools_the_encoder(loaded, references):
 
 
 # --- the CLI ---------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_each_stack_as_json(kind, models, references):
@@ -286,6 +290,7 @@ def test_target_and_stack_need_an_encoder_decoder(tiny_bert_dir):
 
 # --- hostile configs -------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("field,value,message", [
     ("dropout_rate", float("nan"), "config.json: it is not valid JSON (NaN is not a JSON number)"),
     ("dropout_rate", "1e999", "dropout_rate: Infinity is not a number in 0..1"),
@@ -360,3 +365,72 @@ def test_a_bert_that_claims_to_be_an_encoder_decoder_is_damaged(tiny_bert_dir, t
                                    encoding="utf-8")
     refused(run("matrix", SOURCE, "--transformer", str(d), "--target", TARGET, "--stack", "cross"),
             "is_encoder_decoder is true, but transformers builds a BertModel", code=1)
+
+
+TEXT = PAIR_TEXTS[0]
+
+
+def test_an_encoder_that_overflows_is_damage_naming_the_encoders_output(tmp_path):
+    """A T5 whose final encoder RMSNorm weight is finite but huge (3e38): its float32 output
+    overflows to infinity; embed() says so ("damaged model: infinity in the encoder's output")."""
+    needed("torch")
+    from _seq2seq_fixtures import BUILDERS
+    from safetensors.numpy import load_file, save_file
+
+    from attncli.transformer import load
+
+    path = BUILDERS["t5"](tmp_path / "t5")
+    tensors = load_file(str(path / "model.safetensors"))
+    tensors["encoder.final_layer_norm.weight"] = np.full_like(tensors["encoder.final_layer_norm.weight"], 3e38)
+    save_file(tensors, str(path / "model.safetensors"), metadata={"format": "pt"})
+    model = load(str(path))
+    with pytest.raises(RuntimeFailure) as caught:
+        model.embed([TEXT])
+    assert str(caught.value) == "damaged model: infinity in the encoder's output"
+
+
+@pytest.fixture(scope="module")
+def tiny_t5(tmp_path_factory):
+    needed("transformers")
+    from _seq2seq_fixtures import BUILDERS
+
+    from attncli.transformer import load
+
+    return load(str(BUILDERS["t5"](tmp_path_factory.mktemp("tiny-t5") / "t5")))
+
+
+def test_seq2seq_refuses_scores_and_norms_saying_what_to_use(tiny_t5):
+    from attncli.errors import BadInput
+
+    enc = tiny_t5.encode("the cat sat")
+    for show in (tiny_t5.scores, tiny_t5.value_vectors):
+        with pytest.raises(BadInput) as caught:
+            show(enc, 0)
+        assert str(caught.value) == ("--show scores / norms read q, k and v of an encoder or decoder (BERT and GPT-2 "
+                                     "families); for an encoder-decoder (T5, BART) they are not implemented: use "
+                                     "--show weights")
+
+
+def test_seq2seq_refuses_an_empty_target_with_an_example(tiny_t5):
+    from attncli.errors import BadInput
+
+    with pytest.raises(BadInput) as caught:
+        tiny_t5.encode_target("  ")
+    assert str(caught.value) == "the --target text is empty: give the decoder's text, e.g. --target \"le chat\""
+
+
+def test_seq2seq_target_says_whether_it_was_truncated(tiny_t5, monkeypatch):
+    monkeypatch.setattr(tiny_t5, "max_positions", 8)  # T5 has no position limit of its own
+    assert tiny_t5.encode_target("le", truncate=True).truncated is False
+    long = tiny_t5.encode_target("chat " * 20, truncate=True)
+    assert long.truncated is True and len(long.ids) == 8
+
+
+def test_seq2seq_encoder_failure_is_one_line_naming_the_model(tiny_t5, monkeypatch):
+    def broken(**_):
+        raise RuntimeError("shapes do not match\nsecond line of the trace")
+
+    monkeypatch.setattr(tiny_t5.model, "get_encoder", lambda: broken)
+    with pytest.raises(RuntimeFailure) as caught:
+        tiny_t5.attentions(tiny_t5.encode("the cat sat"))
+    assert str(caught.value) == f"model '{tiny_t5.name}' failed to run: shapes do not match"

@@ -12,8 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from _attention_fixtures import SENTENCES, make_random_attention
-from attncli.lm import heads
+from attncli.lm import heads as lm_heads, heads
 from attncli.cli.main import app
+from attncli.errors import BadInput
 
 runner = CliRunner()
 
@@ -133,3 +134,61 @@ def test_heads_bad_options():
                           (["--file", "/nonexistent/x.txt"], "--file '/nonexistent/x.txt' does not exist")]:
         result = runner.invoke(app, ["heads", "--model", "rand", *args])
         assert result.exit_code == 2 and message in result.stderr, result.output
+
+
+class _Uniform:
+    """Duck-typed TrainedAttention: ``layers`` x ``heads`` heads spreading each row evenly over its prefix."""
+
+    model = "stub"
+
+    def __init__(self, layers: int = 1, heads: int = 1, config: dict | None = None):
+        self.layers, self.heads = layers, heads
+        self.config = {"max_len_trained": 80} if config is None else config
+
+    def batch_weights(self, sentences):
+        def one(T):
+            w = np.tril(np.ones((T, T)))
+            return np.broadcast_to(w / w.sum(-1, keepdims=True), (self.heads, T, T)).astype(np.float32)  # (h, T, T)
+        return [[one(len(s)) for _ in range(self.layers)] for s in sentences]
+
+
+def test_the_uniform_reference_scores_each_query_over_its_own_keys():
+    """Lengths 2 and 3: queries i = 1 (of 2 keys), 1 and 2 (of 2 and 3 keys)."""
+    u = lm_heads.uniform_scores([2, 3, 1], window=1)  # a 1-token sentence has no query
+    mean_inv = (1 / 2 + 1 / 2 + 1 / 3) / 3  # 4/9
+    for key in ("previous_token", "first_token", "self"):
+        assert u[key] == pytest.approx(mean_inv, abs=1e-15)
+    assert u["local"] == pytest.approx((2 / 2 + 2 / 2 + 2 / 3) / 3, abs=1e-15)  # window 1: keys i-1 and i
+    assert u["entropy"] == 1.0
+
+
+def test_score_heads_counts_two_word_sentences_and_cuts_to_the_trained_length():
+    report = lm_heads.score_heads(_Uniform(), [["a", "b"], ["c"]])
+    assert report["sentences"] == 1 and report["queries"] == 1
+    assert report["heads"][0]["previous_token"] == pytest.approx(0.5)  # query 1 over keys 0, 1
+    report = lm_heads.score_heads(_Uniform(config={"max_len_trained": 4}), [list("abcdefghij")])
+    assert report["queries"] == 3  # cut to 4 tokens
+    report = lm_heads.score_heads(_Uniform(config={}), [[f"w{i}" for i in range(600)]])
+    assert report["queries"] == 511  # no max_len_trained: 512 tokens
+    assert report["window"] == 3  # the default window
+    with pytest.raises(BadInput) as caught:
+        lm_heads.score_heads(_Uniform(), [["a"], []])
+    assert str(caught.value) == "no sentence of two or more words to score the heads on"
+
+
+def test_score_heads_lists_every_layer_and_head_in_order():
+    report = lm_heads.score_heads(_Uniform(layers=2, heads=3), [["a", "b", "c"]])
+    assert [(h["layer"], h["head"]) for h in report["heads"]] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
+
+
+@pytest.mark.parametrize("window", [1, lm_heads.MAX_WINDOW])
+def test_the_window_bounds_are_accepted(window):
+    assert lm_heads.score_heads(_Uniform(), [["a", "b", "c"]], window=window)["window"] == window
+
+
+@pytest.mark.parametrize("window, message", [(0, "--window must be at least 1 (got 0)"),
+                                             (10_001, "--window must be in [1, 10,000] (got 10001)")])
+def test_a_window_out_of_bounds_is_refused(window, message):
+    with pytest.raises(BadInput) as caught:
+        lm_heads.score_heads(_Uniform(), [["a", "b", "c"]], window=window)
+    assert str(caught.value) == message

@@ -256,3 +256,13 @@ def test_top_k_changes_the_table_as_the_json(tiny_gpt2_dir):
             for cand in cell:
                 assert f"{cand['prob']:.2f}" in text
     assert lens_json(TEXT, "--transformer", str(tiny_gpt2_dir))["top_k"] == 1  # the default: the top token
+
+
+def test_the_first_top_layer_is_where_the_token_stays_the_top_prediction():
+    """The first layer from which the token stays the top prediction to the last layer."""
+    from attncli.attention.logit_lens import first_top_layer
+
+    assert first_top_layer(np.array([5, 5, 5, 5]), 5) == 0
+    assert first_top_layer(np.array([5, 1, 5, 5]), 5) == 2
+    assert first_top_layer(np.array([1, 5, 5, 5, 5]), 5) == 1
+    assert first_top_layer(np.array([5, 5, 5, 1]), 5) is None

@@ -265,8 +265,6 @@ def test_seed_dictionary_is_shipped_exactly():
     "text,message",
     [
         ('{"a": 1,\n  "b": }', "line 2, column 8"),
-        ("[1, 2]", "must be a JSON object"),
-        ('"color"', "got a string"),
         ("{}", "empty"),
         ('{"a": NaN}', "NaN"),
         ("", "line 1, column 1"),

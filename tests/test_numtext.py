@@ -22,7 +22,7 @@ from attncli.attention import document, numtext
 def fresh_tables(monkeypatch):
     """Each test builds the digit tables afresh (``cells`` caches them at first use): a change to
     how they are built is then seen by every test, not only the first one in a process (mutation
-    testing runs each mutant in a process where they were already built; docs/mutation.md)."""
+    testing runs each mutant in a process where they were already built; docs/contributing/mutation.md)."""
     monkeypatch.setattr(numtext, "_tables", None)
 
 
@@ -121,3 +121,66 @@ def test_document_text_is_identical_on_both_paths(monkeypatch):
         fast = _write(document.Rows(a, m))
         assert fast == slow
         assert json.loads(fast) == json.loads(slow)
+
+
+@pytest.fixture
+def printf_calls(monkeypatch) -> list[int]:
+    """How many numbers each call of ``cells`` handed to Python's own "%.6g" (the slow, exact path)."""
+    calls: list[int] = []
+    real = numtext._printf_cells
+
+    def counting(b, x, where):
+        calls.append(len(where))
+        real(b, x, where)
+
+    monkeypatch.setattr(numtext, "_printf_cells", counting)
+    return calls
+
+
+def _clear_of_ties(rng, exponents) -> np.ndarray:
+    """Numbers m.f x 10^e with the 6-digit m anywhere in [100000, 999999] (both ends included) and
+    a 7th digit and beyond f in [0.1, 0.4] or [0.6, 0.9]: never within 0.1 of a rounding tie, nor
+    close to a power of ten, so their exponent and digits are plain (module docstring, step 3)."""
+    parts = []
+    for e in exponents:
+        m = np.concatenate([[100000, 100001, 999998, 999999], rng.integers(100000, 1000000, 60)])
+        f = rng.choice([0.1, 0.25, 0.4, 0.6, 0.75, 0.9], len(m))
+        if e == numtext.E_HI:  # 999999.6e300 would carry to 1e+301, beyond the array path
+            f[m == 999999] = 0.25
+        x = (m + f) * 10.0 ** (e - 5)
+        parts.append(np.where(rng.random(len(m)) < 0.5, -x, x))
+    return np.concatenate(parts)
+
+
+def test_numbers_clear_of_a_tie_never_take_pythons_formatting(printf_calls):
+    """The module's promise: every number with an exponent in [-300, 300] goes through the array
+    operations unless it lies next to a rounding tie (or its exponent was misjudged next to a power
+    of ten); only those few, and subnormals, take one Python call each. A change that sends more
+    numbers there prints the same text and loses the speed; this counts them."""
+    rng = np.random.default_rng(24)
+    exponents = [numtext.E_LO, numtext.E_LO + 1, -5, -4, -1, 0, 1, 4, 5, 6, numtext.E_HI - 1, numtext.E_HI]
+    x = np.concatenate([_clear_of_ties(rng, exponents), [0.0, -0.0, 1.0, -10.0, 100.0, 0.5, 1e-300, 1e300]])
+    assert _texts(x) == _expected(x)
+    visible = rng.random(len(x)) < 0.7
+    assert _texts(x, visible) == _expected(x, visible)
+    assert printf_calls == [0, 0]
+
+
+def test_near_ties_and_subnormals_take_pythons_formatting(printf_calls):
+    """The other side: a number within 1e-7 of a 6-digit rounding tie, and every subnormal, is
+    formatted by Python (the counts are of the numbers built to be such)."""
+    x = np.array([1.234565, 2.5e-310, 5e-324, -1e-305, 1.5, 12.25])  # 1.234565: the 7th digit is a tie, in decimal
+    assert _texts(x) == _expected(x)
+    assert printf_calls == [4]
+
+
+def test_numbers_just_below_1e_minus_300_round_up_to_it():
+    """9.99999...e-301 has the decimal exponent -301, below the array path's range, and rounds up
+    to 1e-300, inside it: printf's text is still what comes out (a mutant that judged such a number
+    by its digits alone read the template of a key that does not exist)."""
+    x = np.nextafter(1e-300, 0.0) - np.arange(0, 4000) * 1.25e-315  # (4000,) down from 1e-300 to ~9.99995e-301
+    x = np.concatenate([x, -x, [9.999995e-301, 9.9999951e-301, 9.99999e-301, 9.5e-301]])
+    assert _texts(x) == _expected(x)
+    assert "1e-300" in _texts(x[:1]) and "9.99999e-301" in _expected(x)
+
+

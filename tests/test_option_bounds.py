@@ -9,6 +9,8 @@ import sys
 
 import numpy as np
 import pytest
+
+from attncli.lm import torch_model
 from typer.testing import CliRunner
 
 from _attention_fixtures import make_random_attention, tiny_brown, tiny_brown_model
@@ -191,7 +193,7 @@ def test_diverging_training_fails_and_keeps_the_previous_model(brown_tiny, monke
     assert runner.invoke(app, ["train-attention", "--model", "tiny", *SMALL]).exit_code == 0
     before_meta = store.read_meta(store.model_dir("tiny"))
     before = trained.load_trained("tiny").w
-    real_build = train_attention.build_model
+    real_build = torch_model.build_model
 
     def nan_model(*args, **kwargs):  # what a too-high learning rate does to the weights
         model = real_build(*args, **kwargs)

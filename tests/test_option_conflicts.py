@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import needed
 from typer.testing import CliRunner
 
 from attncli import option_conflicts as oc
@@ -180,8 +181,8 @@ def test_keys_stay_on_in_the_word_vector_view_and_when_the_state_is_refused_alre
 
 
 def test_the_app_greys_the_key_and_says_why(tiny_bert_dir):
-    pytest.importorskip("textual")
-    pytest.importorskip("safetensors")
+    needed("textual")
+    needed("safetensors")
     from test_explore import drive, press
 
     async def script(app, pilot):

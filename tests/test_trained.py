@@ -253,17 +253,6 @@ def test_projection_adapter_through_matrix(monkeypatch):
             matrix.compute(matrix.MatrixRequest(text=text, projection="trained", model="rand", projection_options=options))
 
 
-def test_batched_weights_equal_one_by_one():
-    """Padding at the end under the causal mask changes nothing for the real tokens."""
-    make_random_attention("rand", layers=2, heads=4)
-    att = trained.load_trained("rand")
-    sentences = [s.split() for s in SENTENCES] + [["cat"]]
-    batched = att.batch_weights(sentences, batch=3)
-    for s, per_layer in zip(sentences, batched):
-        for tr, w in zip(att.trace(s), per_layer):
-            np.testing.assert_allclose(w, tr.weights, atol=1e-5, rtol=0)  # float32 rounding only
-
-
 def test_attention_of_other_vectors_is_refused():
     """Retrained vectors under the same name make the stored attention meaningless: say so."""
     config, weights = make_random_attention("rand", layers=1, heads=2)

@@ -235,3 +235,47 @@ def test_an_encoder_decoder_is_refused_by_numpy_and_by_a_single_stack_class(tmp_
         load(str(d), backend="numpy")
     with pytest.raises(BadInput, match=r"model '.*' \(t5\) is an encoder-decoder: load it with attncli.transformer.load"):
         TorchPretrained(str(d), d, source.read_config(d))
+
+
+def test_offline_reads_hf_hub_offline(monkeypatch):
+    from attncli.transformer.source import offline
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    assert offline() is False
+    for value, want in (("1", True), (" TRUE ", True), ("yes", True), ("on", True), ("0", False), ("", False)):
+        monkeypatch.setenv("HF_HUB_OFFLINE", value)
+        assert offline() is want, value
+
+
+def test_a_hub_id_resolves_to_its_cached_snapshot(tiny_bert_dir, tmp_path, monkeypatch):
+    """resolve(hub id): the snapshot huggingface_hub's cache holds (models--org--name/snapshots/<sha>,
+    refs/main naming it); an uncached id offline is RuntimeFailure saying HF_HUB_OFFLINE is set."""
+    import shutil
+
+    huggingface_hub = needed("huggingface_hub")
+    from attncli.transformer.source import resolve
+
+    root = tmp_path / "hub" / "models--attn-test--tiny-bert"
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    shutil.copytree(tiny_bert_dir, root / "snapshots" / sha)
+    (root / "refs").mkdir()
+    (root / "refs" / "main").write_text(sha)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert resolve("attn-test/tiny-bert").resolve() == (root / "snapshots" / sha).resolve()
+    with pytest.raises(RuntimeFailure, match=r"^'attn-test/not-cached' is not a directory here, and no model by "
+                                             r"that id is in the local Hugging Face cache; HF_HUB_OFFLINE is set"):
+        resolve("attn-test/not-cached")
+
+
+def test_a_directory_of_pickles_names_the_first_three_sorted(tmp_path):
+    """check_model_dir: only pickled weights is BadInput naming at most three of them, sorted."""
+    from attncli.transformer.source import check_model_dir
+
+    (tmp_path / "config.json").write_text("{}")
+    for name in ("e.bin", "d.pt", "c.pth", "b.ckpt", "a.bin"):
+        (tmp_path / name).write_bytes(b"")
+    with pytest.raises(BadInput) as caught:
+        check_model_dir(tmp_path)
+    assert str(caught.value).startswith(f"'{tmp_path}' has only pickled weights (a.bin, b.ckpt, c.pth), which attn "
+                                        "never loads (unpickling can run code)")

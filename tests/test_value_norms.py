@@ -9,6 +9,7 @@ value vectors (NumPy forward pass, or the torch backend) must equal it to 1e-5.
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from typer.testing import CliRunner
 
 from attncli.attention.value_norms import head_norms, summed_norms
 from attncli.cli.main import app
+from attncli.errors import BadInput
 
 SENTENCE = "time flies like an arrow"
 MODULES = {  # model_type: the q, k, v modules (or GPT-2's joint c_attn) and the output projection of layer {l}
@@ -181,3 +183,67 @@ def test_html_with_norms_scores_or_flow_holds_that_view_of_every_layer(tiny_gpt2
         assert embedded["weights"] == ref["weights"] and embedded["head_weights"] == ref["head_weights"]
         assert embedded["show"] == ref["show"] and embedded["flow"] == ref["flow"] and embedded["layer"] == layer
     assert data["views"]["0|0|0"]["show"] == "weights" and data["views"]["0|0|0"]["flow"] is False
+
+
+def _norm_case():
+    """2 heads, 2 x 2 weights, f(x) of lengths 5 and 13 (3-4-5 and 5-12-13 triangles)."""
+    weights = np.array([[[0.75, 0.25], [0.5, 0.5]], [[0.25, 0.75], [0.875, 0.125]]])  # (h, T, S)
+    fx = np.array([[[1.0, 0.0], [3.0, 4.0]], [[0.0, 2.0], [5.0, 12.0]]])  # (h, S, d)
+    return weights, fx
+
+
+def test_explain_of_a_norm_gives_the_weight_the_norm_and_their_product():
+    """--explain I J --head H of the norms view: alpha = A[H, I, J], ||f(x_J)|| and their product;
+    no score (a norm has none); the view's name. Worked by hand: head 1, cell (0, 1): 0.75 x 13."""
+    from attncli.attention.value_norms import explain_norm
+
+    weights, fx = _norm_case()
+    doc = explain_norm(weights, fx, ["a", "b"], 0, 1, head=1)
+    assert doc["show"] == "norms" and doc["variant"] == "pretrained"
+    assert "score" in doc and doc["score"] is None
+    assert doc["weight"] == 9.75 and "heads" not in doc
+    assert [(s["name"], s["value"]) for s in doc["steps"]] == [("alpha", 0.75), ("||f(x_J)||", 13.0),
+                                                               ("||alpha f(x_J)||", 9.75)]
+    whole = explain_norm(weights, fx, ["a", "b"], 0, 1)
+    assert [e["weight"] for e in whole["heads"]] == [0.25 * 5, 9.75]
+    # the layer: ||0.25 (3, 4) + 0.75 (5, 12)|| = ||(4.5, 10)||
+    assert whole["weight"] == pytest.approx(math.hypot(4.5, 10.0), rel=1e-15) and whole["score"] is None
+
+
+@pytest.mark.parametrize("option, why", [("rollout", "--rollout (it multiplies weights through the layers)"),
+                                         ("words", "--words (word rows sum and average weights)"),
+                                         ("hide_special", "--hide-special (it renormalises rows of weights)"),
+                                         ("model_view", "--model-view (it classifies the heads by their weights)")])
+def test_show_norms_names_the_option_it_refuses(option, why):
+    from attncli.attention.value_norms import check_norms_options
+
+    flags = dict(rollout=False, words=False, hide_special=False, model_view=False)
+    check_norms_options(**flags)
+    with pytest.raises(BadInput) as caught:
+        check_norms_options(**{**flags, option: True}, show="scores")
+    assert str(caught.value) == f"--show scores draws one layer's heads token by token: drop {why}"
+
+
+def test_head_norms_compute_in_float64_from_float32_inputs():
+    """||A f(x)|| = A ||f(x)||, in float64 whatever the inputs' precision (the view's --json
+    compares with the explanation's float64 numbers): float32 weights of 1/3 and 1/7 against
+    norms 5 and 13 (3-4-5, 5-12-13), worked in Python floats."""
+    from attncli.attention.value_norms import head_norms
+
+    w = np.array([[[1 / 3, 1 / 7]]], dtype=np.float32)  # (h, T, S)
+    fx = np.array([[[3.0, 4.0], [5.0, 12.0]]], dtype=np.float32)  # (h, S, d)
+    got = head_norms(w, fx)
+    assert got.dtype == np.float64
+    assert got[0, 0].tolist() == [float(w[0, 0, 0]) * 5.0, float(w[0, 0, 1]) * 13.0]
+
+
+def test_explain_norm_names_the_value_and_output_matrices():
+    """The norms view's ||f(x_J)|| step names f as Kobayashi et al. do: (x W_V + b_V) W_O."""
+    from attncli.attention.value_norms import explain_norm
+
+    weights = np.array([[[0.75, 0.25], [0.5, 0.5]]])  # (h, T, S)
+    fx = np.array([[[1.0, 0.0], [3.0, 4.0]]])  # (h, S, d)
+    doc = explain_norm(weights, fx, ["a", "b"], 0, 1, head=0)
+    step = [s for s in doc["steps"] if s["name"] == "||f(x_J)||"][0]
+    assert step["value"] == 5.0
+    assert step["note"] == "f(x) = (x W_V + b_V) W_O, this head's rows of W_O"

@@ -1,6 +1,6 @@
-"""Kill tests for the generate wing's mutation run (docs/mutation.md (its git history)): the pretrained
-decoder (attncli/generate/pretrained.py) checked against the tokenizers and transformers libraries
-themselves and against hand-worked labels. A tiny random Llama (tests/_llama_fixtures.py: a
+"""attn generate's pretrained decoder (attncli/generate/pretrained.py) against the tokenizers and
+transformers libraries themselves and hand-worked labels: labels, the model's facts, prompts (plain
+and chat), single tokens and the lens refusals. A tiny random Llama (tests/_llama_fixtures.py: a
 tokenizer that puts <s> in front, a chat template, </s> as the end of text) is built once per module.
 """
 
@@ -23,7 +23,7 @@ def llama_dir(tmp_path_factory) -> Path:
     needed("transformers")
     from _llama_fixtures import build_decoder
 
-    return build_decoder("llama", tmp_path_factory.mktemp("kills-generate") / "llama")
+    return build_decoder("llama", tmp_path_factory.mktemp("generate-decoder") / "llama")
 
 
 def tokenizer_of(directory: Path):

@@ -1,10 +1,8 @@
-"""Tests that kill the mutants of ``attncli/lookup/encoder.py`` the whole lookup wing's run left
-alive (docs/mutation.md (its git history), issue 24); the rest of the wing is in test_mutation_kills_lookup.py.
-
-Which Pooling config a model directory's sentence-transformers files name (and the folders that are
-refused: only a plain folder name inside the model directory is read), the messages of an encoder
-that is a decoder, has no sentence-transformers files, or names a pooling attn lacks, and the
-flags passed through to the transformer wing.
+"""``attn lookup --encoder``'s model directory (attncli/lookup/encoder.py): which Pooling config the
+sentence-transformers files name (only a plain folder name inside the model directory is read;
+other folders are refused), the messages of an encoder that is a decoder, has no
+sentence-transformers files or names a pooling attn lacks, and the flags handed to the transformer
+wing.
 """
 
 from __future__ import annotations

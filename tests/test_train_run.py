@@ -1,9 +1,8 @@
-"""Tests written for the mutants of the sampled mutmut run of the lm wing (2026-11-25;
-docs/mutation.md (its git history), "Sampled run"): the training options' ranges, the learning-rate schedule,
-the training loop's time budget and progress figures, what a training run stores, the damaged
-config.json messages and Brown's held-out text. Each checks a documented behaviour against a
-reference written here: the ranges of ``attn train-attention --help``, a formula worked by hand,
-hashlib, torch's own modules. Training runs here are tiny (a few dozen tokens, width 8)."""
+"""A training run of attn's own LM (attncli/lm/train.py): every option's range at both ends (as
+``attn train-attention --help`` states them), the learning-rate schedule worked by hand, the time
+budget and progress figures under a fake clock, the thread count, the tokens counted, the name
+from ATTN_MODEL, and what a run stores (split, architecture, vectors' checksum, epochs done).
+Training runs here are tiny (a few dozen tokens, width 8)."""
 
 from __future__ import annotations
 
@@ -14,14 +13,16 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+
+from attncli.lm import checkpoint, torch_model, training_loop
+from _attention_fixtures import SENTENCES, make_random_attention, make_vectors
 from conftest import needed
 
-from _attention_fixtures import make_random_attention, make_vectors, random_config
-from attncli import paths
-from attncli.errors import BadInput, UnknownWord
-from attncli.lm import checkpoint, data as lm_data, model as trained, torch_model, train as train_attention, training_loop
+from attncli.errors import BadInput
+from attncli.lm import model as trained, train as train_attention
 from attncli.lm.train_config import TrainConfig
 from attncli.vectors import store
+
 
 torch = needed("torch")
 
@@ -210,20 +211,6 @@ def test_the_reported_loss_is_a_running_average_of_the_step_losses():
     np.testing.assert_allclose(losses, before, rtol=1e-5)
 
 
-# -- model_from_weights: the reference model carries exactly the stored weights -----------------------
-
-
-def test_the_torch_reference_refuses_weights_it_does_not_have_or_lacks():
-    config, weights = make_random_attention("rand", layers=1, heads=2)
-    table = np.zeros((3, 16), dtype=np.float32)
-    torch_model.model_from_weights(table, config, weights)  # all of them: accepted
-    missing = {k: v for k, v in weights.items() if k != "head.bias"}
-    with pytest.raises(RuntimeError, match="Missing key"):
-        torch_model.model_from_weights(table, config, missing)
-    with pytest.raises(RuntimeError, match="Unexpected key"):
-        torch_model.model_from_weights(table, config, dict(weights, extra=np.zeros(3, dtype=np.float32)))
-
-
 # -- train: the name from ATTN_MODEL, the note on replacing attention ---------------------------------
 
 
@@ -307,217 +294,58 @@ def test_epochs_done_counts_passes_over_even_a_single_target():
     assert result.attention["epochs_done"] == 3.0
 
 
-# -- checkpoint.config_problem: a stranger's config.json ---------------------------------------------------
+def test_seen_tokens_count_real_targets_not_the_padding_of_shorter_sentences():
+    """Sentences of 2 and 6 targets in one 16-token batch: each step pads the short one to 6, but
+    only 8 targets are real; 3 epochs see 3 x 8 = 24 tokens (with the padding counted: 3 x 12 = 36)."""
+    rng = np.random.default_rng(1)
+    train_set = [(rng.integers(0, 10, n).astype(np.int64), rng.integers(0, N_OUT, n).astype(np.int64)) for n in (2, 6)]
+    cfg = TrainConfig(layers=1, heads=2, epochs=3, batch_tokens=16)
+    fit = training_loop.fit(_tiny_model(cfg), train_set, cfg, np.random.default_rng(0), None)
+    assert fit["steps"] == 3 and fit["seen_tokens"] == 3 * (2 + 6)
 
-_DROP = object()
 
-
-@pytest.mark.parametrize("change, problem", [
-    ({"layers": 0}, "layers is 0, not a whole number >= 1"),
-    ({"d_model": "16"}, "d_model is '16', not a whole number >= 1"),
-    ({"heads": True}, "heads is True, not a whole number >= 1"),
-    ({"d_ff": _DROP}, "d_ff is missing, not a whole number >= 1"),
-    ({"output_vocab_size": 2.0}, "output_vocab_size is 2.0, not a whole number >= 1"),
-    ({"heads": 3}, "heads 3 does not divide d_model 16"),
-    ({"layer_norm_eps": -1.0}, "layer_norm_eps is -1.0, not a number > 0"),
-    ({"layer_norm_eps": 0}, "layer_norm_eps is 0, not a number > 0"),
-    ({"layer_norm_eps": math.nan}, "layer_norm_eps is nan, not a number > 0"),
-    ({"layer_norm_eps": math.inf}, "layer_norm_eps is inf, not a number > 0"),
-    ({"layer_norm_eps": True}, "layer_norm_eps is True, not a number > 0"),
-    ({"layer_norm_eps": "1e-5"}, "layer_norm_eps is '1e-5', not a number > 0"),
-    ({"layer_norm_eps": _DROP}, "layer_norm_eps is missing, not a number > 0"),
-    ({"positions": "rotary"}, "positions is 'rotary', not 'sinusoidal' (the only encoding attn's model adds)"),
-    ({"layer_norm_eps": 1}, None), ({"layer_norm_eps": 1e-12}, None), ({"positions": _DROP}, None),
-    ({"format_version": -1}, "format_version is -1, not a version number"),
-    ({"format_version": "1"}, "format_version is '1', not a version number"),
-    ({"format_version": True}, "format_version is True, not a version number"),
-    ({"format_version": 0}, None), ({"format_version": _DROP}, None),  # no version: the first format
-    ({"layers": 1}, None), ({"layers": 64}, None), ({"layers": 65}, "layers is 65, more than 64"),
-    ({"d_ff": 64 * 65_536}, None), ({"d_ff": 64 * 65_536 + 1}, "d_ff is 4194305, more than 4,194,304"),
-    ({"vectors_sha256": 5}, "vectors_sha256 is 5, not a string"),
-    ({"vectors_sha256": "ab"}, None), ({"vectors_sha256": None}, None),
+@pytest.mark.parametrize("cores, load, expected", [
+    (4, 2.0, 2),  # 2 idle
+    (4, 1.4, 3),  # 2.6 idle: rounded to 3
+    (4, 1.6, 2),  # 2.4 idle: rounded to 2
+    (2, 0.0, 2),  # idle machine: every core
+    (2, 5.0, 1),  # overloaded: still 1
 ])
-def test_config_problem_names_the_field_and_its_value(change, problem):
-    config = random_config(16, 2, 4, 12)
-    for key, value in change.items():
-        if value is _DROP:
-            del config[key]
-        else:
-            config[key] = value
-    assert checkpoint.config_problem(config) == problem
+def test_auto_threads_takes_the_idle_cores_rounded(monkeypatch, cores, load, expected):
+    monkeypatch.setattr(training_loop.os, "cpu_count", lambda: cores)
+    monkeypatch.setattr(training_loop.os, "getloadavg", lambda: (load, load, load))
+    assert training_loop.auto_threads() == expected
 
 
-def _parameters(d: int, layers: int, d_ff: int, n_out: int) -> int:
-    """The stored parameters of the model, counted by hand: W_in and b_in; per layer two LayerNorms
-    (2d each), W_qkv and b_qkv (3d^2 + 3d), W_o and b_o (d^2 + d), the MLP (2 d d_ff + d_ff + d);
-    the final LayerNorm (2d), the head (n_out d + n_out)."""
-    return d * d + d + layers * (4 * d * d + 9 * d + 2 * d * d_ff + d_ff) + 2 * d + n_out * (d + 1)
+def _train_from(source: str, name: str, documents, **options):
+    cfg = TrainConfig(**{"layers": 1, "heads": 2, "epochs": 2, "vocab_size": 6, "max_len": 8, "batch_tokens": 16,
+                         "threads": 1, "seed": 3, "heldout": 0.5, **options})
+    threads = torch.get_num_threads()
+    try:
+        return train_attention.train(source, name, cfg, documents=documents)
+    finally:
+        torch.set_num_threads(threads)
 
 
-@pytest.mark.parametrize("d_ff, n_out, problem", [
-    (3_000_058, 199_558, None),  # 400,000,000 parameters exactly: the most a config may make
-    (3_000_057, 199_560, "its sizes make 400,000,001 parameters, more than 400,000,000"),
-])
-def test_a_config_may_make_400_million_parameters_and_no_more(d_ff, n_out, problem):
-    config = dict(random_config(64, 1, 4, n_out), d_ff=d_ff)
-    assert _parameters(64, 1, d_ff, n_out) == (400_000_000 if problem is None else 400_000_001)
-    assert checkpoint.config_problem(config) == problem
+def test_epochs_done_keeps_three_decimals(monkeypatch):
+    """One training document of 3 sentences of 8 words (8 targets each, 24 in all), 16-token
+    batches (2 sentences, then 1); a time budget that stops it after the first step: 16 or 8 of
+    the 24 targets seen, epochs_done 0.667 or 0.333 (three decimals, as the record states)."""
+    make_vectors("v", WORDS, d=8)
+    monkeypatch.setattr(training_loop, "time", SimpleNamespace(perf_counter=FakeClock()))
+    sentence = WORDS[:8]
+    docs = [("d0", [sentence, sentence[::-1], sentence[1:] + sentence[:1]]), ("d1", [WORDS[8:]])]
+    att = _train_from("v", "frac", docs, epochs=10, max_minutes=0.3 / 60).attention
+    assert att["train_targets"] == 24 and att["stopped_early"] is True and att["steps"] == 1
+    assert att["epochs_done"] in (0.667, 0.333)
 
 
-def _attention_dir(name: str):
-    return store.model_dir(name).resolve() / checkpoint.SUBDIR  # the version directory the name links to
-
-
-def test_a_damaged_config_or_weight_is_named_with_the_models_path():
-    config, weights = make_random_attention("rand", layers=1, heads=2)
-    damaged = f"the trained attention of model 'rand' at {paths.models_dir() / 'rand' / 'attention'} is damaged"
-    np.savez(_attention_dir("rand") / checkpoint.WEIGHTS, **dict(weights, **{"blocks.0.mlp.2.bias": np.full(16, np.nan, np.float32)}))
-    with pytest.raises(store.CorruptModel) as caught:
-        trained.load_trained("rand")
-    assert str(caught.value) == f"{damaged}: blocks.0.mlp.2.bias holds NaN or infinite values; retrain it"
-    (_attention_dir("rand") / checkpoint.CONFIG).write_text(json.dumps(dict(config, layers=0)))
-    with pytest.raises(store.CorruptModel) as caught:
-        trained.load_trained("rand")
-    assert str(caught.value) == (f"{damaged}: in its config.json, layers is 0, not a whole number >= 1; "
-                                 "retrain it with 'attn train-attention'")
-
-
-def _load_error(name: str = "rand") -> str:
-    with pytest.raises(store.CorruptModel) as caught:
-        trained.load_trained(name)
-    return str(caught.value)
-
-
-def test_a_config_that_is_not_attns_or_is_newer_is_refused_with_its_reason():
-    config, _ = make_random_attention("rand", layers=1, heads=2)
-    damaged = f"the trained attention of model 'rand' at {paths.models_dir() / 'rand' / 'attention'} is damaged"
-    config_file = _attention_dir("rand") / checkpoint.CONFIG
-    for stranger in ([config], dict(config, format="other"), {"d_model": 16}):
-        config_file.write_text(json.dumps(stranger))
-        assert _load_error() == f"{damaged}: config.json is not an attn attention description; retrain it"
-    config_file.write_text(json.dumps(dict(config, format_version=2)))  # this attn writes version 1
-    assert _load_error() == "the trained attention of model 'rand' was written by a newer attn: upgrade attn"
-    config_file.unlink()
-    config_file.mkdir()  # not a regular file
-    message = _load_error()
-    assert message.startswith(f"{damaged} (config.json: ") and message.endswith("): retrain it with 'attn train-attention'")
-
-
-def test_attention_of_another_width_than_its_vectors_is_refused():
-    config, weights = make_random_attention("rand", layers=1, heads=2)  # 16 wide
-    make_vectors("narrow", ["the", "cat"], d=8)
-    src = store.model_dir("narrow")
-    train_attention.save("narrow", src, config, weights, ["the", "<unk>", "</s>"], ["the cat"], store.read_meta(src))
-    assert _load_error("narrow") == (
-        f"the trained attention of model 'narrow' at {paths.models_dir() / 'narrow' / 'attention'} is damaged: it is "
-        "16 wide but the model's vectors have 8 dims; retrain it with 'attn train-attention'")
-
-
-def test_a_reader_of_one_version_gets_that_versions_vectors(tmp_path):
-    """Every file of a load comes from the version directory it was handed (load_trained's
-    docstring): a reader still on the old version while a retrain swapped the name in gets the
-    old vectors, not the new ones."""
-    import shutil
-
-    make_random_attention("rand", layers=1, heads=2, seed=0)
-    old = tmp_path / "old-version"
-    shutil.copytree(store.model_dir("rand").resolve(), old)
-    old_cat = np.load(old / "vectors.npy")[(old / "vocab.txt").read_text().split("\n").index("cat")]
-    make_random_attention("rand", layers=1, heads=2, seed=1)  # the retrain: new vectors under the name
-    att = trained.load_trained("rand", model_directory=old)
-    np.testing.assert_array_equal(att.vectors.vector("cat"), old_cat)
-    assert not np.array_equal(trained.load_trained("rand").vectors.vector("cat"), old_cat)
-
-
-def test_a_loaded_attention_keeps_its_vectors_when_a_retrain_replaces_the_model():
-    """load_trained reads the vectors at once, from its version (memory-mapped): an open session
-    (attn explore) keeps working when a training elsewhere swaps the name and removes that version."""
-    make_random_attention("rand", layers=1, heads=2, seed=0)
-    version = store.model_dir("rand").resolve()
-    att = trained.load_trained("rand")
-    before = np.array(np.load(version / "vectors.npy"))  # (V, d)
-    make_random_attention("rand", layers=1, heads=2, seed=1)
-    assert not version.exists()  # the old version is gone
-    np.testing.assert_array_equal(att.vectors.vector("cat"), before[att.vectors.words.index("cat")])
-
-
-def test_the_attentions_vectors_are_its_own_models(monkeypatch):
-    make_random_attention("other", layers=1, heads=2, seed=5)
-    make_random_attention("rand", layers=1, heads=2)
-    monkeypatch.setenv("ATTN_MODEL", "other")  # the default model is another one
-    att = trained.load_trained("rand")
-    assert att.vectors.name == "rand"
-    with pytest.raises(UnknownWord, match="'rand'"):  # what is said of its vectors names this model
-        att.vectors.vector("zzzz")
-
-
-# -- TrainedAttention.trace: every field of every layer -----------------------------------------------
-
-
-def test_every_field_of_a_layer_trace_is_the_papers_model():
-    """LayerTrace's fields against torch (tests/test_lm_reference.py's model written from the papers):
-    the stream entering each layer, Q, K, V split into heads, the scaled scores (-inf above the
-    diagonal), the weights, the context and the attention output; the stream float32, as stored."""
-    from test_lm_reference import reference_forward, stored
-
-    F = torch.nn.functional
-    make_random_attention("rand", layers=2, heads=4)
-    tokens = "the old man saw the cat".split()
-    config, w, vectors = stored("rand")
-    weights, _, outputs, stream = reference_forward(config, w, vectors, tokens, everything=True)
-    T, d, h, d_k = len(tokens), 16, 4, 4
-    above = np.triu(np.ones((T, T), dtype=bool), k=1)  # (T, T) the future
-    for layer, tr in enumerate(trained.load_trained("rand").trace(tokens)):
-        p = f"blocks.{layer}."
-        a = F.layer_norm(torch.tensor(stream[layer]), (d,), w[p + "ln1.weight"], w[p + "ln1.bias"], 1e-5)  # (T, d)
-        q, k, v = (m.reshape(T, h, d_k).transpose(0, 1).numpy()  # (h, T, d_k)
-                   for m in F.linear(a, w[p + "attn.in_proj_weight"], w[p + "attn.in_proj_bias"]).chunk(3, dim=-1))
-        scores = q @ k.transpose(0, 2, 1) / math.sqrt(d_k)  # (h, T, T)
-        for got, want in [(tr.x, stream[layer]), (tr.q, q), (tr.k, k), (tr.v, v), (tr.weights, weights[layer]),
-                          (tr.context, weights[layer] @ v), (tr.output, outputs[layer])]:
-            assert got.shape == want.shape
-            np.testing.assert_allclose(got, want, rtol=0, atol=1e-4)
-        assert tr.x.dtype == np.float32  # each layer hands the next a float32 stream
-        assert np.isneginf(tr.scores[:, above]).all() and np.isfinite(tr.scores[:, ~above]).all()
-        np.testing.assert_allclose(tr.scores[:, ~above], scores[:, ~above], rtol=0, atol=1e-4)
-
-
-# -- TrainedAttention.embed_vectors: float32 whatever the caller's array --------------------------------
-
-
-def test_the_first_layer_input_is_the_same_from_float64_and_float32_vectors():
-    """`attn matrix --proj trained` hands float64 rows of float32 vectors, the trace float32: the
-    stored float32 model gives both the very same numbers."""
-    make_random_attention("rand", layers=1, heads=2)
-    att = trained.load_trained("rand")
-    e = np.stack([att.vectors.vector(w) for w in "the old man saw the cat".split()]).astype(np.float32)  # (T, d)
-    np.testing.assert_array_equal(att.embed_vectors(e.astype(np.float64)), att.embed_vectors(e))
-
-
-# -- data.brown_texts: the held-out documents' text ---------------------------------------------------
-
-
-class StubBrown:
-    """nltk's Brown reader over 20 one-sentence documents."""
-
-    def __init__(self):
-        self.docs = {f"c{i:02d}": [[f"w{i}", ",", "``", "hi", "''", "."]] for i in range(20)}
-
-    def fileids(self):
-        return list(self.docs)
-
-    def sents(self, fileid):
-        return self.docs[fileid]
-
-
-def test_brown_texts_are_the_held_out_documents_of_the_training_split(monkeypatch):
-    import nltk.corpus
-
-    stub = StubBrown()
-    monkeypatch.setattr(nltk.corpus, "brown", stub)
-    split = lm_data.split_documents(list(stub.docs.items()), heldout_fraction=0.1, seed=0, max_len=80)
-    assert split.heldout_docs == 2  # 10% of 20 documents
-    texts = lm_data.brown_texts(100)
-    assert texts == [f'{s[0]}, "hi".' for s in split.heldout]  # Treebank-detokenized, `` '' as "
-    assert len(texts) == 2 and lm_data.brown_texts(1) == texts[:1]
-    assert len(lm_data.brown_texts(100, heldout_fraction=0.25)) == 5
+def test_training_from_a_model_with_attention_replaces_its_attention():
+    """The source's attention/ is copied with the model, then replaced whole by the new training."""
+    make_random_attention("rand", layers=2, heads=4)  # width 16
+    docs = [(f"d{i}", [s.split()]) for i, s in enumerate(SENTENCES)]
+    _train_from("rand", "again", docs, layers=1, heads=2)
+    att = trained.load_trained("again")
+    assert (att.layers, att.heads, att.d_model) == (1, 2, 16)
+    assert not any(k.startswith("blocks.1.") for k in att.w)  # nothing of the old second layer left
+    assert trained.load_trained("rand").layers == 2  # the source keeps its own
