@@ -2,7 +2,7 @@
 
 The core wings never import rich or the CLI: they call :func:`warn` and :func:`info` here. Plain
 text goes to stderr until a front end installs its own way of showing them (the CLI does, in
-``attncli/cli/app.py``, so a message looks the same whichever wing sent it).
+``attncli/cli/common.py``, so a message looks the same whichever wing sent it).
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ def read_user_text(path: str | Path, what: str, *, hint: str = "", limit: int = 
         import errno
 
         if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOMEM):
-            raise  # the environment's problem (attncli.cli.app reports it), not the input's
+            raise  # the environment's problem (attncli.cli.common reports it), not the input's
         raise BadInput(f"cannot read {source}: {exc.strerror or exc}") from None
 
 

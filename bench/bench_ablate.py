@@ -29,7 +29,7 @@ sys.path.insert(0, str(HERE.parent))
 from bench_llama import SENTENCE, build  # noqa: E402
 from attncli.causal import grids  # noqa: E402
 from attncli.causal.target import Target  # noqa: E402
-from attncli.transformer import load  # noqa: E402
+from attncli.hf import load  # noqa: E402
 
 
 def attn_grid_seconds(model_dir: str | Path, ids: list[int], cpu: bool = False) -> float:

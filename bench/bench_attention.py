@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from attncli.lm.model import load_trained
+from attncli.tinylm.model import load_trained
 
 PY = sys.executable
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from attncli.attention.flow import attention_flow, flow_graph
 from attncli.attention.value_norms import head_norms
-from attncli.transformer import load
+from attncli.hf import load
 
 TEXT, PAIR = "time flies like an arrow", "fruit flies like a banana"
 

@@ -95,7 +95,7 @@ def free(torch, cuda: bool) -> None:
 
 
 def attn_rows(path: str, ids: list[int], rows: list[int], args, torch, cuda: bool):
-    from attncli.transformer import load
+    from attncli.hf import load
 
     placed = dict(device_map=args.device_map, max_memory=args.max_memory) if args.device_map else \
         dict(device="cuda" if cuda else "cpu")

@@ -18,7 +18,7 @@ import statistics
 import time
 from unittest import mock
 
-from attncli.transformer import config_check, load, numpy_backend, pretrained, weights
+from attncli.hf import config_check, load, numpy_backend, loader, weights
 
 SENTENCE = "the quick brown fox jumps over the lazy dog while time flies like an arrow"
 
@@ -40,7 +40,7 @@ def unchecked():
         for target, name in ((config_check, "check_config"), (config_check, "check_trust"),
                              (config_check, "check_files"), (numpy_backend, "check_weight_names"),
                              (numpy_backend, "check_activations"), (numpy_backend, "check_finite"),
-                             (weights.Weights, "check_finite"), (pretrained.Pretrained, "check_tokenizer")):
+                             (weights.Weights, "check_finite"), (loader.Pretrained, "check_tokenizer")):
             stack.enter_context(mock.patch.object(target, name, nothing))
         yield
 

@@ -33,7 +33,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 from attncli.stats.accumulate import Settings  # noqa: E402
 from attncli.stats.runner import ModelSpec, run  # noqa: E402
-from attncli.transformer import load  # noqa: E402
+from attncli.hf import load  # noqa: E402
 
 WORDS = ("the of and to a in that is was he for it with as his on be at by had not are but from or have an they "
          "which one you were her all she there would their we him been has when who will more no if out so said "

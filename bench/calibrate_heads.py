@@ -16,8 +16,8 @@ import argparse
 import numpy as np
 
 from attncli.attention.heads import row_scores
-from attncli.lm.data import brown_texts
-from attncli.transformer import load
+from attncli.tinylm.data import brown_texts
+from attncli.hf import load
 
 NAMES = ["previous_token", "next_token", "first_token", "separator", "self"]
 

@@ -105,7 +105,7 @@ def _forked(args, *, cwd, env, user, stdout, timeout, before) -> Ran:
             sys.stdin = open(0, "r", closefd=False)
             sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
             sys.stderr = open(2, "w", encoding="utf-8", closefd=False)
-            import attncli.cli.app as cli_app
+            import attncli.cli.common as cli_app
 
             cli_app._consoles.clear()
             if before is not None:

@@ -8,7 +8,7 @@ import numpy as np
 
 from attncli.vectors import store
 
-from attncli.lm import checkpoint, train as train_attention
+from attncli.tinylm import checkpoint, train as train_attention
 from attncli.vectors.tokenize import normalize_sentence
 
 SENTENCES = [

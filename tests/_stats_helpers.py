@@ -27,7 +27,7 @@ def cli(args: list[str], code: int = 0):
     """``attn ARGS`` in-process; asserts the exit code; returns the result (JSON parsed when asked)."""
     from typer.testing import CliRunner
 
-    import attncli.cli.app as cli_app
+    import attncli.cli.common as cli_app
     from attncli.cli.main import app
 
     cli_app._consoles.clear()

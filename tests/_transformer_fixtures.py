@@ -216,7 +216,7 @@ def compare_with_transformers(path: str, texts: tuple[str, ...]) -> None:
     hidden state of texts[0] alone (``embed``, float32: 1e-4) and, for GPT-2, the logits."""
     torch = needed("torch")
     transformers = needed("transformers")
-    from attncli.transformer import load
+    from attncli.hf import load
 
     tok = transformers.AutoTokenizer.from_pretrained(path)
     config = transformers.AutoConfig.from_pretrained(path)

@@ -37,11 +37,11 @@ def fixed_terminal(monkeypatch):
     import sys
 
     monkeypatch.setenv("COLUMNS", "80")
-    cli_app = sys.modules.get("attncli.cli.app")
+    cli_app = sys.modules.get("attncli.cli.common")
     if cli_app is not None:
         cli_app._consoles.clear()
     yield
-    cli_app = sys.modules.get("attncli.cli.app")
+    cli_app = sys.modules.get("attncli.cli.common")
     if cli_app is not None:
         cli_app._consoles.clear()
 

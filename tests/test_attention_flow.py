@@ -19,7 +19,7 @@ SENTENCE, PAIR = "time flies like an arrow", "fruit flies like a banana"
 
 
 def run(*args):
-    import attncli.cli.app as cli_app
+    import attncli.cli.common as cli_app
 
     cli_app._consoles.clear()
     return CliRunner().invoke(app, list(args))
@@ -60,7 +60,7 @@ def test_max_flow_needs_reverse_edges():
 
 
 def test_flow_of_minilm_pair_equals_networkx(minilm_dir):
-    from attncli.transformer import load
+    from attncli.hf import load
 
     model = load(str(minilm_dir), backend="numpy")
     A = model.attentions(model.encode(SENTENCE, pair=PAIR))  # (6, 12, T, T)

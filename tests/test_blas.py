@@ -1,4 +1,4 @@
-"""Finding OpenBLAS to set its thread count (attncli/transformer/blas.py): where NumPy's wheels put
+"""Finding OpenBLAS to set its thread count (attncli/hf/blas.py): where NumPy's wheels put
 it, each build's symbol names (a fake library), a failed search remembered, and this NumPy's own."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attncli.transformer import blas
+from attncli.hf import blas
 
 
 # --- blas.py ------------------------------------------------------------------------------------

@@ -30,8 +30,8 @@ from attncli.causal import grids  # noqa: E402
 from attncli.causal.dla import dla  # noqa: E402
 from attncli.causal.target import Target, resolve, vocab_id  # noqa: E402
 from attncli.cli.main import app  # noqa: E402
-from attncli.transformer import load  # noqa: E402
-from attncli.transformer.trace import Intervention  # noqa: E402
+from attncli.hf import load  # noqa: E402
+from attncli.hf.trace import Intervention  # noqa: E402
 
 torch.set_num_threads(1)
 runner = CliRunner()

@@ -18,7 +18,7 @@ needed("transformer_lens", "transformer_lens is not installed: pip install trans
 
 from _causal_peer import boot_lens, hook_grid, lens_grid, numpy_grid, trace_grid  # noqa: E402
 from _llama_fixtures import build_decoder  # noqa: E402
-from attncli.transformer import load  # noqa: E402
+from attncli.hf import load  # noqa: E402
 
 torch.set_num_threads(1)
 TEXT = "the cat sat on the mat and the dog sat on the"

@@ -15,7 +15,7 @@ A, B = "time flies like an arrow", "fruit flies like a banana"
 
 
 def run(*args):
-    import attncli.cli.app as cli_app
+    import attncli.cli.common as cli_app
 
     cli_app._consoles.clear()
     return CliRunner().invoke(app, list(args))

@@ -29,8 +29,8 @@ transformers = needed("transformers")
 from _llama_fixtures import build_decoder, build_mpnet  # noqa: E402
 from _transformer_fixtures import BUILDERS  # noqa: E402
 from attncli.errors import BadInput, RuntimeFailure  # noqa: E402
-from attncli.transformer import load  # noqa: E402
-from attncli.transformer.config_defaults import DEFAULTS, ROPE_FIELDS  # noqa: E402
+from attncli.hf import load  # noqa: E402
+from attncli.hf.config_defaults import DEFAULTS, ROPE_FIELDS  # noqa: E402
 
 torch.set_num_threads(1)
 TEXT = "the cat sat on the mat and the dog sat on the log"

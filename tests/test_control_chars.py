@@ -1,7 +1,7 @@
 """No terminal control sequence from data reaches the terminal (issue 15, class 3).
 
 Dictionary keys and values, query lines, words on stdin, a model's metadata and the tokens of a
-matrix go through ``attncli.cli.app.shown`` (``textio.visible`` + rich's markup escape) in every
+matrix go through ``attncli.cli.common.shown`` (``textio.visible`` + rich's markup escape) in every
 rich view: ESC, OSC 52 (clipboard), C1 controls and bidi overrides are shown as visible escapes.
 JSON output carries the exact text.
 """
@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from _lookup_fixtures import save_plain
-from attncli.cli.app import shown
+from attncli.cli.common import shown
 from attncli.cli.main import app
 from attncli.views.render import Heatmap, render_heatmap
 from attncli.textio import visible

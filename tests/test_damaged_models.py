@@ -17,7 +17,7 @@ from _attention_fixtures import make_random_attention
 from _lookup_fixtures import WORDS, save_fasttext_like, save_plain
 from attncli.vectors import corpus, store
 from attncli import paths
-from attncli.lm import checkpoint, model as trained
+from attncli.tinylm import checkpoint, model as trained
 from attncli.cli.main import app
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.vectors.tokenize import TOKENIZER_VERSION

@@ -1,5 +1,5 @@
 """Every file attn's own code names in its docstrings and comments exists: a reader who follows
-``lm/model.py`` or ``docs/causal.md`` finds it (names that outlived a rename, ``trained.py`` or
+``tinylm/model.py`` or ``docs/causal.md`` finds it (names that outlived a rename, ``trained.py`` or
 ``train_attention.py``, sent readers to files that were gone). Paths under attncli/, tests/,
 docs/, bench/ and .ci/ must exist in the repository; a bare ``name.py`` must be one of attn's own
 modules, benchmarks or tests, or one of transformers' modeling and configuration files the NumPy passes follow."""
@@ -49,10 +49,10 @@ def test_every_file_attn_s_code_names_exists():
 
 def test_the_check_finds_a_name_that_outlived_its_file(tmp_path):
     package = tmp_path / "attncli"
-    (package / "lm").mkdir(parents=True)
-    (package / "lm" / "model.py").write_text('"""The model ``train_attention.py`` trains; see docs/gone.md."""\n')
+    (package / "tinylm").mkdir(parents=True)
+    (package / "tinylm" / "model.py").write_text('"""The model ``train_attention.py`` trains; see docs/gone.md."""\n')
     (tmp_path / "docs").mkdir()
-    assert missing_names(package) == ["attncli/lm/model.py: docs/gone.md", "attncli/lm/model.py: train_attention.py"]
+    assert missing_names(package) == ["attncli/tinylm/model.py: docs/gone.md", "attncli/tinylm/model.py: train_attention.py"]
     (tmp_path / "docs" / "gone.md").write_text("here\n")
-    (package / "lm" / "train_attention.py").write_text("")
+    (package / "tinylm" / "train_attention.py").write_text("")
     assert missing_names(package) == []

@@ -54,9 +54,9 @@ def test_empty_input_is_exit_2_with_a_message(tiny_bert_dir, tiny_gpt2_dir, args
 
 def test_a_view_emptied_by_hide_special_is_refused(tiny_bert_dir):
     """Every token special (the encoding of an empty text): select refuses instead of a NaN mean."""
-    from attncli.attention import pretrained as pv
+    from attncli.attention import checkpoint_views as pv
     from attncli.errors import BadInput
-    from attncli.transformer import load
+    from attncli.hf import load
 
     model = load(str(tiny_bert_dir), backend="numpy")
     enc = model.encode("")
@@ -71,7 +71,7 @@ def test_the_app_refuses_an_edited_empty_sentence(tiny_bert_dir):
     """attn explore --transformer: a sentence emptied in the app is a message, as at the start."""
     needed("textual")
     from attncli.errors import BadInput
-    from attncli.explore.pretrained import compute
+    from attncli.explore.checkpoint_state import compute
     from attncli.explore.state import ExploreState
 
     for text, pair, what in (("  ", None, "sentence is empty"), ("a b", " ", "--pair sentence is empty")):

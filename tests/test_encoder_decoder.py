@@ -36,7 +36,7 @@ def models(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def loaded(models):
-    from attncli.transformer import load
+    from attncli.hf import load
 
     return {kind: load(str(path)) for kind, path in models.items()}
 
@@ -64,7 +64,7 @@ def references(models):
 
 
 def run(*args):
-    import attncli.cli.app as cli_app
+    import attncli.cli.common as cli_app
 
     cli_app._consoles.clear()
     return CliRunner().invoke(app, list(args), env={"COLUMNS": "200", "NO_COLOR": "1"})
@@ -305,7 +305,7 @@ def test_a_damaged_t5_config_is_refused(models, tmp_path, field, value, message)
     import shutil
 
     from attncli.errors import RuntimeFailure
-    from attncli.transformer import load
+    from attncli.hf import load
 
     d = tmp_path / "t5"
     shutil.copytree(models["t5"], d)
@@ -377,7 +377,7 @@ def test_an_encoder_that_overflows_is_damage_naming_the_encoders_output(tmp_path
     from _seq2seq_fixtures import BUILDERS
     from safetensors.numpy import load_file, save_file
 
-    from attncli.transformer import load
+    from attncli.hf import load
 
     path = BUILDERS["t5"](tmp_path / "t5")
     tensors = load_file(str(path / "model.safetensors"))
@@ -394,7 +394,7 @@ def tiny_t5(tmp_path_factory):
     needed("transformers")
     from _seq2seq_fixtures import BUILDERS
 
-    from attncli.transformer import load
+    from attncli.hf import load
 
     return load(str(BUILDERS["t5"](tmp_path_factory.mktemp("tiny-t5") / "t5")))
 

@@ -1,7 +1,7 @@
 """Every text drawn on a terminal goes through the escaping door (issue 20): an AST walk over attncli/.
 
 The door is ``attncli.textio.visible`` (control, bidi and line-separator characters shown as
-``\\x1b``, ``\\u202e``), and for rich markup strings ``attncli.cli.app.shown`` / ``escape`` (visible,
+``\\x1b``, ``\\u202e``), and for rich markup strings ``attncli.cli.common.shown`` / ``escape`` (visible,
 then ``rich.markup.escape``). This test finds every call that puts text on a terminal (a sink:
 ``print``, a console's ``print`` / ``rule``, ``typer.echo``, ``sys.stdout/stderr.write``, ``Text(...)``,
 ``Text.assemble``, ``.append`` on a ``Text``, a Table's cells, columns, title and caption, a
@@ -10,7 +10,7 @@ argument is built only from constants, numbers formatted as numbers, door calls,
 assigned from those. What it cannot prove is listed in ``ALLOWED`` with the reason it is safe; a
 new sink of data that bypasses the door fails here until it is escaped (or argued for below).
 
-``say``, ``warn``, ``info`` (attncli.cli.app) and ``attncli.messages`` are doors themselves (they
+``say``, ``warn``, ``info`` (attncli.cli.common) and ``attncli.messages`` are doors themselves (they
 escape what they print), so their callers pass raw messages.
 """
 
@@ -26,10 +26,10 @@ import attncli
 PKG = Path(attncli.__file__).parent
 
 # (module, qualified import name) -> the name resolves to a door
-DOOR_TARGETS = {("attncli.textio", "visible"), ("attncli.cli.app", "shown"), ("attncli.cli.app", "escape"),
-                ("attncli.cli.app", "visible_line"),
+DOOR_TARGETS = {("attncli.textio", "visible"), ("attncli.cli.common", "shown"), ("attncli.cli.common", "escape"),
+                ("attncli.cli.common", "visible_line"),
                 ("attncli.views.result", "shown")}
-DOOR_LOCAL = {"cli/app.py": {"shown", "escape", "visible_line", "_escape"},
+DOOR_LOCAL = {"cli/common.py": {"shown", "escape", "visible_line", "_escape"},
               "views/result.py": {"shown", "escape"}}  # defined (or built) there
 STR_METHODS = {"rstrip", "lstrip", "strip", "rjust", "ljust", "center"}
 TRANSPARENT = STR_METHODS | {"abbreviate"}  # attncli.views.render.abbreviate cuts a label to a width
@@ -71,7 +71,7 @@ RENDERABLE_BUILDERS = {
 # which the walk cannot prove safe, is safe
 KEY = 60
 ALLOWED = {
-    ("cli/app.py", "json_write", "text"): "JSON text: json.dumps escapes every control character (\\u001b)",
+    ("cli/common.py", "json_write", "text"): "JSON text: json.dumps escapes every control character (\\u001b)",
     ("cli/entry.py", "_say", "line + '\\n'"): "the entry point's own fixed messages (an import failure, a signal)",
     ("cli/main.py", "_version", "f'attn {__version__}'"): "the package's version string",
     ("views/long_view.py", "top_k_renderables", "number(other, 3)"): "a number attn formats",
@@ -138,8 +138,8 @@ ALLOWED = {
     ("views/causal.py", "render_dla", "part"): "dla_renderables: part names and title through visible(), numbers",
     ("views/lens.py", "lens_renderables", "title"): "the model's name through visible(), fixed words and top_k (an int)",
     ("views/lens.py", "lens_renderables", "_position(t, tok)"): "_position: an int and the token through visible()",
-    ("cli/app.py", "print_error", "markup"): "the callers' markup: fixed words and escape()d messages (escape = visible + markup)",
-    ("cli/app.py", "print_error", "glued"): "the same markup, spaces of pasteable commands glued (restored before writing)",
+    ("cli/common.py", "print_error", "markup"): "the callers' markup: fixed words and escape()d messages (escape = visible + markup)",
+    ("cli/common.py", "print_error", "glued"): "the same markup, spaces of pasteable commands glued (restored before writing)",
     ("views/lens.py", "lens_renderables", "f\"{follow['rank'][l][t]:>4} {p:.2f}\""): "a rank (an int) and a probability",
     ("views/render.py", "_page_lines", "f'{abbreviate(col_labels[j], col_w[j]):>{col_w[j] + 2}}'"):
         "labels: visible_text()ed by the caller (heatmap_renderables)",
@@ -345,7 +345,7 @@ def modules():
 def test_every_text_sink_goes_through_the_door(path):
     rel = str(path.relative_to(PKG))
     bad = unproven(path.read_text(encoding="utf-8"), rel)
-    assert not bad, ("text from data reaches the terminal without attncli.textio.visible (or cli.app.shown for "
+    assert not bad, ("text from data reaches the terminal without attncli.textio.visible (or cli.common.shown for "
                      "markup); escape it, or add the site to ALLOWED with the reason it is safe:\n" + "\n".join(bad))
 
 
@@ -360,7 +360,7 @@ def test_every_allowance_is_still_needed():
 
 @pytest.mark.parametrize("source, flagged", [
     ("def f(name):\n    console.print(f'model {name}')\n", True),
-    ("def f(name):\n    console.print(f'model {escape(name)}')\nfrom attncli.cli.app import escape\n", False),
+    ("def f(name):\n    console.print(f'model {escape(name)}')\nfrom attncli.cli.common import escape\n", False),
     ("def f(name):\n    print(name, file=sys.stderr)\n", True),
     ("def f(name):\n    print(visible(name))\nfrom attncli.textio import visible\n", False),
     ("def f(name):\n    print(visible(name))\n", True),  # a function merely called visible is not the door

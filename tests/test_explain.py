@@ -121,7 +121,7 @@ def test_explain_of_float32_queries_and_keys_computes_in_float64(tiny, monkeypat
 def test_explain_cell_of_a_pretrained_layer_gives_every_step():
     """docs/transformers.md: the steps q_I, k_J, q . k, scale, score, softmax; hand-made q, k and
     the weights from torch's softmax, the scale 1/sqrt(d_head) named as such."""
-    from attncli.attention.pretrained import explain_cell
+    from attncli.attention.checkpoint_views import explain_cell
 
     rng = np.random.default_rng(3)
     h, T, d_head = 2, 4, 4
@@ -144,7 +144,7 @@ def test_explain_cell_of_a_pretrained_layer_gives_every_step():
 
 def test_explain_cell_of_a_causally_masked_key_gives_weight_zero_and_says_why():
     """A decoder's key after the query: masked, no score, its weight step 0.0 with the reason."""
-    from attncli.attention.pretrained import explain_cell
+    from attncli.attention.checkpoint_views import explain_cell
 
     rng = np.random.default_rng(4)
     q, k = rng.standard_normal((1, 3, 2)), rng.standard_normal((1, 3, 2))
@@ -195,7 +195,7 @@ def test_json_settings_and_explanation(tiny):
 
 def test_explain_cell_of_every_head_notes_the_mean():
     """--explain I J without --head: the layer's weight is the mean of the heads' weights, said so."""
-    from attncli.attention.pretrained import explain_cell
+    from attncli.attention.checkpoint_views import explain_cell
 
     rng = np.random.default_rng(3)
     h, T = 3, 3

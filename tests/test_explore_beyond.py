@@ -26,7 +26,7 @@ SENTENCE, OTHER = "time flies like an arrow", "fruit flies like a banana"
 
 
 def load(path):
-    from attncli.transformer import load as load_model
+    from attncli.hf import load as load_model
 
     return load_model(str(path), backend="numpy")
 
@@ -102,7 +102,7 @@ def test_the_lens_is_attn_lens_json(tiny_gpt2_dir):
     from typer.testing import CliRunner
 
     from attncli.cli.main import app as cli
-    from attncli.explore.pretrained import compute
+    from attncli.explore.checkpoint_state import compute
 
     res = compute(ExploreState(SENTENCE, transformer=str(tiny_gpt2_dir), lens=True), {})
     result = CliRunner().invoke(cli, ["lens", SENTENCE, "--transformer", str(tiny_gpt2_dir), "--json"])
@@ -189,7 +189,7 @@ def test_C_then_escape_changes_nothing(tiny_bert_dir):
 def test_exports_of_the_new_views(tiny_bert_dir, tiny_gpt2_dir, tmp_path, view):
     import json
 
-    from attncli.explore.pretrained import compute
+    from attncli.explore.checkpoint_state import compute
     from attncli.explore.state import export
 
     model = str(tiny_gpt2_dir if view == "lens" else tiny_bert_dir)

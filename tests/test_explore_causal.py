@@ -27,7 +27,7 @@ SENTENCE = "the cat sat on the mat"
 
 @pytest.mark.parametrize("kind", ["ablate", "dla"])
 def test_the_view_is_the_commands_json_with_the_top_prediction(tiny_gpt2_dir, kind):
-    from attncli.explore.pretrained import command_line, compute
+    from attncli.explore.checkpoint_state import command_line, compute
 
     state = ExploreState(SENTENCE, transformer=str(tiny_gpt2_dir), causal_view=kind)
     res = compute(state, {})
@@ -71,7 +71,7 @@ def test_the_ablation_grid_on_the_torch_backend_is_the_commands(tiny_gpt2_dir):
     """G with --backend torch: the grid from the torch trace, its command line naming the backend,
     the same numbers as the NumPy backend's; D stays refused there, by name."""
     needed("torch")
-    from attncli.explore.pretrained import command_line, compute
+    from attncli.explore.checkpoint_state import command_line, compute
 
     state = ExploreState(SENTENCE, transformer=str(tiny_gpt2_dir), causal_view="ablate", backend="torch")
     res = compute(state, {})

@@ -132,7 +132,7 @@ def test_the_forward_pass_runs_in_a_worker_with_a_spinner(tiny_bert_dir, monkeyp
     sleep: a 0.5 s sleep let the pass end before the first look on a busy machine, and in CI)."""
     import threading
 
-    import attncli.explore.pretrained as pretrained
+    import attncli.explore.checkpoint_state as pretrained
 
     real = pretrained.compute
     armed, release = threading.Event(), threading.Event()
@@ -196,7 +196,7 @@ def matrix_doc(*args: str) -> dict:
 
 
 def test_filter_is_attn_matrix_filter_and_the_copied_command_explains_the_same_cell(tiny_bert_dir):
-    from attncli.explore.pretrained import command_line
+    from attncli.explore.checkpoint_state import command_line
 
     async def script(app, pilot):
         await press(app, pilot, "right", "down")
@@ -252,7 +252,7 @@ def test_f_and_b_cycle_the_filter_and_the_backend_in_the_app(tiny_bert_dir):
 def test_backend_torch_and_numpy_give_the_same_weights_and_the_meta_names_each(tiny_bert_dir):
     needed("torch")
     needed("transformers")
-    from attncli.explore.pretrained import compute
+    from attncli.explore.checkpoint_state import compute
 
     models: dict = {}
     state = ExploreState(SENTENCE, transformer=str(tiny_bert_dir), pair=PAIR)
@@ -272,7 +272,7 @@ def test_backend_torch_and_numpy_give_the_same_weights_and_the_meta_names_each(t
 
 def test_truncate_cuts_a_long_text_and_without_it_the_message_is_attn_matrixs(tiny_bert_dir):
     from attncli.errors import BadInput
-    from attncli.explore.pretrained import compute
+    from attncli.explore.checkpoint_state import compute
 
     long = " ".join([SENTENCE] * 10)  # 60 word pieces: more than the tiny model's 40 positions
     state = ExploreState(long, transformer=str(tiny_bert_dir))
@@ -344,7 +344,7 @@ def test_a_filter_whose_pair_is_removed_in_the_app_is_refused_there(tiny_bert_di
 
 def matrix_at(columns: int, *args: str):
     """attn matrix ARGS with a console COLUMNS wide (made afresh: it is cached per process)."""
-    import attncli.cli.app as cli_app
+    import attncli.cli.common as cli_app
 
     cli_app._consoles.clear()
     try:

@@ -101,7 +101,7 @@ def test_an_export_onto_anything_ends_cleanly_and_changes_no_kind(attn_home, kin
     try:
         path = make(folder, kind, links, dangling and links > 0, loop)
         before = snapshot(folder)
-        import attncli.cli.app as cli_app
+        import attncli.cli.common as cli_app
 
         cli_app._consoles.clear()
         result = CliRunner().invoke(app, ["matrix", "time flies", option, str(path)])  # (a hang: the test's timeout)

@@ -70,7 +70,7 @@ def assert_html(text: str) -> _Page:
 
 
 def run(args):
-    import attncli.cli.app as cli_app
+    import attncli.cli.common as cli_app
 
     cli_app._consoles.clear()
     result = CliRunner().invoke(app, args)

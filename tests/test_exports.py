@@ -325,7 +325,7 @@ def test_explore_exports_a_png(tiny, tmp_path):
 
 # files written inside a model directory that is itself swapped in whole (store.writing_model),
 # and textual-serve's templates copied into a fresh temporary folder: not output files
-BUILT_IN_A_TEMP_DIR = {"vectors/store.py", "lm/train.py", "explore/serve.py"}
+BUILT_IN_A_TEMP_DIR = {"vectors/store.py", "tinylm/train.py", "explore/serve.py"}
 
 
 def test_every_output_file_goes_through_the_one_door():

@@ -10,7 +10,7 @@ import pytest
 from attncli.attention.words import bertviz_segments, pair_block
 from test_transformer_cli import PAIR, SENTENCE, matrix_json, reference, run
 
-# [CLS] time flies [SEP] fruit [SEP], segments as attncli.transformer's Encoding gives them
+# [CLS] time flies [SEP] fruit [SEP], segments as attncli.hf's Encoding gives them
 SEGMENTS = [None, "a", "a", None, "b", None]
 
 

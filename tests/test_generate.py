@@ -20,7 +20,7 @@ from attncli.generate import sampling
 from attncli.generate.decoders import load_decoder
 from attncli.generate.run import MAX_NEW, Settings, document, generate
 from attncli.generate.weights import rollout
-from attncli.lm import model as trained
+from attncli.tinylm import model as trained
 from _probe import imported_by
 
 runner = CliRunner()
@@ -104,7 +104,7 @@ def test_cli_json_rows_are_rows_of_its_weights():
 
 def _torch_logits(att, tokens) -> np.ndarray:
     torch = needed("torch")
-    from attncli.lm import torch_model
+    from attncli.tinylm import torch_model
 
     table = trained.input_vectors(att.vectors, tokens)  # (T, d)
     model = torch_model.model_from_weights(table, att.config, att.w)

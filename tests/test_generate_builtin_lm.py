@@ -1,7 +1,7 @@
 """attn generate with attn's own LM (attncli/generate/decoders.py): the prompt mapped to words and its
 notes, the context, a damaged vocabulary or max_len_trained refused as a damaged model, the inputs,
 the options handed to a pretrained model, and the built-in logit lens against the torch model it
-was trained as (``attncli.lm.train.model_from_weights``)."""
+was trained as (``attncli.tinylm.train.model_from_weights``)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ import json
 import numpy as np
 import pytest
 
-from attncli.lm import checkpoint, train_config
+from attncli.tinylm import checkpoint, train_config
 from _attention_fixtures import SENTENCES, make_random_attention, make_vectors, random_config
 from test_logit_lens import builtin_reference as torch_stream_probs
 
 from attncli.errors import BadInput
 from attncli.generate.decoders import BuiltinLM, load_decoder
 from attncli.generate.run import Settings, generate, lens_layers
-from attncli.lm import model as trained
-from attncli.lm import train as lm_train
+from attncli.tinylm import model as trained
+from attncli.tinylm import train as lm_train
 from attncli.vectors import store
 from attncli.vectors.store import CorruptModel
 

@@ -14,7 +14,7 @@ from attncli.errors import BadInput
 from attncli.generate.decoders import load_decoder
 from attncli.generate.run import Settings, document, generate
 from attncli.generate.weights import View, top_keys
-from attncli.lm import model as trained
+from attncli.tinylm import model as trained
 
 
 # --- the JSON document: header and steps ----------------------------------------------------------

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from attncli.cli.main import app
 from attncli.errors import RuntimeFailure
-from attncli.generate.pretrained import end_of_text_ids, load_pretrained
+from attncli.generate.hf_decoder import end_of_text_ids, load_pretrained
 from attncli.generate.run import Settings, generate
 
 PROMPT = "a dog ran"  # its free greedy run writes 20 distinct ids in 24 steps

@@ -1,4 +1,4 @@
-"""attn generate's pretrained decoder (attncli/generate/pretrained.py) against the tokenizers and
+"""attn generate's pretrained decoder (attncli/generate/hf_decoder.py) against the tokenizers and
 transformers libraries themselves and hand-worked labels: labels, the model's facts, prompts (plain
 and chat), single tokens and the lens refusals. A tiny random Llama (tests/_llama_fixtures.py: a
 tokenizer that puts <s> in front, a chat template, </s> as the end of text) is built once per module.
@@ -14,7 +14,7 @@ import pytest
 from conftest import needed
 
 from attncli.errors import BadInput
-from attncli.generate.pretrained import PretrainedLM, load_pretrained, shown
+from attncli.generate.hf_decoder import PretrainedLM, load_pretrained, shown
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +67,7 @@ def test_a_label_is_the_piece_trimmed_and_escaped(piece, label):
 # -- the decoder's model facts -----------------------------------------------------------------
 
 def test_an_encoder_is_refused_naming_the_model_and_what_generate_needs(tiny_bert_dir):
-    from attncli.transformer import load
+    from attncli.hf import load
 
     model = load(str(tiny_bert_dir))
     with pytest.raises(BadInput) as refused:
@@ -102,7 +102,7 @@ def test_a_plain_prompt_is_the_tokenizers_own_encoding(llama_dir):
 def test_a_chat_prompt_is_transformers_apply_chat_template(how, llama_dir):
     from transformers import AutoTokenizer
 
-    from attncli.transformer import load
+    from attncli.hf import load
 
     hf = AutoTokenizer.from_pretrained(str(llama_dir))
     want = hf.apply_chat_template([{"role": "user", "content": "the cat sat"}], add_generation_prompt=True,

@@ -18,7 +18,7 @@ from conftest import needed
 from typer.testing import CliRunner
 
 from attncli.cli.main import app
-from attncli.generate.pretrained import load_pretrained
+from attncli.generate.hf_decoder import load_pretrained
 from attncli.generate.run import Settings, generate
 from _probe import imported_by
 
@@ -183,8 +183,8 @@ def test_a_prompt_longer_than_the_context(tiny_gpt2_dir):
 
 
 def test_the_key_value_cache_changes_nothing(tiny_gpt2_dir):
-    from attncli.generate.pretrained import PretrainedLM
-    from attncli.transformer import load
+    from attncli.generate.hf_decoder import PretrainedLM
+    from attncli.hf import load
 
     model = load(str(tiny_gpt2_dir))
     cached = generate(PretrainedLM(model), PROMPT, Settings(n=12, seed=8, ignore_eos=True, rollout=True))

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from _attention_fixtures import SENTENCES, make_random_attention
-from attncli.lm import heads as lm_heads, heads
+from attncli.tinylm import heads as lm_heads, heads
 from attncli.cli.main import app
 from attncli.errors import BadInput
 

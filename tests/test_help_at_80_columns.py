@@ -10,9 +10,9 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from attncli.cli import app as cli_app
+from attncli.cli import common as cli_app
 from attncli.cli.main import app
-from attncli.transformer.source import INSTALL_PRETRAINED, INSTALL_TRANSFORMERS
+from attncli.hf.source import INSTALL_PRETRAINED, INSTALL_TRANSFORMERS
 
 COMMANDS = [info.name or info.callback.__name__.replace("_", "-") for info in app.registered_commands]
 # a group's commands by their full words (attn stats run, attn stats merge)

@@ -22,7 +22,7 @@ def _nested(x):
 
 @pytest.mark.parametrize("bad", BAD_NUMBERS, ids=["nan", "inf", "-inf"])
 def test_emit_json_refuses_nan_and_infinity_and_writes_nothing(bad, capsys):
-    from attncli.cli.app import emit_json
+    from attncli.cli.common import emit_json
 
     for obj in _nested(bad):
         for lines in (False, True):
@@ -73,13 +73,13 @@ BY_HAND = {
 
 @pytest.mark.parametrize("mode", list(BY_HAND))
 def test_each_pooling_equals_its_hand_worked_value(mode):
-    from attncli.transformer.pretrained import pool
+    from attncli.hf.loader import pool
 
     np.testing.assert_allclose(pool(HIDDEN, MASK, (mode,)), BY_HAND[mode], rtol=0, atol=1e-12)
 
 
 def test_several_poolings_concatenate_in_sentence_transformers_order():
-    from attncli.transformer.pretrained import pool
+    from attncli.hf.loader import pool
 
     got = pool(HIDDEN, MASK, ("mean_sqrt_len", "cls", "max", "mean"))  # given in any order
     expected = np.concatenate([BY_HAND[m] for m in ("cls", "max", "mean", "mean_sqrt_len")], axis=1)
@@ -94,7 +94,7 @@ def test_embed_is_each_pooling_of_transformers_hidden_state_unnormalised(tiny_be
 
     torch = needed("torch")
     transformers = needed("transformers")
-    from attncli.transformer import load
+    from attncli.hf import load
 
     texts = ["colour", "top speed", "The price of a car, in US dollars (before taxes)."]
     tok = transformers.AutoTokenizer.from_pretrained(str(tiny_bert_dir))

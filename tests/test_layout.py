@@ -26,17 +26,17 @@ TOP = {"errors", "paths", "textio", "messages", "lazy", "fileio", "export_target
 ALLOWED = {
     "vectors": set(),
     "attention": {"vectors"},
-    "lookup": {"vectors", "transformer"},
-    "lm": {"attention", "vectors"},
-    "generate": {"lm", "attention", "vectors", "transformer"},
+    "lookup": {"vectors", "hf"},
+    "tinylm": {"attention", "vectors"},
+    "generate": {"tinylm", "attention", "vectors", "hf"},
     "views": {"attention", "lookup"},  # rich drawing shared by cli and explore
-    "pipeline": {"views", "attention", "transformer", "causal", "lm", "vectors"},  # one request, one compute (pretrained views)
-    "explore": {"pipeline", "views", "lm", "attention", "lookup", "vectors", "transformer", "causal"},  # the Textual app (attn explore)
-    "cli": {"pipeline", "explore", "views", "lm", "attention", "lookup", "vectors", "transformer", "generate", "stats",
+    "pipeline": {"views", "attention", "hf", "causal", "tinylm", "vectors"},  # one request, one compute (pretrained views)
+    "explore": {"pipeline", "views", "tinylm", "attention", "lookup", "vectors", "hf", "causal"},  # the Textual app (attn explore)
+    "cli": {"pipeline", "explore", "views", "tinylm", "attention", "lookup", "vectors", "hf", "generate", "stats",
             "causal"},
-    "transformer": set(),
-    "stats": {"attention", "transformer"},  # head statistics over a corpus (attn stats)
-    "causal": {"transformer"},  # ablation, patching, direct logit attribution on the traced pass (attn ablate/patch/dla)
+    "hf": set(),
+    "stats": {"attention", "hf"},  # head statistics over a corpus (attn stats)
+    "causal": {"hf"},  # ablation, patching, direct logit attribution on the traced pass (attn ablate/patch/dla)
 }
 DRAWING = ("typer", "rich", "textual", "click")
 DRAWS = {"cli": DRAWING, "views": ("rich",), "explore": ("rich", "textual", "textual_serve")}  # who may import what
@@ -64,12 +64,12 @@ def imported_names(source: str, package: str) -> list[str]:
                 mod = node.module or ""
             names.append(mod)
             if mod == "attncli" or (mod.startswith("attncli.") and mod.count(".") == 1):
-                names += [f"{mod}.{alias.name}" for alias in node.names]  # from attncli.lm import heads
+                names += [f"{mod}.{alias.name}" for alias in node.names]  # from attncli.tinylm import heads
     return names
 
 
 def wing_of(module: str) -> str | None:
-    """'attncli.lm.model' -> 'lm'; a top-level helper or another package -> None."""
+    """'attncli.tinylm.model' -> 'lm'; a top-level helper or another package -> None."""
     parts = module.split(".")
     if parts[0] != "attncli" or len(parts) < 2:
         return None
@@ -110,13 +110,13 @@ def test_imports_run_one_way(name, path):
 def test_the_rule_catches_upward_sideways_and_drawing_imports():
     source = ("import numpy\n"
               "def f():\n"
-              "    from attncli.cli.app import warn\n"
+              "    from attncli.cli.common import warn\n"
               "    from ..lookup import keyindex\n"
               "    from attncli import errors\n"
               "    import rich.table\n")
     found = violations("attention.thing", source)
     assert len(found) >= 3, found
-    assert any("attncli.cli.app" in f for f in found)
+    assert any("attncli.cli.common" in f for f in found)
     assert any("attncli.lookup" in f for f in found)
     assert any("rich.table" in f for f in found)
     assert violations("cli.thing", source) == []
@@ -126,7 +126,7 @@ def test_the_rule_catches_upward_sideways_and_drawing_imports():
 def test_core_wings_import_without_typer_or_rich():
     code = ("import sys\n"
             "import attncli.vectors.model, attncli.lookup.dictionary, attncli.attention.matrix, "
-            "attncli.attention.example, attncli.attention.explain, attncli.lm.model, attncli.lm.heads\n"
+            "attncli.attention.example, attncli.attention.explain, attncli.tinylm.model, attncli.tinylm.heads\n"
             "print(sorted(m for m in ('typer', 'rich', 'click', 'textual') if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -173,7 +173,7 @@ def test_contributing_s_layout_names_every_wing_and_helper():
 #
 # Read from the AST, so an import inside a function counts like one at the top. A name a wing
 # exports lazily (attncli.lazy.exports) counts as an import of the module that defines it: ``from
-# attncli.transformer import load`` imports attncli/transformer/pretrained.py the moment it runs.
+# attncli.hf import load`` imports attncli/hf/loader.py the moment it runs.
 # Imports under ``if TYPE_CHECKING:`` never run and are left out.
 
 # Circles in wings other branches are changing now (cli, explore, transformer, views,
@@ -181,20 +181,20 @@ def test_contributing_s_layout_names_every_wing_and_helper():
 # circle passes when its modules are a subset of one entry.
 CYCLES_ALLOWED_FOR_NOW = [
     {"attncli.cli.seq2seq", "attncli.cli.transformer"},
-    {"attncli.explore.lens_compare", "attncli.explore.pretrained", "attncli.explore.state"},
-    {"attncli.transformer.numpy_backend", "attncli.transformer.pretrained", "attncli.transformer.seq2seq",
-     "attncli.transformer.torch_backend"},
+    {"attncli.explore.lens_compare", "attncli.explore.checkpoint_state", "attncli.explore.state"},
+    {"attncli.hf.numpy_backend", "attncli.hf.loader", "attncli.hf.seq2seq",
+     "attncli.hf.torch_backend"},
 ]
 # Wings whose function-level attn imports other branches are moving to the top now (the same
 # wings); the coordinator empties this set when they land.
-LAZY_ATTN_IMPORTS_FOR_NOW = {"cli", "explore", "transformer", "views", "attention"}
+LAZY_ATTN_IMPORTS_FOR_NOW = {"cli", "explore", "hf", "views", "attention"}
 # A function-level import of an attn module that must stay one: (module, imported) -> why. Only
 # for a module that pulls a heavy third-party library in at its top (tests/test_startup.py's list).
 LAZY_ATTN_IMPORTS_KEPT: dict[tuple[str, str], str] = {}
 
 
 def module_files(root: Path = PKG) -> dict[str, Path]:
-    """'attncli.lm.model' -> its file; a package by its own name ('attncli.lm' -> lm/__init__.py)."""
+    """'attncli.tinylm.model' -> its file; a package by its own name ('attncli.tinylm' -> tinylm/__init__.py)."""
     found = {}
     for path in sorted(root.rglob("*.py")):
         parts = (root.name,) + path.relative_to(root).with_suffix("").parts
@@ -303,7 +303,7 @@ def import_cycles(edges) -> list[set[str]]:
 
 
 def _wing(module: str) -> str:
-    """'attncli.lm.model' -> 'lm'; a top-level helper -> 'top'."""
+    """'attncli.tinylm.model' -> 'lm'; a top-level helper -> 'top'."""
     parts = module.split(".")
     return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in ALLOWED) else "top"
 
@@ -366,7 +366,7 @@ def test_no_circles_among_the_benchmark_scripts():
 
 # Modules over the size in wings other branches are splitting now; the coordinator empties this
 # set when they land.
-LONG_MODULES_FOR_NOW = {"cli/app.py", "explore/app.py", "transformer/numpy_backend.py", "transformer/torch_trace.py",
+LONG_MODULES_FOR_NOW = {"cli/common.py", "explore/app.py", "hf/numpy_backend.py", "hf/torch_trace.py",
                         "views/render.py"}
 MAX_MODULE_LINES = 400  # STYLE.md: a module past it is split along the seams it already has
 

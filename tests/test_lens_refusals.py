@@ -9,8 +9,8 @@ from conftest import needed
 from typer.testing import CliRunner
 
 from attncli.cli.main import app
-from attncli.transformer import gpt2, llama
-from attncli.transformer.numpy_backend import DECODER_FAMILIES, NUMPY_MODEL_TYPES
+from attncli.hf import gpt2, llama
+from attncli.hf.numpy_backend import DECODER_FAMILIES, NUMPY_MODEL_TYPES
 
 runner = CliRunner()
 FAMILIES = "GPT-2 and the Llama family (gemma, llama, mistral, phi3, qwen2)"
@@ -65,7 +65,7 @@ def test_lens_on_a_decoder_the_numpy_pass_does_not_run_names_the_families(tmp_pa
 
 def test_explore_says_the_same_families(tiny_bert_dir):
     from attncli.explore.lens_compare import lens_refusal
-    from attncli.transformer import load
+    from attncli.hf import load
 
     message = lens_refusal(load(str(tiny_bert_dir)))
     assert message.endswith(f"start attn explore with a decoder attn runs in NumPy: {FAMILIES}")

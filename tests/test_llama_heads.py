@@ -36,7 +36,7 @@ def head_llama_dir(tmp_path_factory):
 def report(path, backend: str, exclude_first: bool = False) -> dict:
     key = (str(path), backend, exclude_first)
     if key not in _reports:
-        import attncli.cli.app as cli_app
+        import attncli.cli.common as cli_app
 
         cli_app._consoles.clear()
         args = ["heads", "--transformer", str(path), "--file", str(path / "sentences.txt"), "--backend", backend,

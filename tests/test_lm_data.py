@@ -1,4 +1,4 @@
-"""The LM's data (attncli/lm/data.py): the split by whole documents, the output vocabulary, Brown's
+"""The LM's data (attncli/tinylm/data.py): the split by whole documents, the output vocabulary, Brown's
 documents and held-out text (a stub corpus), and the n-gram baselines against their formulas
 written out with dictionaries."""
 
@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from attncli.errors import BadInput
-from attncli.lm import data as lm_data
+from attncli.tinylm import data as lm_data
 
 
-# -- lm/data.py: the split, the output vocabulary, Brown -------------------------------------------
+# -- tinylm/data.py: the split, the output vocabulary, Brown -------------------------------------------
 
 
 def _docs(sizes: list[int], length: int = 3) -> list[tuple[str, list[list[str]]]]:
@@ -88,11 +88,11 @@ def test_no_sentences_make_no_pairs():
     assert lm_data.pairs([["a", "zzz"]], vocab)[0].dtype == np.int64
 
 
-# -- lm/data.py: the n-gram baselines against the formulas written out with dictionaries -------------
+# -- tinylm/data.py: the n-gram baselines against the formulas written out with dictionaries -------------
 
 
 def _kneser_ney_by_hand(train: list[tuple[int, int]], test: list[tuple[int, int]], V: int) -> tuple[float, float]:
-    """Interpolated Kneser-Ney as lm/data.py's docstring states it (Chen & Goodman 1998), pair by pair."""
+    """Interpolated Kneser-Ney as tinylm/data.py's docstring states it (Chen & Goodman 1998), pair by pair."""
     import math
     from collections import Counter
 

@@ -1,4 +1,4 @@
-"""attn's own LM in NumPy (attncli/lm/model.py) against the torch model of the papers
+"""attn's own LM in NumPy (attncli/tinylm/model.py) against the torch model of the papers
 (tests/test_lm_reference.py): every entry point, every field of a layer's trace, the causal mask,
 the vectors' checksum, a stranger's config.json and damaged files named with their path, and the
 vectors a loaded attention keeps."""
@@ -12,14 +12,14 @@ import math
 import numpy as np
 import pytest
 
-from attncli.lm import checkpoint, torch_model
+from attncli.tinylm import checkpoint, torch_model
 from _attention_fixtures import SENTENCES, make_random_attention, make_vectors, random_config
 from conftest import needed
 from test_lm_reference import reference_forward, stored
 from typer.testing import CliRunner
 
 from attncli.errors import BadInput, UnknownWord
-from attncli.lm import model as trained, train as train_attention
+from attncli.tinylm import model as trained, train as train_attention
 from attncli.vectors import store
 from attncli import paths
 from attncli.cli.main import app

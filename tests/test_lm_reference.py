@@ -1,4 +1,4 @@
-"""The trained LM (attncli/lm/model.py) against a torch model written here, from the papers (issue
+"""The trained LM (attncli/tinylm/model.py) against a torch model written here, from the papers (issue
 24: no circular reference). tests/test_trained.py's ``torch_reference`` runs attn's own model
 builder and positional encoding, so it checks that training and inference agree, not that either
 is right; this one shares nothing with attn but the stored files: the weights are read from
@@ -17,7 +17,7 @@ import pytest
 from conftest import needed
 
 from _attention_fixtures import SENTENCES, make_random_attention
-from attncli.lm import model as trained
+from attncli.tinylm import model as trained
 from attncli.vectors import store
 
 torch = needed("torch")

@@ -19,7 +19,7 @@ TEXT = "time flies like an arrow"
 
 
 def run(*args):
-    import attncli.cli.app as cli_app
+    import attncli.cli.common as cli_app
 
     cli_app._consoles.clear()
     return CliRunner().invoke(app, list(args))
@@ -57,8 +57,8 @@ def builtin_reference(att, tokens):
     """(L + 1, T, V) probabilities from the torch CausalLM with the built-in LM's weights."""
     import torch
 
-    from attncli.lm import model as trained
-    from attncli.lm import torch_model
+    from attncli.tinylm import model as trained
+    from attncli.tinylm import torch_model
 
     table = trained.input_vectors(att.vectors, tokens)  # (T, d)
     model = torch_model.model_from_weights(table, att.config, att.w).eval()
@@ -88,7 +88,7 @@ def test_gpt2_lens_equals_transformers_hidden_states(tiny_gpt2_dir):
     doc = lens_json(TEXT, "--transformer", str(tiny_gpt2_dir), "-k", "3")
     check_against(doc, probs, 3)
     assert not np.allclose(probs[0], probs[-1], atol=1e-3)  # the layers really differ
-    from attncli.generate.pretrained import load_pretrained  # full precision, through the API
+    from attncli.generate.hf_decoder import load_pretrained  # full precision, through the API
 
     dec = load_pretrained(str(tiny_gpt2_dir))
     lens = dec.lens(dec.encode(TEXT).inputs, 4, follow=7)
@@ -100,7 +100,7 @@ def test_gpt2_lens_equals_transformers_hidden_states(tiny_gpt2_dir):
 def test_builtin_lm_lens_equals_the_torch_model():
     from _attention_fixtures import make_random_attention
 
-    from attncli.lm import model as trained
+    from attncli.tinylm import model as trained
 
     make_random_attention("rand", layers=2, heads=4)
     att = trained.load_trained("rand")
@@ -161,7 +161,7 @@ def test_generate_lens_layers_equal_transformers_hidden_states(tiny_gpt2_dir, gr
                  "--lens", "--json")
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
-    from attncli.generate.pretrained import load_pretrained
+    from attncli.generate.hf_decoder import load_pretrained
 
     dec = load_pretrained(str(tiny_gpt2_dir))
     ids = list(dec.encode("time flies").inputs) + [s["id"] for s in doc["steps"]]

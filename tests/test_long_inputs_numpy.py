@@ -1,4 +1,4 @@
-"""Long inputs on attn's NumPy pass (attncli/transformer/chunked_attention.py): attention computed by
+"""Long inputs on attn's NumPy pass (attncli/hf/chunked_attention.py): attention computed by
 chunks of query rows, kept sites holding only the rows and heads asked for.
 
 - At 512 tokens, the last 16 rows of every layer equal transformers' eager ``output_attentions``
@@ -32,8 +32,8 @@ needed("tokenizers")
 needed("safetensors")
 
 from attncli.errors import BadInput  # noqa: E402
-from attncli.transformer import chunked_attention, load  # noqa: E402
-from attncli.transformer.trace import Intervention, Keep  # noqa: E402
+from attncli.hf import chunked_attention, load  # noqa: E402
+from attncli.hf.trace import Intervention, Keep  # noqa: E402
 
 LONG = 512
 LAST = 16
@@ -217,8 +217,8 @@ LAYERS = 2  # of SmolLM2-135M's 30: the peak is one layer's (and the kept rows, 
 PROBE = textwrap.dedent("""
     import json, resource, sys
     import numpy as np
-    from attncli.transformer import load
-    from attncli.transformer.trace import Keep
+    from attncli.hf import load
+    from attncli.hf.trace import Keep
 
     def status(key):
         with open("/proc/self/status") as fh:

@@ -21,7 +21,7 @@ TEXT = "the bank was closed. we sat by the river bank. then home"
 
 
 def run(*args, columns: int = 100):
-    import attncli.cli.app as cli_app
+    import attncli.cli.common as cli_app
 
     cli_app._consoles.clear()
     return CliRunner().invoke(app, list(args), env={"COLUMNS": str(columns), "NO_COLOR": "1"})
@@ -39,7 +39,7 @@ def flat(text: str) -> str:
 
 def fake_enc(words, pieces=None, text=None, specials=(False, False)):
     """An encoding of ``words`` (each one piece, or ``pieces[w]`` pieces), optionally with a [CLS]
-    in front and a [SEP] behind, as attncli.transformer.encoding.Encoding lays it out."""
+    in front and a [SEP] behind, as attncli.hf.encoding.Encoding lays it out."""
     pieces = pieces or [1] * len(words)
     tokens, word_ids = [], []
     for w, (word, n) in enumerate(zip(words, pieces)):
@@ -149,7 +149,7 @@ def test_rows_are_the_whole_matrix_rows(model, request):
 
 
 def test_rows_reach_the_trace_as_kept_rows(tiny_gpt2_dir, monkeypatch):
-    from attncli.transformer.numpy_backend import NumpyPretrained
+    from attncli.hf.numpy_backend import NumpyPretrained
 
     seen = []
     original = NumpyPretrained.trace
@@ -273,7 +273,7 @@ def test_top_k_and_pool_need_a_transformer():
 def test_a_bar_per_layer_where_the_trace_reports_layers(monkeypatch):
     import attncli.cli.progress
     from attncli.cli.transformer import layer_progress
-    from attncli.transformer.reads import Reads
+    from attncli.hf.reads import Reads
 
     monkeypatch.setattr(attncli.cli.progress, "DELAY", 0.0)
     advanced = []

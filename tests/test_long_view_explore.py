@@ -16,7 +16,7 @@ needed("safetensors", reason="the NumPy transformer path needs the pretrained ex
 from test_explore import drive, press  # noqa: E402
 
 from attncli.cli.main import app as cli  # noqa: E402
-from attncli.explore.pretrained import command_line  # noqa: E402
+from attncli.explore.checkpoint_state import command_line  # noqa: E402
 from attncli.explore.state import ExploreState  # noqa: E402
 
 TEXT = "the bank was closed. we sat by the river bank. then home"

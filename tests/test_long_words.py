@@ -108,7 +108,7 @@ def test_the_transformer_paths_refuse_a_text_past_the_bound(tiny_gpt2_dir, tmp_p
     said = f"the text is {MAX_TEXT_CHARS + 1:,} characters long, more than the {MAX_TEXT_CHARS:,} attn reads in one text"
     result = runner.invoke(app, ["matrix", "-f", str(path), "--transformer", str(tiny_gpt2_dir), "--truncate"])
     assert result.exit_code == 2 and said in flat(result.output)
-    from attncli.transformer import load
+    from attncli.hf import load
 
     model = load(str(tiny_gpt2_dir))
     for call in (lambda: model.encode("a" * (MAX_TEXT_CHARS + 1), truncate=True),

@@ -154,7 +154,7 @@ def test_encoder_path_imports_no_torch(minilm_dir, attn_home):
         "from attncli.cli.main import main\n"
         "sys.argv = ['attn', 'lookup', 'colour', '--json'] + sys.argv[1:]\n"
         "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
-        "heavy = sorted(m for m in ('torch', 'transformers', 'gensim', 'tokenizers', 'attncli.transformer') if m in sys.modules)\n"
+        "heavy = sorted(m for m in ('torch', 'transformers', 'gensim', 'tokenizers', 'attncli.hf') if m in sys.modules)\n"
         "print('HEAVY', heavy, file=sys.stderr)\n"
     )
     env = dict(os.environ, ATTN_HOME=str(attn_home))
@@ -162,7 +162,7 @@ def test_encoder_path_imports_no_torch(minilm_dir, attn_home):
                                   capture_output=True, text=True, env=env, timeout=120)
     assert with_encoder.returncode == 0, with_encoder.stderr
     assert json.loads(with_encoder.stdout)["best"]["value"] == "black"
-    assert "HEAVY ['attncli.transformer', 'tokenizers']" in with_encoder.stderr
+    assert "HEAVY ['attncli.hf', 'tokenizers']" in with_encoder.stderr
     without = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert without.returncode == 0, without.stderr
     assert "HEAVY []" in without.stderr
@@ -243,7 +243,7 @@ def test_a_pooling_attn_lacks_falls_back_to_mean_with_a_warning(tmp_path, tiny_b
 
 def test_pool_refuses_an_unknown_mode():
     from attncli.errors import BadInput
-    from attncli.transformer.pretrained import pool
+    from attncli.hf.loader import pool
 
     hidden, mask = np.ones((1, 2, 3)), np.array([[True, False]])
     assert pool(hidden, mask, "max").shape == (1, 3)  # one mode given as a string is one mode

@@ -46,7 +46,7 @@ json_values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_
 
 
 def run_matrix(d: Path, backend: str = "auto"):
-    import attncli.cli.app as cli_app
+    import attncli.cli.common as cli_app
 
     cli_app._consoles.clear()
     return CliRunner().invoke(app, ["matrix", SENTENCE, "--transformer", str(d), "--backend", backend, "--json"])
@@ -199,7 +199,7 @@ def test_fuzzed_llama_family_config_fields_read_as_transformers_reads_them(decod
     torch = needed("torch")
     transformers = needed("transformers")
     from attncli.errors import BadInput, RuntimeFailure
-    from attncli.transformer import load
+    from attncli.hf import load
 
     count = iter(range(10**6))
 

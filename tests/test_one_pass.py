@@ -18,7 +18,7 @@ from typer.testing import CliRunner  # noqa: E402
 
 from attncli.cli.main import app  # noqa: E402
 from attncli.explore.state import ExploreState  # noqa: E402
-from attncli.transformer.numpy_backend import NumpyPretrained  # noqa: E402
+from attncli.hf.numpy_backend import NumpyPretrained  # noqa: E402
 
 runner = CliRunner()
 TEXT = "the cat sat on the mat"
@@ -73,14 +73,14 @@ def test_heads_runs_one_pass_per_input(passes, tiny_bert_dir, tiny_gpt2_dir, tmp
 @pytest.mark.parametrize("change", [{}, {"norms": True}, {"flow": True}, {"model_view": True}, {"layer": 0},
                                     {"lens": True}, {"compare_text": "a dog sat on the log"}])
 def test_each_explore_view_runs_one_pass_per_text(passes, tiny_gpt2_dir, change):
-    from attncli.explore.pretrained import compute
+    from attncli.explore.checkpoint_state import compute
 
     models: dict = {}
     state = replace(ExploreState(TEXT, transformer=str(tiny_gpt2_dir), backend="numpy"), **change)
     res = compute(state, models)
     assert passes[0] == (2 if "compare_text" in change else 1)
     if not (change.get("model_view") or change.get("lens") or "compare_text" in change):
-        from attncli.explore.pretrained import explain
+        from attncli.explore.checkpoint_state import explain
 
         explain(res, state)  # --explain of the cursor's cell reads the same pass
         assert passes[0] == 1

@@ -10,17 +10,17 @@ import sys
 import numpy as np
 import pytest
 
-from attncli.lm import torch_model
+from attncli.tinylm import torch_model
 from typer.testing import CliRunner
 
 from _attention_fixtures import make_random_attention, tiny_brown, tiny_brown_model
-from attncli.lm import heads, data as lm_data, train as train_attention, model as trained
+from attncli.tinylm import heads, data as lm_data, train as train_attention, model as trained
 from attncli import paths
 from attncli.vectors import store, train
 from attncli.cli.main import app
 from attncli.errors import BadInput
 from attncli.vectors.train import TrainParams
-from attncli.lm.train_config import TrainConfig
+from attncli.tinylm.train_config import TrainConfig
 
 runner = CliRunner()
 HUGE = 99999999999999999999  # > 2^64: overflows every C integer

@@ -168,7 +168,7 @@ def test_a_page_too_big_is_refused_before_any_work(tiny_bert_dir, tmp_path, monk
 def test_explore_s_html_export_is_the_page_and_bounded_alike(tiny_bert_dir, monkeypatch):
     import attncli.views.page as page_module
     from attncli.errors import BadInput
-    from attncli.explore.pretrained import compute, export_text
+    from attncli.explore.checkpoint_state import compute, export_text
     from attncli.explore.state import ExploreState
 
     state = ExploreState(SENTENCE, transformer=str(tiny_bert_dir), pair=PAIR, layer=1, head=2)

@@ -28,7 +28,7 @@ SOURCE, TARGET = "time flies like an arrow", "fruit flies like a banana"
 
 
 def run(*args):
-    import attncli.cli.app as cli_app
+    import attncli.cli.common as cli_app
 
     cli_app._consoles.clear()
     return CliRunner().invoke(app, list(args), env={"COLUMNS": "200", "NO_COLOR": "1"})
@@ -67,8 +67,8 @@ def selects(monkeypatch):
 def test_cli_explore_and_api_give_one_document_for_one_request(tiny_bert_dir, selects, change):
     """explore's state makes a request; its command line, run by the CLI, and the request computed
     through the Python API give the document explore exports, byte for byte."""
-    from attncli.explore.pretrained import compute as explore_compute
-    from attncli.explore.pretrained import export_text
+    from attncli.explore.checkpoint_state import compute as explore_compute
+    from attncli.explore.checkpoint_state import export_text
 
     state = replace(ExploreState(SENTENCE, transformer=str(tiny_bert_dir), backend="numpy", cursor=(1, 2)), **change)
     res = explore_compute(state, {})

@@ -1,4 +1,4 @@
-"""The view of a pretrained model (attncli.attention.pretrained and model_view): select's blocks and
+"""The view of a pretrained model (attncli.attention.checkpoint_views and model_view): select's blocks and
 head weights, the view's JSON meta, the pretrained document's words, the layer range and the model
 view's JSON against transformers, checked by plain indexing or hand-worked cases."""
 
@@ -61,7 +61,7 @@ def test_select_of_one_query_row_keeps_each_of_two_heads_and_their_mean():
     """A block with one query row (sentence A = one token) of a 2-head layer: the view's weights are
     the heads' mean and head_weights the 2 heads, taken here by plain indexing; the same for the
     words view (one query word). Without --filter no block note is added."""
-    from attncli.attention.pretrained import select
+    from attncli.attention.checkpoint_views import select
 
     rng = np.random.default_rng(5)
     A = rng.random((1, 2, 3, 3))  # (L, h, T, T)
@@ -80,7 +80,7 @@ def test_select_of_one_query_row_keeps_each_of_two_heads_and_their_mean():
 def test_view_meta_names_hide_special_and_the_heads_kv_head():
     """The view's JSON meta (docs/transformers.md): 'hide_special' as given and 'kv_head', the
     key/value head a query head shares (head 3 of 4 over 2 kv heads: kv head 1), null without --head."""
-    from attncli.attention.pretrained import view_meta
+    from attncli.attention.checkpoint_views import view_meta
 
     model = SimpleNamespace(name="m", model_type="llama", backend="numpy", is_decoder=True, layers=1, heads=4,
                             kv_heads=2, kv_head=lambda h: h // 2)
@@ -95,7 +95,7 @@ def test_view_meta_names_hide_special_and_the_heads_kv_head():
 
 
 def _cross_keys():
-    from attncli.attention.pretrained import KeySide
+    from attncli.attention.checkpoint_views import KeySide
 
     return KeySide(["k0", "k1", "k2"], [None] * 3, [False] * 3, [0, 1, 2], ["k0", "k1", "k2"])
 
@@ -103,7 +103,7 @@ def _cross_keys():
 def test_select_of_cross_attention_without_rollout_or_filter_is_the_heads_mean():
     """Cross-attention (rows and columns different tokens): a plain layer view is allowed and is the
     heads' mean; only rollout, flow and --filter are refused."""
-    from attncli.attention.pretrained import select
+    from attncli.attention.checkpoint_views import select
 
     rng = np.random.default_rng(1)
     A = rng.random((1, 2, 2, 3))  # (L, h, T, S)
@@ -118,7 +118,7 @@ def test_select_of_cross_attention_without_rollout_or_filter_is_the_heads_mean()
 
 def test_select_names_the_bertviz_placement_of_special_tokens():
     """--filter a-b with bertviz's placement: the note says where the special tokens went."""
-    from attncli.attention.pretrained import select
+    from attncli.attention.checkpoint_views import select
 
     T = 5  # [CLS] x [SEP] y [SEP]
     A = np.full((1, 1, T, T), 1 / T)
@@ -132,7 +132,7 @@ def test_select_names_the_bertviz_placement_of_special_tokens():
 def test_pretrained_document_words_carry_each_heads_weights():
     """--json --words of a 2-head layer: words.head_weights are the heads' word matrices (one token
     per word here, so the heads' own rows)."""
-    from attncli.attention.pretrained import document, select, to_json
+    from attncli.attention.checkpoint_views import document, select, to_json
 
     rng = np.random.default_rng(2)
     A = rng.random((1, 2, 3, 3))

@@ -46,21 +46,24 @@ ALLOWED = {
         "gensim's own bundled evaluation set (gensim.test.utils.datapath), never a user's file",
     ("vectors/fasttext_bin.py", "read_fasttext_bin", "load_facebook_vectors(str(path))"):
         "gensim reads the .bin only after scan() opened it through open_regular and checked every size and count in it",
-    ("transformer/weights.py", "__init__", "safe_open(str(shard), framework='numpy')"):
+    ("hf/weights.py", "__init__", "safe_open(str(shard), framework='numpy')"):
         "safetensors' own reader (no code runs; it checks its header) of a shard whose header read_header "
         "has already read through fileio.open_regular (a regular file, its header bounded)",
+    ("hf/torch_backend.py", "_check_checkpoint_finite", "safe_open(str(shard), framework='pt')"):
+        "safetensors' own reader (no code runs; it checks its header) of a shard that load's "
+        "config_check.check_files has already found to be a regular file (never a FIFO or a device)",
     ("fileio.py", "map_regular", "mmap.mmap(fd, size, access=mmap.ACCESS_READ)"):
         "the door for a memory map: the descriptor is open_regular's (a regular file, never a FIFO or a device), "
         "its size at most `limit`; reading nothing itself, it leaves each span to the caller, which checks it "
-        "against len() of the map (transformer/weights.py's _view: a tensor's data_offsets against its shape "
+        "against len() of the map (hf/weights.py's _view: a tensor's data_offsets against its shape "
         "and the mapped size)",
-    ("transformer/torch_backend.py", "__init__", "transformers.AutoConfig.from_pretrained(self.path, **NEVER_REMOTE)"):
+    ("hf/torch_backend.py", "__init__", "transformers.AutoConfig.from_pretrained(self.path, **NEVER_REMOTE)"):
         "transformers' loader (trust_remote_code off: no code from the folder runs), after config_check.check_files",
     ("views/page.py", "interactive_page", "files('attncli.views').joinpath(SCRIPT_FILE).read_text(encoding='utf-8')"):
         "attn's own page script, from its installed package, never a user's file",
-    ("transformer/torch_backend.py", "__init__", "auto.from_pretrained(self.path, attn_implementation='eager', dtype=torch.float32)"):
+    ("hf/torch_backend.py", "__init__", "auto.from_pretrained(self.path, attn_implementation='eager', dtype=torch.float32)"):
         "transformers' loader (trust_remote_code off; safetensors or a weights_only torch.load), after check_model_dir",
-    ("transformer/torch_backend.py", "__init__", "transformers.AutoTokenizer.from_pretrained(self.path)"):
+    ("hf/torch_backend.py", "__init__", "transformers.AutoTokenizer.from_pretrained(self.path)"):
         "transformers' loader (trust_remote_code off), after check_model_dir",
     ("explore/serve.py", "offline_templates", "template.read_text(encoding='utf-8')"):
         "textual-serve's own page template, from its installed package, never a user's file",
@@ -205,7 +208,7 @@ def test_a_model_folders_json_files_are_regular_and_bounded(tmp_path):
     import os
 
     from attncli.errors import RuntimeFailure
-    from attncli.transformer import pretrained, source
+    from attncli.hf import loader, source
 
     folder = tmp_path / "model"
     folder.mkdir()
@@ -216,17 +219,17 @@ def test_a_model_folders_json_files_are_regular_and_bounded(tmp_path):
         source.read_config(folder)
     os.mkfifo(folder / "tokenizer_config.json")  # present but not a file: damage, never waited on
     with pytest.raises(RuntimeFailure, match=r"tokenizer_config\.json: it is a FIFO"):
-        pretrained._json(folder / "tokenizer_config.json")
-    assert pretrained._json(folder / "absent.json") == {}  # an optional file that is missing
+        loader._json(folder / "tokenizer_config.json")
+    assert loader._json(folder / "absent.json") == {}  # an optional file that is missing
     (folder / "generation_config.json").symlink_to(machine_device("/dev/zero"))
-    assert "a device" in in_a_child("from attncli.transformer import pretrained\n"
+    assert "a device" in in_a_child("from attncli.hf import loader\n"
                                     "try:\n"
-                                    f"    pretrained._json(Path({str(folder / 'generation_config.json')!r}))\n"
+                                    f"    loader._json(Path({str(folder / 'generation_config.json')!r}))\n"
                                     "except Exception as exc:\n"
                                     "    print(exc)")
     (folder / "real.json").write_text('{"model_max_length": 7}', encoding="utf-8")
     (folder / "linked.json").symlink_to(folder / "real.json")  # the hub cache's links to its blobs
-    assert pretrained._json(folder / "linked.json") == {"model_max_length": 7}
+    assert loader._json(folder / "linked.json") == {"model_max_length": 7}
 
 
 @pytest.mark.timeout(60)

@@ -17,7 +17,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from typer.testing import CliRunner
 
-import attncli.cli.app as cli_app
+import attncli.cli.common as cli_app
 from attncli.cli.main import app
 from attncli.views import result as result_mod
 from attncli.views.export import NOT_MARKUP

@@ -25,7 +25,7 @@ EXACT = ["--precision", "float64"]  # compared to 1e-12 (the float32 pass: test_
 
 @pytest.fixture(scope="module")
 def gpt2_model(tiny_gpt2_dir):
-    from attncli.transformer import load
+    from attncli.hf import load
 
     return load(str(tiny_gpt2_dir), backend="numpy")
 
@@ -66,7 +66,7 @@ def test_two_workers_equal_one_process(one_process, tiny_gpt2_dir):
 
 
 def test_an_encoder_has_no_induction_and_equals_a_plain_count(tiny_bert_dir, tmp_path):
-    from attncli.transformer import load
+    from attncli.hf import load
 
     corpus = write_corpus(tmp_path / "c.txt", 12, seed=3)
     doc = cli(["stats", corpus, "--transformer", tiny_bert_dir, *EXACT, "--json", "--shard-texts", 5])
@@ -178,7 +178,7 @@ def test_every_reader_gives_the_same_result(one_process, tiny_gpt2_dir, tmp_path
         assert_docs_equal(cli(["stats", *source, "--transformer", tiny_gpt2_dir, *EXACT, "--json"]), whole)
     from typer.testing import CliRunner
 
-    import attncli.cli.app as cli_app
+    import attncli.cli.common as cli_app
     from attncli.cli.main import app
 
     cli_app._consoles.clear()
@@ -212,7 +212,7 @@ def test_patterns_come_from_a_trace_when_the_model_traces(gpt2_model):
     """The one seam the statistics read: ``model.trace(enc, keep="blocks.*.attn.pattern")`` when the
     model has a traced pass (``traced``), stacked by layer; else ``model.attentions(enc)``."""
     from attncli.stats.chunk_work import patterns
-    from attncli.transformer.trace import Keep, Trace
+    from attncli.hf.trace import Keep, Trace
 
     enc = gpt2_model.encode("the cat sat on the mat")
     A = gpt2_model.attentions(enc)  # (L, h, T, T)

@@ -30,7 +30,7 @@ def test_batches_equal_one_text_at_a_time(request, kind, tmp_path):
 def test_texts_of_similar_length_run_together(tiny_gpt2_dir):
     """Sorted by length, at most batch_size a pass; every text's patterns come back under its own index."""
     from attncli.stats.chunk_work import each_pattern
-    from attncli.transformer import load
+    from attncli.hf import load
 
     model = load(str(tiny_gpt2_dir), backend="numpy")
     encs = [model.encode(t) for t in corpus_lines(11, seed=2)]

@@ -17,7 +17,7 @@ needed("safetensors")
 
 @pytest.fixture(scope="module")
 def gpt2_model(tiny_gpt2_dir):
-    from attncli.transformer import load
+    from attncli.hf import load
 
     return load(str(tiny_gpt2_dir), backend="numpy")
 

@@ -59,7 +59,7 @@ def test_the_sample_passes_at_this_temp_path_length_and_width(length, columns):
 
 
 def test_a_console_made_at_40_columns(monkeypatch):
-    from attncli.cli import app as cli_app
+    from attncli.cli import common as cli_app
 
     monkeypatch.setenv("COLUMNS", "40")
     cli_app._consoles.clear()
@@ -67,7 +67,7 @@ def test_a_console_made_at_40_columns(monkeypatch):
 
 
 def test_the_next_test_starts_at_80_columns_with_a_fresh_console():
-    from attncli.cli import app as cli_app
+    from attncli.cli import common as cli_app
 
     assert os.environ.get("COLUMNS") == "80"
     assert cli_app.out_console().width == 80
@@ -77,7 +77,7 @@ def test_a_new_columns_value_gets_a_console_of_that_width(monkeypatch):
     """Within one test (or any caller), COLUMNS set anew gives consoles of the new width: rich reads
     COLUMNS only when a console is made, and a test's second run at COLUMNS=200 once got the
     console its first run had made at 80 (its stderr wrapped where the temp path ended)."""
-    from attncli.cli import app as cli_app
+    from attncli.cli import common as cli_app
 
     for columns in (40, 200, 40):
         monkeypatch.setenv("COLUMNS", str(columns))

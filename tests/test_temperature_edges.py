@@ -45,7 +45,7 @@ def test_a_banned_token_stays_at_zero_with_a_tiny_temperature():
 
 
 def test_generate_with_a_tiny_temperature_writes_the_greedy_text(tiny_gpt2_dir):
-    from attncli.generate.pretrained import load_pretrained
+    from attncli.generate.hf_decoder import load_pretrained
     from attncli.generate.run import Settings, generate
 
     dec = load_pretrained(str(tiny_gpt2_dir))

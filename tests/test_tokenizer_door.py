@@ -1,4 +1,4 @@
-"""Every call into a model's tokenizer goes through one door (attncli.transformer.encoding:
+"""Every call into a model's tokenizer goes through one door (attncli.hf.encoding:
 ``tokenized`` / ``tokenizer_errors``): whatever the tokenizers library raises, at load time or
 while encoding or decoding, is a damaged-model message and exit 1, never "internal error".
 
@@ -21,7 +21,7 @@ from conftest import needed
 import attncli
 from attncli.cli.main import app
 from attncli.errors import BadInput, RuntimeFailure, Stopped
-from attncli.transformer.encoding import tokenizer_errors
+from attncli.hf.encoding import tokenizer_errors
 
 needed("tokenizers")
 needed("safetensors")
@@ -39,7 +39,7 @@ def without_unk(src: Path, dst: Path) -> Path:
 
 
 def run(*args):
-    import attncli.cli.app as cli_app
+    import attncli.cli.common as cli_app
 
     cli_app._consoles.clear()
     return CliRunner().invoke(app, list(args))
@@ -85,7 +85,7 @@ def test_the_torch_backend_gives_no_internal_error(minilm_dir, tmp_path):
 
 def test_lookup_and_lens_of_a_damaged_tokenizer(minilm_dir, tmp_path):
     bad = without_unk(minilm_dir, tmp_path / "bad")
-    from attncli.transformer import load
+    from attncli.hf import load
 
     model = load(str(bad), backend="numpy")
     with pytest.raises(RuntimeFailure, match="its tokenizer fails to split the text into tokens"):
@@ -123,7 +123,7 @@ def test_the_door_turns_every_tokenizer_failure_into_a_damaged_model(raised, pas
 ROOT = Path(attncli.__file__).parent
 # a call on a tokenizer object: self.tokenizer(...), self.tokenizer.encode(...), tok.encode(...), Tokenizer.from_str(...)
 CALL_ON_TOKENIZER = re.compile(r"^(self\.(model\.)?tokenizer|tok|tokenizer|Tokenizer)(\.|\(|$)")
-ONLY_CALLED_INSIDE_THE_DOOR = {("transformer/torch_backend.py", "_slow_encoding")}  # called from _tokenize
+ONLY_CALLED_INSIDE_THE_DOOR = {("hf/torch_backend.py", "_slow_encoding")}  # called from _tokenize
 
 
 def _doors(node: ast.AST) -> bool:

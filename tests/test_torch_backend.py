@@ -1,4 +1,4 @@
-"""The torch backend (attncli/transformer/torch_backend.py) against transformers' own modules:
+"""The torch backend (attncli/hf/torch_backend.py) against transformers' own modules:
 ``--show norms`` / ``scores`` on DistilBERT (q_lin ... out_lin, nn.Linear) and GPT-2 (joint c_attn,
 Conv1D, scale_attn_by_inverse_layer_idx) with every parameter drawn, a model that needs more than
 text, loading info judged by key, a slow tokenizer's segments and a missing projection named."""
@@ -41,7 +41,7 @@ def test_torch_backend_value_vectors_and_scores_against_transformers(kind, outpu
     (GPT-2 with scale_attn_by_inverse_layer_idx: layer l's scores are divided by l + 1 too)."""
     torch = needed("torch")
     transformers = needed("transformers")
-    from attncli.transformer import load
+    from attncli.hf import load
 
     path = every_parameter_drawn(request.getfixturevalue(f"tiny_{kind}_dir"), tmp_path / kind, **changes)
     cls = transformers.AutoModelForCausalLM if kind == "gpt2" else transformers.AutoModel
@@ -69,7 +69,7 @@ def test_torch_backend_value_vectors_and_scores_against_transformers(kind, outpu
 @pytest.fixture(scope="module")
 def torch_gpt2(tiny_gpt2_dir):
     needed("torch")
-    from attncli.transformer import load
+    from attncli.hf import load
 
     return load(str(tiny_gpt2_dir), backend="torch")
 
@@ -103,7 +103,7 @@ def test_a_model_that_needs_more_than_text_reads_its_text_config_and_fails_to_ru
     from typer.testing import CliRunner
 
     from attncli.cli.main import app
-    from attncli.transformer import load
+    from attncli.hf import load
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_gpt2_dir)
     config = transformers.CLIPConfig(
@@ -128,7 +128,7 @@ def test_a_model_that_needs_more_than_text_reads_its_text_config_and_fails_to_ru
 def test_a_slow_tokenizers_pair_starts_its_second_segment_after_the_first_special_token():
     """[CLS] a b [SEP] c [SEP] for a pair: the second sentence (segment 1) starts after the first
     special token that follows the first's pieces; every piece is its own word."""
-    from attncli.transformer.torch_backend import _slow_encoding
+    from attncli.hf.torch_backend import _slow_encoding
 
     tokenizer = SimpleNamespace(convert_ids_to_tokens=lambda ids: [f"t{i}" for i in ids])
     batch = {"input_ids": [101, 5, 6, 102, 7, 102], "special_tokens_mask": [1, 0, 0, 1, 0, 1],
@@ -145,7 +145,7 @@ def test_a_missing_projection_module_is_named(tiny_bert_dir, monkeypatch):
     needed("torch")
     import dataclasses
 
-    from attncli.transformer import load, torch_trace
+    from attncli.hf import load, torch_trace
 
     model = load(tiny_bert_dir, backend="torch")
     bert = torch_trace.FAMILIES["bert"]
@@ -160,7 +160,7 @@ def test_loading_info_keys_under_the_base_model_prefix_are_judged_without_it(tin
     """transformers names a head model's keys with its base_model_prefix ("bert."): a missing pooler
     (attn reads the last hidden state) is no problem with the prefix either; a layer's weight is."""
     needed("torch")
-    from attncli.transformer import load
+    from attncli.hf import load
 
     model = load(tiny_bert_dir, backend="torch")
     prefix = model.model.base_model_prefix + "."  # transformers' own attribute

@@ -21,7 +21,7 @@ SITES = ["embed", "blocks.*", "final_norm"]
 
 
 def _model(request, kind: str):
-    from attncli.transformer import load
+    from attncli.hf import load
 
     if kind in ("llama", "mistral"):
         from _llama_fixtures import build_decoder
@@ -76,7 +76,7 @@ def test_the_float32_pass_is_within_its_tolerance(request, kind):
 
 def test_bad_calls_are_refused(tiny_gpt2_dir):
     from attncli.errors import BadInput
-    from attncli.transformer import load
+    from attncli.hf import load
 
     model = load(str(tiny_gpt2_dir), backend="numpy")
     enc = model.encode("the cat")
@@ -84,7 +84,7 @@ def test_bad_calls_are_refused(tiny_gpt2_dir):
     for call in (lambda: model.trace_batch([enc], "embed", precision="float16"),
                  lambda: model.trace_batch([[1, 2, 3]], "embed"),
                  lambda: model.trace_batch([enc], "blocks.0.attn.pattern", rows=[0]) if False else
-                 model.trace_batch([enc], __import__("attncli.transformer.trace", fromlist=["Keep"]).Keep.of(
+                 model.trace_batch([enc], __import__("attncli.hf.trace", fromlist=["Keep"]).Keep.of(
                      "blocks.0.attn.pattern", rows=[0]))):
         with pytest.raises(BadInput):
             call()

@@ -1,4 +1,4 @@
-"""A training run of attn's own LM (attncli/lm/train.py): every option's range at both ends (as
+"""A training run of attn's own LM (attncli/tinylm/train.py): every option's range at both ends (as
 ``attn train-attention --help`` states them), the learning-rate schedule worked by hand, the time
 budget and progress figures under a fake clock, the thread count, the tokens counted, the name
 from ATTN_MODEL, and what a run stores (split, architecture, vectors' checksum, epochs done).
@@ -14,13 +14,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from attncli.lm import checkpoint, torch_model, training_loop
+from attncli.tinylm import checkpoint, torch_model, training_loop
 from _attention_fixtures import SENTENCES, make_random_attention, make_vectors
 from conftest import needed
 
 from attncli.errors import BadInput
-from attncli.lm import model as trained, train as train_attention
-from attncli.lm.train_config import TrainConfig
+from attncli.tinylm import model as trained, train as train_attention
+from attncli.tinylm.train_config import TrainConfig
 from attncli.vectors import store
 
 

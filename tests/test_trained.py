@@ -11,7 +11,7 @@ from conftest import needed
 from typer.testing import CliRunner
 
 from _attention_fixtures import SENTENCES, make_random_attention, tiny_brown, tiny_brown_model
-from attncli.lm import checkpoint, data as lm_data, model as trained, torch_model, training_loop
+from attncli.tinylm import checkpoint, data as lm_data, model as trained, torch_model, training_loop
 from attncli import paths
 from attncli.vectors import store
 from attncli.cli.main import app
@@ -36,7 +36,7 @@ def run(*args):
 def torch_reference(config, weights, vectors, tokens):
     """torch's own forward pass over the stored weights: per-layer weights (h, T, T) and logits.
 
-    Built with attn's own model builder and positional encoding (lm/train.py), so it checks that
+    Built with attn's own model builder and positional encoding (tinylm/train.py), so it checks that
     training and the NumPy path agree, not that either is right: tests/test_lm_reference.py is the
     independent check (a torch model written from the papers)."""
     table = trained.input_vectors(vectors, tokens)  # (T, d)
@@ -230,7 +230,7 @@ def test_projection_adapter_through_matrix(monkeypatch):
 
     config, weights = make_random_attention("rand", layers=2, heads=4)
     monkeypatch.setitem(projection.PROJECTIONS, "trained",
-                        projection.ProjectionKind("trained", "learned", "attncli.lm.model:projection"))
+                        projection.ProjectionKind("trained", "learned", "attncli.tinylm.model:projection"))
     text = "the old man saw the cat"
     tokens = text.split()
     att = trained.load_trained("rand")

@@ -1,4 +1,4 @@
-"""``attn matrix --proj trained``: a trained layer's projections (attncli/lm/model.py's projection) give
+"""``attn matrix --proj trained``: a trained layer's projections (attncli/tinylm/model.py's projection) give
 the layer's attention output as the torch model of the papers does; one head alone; the layer
 range, d_k and vector width refused by name; and the vectors read from the directory they came from."""
 
@@ -15,7 +15,7 @@ from attncli.attention import matrix
 from attncli.attention.masks import MaskSpec
 from attncli.attention.projection import ProjectionInput
 from attncli.errors import BadInput
-from attncli.lm import model as trained
+from attncli.tinylm import model as trained
 from attncli.vectors import store
 
 

@@ -22,7 +22,7 @@ _reference_cache: dict = {}
 
 
 def run(*args, env=None):
-    import attncli.cli.app as cli_app
+    import attncli.cli.common as cli_app
 
     cli_app._consoles.clear()  # a console sized by COLUMNS is made afresh for every run
     return CliRunner().invoke(app, list(args), env=env)

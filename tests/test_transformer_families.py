@@ -93,7 +93,7 @@ def test_value_vectors_rebuild_transformers_attention_output(kind, output, reque
     projection), on a model with every parameter drawn."""
     torch = needed("torch")
     transformers = needed("transformers")
-    from attncli.transformer import load
+    from attncli.hf import load
 
     path = every_parameter_drawn(request.getfixturevalue(f"tiny_{kind}_dir"), tmp_path / kind)
     cls = transformers.AutoModelForCausalLM if kind == "gpt2" else transformers.AutoModel
@@ -117,7 +117,7 @@ def test_a_gpt2_position_table_shorter_than_n_positions_is_damage(tiny_gpt2_dir,
     import json
     import shutil
 
-    from attncli.transformer import load
+    from attncli.hf import load
 
     target = tmp_path / "gpt2"
     shutil.copytree(tiny_gpt2_dir, target)
@@ -131,7 +131,7 @@ def test_a_gpt2_position_table_shorter_than_n_positions_is_damage(tiny_gpt2_dir,
 
 
 def test_a_gpt2_config_attn_cannot_run_names_what_it_lacks():
-    from attncli.transformer import gpt2
+    from attncli.hf import gpt2
 
     sizes = {"model_type": "gpt2", "n_embd": 8, "n_head": 2, "n_layer": 1}
     assert gpt2.unsupported(sizes) is None  # activation_function absent: GPT-2's gelu_new
@@ -159,7 +159,7 @@ def test_gpt2_config_without_the_optional_fields_takes_transformers_defaults(tin
 
 
 def test_a_distilbert_config_attn_cannot_run_names_what_it_lacks():
-    from attncli.transformer import distilbert
+    from attncli.hf import distilbert
 
     sizes = {"model_type": "distilbert", "dim": 8, "n_heads": 2, "n_layers": 1}
     assert distilbert.unsupported(sizes) is None  # activation absent: DistilBERT's gelu
@@ -187,7 +187,7 @@ def test_distilbert_keys_are_transformers_keys(tiny_distilbert_dir, tmp_path):
     """qk's k is k_lin(x), bias included (a key bias leaves the softmax unchanged, not the keys)."""
     torch = needed("torch")
     transformers = needed("transformers")
-    from attncli.transformer import load
+    from attncli.hf import load
 
     path = every_parameter_drawn(tiny_distilbert_dir, tmp_path / "distilbert")
     reference = transformers.AutoModel.from_pretrained(path, attn_implementation="eager").double().eval()
@@ -212,7 +212,7 @@ LLAMA = {"model_type": "llama", "num_attention_heads": 4, "hidden_size": 64, "nu
 
 
 def test_llama_hidden_size_must_be_a_whole_number_even_with_head_dim():
-    from attncli.transformer.llama import unsupported
+    from attncli.hf.llama import unsupported
 
     assert unsupported(dict(LLAMA, head_dim=16)) is None
     with pytest.raises(TypeError, match=r"'hidden_size' \(64\.5: a positive integer is needed\)"):
@@ -230,7 +230,7 @@ def test_qwen2_windows_are_transformers_layer_types(fields):
     """windows(config) for Qwen2 is what transformers' Qwen2Config makes of the same fields: the
     sliding window on each layer its layer_types marks sliding_attention, None elsewhere."""
     transformers = needed("transformers")
-    from attncli.transformer.llama import windows
+    from attncli.hf.llama import windows
 
     ref = transformers.Qwen2Config(**fields)
     want = [ref.sliding_window if kind == "sliding_attention" else None for kind in ref.layer_types]
@@ -239,7 +239,7 @@ def test_qwen2_windows_are_transformers_layer_types(fields):
 
 def test_a_bert_config_without_hidden_act_is_transformers_default_gelu():
     transformers = needed("transformers")
-    from attncli.transformer.bert import unsupported
+    from attncli.hf.bert import unsupported
 
     assert transformers.BertConfig().hidden_act == "gelu"
     config = {"model_type": "bert", "hidden_size": 8, "num_attention_heads": 2, "num_hidden_layers": 1}
@@ -252,7 +252,7 @@ def test_kv_cache_of_a_one_layer_gpt2_is_transformers_output(tiny_gpt2_dir, tmp_
     one layer: transformers' logits and attentions of the whole sequence."""
     torch = needed("torch")
     transformers = needed("transformers")
-    from attncli.transformer import load
+    from attncli.hf import load
 
     path = every_parameter_drawn(tiny_gpt2_dir, tmp_path / "gpt2-1", n_layer=1)
     reference = transformers.AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager").double().eval()
@@ -269,7 +269,7 @@ def test_kv_cache_of_a_one_layer_gpt2_is_transformers_output(tiny_gpt2_dir, tmp_
 
 
 def test_value_vectors_of_an_architecture_without_output_projection_say_so(tiny_bert_dir, monkeypatch):
-    from attncli.transformer import load
+    from attncli.hf import load
 
     model = load(str(tiny_bert_dir), backend="numpy")
     monkeypatch.setattr(model, "arch", SimpleNamespace(layers=model.layers))
@@ -286,7 +286,7 @@ def test_gemma_residual_stream_starts_with_transformers_scaled_embeddings_in_flo
     transformers = needed("transformers")
     from _llama_fixtures import build_decoder
 
-    from attncli.transformer import load
+    from attncli.hf import load
 
     path = build_decoder("gemma", tmp_path / "gemma")
     ids = [2, 5, 7, 11]

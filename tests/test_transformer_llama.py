@@ -28,7 +28,7 @@ from _llama_fixtures import KINDS, build_decoder  # noqa: E402
 from _probe import imported_by  # noqa: E402
 from attncli.cli.main import app  # noqa: E402
 from attncli.errors import BadInput  # noqa: E402
-from attncli.transformer import load  # noqa: E402
+from attncli.hf import load  # noqa: E402
 
 torch.set_num_threads(1)
 runner = CliRunner()

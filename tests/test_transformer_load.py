@@ -15,7 +15,7 @@ import pytest
 from conftest import needed
 
 from attncli.errors import BadInput, RuntimeFailure
-from attncli.transformer import load, source
+from attncli.hf import load, source
 
 needed("tokenizers")
 needed("safetensors")
@@ -182,7 +182,7 @@ def test_hub_ids_resolve_from_the_cache_and_an_uncached_one_offline_says_what_to
     cache = tmp_path / "hub"
     _fake_hub_cache(cache, "attn-test/tiny-bert", tiny_bert_dir)
     code = f"""
-        from attncli.transformer import load
+        from attncli.hf import load
         from attncli.errors import RuntimeFailure
         m = load("attn-test/tiny-bert")
         print(m.backend, m.name, m.layers, m.encode("time flies").tokens)
@@ -205,7 +205,7 @@ def test_importing_the_wing_loads_no_optional_package():
     """`attn matrix` without --transformer may import the wing's names; the heavy packages wait for load()."""
     out = run_python("""
         import sys
-        from attncli.transformer import load, Pretrained, Encoding, NUMPY_MODEL_TYPES
+        from attncli.hf import load, Pretrained, Encoding, NUMPY_MODEL_TYPES
         heavy = ("tokenizers", "safetensors", "huggingface_hub", "torch", "transformers")
         print(sorted(m for m in sys.modules if m.split(".")[0] in heavy))
     """)
@@ -222,23 +222,23 @@ def test_a_tokenizer_that_does_not_match_the_weights(tiny_bert_dir, tiny_roberta
 
 
 def test_an_encoder_decoder_is_refused_by_numpy_and_by_a_single_stack_class(tmp_path):
-    """T5 runs through transformers only (attncli.transformer.seq2seq, tests/test_encoder_decoder.py):
+    """T5 runs through transformers only (attncli.hf.seq2seq, tests/test_encoder_decoder.py):
     --backend numpy names it and points to torch; TorchPretrained, which reads one stack, refuses it."""
     transformers = needed("transformers")
-    from attncli.transformer import source
-    from attncli.transformer.torch_backend import TorchPretrained
+    from attncli.hf import source
+    from attncli.hf.torch_backend import TorchPretrained
 
     d = tmp_path / "t5"
     transformers.T5Config(d_model=8, d_ff=16, num_layers=1, num_heads=2, d_kv=4, vocab_size=10).save_pretrained(d)
     (d / "model.safetensors").write_bytes(b"")
     with pytest.raises(BadInput, match=r"'t5' is an encoder-decoder.*use --backend torch"):
         load(str(d), backend="numpy")
-    with pytest.raises(BadInput, match=r"model '.*' \(t5\) is an encoder-decoder: load it with attncli.transformer.load"):
+    with pytest.raises(BadInput, match=r"model '.*' \(t5\) is an encoder-decoder: load it with attncli.hf.load"):
         TorchPretrained(str(d), d, source.read_config(d))
 
 
 def test_offline_reads_hf_hub_offline(monkeypatch):
-    from attncli.transformer.source import offline
+    from attncli.hf.source import offline
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     assert offline() is False
@@ -253,7 +253,7 @@ def test_a_hub_id_resolves_to_its_cached_snapshot(tiny_bert_dir, tmp_path, monke
     import shutil
 
     huggingface_hub = needed("huggingface_hub")
-    from attncli.transformer.source import resolve
+    from attncli.hf.source import resolve
 
     root = tmp_path / "hub" / "models--attn-test--tiny-bert"
     sha = "0123456789abcdef0123456789abcdef01234567"
@@ -270,7 +270,7 @@ def test_a_hub_id_resolves_to_its_cached_snapshot(tiny_bert_dir, tmp_path, monke
 
 def test_a_directory_of_pickles_names_the_first_three_sorted(tmp_path):
     """check_model_dir: only pickled weights is BadInput naming at most three of them, sorted."""
-    from attncli.transformer.source import check_model_dir
+    from attncli.hf.source import check_model_dir
 
     (tmp_path / "config.json").write_text("{}")
     for name in ("e.bin", "d.pt", "c.pth", "b.ckpt", "a.bin"):

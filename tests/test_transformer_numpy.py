@@ -24,7 +24,7 @@ needed("safetensors")
 torch = needed("torch")
 transformers = needed("transformers")
 
-from attncli.transformer import load  # noqa: E402
+from attncli.hf import load  # noqa: E402
 
 torch.set_num_threads(1)  # small models: one thread beats two that wait on each other (see _transformer_fixtures)
 
@@ -235,7 +235,7 @@ def test_prefixed_checkpoint_names(tiny_bert_dir, tmp_path):
 def test_the_numpy_path_imports_neither_torch_nor_transformers(tiny_bert_dir, tiny_gpt2_dir, minilm_dir):
     code = textwrap.dedent(f"""
         import sys
-        from attncli.transformer import load
+        from attncli.hf import load
         for path in ({str(tiny_bert_dir)!r}, {str(minilm_dir)!r}):
             m = load(path)
             assert m.backend == "numpy"

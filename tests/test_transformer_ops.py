@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import needed
 
-from attncli.transformer import ops
+from attncli.hf import ops
 
 GRID = np.concatenate([np.linspace(-40, 40, 100_001), [0.0, -0.0, 2.0, -2.0, 1.9999999999, 2.0000000001, 1e-300, 1e300]])
 
@@ -67,7 +67,7 @@ def test_heads_split_and_merge_back():
 
 
 def test_one_blas_thread_is_set_and_restored_and_changes_no_result(monkeypatch, tiny_bert_dir):
-    from attncli.transformer import blas, load, numpy_backend
+    from attncli.hf import blas, load, numpy_backend
 
     monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)

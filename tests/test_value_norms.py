@@ -29,7 +29,7 @@ _cache: dict = {}
 
 
 def run(*args):
-    import attncli.cli.app as cli_app
+    import attncli.cli.common as cli_app
 
     cli_app._consoles.clear()
     return CliRunner().invoke(app, list(args))
@@ -99,7 +99,7 @@ def ref_norms(alpha, f):
 @pytest.mark.parametrize("fixture", ["tiny_bert_dir", "tiny_gpt2_dir", "minilm_dir"])
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 def test_value_vectors_equal_transformers_own(request, fixture, backend):
-    from attncli.transformer import load
+    from attncli.hf import load
 
     path = request.getfixturevalue(fixture)
     model = load(str(path), backend=backend)

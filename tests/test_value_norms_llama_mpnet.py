@@ -28,7 +28,7 @@ from typer.testing import CliRunner  # noqa: E402
 
 from _llama_fixtures import build_decoder, build_mpnet  # noqa: E402
 from attncli.cli.main import app  # noqa: E402
-from attncli.transformer import load  # noqa: E402
+from attncli.hf import load  # noqa: E402
 
 torch.set_num_threads(1)
 SENTENCE = "the cat sat on the mat and the dog sat on the log"

@@ -16,7 +16,7 @@ LABELS = {"previous_token", "next_token", "first_token", "separator", "self", "d
 
 
 def run(*args, columns: int):
-    import attncli.cli.app as cli_app
+    import attncli.cli.common as cli_app
 
     cli_app._consoles.clear()  # a console sized by COLUMNS is made afresh for every run
     return CliRunner().invoke(app, list(args), env={"COLUMNS": str(columns), "NO_COLOR": "1"})

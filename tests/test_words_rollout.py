@@ -121,7 +121,7 @@ def test_rollout_properties():
 
 
 def test_select_composes_hide_filter_and_words_by_hand():
-    from attncli.attention.pretrained import select
+    from attncli.attention.checkpoint_views import select
 
     # [CLS] fl ##ies [SEP] ban ##ana [SEP]: A = "flies", B = "banana"
     tokens = ["[CLS]", "fl", "##ies", "[SEP]", "ban", "##ana", "[SEP]"]
@@ -149,7 +149,7 @@ def test_select_composes_hide_filter_and_words_by_hand():
 
 
 def test_explain_cell_flags_a_matrix_that_disagrees():
-    from attncli.attention.pretrained import explain_cell
+    from attncli.attention.checkpoint_views import explain_cell
 
     rng = np.random.default_rng(4)
     q, k = rng.standard_normal((2, 2, 5, 4))  # (h, T, d_head) each

@@ -74,8 +74,8 @@ def compare(a: np.ndarray, b: np.ndarray, tokens_a: Sequence[str], tokens_b: Seq
 def transformer_side(model, text: str, layer: int, head: Optional[int], words: bool) -> tuple:
     """One side of ``attn compare --transformer``: ``text``'s matrix at ``layer`` (one head, or
     the heads' mean), by token or by word, as (weights (R, C), tokens, key tokens, meta). ``model``
-    is a loaded pretrained model (attncli.transformer's; this wing takes it as it comes)."""
-    from attncli.attention import pretrained as pv
+    is a loaded pretrained model (attncli.hf's; this wing takes it as it comes)."""
+    from attncli.attention import checkpoint_views as pv
 
     enc = model.encode(text)
     view = pv.select(model.attentions(enc), layer=layer, head=head, words=words, tokens=enc.tokens,

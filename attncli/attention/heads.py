@@ -1,6 +1,6 @@
 """What a head does: its attention scored against simple patterns, and a label from the scores.
 
-Shared by ``attn heads`` on attn's own LM (``attncli.lm.heads``) and on pretrained transformers.
+Shared by ``attn heads`` on attn's own LM (``attncli.tinylm.heads``) and on pretrained transformers.
 Pure NumPy. Shapes: ``h`` heads, ``T`` tokens (self-attention), ``n`` scored queries.
 
 A pattern P is a (T, T) 0/1 matrix of the keys a head of that kind attends to; a query row's score

@@ -1,7 +1,7 @@
 """Views of a long text: some query rows (``--rows``), each row's strongest keys (``--top-k``), or
 attention between spans of tokens (``--pool``). Pure NumPy over plain arrays and an encoding read
 by duck typing (``tokens``, ``word_ids``, ``words``, ``segments``, ``special``, ``text``, ``pair``:
-attncli.transformer.encoding.Encoding; this wing never imports it).
+attncli.hf.encoding.Encoding; this wing never imports it).
 
 Shapes: ``T`` input tokens, ``R`` rows shown, ``C`` columns shown, ``k`` matrices (a layer's ``h``
 heads, or one), ``K`` keys kept per row, ``P`` query spans, ``Q`` key spans. Positions are input
@@ -294,7 +294,7 @@ def pool_matrices(mats: np.ndarray, row_span: np.ndarray, col_span: np.ndarray) 
 
 
 def pool_view(view, by: str | int, enc) -> Pooled:
-    """The pooled view of a PretrainedView (attncli.attention.pretrained): its rows and columns are
+    """The pooled view of a PretrainedView (attncli.attention.checkpoint_views): its rows and columns are
     input positions, its heads pooled one by one and its matrix (their mean, or one head) too."""
     ids = span_ids(by, enc)
     rows, cols = np.asarray(view.rows, dtype=int), np.asarray(view.cols, dtype=int)

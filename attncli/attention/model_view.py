@@ -2,7 +2,7 @@
 ``M`` in ``attn explore``) as data: its option checks, the layers it covers, each head's class on
 the input, and its ``--json`` document. Drawn by :mod:`attncli.views.model_view`.
 
-Pure NumPy, like :mod:`attncli.attention.pretrained`: the model and its ``Encoding`` come in as
+Pure NumPy, like :mod:`attncli.attention.checkpoint_views`: the model and its ``Encoding`` come in as
 plain objects (``layers``, ``heads``, ``is_decoder``; ``tokens``, ``ids``, ``special``, ...).
 Shapes: ``L`` layers, ``h`` heads, ``T`` input tokens.
 

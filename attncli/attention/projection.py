@@ -120,5 +120,5 @@ def _random(inp: ProjectionInput) -> Projected:
 
 register("identity", _identity, "Q = K = V = the input vectors")
 register("random", _random, "seeded random W_q, W_k, W_v (--seed, --d-k)", takes_d_k=True)
-# issue 5's learned weights (attncli/lm/model.py), imported only when chosen; options: layer, head
-register("trained", "attncli.lm.model:projection", "learned W_q, W_k, W_v of the model's trained attention (--layer, --head)")
+# issue 5's learned weights (attncli/tinylm/model.py), imported only when chosen; options: layer, head
+register("trained", "attncli.tinylm.model:projection", "learned W_q, W_k, W_v of the model's trained attention (--layer, --head)")

@@ -28,9 +28,9 @@ import numpy as np
 from attncli.causal.target import Target
 from attncli.errors import BadInput
 from attncli.textio import visible
-from attncli.transformer.record import Recorder
-from attncli.transformer.torch_trace import family
-from attncli.transformer.trace import Intervention, Keep, site
+from attncli.hf.record import Recorder
+from attncli.hf.torch_trace import family
+from attncli.hf.trace import Intervention, Keep, site
 
 MODES = ("zero", "mean")
 PATCH_SITES = {"resid": "resid_pre", "attn": "attn.out", "mlp": "mlp.out", "head": "attn.z"}

@@ -17,7 +17,7 @@ import numpy as np
 
 from attncli.errors import BadInput
 from attncli.textio import visible
-from attncli.transformer.encoding import tokenizer_errors
+from attncli.hf.encoding import tokenizer_errors
 
 
 @dataclass(frozen=True)

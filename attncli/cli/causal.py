@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from attncli.cli.app import app
+from attncli.cli.common import app
 from attncli.cli.options import (BackendOpt, DeviceMapOpt, DeviceOpt, DtypeOpt, ExportWidthOpt, HtmlOpt, MaxMemoryOpt, PngOpt,
                                  SvgOpt)
 from attncli.errors import BadInput

@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.cli.app import app
+from attncli.cli.common import app
 from attncli.cli.options import BackendOpt, CausalOpt, HeadOpt, LayerOpt, ModelOpt, TransformerOpt, VariantOpt, WordsOpt
 from attncli.errors import BadInput
 
@@ -72,7 +72,7 @@ def compare_cmd(
 
 
 def _transformer_sides(text, text_b, transformer, transformer_b, layer, head, words, backend):
-    from attncli.attention import pretrained as pv
+    from attncli.attention import checkpoint_views as pv
     from attncli.attention.compare import transformer_side
     from attncli.cli.transformer import load_model
 

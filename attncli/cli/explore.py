@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.cli.app import app
+from attncli.cli.common import app
 from attncli.cli.matrix import _read_text
 from attncli.cli.options import (AllowMissingWeightsOpt, BackendOpt, CausalOpt, ContextOpt, DKOpt, FilterOpt, FlowOpt, HeadOpt, HeadsOpt, HideSpecialOpt,
                                  LayerOpt, LayersOpt, LongRowsOpt, MaxRelativeOpt, ModelOpt, ModelViewOpt, PadToOpt, PairOpt, Positions,
@@ -122,8 +122,8 @@ def explore_cmd(
         validate(options, "vectors", given=given)
     if transformer is not None:  # attn matrix --transformer's refusals, before the app starts (exit 2)
         from attncli.attention.model_view import parse_layers
-        from attncli.attention.pretrained import check_texts
-        from attncli.transformer import source
+        from attncli.attention.checkpoint_views import check_texts
+        from attncli.hf import source
 
         # the extra to install, named before the app starts (auto with a model outside the numpy
         # backend's families finds out it needs transformers when it reads the config, in the app)

@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.cli.app import app, emit_json, err_console, escape, info, out_console
+from attncli.cli.common import app, emit_json, err_console, escape, info, out_console
 from attncli.errors import BadInput
 from attncli.textio import visible
 

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.cli.app import app, emit_json, err_console, escape, out_console
+from attncli.cli.common import app, emit_json, err_console, escape, out_console
 
 
 @app.command("import")

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from attncli.cli.app import app
+from attncli.cli.common import app
 from attncli.cli.output import show
 from attncli.cli.options import ExportWidthOpt, HtmlOpt, ModelOpt, PngOpt, SvgOpt, TransformerOpt
 from attncli.errors import BadInput

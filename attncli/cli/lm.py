@@ -1,7 +1,7 @@
 """Commands ``train-attention`` (learn W_q, W_k, W_v on Brown with torch) and ``heads`` (what they learned).
 
-Thin layer: the work is in ``lm/train.py`` (torch, imported only when training),
-``lm/model.py`` and ``lm/heads.py`` (NumPy only: ``attn heads`` never imports torch).
+Thin layer: the work is in ``tinylm/train.py`` (torch, imported only when training),
+``tinylm/model.py`` and ``tinylm/heads.py`` (NumPy only: ``attn heads`` never imports torch).
 """
 
 import time
@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from attncli.cli.app import app, emit_json, err_console, escape, out_console
+from attncli.cli.common import app, emit_json, err_console, escape, out_console
 from attncli.errors import BadInput
 
 
@@ -40,7 +40,7 @@ def train_attention_cmd(
     split and vocabulary, and kept in the model's metadata ("attention" in 'attn models --json').
     JSON keys: source, name, path, attention {perplexity, bigram_perplexity, unigram_perplexity, ...}.
     """
-    from attncli.lm.train import TrainConfig, train
+    from attncli.tinylm.train import TrainConfig, train
 
     cfg = TrainConfig(layers=layers, heads=heads, epochs=epochs, max_minutes=max_minutes, seed=seed,
                       vocab_size=vocab_size, max_len=max_len, batch_tokens=batch_tokens, lr=lr, dropout=dropout,
@@ -126,14 +126,14 @@ def heads_cmd(
     --file), also as next-token, separator, and for decoders duplicate-token and induction
     (docs/transformers.md).
 
-    Scores are mean attention per query on held-out sentences (see 'attncli/lm/heads.py' for the
+    Scores are mean attention per query on held-out sentences (see 'attncli/tinylm/heads.py' for the
     definitions and the labelling rule). JSON keys: model, layers, heads_per_layer, sentences,
     queries, window, uniform, thresholds, heads [{layer, head, previous_token, first_token, self,
     local, entropy, label}].
     """
-    from attncli.lm.heads import check_window, score_heads
+    from attncli.tinylm.heads import check_window, score_heads
     from attncli.vectors.tokenize import tokenize
-    from attncli.lm.model import load_trained
+    from attncli.tinylm.model import load_trained
 
     if sentences is not None and sentences < 1:
         raise BadInput(f"--sentences must be at least 1 (got {sentences})")

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.cli.app import app, err_console, warn
+from attncli.cli.common import app, err_console, warn
 from attncli.cli.output import show
 from attncli.errors import BadInput
 from attncli.textio import clip

@@ -17,7 +17,7 @@ from typing import Annotated, Optional
 import typer
 
 from attncli import __version__
-from attncli.cli.app import app, unwrap_help
+from attncli.cli.common import app, unwrap_help
 
 
 def _version(value: bool) -> None:
@@ -57,7 +57,7 @@ def _check_arguments() -> None:
     no result (and no JSON) ever carries invalid text."""
     import sys
 
-    from attncli.cli.app import escape, print_error
+    from attncli.cli.common import escape, print_error
     from attncli.errors import BadInput
     from attncli.textio import check_text
 
@@ -71,7 +71,7 @@ def _check_arguments() -> None:
 
 def main() -> None:
     from attncli.cli import signals
-    from attncli.cli.app import run
+    from attncli.cli.common import run
 
     signals.install()  # again, for an entry point that reached main() without attncli.cli.entry
     _check_arguments()

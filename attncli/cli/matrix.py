@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.cli.app import app, emit_json, info, json_write, out_console
+from attncli.cli.common import app, emit_json, info, json_write, out_console
 from attncli.cli.options import (AllowMissingWeightsOpt, BackendOpt, CausalOpt, ContextOpt, DeviceMapOpt, DeviceOpt, DKOpt,
                                  DtypeOpt, FilterOpt, MaxMemoryOpt,
                                  FilterSpecialsOpt, HeadOpt, HeadsOpt, HideSpecialOpt, LayerOpt, LayersOpt, MaxRelativeOpt, ModelOpt,
@@ -88,7 +88,7 @@ def _check_exports(exports: Exports, json_out: bool = False) -> None:
         if json_out:
             raise BadInput("--json and an export into stdout (/dev/stdout) would share it: drop one, or send the "
                            "export to a file")
-        from attncli.cli.app import quiet_stdout
+        from attncli.cli.common import quiet_stdout
 
         quiet_stdout()
     if exports.width is not None and not 20 <= exports.width <= 4000:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from attncli.cli.app import err_console, json_write, out_console, shown
+from attncli.cli.common import err_console, json_write, out_console, shown
 
 
 def show(result: Any, *, json_out: bool = False, exports: Any = None, terminal: bool = True) -> None:

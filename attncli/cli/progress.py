@@ -6,7 +6,7 @@ on): a program reading stdout and stderr gets the JSON and nothing else."""
 from __future__ import annotations
 
 
-from attncli.cli.app import err_console, escape
+from attncli.cli.common import err_console, escape
 
 
 def wanted(json_out: bool) -> bool:

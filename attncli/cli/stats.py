@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 import typer
 from typer.core import TyperGroup
 
-from attncli.cli.app import app, err_console, escape
+from attncli.cli.common import app, err_console, escape
 from attncli.cli.options import BackendOpt, ExportWidthOpt, HtmlOpt, PngOpt, SvgOpt
 from attncli.cli.progress import _Delayed
 from attncli.errors import BadInput
@@ -186,7 +186,7 @@ def stats_cmd(
                       out=out, shard_texts=shard_texts, max_texts=max_texts, max_tokens=max_tokens, workers=workers,
                       ray_address=ray, on_shard=progress.advance)
     if outcome.stopped_at_shard is not None:
-        from attncli.cli.app import warn
+        from attncli.cli.common import warn
 
         warn(f"stopped at text {outcome.stopped_at_shard}: the shard there in --out goes past --max-texts/--max-tokens")
     if outcome.acc.texts == 0:
@@ -196,7 +196,7 @@ def stats_cmd(
     doc = document(outcome.acc, outcome.ident, outcome.ranges, source=source, shards=outcome.shards,
                    computed=outcome.computed, ran=outcome.ran, out=None if out is None else str(out))
     if getattr(model, "encoder_decoder", False):  # T5, BART: the encoder stack's self-attention
-        from attncli.cli.app import info
+        from attncli.cli.common import info
 
         info("an encoder-decoder: these are the encoder stack's heads (its self-attention over each text)")
         doc["stack"] = "encoder"

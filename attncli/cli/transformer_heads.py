@@ -12,7 +12,7 @@ import numpy as np
 
 from attncli.attention.heads import ScoredInput, classify
 from attncli.errors import BadInput
-from attncli.lm.heads import check_window
+from attncli.tinylm.heads import check_window
 
 
 def scored_inputs(model, texts: list[str], on_text: Optional[Callable[[], None]] = None) -> Iterator[ScoredInput]:

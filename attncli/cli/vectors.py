@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.cli.app import app, emit_json, err_console, escape, out_console, print_error
+from attncli.cli.common import app, emit_json, err_console, escape, out_console, print_error
 from attncli.errors import AttnError, BadInput
 from attncli.vectors.train import TrainParams  # light: gensim is imported inside train_model only
 
@@ -89,7 +89,7 @@ def train_cmd(
     summary = result.summary()
     sims = [n["similarity"] for ns in summary["neighbours"].values() for n in ns]
     if sims and min(sims) > 0.95:
-        from attncli.cli.app import warn
+        from attncli.cli.common import warn
 
         warn("the probe words' neighbours all have cosines near 1: the vectors have barely moved apart; "
              "train for more --epochs, or on more text")

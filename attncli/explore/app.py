@@ -26,7 +26,7 @@ from textual.widgets import ContentSwitcher, Footer, Input, Static
 from attncli.attention.explain import explain
 from attncli.attention import matrix as word_vector_matrix
 from attncli.errors import AttnError, BadInput
-from attncli.explore import pretrained
+from attncli.explore import checkpoint_state
 from attncli.explore.footer import FooterModes
 from attncli.explore.keys import KEYS
 from attncli.explore.lookup_pane import LookupPane
@@ -160,7 +160,7 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, ViewKeys, FooterMod
         """(MatrixResult or a pretrained model's result, None) or (None, the message that refuses it)."""
         try:
             if state.transformer is not None:
-                return pretrained.compute(state, self._models), None
+                return checkpoint_state.compute(state, self._models), None
             return word_vector_matrix.compute(state.request(), vectors=self._vectors_for(state.model)), None
         except AttnError as exc:
             return None, str(exc)
@@ -232,7 +232,7 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, ViewKeys, FooterMod
             return
         if kind_of(res) == "pretrained":
             view.show(*res.heatmaps(width, cursor=state.cursor, cell_meta=True, lines=True), width=width)
-            self.explanation = pretrained.explain(res, state)
+            self.explanation = checkpoint_state.explain(res, state)
             why = res.explainable()
             self.query_one("#explain", Drawing).show(*(explanation_renderables(self.explanation) if why is None
                                                        else [Text(visible(why), style="dim")]))

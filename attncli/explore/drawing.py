@@ -1,6 +1,6 @@
 """A view of ``attn explore`` drawn for an export: the renderables and the command line under them,
 recorded by rich (attncli.views.export). One floor below the app's state and its views, so each
-of them (state.py, pretrained.py, lens_compare.py) reaches it without a circle."""
+of them (state.py, checkpoint_state.py, lens_compare.py) reaches it without a circle."""
 
 from __future__ import annotations
 

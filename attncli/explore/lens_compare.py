@@ -12,12 +12,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from attncli.attention import pretrained as pv
+from attncli.attention import checkpoint_views as pv
 from attncli.attention.compare import compare, document, transformer_side
 from attncli.attention.logit_lens import logit_lens
 from attncli.errors import BadInput
 from attncli.explore.drawing import export_drawing
-from attncli.transformer.numpy_backend import DECODER_FAMILIES
+from attncli.hf.numpy_backend import DECODER_FAMILIES
 from attncli.views.compare_view import compare_heatmaps
 from attncli.views.lens import lens_renderables
 from attncli.views.render import heatmap_renderables
@@ -79,7 +79,7 @@ class CompareResult:
 
 
 def token_label(piece: str) -> str:
-    """A token's text for a label, as attn lens writes it (attncli.generate.pretrained.shown, which
+    """A token's text for a label, as attn lens writes it (attncli.generate.hf_decoder.shown, which
     this wing may not import): invisible characters escaped, its leading space dropped."""
     text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in piece)
     return text.strip(" ") or ("␣" * len(text) if text else "∅")

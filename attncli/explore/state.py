@@ -22,7 +22,7 @@ from attncli.attention.matrix import DEFAULT_POSITIONS, POSITIONS, MatrixRequest
 from attncli.attention.projection import PROJECTIONS
 from attncli.attention.variants import VARIANTS
 from attncli.errors import BadInput
-from attncli.explore import pretrained
+from attncli.explore import checkpoint_state
 from attncli.explore.drawing import export_drawing
 from attncli.export_target import DESCRIPTOR, check_export, write_export
 from attncli.option_conflicts import BACKENDS, validate
@@ -317,7 +317,7 @@ def export_text(res, state: ExploreState, fmt: str, width: int | None = None) ->
     """The current view as ``fmt`` (.svg, .html, .png, .json): the JSON is ``attn matrix --json
     --explain I J``'s document; SVG and HTML are the heatmap and the explanation as drawn."""
     if getattr(res, "kind", None) in PRETRAINED_KINDS:
-        return pretrained.export_text(res, state, fmt, width)
+        return checkpoint_state.export_text(res, state, fmt, width)
     explanation = explain(res, *state.cursor)
     if fmt == ".json":
         parts: list[str] = []

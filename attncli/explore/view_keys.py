@@ -13,7 +13,7 @@ from textual.app import App
 from textual.widgets import ContentSwitcher, Input
 
 from attncli.errors import AttnError
-from attncli.explore import pretrained
+from attncli.explore import checkpoint_state
 from attncli.explore.state import DEFAULT_EXPORT, PRETRAINED_KINDS, ExploreState, export
 from attncli.explore.widgets import ExportScreen, HelpScreen
 from attncli.textio import visible
@@ -109,7 +109,7 @@ class ViewKeys(App):
 
     def action_copy(self) -> None:
         if kind_of(self.result) in PRETRAINED_KINDS:
-            command = pretrained.command_line(self.result, self.good_state or self.state)  # the view on screen's
+            command = checkpoint_state.command_line(self.result, self.good_state or self.state)  # the view on screen's
         else:
             command = self.state.command_line()
         self.copy_to_clipboard(command)

@@ -8,7 +8,7 @@ the texts are short, and a recompute is trivially the same as the final pass):
     forward(inputs)    -> (logits of the last position (V,), L x (h, T, T) weights)
     input_of(id)       -> what to append to ``inputs`` after token ``id`` is chosen
 
-``BuiltinLM`` is the trained causal LM stored with a word-vector model (``attncli.lm.model``,
+``BuiltinLM`` is the trained causal LM stored with a word-vector model (``attncli.tinylm.model``,
 NumPy). Its output vocabulary holds the most frequent training words, ``<unk>`` (every other
 word) and ``</s>`` (the end of the sentence); its inputs are word vectors, so any word the
 vectors can embed is a valid input, even one it could never write.
@@ -23,9 +23,9 @@ import numpy as np
 from attncli.attention.logit_lens import logit_lens
 from attncli.errors import BadInput
 from attncli.generate.decoder_protocol import Decoder, Encoded
-from attncli.generate.pretrained import load_pretrained
-from attncli.lm.data import EOS, UNK
-from attncli.lm.model import load_trained
+from attncli.generate.hf_decoder import load_pretrained
+from attncli.tinylm.data import EOS, UNK
+from attncli.tinylm.model import load_trained
 from attncli.vectors.store import CorruptModel
 from attncli.vectors.tokenize import tokenize
 
@@ -113,7 +113,7 @@ def load_decoder(model: str | None = None, transformer: str | None = None, *, co
                  **options: Any) -> Decoder:
     """The built-in LM of word-vector model ``model`` (default: the default model), or a pretrained
     causal model ``transformer`` (a name or a directory; ``options``: chat, backend, ... as
-    ``generate.pretrained.load_pretrained`` takes them, each only with a transformer)."""
+    ``generate.hf_decoder.load_pretrained`` takes them, each only with a transformer)."""
     given = [k for k, v in options.items() if v not in (None, False, "auto")]
     if transformer is not None:
         if model is not None:

@@ -2,7 +2,7 @@
 :class:`~attncli.pipeline.view_request.ViewRequest` into a :class:`~attncli.pipeline.view_result.ViewResult`.
 
     request -> check -> load (unless given) -> encode -> the sites the request reads
-            -> one traced pass (attncli.transformer.reads.Reads) -> the view (attncli.attention.pretrained)
+            -> one traced pass (attncli.hf.reads.Reads) -> the view (attncli.attention.checkpoint_views)
 
 An encoder-decoder's stack (encoder, decoder, cross) is the request's ``stack``: its attention
 comes from the same forward pass of transformers, and the same view is built over the stack's rows
@@ -14,15 +14,16 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from attncli.attention import long_view as lvm
-from attncli.attention import pretrained as pv
+from attncli.attention import checkpoint_views as pv
 from attncli.attention import value_norms
 from attncli.attention.flow import check_tokens
 from attncli.attention.model_view import head_classes, layer_range
 from attncli.errors import BadInput
+from attncli.hf.loader import load  # torch only when the torch backend runs
 from attncli.pipeline.view_request import ViewRequest, check_seq2seq_options
 from attncli.pipeline.view_result import ViewResult
 from attncli.textio import visible
-from attncli.transformer.reads import Reads, view_sites
+from attncli.hf.reads import Reads, view_sites
 from attncli.views.page import check_size, extra_size
 
 STACK_NOTES = {
@@ -35,9 +36,7 @@ STACK_NOTES = {
 
 
 def load_for(request: ViewRequest):
-    """The request's model (attncli.transformer.load: NumPy or transformers, by ``backend``)."""
-    from attncli.transformer import load  # lazy in the transformer wing: torch only when it runs
-
+    """The request's model (attncli.hf.load: NumPy or transformers, by ``backend``)."""
     return load(request.transformer, backend=request.backend, allow_missing_weights=request.allow_missing_weights,
                 device=request.device, dtype=request.dtype, device_map=request.device_map,
                 max_memory=request.max_memory)
@@ -121,7 +120,7 @@ def _select(request: ViewRequest, shown, at: int, enc, combined=None, keys: Opti
 
 def _stack_view(request: ViewRequest, model) -> ViewResult:
     """An encoder-decoder's view (or the refusal of --target / --stack for a model that is not one):
-    the rows and columns of each stack, from attncli.transformer.seq2seq's one forward pass.
+    the rows and columns of each stack, from attncli.hf.seq2seq's one forward pass.
 
         stack     rows (queries)        columns (keys)        matrices
         encoder   source tokens (S)     source tokens (S)     (L_enc, h_enc, S, S)

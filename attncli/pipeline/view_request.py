@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from attncli.attention.long_view import LongSpec, check_view
-from attncli.attention.pretrained import check_texts
+from attncli.attention.checkpoint_views import check_texts
 from attncli.option_conflicts import BACKENDS, NOT_ACROSS, STACKS, TRANSFORMER_SHOWS, validate  # noqa: F401 (the table)
 
 SHOWS = TRANSFORMER_SHOWS
@@ -49,7 +49,7 @@ class ViewRequest:
     rows: Optional[str] = None  # --rows SPEC, --top-k K, --pool SPAN: a long text's views (attncli.attention.long_view)
     top_k: Optional[int] = None
     pool: Optional[str] = None
-    device_map: Optional[str] = None  # --device-map / --max-memory: accelerate's split (attncli.transformer.placement)
+    device_map: Optional[str] = None  # --device-map / --max-memory: accelerate's split (attncli.hf.placement)
     max_memory: Optional[str] = None
     # what the surface will read besides the view, so the one traced pass keeps it:
     page: bool = False  # the interactive page (--html): every layer's extra sites

@@ -17,7 +17,7 @@ from typing import Any, Optional
 import numpy as np
 
 from attncli.attention import long_view as lvm
-from attncli.attention import pretrained as pv
+from attncli.attention import checkpoint_views as pv
 from attncli.attention.heads import ScoredInput, classify
 from attncli.attention.model_view import head_classes, model_view_document
 from attncli.attention.value_norms import explain_norm
@@ -27,7 +27,7 @@ from attncli.pipeline.view_request import ViewRequest
 from attncli.views.long_view import long_renderables
 from attncli.views.model_view import model_view_renderables
 from attncli.views.page import check_size, extra_size, interactive_page, page_data
-from attncli.views.pretrained import pretrained_heatmaps
+from attncli.views.checkpoint_heatmaps import pretrained_heatmaps
 from attncli.views.render import explanation_renderables, heatmap_renderables
 from attncli.views.result import Result
 
@@ -43,8 +43,8 @@ class ViewResult(Result):
     meta: dict[str, Any]
     attentions: np.ndarray  # (L, h, T, S)
     title: str = "attn matrix"
-    view: Any = None  # attncli.attention.pretrained.PretrainedView (kind "pretrained")
-    reads: Any = None  # attncli.transformer.reads.Reads: the one traced pass
+    view: Any = None  # attncli.attention.checkpoint_views.PretrainedView (kind "pretrained")
+    reads: Any = None  # attncli.hf.reads.Reads: the one traced pass
     qk: Optional[tuple[np.ndarray, np.ndarray]] = None  # the layer's (h, T, d_head) queries and keys
     values: Optional[tuple[np.ndarray, np.ndarray]] = None  # --show norms: the layer's A (h, T, T), f(x) (h, T, d)
     keys: Optional[pv.KeySide] = None  # the columns' side when they are other tokens (cross-attention)

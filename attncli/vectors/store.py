@@ -9,7 +9,7 @@ A stored model is a directory::
                    with their n-grams, exactly gensim's ``wv.vectors``)
     ngrams.npy     (B, d) the fastText n-gram table, only for models with subwords
     counts.npy     (V,) int64 corpus counts, when known
-    attention/     trained attention weights (see lm/model.py), when any
+    attention/     trained attention weights (see tinylm/model.py), when any
 
 Nothing is a pickle: arrays are read with ``allow_pickle=False`` (memory-mapped), metadata is
 JSON. Atomic writes: ``$ATTN_HOME/models/<name>`` is a symlink to

@@ -26,7 +26,7 @@ def _labels(view, enc, words: bool) -> tuple[list[str], list[str]]:
 
 
 def _title(meta: dict[str, Any], head: Optional[int], what: str) -> str:
-    from attncli.views.pretrained import _title as title
+    from attncli.views.checkpoint_heatmaps import _title as title
 
     return title({**meta, "head": head} if head is not None else meta, what)
 
@@ -97,9 +97,9 @@ def columns_that_fit(width: Optional[int]) -> tuple[int, int]:
 def long_renderables(view, meta: dict[str, Any], enc, lv: Optional[LongView], spec: LongSpec, width: Optional[int], *,
                      words: bool = False, col_span=None, auto: bool = True) -> list:
     """The view drawn ``width`` columns wide (None: a file's): --top-k / --pool as asked, else the
-    matrix (``views.pretrained``), or, when ``auto`` and its columns would not fit, the view
+    matrix (``views.checkpoint_heatmaps``), or, when ``auto`` and its columns would not fit, the view
     ``attention.long_view.auto_view`` picks, with a note."""
-    from attncli.views.pretrained import pretrained_heatmaps
+    from attncli.views.checkpoint_heatmaps import pretrained_heatmaps
 
     note: tuple[str, ...] = ()
     if lv is None and auto and col_span is None and not words:
@@ -116,7 +116,7 @@ def long_renderables(view, meta: dict[str, Any], enc, lv: Optional[LongView], sp
                     else "--rows last:16 (or A-B, word:TEXT) for single tokens, --top-k K for each row's strongest keys")
             note = (f"{C} columns are too many for {where}: drawn {shown}; see {rest}, "
                     "or every number with --json",)
-    from attncli.views.pretrained import pair_note
+    from attncli.views.checkpoint_heatmaps import pair_note
 
     pair = pair_note(enc)
     notes = (*view.notes, f"rows: queries, columns: keys · backend: {meta['backend']}", *((pair,) if pair else ()), *note)

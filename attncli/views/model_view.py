@@ -76,7 +76,7 @@ def model_view_renderables(model, enc, attentions: np.ndarray, lo: int, hi: int,
     from rich.text import Text
 
     from attncli.attention.model_view import head_classes
-    from attncli.views.pretrained import pair_note
+    from attncli.views.checkpoint_heatmaps import pair_note
     from attncli.views.render import palette
 
     if classes is None:

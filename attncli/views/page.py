@@ -8,7 +8,7 @@ the A/B blocks of a pair; with --show norms, --show scores or --flow, that view 
 too (a "show" picker: :func:`extra_views`). Vanilla JavaScript and CSS inline, the data inline, and a
 Content-Security-Policy that forbids every request (``default-src 'none'``).
 
-The data are ``attn matrix --json`` documents (:func:`attncli.attention.pretrained.document`),
+The data are ``attn matrix --json`` documents (:func:`attncli.attention.checkpoint_views.document`),
 one per layer x {tokens, special tokens hidden} x {heads, rollout}, each with its words merged
 (``--words``); the page picks and slices them (a block of a pair is a slice, as ``--filter``'s).
 Shapes: ``L`` layers, ``h`` heads, ``T`` tokens.
@@ -20,7 +20,7 @@ import html
 import json
 from typing import Any, Optional
 
-from attncli.attention import pretrained as pv
+from attncli.attention import checkpoint_views as pv
 from attncli.attention.value_norms import head_norms, summed_norms
 from attncli.errors import BadInput
 from attncli.textio import visible
@@ -50,7 +50,7 @@ def check_size(layers: int, heads: int, tokens: int, has_special: bool, extra: i
 def page_views(model, enc, attentions, meta: dict[str, Any], keys=None) -> dict[str, Any]:
     """Every view the page can show: key "LAYER|HIDE|ROLLOUT" (HIDE, ROLLOUT 0 or 1) -> the
     ``--json`` document of ``--layer LAYER --words [--hide-special] [--rollout]``. ``keys``
-    (attncli.attention.pretrained.KeySide): the columns' tokens when they are not the rows'
+    (attncli.attention.checkpoint_views.KeySide): the columns' tokens when they are not the rows'
     (cross-attention, (L, h, T, S): no rollout there)."""
     views = {}
     hides = (0, 1) if any(enc.special) or (keys is not None and any(keys.special)) else (0,)
@@ -78,7 +78,7 @@ def extra_views(model, enc, attentions, meta: dict[str, Any], show: str = "weigh
     (``--show norms --layer L``: each head's ||alpha f(x)||, the whole layer's ||sum_h alpha f(x)||;
     each document also holds "value_norms" (h, T), ||f^h(x_j)||, for the page's tooltips),
     "scores" (``--show scores``: masked -inf as null) and "flow" (``--flow --layer L``). ``reads``
-    (attncli.transformer.reads.Reads) answers from the command's one traced pass; without it, the
+    (attncli.hf.reads.Reads) answers from the command's one traced pass; without it, the
     model's own methods do."""
     import numpy as np
 

@@ -136,7 +136,7 @@ class Result:
 
 def shown(text: Any) -> str:
     """Data made safe in a rich markup string: control characters shown (textio.visible), then
-    rich's markup escaped (attncli.cli.app.shown's twin, for the views wing)."""
+    rich's markup escaped (attncli.cli.common.shown's twin, for the views wing)."""
     from rich.markup import escape
 
     return escape(visible(text if isinstance(text, str) else str(text)))

@@ -1,0 +1,409 @@
+"""Llama-family decoders' forward pass in NumPy, step for step as transformers' ``modeling_llama.py``
+(and its Mistral, Qwen2, Gemma and Phi-3 variants).
+
+    embeddings  x = embed_tokens[ids]                      Gemma: * sqrt(d) (its "normalizer")
+    per layer   a = RMSNorm(x) = x / sqrt(mean(x^2) + eps) * w            Gemma: * (1 + w)
+                q, k, v = q_proj(a), k_proj(a), v_proj(a)   Phi-3: one qkv_proj, split q | k | v
+                q, k = RoPE(q), RoPE(k)                     rotate_half, cos / sin of position * inv_freq
+                k, v repeated h / h_kv times                (grouped-query attention: query head i
+                                                             reads key-value head i // (h / h_kv))
+                A = softmax(q k^T / sqrt(d_head) + mask)    (B, h, T, S); mask causal, and a sliding
+                                                             window: key j only if i - j < window
+                x = x + o_proj(concat_heads(A v))
+                x = x + down_proj(act(gate_proj(m)) * up_proj(m)),  m = RMSNorm(x)
+                                                            Phi-3: gate | up = gate_up_proj(m)
+    last        h = RMSNorm(x); logits = h lm_head^T (embed_tokens when tied and no lm_head is stored)
+Biases: Qwen2 on q, k, v; Llama and Gemma on q, k, v, o if attention_bias, Llama on the MLP if
+mlp_bias; else none. RoPE's inverse frequencies: 1 / theta^(2i / rotary_dim), i < rotary_dim / 2
+(rotary_dim = d_head, times partial_rotary_factor for Phi-3 and for linear / llama3 RoPE), then per
+rope type: default, linear (/ factor), llama3 (Llama 3.1's wavelength bands); other types are
+refused by name. A field config.json leaves out is transformers' default for the family
+(config_defaults.field), and RoPE's fields are resolved with transformers' precedence.
+
+Runs in float32 (a real checkpoint's weights, bfloat16 on disk, fit once in memory at float32);
+the attention scores and weights in float64 (float32 when a trace's Keep asks for float32).
+Shapes: B texts, T queries, S keys (T, or more with a cache), d hidden_size, h heads, h_kv
+key-value heads, d_head head_dim, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from attncli.errors import RuntimeFailure
+from attncli.hf import ops
+from attncli.hf.chunked_attention import Mask, attend
+from attncli.hf.config_defaults import DEFAULT_ROPE_THETA, field
+from attncli.hf.record import Recorder
+from attncli.hf.weights import Weights
+
+MODEL_TYPES = {"llama", "mistral", "qwen2", "gemma", "phi3"}
+ANCHORS = ("embed_tokens.weight",)
+DTYPE = np.float32  # the weights and hidden states; attention scores in float64
+ROPE_TYPES = ("default", "linear", "llama3")
+PHI3_ROPE_TYPES = ("default",)  # Phi3Config refuses linear and llama3 (and attn runs no longrope)
+WINDOWED = {"mistral", "phi3"}  # config's sliding_window applies to every layer (Qwen2: per layer_types)
+BIASED = {"llama": ("attention_bias", "mlp_bias"), "gemma": ("attention_bias",)}  # the flags each family's modeling honours
+
+
+def _number(value, key: str, *, integer: bool = False) -> float:
+    """``value`` as a positive finite number (a TypeError naming ``key`` otherwise: the caller
+    reports "config.json lacks or garbles ...")."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    if not ok or (integer and int(value) != value):
+        raise TypeError(f"'{key}' ({value!r}: a positive {'integer' if integer else 'number'} is needed)")
+    return int(value) if integer else float(value)
+
+
+def _flag(config: dict, key: str) -> bool:
+    value = field(config, key)
+    if not isinstance(value, bool):
+        raise TypeError(f"'{key}' ({value!r}: true or false is needed)")
+    return value
+
+
+def sizes(config: dict) -> dict[str, int]:
+    """The sizes the pass reads (d, h, h_kv, d_head, intermediate, layers, vocab), each config.json's
+    or transformers' default for the family (config_defaults); TypeError naming a garbled one."""
+    out = {key: _number(field(config, key), key, integer=True)
+           for key in ("hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size", "vocab_size")}
+    kv, head_dim = field(config, "num_key_value_heads"), field(config, "head_dim")
+    out["num_key_value_heads"] = out["num_attention_heads"] if kv is None else _number(kv, "num_key_value_heads",
+                                                                                         integer=True)
+    out["head_dim"] = out["hidden_size"] // out["num_attention_heads"] if head_dim is None else \
+        _number(head_dim, "head_dim", integer=True)
+    return out
+
+
+def rope_parameters(config: dict) -> dict:
+    """The RoPE settings as transformers 5 standardizes them: ``rope_scaling`` (older configs) wins
+    over ``rope_parameters`` whole when both are given; rope_theta and partial_rotary_factor inside
+    win over the top-level ones; rope_type falls back to "type", then "default"."""
+    scaling = config.get("rope_scaling")
+    params = scaling if scaling else config.get("rope_parameters")  # transformers: rope_scaling or rope_parameters
+    if params is None:
+        params = {}
+    if not isinstance(params, dict) or any(isinstance(v, dict) for v in params.values()):
+        raise TypeError("'rope_parameters' (one dict of numbers is needed, not one per layer type)")
+    params = dict(params)
+    params.setdefault("rope_type", params.get("type", "default"))
+    params.setdefault("rope_theta", config.get("rope_theta", DEFAULT_ROPE_THETA))
+    if "partial_rotary_factor" not in params and config.get("partial_rotary_factor") is not None:
+        params["partial_rotary_factor"] = config["partial_rotary_factor"]
+    if params["rope_type"] == "llama3":  # a top-level field wins (transformers' standardize_rope_params)
+        if "original_max_position_embeddings" in config:
+            params["original_max_position_embeddings"] = config["original_max_position_embeddings"]
+        else:
+            params.setdefault("original_max_position_embeddings", field(config, "max_position_embeddings"))
+    return params
+
+
+def rotary_dim(config: dict, d_head: int) -> int:
+    """How many of a head's dimensions RoPE turns: d_head * partial_rotary_factor for Phi-3 (whose
+    default RoPE reads the factor) and for linear / llama3 RoPE; all of them for the others' default
+    RoPE, which transformers computes without the factor."""
+    params = rope_parameters(config)
+    if config["model_type"] != "phi3" and params["rope_type"] == "default":
+        return d_head
+    return int(d_head * _number(params.get("partial_rotary_factor", 1.0), "partial_rotary_factor"))
+
+
+def unsupported(config: dict) -> str | None:
+    """Why this backend cannot run the config (None when it can); TypeError / KeyError for a
+    missing or garbled field."""
+    kind = config["model_type"]
+    s = sizes(config)
+    heads, kv = s["num_attention_heads"], s["num_key_value_heads"]
+    if field(config, "head_dim") is None and s["hidden_size"] % heads:
+        return "hidden_size not a multiple of num_attention_heads (and no head_dim)"
+    if heads % kv:
+        return f"num_attention_heads ({heads}) not a multiple of num_key_value_heads ({kv})"
+    _number(field(config, "rms_norm_eps"), "rms_norm_eps")
+    act = field(config, "hidden_act")
+    if act not in ops.ACTIVATIONS:
+        return f"hidden_act {act!r}"
+    if kind == "gemma" and field(config, "use_bidirectional_attention"):
+        return "use_bidirectional_attention (a Gemma encoder)"
+    for flag in BIASED.get(kind, ()):
+        _flag(config, flag)
+    _flag(config, "tie_word_embeddings")
+    params = rope_parameters(config)
+    kinds = PHI3_ROPE_TYPES if kind == "phi3" else ROPE_TYPES
+    if params["rope_type"] not in kinds:
+        return f"rope type {params['rope_type']!r} (it runs {', '.join(kinds)})"
+    _number(params["rope_theta"], "rope_theta")
+    factor = _number(params.get("partial_rotary_factor", 1.0), "partial_rotary_factor")
+    if factor > 1:
+        raise TypeError(f"'partial_rotary_factor' ({factor}: at most 1)")
+    if kind != "phi3" and params["rope_type"] != "default" and factor != 1:
+        return f"partial_rotary_factor with rope type {params['rope_type']!r} (transformers' {kind} rotates whole heads)"
+    if params["rope_type"] != "default":
+        _number(params.get("factor"), "factor")
+    if params["rope_type"] == "llama3":
+        for key in ("low_freq_factor", "high_freq_factor"):
+            _number(params.get(key), key)
+        if params["high_freq_factor"] <= params["low_freq_factor"]:
+            raise TypeError("'high_freq_factor' (must exceed low_freq_factor)")
+        _number(params["original_max_position_embeddings"], "original_max_position_embeddings", integer=True)
+    windows(config)
+    return None
+
+
+def windows(config: dict) -> list[int | None]:
+    """Per layer, the sliding window (a query sees the keys less than ``window`` positions back), or
+    None: Mistral's and Phi-3's on every layer; Qwen2's (when use_sliding_window) on the layers its
+    layer_types marks sliding_attention, by default those from max_window_layers on."""
+    kind = config["model_type"]
+    layers = _number(field(config, "num_hidden_layers"), "num_hidden_layers", integer=True)
+    if kind not in WINDOWED and kind != "qwen2":
+        return [None] * layers
+    window = field(config, "sliding_window")
+    if kind == "qwen2" and not _flag(config, "use_sliding_window"):
+        window = None
+    if window is not None:
+        window = _number(window, "sliding_window", integer=True)
+    if kind in WINDOWED:
+        return [window] * layers
+    kinds = field(config, "layer_types")
+    if kinds is None:
+        first = field(config, "max_window_layers")
+        if not isinstance(first, int) or isinstance(first, bool) or first < 0:
+            raise TypeError(f"'max_window_layers' ({first!r}: a whole number is needed)")
+        kinds = ["sliding_attention" if window is not None and l >= first else "full_attention" for l in range(layers)]
+    if not isinstance(kinds, list) or len(kinds) != layers or \
+            not set(kinds) <= {"sliding_attention", "full_attention"}:
+        raise TypeError("'layer_types' (one of full_attention / sliding_attention per layer)")
+    if window is None and "sliding_attention" in kinds:  # transformers fails on it (a window of None)
+        raise TypeError("'layer_types' (sliding_attention layers, but no window: use_sliding_window false "
+                        "or sliding_window null)")
+    return [window if kind == "sliding_attention" else None for kind in kinds]
+
+
+def inverse_frequencies(config: dict, d_head: int) -> np.ndarray:
+    """(rotary_dim / 2,) float64: RoPE's angle per position for each pair of rotated dimensions."""
+    params = rope_parameters(config)
+    dim = rotary_dim(config, d_head)
+    inv_freq = 1.0 / float(params["rope_theta"]) ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
+    kind = params["rope_type"]
+    if kind == "linear":
+        return inv_freq / float(params["factor"])
+    if kind == "llama3":
+        factor, low, high = (float(params[k]) for k in ("factor", "low_freq_factor", "high_freq_factor"))
+        old = float(params["original_max_position_embeddings"])
+        wavelen = 2 * math.pi / inv_freq
+        scaled = np.where(wavelen > old / low, inv_freq / factor, inv_freq)  # long waves: / factor
+        smooth = (old / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = ~(wavelen < old / high) & ~(wavelen > old / low)  # between: interpolated
+        return np.where(medium, smoothed, scaled)
+    return inv_freq
+
+
+def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float, offset: float = 0.0) -> np.ndarray:
+    """x / sqrt(mean(x^2) + eps) * (offset + weight) over the last axis (Gemma: offset 1)."""
+    return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * (offset + weight)
+
+
+def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """RoPE on the first rotary_dim dims of x (B, h, T, d_head); cos, sin (T, rotary_dim), halves alike:
+    x cos + rotate_half(x) sin = x1 cos - x2 sin | x2 cos + x1 sin, written into one new array."""
+    r = cos.shape[-1]
+    half = r // 2
+    x1, x2 = x[..., :half], x[..., half:r]
+    c, s = cos[..., :half], sin[..., :half]  # (T, r/2)
+    out = np.empty(x.shape, dtype=np.result_type(x, cos))  # (B, h, T, d_head)
+    np.multiply(x1, c, out=out[..., :half])
+    out[..., :half] -= x2 * s
+    np.multiply(x2, c, out=out[..., half:r])
+    out[..., half:r] += x1 * s
+    out[..., r:] = x[..., r:]
+    return out
+
+
+def biases(config: dict) -> tuple[bool, bool, bool]:
+    """Whether q/k/v, o and the MLP's projections carry biases, as each family's modeling file builds
+    them: Qwen2 on q, k, v always; Llama and Gemma on q, k, v, o with attention_bias; Llama's MLP
+    with mlp_bias; Mistral and Phi-3 never (their configs' flags are not read by transformers)."""
+    kind = config["model_type"]
+    attention = "attention_bias" in BIASED.get(kind, ()) and _flag(config, "attention_bias")
+    mlp = "mlp_bias" in BIASED.get(kind, ()) and _flag(config, "mlp_bias")
+    return kind == "qwen2" or attention, attention, mlp
+
+
+UNUSED_OK = ("rotary_emb.inv_freq",)  # a buffer some checkpoints carry; attn computes the frequencies
+OPTIONAL: set[str] = set()
+
+
+def expected(config: dict) -> dict[str, tuple[int | None, ...]]:
+    """Every tensor of the base model ("model." left out) this forward pass reads, with the shape
+    config.json implies: numpy_backend.check_weight_names reports a missing or unused one."""
+    kind = config["model_type"]
+    s = sizes(config)
+    d, h, kv, dh, i = (s[k] for k in ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+                                       "intermediate_size"))
+    qkv_bias, o_bias, mlp_bias = biases(config)
+    shapes: dict[str, tuple[int | None, ...]] = {"embed_tokens.weight": (s["vocab_size"], d), "norm.weight": (d,)}
+
+    def linear(name: str, out: int, inp: int, bias: bool) -> None:
+        shapes[name + ".weight"] = (out, inp)
+        if bias:
+            shapes[name + ".bias"] = (out,)
+
+    for l in range(s["num_hidden_layers"]):
+        p = f"layers.{l}."
+        shapes[p + "input_layernorm.weight"] = shapes[p + "post_attention_layernorm.weight"] = (d,)
+        if kind == "phi3":  # fused projections
+            linear(p + "self_attn.qkv_proj", (h + 2 * kv) * dh, d, False)
+            linear(p + "mlp.gate_up_proj", 2 * i, d, False)
+        else:
+            for name, out in (("q", h * dh), ("k", kv * dh), ("v", kv * dh)):
+                linear(p + f"self_attn.{name}_proj", out, d, qkv_bias)
+            linear(p + "mlp.gate_proj", i, d, mlp_bias)
+            linear(p + "mlp.up_proj", i, d, mlp_bias)
+        linear(p + "self_attn.o_proj", d, h * dh, o_bias)
+        linear(p + "mlp.down_proj", d, i, mlp_bias)
+    return shapes
+
+
+class Llama:
+    causal = True
+
+    def __init__(self, weights: Weights, config: dict):
+        self.w = weights
+        self.config = config
+        self.model_type = config["model_type"]
+        s = sizes(config)
+        self.layers, self.heads, self.kv_heads = s["num_hidden_layers"], s["num_attention_heads"], s["num_key_value_heads"]
+        self.d, self.d_head, self.intermediate = s["hidden_size"], s["head_dim"], s["intermediate_size"]
+        self.eps = float(field(config, "rms_norm_eps"))
+        self.gemma = self.model_type == "gemma"
+        act = field(config, "hidden_act")
+        if self.gemma and act == "gelu":  # GemmaConfig reads the official releases' legacy "gelu" as
+            act = "gelu_pytorch_tanh"     # the tanh approximation they were trained with
+        self.act = ops.ACTIVATIONS[act]
+        self.inv_freq = inverse_frequencies(config, self.d_head)  # (rotary_dim / 2,)
+        self.windows = windows(config)
+        self.qkv_bias, self.o_bias, self.mlp_bias = biases(config)
+        self.tied = bool(field(config, "tie_word_embeddings"))
+
+    def kv_head(self, head: int) -> int:
+        """The key-value head query head ``head`` reads (grouped-query attention)."""
+        return head // (self.heads // self.kv_heads)
+
+    def scale(self, layer: int) -> float:
+        return self.d_head ** -0.5
+
+    def embeddings(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, offset: int = 0) -> np.ndarray:
+        x = self.w.rows("embed_tokens.weight", ids)  # (B, T, d)
+        if x.shape[-1] != self.d:
+            raise RuntimeFailure(f"embed_tokens.weight has rows of {x.shape[-1]}, config.json's hidden_size is {self.d}: "
+                                 "the checkpoint does not match its config")
+        if self.gemma:
+            x = x * np.asarray(math.sqrt(self.d), dtype=x.dtype)
+        return x
+
+    def _shape(self, name: str) -> tuple[int, ...]:
+        """The shape config.json implies for tensor ``name`` (a stranger's checkpoint may disagree)."""
+        h, kv, dh, d, i = self.heads, self.kv_heads, self.d_head, self.d, self.intermediate
+        part, kind = name.split(".")[-2:]
+        if part in ("input_layernorm", "post_attention_layernorm", "norm"):
+            return (d,)
+        out, inp = {"q_proj": (h * dh, d), "k_proj": (kv * dh, d), "v_proj": (kv * dh, d), "o_proj": (d, h * dh),
+                    "qkv_proj": ((h + 2 * kv) * dh, d), "gate_proj": (i, d), "up_proj": (i, d), "down_proj": (d, i),
+                    "gate_up_proj": (2 * i, d)}[part]
+        return (out, inp) if kind == "weight" else (out,)
+
+    def _get(self, name: str) -> np.ndarray:
+        tensor = self.w.get(name)
+        want = self._shape(name)
+        if tensor.shape != want:
+            raise RuntimeFailure(f"{name} has shape {tensor.shape}, config.json implies {want}: "
+                                 "the checkpoint does not match its config")
+        return tensor
+
+    def _norm(self, name: str, x: np.ndarray) -> np.ndarray:
+        return rms_norm(x, self._get(name), self.eps, 1.0 if self.gemma else 0.0)
+
+    def _proj(self, name: str, x: np.ndarray, bias: bool) -> np.ndarray:
+        return ops.linear(x, self._get(name + ".weight"), self._get(name + ".bias") if bias else None)
+
+    def _qkv(self, p: str, a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """q (B, T, h d_head), k and v (B, T, h_kv d_head)."""
+        if self.model_type == "phi3":
+            qkv = self._proj(p + "self_attn.qkv_proj", a, False)  # (B, T, (h + 2 h_kv) d_head)
+            nq, nk = self.heads * self.d_head, self.kv_heads * self.d_head
+            return qkv[..., :nq], qkv[..., nq: nq + nk], qkv[..., nq + nk:]
+        return tuple(self._proj(p + f"self_attn.{n}_proj", a, self.qkv_bias) for n in "qkv")  # type: ignore
+
+    def _mlp(self, p: str, m: np.ndarray) -> np.ndarray:
+        if self.model_type == "phi3":
+            gate, up = np.split(self._proj(p + "mlp.gate_up_proj", m, False), 2, axis=-1)  # (B, T, i) each
+        else:
+            gate = self._proj(p + "mlp.gate_proj", m, self.mlp_bias)  # (B, T, i)
+            up = self._proj(p + "mlp.up_proj", m, self.mlp_bias)
+        return self._proj(p + "mlp.down_proj", self.act(gate) * up, self.mlp_bias)  # (B, T, d)
+
+    def layer(self, l: int, x: np.ndarray, mask: Mask, rec: Recorder,
+              past: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+        """One decoder layer: x (B, T, d) -> the new x (B, T, d), its sites recorded by ``rec``:
+        q (B, h, T, d_head), k, v (B, h, S, d_head) rotated and repeated per query head, the
+        scores and pattern (B, h, T, S) float64. ``past`` holds k, v of the S - T tokens before (a
+        cache, repeated per query head); ``mask`` is the caller's, this layer's window added."""
+        p = f"layers.{l}."
+        x = rec("resid_mid", l, x + rec("attn.out", l, self._attention(l, x, mask, rec, past)))  # (B, T, d)
+        mlp = ops.by_rows(lambda rows: self._mlp(p, self._norm(p + "post_attention_layernorm.weight", rows)), x,
+                          self.intermediate)  # (B, T, d), a block of rows at a time
+        return x + rec("mlp.out", l, mlp)
+
+    def _attention(self, l: int, x: np.ndarray, mask: Mask, rec: Recorder,
+                   past: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+        """o_proj(z) (B, T, d), in a function of its own: what it allocates is let go before the MLP."""
+        p = f"layers.{l}."
+        B, T, _ = x.shape
+        P = 0 if past is None else past[0].shape[2]  # tokens before these: positions P .. P+T-1
+        q, k, v = self._qkv(p, self._norm(p + "input_layernorm.weight", x))
+        q = q.reshape(B, T, self.heads, self.d_head).transpose(0, 2, 1, 3)  # (B, h, T, d_head)
+        k, v = (t.reshape(B, T, self.kv_heads, self.d_head).transpose(0, 2, 1, 3) for t in (k, v))  # (B, h_kv, T, d_head)
+        angles = np.arange(P, P + T, dtype=np.float64)[:, None] * self.inv_freq[None]  # (T, r/2)
+        angles = np.concatenate([angles, angles], axis=-1)  # (T, r)
+        cos, sin = np.cos(angles).astype(x.dtype), np.sin(angles).astype(x.dtype)
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        if past is not None:  # the cache holds them repeated per query head, as the k, v sites
+            group = self.heads // self.kv_heads
+            k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)  # (B, h, T, d_head)
+            k = np.concatenate([past[0], k], axis=2)  # (B, h, S, d_head)
+            v = np.concatenate([past[1], v], axis=2)
+        z = attend(rec, l, q, k, v, self.scale(l), mask.windowed(self.windows[l]), score_dtype=np.float64)
+        del q, k, v  # (B, T, h d_head) z is all the output projection needs
+        return self._proj(p + "self_attn.o_proj", z, self.o_bias)  # (B, T, d)
+
+    def output_weight(self, l: int) -> np.ndarray:
+        """W_O (h d_head, d) as x @ W_O (rows h*d_head..(h+1)*d_head belong to query head h): o_proj,
+        stored (out, in). Its bias (Llama with attention_bias) is b_O, the same for every token."""
+        return self._get(f"layers.{l}.self_attn.o_proj.weight").T
+
+    def final(self, x: np.ndarray) -> np.ndarray:
+        return self._norm("norm.weight", x)
+
+    def final_norm_parts(self) -> tuple[str, np.ndarray, np.ndarray | None, float]:
+        """The final norm as (kind, weight, bias, eps): an RMSNorm (Gemma's weight is 1 + w)."""
+        return "rms", self._get("norm.weight") + (1.0 if self.gemma else 0.0), None, self.eps
+
+    def unembedding(self) -> np.ndarray:
+        """(V, d) the LM head: the checkpoint's lm_head.weight, else embed_tokens when the config
+        ties them (else lm_head is missing: a clear failure). As transformers 5: a stored head of
+        other values is kept, whatever tie_word_embeddings says."""
+        if self.w.has_exact("lm_head.weight") or not self.tied:
+            head = self.w.get_exact("lm_head.weight")  # (V, d)
+        else:
+            head = self.w.get("embed_tokens.weight")  # (V, d)
+        if head.shape[1:] != (self.d,):
+            raise RuntimeFailure(f"the LM head has shape {head.shape}, config.json's hidden_size is {self.d}: "
+                                 "the checkpoint does not match its config")
+        return head
+
+    def logits(self, hidden: np.ndarray) -> np.ndarray:
+        """(..., d) final hidden states -> (..., V) float64 logits through the LM head (``unembedding``)."""
+        return (hidden @ self.unembedding().T).astype(np.float64)  # (..., V)

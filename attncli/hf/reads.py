@@ -1,0 +1,111 @@
+"""What the views read from one Trace (trace.py): the sites to keep for each, and the arrays
+they are made of, so that a command runs one traced pass per text and derives everything it
+shows from it. Shapes: L layers, h heads, T tokens, d the model dimension, d_head a head's.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Callable, Sequence
+
+import numpy as np
+
+from attncli.hf.trace import Trace, site
+
+PATTERNS = "blocks.*.attn.pattern"
+STREAM = ("embed", "blocks.*.resid_post")
+
+
+def qk_sites(layer: int) -> list[str]:
+    return [site(layer, "attn.q"), site(layer, "attn.k")]
+
+
+def value_sites(layer: int) -> list[str]:
+    return [site(layer, "attn.pattern"), site(layer, "attn.v")]
+
+
+def attentions_of(tr: Trace, layers: int) -> np.ndarray:
+    """(L, h, T, S) every layer's pattern."""
+    return tr.stack("attn.pattern", layers)
+
+
+def qk_of(tr: Trace, layer: int) -> tuple[np.ndarray, np.ndarray]:
+    """q, k (h, T, d_head) float64 of ``layer``."""
+    return tr[site(layer, "attn.q")].astype(np.float64), tr[site(layer, "attn.k")].astype(np.float64)
+
+
+def stream_of(tr: Trace, layers: int) -> np.ndarray:
+    """(L + 1, T, d) the embeddings and each layer's resid_post (before the final norm)."""
+    return np.stack([tr["embed"]] + [tr[site(l, "resid_post")] for l in range(layers)])
+
+
+def view_sites(layers: int, layer: int | None, *, qk: bool = False, scores: bool = False, values: bool = False,
+               every_layer: bool = False, only_layer: bool = False) -> list[str]:
+    """The sites a view of ``layer`` reads (every layer's with ``every_layer``: the page's extra views;
+    ``only_layer``: that layer's pattern, not every layer's)."""
+    sites = [site(layer, "attn.pattern")] if only_layer and layer is not None else [PATTERNS]
+    chosen = range(layers) if every_layer else ([] if layer is None else [layer])
+    for l in chosen:
+        sites += qk_sites(l) if qk else []
+        sites += [site(l, "attn.scores")] if scores else []
+        sites += [site(l, "attn.v")] if values else []
+    return sites
+
+
+class Reads:
+    """One traced pass of one text and what the views read from it. A model without a traced pass (the
+    torch backend's unmapped families, T5 and BART) answers from its own methods instead, a pass each."""
+
+    def __init__(self, model, enc, sites: list[str], *, rows: Sequence[int] | None = None,
+                 on_layer: Callable[[int, int], None] | None = None):
+        """``rows``: the pattern and scores keep only these query rows (Keep(rows=...)); ``on_layer(l, L)``
+        is called as each layer is done, where the model's trace takes it (``on_layer`` in its signature)."""
+        self.model, self.enc = model, enc
+        self.rows = None if rows is None else [int(r) for r in rows]
+        self.tr = None
+        if getattr(model, "traced", False):
+            extra = {"on_layer": on_layer} if on_layer is not None and takes_on_layer(model) else {}
+            self.tr = model.trace(enc, sites, rows=self.rows, **extra)
+
+    def _has(self, *names: str) -> bool:
+        return self.tr is not None and all(n in self.tr for n in names)
+
+    def attentions(self) -> np.ndarray:
+        """(L, h, T, T) every layer's attention weights."""
+        if self._has(site(self.model.layers - 1, "attn.pattern")):
+            return attentions_of(self.tr, self.model.layers)
+        return self.model.attentions(self.enc)
+
+    def pattern(self, layer: int) -> np.ndarray:
+        """(h, R, T) ``layer``'s attention weights: the kept rows (every row, R = T, without ``rows``)."""
+        name = site(layer, "attn.pattern")
+        return self.tr[name] if self._has(name) else self.model.attentions(self.enc)[layer]
+
+    def qk(self, layer: int) -> tuple[np.ndarray, np.ndarray]:
+        """q, k (h, T, d_head) of ``layer``."""
+        if hasattr(self.model, "check_qk"):
+            self.model.check_qk()
+        return qk_of(self.tr, layer) if self._has(*qk_sites(layer)) else self.model.qk(self.enc, layer)
+
+    def scores(self, layer: int) -> np.ndarray:
+        """(h, T, T) q k^T * scale of ``layer``, -inf where masked."""
+        if hasattr(self.model, "check_qk"):
+            self.model.check_qk()
+        name = site(layer, "attn.scores")
+        return self.tr[name].astype(np.float64) if self._has(name) else self.model.scores(self.enc, layer)
+
+    def value_vectors(self, layer: int) -> tuple[np.ndarray, np.ndarray]:
+        """The pattern (h, T, T) and each head's value vectors through W_O (h, T, d) of ``layer``."""
+        if self._has(*value_sites(layer)) and hasattr(self.model, "value_vectors_of"):
+            self.model.check_layer(layer)
+            self.model.check_value_vectors()
+            return self.model.value_vectors_of(self.tr, layer)
+        return self.model.value_vectors(self.enc, layer)
+
+
+def takes_on_layer(model) -> bool:
+    """Whether ``model.trace`` reports each layer done (an ``on_layer(l, L)`` callback)."""
+    try:
+        return "on_layer" in inspect.signature(model.trace).parameters
+    except (TypeError, ValueError):
+        return False
