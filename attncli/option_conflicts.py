@@ -190,6 +190,7 @@ LAYERS_NEED_MODEL_VIEW = "--layers A-B picks the layers of --model-view (one lay
 FLOW = "--flow is one matrix through every head of layers 0..--layer: drop {}"
 NORMS_WHY = {"rollout": "it multiplies weights through the layers", "words": "word rows sum and average weights",
              "hide_special": "it renormalises rows of weights", "model_view": "it classifies the heads by their weights"}
+LONG_VIEWS = ("rows", "top_k", "pool")  # a long text's options (attncli.attention.long_view)
 NOT_ACROSS = {  # option -> why it does not apply to the cross stack (rows and columns are other tokens)
     "rollout": "--rollout multiplies a stack's layers over one sequence: the cross stack's rows (the target) and "
                "columns (the source) are different tokens, so rollout is not defined there",
@@ -244,6 +245,19 @@ ROWS: tuple[Row, ...] = (
     Row((On("explain"),), S, "--explain needs attn's NumPy forward pass, which does not run encoder-decoders (T5, BART)"),
     *(Row((Is("stack", ("cross",)), On(p)), S, why) for p, why in NOT_ACROSS.items()),
     Row((Is("stack", ("decoder",)), On("pair")), S, NOT_ACROSS["pair"]),
+    # a long text's views (attncli.attention.long_view): rows, or each row's strongest keys, or spans
+    Row((On("top_k"), On("pool")), T + E, "--top-k and --pool are two views of the keys: give one of them"),
+    *(Row((On(p), On("model_view")), T + E,
+          f"{flag(p)} picks rows or keys of one matrix; --model-view draws every head whole: drop one")
+      for p in LONG_VIEWS),
+    *(Row((On(p), Not("show", ("weights",))), T + E, f"{flag(p)} sums attention weights: drop --show {{show}}")
+      for p in LONG_VIEWS[1:]),
+    *(Row((On(p), On("flow")), T + E,
+          f"{flag(p)} sums attention weights, and flow values are not shares of a row: drop --flow")
+      for p in LONG_VIEWS[1:]),
+    Row((On("pool"), On("words")), T + E, "--pool merges tokens into spans itself: drop --words"),
+    *(Row((On(p),), S, f"{flag(p)} is for one stack of tokens (BERT, GPT-2, Llama families); an encoder-decoder's "
+                       "view takes --rows START:END") for p in LONG_VIEWS[1:]),
     # the forward pass
     Row((Not("backend", BACKENDS),), T + E, f"--backend {{backend!r}}: expected {_or(BACKENDS)}"),
 )

@@ -311,3 +311,17 @@ def test_rows_on_the_torch_backend_are_the_whole_matrix_rows(tiny_gpt2_dir):
     assert np.allclose(part["head_weights"], np.asarray(full["head_weights"])[:, rows], atol=2e-6)
     top = matrix_json(tiny_gpt2_dir, "--backend", "torch", "--rows", "last:3", "--top-k", "2")["top_k"]
     assert np.allclose(np.sum(top["weights"], axis=1) + top["other"], 1.0, atol=1e-6)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--top-k", "2", "--pool", "sentence"], "--top-k and --pool are two views of the keys: give one of them"),
+    (["--rows", "last:2", "--model-view"], "--rows picks rows or keys of one matrix; --model-view draws every head whole: drop one"),
+    (["--pool", "4", "--model-view"], "--pool picks rows or keys of one matrix; --model-view draws every head whole: drop one"),
+    (["--top-k", "2", "--show", "scores"], "--top-k sums attention weights: drop --show scores"),
+    (["--pool", "line", "--flow"], "--pool sums attention weights, and flow values are not shares of a row: drop --flow"),
+    (["--pool", "sentence", "--words"], "--pool merges tokens into spans itself: drop --words"),
+])
+def test_a_long_view_with_an_option_it_cannot_go_with_is_refused_by_name(tiny_bert_dir, args, message):
+    """Pinned apart from the table (attncli.option_conflicts), which also makes these messages."""
+    result = run("matrix", TEXT, "--transformer", str(tiny_bert_dir), *args)
+    assert result.exit_code == 2 and flat(result.stderr) == f"error: {message}", result.stderr

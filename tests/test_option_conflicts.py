@@ -29,7 +29,7 @@ SAMPLES = {"pair": "fruit flies", "block": "a-b", "pair_filter": "a-b", "block_s
            "explain": (0, 1), "show": "scores", "proj": "random", "variant": "dot", "positions": "none", "d_k": 4,
            "context": "a b", "causal": True, "window": 2, "pad_to": 8, "seed": 1, "heads": 2, "max_relative": 3,
            "model": "m", "top_k": 3, "pool": "sentence", "device_map": "auto",
-           "max_memory": "cpu=1GB"}
+           "max_memory": "cpu=1GB", "rows": "last:2"}
 CHOICES = {"proj": ("identity", "random", "trained"), "show": ("weights", "scores", "norms", "output"),
            "stack": oc.STACKS, "backend": oc.BACKENDS, "block_specials": ("none", "bertviz")}
 PARAM = {"pair_filter": "block", "filter_specials": "block_specials"}  # attn matrix's names -> the table's

@@ -61,26 +61,6 @@ def check_spec(spec: LongSpec) -> None:
         _parse_rows(spec.rows)
 
 
-def check_view(spec: LongSpec, *, model_view: bool = False, show: str = "weights", flow: bool = False,
-               words: bool = False) -> None:
-    """The long views' refusals among a view's other options (exit 2)."""
-    check_spec(spec)
-    if not spec:
-        return
-    given = next(f"--{name.replace('_', '-')}" for name in ("rows", "top_k", "pool") if getattr(spec, name) is not None)
-    if model_view:
-        raise BadInput(f"{given} picks rows or keys of one matrix; --model-view draws every head whole: drop one")
-    if spec.top_k is None and spec.pool is None:
-        return
-    what = "--top-k" if spec.top_k is not None else "--pool"
-    if show != "weights":
-        raise BadInput(f"{what} sums attention weights: drop --show {show}")
-    if flow:
-        raise BadInput(f"{what} sums attention weights, and flow values are not shares of a row: drop --flow")
-    if words and spec.pool is not None:
-        raise BadInput("--pool merges tokens into spans itself: drop --words")
-
-
 def rows_note(spec: str, positions: np.ndarray, T: int, *, computed: bool) -> str:
     """What --rows picked, for the view's notes."""
     shown = len(positions)

@@ -115,7 +115,7 @@ def explore_cmd(
     options = dict(pair=pair, block=block, words=words, hide_special=hide_special, rollout=rollout,
                    backend=backend.value if backend else None, truncate=truncate, model_view=model_view, layers=layers,
                    allow_missing_weights=allow_missing_weights, flow=flow, layer=layer, head=head, explain=explain,
-                   show=show.value, proj=proj, top_k=top_k, pool=pool)
+                   show=show.value, proj=proj, rows=rows, top_k=top_k, pool=pool)
     if transformer is None:  # the word-vector matrix's refusals (attncli.option_conflicts)
         given = {name for name in TRANSFORMER_ONLY
                  if options.get("block" if name == "pair_filter" else name) not in (None, False)}
@@ -136,9 +136,9 @@ def explore_cmd(
         validate(options, "explore")
         if layers is not None:
             parse_layers(layers)  # its form; the range is checked against the model in the app
-        from attncli.attention.long_view import LongSpec, check_view
+        from attncli.attention.long_view import LongSpec, check_spec
 
-        check_view(LongSpec(rows, top_k, pool), model_view=model_view, show=show.value, flow=flow, words=words)
+        check_spec(LongSpec(rows, top_k, pool))  # the values; how they go with the rest: validate above
     elif rows is not None:
         raise BadInput("--rows needs --transformer NAME_OR_PATH (a pretrained model)")
     if explain is not None and min(explain) < 0:

@@ -49,10 +49,9 @@ def compute(request: ViewRequest, model: Any = None, *, on_layer=None) -> ViewRe
     if model is None:
         model = load_for(request)
     if getattr(model, "encoder_decoder", False) or request.target is not None or request.stack is not None:
-        if request.top_k is not None or request.pool is not None or (
-                request.rows is not None and lvm.slice_rows(request.rows) is None):
-            raise BadInput("an encoder-decoder's view takes --rows START:END; --top-k, --pool and the other --rows "
-                           "forms are for one stack of tokens (BERT, GPT-2, Llama families)")
+        if request.rows is not None and not _slice_form(request.rows):  # --top-k, --pool: the table's rows
+            raise BadInput(f"--rows {request.rows}: an encoder-decoder's view takes --rows START:END; the other "
+                           "--rows forms are for one stack of tokens (BERT, GPT-2, Llama families)")
         return _stack_view(request, model)
     layer = pv.layer_shown(model, request.layer, request.head)
     if request.explain is not None and model.backend != "numpy" and request.show != "norms":
@@ -105,6 +104,12 @@ def compute(request: ViewRequest, model: Any = None, *, on_layer=None) -> ViewRe
                         qk=reads.qk(layer) if qk and not rows_only else None, values=values, long=long,
                         rows_only=rows_only)
     return result.at_cell(request.explain) if request.explain is not None else result
+
+
+def _slice_form(rows: str) -> bool:
+    """Whether --rows is START:END, the form an encoder-decoder's rows take (``attn matrix``'s own)."""
+    head, sep, _ = rows.strip().partition(":")
+    return bool(sep) and head.strip().lower() not in ("word", "last")
 
 
 def _select(request: ViewRequest, shown, at: int, enc, combined=None, keys: Optional[pv.KeySide] = None,

@@ -12,7 +12,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Optional
 
-from attncli.attention.long_view import LongSpec, check_view
+from attncli.attention.long_view import LongSpec, check_spec
 from attncli.attention.checkpoint_views import check_texts
 from attncli.option_conflicts import BACKENDS, NOT_ACROSS, STACKS, TRANSFORMER_SHOWS, validate  # noqa: F401 (the table)
 
@@ -105,12 +105,12 @@ class ViewRequest:
 
 def check_combinations(o: ViewRequest) -> None:
     """What can be checked before the model is loaded: the texts, then the table of
-    attncli.option_conflicts (with --target or --stack, the encoder-decoder's rows too), then a
-    long text's views (attncli.attention.long_view)."""
+    attncli.option_conflicts (with --target or --stack, the encoder-decoder's rows too), then the
+    values of a long text's views (attncli.attention.long_view)."""
     check_texts(o.text, o.pair)
     seq2seq = o.target is not None or o.stack is not None
     validate(vars(o), *(("transformer", "seq2seq") if seq2seq else ("transformer",)))
-    check_view(o.long, model_view=o.model_view, show=o.show, flow=o.flow, words=o.words)
+    check_spec(o.long)  # the values themselves; how they go with the rest is the table's
 
 
 def check_seq2seq_options(o: ViewRequest) -> None:
