@@ -321,7 +321,8 @@ def test_rows_on_the_torch_backend_are_the_whole_matrix_rows(tiny_gpt2_dir):
     (["--pool", "line", "--flow"], "--pool sums attention weights, and flow values are not shares of a row: drop --flow"),
     (["--pool", "sentence", "--words"], "--pool merges tokens into spans itself: drop --words"),
 ])
-def test_a_long_view_with_an_option_it_cannot_go_with_is_refused_by_name(tiny_bert_dir, args, message):
-    """Pinned apart from the table (attncli.option_conflicts), which also makes these messages."""
-    result = run("matrix", TEXT, "--transformer", str(tiny_bert_dir), *args)
+def test_a_long_view_with_an_option_it_cannot_go_with_is_refused_by_name(tmp_path, args, message):
+    """Before any model is read (the folder does not even exist); pinned apart from the table
+    (attncli.option_conflicts), which makes these messages."""
+    result = run("matrix", TEXT, "--transformer", str(tmp_path / "no-model-here"), *args)
     assert result.exit_code == 2 and flat(result.stderr) == f"error: {message}", result.stderr
