@@ -26,19 +26,11 @@ import numpy as np
 from attncli import messages
 from attncli.errors import BadInput
 from attncli.lookup.keyindex import KeyTokens
-from attncli.lookup.params import encoder_ngram_weight
+from attncli.lookup.params import POOLING, encoder_ngram_weight
 from attncli.textio import clip
 from attncli.hf import load as load_transformer
 from attncli.hf.config_check import damaged, read_json, read_optional_json
 from attncli.vectors.tokenize import tokenize
-
-POOLING = {
-    "cls": "the last hidden state of the first token",
-    "max": "the maximum of the last hidden state over the tokens (attention mask)",
-    "mean": "the mean of the last hidden state over the tokens (attention mask)",
-    "mean_sqrt_len": "the sum of the last hidden state over the tokens (attention mask) / sqrt(their number)",
-}  # what each of sentence-transformers' poolings attn computes (transformer.checkpoint.pool) is
-
 
 def load_encoder(name_or_path: str, *, allow_missing_weights: bool = False):
     """A loaded ``attncli.hf.Pretrained`` that is an encoder; BadInput otherwise.

@@ -21,3 +21,11 @@ def encoder_ngram_weight(encoder: str) -> float:
     """The default lambda for the sentence encoder named or found at ``encoder``."""
     name = encoder.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].lower()
     return ENCODER_NGRAM_WEIGHTS.get(name, NGRAM_WEIGHT)
+
+
+POOLING = {
+    "cls": "the last hidden state of the first token",
+    "max": "the maximum of the last hidden state over the tokens (attention mask)",
+    "mean": "the mean of the last hidden state over the tokens (attention mask)",
+    "mean_sqrt_len": "the sum of the last hidden state over the tokens (attention mask) / sqrt(their number)",
+}  # what each of sentence-transformers' poolings attn computes (attncli.hf.loader.pool) is

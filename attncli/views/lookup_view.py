@@ -17,8 +17,7 @@ import math
 import shlex
 from typing import Any, Optional
 
-from attncli.lookup.encoder import POOLING
-from attncli.lookup.params import DEFAULT_TEMPERATURE
+from attncli.lookup.params import DEFAULT_TEMPERATURE, POOLING
 from attncli.textio import clip, visible
 from attncli.views.result import Result, attn_command, shown
 
