@@ -23,6 +23,8 @@ import numpy as np
 
 from attncli.textio import span
 from attncli.textio import visible as visible_text
+from attncli.attention.variants import VARIANTS
+from attncli.errors import BadInput
 
 # viridis at 11 evenly spaced points (matplotlib's table), interpolated linearly in RGB.
 _VIRIDIS = ["#440154", "#482475", "#414487", "#355f8d", "#2a788e", "#21918c",
@@ -293,8 +295,6 @@ def _labels(tokens: list[str]) -> list[str]:
 
 
 def matrix_title(res, what: str) -> str:
-    from attncli.attention.variants import VARIANTS
-
     req = res.request
     kind = "cross-attention" if res.cross else "self-attention"
     return (f"{VARIANTS[req.variant].title} {kind} {what} · mask: {res.mask_label()} · "
@@ -331,8 +331,6 @@ def matrix_heatmaps(res, show: str = "weights", rows=None, cols=None, cursor=Non
 
 def check_spans(res, show: str = "weights", rows=None, cols=None) -> None:
     """A --rows/--cols start beyond the view is bad input."""
-    from attncli.errors import BadInput
-
     n_rows, n_cols = res.attention.output.shape if show == "output" else res.attention.weights.shape
     for span, n, option, what in ((rows, n_rows, "--rows", "rows"), (cols, n_cols, "--cols", "columns")):
         if span is not None and span[0] >= n:
