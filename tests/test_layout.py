@@ -385,3 +385,43 @@ def test_modules_stay_under_about_400_lines():
     long = {str(path.relative_to(PKG)): n for _, path in modules()
             if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
     assert set(long) <= LONG_MODULES_FOR_NOW, {k: v for k, v in long.items() if k not in LONG_MODULES_FOR_NOW}
+
+
+# Modules that share a basename, each with why the pair reads well: the rule is one name, one
+# place, so a traceback, a grep or a docstring that names "weights.py" points at one file.
+SHARED_BASENAMES = {
+    # a command (cli/), what it draws (views/) and what it computes (attention/): one view, one name per floor
+    "causal.py": ({"cli/causal.py", "views/causal.py"}, "attn ablate / patch / dla: the command and its drawing"),
+    "compare.py": ({"attention/compare.py", "cli/compare.py"}, "attn compare: the computation and the command"),
+    "lens.py": ({"cli/lens.py", "views/lens.py"}, "attn lens: the command and its drawing"),
+    "long_view.py": ({"attention/long_view.py", "views/long_view.py"}, "a long input's view: computed, then drawn"),
+    "matrix.py": ({"attention/matrix.py", "cli/matrix.py"}, "attn matrix: the computation and the command"),
+    "model_view.py": ({"attention/model_view.py", "views/model_view.py"}, "the model view: computed, then drawn"),
+    # a wing's own kind of the same thing, always imported with the wing's name
+    "model.py": ({"tinylm/model.py", "vectors/model.py"}, "each wing's model: attn's small LM, the word vectors"),
+    "train.py": ({"tinylm/train.py", "vectors/train.py"}, "training each wing's model: the LM (torch), the vectors "
+                                                           "(gensim)"),
+    "heads.py": ({"attention/heads.py", "tinylm/heads.py"}, "tinylm/heads.py scores the trained LM's heads with "
+                                                             "attention/heads.py's patterns"),
+    "corpus.py": ({"stats/corpus.py", "vectors/corpus.py"}, "each wing's texts: stats streams any corpus, vectors "
+                                                             "trains on Brown or a text file"),
+}
+
+
+def shared_basenames(root: Path = PKG) -> dict[str, set[str]]:
+    """Basename -> the modules (paths under attncli/) that carry it, for names on more than one
+    (package __init__.py and __main__.py left out)."""
+    found: dict[str, set[str]] = {}
+    for path in root.rglob("*.py"):
+        if path.name not in ("__init__.py", "__main__.py"):
+            found.setdefault(path.name, set()).add(path.relative_to(root).as_posix())
+    return {name: paths for name, paths in found.items() if len(paths) > 1}
+
+
+def test_no_two_modules_share_a_basename_unless_listed_with_the_reason():
+    shared = shared_basenames()
+    unlisted = {name: sorted(paths) for name, paths in shared.items()
+                if name not in SHARED_BASENAMES or paths != SHARED_BASENAMES[name][0]}
+    assert unlisted == {}, "rename one (every importer follows) or list the pair in SHARED_BASENAMES with the reason"
+    stale = sorted(set(SHARED_BASENAMES) - set(shared))
+    assert stale == [], f"no longer shared, drop from SHARED_BASENAMES: {stale}"
