@@ -249,7 +249,7 @@ def test_the_table_in_the_docs_lists_every_field_with_its_default():
 def test_the_token_limit_of_a_config_without_its_positions_is_transformers_default(kind, field_name, limit, tmp_path):
     """With no position count in config.json, the limit on an input is the family's default table
     (RoBERTa's less its padding_idx + 1), not "no limit"."""
-    from attncli.hf.loader import max_positions
+    from attncli.hf.pretrained_base import max_positions
 
     assert getattr(config_class(kind)(), field_name) - (2 if kind == "roberta" else 0) == limit
     assert max_positions({"model_type": kind}, tmp_path) == limit

@@ -47,7 +47,7 @@ NUMERIC_FIELDS = {"heads", "layers", "d_model", "d_k", "dim", "vocab_size", "out
 RENDERABLE_BUILDERS = {
     "explain_text": "attncli/views/lookup_view.py: builds a Text whose data parts go through escape (checked here)",
     "_evaluation_table": "attncli/cli/vectors.py: a Table of benchmark names (constants) and numbers",
-    "explanation_renderables": "attncli/views/render.py: Texts built through visible_text (checked here)",
+    "explanation_renderables": "attncli/views/explanation.py: Texts built through visible_text (checked here)",
     "renderables": "attncli/pipeline/view_result.py -> views: Heatmaps drawn through render.py (checked here)",
     "heatmaps": "attncli/pipeline/view_result.py: pretrained_heatmaps / model_view_renderables, drawn through "
                 "views/render.py and views/model_view.py (checked here)",
@@ -143,11 +143,11 @@ ALLOWED = {
     ("views/lens.py", "lens_renderables", "f\"{follow['rank'][l][t]:>4} {p:.2f}\""): "a rank (an int) and a probability",
     ("views/render.py", "_page_lines", "f'{abbreviate(col_labels[j], col_w[j]):>{col_w[j] + 2}}'"):
         "labels: visible_text()ed by the caller (heatmap_renderables)",
-    ("views/render.py", "table", "x"): "explanation steps: visible_text()ed by explanation_renderables before ExplanationSteps",
-    ("views/render.py", "__rich_console__", "f'{name:<{name_w}}  {value}'"): "explanation steps: visible_text()ed by the caller",
-    ("views/render.py", "__rich_console__", "name"): "explanation steps: visible_text()ed by the caller",
-    ("views/render.py", "__rich_console__", "'  ' + value"): "explanation steps: visible_text()ed by the caller",
-    ("views/render.py", "__rich_console__", "'  ' + note"): "explanation steps: visible_text()ed by the caller",
+    ("views/explanation.py", "table", "x"): "explanation steps: visible_text()ed by explanation_renderables before ExplanationSteps",
+    ("views/explanation.py", "__rich_console__", "f'{name:<{name_w}}  {value}'"): "explanation steps: visible_text()ed by the caller",
+    ("views/explanation.py", "__rich_console__", "name"): "explanation steps: visible_text()ed by the caller",
+    ("views/explanation.py", "__rich_console__", "'  ' + value"): "explanation steps: visible_text()ed by the caller",
+    ("views/explanation.py", "__rich_console__", "'  ' + note"): "explanation steps: visible_text()ed by the caller",
 }
 ALLOWED = {(rel, fn, arg[:KEY]): why for (rel, fn, arg), why in ALLOWED.items()}
 

@@ -14,7 +14,7 @@ needed("pytest_textual_snapshot", reason="the snapshot tests need pytest-textual
 
 from attncli.explore.app import ExploreApp  # noqa: E402
 from attncli.explore.state import ExploreState  # noqa: E402
-from attncli.views.render import _fmt  # noqa: E402
+from attncli.views.explanation import _fmt  # noqa: E402
 from test_explore import SENTENCE, drive, lines_of, settle  # noqa: E402
 
 WIDTHS = [40, 80, 120, 133, 200]

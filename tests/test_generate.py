@@ -19,7 +19,7 @@ from attncli.cli.main import app
 from attncli.generate import sampling
 from attncli.generate.decoders import load_decoder
 from attncli.generate.run import MAX_NEW, Settings, document, generate
-from attncli.generate.weights import rollout
+from attncli.generate.step_view import rollout
 from attncli.tinylm import model as trained
 from _probe import imported_by
 

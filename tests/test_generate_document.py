@@ -1,4 +1,4 @@
-"""attn generate's run (attncli/generate/run.py, weights.py): the JSON document's every header field
+"""attn generate's run (attncli/generate/run.py, step_view.py): the JSON document's every header field
 and each step's candidates, the view's label and float64 weights, top_keys' ties, and every
 refusal of the settings, the view and the context word for word with the bounds they leave open.
 References: hand-worked examples and Python's own ``sorted``."""
@@ -13,7 +13,7 @@ from test_logit_lens import builtin_reference as torch_stream_probs
 from attncli.errors import BadInput
 from attncli.generate.decoders import load_decoder
 from attncli.generate.run import Settings, document, generate
-from attncli.generate.weights import View, top_keys
+from attncli.generate.step_view import View, top_keys
 from attncli.tinylm import model as trained
 
 
@@ -66,7 +66,7 @@ def test_the_document_holds_every_header_field_and_each_steps_candidates(opts, v
             np.testing.assert_allclose(step["sample_prob"], p[step["id"]] ** (1 / 0.7) / scaled.sum(), rtol=1e-4)
 
 
-# --- weights.py -------------------------------------------------------------------------------------
+# --- step_view.py -----------------------------------------------------------------------------------
 
 
 def test_a_views_label_names_its_layer_range_and_its_head_or_the_heads_mean():
@@ -121,7 +121,7 @@ def test_the_settings_bounds_are_accepted(options):
 
 
 def test_each_view_refusal_word_for_word_and_the_views_chosen():
-    from attncli.generate.weights import choose_view
+    from attncli.generate.step_view import choose_view
 
     for layer, head, rollout, message in [
         (3, None, False, "--layer 3 is out of range: model 'm' has layers 0..2"),
@@ -167,7 +167,7 @@ def test_each_context_refusal_word_for_word_and_the_room_left():
 def test_the_view_of_float32_weights_is_float64():
     """view_matrix is (T, T) float64 (its docstring): a head mean of float32 weights is taken in
     float64, against the mean written out over the heads converted one by one."""
-    from attncli.generate.weights import view_matrix
+    from attncli.generate.step_view import view_matrix
 
     rng = np.random.default_rng(6)
     weights = [rng.dirichlet(np.ones(7), size=(3, 7)).astype(np.float32) for _ in range(2)]  # 2 x (h=3, 7, 7)

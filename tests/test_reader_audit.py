@@ -208,7 +208,7 @@ def test_a_model_folders_json_files_are_regular_and_bounded(tmp_path):
     import os
 
     from attncli.errors import RuntimeFailure
-    from attncli.hf import loader, source
+    from attncli.hf import pretrained_base, source
 
     folder = tmp_path / "model"
     folder.mkdir()
@@ -219,17 +219,17 @@ def test_a_model_folders_json_files_are_regular_and_bounded(tmp_path):
         source.read_config(folder)
     os.mkfifo(folder / "tokenizer_config.json")  # present but not a file: damage, never waited on
     with pytest.raises(RuntimeFailure, match=r"tokenizer_config\.json: it is a FIFO"):
-        loader._json(folder / "tokenizer_config.json")
-    assert loader._json(folder / "absent.json") == {}  # an optional file that is missing
+        pretrained_base._json(folder / "tokenizer_config.json")
+    assert pretrained_base._json(folder / "absent.json") == {}  # an optional file that is missing
     (folder / "generation_config.json").symlink_to(machine_device("/dev/zero"))
-    assert "a device" in in_a_child("from attncli.hf import loader\n"
+    assert "a device" in in_a_child("from attncli.hf import pretrained_base\n"
                                     "try:\n"
-                                    f"    loader._json(Path({str(folder / 'generation_config.json')!r}))\n"
+                                    f"    pretrained_base._json(Path({str(folder / 'generation_config.json')!r}))\n"
                                     "except Exception as exc:\n"
                                     "    print(exc)")
     (folder / "real.json").write_text('{"model_max_length": 7}', encoding="utf-8")
     (folder / "linked.json").symlink_to(folder / "real.json")  # the hub cache's links to its blobs
-    assert loader._json(folder / "linked.json") == {"model_max_length": 7}
+    assert pretrained_base._json(folder / "linked.json") == {"model_max_length": 7}
 
 
 @pytest.mark.timeout(60)

@@ -70,7 +70,7 @@ def test_max_positions_takes_a_tokenizer_limit_of_one(tmp_path):
     """max_positions: the tokenizer's model_max_length when smaller than the position table, for
     every positive limit (1 included); 0 and absurd limits (>= 10**7, transformers' 'no limit'
     placeholder is 1e30) are ignored."""
-    from attncli.hf.loader import max_positions
+    from attncli.hf.pretrained_base import max_positions
 
     config = {"model_type": "bert", "max_position_embeddings": 512}
     for limit, want in ((1, 1), (2, 2), (511, 511), (600, 512), (0, 512), (10**7, 512)):
@@ -81,7 +81,7 @@ def test_max_positions_takes_a_tokenizer_limit_of_one(tmp_path):
 def test_mean_pooling_of_one_token_is_that_token_exactly():
     """pool: mean = sum over the real tokens / their number; a row with one real token is that
     token's vector itself (float64, exactly); mean_sqrt_len divides by sqrt(n)."""
-    from attncli.hf.loader import pool
+    from attncli.hf.pretrained_base import pool
 
     rng = np.random.default_rng(5)
     hidden = rng.normal(size=(2, 3, 4))  # (B, T, d) float64
@@ -95,7 +95,7 @@ def test_mean_pooling_of_one_token_is_that_token_exactly():
 
 def test_an_unknown_pooling_mode_is_refused_even_beside_a_known_one():
     from attncli.errors import BadInput
-    from attncli.hf.loader import check_pooling
+    from attncli.hf.pretrained_base import check_pooling
 
     assert check_pooling(["mean", "cls", "mean"]) == ("cls", "mean")  # POOLINGS order, once each
     for modes, named in ((["mean", "median"], "median"), ("median", "median"), ([], "none")):

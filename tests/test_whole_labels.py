@@ -89,7 +89,7 @@ def test_words_are_whole_column_headers(minilm_dir, columns):
 def test_matrix_explain_keeps_values_and_notes_whole(columns):
     """attn matrix --explain's steps at any width: each value on one line, uncut, and each note's
     start readable on one line (a table where the note column gets 24 columns, else stacked)."""
-    from attncli.views.render import _fmt
+    from attncli.views.explanation import _fmt
 
     args = ("matrix", "time flies like an arrow", "--causal", "--explain", "3", "1")
     text = run(*args, columns=columns).stdout.splitlines()

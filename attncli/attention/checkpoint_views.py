@@ -24,6 +24,9 @@ from attncli.attention.words import hide_special as hide_fn
 from attncli.attention.words import merge_words, pair_block, word_groups, word_label
 from attncli.errors import BadInput
 from attncli.option_conflicts import validate
+from attncli.attention.flow import attention_flow
+from attncli.attention.document import Rows, _encode, _write_value
+from attncli.attention.explain import _softmax_steps, _step
 
 
 
@@ -73,8 +76,6 @@ def select(attentions: np.ndarray, *, layer: int, head: Optional[int] = None, ro
                        "apply when the rows and the columns are different tokens")
     keys = keys or KeySide(tokens, segments, special, word_ids, word_texts)
     if flow:
-        from attncli.attention.flow import attention_flow
-
         mats = attention_flow(A, upto=layer)[None]  # (1, T, T)
     elif rollout:
         mats = rollout_fn(A, upto=layer)[None]  # (1, T, T)
@@ -206,8 +207,6 @@ def document(view: PretrainedView, meta: dict[str, Any], *, segments: Sequence[O
              keys: Optional[KeySide] = None) -> dict[str, Any]:
     """The ``--json`` document (keys in docs/transformers.md); matrices as :class:`document.Rows`.
     ``keys``: the columns' side when it is other tokens than the rows' (cross-attention)."""
-    from attncli.attention.document import Rows
-
     key_segments, key_special = (keys.segments, keys.special) if keys is not None else (segments, special)
 
     doc: dict[str, Any] = {
@@ -239,8 +238,6 @@ def document(view: PretrainedView, meta: dict[str, Any], *, segments: Sequence[O
 
 def write_document(doc: dict[str, Any], write: Callable[[str], Any]) -> None:
     """Stream ``doc`` as JSON, one matrix row per line (as ``attn matrix --json`` does)."""
-    from attncli.attention.document import _encode, _write_value
-
     write("{")
     for n, (key, value) in enumerate(doc.items()):
         write(("\n" if n == 0 else ",\n") + f"  {_encode(key)}: ")
@@ -271,9 +268,6 @@ def explain_cell(q: np.ndarray, k: np.ndarray, scale: float, causal: bool, weigh
 
     ``q``, ``k`` (h, T, d_head) are the layer's queries and keys, ``weights`` (h, T, T) its
     attention; ``head`` limits the explanation to one head."""
-    from attncli.attention.explain import _softmax_steps, _step
-    from attncli.errors import BadInput
-
     h, T, d_head = q.shape
     if not (0 <= i < T and 0 <= j < T):
         raise BadInput(f"--explain {i} {j} is outside the {T} x {T} matrix: rows and columns 0..{T - 1} (0-based, "

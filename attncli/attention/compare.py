@@ -20,6 +20,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from attncli.errors import BadInput
+from attncli.attention import checkpoint_views as pv
 
 ALIGNS = ("same", "position")
 
@@ -75,8 +76,6 @@ def transformer_side(model, text: str, layer: int, head: Optional[int], words: b
     """One side of ``attn compare --transformer``: ``text``'s matrix at ``layer`` (one head, or
     the heads' mean), by token or by word, as (weights (R, C), tokens, key tokens, meta). ``model``
     is a loaded pretrained model (attncli.hf's; this wing takes it as it comes)."""
-    from attncli.attention import checkpoint_views as pv
-
     enc = model.encode(text)
     view = pv.select(model.attentions(enc), layer=layer, head=head, words=words, tokens=enc.tokens,
                      segments=enc.segments, special=enc.special, word_ids=enc.word_ids, word_texts=enc.words)

@@ -17,6 +17,7 @@ import os
 from typing import Any, Callable
 
 import numpy as np
+from attncli.attention.numtext import row_text
 
 _encode = json.JSONEncoder(allow_nan=False, ensure_ascii=False).encode
 
@@ -63,7 +64,6 @@ class Rows:
         from collections import deque
         from concurrent.futures import ThreadPoolExecutor
 
-        from attncli.attention.numtext import row_text
 
         step = max(1, _CHUNK // max(C, 1))
         row_break = ("],\n" + indent + "[").encode("ascii")

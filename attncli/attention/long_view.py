@@ -30,6 +30,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from attncli.errors import BadInput
+from attncli.attention.document import Rows
 
 ROWS_FORMS = "N, A:B (B excluded), A-B (both included), last:N or word:TEXT"
 POOLS = ("sentence", "line")
@@ -351,8 +352,6 @@ def long_document(doc: dict[str, Any], lv: LongView, view, enc, spec: LongSpec, 
     """``doc`` (pretrained.document's) with the long view: "long_view" says which, and with --top-k
     or --pool "top_k" or "pool" carries the matrices, which then replace "weights" and
     "head_weights" (null) and the words' matrices."""
-    from attncli.attention.document import Rows
-
     doc["long_view"] = {"rows": spec.rows, "top_k": spec.top_k, "pool": spec.pool, "auto": lv.auto if lv else None}
     if lv is None:
         return doc

@@ -31,6 +31,7 @@ from attncli.errors import BadInput
 from attncli.attention.projection import ProjectionInput, Projected, get_projection
 from attncli.textio import check_length
 from attncli.vectors.tokenize import tokenize
+from attncli.vectors.model import load_vectors
 
 PAD = "<pad>"
 POSITIONS = ("sinusoidal", "none")
@@ -205,8 +206,6 @@ def compute(req: MatrixRequest, vectors=None) -> MatrixResult:
     query_tokens = key_tokens if req.context is None else tokens
 
     if vectors is None:
-        from attncli.vectors.model import load_vectors
-
         vectors = load_vectors(req.model)
     words_q = _embed(vectors, tokens, len(query_tokens))  # (T, d)
     words_kv = words_q if req.context is None else _embed(vectors, key_words, n_keys)  # (S, d)

@@ -18,6 +18,9 @@ import numpy as np
 
 from attncli.errors import BadInput
 from attncli.option_conflicts import validate
+from attncli.attention.heads import ScoredInput, classify
+from attncli.attention.words import hide_special as hide_fn
+from attncli.attention.document import Rows
 
 def check_model_view_options(*, model_view: bool, layers: Optional[str], layer: Optional[int], head: Optional[int],
                              explain: Any = None, rollout: bool = False, words: bool = False,
@@ -51,9 +54,6 @@ def head_classes(model, enc, attentions: np.ndarray, hide_special: bool = False)
     induction need a repeated sequence and are left to ``attn heads --transformer``). With
     ``hide_special``, on the attention with special tokens hidden (what the model view draws).
     ``attentions`` (L, h, T, T); the result is indexed [layer][head]: {"label", "score"}."""
-    from attncli.attention.heads import ScoredInput, classify
-    from attncli.attention.words import hide_special as hide_fn
-
     special = np.asarray(enc.special, dtype=bool)
     seps = special.copy()
     seps[0] = False
@@ -78,8 +78,6 @@ def model_view_document(model, enc, attentions: np.ndarray, meta: dict[str, Any]
     """The model view's ``--json`` document: every head's (T, T) matrix of layers lo..hi-1,
     layer-major in one list (``attentions[(layer - lo) * heads + head]``), and each head's class
     (``classes`` from :func:`head_classes`). ``meta`` is the view's (its layer and head left out)."""
-    from attncli.attention.document import Rows
-
     return {"tokens": enc.tokens, **{k: v for k, v in meta.items() if k not in ("head", "layer")},
             "segments": enc.segments, "special": enc.special, "layer_range": [lo, hi - 1],
             "classes": [classes[layer] for layer in range(lo, hi)],

@@ -22,6 +22,7 @@ import numpy as np
 
 from attncli.errors import BadInput
 from attncli.option_conflicts import validate
+from attncli.attention.explain import _step
 
 FORMULA = "||A_ij f(x_j)||,  f(x) = (x W_V + b_V) W_O  (one head: its rows of W_O)"
 SOURCE = "Kobayashi et al. 2020, Attention is Not Only a Weight: Analyzing Transformers with Vector Norms (EMNLP)"
@@ -54,8 +55,6 @@ def explain_norm(weights: np.ndarray, fx: np.ndarray, tokens: Sequence[str], i: 
                  head: Optional[int] = None) -> dict[str, Any]:
     """``--explain I J`` of the norms view: per head alpha = A[h, I, J], ||f(x_J)|| and their product;
     for the whole layer also ||sum_h alpha^h f^h(x_J)||. Same layout as the weights' explanation."""
-    from attncli.attention.explain import _step
-
     h, T, S = weights.shape
     if not (0 <= i < T and 0 <= j < S):
         raise BadInput(f"--explain {i} {j} is outside the {T} x {S} matrix: rows 0..{T - 1}, columns 0..{S - 1} "

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
+from attncli.errors import BadInput
 
 
 @dataclass
@@ -313,8 +314,6 @@ DEFAULT_VARIANT = "scaled"
 
 
 def get_variant(name: str) -> Variant:
-    from attncli.errors import BadInput
-
     try:
         return VARIANTS[name]
     except KeyError:

@@ -163,7 +163,7 @@ def _labels(gen) -> list[str]:
 
 
 def _cells(tokens: list[str], row, top: int | None) -> list[tuple[str, float]]:
-    from attncli.generate.weights import top_keys
+    from attncli.generate.step_view import top_keys
 
     if top is not None:
         return [(tokens[j], w) for j, w in top_keys(row, top)]

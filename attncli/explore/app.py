@@ -37,7 +37,8 @@ from attncli.explore.view_keys import ViewKeys, kind_of
 from attncli.explore.widgets import Drawing, HelpScreen, MatrixView  # noqa: F401 - HelpScreen: the app's, as tests name it
 from attncli.textio import visible
 from attncli.vectors.model import load_vectors
-from attncli.views.render import explanation_renderables, matrix_renderables
+from attncli.views.explanation import explanation_renderables
+from attncli.views.render import matrix_renderables
 
 INLINE_WORDS = 64  # up to this many tokens a matrix takes milliseconds: no worker needed
 

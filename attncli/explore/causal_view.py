@@ -13,6 +13,11 @@ from typing import Any
 import numpy as np
 
 from attncli.errors import BadInput
+from attncli.views.causal import dla_renderables, grid_renderables
+from attncli.causal import documents, grids
+from attncli.causal.grids import check_traced
+from attncli.causal.dla import dla
+from attncli.causal.target import Target, mask_position
 
 
 @dataclass
@@ -26,8 +31,6 @@ class CausalResult:
     command: str  # the attn ablate / attn dla command that prints this view
 
     def renderables(self, width: int | None, lines: bool = True) -> list:
-        from attncli.views.causal import dla_renderables, grid_renderables
-
         draw = dla_renderables if self.doc["command"] == "dla" else grid_renderables
         return draw(self.doc, width)
 
@@ -47,7 +50,6 @@ def refusal(model: Any, kind: str) -> str | None:
     if getattr(model, "backend", "") != "numpy":
         if kind == "dla":
             return f"{kind} runs on attn's NumPy pass: this model runs on the {model.backend} backend"
-        from attncli.causal.grids import check_traced
 
         try:  # the grid runs on the torch trace, one resumed pass per head
             check_traced(model)
@@ -69,10 +71,6 @@ def refusal(model: Any, kind: str) -> str | None:
 
 
 def compute_causal(model: Any, state) -> CausalResult:
-    from attncli.causal import documents, grids
-    from attncli.causal.dla import dla
-    from attncli.causal.target import Target, mask_position
-
     reason = refusal(model, state.causal_view)
     if reason:
         raise BadInput(reason)

@@ -20,7 +20,7 @@ from attncli.explore.lens_compare import compute_compare, compute_lens, export_p
 from attncli.pipeline.compute_view import compute as compute_view
 from attncli.pipeline.compute_view import load_for
 from attncli.pipeline.view_result import ViewResult
-from attncli.views.render import explanation_renderables
+from attncli.views.explanation import explanation_renderables
 
 
 def check(state) -> None:

@@ -14,6 +14,8 @@ from attncli.errors import AttnError
 from attncli.explore.state import ExploreState
 from attncli.explore.widgets import Drawing
 from attncli.textio import visible
+from attncli.lookup import dictionary as core
+from attncli.paths import data_dir
 
 LOOKUP_ROWS = 20
 EIGHTHS = ("", "▏", "▎", "▍", "▌", "▋", "▊", "▉")
@@ -54,12 +56,8 @@ class LookupPane(App):
 
     @work(thread=True, exclusive=True, group="lookup", exit_on_error=False)
     def _lookup(self, query: str, state: ExploreState) -> None:
-        from attncli.lookup import dictionary as core
-
         try:
             if self._dictionary is None:
-                from attncli.paths import data_dir
-
                 self._dictionary = core.read_dictionary(state.dict_path or data_dir() / "car.json")
             result = core.lookup(query, self._dictionary, self._vectors_for(state.model))
         except AttnError as exc:

@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from attncli.errors import BadInput
+from attncli.explore.serve_guard import Guard
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -99,7 +100,6 @@ def serve(app_args: list[str], host: str = DEFAULT_HOST, port: int = DEFAULT_POR
     """Serve ``attn explore APP_ARGS`` on http://HOST:PORT until Ctrl-C or SIGTERM (which end every session)."""
     import textual_serve
 
-    from attncli.explore.serve_guard import Guard
     from attncli.explore.serve_sessions import GuardedServer
 
     check_bind(host, port)

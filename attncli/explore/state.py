@@ -27,7 +27,8 @@ from attncli.explore.drawing import export_drawing
 from attncli.export_target import DESCRIPTOR, check_export, write_export
 from attncli.option_conflicts import BACKENDS, validate
 from attncli.pipeline.view_request import ViewRequest
-from attncli.views.render import explanation_renderables, matrix_renderables
+from attncli.views.explanation import explanation_renderables
+from attncli.views.render import matrix_renderables
 
 SHOWS = ("weights", "scores", "output")
 TRANSFORMER_SHOWS = ("weights", "scores", "norms")  # --show with --transformer

@@ -21,6 +21,6 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "load_decoder": "decoders",
     "BuiltinLM": "decoders",
     "sampling_distribution": "sampling",
-    "rollout": "weights",
-    "view_matrix": "weights",
+    "rollout": "step_view",
+    "view_matrix": "step_view",
 })

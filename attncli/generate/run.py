@@ -20,7 +20,7 @@ from attncli.attention.logit_lens import first_top_layer
 from attncli.errors import BadInput
 from attncli.generate import sampling
 from attncli.generate.decoder_protocol import Decoder, Encoded
-from attncli.generate.weights import View, choose_view, view_matrix
+from attncli.generate.step_view import View, choose_view, view_matrix
 
 MAX_NEW = 1000  # -n: at most this many new tokens (and never past the model's context)
 MAX_SEED = 2**32 - 1

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from attncli.errors import BadInput, RuntimeFailure
+from attncli.fileio import FileProblem, read_text
 
 TEMPLATE_FILE = "chat_template.jinja"
 TOKENIZER_CONFIG = "tokenizer_config.json"
@@ -35,8 +36,6 @@ RENDER_CHARS = 1_000_000  # characters a render may make beyond twice the prompt
 
 
 def _read(path: Path) -> str | None:
-    from attncli.fileio import FileProblem, read_text
-
     if not path.exists():
         return None
     try:

@@ -59,7 +59,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                   intermediate_size=3072, hidden_act="gelu", max_position_embeddings=512, layer_norm_eps=1e-12,
                   relative_attention_num_buckets=32),
 }
-# the Llama family's RoPE fields: read by llama.rope_parameters (rope_scaling wins over rope_parameters)
+# the Llama family's RoPE fields: read by llama_config.rope_parameters (rope_scaling wins over rope_parameters)
 ROPE_FIELDS = ("rope_parameters", "rope_scaling", "rope_theta", "partial_rotary_factor",
                "original_max_position_embeddings")
 # fields whose null transformers accepts (its class's type allows None and a later step fills it in)

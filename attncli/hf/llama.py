@@ -18,7 +18,8 @@ mlp_bias; else none. RoPE's inverse frequencies: 1 / theta^(2i / rotary_dim), i 
 (rotary_dim = d_head, times partial_rotary_factor for Phi-3 and for linear / llama3 RoPE), then per
 rope type: default, linear (/ factor), llama3 (Llama 3.1's wavelength bands); other types are
 refused by name. A field config.json leaves out is transformers' default for the family
-(config_defaults.field), and RoPE's fields are resolved with transformers' precedence.
+(config_defaults.field), and RoPE's fields are resolved with transformers' precedence (what the
+config says is llama_config.py).
 
 Runs in float32 (a real checkpoint's weights, bfloat16 on disk, fit once in memory at float32);
 the attention scores and weights in float64 (float32 when a trace's Keep asks for float32).
@@ -35,170 +36,14 @@ import numpy as np
 from attncli.errors import RuntimeFailure
 from attncli.hf import ops
 from attncli.hf.chunked_attention import Mask, attend
-from attncli.hf.config_defaults import DEFAULT_ROPE_THETA, field
+from attncli.hf.config_defaults import field
+from attncli.hf.llama_config import MODEL_TYPES, unsupported  # noqa: F401 - the family protocol numpy_backend reads
+from attncli.hf.llama_config import biases, inverse_frequencies, sizes, windows
 from attncli.hf.record import Recorder
 from attncli.hf.weights import Weights
 
-MODEL_TYPES = {"llama", "mistral", "qwen2", "gemma", "phi3"}
 ANCHORS = ("embed_tokens.weight",)
 DTYPE = np.float32  # the weights and hidden states; attention scores in float64
-ROPE_TYPES = ("default", "linear", "llama3")
-PHI3_ROPE_TYPES = ("default",)  # Phi3Config refuses linear and llama3 (and attn runs no longrope)
-WINDOWED = {"mistral", "phi3"}  # config's sliding_window applies to every layer (Qwen2: per layer_types)
-BIASED = {"llama": ("attention_bias", "mlp_bias"), "gemma": ("attention_bias",)}  # the flags each family's modeling honours
-
-
-def _number(value, key: str, *, integer: bool = False) -> float:
-    """``value`` as a positive finite number (a TypeError naming ``key`` otherwise: the caller
-    reports "config.json lacks or garbles ...")."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-    if not ok or (integer and int(value) != value):
-        raise TypeError(f"'{key}' ({value!r}: a positive {'integer' if integer else 'number'} is needed)")
-    return int(value) if integer else float(value)
-
-
-def _flag(config: dict, key: str) -> bool:
-    value = field(config, key)
-    if not isinstance(value, bool):
-        raise TypeError(f"'{key}' ({value!r}: true or false is needed)")
-    return value
-
-
-def sizes(config: dict) -> dict[str, int]:
-    """The sizes the pass reads (d, h, h_kv, d_head, intermediate, layers, vocab), each config.json's
-    or transformers' default for the family (config_defaults); TypeError naming a garbled one."""
-    out = {key: _number(field(config, key), key, integer=True)
-           for key in ("hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size", "vocab_size")}
-    kv, head_dim = field(config, "num_key_value_heads"), field(config, "head_dim")
-    out["num_key_value_heads"] = out["num_attention_heads"] if kv is None else _number(kv, "num_key_value_heads",
-                                                                                         integer=True)
-    out["head_dim"] = out["hidden_size"] // out["num_attention_heads"] if head_dim is None else \
-        _number(head_dim, "head_dim", integer=True)
-    return out
-
-
-def rope_parameters(config: dict) -> dict:
-    """The RoPE settings as transformers 5 standardizes them: ``rope_scaling`` (older configs) wins
-    over ``rope_parameters`` whole when both are given; rope_theta and partial_rotary_factor inside
-    win over the top-level ones; rope_type falls back to "type", then "default"."""
-    scaling = config.get("rope_scaling")
-    params = scaling if scaling else config.get("rope_parameters")  # transformers: rope_scaling or rope_parameters
-    if params is None:
-        params = {}
-    if not isinstance(params, dict) or any(isinstance(v, dict) for v in params.values()):
-        raise TypeError("'rope_parameters' (one dict of numbers is needed, not one per layer type)")
-    params = dict(params)
-    params.setdefault("rope_type", params.get("type", "default"))
-    params.setdefault("rope_theta", config.get("rope_theta", DEFAULT_ROPE_THETA))
-    if "partial_rotary_factor" not in params and config.get("partial_rotary_factor") is not None:
-        params["partial_rotary_factor"] = config["partial_rotary_factor"]
-    if params["rope_type"] == "llama3":  # a top-level field wins (transformers' standardize_rope_params)
-        if "original_max_position_embeddings" in config:
-            params["original_max_position_embeddings"] = config["original_max_position_embeddings"]
-        else:
-            params.setdefault("original_max_position_embeddings", field(config, "max_position_embeddings"))
-    return params
-
-
-def rotary_dim(config: dict, d_head: int) -> int:
-    """How many of a head's dimensions RoPE turns: d_head * partial_rotary_factor for Phi-3 (whose
-    default RoPE reads the factor) and for linear / llama3 RoPE; all of them for the others' default
-    RoPE, which transformers computes without the factor."""
-    params = rope_parameters(config)
-    if config["model_type"] != "phi3" and params["rope_type"] == "default":
-        return d_head
-    return int(d_head * _number(params.get("partial_rotary_factor", 1.0), "partial_rotary_factor"))
-
-
-def unsupported(config: dict) -> str | None:
-    """Why this backend cannot run the config (None when it can); TypeError / KeyError for a
-    missing or garbled field."""
-    kind = config["model_type"]
-    s = sizes(config)
-    heads, kv = s["num_attention_heads"], s["num_key_value_heads"]
-    if field(config, "head_dim") is None and s["hidden_size"] % heads:
-        return "hidden_size not a multiple of num_attention_heads (and no head_dim)"
-    if heads % kv:
-        return f"num_attention_heads ({heads}) not a multiple of num_key_value_heads ({kv})"
-    _number(field(config, "rms_norm_eps"), "rms_norm_eps")
-    act = field(config, "hidden_act")
-    if act not in ops.ACTIVATIONS:
-        return f"hidden_act {act!r}"
-    if kind == "gemma" and field(config, "use_bidirectional_attention"):
-        return "use_bidirectional_attention (a Gemma encoder)"
-    for flag in BIASED.get(kind, ()):
-        _flag(config, flag)
-    _flag(config, "tie_word_embeddings")
-    params = rope_parameters(config)
-    kinds = PHI3_ROPE_TYPES if kind == "phi3" else ROPE_TYPES
-    if params["rope_type"] not in kinds:
-        return f"rope type {params['rope_type']!r} (it runs {', '.join(kinds)})"
-    _number(params["rope_theta"], "rope_theta")
-    factor = _number(params.get("partial_rotary_factor", 1.0), "partial_rotary_factor")
-    if factor > 1:
-        raise TypeError(f"'partial_rotary_factor' ({factor}: at most 1)")
-    if kind != "phi3" and params["rope_type"] != "default" and factor != 1:
-        return f"partial_rotary_factor with rope type {params['rope_type']!r} (transformers' {kind} rotates whole heads)"
-    if params["rope_type"] != "default":
-        _number(params.get("factor"), "factor")
-    if params["rope_type"] == "llama3":
-        for key in ("low_freq_factor", "high_freq_factor"):
-            _number(params.get(key), key)
-        if params["high_freq_factor"] <= params["low_freq_factor"]:
-            raise TypeError("'high_freq_factor' (must exceed low_freq_factor)")
-        _number(params["original_max_position_embeddings"], "original_max_position_embeddings", integer=True)
-    windows(config)
-    return None
-
-
-def windows(config: dict) -> list[int | None]:
-    """Per layer, the sliding window (a query sees the keys less than ``window`` positions back), or
-    None: Mistral's and Phi-3's on every layer; Qwen2's (when use_sliding_window) on the layers its
-    layer_types marks sliding_attention, by default those from max_window_layers on."""
-    kind = config["model_type"]
-    layers = _number(field(config, "num_hidden_layers"), "num_hidden_layers", integer=True)
-    if kind not in WINDOWED and kind != "qwen2":
-        return [None] * layers
-    window = field(config, "sliding_window")
-    if kind == "qwen2" and not _flag(config, "use_sliding_window"):
-        window = None
-    if window is not None:
-        window = _number(window, "sliding_window", integer=True)
-    if kind in WINDOWED:
-        return [window] * layers
-    kinds = field(config, "layer_types")
-    if kinds is None:
-        first = field(config, "max_window_layers")
-        if not isinstance(first, int) or isinstance(first, bool) or first < 0:
-            raise TypeError(f"'max_window_layers' ({first!r}: a whole number is needed)")
-        kinds = ["sliding_attention" if window is not None and l >= first else "full_attention" for l in range(layers)]
-    if not isinstance(kinds, list) or len(kinds) != layers or \
-            not set(kinds) <= {"sliding_attention", "full_attention"}:
-        raise TypeError("'layer_types' (one of full_attention / sliding_attention per layer)")
-    if window is None and "sliding_attention" in kinds:  # transformers fails on it (a window of None)
-        raise TypeError("'layer_types' (sliding_attention layers, but no window: use_sliding_window false "
-                        "or sliding_window null)")
-    return [window if kind == "sliding_attention" else None for kind in kinds]
-
-
-def inverse_frequencies(config: dict, d_head: int) -> np.ndarray:
-    """(rotary_dim / 2,) float64: RoPE's angle per position for each pair of rotated dimensions."""
-    params = rope_parameters(config)
-    dim = rotary_dim(config, d_head)
-    inv_freq = 1.0 / float(params["rope_theta"]) ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
-    kind = params["rope_type"]
-    if kind == "linear":
-        return inv_freq / float(params["factor"])
-    if kind == "llama3":
-        factor, low, high = (float(params[k]) for k in ("factor", "low_freq_factor", "high_freq_factor"))
-        old = float(params["original_max_position_embeddings"])
-        wavelen = 2 * math.pi / inv_freq
-        scaled = np.where(wavelen > old / low, inv_freq / factor, inv_freq)  # long waves: / factor
-        smooth = (old / wavelen - low) / (high - low)
-        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
-        medium = ~(wavelen < old / high) & ~(wavelen > old / low)  # between: interpolated
-        return np.where(medium, smoothed, scaled)
-    return inv_freq
 
 
 def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float, offset: float = 0.0) -> np.ndarray:
@@ -220,16 +65,6 @@ def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     out[..., half:r] += x1 * s
     out[..., r:] = x[..., r:]
     return out
-
-
-def biases(config: dict) -> tuple[bool, bool, bool]:
-    """Whether q/k/v, o and the MLP's projections carry biases, as each family's modeling file builds
-    them: Qwen2 on q, k, v always; Llama and Gemma on q, k, v, o with attention_bias; Llama's MLP
-    with mlp_bias; Mistral and Phi-3 never (their configs' flags are not read by transformers)."""
-    kind = config["model_type"]
-    attention = "attention_bias" in BIASED.get(kind, ()) and _flag(config, "attention_bias")
-    mlp = "mlp_bias" in BIASED.get(kind, ()) and _flag(config, "mlp_bias")
-    return kind == "qwen2" or attention, attention, mlp
 
 
 UNUSED_OK = ("rotary_emb.inv_freq",)  # a buffer some checkpoints carry; attn computes the frequencies

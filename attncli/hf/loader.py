@@ -1,29 +1,17 @@
-"""``load`` a pretrained model on the numpy or the torch backend; ``Pretrained``, what both share.
+"""``load`` a pretrained model on the numpy or the torch backend (``Pretrained``, what both share,
+is pretrained_base.py).
 
-The backends differ in how they tokenize and run the model (``numpy_backend``, ``torch_backend``);
-encoding a text (limits, pairs, truncation), reading its words and pooling sentence embeddings are
-the same code for both, here.
+The backends are imported when a model loads, not with this module: ``attn lookup`` imports it
+(through lookup/encoder.py) and must not pay for attn's own forward passes (about 45 ms of imports).
 """
 
 from __future__ import annotations
 
-from functools import cached_property
-from pathlib import Path
-from typing import Any, Sequence
-
-import numpy as np
-
-from attncli.errors import BadInput, RuntimeFailure
+from attncli.errors import BadInput
 from attncli.option_conflicts import BACKENDS
-from attncli.textio import visible
-from attncli.hf import config_defaults, source
-from attncli.hf.encoding import Encoding, check_text, from_tokenizers, too_long
-from attncli.hf.placement import DEVICES, DTYPES, Placement  # noqa: F401 - DEVICES, DTYPES: as before
-
-ROBERTA_TYPES = {"roberta", "xlm-roberta", "camembert"}
-EMBED_BATCH = 32  # texts per forward pass in embed(), fewer when long:
-EMBED_BUDGET = 2**23  # attention weights (B h T T) per batch, 64 MB in float64
-NO_LIMIT = 10**9
+from attncli.hf import config_check, source
+from attncli.hf.placement import Placement
+from attncli.hf.pretrained_base import Pretrained
 
 
 def load(name_or_path: str, *, backend: str = "auto", allow_missing_weights: bool = False, device: str | None = None,
@@ -50,7 +38,7 @@ def _load(name_or_path: str, backend: str, allow_missing_weights: bool, placemen
     placement.check()
     path = source.resolve(str(name_or_path))
     config = source.read_config(path)
-    from attncli.hf import bert, config_check, numpy_backend
+    from attncli.hf import bert, numpy_backend  # start-up: see the docstring
 
     config_check.check_trust(config, path)  # custom code: its model is not the one either backend would run
     config_check.check_files(path)  # no FIFO or device for a library to open by name
@@ -81,250 +69,11 @@ def _load(name_or_path: str, backend: str, allow_missing_weights: bool, placemen
         raise BadInput(f"model '{name_or_path}' runs through transformers{why}, which is not installed: "
                        f"{source.INSTALL_TRANSFORMERS}")
     if config_check.is_encoder_decoder(config):  # T5, BART: three stacks (torch only)
-        from attncli.hf import seq2seq
+        from attncli.hf import seq2seq  # start-up: see the docstring
 
         return seq2seq.Seq2SeqPretrained(str(name_or_path), path, config, placement=placement, **keep)
-    from attncli.hf import torch_backend
+    from attncli.hf import torch_backend  # start-up: see the docstring
 
     return torch_backend.TorchPretrained(str(name_or_path), path, config, placement=placement, **keep)
 
 
-def max_positions(config: dict[str, Any], path: Path) -> int:
-    """The most tokens one input may hold: the position table (RoBERTa's starts at padding_idx + 1),
-    or the tokenizer's model_max_length when smaller."""
-    n = config.get("max_position_embeddings") or config.get("n_positions") or config.get("n_ctx")
-    if not n:  # absent: transformers' default for the family (config_defaults), where attn knows it
-        defaults = config_defaults.DEFAULTS.get(config["model_type"], {})
-        n = defaults.get("max_position_embeddings") or defaults.get("n_positions")
-    if n and config["model_type"] in ROBERTA_TYPES | {"mpnet"}:  # MPNet's positions also start at padding_idx + 1
-        n = int(n) - int(config.get("pad_token_id") if config.get("pad_token_id") is not None else 1) - 1
-    tok_limit = _json(path / "tokenizer_config.json").get("model_max_length")
-    if isinstance(tok_limit, int) and 0 < tok_limit < 10**7:
-        n = min(int(n), tok_limit) if n else tok_limit
-    return int(n) if n else NO_LIMIT
-
-
-def _json(path: Path) -> dict[str, Any]:
-    """An optional JSON file of the model directory, through the checked door: {} when absent,
-    damage (exit 1) when it is a FIFO, a device, too large, too deep or not JSON."""
-    from attncli.hf.config_check import read_optional_json
-
-    return read_optional_json(path)
-
-
-POOLINGS = ("cls", "max", "mean", "mean_sqrt_len")  # sentence-transformers' order when several are on
-
-
-def pool(hidden: np.ndarray, mask: np.ndarray, modes: Sequence[str] = ("mean",)) -> np.ndarray:
-    """(B, d * P): sentence-transformers' Pooling of a last hidden state, one part per distinct mode
-    (P of them) in POOLINGS order, concatenated.
-
-    hidden (B, T, d), mask (B, T) bool with at least one True per row (padding False):
-    cls  = hidden[:, 0]                     the first token ([CLS] / <s>)
-    max  = max over the real tokens
-    mean = sum over the real tokens / their number
-    mean_sqrt_len = sum over the real tokens / sqrt(their number)
-    """
-    modes = check_pooling(modes)
-    m = mask[..., None].astype(hidden.dtype)  # (B, T, 1)
-    total = (hidden * m).sum(axis=1)  # (B, d)
-    count = np.maximum(m.sum(axis=1), 1e-9)  # (B, 1)
-    parts = {
-        "cls": lambda: hidden[:, 0],
-        "max": lambda: np.where(mask[..., None], hidden, -1e9).max(axis=1),
-        "mean": lambda: total / count,
-        "mean_sqrt_len": lambda: total / np.sqrt(count),
-    }
-    return np.concatenate([parts[mode]() for mode in modes], axis=-1)
-
-
-def check_pooling(modes: str | Sequence[str]) -> tuple[str, ...]:
-    """The distinct ``modes`` in POOLINGS order (one mode may be given as a string); BadInput for
-    an unknown mode or none."""
-    modes = (modes,) if isinstance(modes, str) else tuple(modes)
-    unknown = [m for m in modes if m not in POOLINGS]
-    if unknown or not modes:
-        raise BadInput(f"pooling must be one or more of {', '.join(POOLINGS)}, not {', '.join(unknown) or 'none'}")
-    return tuple(m for m in POOLINGS if m in modes)
-
-
-def masked_scores(q: np.ndarray, k: np.ndarray, scale: float, causal: bool) -> np.ndarray:
-    """(h, T, T) q k^T * scale from q, k (h, T, d_head); -inf above the diagonal if ``causal``."""
-    scores = (q @ k.swapaxes(-1, -2)) * scale  # (h, T, T)
-    if causal:
-        T = scores.shape[-1]
-        scores = np.where(np.tril(np.ones((T, T), dtype=bool)), scores, -np.inf)
-    return scores
-
-
-def length_batches(lengths: list[int], heads: int, most: int = EMBED_BATCH, budget: int = EMBED_BUDGET) -> list[list[int]]:
-    """Consecutive runs of the (sorted) ``lengths``: at most ``most`` each, and B h T^2 within
-    ``budget`` (a text over it alone)."""
-    batches: list[list[int]] = []
-    for j, T in enumerate(lengths):
-        if batches and len(batches[-1]) < most and (len(batches[-1]) + 1) * heads * T * T <= budget:
-            batches[-1].append(j)
-        else:
-            batches.append([j])
-    return batches
-
-
-class Pretrained:
-    """A loaded model (see the package docstring for the whole API). Subclasses provide
-    ``_tokenize``, ``_last_hidden``, ``attentions``, ``qk``, ``scores``, ``value_vectors``,
-    ``logits_and_attentions``, ``decode`` and ``token_strings``."""
-
-    backend = ""
-    traced = False  # has a traced pass (trace.py): the NumPy backend always, torch for the families it maps
-    layers: int
-    heads: int
-    is_decoder: bool
-    use_type_ids: bool  # the model is fed the tokenizer's token_type_ids
-
-    def __init__(self, name: str, path: Path, config: dict[str, Any]):
-        self.name = name
-        self.path = Path(path)
-        self.config = config
-        self.model_type: str = config["model_type"]
-        self.max_positions = max_positions(config, self.path)
-
-    def __repr__(self) -> str:
-        return (f"<Pretrained {self.name!r} {self.model_type} backend={self.backend} "
-                f"layers={self.layers} heads={self.heads}>")
-
-    @cached_property
-    def has_pairs(self) -> bool:
-        """The tokenizer has a sentence-pair format: a pair gets more special tokens than one text
-        (BERT's [SEP] between, RoBERTa's </s></s>). False for decoders."""
-        if self.is_decoder:
-            return False
-        one = sum(self._tokenize(["a"], None).special_tokens_mask)
-        two = sum(self._tokenize(["a", "b"], None).special_tokens_mask)
-        return two > one
-
-    def encode(self, text: str, pair: str | None = None, *, truncate: bool = False, special: bool = True) -> Encoding:
-        """``text`` (and ``pair``, as one input) tokenized by the model's own tokenizer, with the special
-        tokens it adds (a Llama's <s>, BERT's [CLS] ... [SEP]) unless ``special`` is False (a text
-        that already holds them, e.g. a rendered chat template)."""
-        texts = [check_text(text)] + ([check_text(pair, "pair")] if pair is not None else [])
-        if pair is not None and not self.has_pairs:
-            kind = "a decoder, it reads one text" if self.is_decoder else "its tokenizer has no pair format"
-            raise BadInput(f"model '{self.name}' takes no sentence pairs ({kind}): drop --pair")
-        enc = self._tokenize(texts, None, special)
-        truncated = False
-        if len(enc.ids) > self.max_positions:
-            if not truncate:
-                raise too_long(len(enc.ids), self.max_positions, pair is not None)
-            enc, truncated = self._tokenize(texts, self.max_positions, special), True
-        if len(enc.ids) == 0:
-            raise BadInput("the text gives no tokens: give the model something to read")
-        return from_tokenizers(enc, texts, use_type_ids=self.use_type_ids, truncated=truncated)
-
-    @cached_property
-    def embed_limit(self) -> int:
-        """Tokens per text for ``embed``: sentence-transformers' max_seq_length if the model has one."""
-        st = _json(self.path / "sentence_bert_config.json").get("max_seq_length")
-        return min(self.max_positions, st) if isinstance(st, int) and st > 0 else self.max_positions
-
-    def embed(self, texts: Sequence[str], pooling: Sequence[str] = ("mean",)) -> np.ndarray:
-        """(n, d * len(pooling)) float64: per text the ``pool`` of the last hidden state over its
-        tokens (special tokens included, padding not), by default the mean, as sentence-transformers'
-        mean pooling; not normalised."""
-        if isinstance(texts, str):
-            raise BadInput("embed() takes a list of texts, not one string")
-        pooling = check_pooling(pooling)  # a bad mode fails before the forward pass
-        encs = [self._tokenize([check_text(t)], self.embed_limit) for t in texts]
-        if any(len(e.ids) == 0 for e in encs):
-            raise BadInput("a text to embed gives no tokens")
-        out: list[np.ndarray | None] = [None] * len(encs)
-        order = sorted(range(len(encs)), key=lambda i: len(encs[i].ids))
-        for batch in length_batches([len(encs[i].ids) for i in order], self.heads):
-            rows = [order[j] for j in batch]
-            ids, type_ids, mask = self.padded([encs[i] for i in rows])  # (B, T) each
-            hidden = self._last_hidden(ids, type_ids, mask).astype(np.float64)  # (B, T, d)
-            pooled = pool(hidden, mask, pooling)  # (B, d * P)
-            for row, i in enumerate(rows):
-                out[i] = pooled[row]
-        if not out:
-            return np.zeros((0, self.hidden_size * len(pooling)), dtype=np.float64)
-        return np.stack(out)  # (n, d)
-
-    @property
-    def pad_id(self) -> int:
-        """The id padding is filled with: config.json's pad_token_id, else 0 (masked either way)."""
-        pad = self.config.get("pad_token_id")
-        return int(pad) if isinstance(pad, int) and not isinstance(pad, bool) and pad >= 0 else 0
-
-    def padded(self, encs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(B, T) ids, type ids and mask of encodings (each with ``ids`` and ``type_ids``), padded on
-        the right with ``pad_id`` to the longest, T; the mask is False on padding."""
-        T = max(len(e.ids) for e in encs)
-        ids = np.full((len(encs), T), self.pad_id, dtype=np.int64)  # (B, T)
-        type_ids = np.zeros((len(encs), T), dtype=np.int64)
-        mask = np.zeros((len(encs), T), dtype=bool)
-        for row, e in enumerate(encs):
-            n = len(e.ids)
-            ids[row, :n] = e.ids
-            if self.use_type_ids:
-                type_ids[row, :n] = e.type_ids
-            mask[row, :n] = True
-        return ids, type_ids, mask
-
-    @property
-    def hidden_size(self) -> int:
-        c = self.config
-        return int(c.get("hidden_size") or c.get("n_embd") or c.get("dim") or c.get("d_model") or 0)
-
-    PROBE = "time flies like an arrow, and the cat sat on the mat"
-
-    def check_tokenizer(self) -> None:
-        """RuntimeFailure when the tokenizer knows none of a plain English sentence's words (every
-        piece the unknown token, or no piece at all): what transformers builds for a model
-        directory without tokenizer.json whose slow tokenizer's files are missing too."""
-        enc = self._tokenize([self.PROBE], None)
-        pieces = {i for i, s in zip(enc.ids, enc.special_tokens_mask) if not s}
-        if len(pieces) <= 1:
-            what = "gives no token" if not pieces else f"gives only {visible(self.token_strings(list(pieces))[0])!r}"
-            raise RuntimeFailure(f"model '{visible(self.name)}': its tokenizer {what} for {self.PROBE!r}: the "
-                                 "directory lacks the tokenizer's files (tokenizer.json, written by the tokenizer's "
-                                 "save_pretrained)")
-
-    @property
-    def kv_heads(self) -> int:
-        """Key-value heads: fewer than ``heads`` under grouped-query attention (Llama 3, Mistral,
-        Qwen2, ...), where query head i reads key-value head ``kv_head(i)``; else ``heads``."""
-        kv = self.config.get("num_key_value_heads")
-        ok = isinstance(kv, int) and not isinstance(kv, bool) and 0 < kv <= self.heads and self.heads % kv == 0
-        return int(kv) if ok else self.heads
-
-    def kv_head(self, head: int) -> int:
-        """The key-value head query head ``head`` reads (``head`` itself without grouped-query attention)."""
-        return head // (self.heads // self.kv_heads)
-
-    def check_decoder(self) -> None:
-        if not self.is_decoder:
-            raise BadInput(f"model '{self.name}' ({self.model_type}) is not a decoder: it predicts no next token")
-
-    def check_layer(self, layer: int) -> None:
-        if not isinstance(layer, (int, np.integer)) or not 0 <= layer < self.layers:
-            raise BadInput(f"layer {layer} is out of range: model '{self.name}' has layers 0..{self.layers - 1}")
-
-    def check_ids(self, ids: Sequence[int]) -> np.ndarray:
-        arr = np.asarray(list(ids), dtype=np.int64)
-        vocab = int(self.config.get("vocab_size") or 0)
-        if arr.ndim != 1 or arr.size == 0:
-            raise BadInput("give at least one token id")
-        if arr.size > self.max_positions:
-            raise BadInput(f"{arr.size} tokens is more than the model's limit of {self.max_positions}")
-        if vocab and (arr.min() < 0 or arr.max() >= vocab):
-            raise BadInput(f"token ids must lie in 0..{vocab - 1}")
-        return arr
-
-    # backend-specific ----------------------------------------------------------------------
-    def _tokenize(self, texts: list[str], max_length: int | None, special: bool = True) -> Any:
-        """A ``tokenizers.Encoding`` of one text or a pair, cut to ``max_length`` tokens if given,
-        with the tokenizer's special tokens if ``special``."""
-        raise NotImplementedError
-
-    def _last_hidden(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        raise NotImplementedError

@@ -19,15 +19,16 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
+from attncli.fileio import FileProblem, read_text
 from attncli.hf import bert, blas, distilbert, gpt2, llama, mpnet
 from attncli.hf.chunked_attention import Mask
 from attncli.hf.encoding import Encoding, tokenized, tokenizer_errors
 from attncli.hf.mlm import MaskedLMHead
-from attncli.hf.loader import Pretrained
+from attncli.hf.pretrained_base import Pretrained
 from attncli.hf.reads import qk_of, stream_of, value_sites
 from attncli.hf.record import Recorder
 from attncli.hf.trace import Intervention, Keep, Trace, site, split
-from attncli.hf.config_check import TOKENIZER_BYTES, damaged
+from attncli.hf.config_check import TOKENIZER_BYTES, damaged, is_encoder_decoder
 from attncli.hf.source import SAFETENSORS, TOKENIZER
 from attncli.hf.numpy_cache import KVCache
 from attncli.hf.weight_check import check_activations, check_finite, check_shapes, report_unused
@@ -50,8 +51,6 @@ ONE_THREAD_TOKENS = 256  # up to this many tokens in a pass, BLAS runs on one th
 def unsupported(path: Path, config: dict[str, Any]) -> str | None:
     """Why the numpy backend cannot run this model, or None when it can."""
     model_type = config["model_type"]
-    from attncli.hf.config_check import is_encoder_decoder
-
     if is_encoder_decoder(config):
         return f"'{model_type}' is an encoder-decoder, whose three stacks attn reads through transformers only"
     if model_type not in ARCHITECTURES:
@@ -89,8 +88,6 @@ class NumpyPretrained(Pretrained):
     def __init__(self, name: str, path: Path, config: dict[str, Any], *, allow_missing_weights: bool = False):
         super().__init__(name, path, config)
         from tokenizers import Tokenizer
-
-        from attncli.fileio import FileProblem, read_text
 
         try:
             text = read_text(self.path / TOKENIZER, TOKENIZER_BYTES, follow_symlinks=True)

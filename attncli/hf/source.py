@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from attncli.errors import BadInput, RuntimeFailure
+from attncli.hf import config_check
 
 CONFIG = "config.json"
 SAFETENSORS = "model.safetensors"
@@ -119,8 +120,6 @@ def _from_hub(repo_id: str) -> Path:
 def read_config(path: Path) -> dict[str, Any]:
     """config.json, read through the checked door (regular, bounded, not too deep) and validated
     (``config_check.check_config``): damage is RuntimeFailure, a file that is no model's BadInput."""
-    from attncli.hf import config_check
-
     config = config_check.read_json(path / CONFIG)
     if not isinstance(config, dict) or not isinstance(config.get("model_type"), str):
         raise BadInput(f"{path / CONFIG} names no model_type: it is not a transformers model config")

@@ -20,9 +20,10 @@ from attncli.errors import AttnError, BadInput, RuntimeFailure
 from attncli.textio import visible
 from attncli.hf import config_check, placement as placing, torch_families, torch_trace
 from attncli.hf.encoding import Encoding, tokenized, tokenizer_errors
-from attncli.hf.loader import Pretrained
+from attncli.hf.pretrained_base import Pretrained
 from attncli.hf.trace import Intervention, Keep, Trace
 from attncli.hf.weight_check import check_finite, report_unused
+from attncli.hf.weights import checkpoint_file, read_header, shard_files
 
 NEVER_REMOTE = dict(trust_remote_code=False)  # on every transformers call: no code from a model directory
 # attn reads the last hidden state and the masked-LM head: a pooler or next-sentence head is never used
@@ -288,8 +289,6 @@ MLM_HEADS = ("cls.predictions.transform.dense.weight", "lm_head.dense.weight",
 
 def _has_mlm_head(directory: Path) -> bool:
     """The checkpoint holds a masked-LM head (by its tensors' names, from the safetensors headers)."""
-    from attncli.hf.weights import checkpoint_file, read_header, shard_files
-
     found = checkpoint_file(Path(directory))
     if found is None:
         return False
@@ -320,8 +319,6 @@ def _slow_encoding(tokenizer: Any, batch: Any, n_texts: int) -> SimpleNamespace:
 def _check_checkpoint_finite(directory: Path) -> None:
     """NaN in a weight that stays on the disk (--device-map): each checkpoint tensor, one at a time."""
     from safetensors import safe_open
-
-    from attncli.hf.weights import checkpoint_file, shard_files
 
     found = checkpoint_file(Path(directory))
     for shard in shard_files(found) if found is not None else ():

@@ -38,6 +38,7 @@ from attncli.hf import torch_rows
 from attncli.hf.torch_families import FAMILIES, Family, family, maps, module, submodule  # noqa: F401 - re-exported
 from attncli.hf.trace import Intervention, Keep, Trace, split
 from attncli.hf.weight_check import check_finite
+from attncli.hf.encoding import Encoding
 
 MODEL_OUT = ("final_norm", "logits")  # model sites after every layer
 CORE = ("attn.q", "attn.k", "attn.v", "attn.scores", "attn.pattern")  # an intervention here remakes z
@@ -334,8 +335,6 @@ def _described(name: str) -> str:
 def trace(model: Any, enc: Any, keep: Any = None, *, rows: Sequence[int] | None = None,
           interventions: Sequence[Intervention] = (), start: tuple[int, np.ndarray] | None = None) -> Trace:
     """TorchPretrained.trace (see there)."""
-    from attncli.hf.encoding import Encoding
-
     if isinstance(enc, Encoding):
         if not enc.ids:
             raise BadInput("trace() takes an Encoding from encode() or a list of token ids")

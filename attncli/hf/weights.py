@@ -26,7 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
-from attncli.fileio import FileProblem, map_regular, open_regular
+from attncli.fileio import FileProblem, map_regular, open_regular, read_text
 from attncli.hf.config_check import MAX_DEPTH, SAFETENSORS_BYTES, SAFETENSORS_HEADER_BYTES, damaged, depth
 from attncli.hf.weight_check import check_finite
 
@@ -54,7 +54,6 @@ def shard_files(path: Path) -> list[Path]:
     (plain file names in the same folder, each once; RuntimeFailure for anything else)."""
     if not path.name.endswith(INDEX_SUFFIX):
         return [path]
-    from attncli.fileio import FileProblem, read_text
 
     try:
         index = json.loads(read_text(path, INDEX_LIMIT))

@@ -28,7 +28,8 @@ from attncli.views.long_view import long_renderables
 from attncli.views.model_view import model_view_renderables
 from attncli.views.page import check_size, extra_size, interactive_page, page_data
 from attncli.views.checkpoint_heatmaps import pretrained_heatmaps
-from attncli.views.render import explanation_renderables, heatmap_renderables
+from attncli.views.explanation import explanation_renderables
+from attncli.views.render import heatmap_renderables
 from attncli.views.result import Result
 
 NO_CELL_EXPLANATION = "the explanation of a cell needs attn's NumPy forward pass (BERT and GPT-2 families)"

@@ -20,7 +20,7 @@ from attncli.stats.accumulate import Accumulator, Settings, add_probe, add_text,
 from attncli.stats.shards import Identity, model_fingerprint, texts_digest, to_document
 from attncli.hf import load as load_transformer
 from attncli.hf.encoding import Encoding
-from attncli.hf.loader import length_batches
+from attncli.hf.pretrained_base import length_batches
 
 BATCH_SIZE = 8  # texts per forward pass by default (measured best on MiniLM, 8-24 word texts)
 BATCH_BUDGET = 2**24  # kept attention weights (L B h T^2) per pass: 128 MB in float64; a longer text runs alone

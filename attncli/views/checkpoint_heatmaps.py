@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from attncli.views.render import Heatmap
+from attncli.errors import BadInput
 
 
 def _mark(seg: Optional[str], pair: bool) -> str:
@@ -49,8 +50,6 @@ def pretrained_heatmaps(view, meta: dict[str, Any], enc, row_span=None, col_span
                         cell_meta: bool = False) -> list[Heatmap]:
     """The heatmaps of ``view`` (attncli.attention.checkpoint_views.PretrainedView); ``cursor`` (row,
     column) is marked, as in ``attn explore``."""
-    from attncli.errors import BadInput
-
     pair = enc.pair is not None
     if view.words is not None:
         w = view.words

@@ -16,6 +16,9 @@ import io
 import re
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
+from attncli.textio import visible
+from attncli.errors import BadInput
+from attncli.export_target import write_export
 
 MIN_WIDTH = 80  # columns: a narrower view still gets room for its titles and notes
 MAX_WIDTH = 4000  # columns: the widest drawing recorded (a 512-token matrix is ~3,600)
@@ -78,8 +81,6 @@ _COMMENT = re.compile(r"<!--.*?-->\s*", re.S)
 
 def svg_text(console, title: str) -> str:
     """The recorded view as SVG that loads nothing: rich's export without its remote font faces."""
-    from attncli.textio import visible
-
     svg = console.export_svg(title=visible(title), clear=False)
     svg = _COMMENT.sub("", _FONT_FACE.sub("", svg))
     return markup_safe(re.sub(r"font-family:\s*Fira Code,\s*monospace", f"font-family: {FONT_STACK}", svg))
@@ -92,8 +93,6 @@ def html_text(console) -> str:
 
 def png_available() -> None:
     """BadInput (exit 2) naming the ``png`` extra when Pillow is missing."""
-    from attncli.errors import BadInput
-
     try:
         import PIL.Image  # noqa: F401
         import PIL.ImageDraw  # noqa: F401
@@ -132,7 +131,6 @@ def png_bytes(console, parts: list, title: str) -> bytes:
     png_available()
     from PIL import Image, ImageDraw
 
-    from attncli.textio import visible
     from rich.cells import cell_len
     from rich.color import blend_rgb
     from rich.segment import Segment
@@ -143,8 +141,6 @@ def png_bytes(console, parts: list, title: str) -> bytes:
     lines = list(Segment.split_and_crop_lines(Segment.filter_control(segments), length=console.width))
     term_w, term_h = math.ceil(console.width * CHAR_W + 16), len(lines) * LINE_H + 48
     if (term_w + 2) * (term_h + 2) > MAX_PIXELS:
-        from attncli.errors import BadInput
-
         raise BadInput(f"--png: the picture would be {term_w + 2:,} x {round(term_h + 2):,} pixels, more than "
                        f"{MAX_PIXELS:,}: draw less (--head, --rows/--cols, --width) or use --svg")
     image = Image.new("RGB", (term_w + 2, round(term_h + 2)), (255, 255, 255))
@@ -184,8 +180,6 @@ def export_files(draw: Draw, title: str, *, svg: Optional[Path] = None, html: Op
                  png: Optional[Path] = None, width: Optional[int] = None, command: Optional[str] = None) -> None:
     """Record ``draw``'s view once and write each file asked for through the export door
     (RuntimeFailure naming the file, exit 1, when one cannot be written: an old file is left whole)."""
-    from attncli.export_target import write_export
-
     if svg is None and html is None and png is None:
         return
     console, parts = record(draw, width, command)

@@ -10,6 +10,7 @@ from typing import Any, Optional
 from attncli.attention.long_view import LongSpec, LongView, apply_long_view, auto_view, span_label
 from attncli.textio import visible
 from attncli.views.render import LABEL_WIDTH, Heatmap, abbreviate, heatmap_renderables, number, palette
+from attncli.views.checkpoint_heatmaps import _title as title, pair_note, pretrained_heatmaps
 
 CELL = 7  # a heatmap cell: "0.123" and a space each side
 TOP_CELL = 14  # a --top-k cell: its weight over its key ("bank 12")
@@ -26,8 +27,6 @@ def _labels(view, enc, words: bool) -> tuple[list[str], list[str]]:
 
 
 def _title(meta: dict[str, Any], head: Optional[int], what: str) -> str:
-    from attncli.views.checkpoint_heatmaps import _title as title
-
     return title({**meta, "head": head} if head is not None else meta, what)
 
 
@@ -99,8 +98,6 @@ def long_renderables(view, meta: dict[str, Any], enc, lv: Optional[LongView], sp
     """The view drawn ``width`` columns wide (None: a file's): --top-k / --pool as asked, else the
     matrix (``views.checkpoint_heatmaps``), or, when ``auto`` and its columns would not fit, the view
     ``attention.long_view.auto_view`` picks, with a note."""
-    from attncli.views.checkpoint_heatmaps import pretrained_heatmaps
-
     note: tuple[str, ...] = ()
     if lv is None and auto and col_span is None and not words:
         page, fits = columns_that_fit(width)
@@ -116,7 +113,6 @@ def long_renderables(view, meta: dict[str, Any], enc, lv: Optional[LongView], sp
                     else "--rows last:16 (or A-B, word:TEXT) for single tokens, --top-k K for each row's strongest keys")
             note = (f"{C} columns are too many for {where}: drawn {shown}; see {rest}, "
                     "or every number with --json",)
-    from attncli.views.checkpoint_heatmaps import pair_note
 
     pair = pair_note(enc)
     notes = (*view.notes, f"rows: queries, columns: keys · backend: {meta['backend']}", *((pair,) if pair else ()), *note)

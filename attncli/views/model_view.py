@@ -15,6 +15,10 @@ from typing import Any, Optional
 import numpy as np
 
 from attncli.textio import visible
+from attncli.attention.words import hide_special as hide_fn
+from attncli.attention.model_view import head_classes
+from attncli.views.checkpoint_heatmaps import pair_note
+from attncli.views.render import palette
 
 SHADES = ((0.05, " "), (0.2, "░"), (0.4, "▒"), (0.7, "▓"), (2.0, "█"))
 SHORT = {"previous_token": "prev", "next_token": "next", "first_token": "first", "separator": "sep", "self": "self",
@@ -50,7 +54,6 @@ def layer_maps(attentions: np.ndarray, layer: int, enc, hide_special: bool) -> n
     """(h, T, T) the maps of one layer as drawn: with hide_special, rows renormalised over the kept keys."""
     if not hide_special:
         return attentions[layer]
-    from attncli.attention.words import hide_special as hide_fn
 
     keep = np.zeros(len(enc.tokens), dtype=bool)
     keep[shown_positions(enc, True)] = True
@@ -75,9 +78,6 @@ def model_view_renderables(model, enc, attentions: np.ndarray, lo: int, hi: int,
     {"grid": (layer, head)} (mouse clicks, as in ``attn explore``)."""
     from rich.text import Text
 
-    from attncli.attention.model_view import head_classes
-    from attncli.views.checkpoint_heatmaps import pair_note
-    from attncli.views.render import palette
 
     if classes is None:
         classes = head_classes(model, enc, attentions, hide_special)
