@@ -185,13 +185,7 @@ LAZY_ATTN_IMPORTS_FOR_NOW = {"cli"}
 # A function-level import of an attn module that must stay one: (module, imported) -> why. Only
 # for a module that pulls a heavy third-party library in at its top (tests/test_startup.py's list),
 # or whose import a fast command would pay for (measured with python -X importtime).
-_BACKEND_AT_LOAD = ("attn lookup imports the loader (lookup/encoder.py); attn's own forward passes (about 45 "
-                    "ms of imports with bytecode cached) load with a model")
 LAZY_ATTN_IMPORTS_KEPT: dict[tuple[str, str], str] = {
-    ("attncli.hf.loader", "attncli.hf.bert"): _BACKEND_AT_LOAD,
-    ("attncli.hf.loader", "attncli.hf.numpy_backend"): _BACKEND_AT_LOAD,
-    ("attncli.hf.loader", "attncli.hf.torch_backend"): _BACKEND_AT_LOAD,
-    ("attncli.hf.loader", "attncli.hf.seq2seq"): _BACKEND_AT_LOAD,
     ("attncli.explore.serve", "attncli.explore.serve_sessions"): "it imports textual_serve and aiohttp at its top "
                                                                   "(attn explore --serve only)",
 }

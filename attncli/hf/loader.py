@@ -1,15 +1,15 @@
 """``load`` a pretrained model on the numpy or the torch backend (``Pretrained``, what both share,
 is pretrained_base.py).
 
-The backends are imported when a model loads, not with this module: ``attn lookup`` imports it
-(through lookup/encoder.py) and must not pay for attn's own forward passes (about 45 ms of imports).
+Only a command that loads a model imports this module (``attn lookup --encoder``, ``--transformer``),
+so the backends are imported at its top.
 """
 
 from __future__ import annotations
 
 from attncli.errors import BadInput
 from attncli.option_conflicts import BACKENDS
-from attncli.hf import config_check, source
+from attncli.hf import bert, config_check, numpy_backend, seq2seq, source, torch_backend
 from attncli.hf.placement import Placement
 from attncli.hf.pretrained_base import Pretrained
 
@@ -38,8 +38,6 @@ def _load(name_or_path: str, backend: str, allow_missing_weights: bool, placemen
     placement.check()
     path = source.resolve(str(name_or_path))
     config = source.read_config(path)
-    from attncli.hf import bert, numpy_backend  # start-up: see the docstring
-
     config_check.check_trust(config, path)  # custom code: its model is not the one either backend would run
     config_check.check_files(path)  # no FIFO or device for a library to open by name
     refused = bert.not_in_transformers(config)
@@ -69,11 +67,7 @@ def _load(name_or_path: str, backend: str, allow_missing_weights: bool, placemen
         raise BadInput(f"model '{name_or_path}' runs through transformers{why}, which is not installed: "
                        f"{source.INSTALL_TRANSFORMERS}")
     if config_check.is_encoder_decoder(config):  # T5, BART: three stacks (torch only)
-        from attncli.hf import seq2seq  # start-up: see the docstring
-
         return seq2seq.Seq2SeqPretrained(str(name_or_path), path, config, placement=placement, **keep)
-    from attncli.hf import torch_backend  # start-up: see the docstring
-
     return torch_backend.TorchPretrained(str(name_or_path), path, config, placement=placement, **keep)
 
 
