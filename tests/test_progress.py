@@ -76,9 +76,9 @@ def test_train_attention_says_what_it_prepares_before_the_bar(monkeypatch):
     """The message comes before the model or the corpus is read (the model is unknown here, so the
     command stops after it, exit 2; the test waits for the message as slow work would); under
     --json it is left out."""
-    import attncli.tinylm.train
+    import attncli.cli.lm
 
-    real_train = attncli.tinylm.train.train
+    real_train = attncli.cli.lm.train
 
     def slow_train(*args, **kwargs):
         import time
@@ -86,7 +86,7 @@ def test_train_attention_says_what_it_prepares_before_the_bar(monkeypatch):
         time.sleep(0.3)  # the preparation, long enough for the message (the delay is 0 here)
         return real_train(*args, **kwargs)
 
-    monkeypatch.setattr(attncli.tinylm.train, "train", slow_train)
+    monkeypatch.setattr(attncli.cli.lm, "train", slow_train)  # the name the command calls
     result = run("train-attention", "--model", "nosuch", "--name", "x")
     assert result.exit_code == 2
     assert result.stderr.startswith("preparing: reading the model and Brown")

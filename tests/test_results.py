@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import doctest
 import html.parser
+import importlib
 import json
 import os
 import shlex
@@ -18,6 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 import attncli.cli.common as cli_app
+from attncli.cli.commands import COMMANDS
 from attncli.cli.main import app
 from attncli.views import result as result_mod
 from attncli.views.export import NOT_MARKUP
@@ -60,9 +62,13 @@ def captured_run(monkeypatch, argv: list[str], stdin: str | None = None):
         seen.append(result)
         return original(result, **kwargs)
 
+    for listed in COMMANDS.values():  # every command's module, loaded before the group would load it
+        importlib.import_module(listed.module)
     for name, module in list(sys.modules.items()):
-        if name.startswith("attncli.cli") and getattr(module, "show", None) is original:
-            monkeypatch.setattr(module, "show", spy)
+        if name.startswith("attncli.cli"):
+            for attr, value in list(vars(module).items()):  # under any name (cli/matrix.py's show_result)
+                if value is original:
+                    monkeypatch.setattr(module, attr, spy)
     cli_app._consoles.clear()
     run = runner.invoke(app, [*argv, "--json"], input=stdin)
     assert run.exit_code == 0, run.stderr

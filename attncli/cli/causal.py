@@ -10,10 +10,20 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from attncli.causal import documents, grids
+from attncli.causal.dla import dla
+from attncli.causal.grids import check_traced
+from attncli.causal.target import resolve
 from attncli.cli.common import app
+from attncli.cli.matrix import Exports, _check_exports
 from attncli.cli.options import (BackendOpt, DeviceMapOpt, DeviceOpt, DtypeOpt, ExportWidthOpt, HtmlOpt, MaxMemoryOpt, PngOpt,
                                  SvgOpt)
+from attncli.cli.output import show
+from attncli.cli.progress import Stage
+from attncli.cli.transformer import load_model
 from attncli.errors import BadInput
+from attncli.textio import read_user_text
+from attncli.views.causal import causal_view
 
 ModelArg = Annotated[Optional[str], typer.Option("--transformer", help="A pretrained model: hub id or directory "
                                                  "(a decoder, or an encoder with its masked-LM head).", show_default=False)]
@@ -32,10 +42,6 @@ def _setup(transformer: Optional[str], text: str, allow: bool, json_out: bool, e
     """The model and the text's encoding, after the export targets (``exports``: svg, html, png,
     width) are checked, so a target attn cannot write is refused before any work. ``placed``:
     --backend, --device, --dtype, --device-map, --max-memory."""
-    from attncli.causal.grids import check_traced
-    from attncli.cli.matrix import Exports, _check_exports
-    from attncli.cli.transformer import load_model
-
     svg, html, png, width = exports
     _check_exports(Exports(svg=svg, html=html, png=png, width=width))
     if not transformer:
@@ -48,17 +54,11 @@ def _setup(transformer: Optional[str], text: str, allow: bool, json_out: bool, e
 
 
 def _target(model, ids, target, target_id, contrast, contrast_id):
-    from attncli.causal.target import resolve
-
     return resolve(model, ids, target=target, target_id=target_id, contrast=contrast, contrast_id=contrast_id)
 
 
 def _show(doc: dict[str, Any], title: str, json_out: bool, svg, html, png, width, positionals: list,
           options: list) -> None:
-    from attncli.cli.matrix import Exports
-    from attncli.cli.output import show
-    from attncli.views.causal import causal_view
-
     view = causal_view(doc, title=title, command=doc["command"], positionals=positionals, options=options)
     show(view, json_out=json_out, exports=Exports(svg=svg, html=html, png=png, width=width))
 
@@ -71,14 +71,10 @@ def _options(transformer, target, target_id, contrast, contrast_id, backend, dev
 
 
 def _progress(what: str, json_out: bool):
-    from attncli.cli.progress import Stage
-
     return Stage(what, json_out=json_out)
 
 
 def _reference_ids(model, path: Path) -> list[list[int]]:
-    from attncli.textio import read_user_text
-
     lines = [line.strip() for line in read_user_text(path, "--reference", hint="one text per line").splitlines()]
     texts = [line for line in lines if line]
     if not texts:
@@ -113,8 +109,6 @@ def ablate_cmd(
     width: ExportWidthOpt = None,
 ) -> None:
     """Knock each head out and see how the prediction moves: layers x heads."""
-    from attncli.causal import documents, grids
-
     if mode not in grids.MODES:
         raise BadInput(f"--mode {mode!r}: choose one of {', '.join(grids.MODES)}")
     if mode == "zero" and reference is not None:
@@ -156,8 +150,6 @@ def patch_cmd(
     width: ExportWidthOpt = None,
 ) -> None:
     """Copy clean activations into the corrupted run: the fraction of the logit difference restored."""
-    from attncli.causal import documents, grids
-
     if site not in grids.PATCH_SITES:
         raise BadInput(f"--site {site!r}: choose one of {', '.join(grids.PATCH_SITES)}")
     model, enc = _setup(transformer, clean, allow_missing_weights, json_out, (svg, html, png, width),
@@ -195,9 +187,6 @@ def dla_cmd(
     width: ExportWidthOpt = None,
 ) -> None:
     """Direct logit attribution: each head's and MLP's direct part of the target's logit."""
-    from attncli.causal import documents
-    from attncli.causal.dla import dla
-
     model, enc = _setup(transformer, text, allow_missing_weights, json_out, (svg, html, png, width),
                         (backend, device, dtype, device_map, max_memory))
     t = _target(model, enc.ids, target, target_id, contrast, contrast_id)

@@ -11,9 +11,16 @@ from typing import Annotated, Optional
 
 import typer
 
+from attncli.attention import checkpoint_views as pv
+from attncli.attention.compare import compare, transformer_side
+from attncli.attention.masks import MaskSpec
+from attncli.attention.matrix import MatrixRequest, compute
 from attncli.cli.common import app
 from attncli.cli.options import BackendOpt, CausalOpt, HeadOpt, LayerOpt, ModelOpt, TransformerOpt, VariantOpt, WordsOpt
+from attncli.cli.output import show
+from attncli.cli.transformer import load_model
 from attncli.errors import BadInput
+from attncli.views.compare_view import CompareView
 
 PRETRAINED = "Pretrained transformers"
 
@@ -40,10 +47,6 @@ def compare_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print both matrices and the delta as JSON.")] = False,
 ) -> None:
     """Two attention matrices side by side and their difference B - A (PuOr: purple = A more, orange = B more)."""
-    from attncli.attention.compare import compare
-    from attncli.cli.output import show
-    from attncli.views.compare_view import CompareView
-
     if align not in ("same", "position"):
         raise BadInput(f"--align {align!r}: choose same or position")
     if transformer is None and transformer_b is not None:
@@ -72,10 +75,6 @@ def compare_cmd(
 
 
 def _transformer_sides(text, text_b, transformer, transformer_b, layer, head, words, backend):
-    from attncli.attention import checkpoint_views as pv
-    from attncli.attention.compare import transformer_side
-    from attncli.cli.transformer import load_model
-
     if text_b is None and transformer_b is None:
         raise BadInput("nothing to compare: give a second text, or a second model with --transformer-b")
     models = {transformer: load_model(transformer, backend)}
@@ -87,9 +86,6 @@ def _transformer_sides(text, text_b, transformer, transformer_b, layer, head, wo
 
 
 def _word_vector_sides(text, text_b, variant, variant_b, causal, causal_b, model):
-    from attncli.attention.masks import MaskSpec
-    from attncli.attention.matrix import MatrixRequest, compute
-
     if text_b is None and variant_b is None and not causal_b:
         raise BadInput("nothing to compare: give a second text, --variant-b NAME or --causal-b")
     sides = []

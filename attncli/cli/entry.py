@@ -2,9 +2,10 @@
 
 The first lines of this module, before any other import, put a handler on SIGINT, SIGTERM and
 SIGHUP through the built-in ``_signal`` module (``signal`` itself imports ``enum``, some
-milliseconds): from then on a Ctrl-C during start-up ends with "interrupted" and exit 130, never
-a traceback. That early handler exits at once (nothing has been written yet); ``main`` then
-installs attncli.cli.signals' handlers, which raise so that every clean-up runs.
+milliseconds): from then on a Ctrl-C during start-up (the imports below it included) ends with
+"interrupted" and exit 130, never a traceback. That early handler exits at once (nothing has
+been written yet); ``main`` then installs attncli.cli.signals' handlers, which raise so that
+every clean-up runs.
 """
 
 import _signal
@@ -40,18 +41,16 @@ _install_early()
 
 import sys  # noqa: E402 - after the handlers, on purpose
 
+from attncli.cli import signals  # noqa: E402
+from attncli.cli.main import main as run  # noqa: E402
+from attncli.errors import Stopped  # noqa: E402
+from attncli.faultpoints import pause_at  # noqa: E402
+
 
 def main() -> None:
-    from attncli.cli import signals
-    from attncli.errors import Stopped
-
     try:
         signals.install()
-        from attncli.faultpoints import pause_at
-
         pause_at("start-up")  # (tests only: a signal delivered during start-up, on cue)
-        from attncli.cli.main import main as run
-
         run()
     except (Stopped, KeyboardInterrupt) as exc:
         stopped = exc if isinstance(exc, Stopped) else Stopped(2)

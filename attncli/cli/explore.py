@@ -12,6 +12,9 @@ from typing import Annotated, Optional
 
 import typer
 
+from attncli.attention.checkpoint_views import check_texts
+from attncli.attention.long_view import LongSpec, check_spec
+from attncli.attention.model_view import parse_layers
 from attncli.cli.common import app
 from attncli.cli.matrix import _read_text
 from attncli.cli.options import (AllowMissingWeightsOpt, BackendOpt, CausalOpt, ContextOpt, DKOpt, FilterOpt, FlowOpt, HeadOpt, HeadsOpt, HideSpecialOpt,
@@ -19,6 +22,9 @@ from attncli.cli.options import (AllowMissingWeightsOpt, BackendOpt, CausalOpt, 
                                  PoolOpt, PositionsOpt, ProjOpt, RolloutOpt, SeedOpt, Show, ShowOpt, TopKOpt, TransformerOpt,
                                  TruncateOpt, VariantOpt, WindowOpt, WordsOpt)
 from attncli.errors import BadInput
+from attncli.explore.serve import DEFAULT_HOST, DEFAULT_PORT, serve as serve_app
+from attncli.explore.state import ExploreState
+from attncli.hf import source
 from attncli.option_conflicts import TRANSFORMER_ONLY, validate
 
 INSTALL = 'attn explore needs the "explore" extra (Textual and textual-serve): pip install "attncli[explore]"'
@@ -100,8 +106,6 @@ def explore_cmd(
     a cursor over the cells (the explanation follows), look keys up in a dictionary, export the
     view (SVG, HTML, PNG, JSON) and copy the equivalent `attn matrix` command. Press ? for the keys.
     """
-    from attncli.explore.state import ExploreState
-
     _check_installed(serve)
     if not serve and (host is not None or port is not None):
         raise BadInput(f"--{'host' if host is not None else 'port'} belongs to --serve (the app as a web page): add --serve")
@@ -121,10 +125,6 @@ def explore_cmd(
                  if options.get("block" if name == "pair_filter" else name) not in (None, False)}
         validate(options, "vectors", given=given)
     if transformer is not None:  # attn matrix --transformer's refusals, before the app starts (exit 2)
-        from attncli.attention.model_view import parse_layers
-        from attncli.attention.checkpoint_views import check_texts
-        from attncli.hf import source
-
         # the extra to install, named before the app starts (auto with a model outside the numpy
         # backend's families finds out it needs transformers when it reads the config, in the app)
         if backend is not None and backend.value == "torch":
@@ -136,7 +136,6 @@ def explore_cmd(
         validate(options, "explore")
         if layers is not None:
             parse_layers(layers)  # its form; the range is checked against the model in the app
-        from attncli.attention.long_view import LongSpec, check_spec
 
         check_spec(LongSpec(rows, top_k, pool))  # the values; how they go with the rest: validate above
     elif rows is not None:
@@ -156,9 +155,6 @@ def explore_cmd(
         rows=rows, top_k=top_k, pool=pool,
     )
     if serve:
-        from attncli.explore.serve import DEFAULT_HOST, DEFAULT_PORT
-        from attncli.explore.serve import serve as serve_app
-
         serve_app(state.explore_args(), host=host or DEFAULT_HOST, port=DEFAULT_PORT if port is None else port)
         return
     from attncli.explore.app import run

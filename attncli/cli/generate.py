@@ -14,7 +14,11 @@ import typer
 
 from attncli.cli.common import app, emit_json, err_console, escape, info, out_console
 from attncli.errors import BadInput
+from attncli.generate.decoders import load_decoder
+from attncli.generate.run import Settings, document, generate, header_document, lens_layers, step_document
+from attncli.generate.step_view import top_keys
 from attncli.textio import visible
+from attncli.views.render import Heatmap, palette, render_heatmap
 
 INDENT = "    "
 
@@ -54,8 +58,6 @@ def generate_cmd(
     keys: prompt, tokens, generated, stopped, steps [{token, prob, candidates, attention, ...}],
     weights, model, settings, view, prompt_mapping. See docs/generate.md.
     """
-    from attncli.generate.run import Settings
-
     if json_out and jsonl:
         raise BadInput("give --json or --jsonl, not both")
     if top is not None and top < 1:
@@ -65,9 +67,6 @@ def generate_cmd(
     settings.check()  # before any model is read
     if not prompt.strip():
         raise BadInput('the prompt is empty: give a few words to continue, e.g. attn generate "the cat"')
-
-    from attncli.generate.decoders import load_decoder
-    from attncli.generate.run import generate, header_document, step_document, document
 
     if allow_missing_weights and transformer is None:
         raise BadInput("--allow-missing-weights needs --transformer NAME_OR_PATH (a pretrained model)")
@@ -99,8 +98,6 @@ def generate_cmd(
             progress.stop()
     extra = {}
     if lens:
-        from attncli.generate.run import lens_layers
-
         extra["lens_layers"] = lens_layers(gen)
     if jsonl:
         doc = document(gen)
@@ -163,8 +160,6 @@ def _labels(gen) -> list[str]:
 
 
 def _cells(tokens: list[str], row, top: int | None) -> list[tuple[str, float]]:
-    from attncli.generate.step_view import top_keys
-
     if top is not None:
         return [(tokens[j], w) for j, w in top_keys(row, top)]
     return list(zip(tokens, (float(w) for w in row)))
@@ -173,8 +168,6 @@ def _cells(tokens: list[str], row, top: int | None) -> list[tuple[str, float]]:
 def _print_cells(cells: list[tuple[str, float]], first: str) -> None:
     """Key cells 'token 0.42' on a viridis background (scaled to the row's largest weight), wrapped."""
     from rich.text import Text
-
-    from attncli.views.render import palette
 
     con = out_console()
     width = max(con.width, 20)
@@ -206,8 +199,6 @@ def _print_step(gen, step, top: int | None) -> None:
 
 def _print_end(gen, top: int | None) -> None:
     import numpy as np
-
-    from attncli.views.render import Heatmap, render_heatmap
 
     con = out_console()
     P, T = gen.prompt_length, len(gen.tokens)

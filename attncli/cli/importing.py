@@ -9,7 +9,10 @@ from typing import Annotated, Optional
 
 import typer
 
+from attncli import paths
 from attncli.cli.common import app, emit_json, err_console, escape, out_console
+from attncli.errors import BadInput
+from attncli.vectors import imports, store
 
 
 @app.command("import")
@@ -23,18 +26,12 @@ def import_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout.")] = False,
 ) -> None:
     """Import pretrained word vectors (GloVe, word2vec, fastText) as an attn model."""
-    from attncli.vectors import imports, store
-
     started = time.perf_counter()
     imports.check_format(fmt)  # every option checked before the file is read
     store.check_new_name(name)
     if precision not in imports.PRECISIONS:
-        from attncli.errors import BadInput
-
         raise BadInput(f"unknown --precision {precision!r}: choose {' or '.join(imports.PRECISIONS)}")
     if limit is not None and limit < 1:
-        from attncli.errors import BadInput
-
         raise BadInput(f"--limit must be at least 1, got {limit}")
     imports.sniff(Path(path), fmt)  # a missing file, a pickle or another format: a message before any bar
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn, TransferSpeedColumn
@@ -48,7 +45,6 @@ def import_cmd(
             bar.update(task, completed=done, total=total)
 
         data = imports.import_file(path, fmt, limit=limit, progress=on_progress)
-    from attncli import paths
 
     replacing = " (replacing the model of that name)" if (paths.models_dir() / name).exists() else ""
     err.print(f"storing {len(data.words):,} words x {data.vectors.shape[1]} dims as model '{escape(name)}'{replacing}", highlight=False)

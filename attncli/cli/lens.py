@@ -12,9 +12,12 @@ from typing import Annotated, Any, Optional
 import typer
 
 from attncli.cli.common import app
+from attncli.cli.matrix import Exports, _check_exports
 from attncli.cli.output import show
 from attncli.cli.options import ExportWidthOpt, HtmlOpt, ModelOpt, PngOpt, SvgOpt, TransformerOpt
 from attncli.errors import BadInput
+from attncli.generate.decoders import load_decoder
+from attncli.views.lens import LensView
 
 MAX_TOP_K = 20
 
@@ -35,14 +38,11 @@ def lens_cmd(
     width: ExportWidthOpt = None,
 ) -> None:
     """The logit lens: what a decoder would predict next if it stopped after each layer."""
-    from attncli.cli.matrix import Exports, _check_exports
-
     if not 1 <= top_k <= MAX_TOP_K:
         raise BadInput(f"--top-k must be between 1 and {MAX_TOP_K} (got {top_k})")
     exports = Exports(svg=svg, html=html, png=png, width=width)
     _check_exports(exports, json_out)
     doc = lens_document(text, transformer=transformer, model=model, top_k=top_k, token=token)
-    from attncli.views.lens import LensView
 
     show(LensView(doc, title=f"attn lens: {text[:60]}", command="lens", positionals=[text],
                   options=[("--transformer", transformer), ("--model", model), ("--top-k", top_k if top_k != 1 else None),
@@ -53,8 +53,6 @@ def lens_cmd(
 def lens_document(text: str, *, transformer: Optional[str], model: Optional[str], top_k: int,
                   token: Optional[str]) -> dict[str, Any]:
     """The lens as a JSON-ready document (keys in docs/beyond-weights.md)."""
-    from attncli.generate.decoders import load_decoder
-
     decoder = load_decoder(model, transformer, command="attn lens")
     enc = decoder.encode(text)
     if len(enc.inputs) > decoder.context:

@@ -11,7 +11,16 @@ from typing import Annotated, Any, Optional
 import typer
 
 from attncli.cli.common import app, emit_json, err_console, escape, out_console
+from attncli.cli.output import show
+from attncli.cli.progress import Stage
+from attncli.cli.transformer import run_heads
 from attncli.errors import BadInput
+from attncli.textio import read_user_text
+from attncli.tinylm.heads import check_window, score_heads
+from attncli.tinylm.model import load_trained
+from attncli.tinylm.train import TrainConfig, train
+from attncli.vectors.tokenize import tokenize
+from attncli.views.heads_table import HeadsView
 
 
 @app.command("train-attention")
@@ -40,8 +49,6 @@ def train_attention_cmd(
     split and vocabulary, and kept in the model's metadata ("attention" in 'attn models --json').
     JSON keys: source, name, path, attention {perplexity, bigram_perplexity, unigram_perplexity, ...}.
     """
-    from attncli.tinylm.train import TrainConfig, train
-
     cfg = TrainConfig(layers=layers, heads=heads, epochs=epochs, max_minutes=max_minutes, seed=seed,
                       vocab_size=vocab_size, max_len=max_len, batch_tokens=batch_tokens, lr=lr, dropout=dropout,
                       heldout=heldout, limit_sentences=limit_sentences, threads=threads)
@@ -56,7 +63,6 @@ def train_attention_cmd(
     task = None
     live = err_console().is_terminal
     last_line = time.monotonic()
-    from attncli.cli.progress import Stage
 
     preparing = Stage("preparing: reading the model and Brown, splitting, counting the vocabulary and the baselines "
                       "(the bar starts with the first training step)", json_out=json_out)
@@ -131,10 +137,6 @@ def heads_cmd(
     queries, window, uniform, thresholds, heads [{layer, head, previous_token, first_token, self,
     local, entropy, label}].
     """
-    from attncli.tinylm.heads import check_window, score_heads
-    from attncli.vectors.tokenize import tokenize
-    from attncli.tinylm.model import load_trained
-
     if sentences is not None and sentences < 1:
         raise BadInput(f"--sentences must be at least 1 (got {sentences})")
     if sentences is not None and sentences > 10**9:
@@ -147,7 +149,6 @@ def heads_cmd(
     if transformer is not None:
         if model is not None:
             raise BadInput("--model names attn's own LM; with --transformer the pretrained model is scored: drop one")
-        from attncli.cli.transformer import run_heads
 
         report = run_heads(transformer, file=file, sentences=sentences, window=window, exclude_first=exclude_first,
                            backend=backend, json_out=json_out, allow_missing_weights=allow_missing_weights,
@@ -160,8 +161,6 @@ def heads_cmd(
             raise BadInput(f"{flag} needs --transformer NAME_OR_PATH (a pretrained model)")
     att = load_trained(model)
     if file is not None:
-        from attncli.textio import read_user_text
-
         text = read_user_text(file, "--file", hint="give a UTF-8 text file, one sentence per line")
         sents = [tokenize(line) for line in text.splitlines()]
     else:
@@ -173,7 +172,4 @@ def heads_cmd(
 
 
 def _print_heads(report: dict[str, Any], options: list, json_out: bool = False) -> None:
-    from attncli.cli.output import show
-    from attncli.views.heads_table import HeadsView
-
     show(HeadsView(report, title=f"attn heads: {report['model']}", command="heads", options=options), json_out=json_out)

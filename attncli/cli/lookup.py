@@ -11,8 +11,13 @@ import typer
 from attncli.cli.common import app, err_console, warn
 from attncli.cli.output import show
 from attncli.errors import BadInput
-from attncli.textio import clip
+from attncli.lookup import dictionary as core
+from attncli.lookup.encoder import EncoderIndex, load_encoder
 from attncli.lookup.params import DEFAULT_TEMPERATURE, ENCODER_NGRAM_WEIGHTS, NGRAM_WEIGHT, encoder_ngram_weight
+from attncli.paths import data_dir
+from attncli.textio import clip
+from attncli.vectors.model import load_vectors
+from attncli.views.lookup_view import LookupView, explain_text
 
 _ENCODER_WEIGHTS = ", ".join(f"{name} {lam:g}" for name, lam in ENCODER_NGRAM_WEIGHTS.items())
 
@@ -38,11 +43,6 @@ def lookup_cmd(
 
     `attn lookup colour` answers 'black' from {"brand": "Porche", "model": "Taycan", "color": "black"}.
     """
-    from attncli.lookup import dictionary as core
-    from attncli.paths import data_dir
-    from attncli.views.lookup_view import LookupView, explain_text
-    from attncli.vectors.model import load_vectors
-
     core.check_temperature(temperature)
     if top_k is not None and top_k <= 0:
         raise BadInput(f"--top-k must be at least 1, got {top_k}")
@@ -67,8 +67,6 @@ def lookup_cmd(
     if query is not None and not query.strip():  # before a model is loaded
         raise BadInput("the query is empty: give a word or phrase to look up")
     if encoder is not None:
-        from attncli.lookup.encoder import EncoderIndex, load_encoder
-
         vectors = None
         index = EncoderIndex(load_encoder(encoder, allow_missing_weights=allow_missing_weights), list(dictionary),
                              ngram_weight=ngram_weight)

@@ -13,7 +13,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.cli.common import app, emit_json, info, json_write, out_console
+from attncli.attention.example import demo_json, scale_experiment, worked_example
+from attncli.attention.explain import explain as explain_cell
+from attncli.attention.masks import MaskSpec
+from attncli.attention.matrix import MatrixRequest, compute
+from attncli.attention.variants import DEFAULT_VARIANT, VARIANTS
+from attncli.cli.common import app, emit_json, info, json_write, out_console, quiet_stdout
 from attncli.cli.options import (AllowMissingWeightsOpt, BackendOpt, CausalOpt, ContextOpt, DeviceMapOpt, DeviceOpt, DKOpt,
                                  DtypeOpt, FilterOpt, MaxMemoryOpt,
                                  FilterSpecialsOpt, HeadOpt, HeadsOpt, HideSpecialOpt, LayerOpt, LayersOpt, MaxRelativeOpt, ModelOpt,
@@ -22,9 +27,16 @@ from attncli.cli.options import (AllowMissingWeightsOpt, BackendOpt, CausalOpt, 
                                  TransformerOpt, TruncateOpt, VariantOpt, WindowOpt, WordsOpt)
 from attncli.cli.options import ExportWidthOpt, FlowOpt, HtmlOpt, PngOpt, PoolOpt, StackOpt, SvgOpt, TargetOpt, TopKOpt
 from attncli.cli.options import TRANSFORMER_ONLY as _TRANSFORMER_ONLY
+from attncli.cli.output import show as show_result
+from attncli.cli.panels import render_demo, render_scale
+from attncli.cli.transformer import MatrixOptions, check_options, run_matrix
 from attncli.errors import BadInput
+from attncli.export_target import check_export
 from attncli.option_conflicts import validate
 from attncli.textio import read_user_text
+from attncli.views.export import png_available
+from attncli.views.matrix_result import MatrixView
+from attncli.views.render import render_variants
 
 
 def _read_text(sentence: Optional[str], file: Optional[Path]) -> str:
@@ -73,8 +85,6 @@ def _check_exports(exports: Exports, json_out: bool = False) -> None:
     """Export targets attn can write (attncli.export_target.check_export), a sane --width and the
     png extra, checked before any work (bad input: exit 2). An export into stdout (/dev/stdout)
     has stdout to itself: the view is not drawn there, and --json is refused."""
-    from attncli.export_target import check_export
-
     targets = {}
     for path, option in ((exports.svg, "--svg"), (exports.html, "--html"), (exports.png, "--png")):
         if path is not None:
@@ -88,7 +98,6 @@ def _check_exports(exports: Exports, json_out: bool = False) -> None:
         if json_out:
             raise BadInput("--json and an export into stdout (/dev/stdout) would share it: drop one, or send the "
                            "export to a file")
-        from attncli.cli.common import quiet_stdout
 
         quiet_stdout()
     if exports.width is not None and not 20 <= exports.width <= 4000:
@@ -97,8 +106,6 @@ def _check_exports(exports: Exports, json_out: bool = False) -> None:
         raise BadInput("--width lays out the --svg / --html / --png files: give one of them (the terminal's view "
                        "takes the terminal's width)")
     if exports.png is not None:
-        from attncli.views.export import png_available
-
         png_available()
 
 
@@ -176,8 +183,6 @@ def matrix_cmd(
                             top_k=top_k, pool=pool, device_map=device_map, max_memory=max_memory)
         return
     validate({"show": show.value, "layer": layer, "head": head, "proj": proj}, "vectors")
-    from attncli.attention.masks import MaskSpec
-    from attncli.attention.matrix import MatrixRequest, compute
 
     _check_exports(exports, json_out)
     text = _read_text(sentence, file)
@@ -193,11 +198,7 @@ def matrix_cmd(
         info("hint: the learned heads were trained under a causal mask; add --causal to see them as they were trained")
     explanation = None
     if explain is not None:
-        from attncli.attention.explain import explain as explain_cell
-
         explanation = explain_cell(res, *explain)
-    from attncli.cli.output import show as show_result
-    from attncli.views.matrix_result import MatrixView
 
     show_result(MatrixView(res, show.value, row_span, col_span, explanation, explain), json_out=json_out,
                 exports=exports)
@@ -215,8 +216,6 @@ def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, p
                         dtype=None, target=None, stack=None, top_k=None, pool=None, device_map=None,
                         max_memory=None) -> None:
     """attn matrix --transformer: checked here, computed and drawn by attncli.cli.transformer."""
-    from attncli.cli.transformer import MatrixOptions, check_options, run_matrix
-
     check_options(given, transformer)
     _check_exports(exports, json_out)
     opts = MatrixOptions(transformer=transformer, text=_read_text(sentence, file), pair=pair,
@@ -245,8 +244,6 @@ def variants_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print the list as JSON.")] = False,
 ) -> None:
     """The attention variants of 'attn matrix --variant': formula and source."""
-    from attncli.attention.variants import DEFAULT_VARIANT, VARIANTS
-
     rows = [
         {"name": v.name, "title": v.title, "formula": v.formula, "source": v.source, "default": v.name == DEFAULT_VARIANT,
          "doc": " ".join((v.fn.__doc__ or "").split())}
@@ -255,7 +252,6 @@ def variants_cmd(
     if json_out:
         emit_json({"variants": rows})
         return
-    from attncli.views.render import render_variants
 
     render_variants(out_console(), rows)
 
@@ -266,9 +262,6 @@ def demo_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print every step as JSON.")] = False,
 ) -> None:
     """The seed's worked example of attention, step by step (four words, seed 42)."""
-    from attncli.attention.example import demo_json, worked_example
-    from attncli.cli.panels import render_demo
-
     ex = worked_example()
     if json_out:
         emit_json(demo_json(ex))
@@ -285,9 +278,6 @@ def scale_cmd(
 ) -> None:
     """Why scaled dot-product attention divides by sqrt(d_k): softmax saturation, side by side."""
     import math
-
-    from attncli.attention.example import scale_experiment
-    from attncli.cli.panels import render_scale
 
     if not math.isfinite(factor) or factor <= 0 or factor > 1e6:
         raise BadInput(f"--factor must be a positive number up to 1e6 (got {factor})")

@@ -11,6 +11,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from attncli.attention.projection import PROJECTIONS
+from attncli.attention.variants import VARIANTS
 from attncli.option_conflicts import BACKENDS, STACKS, TRANSFORMER_ONLY  # noqa: F401 (the choices, named once)
 
 PRETRAINED = "Pretrained transformers"  # the --help panel of the --transformer options
@@ -45,14 +47,10 @@ class PairFilter(str, Enum):
 
 
 def _complete_variant(incomplete: str) -> list[str]:
-    from attncli.attention.variants import VARIANTS
-
     return [name for name in VARIANTS if name.startswith(incomplete)]
 
 
 def _complete_projection(incomplete: str) -> list[str]:
-    from attncli.attention.projection import PROJECTIONS
-
     return [name for name in PROJECTIONS if name.startswith(incomplete)]
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from attncli.attention.example import NAMES
+from attncli.views.render import Heatmap, render_heatmap
 
 
 def _small_table(console, title: str, m: np.ndarray, rows: list[str], cols: list[str], decimals: int = 0) -> None:
@@ -24,8 +25,6 @@ def _small_table(console, title: str, m: np.ndarray, rows: list[str], cols: list
 
 
 def render_demo(console, ex: dict[str, np.ndarray]) -> None:
-    from attncli.views.render import Heatmap, render_heatmap
-
     dims = ["0", "1", "2"]
     console.print("The seed's worked example: four words, numpy.random.seed(42), "
                   "W_Q, W_K, W_V = randint(3, size=(3, 3)) in that order.", highlight=False)
@@ -43,8 +42,6 @@ def render_demo(console, ex: dict[str, np.ndarray]) -> None:
 
 def render_scale(console, doc: dict[str, Any]) -> None:
     from rich.table import Table
-
-    from attncli.views.render import Heatmap, render_heatmap
 
     f = doc["factor"]
     console.print(f"The worked example's raw scores Q K^T (d_k = {doc['d_k']}), through three softmaxes:", highlight=False)

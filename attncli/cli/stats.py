@@ -11,10 +11,19 @@ from typing import Annotated, Any, Optional
 import typer
 from typer.core import TyperGroup
 
-from attncli.cli.common import app, err_console, escape
+from attncli.cli.common import app, err_console, escape, info, warn
+from attncli.cli.matrix import Exports, _check_exports
 from attncli.cli.options import BackendOpt, ExportWidthOpt, HtmlOpt, PngOpt, SvgOpt
+from attncli.cli.output import show, write_exports
 from attncli.cli.progress import _Delayed
+from attncli.cli.transformer import load_model
 from attncli.errors import BadInput
+from attncli.stats import corpus as corpus_mod
+from attncli.stats.accumulate import Settings
+from attncli.stats.cluster import host_port
+from attncli.stats.report import document, merge_shards
+from attncli.stats.runner import ModelSpec, run
+from attncli.views.stats_view import StatsView
 
 
 class _StatsGroup(TyperGroup):
@@ -73,8 +82,6 @@ class _Progress(_Delayed):
 
 
 def _exports(svg, html, png, width):
-    from attncli.cli.matrix import Exports, _check_exports
-
     exports = Exports(svg=svg, html=html, png=png, width=width)
     _check_exports(exports)
     return exports
@@ -93,9 +100,6 @@ def _check_explore(explore: bool, json_out: bool) -> None:
 
 def _show(doc: dict[str, Any], json_out: bool, exports, title: str, explore: bool = False, *, command: str = "stats run",
           positionals: tuple = (), options: tuple = ()) -> None:
-    from attncli.cli.output import show, write_exports
-    from attncli.views.stats_view import StatsView
-
     view = StatsView(doc, title=title, command=command, positionals=[str(p) for p in positionals], options=options)
     if explore:
         from attncli.explore.stats_app import run as explore_stats
@@ -143,11 +147,6 @@ def stats_cmd(
     JSON keys: model {name, fingerprint, layers, heads, causal}, texts, texts_scored, tokens,
     probes, ranges, stats {name: {mean (layers x heads), count}}, top {name: [{layer, head, examples}]}.
     """
-    from attncli.stats import corpus as corpus_mod
-    from attncli.stats.accumulate import Settings
-    from attncli.stats.report import document
-    from attncli.stats.runner import ModelSpec, run
-
     if transformer is None:
         raise BadInput("attn stats needs --transformer NAME_OR_PATH (the model whose heads to measure)")
     for option, value in (("--max-texts", max_texts), ("--max-tokens", max_tokens), ("--shard-texts", shard_texts),
@@ -157,8 +156,6 @@ def stats_cmd(
     exports = _exports(svg, html, png, width)
     _check_explore(explore, json_out)
     if ray is not None:
-        from attncli.stats.cluster import host_port
-
         host_port(ray)
     if out is not None:
         if out.exists() and not out.is_dir():
@@ -168,7 +165,6 @@ def stats_cmd(
         out.mkdir(exist_ok=True)
     source = corpus_mod.describe(corpus, field)
     texts = corpus_mod.texts(corpus, field=field, split=split)
-    from attncli.cli.transformer import load_model
 
     if precision not in (None, "float32", "float64"):
         raise BadInput(f"--precision must be float32 or float64 (got {precision!r})")
@@ -186,8 +182,6 @@ def stats_cmd(
                       out=out, shard_texts=shard_texts, max_texts=max_texts, max_tokens=max_tokens, workers=workers,
                       ray_address=ray, on_shard=progress.advance)
     if outcome.stopped_at_shard is not None:
-        from attncli.cli.common import warn
-
         warn(f"stopped at text {outcome.stopped_at_shard}: the shard there in --out goes past --max-texts/--max-tokens")
     if outcome.acc.texts == 0:
         raise BadInput(f"the corpus ({source}) holds no text to measure")
@@ -196,8 +190,6 @@ def stats_cmd(
     doc = document(outcome.acc, outcome.ident, outcome.ranges, source=source, shards=outcome.shards,
                    computed=outcome.computed, ran=outcome.ran, out=None if out is None else str(out))
     if getattr(model, "encoder_decoder", False):  # T5, BART: the encoder stack's self-attention
-        from attncli.cli.common import info
-
         info("an encoder-decoder: these are the encoder stack's heads (its self-attention over each text)")
         doc["stack"] = "encoder"
     _show(doc, json_out, exports, f"attn stats: {model.name}", explore, positionals=(corpus,), options=(
@@ -226,8 +218,6 @@ def merge_cmd(
     Shards of another model, attn version, definitions version or settings are refused (exit 2);
     a damaged shard is named and skipped. JSON keys: those of 'attn stats', and skipped.
     """
-    from attncli.stats.report import document, merge_shards
-
     exports = _exports(svg, html, png, width)
     _check_explore(explore, json_out)
     merged = merge_shards(folders)

@@ -20,6 +20,8 @@ from attncli.cli.common import info, out_console
 from attncli.cli.progress import Bar, Stage
 from attncli.cli.transformer_heads import score_transformer_heads
 from attncli.errors import BadInput
+from attncli.hf import load
+from attncli.hf.reads import takes_on_layer
 from attncli.option_conflicts import BACKENDS, NOT_FOR_TRANSFORMERS, TRANSFORMER_ONLY, validate  # noqa: F401 (the table)
 from attncli.pipeline.compute_view import compute
 from attncli.tinylm.data import brown_texts
@@ -40,8 +42,6 @@ def load_model(name: str, backend: str, allow_missing_weights: bool = False, *, 
                device: Optional[str] = None, dtype: Optional[str] = None, **placement: Optional[str]):
     """The model, with a line on stderr while it loads (a second or more; --backend torch imports
     torch and transformers first)."""
-    from attncli.hf import load
-
     what = "" if backend == "auto" else f", --backend {backend}"
     with Stage(f"loading {name}{what}", json_out=json_out):
         return load(name, backend=backend, allow_missing_weights=allow_missing_weights, device=device, dtype=dtype,
@@ -76,8 +76,6 @@ def layer_progress(model, tokens: Optional[int], json_out: bool):
     """A bar on stderr advancing as each layer of the pass is done (attncli.cli.progress.Bar) where
     the model's trace reports its layers (``on_layer``), else a line saying what runs; gives the
     ``on_layer(l, L)`` callback (None without a bar)."""
-    from attncli.hf.reads import takes_on_layer
-
     what = f"running {model.name}" + (f" over {tokens} tokens" if tokens is not None else "")
     if getattr(model, "traced", False) and takes_on_layer(model):
         with Bar(what, "layers", model.layers, json_out=json_out) as bar:

@@ -10,9 +10,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.cli.common import app, emit_json, err_console, escape, out_console, print_error
+from attncli.cli.common import app, emit_json, err_console, escape, out_console, print_error, warn
 from attncli.errors import AttnError, BadInput
-from attncli.vectors.train import TrainParams  # light: gensim is imported inside train_model only
+from attncli.textio import clip, read_lines, stdin_bytes
+from attncli.vectors import store
+from attncli.vectors.corpus import load_corpus
+from attncli.vectors.evaluate import evaluate_model
+from attncli.vectors.model import load_vectors
+from attncli.vectors.tokenize import tokenize
+from attncli.vectors.train import TrainParams, train_model  # light: gensim is imported inside train_model only
 
 _D = TrainParams(workers=0)  # the defaults, in one place
 
@@ -44,8 +50,6 @@ def train_cmd(
     """Train word vectors on the Brown corpus (or --corpus FILE) and store them as a model."""
     import os
 
-    from attncli.vectors.corpus import load_corpus
-    from attncli.vectors.train import TrainParams, train_model
 
     started = time.perf_counter()
     params = TrainParams(
@@ -55,7 +59,6 @@ def train_cmd(
     )
     params.validate()  # before the corpus is read: a bad option fails at once
     if name is not None:  # also before the corpus is read
-        from attncli.vectors import store
 
         store.check_new_name(name)
         store.check_writable(name)  # before the corpus is read and the training starts
@@ -89,8 +92,6 @@ def train_cmd(
     summary = result.summary()
     sims = [n["similarity"] for ns in summary["neighbours"].values() for n in ns]
     if sims and min(sims) > 0.95:
-        from attncli.cli.common import warn
-
         warn("the probe words' neighbours all have cosines near 1: the vectors have barely moved apart; "
              "train for more --epochs, or on more text")
     if json_out:
@@ -138,8 +139,6 @@ def models_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print the list as JSON on stdout.")] = False,
 ) -> None:
     """List the stored models and the built-in default, with their evaluation figures."""
-    from attncli.vectors import store
-
     rows = [_model_row(m) for m in store.list_models()]
     if json_out:
         emit_json(rows)
@@ -254,8 +253,6 @@ def eval_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print the figures as JSON on stdout.")] = False,
 ) -> None:
     """Evaluate a model on WordSim-353, SimLex-999 and the analogy questions gensim ships."""
-    from attncli.vectors.evaluate import evaluate_model
-
     result = evaluate_model(model)
     if json_out:
         emit_json(result)
@@ -269,8 +266,6 @@ def _queries(words: list[str]):
     each line at most ``textio.MAX_LINE_BYTES``). BadInput if stdin holds no word at all."""
     for w in words:
         if w == "-":
-            from attncli.textio import read_lines, stdin_bytes
-
             any_line = False
             for number, line in read_lines(stdin_bytes("words"), "stdin"):
                 line = line.strip().removeprefix("\ufeff") if number == 1 else line.strip()
@@ -285,9 +280,6 @@ def _queries(words: list[str]):
 
 def similar_to(vec, text: str, k: int) -> dict:
     """Neighbours of one query: a word, or several (the mean of their unit vectors)."""
-    from attncli.textio import clip
-    from attncli.vectors.tokenize import tokenize
-
     tokens = tokenize(text)
     if not tokens:
         raise BadInput(f"{clip(text)} has no word in it (letters or digits) to look up")
@@ -310,8 +302,6 @@ def similar_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="One JSON object per word (JSON Lines) on stdout.")] = False,
 ) -> None:
     """Nearest neighbours by cosine similarity (like word2vec's distance / fastText's nn)."""
-    from attncli.vectors.model import load_vectors
-
     if k < 1:
         raise BadInput(f"-k must be at least 1, got {k}")
     vec = load_vectors(model)

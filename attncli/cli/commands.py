@@ -1,0 +1,141 @@
+"""Every ``attn`` command by name, and the group that imports a command's module only when it runs.
+
+``attn lookup`` should not pay for ``attn matrix``'s imports, nor ``attn matrix`` for
+``attn stats``'s: a command module imports what it needs at the top of the file, so the group
+loads a module only when its command is about to run (or its ``--help`` is asked for). The
+table below knows each command's module and its help's first paragraph, enough for
+``attn --help`` and shell completion of the command names without importing any of them.
+
+A new command: register it on ``app`` in its module (``cli/*.py``) and add a row here, in
+``--help``'s order; tests/test_lazy_commands.py checks that the row's help is the command's own.
+"""
+
+import importlib
+from typing import Any, NamedTuple
+
+import typer.main
+from typer.core import TyperCommand, TyperGroup
+
+
+class Listed(NamedTuple):
+    module: str  # the module that registers the command on ``app``
+    help: str  # the first paragraph of the command's help, as ``attn --help`` lists it
+
+
+COMMANDS: dict[str, Listed] = {
+    "train": Listed("attncli.cli.vectors",
+                    "Train word vectors on the Brown corpus (or --corpus FILE) and store them as a model."),
+    "models": Listed("attncli.cli.vectors",
+                     "List the stored models and the built-in default, with their evaluation figures."),
+    "eval": Listed("attncli.cli.vectors",
+                   "Evaluate a model on WordSim-353, SimLex-999 and the analogy questions gensim ships."),
+    "similar": Listed("attncli.cli.vectors",
+                      "Nearest neighbours by cosine similarity (like word2vec's distance / fastText's nn)."),
+    "import": Listed("attncli.cli.importing",
+                     "Import pretrained word vectors (GloVe, word2vec, fastText) as an attn model."),
+    "lookup": Listed("attncli.cli.lookup", "Look a key up in a dictionary by attention: softmax over the similarity "
+                                           "of the query to every key."),
+    "matrix": Listed("attncli.cli.matrix",
+                     "Attention matrix of a sentence as a heatmap: rows are queries, columns keys."),
+    "variants": Listed("attncli.cli.matrix", "The attention variants of 'attn matrix --variant': formula and source."),
+    "demo": Listed("attncli.cli.matrix", "The seed's worked example of attention, step by step (four words, seed 42)."),
+    "scale": Listed("attncli.cli.matrix",
+                    "Why scaled dot-product attention divides by sqrt(d_k): softmax saturation, side by side."),
+    "train-attention": Listed("attncli.cli.lm", "Train a small causal transformer LM on Brown over frozen word "
+                                                "vectors; store its attention."),
+    "heads": Listed("attncli.cli.lm",
+                    "Score each learned head as previous-token, first-token, self, local or broad (entropy)."),
+    "generate": Listed("attncli.cli.generate",
+                       "Let a causal language model continue PROMPT and watch what each new token attends to."),
+    "explore": Listed("attncli.cli.explore", "Explore attention interactively: the matrix of `attn matrix`, with "
+                                             "keys for every setting."),
+    "compare": Listed("attncli.cli.compare", "Two attention matrices side by side and their difference B - A (PuOr: "
+                                             "purple = A more, orange = B more)."),
+    "lens": Listed("attncli.cli.lens",
+                   "The logit lens: what a decoder would predict next if it stopped after each layer."),
+    "ablate": Listed("attncli.cli.causal", "Knock each head out and see how the prediction moves: layers x heads."),
+    "patch": Listed("attncli.cli.causal", "Copy clean activations into the corrupted run: the fraction of the logit "
+                                          "difference restored."),
+    "dla": Listed("attncli.cli.causal",
+                  "Direct logit attribution: each head's and MLP's direct part of the target's logit."),
+    "stats": Listed("attncli.cli.stats",
+                    "Head statistics over a corpus (attn stats CORPUS; attn stats merge DIR...)."),
+}
+
+
+def prose(doc: str | None) -> str | None:
+    """A docstring as help text: paragraphs kept, the line breaks inside each one dropped, so the
+    help wraps to the terminal (a docstring's lines are broken at about 100 columns)."""
+    import inspect
+
+    if not doc:
+        return doc
+    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    return "\n\n".join(" ".join(line.strip() for line in p.splitlines() if line.strip()) for p in paragraphs)
+
+
+def unwrapped(command: Any) -> Any:
+    """``command`` with its help (and a group's commands' help) as :func:`prose`."""
+    command.help = prose(command.help)
+    for sub in getattr(command, "commands", {}).values():
+        unwrapped(sub)
+    return command
+
+
+class LazyGroup(TyperGroup):
+    """A Typer group whose commands are the table above: each one's module is imported, and its
+    command built from what it registered on ``source`` (the Typer app), the first time the
+    command is looked up to run. Listing them (``attn --help``, completing a command's name)
+    imports nothing."""
+
+    source: Any = None  # the typer.Typer the command modules register on (cli/common.py sets it)
+    _listing = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for command in self.commands.values():  # those whose modules were imported before (a test's)
+            unwrapped(command)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS) + [name for name in super().list_commands(ctx) if name not in COMMANDS]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = self.commands.get(cmd_name)
+        listed = COMMANDS.get(cmd_name)
+        if command is not None or listed is None:
+            return command
+        if self._listing:
+            return TyperCommand(cmd_name, help=listed.help)  # a stand-in: its name and help, never run
+        importlib.import_module(listed.module)
+        command = self._built(cmd_name)
+        if command is not None:
+            self.commands[cmd_name] = unwrapped(command)
+        return command
+
+    def _built(self, name: str) -> Any:
+        """The click command ``name`` from what its module registered on ``source``."""
+        app = self.source
+        for info in app.registered_commands:
+            if (info.name or typer.main.get_command_name(info.callback.__name__)) == name:
+                return typer.main.get_command_from_info(info, pretty_exceptions_short=app.pretty_exceptions_short,
+                                                        rich_markup_mode=app.rich_markup_mode)
+        for info in app.registered_groups:
+            if info.name == name:
+                return typer.main.get_group_from_info(info, pretty_exceptions_short=app.pretty_exceptions_short,
+                                                      rich_markup_mode=app.rich_markup_mode,
+                                                      suggest_commands=app.suggest_commands)
+        return None
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+    def shell_complete(self, ctx: Any, incomplete: str) -> Any:
+        self._listing = True
+        try:
+            return super().shell_complete(ctx, incomplete)
+        finally:
+            self._listing = False
