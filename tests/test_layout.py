@@ -186,6 +186,10 @@ LAZY_ATTN_IMPORTS_KEPT: dict[tuple[str, str], str] = {
                                                                   "(attn explore --serve only)",
     ("attncli.cli.explore", "attncli.explore.app"): "textual, only once the app starts (attn explore --help without it)",
     ("attncli.cli.stats", "attncli.explore.stats_app"): "textual, only for attn stats --explore",
+    ("attncli.cli.matrix", "attncli.cli.transformer"): "the pipeline and attn's forward passes (the hf wing, about "
+                                                       "30 ms of imports), only for attn matrix --transformer",
+    ("attncli.cli.lookup", "attncli.lookup.encoder"): "attn's forward passes (the hf wing, about 45 ms of imports), "
+                                                      "only for attn lookup --encoder",
 }
 
 

@@ -54,3 +54,13 @@ def test_the_probe_sees_what_a_command_imports():
     assert {"json", "numpy", "attncli"} <= modules
     modules, _ = imported_by(COMMANDS["matrix-table"])
     assert "rich" in modules
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_classic_commands_do_not_load_the_model_wings(name):
+    """attn's own forward passes (attncli.hf) and the pipeline load with a model: a lookup or a
+    word-vector matrix pays for neither (cli/lookup.py and cli/matrix.py reach them lazily)."""
+    modules, _ = imported_by(COMMANDS[name], full=True)
+    assert "attncli.cli.main" in modules  # the probe sees whole names
+    loaded = sorted(m for m in modules if m == "attncli.hf" or m.startswith(("attncli.hf.", "attncli.pipeline")))
+    assert loaded == [], f"attn {' '.join(COMMANDS[name])} imported {loaded}"

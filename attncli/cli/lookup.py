@@ -12,7 +12,6 @@ from attncli.cli.common import app, err_console, warn
 from attncli.cli.output import show
 from attncli.errors import BadInput
 from attncli.lookup import dictionary as core
-from attncli.lookup.encoder import EncoderIndex, load_encoder
 from attncli.lookup.params import DEFAULT_TEMPERATURE, ENCODER_NGRAM_WEIGHTS, NGRAM_WEIGHT, encoder_ngram_weight
 from attncli.paths import data_dir
 from attncli.textio import clip
@@ -68,6 +67,8 @@ def lookup_cmd(
         raise BadInput("the query is empty: give a word or phrase to look up")
     if encoder is not None:
         vectors = None
+        from attncli.lookup.encoder import EncoderIndex, load_encoder  # the model's forward passes: --encoder only
+
         index = EncoderIndex(load_encoder(encoder, allow_missing_weights=allow_missing_weights), list(dictionary),
                              ngram_weight=ngram_weight)
     else:

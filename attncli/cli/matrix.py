@@ -29,7 +29,6 @@ from attncli.cli.options import ExportWidthOpt, FlowOpt, HtmlOpt, PngOpt, PoolOp
 from attncli.cli.options import TRANSFORMER_ONLY as _TRANSFORMER_ONLY
 from attncli.cli.output import show as show_result
 from attncli.cli.panels import render_demo, render_scale
-from attncli.cli.transformer import MatrixOptions, check_options, run_matrix
 from attncli.errors import BadInput
 from attncli.export_target import check_export
 from attncli.option_conflicts import validate
@@ -216,6 +215,8 @@ def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, p
                         dtype=None, target=None, stack=None, top_k=None, pool=None, device_map=None,
                         max_memory=None) -> None:
     """attn matrix --transformer: checked here, computed and drawn by attncli.cli.transformer."""
+    from attncli.cli.transformer import MatrixOptions, check_options, run_matrix  # the hf wing: --transformer only
+
     check_options(given, transformer)
     _check_exports(exports, json_out)
     opts = MatrixOptions(transformer=transformer, text=_read_text(sentence, file), pair=pair,
