@@ -155,6 +155,45 @@ def test_chunks_give_the_whole_computation(request, monkeypatch, tmp_path, kind)
     _close(w, c, tol)
 
 
+@pytest.mark.parametrize("kind", ["llama", "phi3", "qwen2"])
+def test_llama_blocks_and_in_place_sums_give_the_whole_computation(monkeypatch, tmp_path, kind):
+    """Llama's pass makes k and v by blocks of rows, q per chunk of query rows (Phi-3 from its fused
+    qkv_proj), the MLP by blocks added in place into arrays the layer owns: with blocks of 2 rows
+    the same as in one block; a kept attn.out, resid_mid or resid_pre is never written over by the
+    sums that follow it (each kept alone, then all at once, then mlp.out too: the other path)."""
+    needed("torch")
+    needed("transformers")
+    from _llama_fixtures import build_decoder
+
+    from attncli.hf import llama
+
+    model = load(str(build_decoder(kind, tmp_path / kind)), backend="numpy")
+    encs = [model.encode(t, truncate=True) for t in TEXTS]
+    sites = ["blocks.*.attn.q", "blocks.*.attn.k", "blocks.*.attn.v", "blocks.*.attn.pattern", "blocks.*.attn.z",
+             "blocks.*.attn.out", "blocks.*.resid_mid", "blocks.*.resid_post", "final_norm", "logits"]
+    monkeypatch.setattr(llama, "ROW_BLOCK_BYTES", 2**40)
+    monkeypatch.setattr(chunked_attention, "CHUNK_BYTES", 2**40)
+    whole = [dict(t) for t in model.trace_batch(encs, sites)]
+    T = max(len(e.ids) for e in encs)
+    monkeypatch.setattr(llama, "ROW_BLOCK_BYTES", 2 * len(encs) * min(model.arch.d, model.arch.intermediate) * 4)
+    _rows_per_chunk(monkeypatch, 2, len(encs) * model.heads, T)
+    for w, c in zip(whole, model.trace_batch(encs, sites)):
+        _close(w, dict(c), 1e-5)
+    ids = encs[2].ids
+    full = model.trace(ids, ["blocks.*.resid_pre", "blocks.*.attn.out", "blocks.*.resid_mid", "blocks.*.mlp.out",
+                             "blocks.*.resid_post"])
+    for l in range(model.layers):
+        np.testing.assert_allclose(full[f"blocks.{l}.resid_mid"], full[f"blocks.{l}.resid_pre"]
+                                   + full[f"blocks.{l}.attn.out"], atol=1e-6, rtol=0)
+        np.testing.assert_allclose(full[f"blocks.{l}.resid_post"], full[f"blocks.{l}.resid_mid"]
+                                   + full[f"blocks.{l}.mlp.out"], atol=1e-6, rtol=0)
+    for keep in (["blocks.*.attn.out"], ["blocks.*.resid_mid"], ["blocks.*.resid_pre"],
+                 ["blocks.*.resid_pre", "blocks.*.attn.out", "blocks.*.resid_mid", "blocks.*.resid_post"]):
+        part = model.trace(ids, keep)
+        for name in part:
+            np.testing.assert_array_equal(part[name], full[name], err_msg=f"{name}, keeping {keep}")
+
+
 def test_the_generation_cache_runs_its_new_rows_by_chunks(monkeypatch, tiny_gpt2_dir):
     model = load(str(tiny_gpt2_dir), backend="numpy")
     ids = model.encode(TEXTS[2], truncate=True).ids
