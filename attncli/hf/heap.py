@@ -5,7 +5,7 @@ when freed, but each time such a block is freed it raises the threshold to that 
 to 32 MiB). After the first (T, d) array of a long text is freed, every array up to that size
 comes from the heap, whose freed holes stay resident and split as arrays of other sizes come and
 go (a layer's chunks of scores, the rows a trace keeps). Measured on a SmolLM2-135M-shaped model
-at 8,192 tokens, 30 layers: the pass peaked 27 MiB higher that way than with every array of
+at 8,192 tokens, 30 layers: the process peaked 28 MiB higher that way than with every array of
 2 MiB or more mapped on its own (``mallopt(M_MMAP_THRESHOLD)``, which also stops the raising).
 
 ``map_large_arrays()`` sets that threshold once per process (a long pass calls it). Small
