@@ -20,7 +20,7 @@ import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.fileio import FileProblem, read_text
-from attncli.hf import bert, blas, distilbert, gpt2, llama, mpnet
+from attncli.hf import bert, blas, distilbert, gpt2, heap, llama, mpnet
 from attncli.hf.chunked_attention import Mask
 from attncli.hf.encoding import Encoding, tokenized, tokenizer_errors
 from attncli.hf.mlm import MaskedLMHead
@@ -156,9 +156,12 @@ class NumpyPretrained(Pretrained):
 
     def running(self, tokens: int) -> contextlib.ExitStack:
         """The context a pass over ``tokens`` (batch x length) runs in: one BLAS thread when it is
-        short; an overflow is found by check_activations and reported as damage, not as a RuntimeWarning."""
+        short, glibc's large arrays mapped on their own when it is long (heap.py); an overflow is found
+        by check_activations and reported as damage, not as a RuntimeWarning."""
         stack = contextlib.ExitStack()
         stack.enter_context(blas.one_thread(tokens <= ONE_THREAD_TOKENS))
+        if tokens > ONE_THREAD_TOKENS:
+            heap.map_large_arrays()  # before the pass's first large array (heap.py)
         stack.enter_context(np.errstate(over="ignore", invalid="ignore"))
         return stack
 

@@ -111,12 +111,12 @@ def conv1d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
 ROW_BLOCK_BYTES = 8 * 2**20  # by_rows: one block's widest inner array at most
 
 
-def by_rows(fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray, width: int) -> np.ndarray:
+def by_rows(fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray, width: int, budget: int | None = None) -> np.ndarray:
     """fn(x) for a position-wise ``fn`` (an MLP: each token's row on its own) of x (B, T, d), run
-    over blocks of rows so that its inner arrays, (B, c, width) wide, stay within ROW_BLOCK_BYTES:
-    a long text's MLP never holds its (T, intermediate) activations at once."""
+    over blocks of rows so that its inner arrays, (B, c, width) wide, stay within ``budget`` bytes
+    (ROW_BLOCK_BYTES): a long text's MLP never holds its (T, intermediate) activations at once."""
     B, T = x.shape[:2]
-    c = max(1, min(T, ROW_BLOCK_BYTES // max(1, B * width * x.itemsize)))
+    c = max(1, min(T, (budget or ROW_BLOCK_BYTES) // max(1, B * width * x.itemsize)))
     if c >= T:
         return fn(x)
     first = fn(x[:, :c])
