@@ -26,7 +26,9 @@ CORPUS = ["the quick brown fox jumps over the lazy dog", "the cat sat on the mat
           "time flies like an arrow; fruit flies like a banana", "attention is all you need"]
 
 
-def build_tokenizer(directory: Path) -> None:
+def byte_bpe(corpus=CORPUS):
+    """A small byte-level BPE tokenizer trained on ``corpus`` (<unk> 0, <s> 1, </s> 2; <s> leads a
+    text), as the tests' and the benchmarks' Llama-shaped models use."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
@@ -34,9 +36,13 @@ def build_tokenizer(directory: Path) -> None:
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<unk>", "<s>", "</s>"], show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(CORPUS * 5, trainer=trainer)
+    tok.train_from_iterator(list(corpus) * 5, trainer=trainer)
     tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
-    tok.save(str(directory / "tokenizer.json"))
+    return tok
+
+
+def build_tokenizer(directory: Path) -> None:
+    byte_bpe().save(str(directory / "tokenizer.json"))
 
 
 def build_smol(directory: Path, layers: int, seed: int = 0) -> Path:
