@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from attncli.errors import BadInput
+from attncli.explore.drawing import Panel
 from attncli.views.causal import dla_renderables, grid_renderables
 from attncli.causal import documents, grids
 from attncli.causal.grids import check_traced
@@ -21,10 +22,7 @@ from attncli.causal.target import Target, mask_position
 
 
 @dataclass
-class CausalResult:
-    kind = "panel"  # no cursor: the whole view is one drawing
-    is_pretrained = True
-    is_model_view = False
+class CausalResult(Panel):
     model: Any
     enc: Any
     doc: dict[str, Any]

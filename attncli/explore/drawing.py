@@ -1,6 +1,7 @@
 """A view of ``attn explore`` drawn for an export: the renderables and the command line under them,
-recorded by rich (attncli.views.export). One floor below the app's state and its views, so each
-of them (state.py, checkpoint_state.py, lens_compare.py) reaches it without a circle."""
+recorded by rich (attncli.views.export); and :class:`Panel`, what the app's panels (the lens, a
+comparison, G and D) share. One floor below the app's state and its views, so each of them
+(state.py, checkpoint_state.py, lens_compare.py, causal_view.py) reaches it without a circle."""
 
 from __future__ import annotations
 
@@ -16,3 +17,12 @@ def export_drawing(draw, command: str, text: str, fmt: str, width: int | None = 
     if fmt == ".html":
         return html_text(console)
     return png_bytes(console, parts, title) if fmt == ".png" else svg_text(console, title)
+
+
+class Panel:
+    """A view of a transformer that replaces the heatmap and has no cursor: the whole view is one
+    drawing (its ``kind`` is one of explore.state.PRETRAINED_KINDS)."""
+
+    kind = "panel"
+    is_pretrained = True
+    is_model_view = False

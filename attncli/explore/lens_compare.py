@@ -16,7 +16,7 @@ from attncli.attention import checkpoint_views as pv
 from attncli.attention.compare import compare, document, transformer_side
 from attncli.attention.logit_lens import logit_lens
 from attncli.errors import BadInput
-from attncli.explore.drawing import export_drawing
+from attncli.explore.drawing import Panel, export_drawing
 from attncli.hf.numpy_backend import DECODER_FAMILIES
 from attncli.views.compare_view import compare_heatmaps
 from attncli.views.lens import lens_renderables
@@ -26,12 +26,9 @@ LENS_TOP_K = 1  # attn lens's default --top-k
 
 
 @dataclass
-class LensResult:
+class LensResult(Panel):
     """The logit lens of the sentence: ``doc`` is ``attn lens --transformer ... --json``'s document."""
 
-    kind = "panel"  # no cursor: the whole view is one drawing
-    is_pretrained = True
-    is_model_view = False
     model: Any
     enc: Any
     doc: dict[str, Any]
@@ -49,12 +46,9 @@ class LensResult:
 
 
 @dataclass
-class CompareResult:
+class CompareResult(Panel):
     """The sentence (A) and the second text (B) at the view's layer and head, and B - A."""
 
-    kind = "panel"
-    is_pretrained = True
-    is_model_view = False
     model: Any
     comparison: Any  # attncli.attention.compare.Comparison
     meta_a: dict[str, Any]

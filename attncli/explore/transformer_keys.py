@@ -23,7 +23,7 @@ class TransformerKeys(App):
 
     def _key_refusal(self, action: str, params: tuple) -> str | None:
         """Why this key is disabled now (attncli.option_conflicts), or None."""
-        model = getattr(self.result, "model", None) if getattr(self.result, "is_pretrained", False) else None
+        model = getattr(self.result, "model", None) if kind_of(self.result) != WORD_VECTORS else None
         return key_refusal(self.state, action, params, heads=getattr(model, "heads", None),
                            layers=getattr(model, "layers", None), in_model_view=self._in_model_view())
 
