@@ -434,3 +434,16 @@ def test_seq2seq_encoder_failure_is_one_line_naming_the_model(tiny_t5, monkeypat
     with pytest.raises(RuntimeFailure) as caught:
         tiny_t5.attentions(tiny_t5.encode("the cat sat"))
     assert str(caught.value) == f"model '{tiny_t5.name}' failed to run: shapes do not match"
+
+
+@pytest.mark.parametrize("rows,shown", [("2", ["▁flies"]), ("1:3", ["▁fruit", "▁flies"])])
+def test_a_stack_takes_rows_as_every_view_does_and_refuses_the_long_forms(models, rows, shown):
+    """--rows N and START:END pick an encoder-decoder's rows as they do any view's; last:N, A-B and
+    word:TEXT are for one stack of tokens."""
+    result = run("matrix", SOURCE, "--transformer", str(models["t5"]), "--target", TARGET, "--stack", "cross",
+                 "--head", "0", "--rows", rows)
+    assert result.exit_code == 0, result.stderr
+    assert [line.split()[1] for line in result.stdout.splitlines() if line[:1].isdigit()] == shown
+    for form in ("last:2", "1-2", "word:flies"):
+        refused(run("matrix", SOURCE, "--transformer", str(models["t5"]), "--target", TARGET, "--stack", "cross",
+                    "--rows", form), f"--rows {form}: an encoder-decoder's view takes --rows START:END")

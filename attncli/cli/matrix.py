@@ -15,6 +15,7 @@ import typer
 
 from attncli.attention.example import demo_json, scale_experiment, worked_example
 from attncli.attention.explain import explain as explain_cell
+from attncli.attention.view_rows import span, start_end
 from attncli.attention.masks import MaskSpec
 from attncli.attention.matrix import MatrixRequest, compute
 from attncli.attention.variants import DEFAULT_VARIANT, VARIANTS
@@ -48,23 +49,6 @@ def _read_text(sentence: Optional[str], file: Optional[Path]) -> str:
     if file is None:
         file = Path("-")
     return read_user_text(file, "--file", hint="give a UTF-8 text file")
-
-
-def _span(text: Optional[str], option: str) -> Optional[tuple[int, int]]:
-    """'START:END' (0-based, END excluded; either may be empty) -> (start, end)."""
-    if text is None:
-        return None
-    start, sep, end = text.partition(":")
-    try:
-        lo = int(start) if start.strip() else 0
-        hi = int(end) if end.strip() else max(lo + 1, 1 << 30)  # open end: to the last row or column
-        if not sep:
-            hi = lo + 1
-    except ValueError:
-        raise BadInput(f"{option} {text!r}: expected START:END, e.g. {option} 0:20") from None
-    if lo < 0 or hi <= lo:
-        raise BadInput(f"{option} {text!r}: expected 0 <= START < END")
-    return lo, hi
 
 
 @dataclass
@@ -185,7 +169,7 @@ def matrix_cmd(
 
     _check_exports(exports, json_out)
     text = _read_text(sentence, file)
-    row_span, col_span = _span(rows, "--rows"), _span(cols, "--cols")
+    row_span, col_span = span(rows, "--rows"), span(cols, "--cols")
     options = {name: value for name, value in (("layer", layer), ("head", head)) if value is not None}
     req = MatrixRequest(
         text=text, context=context, variant=variant, mask=MaskSpec(causal=causal, window=window, pad_to=pad_to),
@@ -227,16 +211,7 @@ def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, p
                          allow_missing_weights=allow_missing_weights, show=show, flow=flow, device=device, dtype=dtype,
                          target=target, stack=stack, rows=rows, top_k=top_k, pool=pool,
                          device_map=device_map, max_memory=max_memory)
-    run_matrix(opts, json_out=json_out, exports=exports, row_span=_old_span(rows), col_span=_span(cols, "--cols"))
-
-
-def _old_span(rows: Optional[str]) -> Optional[tuple[int, int]]:
-    """--rows as START:END (the form every view takes), None for the forms only --transformer's own
-    views take (A-B, last:N, word:TEXT: attncli.attention.long_view)."""
-    try:
-        return _span(rows, "--rows")
-    except BadInput:
-        return None
+    run_matrix(opts, json_out=json_out, exports=exports, row_span=start_end(rows), col_span=span(cols, "--cols"))
 
 
 @app.command("variants")

@@ -18,6 +18,7 @@ from attncli.attention import checkpoint_views as pv
 from attncli.attention import value_norms
 from attncli.attention.flow import check_tokens
 from attncli.attention.model_view import head_classes, layer_range
+from attncli.attention.view_rows import start_end
 from attncli.errors import BadInput
 from attncli.hf.loader import load  # torch only when the torch backend runs
 from attncli.pipeline.view_request import ViewRequest, check_seq2seq_options
@@ -49,7 +50,7 @@ def compute(request: ViewRequest, model: Any = None, *, on_layer=None) -> ViewRe
     if model is None:
         model = load_for(request)
     if getattr(model, "encoder_decoder", False) or request.target is not None or request.stack is not None:
-        if request.rows is not None and not _slice_form(request.rows):  # --top-k, --pool: the table's rows
+        if request.rows is not None and start_end(request.rows) is None:  # --top-k, --pool: the table's rows
             raise BadInput(f"--rows {request.rows}: an encoder-decoder's view takes --rows START:END; the other "
                            "--rows forms are for one stack of tokens (BERT, GPT-2, Llama families)")
         return _stack_view(request, model)
@@ -104,12 +105,6 @@ def compute(request: ViewRequest, model: Any = None, *, on_layer=None) -> ViewRe
                         qk=reads.qk(layer) if qk and not rows_only else None, values=values, long=long,
                         rows_only=rows_only)
     return result.at_cell(request.explain) if request.explain is not None else result
-
-
-def _slice_form(rows: str) -> bool:
-    """Whether --rows is START:END, the form an encoder-decoder's rows take (``attn matrix``'s own)."""
-    head, sep, _ = rows.strip().partition(":")
-    return bool(sep) and head.strip().lower() not in ("word", "last")
 
 
 def _select(request: ViewRequest, shown, at: int, enc, combined=None, keys: Optional[pv.KeySide] = None,
