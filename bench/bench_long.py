@@ -58,7 +58,7 @@ ids = np.random.default_rng(0).integers(3, 49152, tokens).tolist()
 
 NUMPY = COMMON + """
 from attncli.hf import load
-from attncli.hf.trace import Keep
+from attncli.model.trace import Keep
 
 model = load(path, backend="numpy")
 model.trace([1, 5, 6, 7], "logits")  # every weight read once (the LM head is the tied embeddings)

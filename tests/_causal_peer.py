@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from attncli.hf.trace import Intervention
+from attncli.model.trace import Intervention
 
 
 def log_p(logits: np.ndarray, target: int) -> float:

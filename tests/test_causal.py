@@ -31,7 +31,7 @@ from attncli.causal.dla import dla  # noqa: E402
 from attncli.causal.target import Target, resolve, vocab_id  # noqa: E402
 from attncli.cli.main import app  # noqa: E402
 from attncli.hf import load  # noqa: E402
-from attncli.hf.trace import Intervention  # noqa: E402
+from attncli.model.trace import Intervention  # noqa: E402
 
 torch.set_num_threads(1)
 runner = CliRunner()

@@ -25,18 +25,19 @@ TOP = {"errors", "paths", "textio", "messages", "lazy", "fileio", "export_target
 # each wing with the wings it may import (besides itself and the top-level helpers)
 ALLOWED = {
     "vectors": set(),
+    "model": set(),  # the model interface and the traced pass's contract: below every wing that runs a model
     "attention": {"vectors"},
-    "lookup": {"vectors", "hf"},
-    "tinylm": {"attention", "vectors"},
-    "generate": {"tinylm", "attention", "vectors", "hf"},
+    "lookup": {"model", "vectors", "hf"},
+    "tinylm": {"model", "attention", "vectors"},
+    "generate": {"model", "tinylm", "attention", "vectors", "hf"},
     "views": {"attention", "lookup"},  # rich drawing shared by cli and explore
-    "pipeline": {"views", "attention", "hf", "causal", "tinylm", "vectors"},  # one request, one compute (pretrained views)
-    "explore": {"pipeline", "views", "tinylm", "attention", "lookup", "vectors", "hf", "causal"},  # the Textual app (attn explore)
-    "cli": {"pipeline", "explore", "views", "tinylm", "attention", "lookup", "vectors", "hf", "generate", "stats",
+    "pipeline": {"model", "views", "attention", "hf", "causal", "tinylm", "vectors"},  # one request, one compute (pretrained views)
+    "explore": {"model", "pipeline", "views", "tinylm", "attention", "lookup", "vectors", "hf", "causal"},  # the Textual app (attn explore)
+    "cli": {"model", "pipeline", "explore", "views", "tinylm", "attention", "lookup", "vectors", "hf", "generate", "stats",
             "causal"},
-    "hf": set(),
-    "stats": {"attention", "hf"},  # head statistics over a corpus (attn stats)
-    "causal": {"hf"},  # ablation, patching, direct logit attribution on the traced pass (attn ablate/patch/dla)
+    "hf": {"model"},
+    "stats": {"model", "attention", "hf"},  # head statistics over a corpus (attn stats)
+    "causal": {"model", "hf"},  # ablation, patching, direct logit attribution on the traced pass (attn ablate/patch/dla)
 }
 DRAWING = ("typer", "rich", "textual", "click")
 DRAWS = {"cli": DRAWING, "views": ("rich",), "explore": ("rich", "textual", "textual_serve")}  # who may import what

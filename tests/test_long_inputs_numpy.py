@@ -33,7 +33,7 @@ needed("safetensors")
 
 from attncli.errors import BadInput  # noqa: E402
 from attncli.hf import chunked_attention, load  # noqa: E402
-from attncli.hf.trace import Intervention, Keep  # noqa: E402
+from attncli.model.trace import Intervention, Keep  # noqa: E402
 
 LONG = 512
 LAST = 16
@@ -257,7 +257,7 @@ PROBE = textwrap.dedent("""
     import json, resource, sys
     import numpy as np
     from attncli.hf import load
-    from attncli.hf.trace import Keep
+    from attncli.model.trace import Keep
 
     def status(key):
         with open("/proc/self/status") as fh:

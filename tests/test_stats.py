@@ -212,7 +212,7 @@ def test_patterns_come_from_a_trace_when_the_model_traces(gpt2_model):
     """The one seam the statistics read: ``model.trace(enc, keep="blocks.*.attn.pattern")`` when the
     model has a traced pass (``traced``), stacked by layer; else ``model.attentions(enc)``."""
     from attncli.stats.chunk_work import patterns
-    from attncli.hf.trace import Keep, Trace
+    from attncli.model.trace import Keep, Trace
 
     enc = gpt2_model.encode("the cat sat on the mat")
     A = gpt2_model.attentions(enc)  # (L, h, T, T)

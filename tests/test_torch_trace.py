@@ -23,7 +23,7 @@ from _llama_fixtures import build_decoder  # noqa: E402
 from _transformer_fixtures import BUILDERS, build_opt  # noqa: E402
 from attncli.errors import BadInput  # noqa: E402
 from attncli.hf import load  # noqa: E402
-from attncli.hf.trace import Intervention  # noqa: E402
+from attncli.model.trace import Intervention  # noqa: E402
 
 torch.set_num_threads(1)
 TEXT = "the cat sat on the mat and the dog sat on the log"

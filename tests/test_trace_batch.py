@@ -84,7 +84,7 @@ def test_bad_calls_are_refused(tiny_gpt2_dir):
     for call in (lambda: model.trace_batch([enc], "embed", precision="float16"),
                  lambda: model.trace_batch([[1, 2, 3]], "embed"),
                  lambda: model.trace_batch([enc], "blocks.0.attn.pattern", rows=[0]) if False else
-                 model.trace_batch([enc], __import__("attncli.hf.trace", fromlist=["Keep"]).Keep.of(
+                 model.trace_batch([enc], __import__("attncli.model.trace", fromlist=["Keep"]).Keep.of(
                      "blocks.0.attn.pattern", rows=[0]))):
         with pytest.raises(BadInput):
             call()

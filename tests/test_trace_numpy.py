@@ -1,4 +1,4 @@
-"""The traced NumPy pass (attncli/hf/trace.py, record.py) against transformers run with
+"""The traced NumPy pass (attncli/model/trace.py, record.py) against transformers run with
 forward hooks on its own modules (tests/_trace_reference.py): every site of every layer, on tiny
 random BERT (with its MLM head), DistilBERT, MPNet, GPT-2, Llama with grouped-query attention and
 Qwen2, to 1e-5; interventions by name equal the same slice replaced by a hook; keep, rows and
@@ -22,7 +22,7 @@ from _llama_fixtures import build_decoder  # noqa: E402
 from _trace_reference import bias_gpt2, build_mlm, hooked_logits, load_reference, reference_sites  # noqa: E402
 from attncli.errors import BadInput  # noqa: E402
 from attncli.hf import load  # noqa: E402
-from attncli.hf.trace import Intervention, all_sites  # noqa: E402
+from attncli.model.trace import Intervention, all_sites  # noqa: E402
 
 torch.set_num_threads(1)
 KINDS = ("bert", "distilbert", "mpnet", "gpt2", "llama", "qwen2")

@@ -24,7 +24,7 @@ import numpy as np
 from attncli.causal.target import Target
 from attncli.errors import BadInput
 from attncli.textio import visible
-from attncli.hf.trace import site
+from attncli.model.trace import site
 
 
 def dla(model: Any, ids: Sequence[int], target: Target) -> dict[str, Any]:

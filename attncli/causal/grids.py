@@ -30,7 +30,7 @@ from attncli.errors import BadInput
 from attncli.textio import visible
 from attncli.hf.record import Recorder
 from attncli.hf.torch_trace import family
-from attncli.hf.trace import Intervention, Keep, site
+from attncli.model.trace import Intervention, Keep, site
 
 MODES = ("zero", "mean")
 PATCH_SITES = {"resid": "resid_pre", "attn": "attn.out", "mlp": "mlp.out", "head": "attn.z"}

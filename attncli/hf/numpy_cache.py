@@ -12,7 +12,7 @@ import numpy as np
 
 from attncli.hf.chunked_attention import Mask
 from attncli.hf.record import Recorder
-from attncli.hf.trace import Keep
+from attncli.model.trace import Keep
 from attncli.hf.weight_check import check_activations, check_finite
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from attncli.hf.trace import Trace, site
+from attncli.model.trace import Trace, site
 
 PATTERNS = "blocks.*.attn.pattern"
 STREAM = ("embed", "blocks.*.resid_post")

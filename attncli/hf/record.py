@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from attncli.hf.trace import Intervention, Keep, split
+from attncli.model.trace import Intervention, Keep, split
 
 ROW_SITES = ("attn.scores", "attn.pattern")  # the sites ``rows`` cuts (query axis 2 with the batch axis)
 # a site's token axes in its per-text shape (trace.py), for ``cut``; every other site: (0,)

@@ -21,7 +21,7 @@ from attncli.textio import visible
 from attncli.hf import config_check, placement as placing, torch_families, torch_trace
 from attncli.hf.encoding import Encoding, tokenized, tokenizer_errors
 from attncli.hf.pretrained_base import Pretrained
-from attncli.hf.trace import Intervention, Keep, Trace
+from attncli.model.trace import Intervention, Keep, Trace
 from attncli.hf.weight_check import check_finite, report_unused
 from attncli.hf.weights import checkpoint_file, read_header, shard_files
 
@@ -208,7 +208,7 @@ class TorchPretrained(Pretrained):
               rows: Sequence[int] | None = None, interventions: Sequence[Intervention] = (),
               start: tuple[int, np.ndarray] | None = None) -> Trace:
         """One forward pass of transformers' own model under forward hooks (torch_trace): the sites
-        ``keep`` names (attncli.hf.trace), float64, for one text; pattern and scores only for
+        ``keep`` names (attncli.model.trace), float64, for one text; pattern and scores only for
         the query ``rows`` if given; ``interventions`` made where each site is computed;
         ``start=(l, resid_pre)`` resumes at layer l from a cached stream (the layers before it are
         skipped). BadInput for a family whose modules torch_trace does not map."""

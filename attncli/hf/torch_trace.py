@@ -1,5 +1,5 @@
 """The torch backend's traced forward pass: transformers' own modules run under forward hooks that
-record the sites of ``attncli.hf.trace`` and make interventions where a site is computed.
+record the sites of ``attncli.model.trace`` and make interventions where a site is computed.
 
 Nothing of the model is re-implemented on the clean path: the model runs with its own (SDPA)
 attention. q and k are its projections' outputs rotated by the family's own
@@ -36,7 +36,7 @@ from attncli.errors import BadInput
 from attncli.textio import visible
 from attncli.hf import torch_rows
 from attncli.hf.torch_families import FAMILIES, Family, family, maps, module, submodule  # noqa: F401 - re-exported
-from attncli.hf.trace import Intervention, Keep, Trace, split
+from attncli.model.trace import Intervention, Keep, Trace, split
 from attncli.hf.weight_check import check_finite
 from attncli.hf.encoding import Encoding
 
