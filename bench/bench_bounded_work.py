@@ -1,4 +1,4 @@
-"""Timing of the hostile sizes tests/test_bounded_work.py checks by counting work (issue 24: no
+"""Timing of the hostile sizes tests/end_to_end/test_bounded_work.py checks by counting work (issue 24: no
 wall-clock assertion in a test). Each case runs at size n and 4n in this process, the reference
 beside it: linear work takes about 4x as long at 4x the size, quadratic work about 16x.
 

@@ -181,7 +181,7 @@ def test_contributing_s_layout_names_every_wing_and_helper():
 CYCLES_ALLOWED_FOR_NOW: list[set[str]] = []
 LAZY_ATTN_IMPORTS_FOR_NOW: set[str] = set()
 # A function-level import of an attn module that must stay one: (module, imported) -> why. Only
-# for a module that pulls a heavy third-party library in at its top (tests/test_startup.py's list).
+# for a module that pulls a heavy third-party library in at its top (tests/cli/test_startup.py's list).
 LAZY_ATTN_IMPORTS_KEPT: dict[tuple[str, str], str] = {
     ("attncli.explore.serve", "attncli.explore.serve_sessions"): "it imports textual_serve and aiohttp at its top "
                                                                   "(attn explore --serve only)",
@@ -321,7 +321,7 @@ def test_no_import_circles():
 
 @pytest.mark.parametrize("wing", sorted(set(ALLOWED) | {"top"}))
 def test_attn_modules_are_imported_at_the_top(wing):
-    """A function-level import is for a heavy third-party library (tests/test_startup.py); attn's
+    """A function-level import is for a heavy third-party library (tests/cli/test_startup.py); attn's
     own modules are imported at the top of the file, so a reader sees the graph."""
     lazy = [f"{a}:{line} imports {b}" for a, b, line, in_function in attn_edges()
             if in_function and _wing(a) == wing and (a, b) not in LAZY_ATTN_IMPORTS_KEPT]

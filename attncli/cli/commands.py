@@ -7,7 +7,7 @@ table below knows each command's module and its help's first paragraph, enough f
 ``attn --help`` and shell completion of the command names without importing any of them.
 
 A new command: register it on ``app`` in its module (``cli/*.py``) and add a row here, in
-``--help``'s order; tests/test_lazy_commands.py checks that the row's help is the command's own.
+``--help``'s order; tests/cli/test_lazy_commands.py checks that the row's help is the command's own.
 """
 
 import importlib

@@ -4,9 +4,9 @@ from ``tokenizer.json``. Neither torch nor transformers is imported on this path
 Attentions, q/k and logits are computed in float64 (the weights, float32 / float16 / bfloat16 on
 disk, are widened once as each layer first needs them); ``embed`` runs in float32 (twice as fast,
 within 1e-6), and so may ``trace_batch`` (``precision="float32"``: attn stats' default). Checked against transformers' ``output_attentions`` in
-tests/test_transformer_numpy.py. The attention runs by chunks of query rows (chunked_attention.py)
+tests/hf/test_numpy_backend.py. The attention runs by chunks of query rows (chunked_attention.py)
 and the decoders' MLPs by blocks of rows (ops.by_rows), so a long text's pass holds one layer's
-activations and the rows it keeps (tests/test_long_inputs_numpy.py); the generation cache is numpy_cache.py.
+activations and the rows it keeps (tests/hf/test_chunked_attention.py); the generation cache is numpy_cache.py.
 """
 
 from __future__ import annotations
@@ -232,7 +232,7 @@ class NumpyPretrained(Pretrained):
         """``trace(enc, keep)`` of each encoding, from one forward pass over them all: padded on the
         right with the model's pad id to the longest, the padding masked (no real token attends to
         it), each Trace cut to its own text's tokens. The same as one pass per text to float
-        rounding (1e-12 in float64; tests/test_trace_batch.py). ``precision="float32"`` runs the
+        rounding (1e-12 in float64; tests/model/test_trace_batch.py). ``precision="float32"`` runs the
         float32 weights (as ``embed``), the scores and pattern widened to float64 after."""
         if precision not in PRECISIONS:
             raise BadInput(f"unknown precision '{precision}': choose one of {', '.join(PRECISIONS)}")

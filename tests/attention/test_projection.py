@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from _attention_fixtures import make_random_attention
-from test_lm_reference import reference_forward, stored
+from test_tinylm_reference import reference_forward, stored
 
 from attncli.attention import matrix
 from attncli.attention.masks import MaskSpec

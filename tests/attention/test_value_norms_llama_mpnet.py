@@ -1,6 +1,6 @@
 """``--show norms`` on the Llama family (grouped-query attention) and MPNet (issue 23).
 
-The reference is computed here from transformers' own modules, as in tests/test_value_norms.py:
+The reference is computed here from transformers' own modules, as in tests/attention/test_value_norms.py:
 a forward hook on the value projection (v_proj; Phi-3's fused qkv_proj, split; MPNet's attn.v)
 gives v, each query head h reads its key-value group's v (group h // (h / h_kv), spelled out
 below, not transformers' repeat_kv), f^h(x_j) = v^{g(h)}_j W_O^h with W_O^h head h's columns of

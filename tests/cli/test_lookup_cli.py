@@ -259,6 +259,6 @@ def test_the_docs_say_why_the_default_dictionary_says_porche():
     is: the seed's misspelling of Porsche, kept."""
     from pathlib import Path
 
-    docs = (Path(__file__).resolve().parent.parent / "docs" / "lookup.md").read_text(encoding="utf-8")
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "lookup.md").read_text(encoding="utf-8")
     paragraph = next(p for p in docs.split("\n\n") if "default dictionary" in p and "Porche" in p)
     assert "Porsche" in paragraph and "misspelt" in paragraph, paragraph

@@ -159,7 +159,7 @@ def _final_weight(steps):
 
 @pytest.mark.parametrize("variant,mask", EXPLAIN_CASES)
 def test_explain_recomputes_every_visible_cell_of_every_variant(tiny, variant, mask):
-    """explain's per-cell formulas against attention.py's vectorised ones (which test_attention.py
+    """explain's per-cell formulas against attention.py's vectorised ones (which test_variants_math.py
     checks against torch and loops): every visible cell's score and weight, every head's."""
     from attncli.attention.explain import explain
     from attncli.attention.masks import MaskSpec

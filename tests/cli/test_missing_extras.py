@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 HIDE = """
 import atexit, json, sys
 hidden, record = sys.argv[1].split(","), sys.argv[2]

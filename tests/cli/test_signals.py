@@ -3,7 +3,7 @@ never a traceback from attn's code.
 
 attncli/cli/entry.py puts a handler on the three signals in its first lines, through the built-in
 ``_signal`` module, before any other import; ``main`` then installs attncli.cli.signals' handlers
-(tests/test_environment.py checks those, delivered on cue). What comes before the entry module's
+(tests/end_to_end/test_environment.py checks those, delivered on cue). What comes before the entry module's
 first line is the interpreter's own: its start-up (``site`` and the ``.pth`` files of the
 environment) and the search of ``sys.path`` for the ``attncli`` package. A signal there ends
 Python before any attn code runs (killed by the signal, or CPython's own start-up failure,
@@ -27,7 +27,7 @@ import pytest
 from attncli.cli import entry
 from attncli.errors import Stopped
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 LAUNCHER = "import sys; from attncli.cli.entry import main; sys.argv[0] = 'attn'; sys.exit(main())"  # as pip writes it
 ATTN_FRAME = re.compile(r'File "[^"]*attncli[/\\]')
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]

@@ -216,7 +216,7 @@ BAD = [
     (["--context", "x y"], "--pair"),
     (["--causal"], "--causal"),
     (["--model", "x"], "--model"),
-    (["--show", "output"], "--show output"),  # scores and norms: tests/test_value_norms.py
+    (["--show", "output"], "--show output"),  # scores and norms: tests/attention/test_value_norms.py
     (["--filter", "a-b"], "--pair"),
     (["--words", "--explain", "1", "1"], "--words"),
     (["--layer", "99"], "out of range"),

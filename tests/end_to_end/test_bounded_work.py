@@ -31,7 +31,7 @@ from attncli.textio import MAX_INPUT_BYTES
 from attncli.vectors.tokenize import tokenize
 
 runner = CliRunner()
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 MEMORY = 1 << 30
 
 

@@ -29,7 +29,7 @@ from attncli.cli.main import app
 from attncli.vectors import corpus, safeio, store
 
 runner = CliRunner()
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 ATTN = [sys.executable, "-m", "attncli"]
 
 

@@ -23,7 +23,7 @@ from attncli.errors import BadInput
 from attncli.textio import MAX_TEXT_CHARS, MAX_WORD_CHARS, check_length, check_word_length
 
 runner = CliRunner()
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 MEMORY = 1 << 30
 WORD_LIMIT = f"is longer than {MAX_WORD_CHARS:,} characters, the most attn builds a word vector for from its character n-grams"
 

@@ -16,16 +16,16 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 # path- and width-sensitive tests: a model directory's path in a wrapped title, error messages
 # that quote a path, tables and help laid out for the terminal
 SAMPLE = [
-    "tests/test_explore_transformer.py::test_the_model_view_is_attn_matrix_model_view[keys0-start0-args0]",
-    "tests/test_exports.py::test_a_png_too_big_is_bad_input_and_writes_nothing",
-    "tests/test_matrix_cli.py::test_variants_lists_the_registry",
-    "tests/test_lookup_cli.py::test_explain_prints_the_formula",
-    "tests/test_matrix_cli.py::test_show_scores_and_output[output]",
+    "tests/explore/test_explore_transformer.py::test_the_model_view_is_attn_matrix_model_view[keys0-start0-args0]",
+    "tests/views/test_export.py::test_a_png_too_big_is_bad_input_and_writes_nothing",
+    "tests/cli/test_matrix_cli.py::test_variants_lists_the_registry",
+    "tests/cli/test_lookup_cli.py::test_explain_prints_the_formula",
+    "tests/cli/test_matrix_cli.py::test_show_scores_and_output[output]",
 ]
 
 

@@ -23,7 +23,7 @@ import pytest
 
 from conftest import needed
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 INJECTED = "\x1b]52;c;aGk=\x07\x1b[2J\u202e"  # what the hostile token decodes to
 PROMPT = "hi \x1b]52;c;eA==\x07\x1b[2J\x9b1m\u202e x"
 DIRNAME = "gpt2\x1b]52;c;aGk=\x07\x1b[2J\u202e\x9d0;t\x9c"

@@ -33,7 +33,7 @@ from attncli.explore.keys import KEYS  # noqa: E402
 from attncli.explore.state import ExploreState  # noqa: E402
 
 SENTENCE = "time flies like an arrow"
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def drive(script, state: ExploreState | None = None, size=(120, 40), cwd: Path | None = None, app=None):

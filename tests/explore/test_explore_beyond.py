@@ -223,7 +223,7 @@ def test_the_new_views_draw_at_narrow_widths(tiny_bert_dir, tiny_gpt2_dir, width
 
 @pytest.mark.parametrize("view", ["flow", "lens", "compare"])
 def test_snapshot_at_80_columns(snap_compare, tiny_bert_dir, tiny_gpt2_dir, tmp_path, monkeypatch, view):
-    """Each new view as drawn at 80 x 40 (pytest-textual-snapshot; tests/__snapshots__/). The
+    """Each new view as drawn at 80 x 40 (pytest-textual-snapshot; tests/explore/__snapshots__/). The
     model is named by a relative path, so the titles read the same on every machine."""
     needed("pytest_textual_snapshot", reason="the snapshot tests need pytest-textual-snapshot")
     from attncli.explore.app import ExploreApp

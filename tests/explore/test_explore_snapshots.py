@@ -1,5 +1,5 @@
 """attn explore at every width: Textual snapshots (pytest-textual-snapshot; the SVGs are under
-tests/__snapshots__/) at 40, 80, 120, 133 and 200 columns, and at each width the explanation's
+tests/explore/__snapshots__/) at 40, 80, 120, 133 and 200 columns, and at each width the explanation's
 values and notes drawn whole (at 120-133 columns its note column was once squeezed to one
 character, each row wrapping into five lines)."""
 

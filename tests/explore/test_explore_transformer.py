@@ -546,7 +546,7 @@ def test_model_view_exports_are_what_attn_matrix_model_view_writes(tiny_bert_dir
     def data_of(page: str) -> dict:
         return json.loads(re.search(r'<script type="application/json" id="attn-data">(.*?)</script>', page, re.S).group(1))
 
-    # .html: the interactive page, on the same data and state as attn matrix's (tests/test_page.py)
+    # .html: the interactive page, on the same data and state as attn matrix's (tests/views/test_page.py)
     assert data_of((tmp_path / "mv.html").read_text()) == data_of((tmp_path / "matrix.html").read_text())
     from test_exports import svg_lines
 

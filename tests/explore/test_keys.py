@@ -159,7 +159,7 @@ def test_every_export_suffix_is_named_where_export_is_explained():
     from attncli.explore.keys import KEYS
     from attncli.explore.state import EXPORT_FORMATS, export_path
 
-    docs = (Path(__file__).resolve().parent.parent / "docs" / "explore.md").read_text(encoding="utf-8")
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "explore.md").read_text(encoding="utf-8")
     row = next(line for line in docs.splitlines() if line.startswith("| `x` |"))
     key = next(k for k in KEYS if k.key == "x")
     with pytest.raises(BadInput) as refused:

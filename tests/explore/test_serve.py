@@ -30,7 +30,7 @@ aiohttp = needed("aiohttp")
 
 from attncli.explore.serve_guard import Guard, binds_loopback_only, split_host  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TOKEN = "s3cret-Token_value"
 # A stubborn session, as the issue found one: put on the PYTHONPATH as sitecustomize, it makes a
 # served app (TEXTUAL_DRIVER set) ignore the server's "quit" and SIGTERM, and start a child in its

@@ -37,7 +37,7 @@ from attncli.model.trace import Intervention, Keep  # noqa: E402
 
 LONG = 512
 LAST = 16
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _ids(model, n: int, seed: int = 0) -> list[int]:

@@ -6,7 +6,7 @@ original_max_position_embeddings over the one inside, ...).
 The defaults are read from transformers itself (its classes instantiated without arguments), so a
 release that changes one fails here; the resolution of whole configs (sizes, windows, RoPE
 frequencies, biases) is compared with transformers' config objects and with the modules its
-modeling files build from them. No weights are made: tests/test_config_drop.py runs the models.
+modeling files build from them. No weights are made: tests/hf/test_config_drop.py runs the models.
 """
 
 from __future__ import annotations
@@ -233,7 +233,7 @@ def test_the_table_in_the_docs_lists_every_field_with_its_default():
     """docs/transformers.md holds the table of fields attn reads: each family's row names every field."""
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "docs" / "transformers.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "docs" / "transformers.md").read_text()
     section = text[text.index("## What a config.json field means"):]
     for kind, defaults in DEFAULTS.items():
         row = next((line for line in section.splitlines() if line.startswith(f"| {kind} ")), None)

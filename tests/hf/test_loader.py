@@ -222,7 +222,7 @@ def test_a_tokenizer_that_does_not_match_the_weights(tiny_bert_dir, tiny_roberta
 
 
 def test_an_encoder_decoder_is_refused_by_numpy_and_by_a_single_stack_class(tmp_path):
-    """T5 runs through transformers only (attncli.hf.seq2seq, tests/test_encoder_decoder.py):
+    """T5 runs through transformers only (attncli.hf.seq2seq, tests/hf/test_seq2seq.py):
     --backend numpy names it and points to torch; TorchPretrained, which reads one stack, refuses it."""
     transformers = needed("transformers")
     from attncli.hf import source

@@ -331,7 +331,7 @@ def test_auto_without_transformers_names_the_extra(models, tmp_path):
     result = subprocess.run([sys.executable, "-c", HIDE, ",".join(PRETRAINED_ONLY), str(record), "matrix", SOURCE,
                              "--transformer", str(models["bart"]), "--target", TARGET, "--stack", "cross"],
                             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     message = " ".join(result.stderr.split())
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert "'bart' is an encoder-decoder" in message and "pip install 'attncli[transformers]'" in message, message

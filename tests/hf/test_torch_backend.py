@@ -20,7 +20,7 @@ TEXT = PAIR_TEXTS[0]
 
 
 # --- torch_backend.py: --show norms / scores on the torch backend ----------------------------------
-# tests/test_value_norms.py checks BERT and GPT-2 there, but outside the wing's tests (its MiniLM
+# tests/attention/test_value_norms.py checks BERT and GPT-2 there, but outside the wing's tests (its MiniLM
 # case is slow): here DistilBERT (q_lin ... out_lin, nn.Linear) and GPT-2 (joint c_attn, Conv1D)
 # with GPT-2's scale_attn_by_inverse_layer_idx, every parameter drawn.
 

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from attncli.cli.main import app
 
 runner = CliRunner()
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TEXTS = ["colour", "top speed", "Phone-Number", "The price of a car, in US dollars (before taxes).", "café naïve 日本"]
 
 

@@ -328,7 +328,7 @@ EVAL_SETS = ["lookup_eval.json", "lookup_eval_heldout.json"]
 
 def eval_set(name: str) -> dict:
     """One of the lookup evaluation sets beside this file (docs/lookup.md)."""
-    return json.loads((Path(__file__).parent / name).read_text(encoding="utf-8"))
+    return json.loads((Path(__file__).parents[1] / name).read_text(encoding="utf-8"))
 
 
 @pytest.mark.parametrize("name", EVAL_SETS)

@@ -18,7 +18,7 @@ needed("tokenizers")
 needed("safetensors")
 ray = needed("ray")
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """attn's own LM in NumPy (attncli/tinylm/model.py) against the torch model of the papers
-(tests/test_lm_reference.py): every entry point, every field of a layer's trace, the causal mask,
+(tests/tinylm/test_tinylm_reference.py): every entry point, every field of a layer's trace, the causal mask,
 the vectors' checksum, a stranger's config.json and damaged files named with their path, and the
 vectors a loaded attention keeps."""
 
@@ -15,7 +15,7 @@ import pytest
 from attncli.tinylm import checkpoint, torch_model
 from _attention_fixtures import SENTENCES, make_random_attention, make_vectors, random_config
 from conftest import needed
-from test_lm_reference import reference_forward, stored
+from test_tinylm_reference import reference_forward, stored
 from typer.testing import CliRunner
 
 from attncli.errors import BadInput, UnknownWord
@@ -33,7 +33,7 @@ torch = needed("torch")
 
 def test_every_entry_point_of_the_numpy_lm_equals_the_papers_model():
     """logits_and_attentions, residual_stream (what the logit lens reads), lens_logits and
-    attention(..., causal=False), each against tests/test_lm_reference.py's torch model."""
+    attention(..., causal=False), each against tests/tinylm/test_tinylm_reference.py's torch model."""
     make_random_attention("rand", layers=2, heads=4)
     config, weights, vectors = stored("rand")
     att = trained.load_trained("rand")
@@ -323,10 +323,10 @@ def test_the_attentions_vectors_are_its_own_models(monkeypatch):
 
 
 def test_every_field_of_a_layer_trace_is_the_papers_model():
-    """LayerTrace's fields against torch (tests/test_lm_reference.py's model written from the papers):
+    """LayerTrace's fields against torch (tests/tinylm/test_tinylm_reference.py's model written from the papers):
     the stream entering each layer, Q, K, V split into heads, the scaled scores (-inf above the
     diagonal), the weights, the context and the attention output; the stream float32, as stored."""
-    from test_lm_reference import reference_forward, stored
+    from test_tinylm_reference import reference_forward, stored
 
     F = torch.nn.functional
     make_random_attention("rand", layers=2, heads=4)

@@ -1,5 +1,5 @@
 """The trained LM (attncli/tinylm/model.py) against a torch model written here, from the papers (issue
-24: no circular reference). tests/test_trained.py's ``torch_reference`` runs attn's own model
+24: no circular reference). tests/tinylm/test_trained.py's ``torch_reference`` runs attn's own model
 builder and positional encoding, so it checks that training and inference agree, not that either
 is right; this one shares nothing with attn but the stored files: the weights are read from
 ``weights.npz`` and the word vectors from ``vectors.npy`` / ``vocab.txt`` with NumPy, the

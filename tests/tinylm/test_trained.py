@@ -37,7 +37,7 @@ def torch_reference(config, weights, vectors, tokens):
     """torch's own forward pass over the stored weights: per-layer weights (h, T, T) and logits.
 
     Built with attn's own model builder and positional encoding (tinylm/train.py), so it checks that
-    training and the NumPy path agree, not that either is right: tests/test_lm_reference.py is the
+    training and the NumPy path agree, not that either is right: tests/tinylm/test_tinylm_reference.py is the
     independent check (a torch model written from the papers)."""
     table = trained.input_vectors(vectors, tokens)  # (T, d)
     model = torch_model.model_from_weights(table, config, weights)

@@ -25,7 +25,7 @@ from attncli.cli.main import app
 from attncli.textio import MAX_LINE_BYTES
 from attncli.vectors import imports, word2vec_format
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 MEMORY = 512 << 20
 runner = CliRunner()
 

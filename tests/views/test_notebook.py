@@ -19,7 +19,7 @@ nbformat = needed("nbformat")
 nbclient = needed("nbclient")
 needed("ipykernel")
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK = REPO / "docs" / "notebook.ipynb"
 
 

@@ -64,7 +64,7 @@ def hovered(i: int) -> str:
 
 def test_the_page_shows_what_json_gives_and_requests_nothing(tiny_bert_dir, tmp_path):
     from _chromium import evaluate_in_page
-    from test_exports import assert_offline
+    from test_export import assert_offline
 
     chromium = chromium_or_skip()
     page = tmp_path / "page.html"

@@ -25,7 +25,7 @@ from attncli.views import result as result_mod
 from attncli.views.export import NOT_MARKUP
 
 runner = CliRunner()
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class _Tags(html.parser.HTMLParser):
