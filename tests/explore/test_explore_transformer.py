@@ -548,7 +548,7 @@ def test_model_view_exports_are_what_attn_matrix_model_view_writes(tiny_bert_dir
 
     # .html: the interactive page, on the same data and state as attn matrix's (tests/views/test_page.py)
     assert data_of((tmp_path / "mv.html").read_text()) == data_of((tmp_path / "matrix.html").read_text())
-    from test_exports import svg_lines
+    from test_export import svg_lines
 
     drawn, printed = svg_lines((tmp_path / "mv.svg").read_text()), svg_lines((tmp_path / "matrix.svg").read_text())
     assert drawn[:len(printed)] == printed  # both laid out for the file, whatever the window or terminal
