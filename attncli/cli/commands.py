@@ -58,6 +58,8 @@ COMMANDS: dict[str, Listed] = {
                                           "difference restored."),
     "dla": Listed("attncli.cli.causal",
                   "Direct logit attribution: each head's and MLP's direct part of the target's logit."),
+    "qk": Listed("attncli.cli.qk",
+                 "Why a head attends from token I to token J: its score split into query-side x key-side parts."),
     "stats": Listed("attncli.cli.stats",
                     "Head statistics over a corpus (attn stats CORPUS; attn stats merge DIR...)."),
 }

@@ -200,3 +200,20 @@ def _rotate(arch: Any, x: np.ndarray, position: int) -> np.ndarray:
     angles = position * np.asarray(arch.inv_freq, dtype=np.float64)  # (r/2,)
     angles = np.concatenate([angles, angles])[None]  # (1, r)
     return llama.rotate(x, np.cos(angles), np.sin(angles))  # (C, d_head)
+
+
+def document(model: Any, enc: Any, r: QKParts, top: int) -> dict[str, Any]:
+    """The --json document of ``attn qk``: every part, and the ``top`` largest by size first."""
+    C = len(r.labels)
+    order = np.argsort(-np.abs(r.parts), axis=None, kind="stable")[:top]  # flat indices, largest first
+    tok = lambda p: {"position": p, "token": enc.tokens[p]}  # noqa: E731
+    return {
+        "command": "qk", "model": str(model.name), "layer": r.layer, "head": r.head,
+        "query": tok(r.query), "key": tok(r.key), "score": r.score, "sum": r.total,
+        "components": list(r.labels),
+        "top": [{"query_side": r.labels[k // C], "key_side": r.labels[k % C], "value": float(r.parts.flat[k])}
+                for k in order],
+        "query_side": [float(v) for v in r.parts.sum(axis=1)],  # (C,) each query-side component, over every key side
+        "key_side": [float(v) for v in r.parts.sum(axis=0)],  # (C,)
+        "parts": [[float(v) for v in row] for row in r.parts],  # (C, C)
+    }
