@@ -39,14 +39,12 @@ from typing import Any
 import numpy as np
 
 from attncli.errors import BadInput
-from attncli.hf import bert, distilbert, mpnet
-from attncli.hf.chunked_attention import Mask
-from attncli.hf.record import Recorder
+from attncli.hf import bert, distilbert, gpt2, llama, mpnet, ops
 from attncli.hf.reads import value_sites
-from attncli.model.trace import Intervention, Keep, site
+from attncli.model.trace import site
 
 METHODS = ("alti", "globenc", "value-zeroing")
-ZEROING_BATCH = 64  # copies of a layer's input per batched pass of value zeroing
+ZEROING_ROWS = 4096  # (query, key) rows per batched rerun of value zeroing's MLP
 
 
 def post_ln(arch: Any) -> bool:
@@ -120,22 +118,54 @@ def globenc_layer(model: Any, tr: Any, l: int) -> np.ndarray:
     return _rows(np.linalg.norm(t, axis=-1))
 
 
-def value_zeroing_layer(model: Any, tr: Any, enc: Any, l: int) -> np.ndarray:
-    """Layer l rerun from its input once per key token j, j's values zeroed in every head."""
+MLP_NAMES = {"bert": ("intermediate.dense", "output.dense"), "distilbert": ("ffn.lin1", "ffn.lin2"),
+             "mpnet": ("intermediate.dense", "output.dense")}
+
+
+def after_attention(arch: Any, l: int, u: np.ndarray) -> np.ndarray:
+    """Layer l's output from u (..., d) = x + attn.out, the residual sum before any norm after it:
+    what follows the attention, each row on its own (the family's own norms and MLP)."""
+    if isinstance(arch, gpt2.GPT2):
+        return u + arch._mlp(f"h.{l}.", u)
+    if isinstance(arch, llama.Llama):
+        p = f"layers.{l}."
+        return u + arch._mlp(p, arch._norm(p + "post_attention_layernorm.weight", u))
+    (g1, b1), (g2, b2), eps = layer_norms(arch, l)
+    w = arch.w
+    kind = "distilbert" if isinstance(arch, distilbert.DistilBert) else "mpnet" if isinstance(arch, mpnet.MPNet) else "bert"
+    p = f"transformer.layer.{l}." if kind == "distilbert" else f"encoder.layer.{l}."
+    up, down = (p + n for n in MLP_NAMES[kind])
+    m = ops.layer_norm(u, g1.astype(u.dtype), b1.astype(u.dtype), eps)
+    inner = arch.act(ops.linear(m, w.get(up + ".weight"), w.get(up + ".bias")))
+    return ops.layer_norm(m + ops.linear(inner, w.get(down + ".weight"), w.get(down + ".bias")), g2.astype(u.dtype),
+                          b2.astype(u.dtype), eps)
+
+
+def value_zeroing_layer(model: Any, tr: Any, l: int) -> np.ndarray:
+    """Layer l's output with key token j's values zeroed in every head, for each j: the softmax does
+    not read the values, so the attention output loses exactly j's value vectors,
+
+        attn.out_i^{-j} = attn.out_i - sum_h A^h_ij f^h_j          (f^h_j = v^h_j W_O^h)
+
+    and only what follows the attention reruns, on the rows j reaches (A_ij > 0: in a causal model
+    i >= j); every other row keeps its output (cosine distance 0)."""
     arch = model.arch
-    x = np.asarray(tr[site(l, "resid_pre")], dtype=arch.w.dtype)  # (T, d)
+    A, fx = model.value_vectors_of(tr, l)  # (h, T, T), (h, T, d)
+    A, fx = np.asarray(A, dtype=np.float64), np.asarray(fx, dtype=np.float64)
+    u = np.asarray(tr[site(l, "resid_pre")], dtype=np.float64) + np.asarray(tr[site(l, "attn.out")], dtype=np.float64)
     out = np.asarray(tr[site(l, "resid_post")], dtype=np.float64)  # (T, d)
-    T = x.shape[0]
+    T = u.shape[0]
+    i, j = np.nonzero((A > 0).any(axis=0))  # (N,) each: the (query, key) pairs that change
     d = np.zeros((T, T))
-    keys = Mask(None, arch.causal)
-    with model.running(T * min(T, ZEROING_BATCH)):
-        for a in range(0, T, ZEROING_BATCH):
-            js = range(a, min(T, a + ZEROING_BATCH))
-            rec = Recorder(Keep(), per_batch=[[Intervention(site(l, "attn.v"), position=j)] for j in js])
-            zeroed = np.asarray(arch.layer(l, np.repeat(x[None], len(js), axis=0), keys, rec), dtype=np.float64)  # (B, T, d)
-            cos = (zeroed * out).sum(-1) / (np.linalg.norm(zeroed, axis=-1) * np.linalg.norm(out, axis=-1))  # (B, T)
-            d[:, a: a + len(js)] = (1.0 - cos).T  # (T, B): row i, column j
-    return _rows(np.maximum(d, 0.0))  # rounding may give -1e-16 where j does not reach i
+    step = max(1, ZEROING_ROWS)
+    with model.running(min(len(i), step)):
+        for a in range(0, len(i), step):
+            ii, jj = i[a: a + step], j[a: a + step]
+            lost = np.einsum("hn,hnd->nd", A[:, ii, jj], fx[:, jj])  # (n, d) j's value vectors at i
+            zeroed = after_attention(arch, l, (u[ii] - lost).astype(arch.w.dtype)[None])[0].astype(np.float64)  # (n, d)
+            cos = (zeroed * out[ii]).sum(-1) / (np.linalg.norm(zeroed, axis=-1) * np.linalg.norm(out[ii], axis=-1))
+            d[ii, jj] = 1.0 - cos
+    return _rows(np.maximum(d, 0.0))  # rounding may give -1e-16 where zeroing changes nothing
 
 
 def check(model: Any, method: str) -> None:
@@ -156,7 +186,7 @@ def contributions(model: Any, enc: Any, method: str, layers: list[int] | None = 
     tr = model.trace(enc, _sites(model.layers))
     per = {"alti": alti_layer, "globenc": globenc_layer}
     if method == "value-zeroing":
-        return np.stack([value_zeroing_layer(model, tr, enc, l) for l in layers])
+        return np.stack([value_zeroing_layer(model, tr, l) for l in layers])
     return np.stack([per[method](model, tr, l) for l in layers])
 
 

@@ -13,8 +13,10 @@ torch = needed("torch")
 transformers = needed("transformers")
 needed("tokenizers")
 
-from _llama_fixtures import build_decoder  # noqa: E402
-from _transformer_fixtures import build_bert, build_gpt2, every_parameter_drawn  # noqa: E402
+from _llama_fixtures import build_decoder, build_mpnet  # noqa: E402
+from _transformer_fixtures import build_bert, build_distilbert, build_gpt2, every_parameter_drawn  # noqa: E402
+
+BUILD = {"bert": build_bert, "gpt2": build_gpt2, "distilbert": build_distilbert, "mpnet": build_mpnet}
 
 from attncli.errors import BadInput  # noqa: E402
 from attncli.hf import load  # noqa: E402
@@ -33,7 +35,7 @@ def built(tmp_path_factory):
             if kind == "llama3":
                 path = build_decoder(kind, d / kind)
             else:  # every weight drawn, LayerNorm biases and gains too: each term of the formulas bites
-                path = every_parameter_drawn({"bert": build_bert, "gpt2": build_gpt2}[kind](d / "base"), d / kind)
+                path = every_parameter_drawn(BUILD[kind](d / "base"), d / kind)
             model = load(str(path), backend="numpy")
             ref = transformers.AutoModel.from_pretrained(str(path), attn_implementation="eager",
                                                          dtype=torch.float64).eval()
@@ -110,8 +112,10 @@ def test_alti_and_globenc_equal_the_papers_formulas(built, kind, method):
 
 def _zeroing_hook(kind, ref, l, j):
     """A hook on transformers' model zeroing token j's values in every head of layer l."""
-    if kind == "bert":
-        module = ref.encoder.layer[l].attention.self.value
+    if kind in ("bert", "distilbert", "mpnet"):
+        module = {"bert": lambda: ref.encoder.layer[l].attention.self.value,
+                  "distilbert": lambda: ref.transformer.layer[l].attention.v_lin,
+                  "mpnet": lambda: ref.encoder.layer[l].attention.attn.v}[kind]()
         def hook(m, args, out):
             out = out.clone()
             out[:, j] = 0
@@ -134,7 +138,8 @@ def _zeroing_hook(kind, ref, l, j):
 def _layer_output(kind, ref, ids, l):
     """(T, d) layer l's output as transformers' own block returns it (hidden_states' last entry is
     after the final norm in GPT-2 and Llama, so the block is hooked instead)."""
-    block = {"bert": lambda: ref.encoder.layer[l], "gpt2": lambda: ref.h[l]}.get(kind, lambda: ref.layers[l])()
+    block = {"bert": lambda: ref.encoder.layer[l], "mpnet": lambda: ref.encoder.layer[l], "gpt2": lambda: ref.h[l],
+             "distilbert": lambda: ref.transformer.layer[l]}.get(kind, lambda: ref.layers[l])()
     seen = []
     handle = block.register_forward_hook(lambda m, args, out: seen.append(out[0] if isinstance(out, tuple) else out))
     try:
@@ -144,7 +149,7 @@ def _layer_output(kind, ref, ids, l):
     return seen[0][0]
 
 
-@pytest.mark.parametrize("kind", ["bert", "gpt2", "llama3"])
+@pytest.mark.parametrize("kind", ["bert", "distilbert", "mpnet", "gpt2", "llama3"])
 def test_value_zeroing_equals_a_brute_force_transformers_run(built, kind):
     model, ref = built(kind)
     enc = model.encode(TEXT)
