@@ -136,6 +136,25 @@ class DecoderTape:
         self.final = (kind, _f64(w), None if b is None else _f64(b), eps)
         self.unembedding = _f64(arch.unembedding())  # (V, d)
 
+    def patterns(self, l: int, x: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """(h, T, T) layer l's pattern with its queries and keys made from ``x`` (T, d) in place of the
+        layer's input (its values untouched); ``rows``: only the rows and columns of those positions
+        change (the rest are the run's)."""
+        t, W, arch = self.layers[l], self.layers[l]["W"], self.arch
+        T, h, dh = x.shape[0], arch.heads, arch.d_head
+        at = np.arange(T) if rows is None else np.asarray(rows)
+        a = self._norm(W["norm"], x[at], W["n1"])  # (R, d)
+        q = _affine(a, W["q"]).reshape(len(at), h, dh).transpose(1, 0, 2)  # (h, R, d_head)
+        k = _affine(a, W["k"]).reshape(len(at), -1, dh).transpose(1, 0, 2)  # (h_kv, R, d_head)
+        if self.rope:
+            cos, sin = self.cos_sin
+            q, k = (llama.rotate(m, cos[at], sin[at]) for m in (q, k))
+        qs, ks = t["q"].copy(), t["k"].copy()  # (h, T, d_head)
+        qs[:, at], ks[:, at] = q, np.repeat(k, self.group, axis=0)
+        s = np.where(self._allowed(l, T), qs @ ks.swapaxes(-1, -2) * arch.scale(l), -np.inf)  # (h, T, T)
+        p = np.exp(s - s.max(axis=-1, keepdims=True))
+        return p / p.sum(axis=-1, keepdims=True)
+
     def logits(self, position: int) -> np.ndarray:
         """(V,) the float64 logits at ``position``."""
         kind, w, b, eps = self.final
@@ -171,8 +190,11 @@ class DecoderTape:
             if self.rope:  # the inverse rotation
                 cos, sin = self.cos_sin
                 dq, dk = (llama.rotate(d, cos, -sin) for d in (dq, dk))
-            g_a = sum(d.transpose(1, 0, 2).reshape(T, -1) @ W[n][0].T for n, d in (("q", dq), ("k", dk), ("v", dv)))
-            g = g + self._norm_back(W["norm"], g_a, t["x"], W["n1"])  # d resid_pre
+            g_qk, g_v = (sum(d.transpose(1, 0, 2).reshape(T, -1) @ W[n][0].T for n, d in pairs)
+                         for pairs in ((("q", dq), ("k", dk)), (("v", dv),)))  # (T, d) each, in the normed input's space
+            g_qk = self._norm_back(W["norm"], g_qk, t["x"], W["n1"])  # the norm's backward is linear in g: split
+            grads[f"blocks.{l}.qk_in"] = g_qk  # d resid_pre through this layer's queries and keys alone
+            g = g + g_qk + self._norm_back(W["norm"], g_v, t["x"], W["n1"])  # d resid_pre
             grads[site(l, "resid_pre")] = g
         grads["embed"] = g
         return grads
@@ -181,7 +203,9 @@ class DecoderTape:
 def gradients(model: Any, ids: list[int], position: int,
               d_metric: Callable[[np.ndarray], np.ndarray]) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """(d metric / d site by name, the float64 logits at ``position``) of token ids ``ids``;
-    ``d_metric(logits (V,)) -> (V,)`` is the metric's gradient with respect to the logits."""
+    ``d_metric(logits (V,)) -> (V,)`` is the metric's gradient with respect to the logits. Besides
+    the sites, ``blocks.{l}.qk_in`` is the part of d resid_pre that comes through layer l's own
+    queries and keys (AtP*'s QK fix replaces that path's linear estimate)."""
     tape = DecoderTape(model)
     tape.forward(list(ids))
     logits = tape.logits(position)
