@@ -1,6 +1,6 @@
 """Gradients of a metric through a decoder's forward pass, at every site of model/trace.py, in NumPy.
 
-The forward pass runs once more in float64 from the embeddings, keeping what its backward reads
+The forward pass runs once more (in float64, or float32 where that is exact enough) from the embeddings, keeping what its backward reads
 (each layer's input, normed inputs, q, k, v, the pattern, the MLP's pre-activations), then the
 backward runs layer by layer from the metric down (the VJPs are backward_ops.py's):
 
@@ -30,30 +30,27 @@ from attncli.hf.backward_ops import DERIVATIVES, attention_back, layer_norm_back
 from attncli.model.trace import site
 
 
-def _f64(a: Any) -> np.ndarray:
-    return np.asarray(a, dtype=np.float64)
-
-
-def _weights(arch: Any, l: int) -> dict[str, Any]:
-    """Layer l's weights in float64, every projection as x @ W (+ b)."""
+def _weights(arch: Any, l: int, dtype: Any = np.float64) -> dict[str, Any]:
+    """Layer l's weights in ``dtype``, every projection as x @ W (+ b)."""
+    cast = lambda a: np.asarray(a, dtype=dtype)  # noqa: E731
     if isinstance(arch, gpt2.GPT2):
         w, p, d = arch.w, f"h.{l}.", arch.d
-        qkv, qkv_b = _f64(w.get(p + "attn.c_attn.weight")), _f64(w.get(p + "attn.c_attn.bias"))  # (d, 3d)
-        return {"norm": "layer", "n1": (_f64(w.get(p + "ln_1.weight")), _f64(w.get(p + "ln_1.bias"))),
-                "n2": (_f64(w.get(p + "ln_2.weight")), _f64(w.get(p + "ln_2.bias"))),
+        qkv, qkv_b = cast(w.get(p + "attn.c_attn.weight")), cast(w.get(p + "attn.c_attn.bias"))  # (d, 3d)
+        return {"norm": "layer", "n1": (cast(w.get(p + "ln_1.weight")), cast(w.get(p + "ln_1.bias"))),
+                "n2": (cast(w.get(p + "ln_2.weight")), cast(w.get(p + "ln_2.bias"))),
                 "q": (qkv[:, :d], qkv_b[:d]), "k": (qkv[:, d:2 * d], qkv_b[d:2 * d]), "v": (qkv[:, 2 * d:], qkv_b[2 * d:]),
-                "o": (_f64(w.get(p + "attn.c_proj.weight")), _f64(w.get(p + "attn.c_proj.bias"))),
-                "up": (_f64(w.get(p + "mlp.c_fc.weight")), _f64(w.get(p + "mlp.c_fc.bias"))),
-                "down": (_f64(w.get(p + "mlp.c_proj.weight")), _f64(w.get(p + "mlp.c_proj.bias"))), "gate": None}
+                "o": (cast(w.get(p + "attn.c_proj.weight")), cast(w.get(p + "attn.c_proj.bias"))),
+                "up": (cast(w.get(p + "mlp.c_fc.weight")), cast(w.get(p + "mlp.c_fc.bias"))),
+                "down": (cast(w.get(p + "mlp.c_proj.weight")), cast(w.get(p + "mlp.c_proj.bias"))), "gate": None}
     p = f"layers.{l}."
     off = 1.0 if arch.gemma else 0.0
 
     def lin(name: str, bias: bool, rows: slice = slice(None)) -> tuple[np.ndarray, np.ndarray | None]:
-        wt = _f64(arch._get(p + name + ".weight"))[rows]  # (out, in)
-        return wt.T, (_f64(arch._get(p + name + ".bias"))[rows] if bias else None)
+        wt = cast(arch._get(p + name + ".weight"))[rows]  # (out, in)
+        return wt.T, (cast(arch._get(p + name + ".bias"))[rows] if bias else None)
 
-    out = {"norm": "rms", "n1": (_f64(arch._get(p + "input_layernorm.weight")) + off, None),
-           "n2": (_f64(arch._get(p + "post_attention_layernorm.weight")) + off, None),
+    out = {"norm": "rms", "n1": (cast(arch._get(p + "input_layernorm.weight")) + off, None),
+           "n2": (cast(arch._get(p + "post_attention_layernorm.weight")) + off, None),
            "o": lin("self_attn.o_proj", arch.o_bias)}
     if arch.model_type == "phi3":
         nq, nk = arch.heads * arch.d_head, arch.kv_heads * arch.d_head
@@ -73,14 +70,14 @@ def _affine(x: np.ndarray, wb: tuple[np.ndarray, np.ndarray | None]) -> np.ndarr
 
 
 class DecoderTape:
-    """The float64 forward pass of a pre-norm decoder with what its backward reads, and the backward."""
+    """The forward pass of a pre-norm decoder with what its backward reads (in ``dtype``), and the backward."""
 
-    def __init__(self, model: Any):
+    def __init__(self, model: Any, dtype: Any = np.float64):
         arch = model.arch
         if not isinstance(arch, (gpt2.GPT2, llama.Llama)):
             raise BadInput(f"gradients on attn's NumPy pass are written for GPT-2 and the Llama family; model "
                            f"'{model.name}' is {model.model_type}")
-        self.model, self.arch = model, arch
+        self.model, self.arch, self.dtype = model, arch, np.dtype(dtype)
         self.act = arch.act
         self.d_act = DERIVATIVES[arch.act]
         self.eps = arch.eps
@@ -95,9 +92,9 @@ class DecoderTape:
         return layer_norm_back(g, x, wb[0], self.eps) if kind == "layer" else rms_norm_back(g, x, wb[0], self.eps)
 
     def _cos_sin(self, T: int) -> tuple[np.ndarray, np.ndarray]:
-        angles = np.arange(T, dtype=np.float64)[:, None] * _f64(self.arch.inv_freq)[None]  # (T, r/2)
+        angles = np.arange(T, dtype=np.float64)[:, None] * np.asarray(self.arch.inv_freq, dtype=np.float64)[None]
         angles = np.concatenate([angles, angles], axis=-1)  # (T, r)
-        return np.cos(angles), np.sin(angles)
+        return np.cos(angles).astype(self.dtype), np.sin(angles).astype(self.dtype)
 
     def _allowed(self, l: int, T: int) -> np.ndarray:
         i, j = np.arange(T)[:, None], np.arange(T)[None]
@@ -108,12 +105,13 @@ class DecoderTape:
     def forward(self, ids: list[int]) -> None:
         arch = self.arch
         arr = np.asarray([ids], dtype=np.int64)
-        x = _f64(arch.embeddings(arr, np.zeros_like(arr), np.ones_like(arr, dtype=bool))[0])  # (T, d)
+        f = lambda a: np.asarray(a, dtype=self.dtype)  # noqa: E731
+        x = f(arch.embeddings(arr, np.zeros_like(arr), np.ones_like(arr, dtype=bool))[0])  # (T, d)
         T, h, dh = x.shape[0], arch.heads, arch.d_head
         self.cos_sin = self._cos_sin(T) if self.rope else None
         self.embed, self.layers = x, []
         for l in range(arch.layers):
-            W = _weights(arch, l)
+            W = _weights(arch, l, self.dtype)
             a = self._norm(W["norm"], x, W["n1"])  # (T, d)
             q = _affine(a, W["q"]).reshape(T, h, dh).transpose(1, 0, 2)  # (h, T, d_head)
             k, v = (_affine(a, W[n]).reshape(T, -1, dh).transpose(1, 0, 2) for n in "kv")  # (h_kv, T, d_head)
@@ -133,8 +131,8 @@ class DecoderTape:
             self.layers.append(dict(W=W, x=x, a=a, q=q, k=k, v=v, p=p, z=z, mid=mid, m=m, up=up, gate=gate, post=post))
             x = post
         kind, w, b, eps = arch.final_norm_parts()
-        self.final = (kind, _f64(w), None if b is None else _f64(b), eps)
-        self.unembedding = _f64(arch.unembedding())  # (V, d)
+        self.final = (kind, f(w), None if b is None else f(b), eps)
+        self.unembedding = f(arch.unembedding())  # (V, d)
 
     def patterns(self, l: int, x: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         """(h, T, T) layer l's pattern with its queries and keys made from ``x`` (T, d) in place of the
@@ -156,19 +154,20 @@ class DecoderTape:
         return p / p.sum(axis=-1, keepdims=True)
 
     def logits(self, position: int) -> np.ndarray:
-        """(V,) the float64 logits at ``position``."""
+        """(V,) the logits at ``position``, in float64."""
         kind, w, b, eps = self.final
         x = self.layers[-1]["post"][position]
         y = ops.layer_norm(x, w, b, eps) if kind == "layer" else x / np.sqrt((x * x).mean() + eps) * w
-        return self.unembedding @ y
+        return (self.unembedding @ y).astype(np.float64)
 
     def backward(self, position: int, d_logits: np.ndarray) -> dict[str, np.ndarray]:
         """d metric / d site at every site, from d metric / d logits[position] (V,)."""
         arch, grads = self.arch, {}
         kind, w, b, eps = self.final
         T = self.embed.shape[0]
-        g_final = np.zeros((T, self.embed.shape[1]))
-        g_final[position] = d_logits @ self.unembedding  # (d,)
+        g_final = np.zeros((T, self.embed.shape[1]), dtype=self.dtype)
+        g_final = g_final.astype(self.dtype)
+        g_final[position] = d_logits.astype(self.dtype) @ self.unembedding  # (d,)
         grads["final_norm"] = g_final
         post = self.layers[-1]["post"]
         g = layer_norm_back(g_final, post, w, eps) if kind == "layer" else rms_norm_back(g_final, post, w, eps)
