@@ -28,6 +28,7 @@ from attncli.causal.grids import PATCH_SITES, check_same_length
 from attncli.causal.target import Target
 from attncli.errors import BadInput
 from attncli.hf.backward import DecoderTape
+from attncli.model.interface import require
 from attncli.model.trace import Intervention, site
 
 SITES = (*PATCH_SITES, "key", "query")
@@ -110,7 +111,8 @@ def attribute(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int], 
         raise BadInput(f"--site {where!r}: choose one of {', '.join(SITES)}")
     check_same_length(model, list(clean_ids), list(corrupt_ids))
     # float32 where the model's own pass runs in it (the Llama family): twice as fast, and AtP is an estimate
-    dtype = np.float32 if model.arch.w.dtype == np.float32 else np.float64
+    require(model, "grad", "attribution patching")
+    dtype = np.float32 if model.pass_dtype == np.float32 else np.float64
     clean_tape, corrupt_tape = DecoderTape(model, dtype), DecoderTape(model, dtype)
     clean_tape.forward(list(clean_ids))
     corrupt_tape.forward(list(corrupt_ids))

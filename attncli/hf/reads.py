@@ -11,6 +11,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from attncli.model.trace import Trace, site
+from attncli.model.interface import has, require
 
 PATTERNS = "blocks.*.attn.pattern"
 STREAM = ("embed", "blocks.*.resid_post")
@@ -63,7 +64,7 @@ class Reads:
         self.model, self.enc = model, enc
         self.rows = None if rows is None else [int(r) for r in rows]
         self.tr = None
-        if getattr(model, "traced", False):
+        if has(model, "trace"):
             extra = {"on_layer": on_layer} if on_layer is not None and takes_on_layer(model) else {}
             self.tr = model.trace(enc, sites, rows=self.rows, **extra)
 
@@ -83,20 +84,18 @@ class Reads:
 
     def qk(self, layer: int) -> tuple[np.ndarray, np.ndarray]:
         """q, k (h, T, d_head) of ``layer``."""
-        if hasattr(self.model, "check_qk"):
-            self.model.check_qk()
+        require(self.model, "qk", "--explain (a score's q and k)")
         return qk_of(self.tr, layer) if self._has(*qk_sites(layer)) else self.model.qk(self.enc, layer)
 
     def scores(self, layer: int) -> np.ndarray:
         """(h, T, T) q k^T * scale of ``layer``, -inf where masked."""
-        if hasattr(self.model, "check_qk"):
-            self.model.check_qk()
+        require(self.model, "qk", "--show scores")
         name = site(layer, "attn.scores")
         return self.tr[name].astype(np.float64) if self._has(name) else self.model.scores(self.enc, layer)
 
     def value_vectors(self, layer: int) -> tuple[np.ndarray, np.ndarray]:
         """The pattern (h, T, T) and each head's value vectors through W_O (h, T, d) of ``layer``."""
-        if self._has(*value_sites(layer)) and hasattr(self.model, "value_vectors_of"):
+        if self._has(*value_sites(layer)) and self.model.backend == "numpy":
             self.model.check_layer(layer)
             self.model.check_value_vectors()
             return self.model.value_vectors_of(self.tr, layer)

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from attncli.model.interface import has
 from attncli.errors import RuntimeFailure
 from attncli.fileio import FileProblem
 from attncli.stats.accumulate import Accumulator, Settings, add_probe, add_text, probe_ids
@@ -34,13 +35,13 @@ def each_pattern(model, encs: Sequence[Encoding], *, batch_size: int = BATCH_SIZ
     similar length together (sorted by length, at most ``batch_size`` and BATCH_BUDGET a pass,
     padded and masked); another model that traces runs each text alone (``trace``); else its
     ``attentions``. ``precision`` is the NumPy pass's."""
-    if hasattr(model, "trace_batch"):
+    if has(model, "batch"):
         order = sorted(range(len(encs)), key=lambda i: len(encs[i].ids))
         for batch in length_batches([len(encs[i].ids) for i in order], model.heads * model.layers, batch_size, BATCH_BUDGET):
             rows = [order[j] for j in batch]
             for i, trace in zip(rows, model.trace_batch([encs[i] for i in rows], PATTERNS, precision=precision)):
                 yield i, trace.stack("attn.pattern", model.layers)
-    elif getattr(model, "traced", False):
+    elif has(model, "trace"):
         for i, enc in enumerate(encs):
             yield i, model.trace(enc, keep=PATTERNS).stack("attn.pattern", model.layers)
     else:
@@ -88,8 +89,8 @@ class ChunkWork:
                 if not special:
                     break
                 self.prefix.append(int(i))
-        config = getattr(model, "config", {}) or {}
-        self.vocab = int(config.get("vocab_size") or 0)
+        config = model.config
+        self.vocab = model.vocab_size
         self.exclude = set(self.prefix) | {int(config[k]) for k in ("bos_token_id", "eos_token_id", "pad_token_id")
                                            if isinstance(config.get(k), int)}
 
