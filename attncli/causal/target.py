@@ -18,6 +18,7 @@ import numpy as np
 from attncli.errors import BadInput
 from attncli.textio import visible
 from attncli.hf.encoding import tokenizer_errors
+from attncli.numeric import logsumexp
 
 
 @dataclass(frozen=True)
@@ -38,9 +39,7 @@ class Target:
         x = np.asarray(logits, dtype=np.float64)
         if self.contrast is not None:
             return x[..., self.token] - x[..., self.contrast]
-        top = x.max(axis=-1, keepdims=True)
-        log_z = np.log(np.exp(x - top).sum(axis=-1)) + top[..., 0]
-        return x[..., self.token] - log_z
+        return x[..., self.token] - logsumexp(x)  # log_softmax(x)[..., token]
 
 
 def token_of(model: Any, word: str | None, token_id: int | None, option: str) -> int:
