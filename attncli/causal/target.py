@@ -41,6 +41,19 @@ class Target:
             return x[..., self.token] - x[..., self.contrast]
         return x[..., self.token] - logsumexp(x)  # log_softmax(x)[..., token]
 
+    def gradient(self, logits: np.ndarray) -> np.ndarray:
+        """(V,) d metric / d logits of one position's logits (V,): e_target - softmax(logits) for
+        log p, e_target - e_contrast for a logit difference (float64)."""
+        x = np.asarray(logits, dtype=np.float64)
+        g = np.zeros_like(x)
+        if self.contrast is not None:
+            g[self.token], g[self.contrast] = 1.0, -1.0
+            return g
+        p = np.exp(x - x.max())
+        g -= p / p.sum()
+        g[self.token] += 1.0
+        return g
+
 
 def token_of(model: Any, word: str | None, token_id: int | None, option: str) -> int:
     """The vocabulary id of ``word`` (an entry as written, else the one token the tokenizer makes of

@@ -56,8 +56,12 @@ COMMANDS: dict[str, Listed] = {
     "ablate": Listed("attncli.cli.causal", "Knock each head out and see how the prediction moves: layers x heads."),
     "patch": Listed("attncli.cli.causal", "Copy clean activations into the corrupted run: the fraction of the logit "
                                           "difference restored."),
+    "attribute": Listed("attncli.cli.attribute", "Estimate every cell of attn patch's grid from one forward and one "
+                                                 "backward pass (attribution patching)."),
     "dla": Listed("attncli.cli.causal",
                   "Direct logit attribution: each head's and MLP's direct part of the target's logit."),
+    "qk": Listed("attncli.cli.qk",
+                 "Why a head attends from token I to token J: its score split into query-side x key-side parts."),
     "stats": Listed("attncli.cli.stats",
                     "Head statistics over a corpus (attn stats CORPUS; attn stats merge DIR...)."),
 }
