@@ -18,7 +18,7 @@ import numpy as np
 from attncli.errors import BadInput
 from attncli.textio import visible
 from attncli.hf.encoding import tokenizer_errors
-from attncli.numeric import logsumexp
+from attncli.numeric import logsumexp, softmax
 
 
 @dataclass(frozen=True)
@@ -49,8 +49,7 @@ class Target:
         if self.contrast is not None:
             g[self.token], g[self.contrast] = 1.0, -1.0
             return g
-        p = np.exp(x - x.max())
-        g -= p / p.sum()
+        g -= softmax(x)  # (V,)
         g[self.token] += 1.0
         return g
 
