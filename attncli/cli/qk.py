@@ -26,6 +26,8 @@ def qk_cmd(
     *,
     transformer: Annotated[Optional[str], typer.Option("--transformer", help="A pretrained model: hub id or directory.",
                                                        show_default=False)] = None,
+    pair: Annotated[Optional[str], typer.Option(help="A second sentence, read with TEXT as one input (BERT-style "
+                                                "pairs).", show_default=False)] = None,
     layer: Annotated[int, typer.Option(min=0, help="The head's layer.", metavar="L")] = 0,
     head: Annotated[int, typer.Option(min=0, help="The head.", metavar="H")] = 0,
     query: Annotated[int, typer.Option(help="The query token's position (0 = the first token).",
@@ -50,14 +52,14 @@ def qk_cmd(
     if not transformer:
         raise BadInput("give the model with --transformer NAME (a hub id or a directory)")
     model = load_model(transformer, "numpy", allow_missing_weights, json_out=json_out)
-    enc = model.encode(text)
+    enc = model.encode(text, pair=pair)
     T = len(enc.ids)
     i = T - 1 if query < 0 else query
     j = i if key < 0 else key
     parts = qk_attribution.qk_parts(model, enc, layer, head, i, j)
     doc = qk_attribution.document(model, enc, parts, top)
     view = QKView(doc, title=f"attn qk: {visible(text[:60])}", command="qk", positionals=[text],
-                  options=[("--transformer", transformer), ("--layer", layer), ("--head", head), ("--query", i),
+                  options=[("--pair", pair), ("--transformer", transformer), ("--layer", layer), ("--head", head), ("--query", i),
                            ("--key", j), ("--top", top if top != 12 else None),
                            ("--allow-missing-weights", allow_missing_weights)])
     show(view, json_out=json_out, exports=Exports(svg=svg, html=html, png=png, width=width))
