@@ -31,6 +31,8 @@ from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 
+from attncli.numeric import entropy
+
 PATTERNS = ("previous_token", "next_token", "first_token", "separator", "self", "duplicate_token", "induction")
 SCORES = PATTERNS + ("local", "entropy")
 
@@ -89,8 +91,7 @@ def row_scores(weights: np.ndarray, *, causal: bool, window: int, queries: Optio
     for name, use in rows.items():
         if name == "entropy":
             n_vis = vis.sum(axis=-1)  # (T,)
-            plogp = np.where(A > 0, A * np.log(np.where(A > 0, A, 1.0)), 0.0)  # (h, T, T)
-            ent = -plogp.sum(axis=-1) / np.log(np.maximum(n_vis, 2))  # (h, T)
+            ent = entropy(A) / np.log(np.maximum(n_vis, 2))  # (h, T)
             out[name] = ent[:, use]
             continue
         out[name] = (A * keys[name]).sum(axis=-1)[:, use]  # (h, n)

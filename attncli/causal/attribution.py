@@ -30,6 +30,7 @@ from attncli.errors import BadInput
 from attncli.hf.backward import DecoderTape
 from attncli.model.interface import require
 from attncli.model.trace import Intervention, site
+from attncli.numeric import softmax
 
 SITES = (*PATCH_SITES, "key", "query")
 
@@ -53,11 +54,6 @@ def _sites(tape: DecoderTape) -> dict[str, np.ndarray]:
             "key": np.stack([t["k"] for t in layers]), "query": np.stack([t["q"] for t in layers])}
 
 
-def _softmax_rows(s: np.ndarray) -> np.ndarray:
-    e = np.exp(s - s.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
 def _qk_fixed(tape: DecoderTape, clean: np.ndarray, where: str, grads: dict[str, np.ndarray]) -> np.ndarray:
     """(L, h, T) AtP*: head h's pattern recomputed with position t's clean key (query) put in, its
     change times d metric / d pattern."""
@@ -72,11 +68,11 @@ def _qk_fixed(tape: DecoderTape, clean: np.ndarray, where: str, grads: dict[str,
                 if where == "key":
                     k2 = k.copy()
                     k2[pos] = clean[l, head, pos]
-                    new = _softmax_rows(np.where(allowed, q @ k2.T * scale, -np.inf))  # (T, T)
+                    new = softmax(np.where(allowed, q @ k2.T * scale, -np.inf))  # (T, T)
                     out[l, head, pos] = ((new - A) * dA[head]).sum()
                 else:
                     row = np.where(allowed[pos], clean[l, head, pos] @ k.T * scale, -np.inf)  # (T,)
-                    out[l, head, pos] = ((_softmax_rows(row) - A[pos]) * dA[head, pos]).sum()
+                    out[l, head, pos] = ((softmax(row) - A[pos]) * dA[head, pos]).sum()
     return out
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from attncli.causal.target import Target
 from attncli.model.interface import require
 from attncli.model.trace import site
+from attncli.numeric import norm_scale
 
 
 def dla(model: Any, ids: Sequence[int], target: Target) -> dict[str, Any]:
@@ -43,10 +44,10 @@ def dla(model: Any, ids: Sequence[int], target: Target) -> dict[str, Any]:
     w = np.asarray(w, dtype=np.float64)
     x = tr[site(L - 1, "resid_post")][i].astype(np.float64)  # (d,)
     if kind == "layer":
-        s = np.sqrt(((x - x.mean()) ** 2).mean() + eps)
+        s = norm_scale(x, eps, centred=True)[0]  # the frozen LayerNorm scale
         part = lambda p: ((p - p.mean(axis=-1, keepdims=True)) / s * w) @ u  # noqa: E731  (..., d) -> (...)
     else:
-        s = np.sqrt((x * x).mean() + eps)
+        s = norm_scale(x, eps, centred=False)[0]  # the frozen RMSNorm scale
         part = lambda p: (p / s * w) @ u  # noqa: E731
     heads, attn_bias, mlp = np.zeros((L, H)), np.zeros(L), np.zeros(L)
     per_token = np.zeros((L, H, len(ids)))

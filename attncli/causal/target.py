@@ -18,6 +18,7 @@ import numpy as np
 from attncli.errors import BadInput
 from attncli.textio import visible
 from attncli.model.interface import require
+from attncli.numeric import logsumexp, softmax
 
 
 @dataclass(frozen=True)
@@ -38,9 +39,7 @@ class Target:
         x = np.asarray(logits, dtype=np.float64)
         if self.contrast is not None:
             return x[..., self.token] - x[..., self.contrast]
-        top = x.max(axis=-1, keepdims=True)
-        log_z = np.log(np.exp(x - top).sum(axis=-1)) + top[..., 0]
-        return x[..., self.token] - log_z
+        return x[..., self.token] - logsumexp(x)  # log_softmax(x)[..., token]
 
     def gradient(self, logits: np.ndarray) -> np.ndarray:
         """(V,) d metric / d logits of one position's logits (V,): e_target - softmax(logits) for
@@ -50,8 +49,7 @@ class Target:
         if self.contrast is not None:
             g[self.token], g[self.contrast] = 1.0, -1.0
             return g
-        p = np.exp(x - x.max())
-        g -= p / p.sum()
+        g -= softmax(x)  # (V,)
         g[self.token] += 1.0
         return g
 

@@ -32,6 +32,7 @@ from attncli.errors import BadInput
 from attncli.hf import bert, distilbert, gpt2, llama
 from attncli.model.trace import Keep, site
 from attncli.model.interface import has
+from attncli.numeric import norm_scale
 
 
 @dataclass
@@ -115,7 +116,7 @@ def _centre(x: np.ndarray) -> np.ndarray:
 
 def _frozen_layer_norm(comps: np.ndarray, total: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     """Each component through a LayerNorm whose scale is frozen at ``total``'s: comps (C, P, d), total (P, d)."""
-    s = np.sqrt((_centre(total) ** 2).mean(axis=-1) + eps)  # (P,)
+    s = norm_scale(total, eps, centred=True)[..., 0]  # (P,)
     return _centre(comps) / s[None, :, None] * w  # (C, P, d)
 
 
@@ -185,7 +186,7 @@ def qk_parts(model: Any, enc: Any, layer: int, head: int, query: int, key: int) 
             comps = _frozen_layer_norm(comps, x, w, eps)
             const = np.broadcast_to(b, const.shape).copy()
         else:
-            s = np.sqrt((x * x).mean(axis=-1) + eps)  # (P,)
+            s = norm_scale(x, eps, centred=False)[..., 0]  # (P,)
             comps = comps / s[None, :, None] * w
     wq, bq, wk, bk = _qk_weights(arch, layer, head)
     q = np.concatenate([comps[:, 0] @ wq, (const[0] @ wq + bq)[None]])  # (C + 1, d_head) at the query
