@@ -33,6 +33,7 @@ import numpy as np
 from attncli.attention.heads import row_scores, scored_rows
 
 STATS_VERSION = 1  # the definitions above; a change makes old shards refuse to merge with new ones
+MAX_TOP_K = 100  # examples kept per head and statistic (attn stats --top-k)
 STATS = ("sink", "entropy", "distance", "previous_token", "duplicate_token", "induction")
 TOP_STATS = ("sink", "previous_token", "duplicate_token")
 _HEADS_NAME = {"sink": "first_token", "entropy": "entropy", "previous_token": "previous_token",
