@@ -19,8 +19,10 @@ loaded back is a pickle.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -232,6 +234,29 @@ def mismatch(doc: dict[str, Any], ident: Identity) -> Optional[str]:
 
 def identity_of(doc: dict[str, Any]) -> Identity:
     return Identity(doc["model"], doc["settings"])
+
+
+def shard_folder(out: Path) -> Path:
+    """The folder ``--out`` names, made when it is new. A symbolic link is followed, as an export's
+    file is (attncli.export_target): one that dangles has its target made as the folder, and stays
+    a link; attn never replaces what the user named. BadInput (exit 2) when it cannot be a folder."""
+    named = f"--out {str(out)!r}"
+    real = Path(os.path.realpath(out))  # a symlink's target, a new one if it dangles
+    try:
+        try:
+            os.stat(out)  # a loop of links: ELOOP here, where realpath would quietly stop
+        except FileNotFoundError:
+            pass  # new, or a link that dangles
+        if real.exists() and not real.is_dir():
+            raise BadInput(f"{named} is not a folder")
+        if not real.parent.is_dir():
+            raise BadInput(f"{named}: its parent folder does not exist" + (f" ({str(real.parent)!r}, where its "
+                                                                          "symbolic link leads)" if real != out.absolute() else ""))
+        real.mkdir(exist_ok=True)
+    except OSError as exc:
+        what = "is a loop of symbolic links" if exc.errno == errno.ELOOP else f"cannot be made: {exc.strerror or exc}"
+        raise BadInput(f"{named} {what}") from None
+    return out
 
 
 def shard_files(paths: Iterable[Path]) -> list[Path]:
