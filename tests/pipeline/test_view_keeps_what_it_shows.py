@@ -73,3 +73,18 @@ def test_the_page_of_a_one_layer_view_still_has_every_layer(model, tmp_path):
     np.testing.assert_array_equal(every, model.attentions(model.encode(TEXT)))
     res.export("html", tmp_path / "page.html")  # the interactive page reads every layer and head
     assert (tmp_path / "page.html").stat().st_size > 1000
+
+
+def test_one_head_on_the_torch_backend_keeps_that_head(model, tiny_gpt2_dir):
+    needed("torch")
+    needed("transformers")
+    from attncli.hf import load
+    from attncli.pipeline import ViewRequest
+    from attncli.pipeline.compute_view import compute
+
+    torch_model = load(str(tiny_gpt2_dir), backend="torch")
+    res = compute(ViewRequest(text=TEXT, transformer=str(tiny_gpt2_dir), backend="torch", head=2, layer=0), torch_model)
+    T = len(model.encode(TEXT).ids)
+    assert [x.shape for x in res.reads.tr.values()] == [(1, T, T)]  # the layer's pattern, one head
+    full = model.attentions(model.encode(TEXT))  # the NumPy pass, every layer and head
+    np.testing.assert_allclose(res.view.weights, full[0, 2], atol=1e-5)  # torch float32 against float64
