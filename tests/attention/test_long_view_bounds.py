@@ -11,6 +11,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from attncli.attention import long_view as lvm
@@ -77,3 +79,24 @@ def test_pool_with_a_huge_chunk_is_the_whole_text_on_the_command_line(tiny_bert_
     cli_app._consoles.clear()
     r = CliRunner().invoke(app, ["matrix", TEXT, "--transformer", str(tiny_bert_dir), "--pool", "9" * 5000])
     assert r.exit_code == 2 and "--pool" in r.stderr and "Traceback" not in r.stderr
+
+
+def _enc(words):
+    return SimpleNamespace(tokens=list(words), word_ids=list(range(len(words))), words=list(words),
+                           segments=["a"] * len(words), special=[False] * len(words), text=" ".join(words), pair=None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(spec=st.one_of(st.integers(min_value=-(10**30), max_value=10**30).map(str), st.text(max_size=30),
+                      st.sampled_from(["sentence", " LINE ", "1e3", "0x10", "٣", "+7", "9" * 5000])),
+       n=st.integers(min_value=1, max_value=40))
+def test_any_pool_spec_is_a_span_map_or_a_refusal(spec, n):
+    """Whatever --pool says: BadInput, or spans that cover every token in order, 0 first."""
+    from attncli.errors import BadInput
+
+    try:
+        by = lvm.parse_pool(spec)
+    except BadInput:
+        return
+    ids = lvm.span_ids(by, _enc(["word."] * n))
+    assert len(ids) == n and ids[0] == 0 and np.all(np.diff(ids) >= 0) and np.all(np.diff(ids) <= 1)
