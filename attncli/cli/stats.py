@@ -24,6 +24,7 @@ from attncli.stats.accumulate import Settings
 from attncli.stats.cluster import host_port
 from attncli.stats.report import document, merge_shards
 from attncli.stats.runner import ModelSpec, run
+from attncli.stats.shards import shard_folder
 from attncli.views.stats_view import StatsView
 
 
@@ -159,11 +160,7 @@ def stats_cmd(
     if ray is not None:
         host_port(ray)
     if out is not None:
-        if out.exists() and not out.is_dir():
-            raise BadInput(f"--out {str(out)!r} is not a folder")
-        if not out.parent.is_dir():
-            raise BadInput(f"--out {str(out)!r}: its parent folder does not exist")
-        out.mkdir(exist_ok=True)
+        shard_folder(out)
     source = corpus_mod.describe(corpus, field)
     texts = corpus_mod.texts(corpus, field=field, split=split)
 
