@@ -178,6 +178,8 @@ class TracedRun:
                 hooks.append(sub(name).register_forward_hook(
                     lambda m, a, out, role=role: self.raw.setdefault(l, {}).__setitem__(role, out)))
         out_proj = sub(fam.out)
+        # every layer's attention is checked as it runs, kept or not: damage is named where it starts
+        hooks.append(out_proj.register_forward_hook(lambda m, a, out: self._finite(l, out)))
         if core or self.needed(p + "attn.z"):
             hooks.append(out_proj.register_forward_pre_hook(lambda m, a: self._z(l, attn, a)))
         if self.needed(p + "attn.out") or (fam.pre_ln and self.touched(p + "resid_mid")):
@@ -233,6 +235,13 @@ class TracedRun:
         if x is mid[0]:
             return None
         return (x[None],) + tuple(out[1:]) if isinstance(out, tuple) else x[None]
+
+    @staticmethod
+    def _finite(l: int, out: Any) -> None:
+        """RuntimeFailure naming layer l's attention when its output holds NaN or infinity."""
+        torch = _torch()
+        if not bool(torch.isfinite(out).all()):
+            check_finite(_np(out), f"layer {l}'s attention")
 
     def _attn_out(self, l: int, out: Any) -> Any:
         p = f"blocks.{l}."
