@@ -30,4 +30,10 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "STACKS": "view_request",
     "compute": "compute_view",
     "ViewResult": "view_result",
+    "LensRequest": "lens_compute",
+    "LensResult": "lens_compute",
+    "compute_lens": "lens_compute:compute",
+    "CompareRequest": "compare_compute",
+    "CompareResult": "compare_compute",
+    "compute_compare": "compare_compute:compute",
 })
