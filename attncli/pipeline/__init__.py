@@ -2,7 +2,7 @@
 
 Every surface (``attn matrix --transformer``, ``attn explore --transformer``, the interactive page,
 the Python API) builds a :class:`ViewRequest` and calls :func:`compute`, which runs one traced
-forward pass and returns a :class:`ViewResult` (attncli.views.result's protocol: renderables,
+forward pass and returns a :class:`ViewResult` or, for ``model_view``, a :class:`ModelViewResult` (attncli.views.result's protocol: renderables,
 document, command_line, export, ``_repr_svg_`` / ``_repr_html_``)::
 
     request = ViewRequest("time flies like an arrow", transformer="gpt2", layer=1, head=0)
@@ -30,6 +30,7 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "STACKS": "view_request",
     "compute": "compute_view",
     "ViewResult": "view_result",
+    "ModelViewResult": "view_result",
     "LensRequest": "lens_compute",
     "LensResult": "lens_compute",
     "compute_lens": "lens_compute:compute",
