@@ -39,10 +39,29 @@ BACKENDS = ("auto", "numpy", "torch")
 STACKS = ("encoder", "decoder", "cross")
 TRANSFORMER_SHOWS = ("weights", "scores", "norms")
 
+# the switches of a pretrained model's view, each declared once, here beside its rows: its help.
+# cli.options makes each the flag --NAME of attn matrix and attn explore (their --help lists a new
+# one after --flow), ViewRequest carries it (a field of the same name) and writes it in its command
+# line, and explore starts with it: a new view's switch is a line here, its rows below, its field
+# and its branch in compute (CONTRIBUTING.md, "Adding a view").
+SWITCHES = {
+    "words": "Merge word pieces: sum over a word's keys, mean over its queries.",
+    "hide_special": "Drop [CLS]/[SEP]/<s> rows and columns; rows renormalised over the other keys.",
+    "rollout": "Attention rollout through layers 0..--layer: R = Â_L...Â_0, Â = rownorm(head mean + I) (Abnar & Zuidema 2020).",
+    "truncate": "Cut an input longer than the model's limit.",
+    "model_view": "Every layer x head at a glance, each head's class beside it.",
+    "allow_missing_weights": "Run a model whose checkpoint lacks weights it needs or holds some it does not use "
+                             "(an error without this flag), with a warning: its attention is not the trained model's.",
+    "flow": "Attention flow through layers 0..--layer: max-flow from each input token through the rollout's Â graph "
+            "(Abnar & Zuidema 2020).",
+}
+
 # options that only --transformer gives a meaning to (attn matrix's parameter names)
 TRANSFORMER_ONLY = ("pair", "pair_filter", "filter_specials", "words", "hide_special", "rollout", "backend", "truncate",
                     "model_view", "layers", "allow_missing_weights", "flow", "device", "dtype", "target", "stack",
                     "top_k", "pool", "device_map", "max_memory")
+NEW_SWITCHES = tuple(name for name in SWITCHES if name not in TRANSFORMER_ONLY)  # declared above since these
+TRANSFORMER_ONLY += NEW_SWITCHES
 
 # attn matrix options that belong to the word-vector path, with what to use instead
 NOT_FOR_TRANSFORMERS = {

@@ -23,7 +23,7 @@ from attncli.errors import BadInput
 from attncli.explore.serve import DEFAULT_HOST, DEFAULT_PORT, serve as serve_app
 from attncli.explore.state import ExploreState
 from attncli.hf import source
-from attncli.option_conflicts import TRANSFORMER_ONLY, validate
+from attncli.option_conflicts import NEW_SWITCHES, TRANSFORMER_ONLY, validate
 
 INSTALL = 'attn explore needs the "explore" extra (Textual and textual-serve): pip install "attncli[explore]"'
 DEFAULT_SENTENCE = "time flies like an arrow"
@@ -91,7 +91,8 @@ def explore_cmd(
     checked = dict(pair=o.pair, block=block, words=o.words, hide_special=o.hide_special, rollout=o.rollout,
                    backend=o.backend.value if o.backend else None, truncate=o.truncate, model_view=o.model_view, layers=o.layers,
                    allow_missing_weights=o.allow_missing_weights, flow=o.flow, layer=o.layer, head=o.head, explain=explain,
-                   show=o.show.value, proj=o.proj, rows=o.rows, top_k=o.top_k, pool=o.pool)
+                   show=o.show.value, proj=o.proj, rows=o.rows, top_k=o.top_k, pool=o.pool,
+                   **{name: options[name] for name in NEW_SWITCHES})
     if o.transformer is None:  # the word-vector matrix's refusals (attncli.option_conflicts)
         given = {name for name in TRANSFORMER_ONLY
                  if checked.get("block" if name == "pair_filter" else name) not in (None, False)}
@@ -125,6 +126,7 @@ def explore_cmd(
         hide_special=o.hide_special, rollout=o.rollout, backend=o.backend.value if o.backend else "auto", truncate=o.truncate,
         model_view=o.model_view, layers=o.layers, allow_missing_weights=o.allow_missing_weights, flow=o.flow,
         rows=o.rows, top_k=o.top_k, pool=o.pool,
+        view_options=tuple((name, True) for name in NEW_SWITCHES if options[name]),
     )
     if serve:
         serve_app(state.explore_args(), host=host or DEFAULT_HOST, port=DEFAULT_PORT if port is None else port)

@@ -27,7 +27,7 @@ from attncli.cli.output import show as show_result
 from attncli.cli.panels import render_demo, render_scale
 from attncli.errors import BadInput
 from attncli.export_target import check_export
-from attncli.option_conflicts import validate
+from attncli.option_conflicts import SWITCHES, validate
 from attncli.textio import read_user_text
 from attncli.views.export import png_available
 from attncli.views.matrix_result import MatrixView
@@ -115,14 +115,8 @@ def matrix_cmd(
     o = SimpleNamespace(**options)
     exports = Exports(svg=o.svg, html=o.html, png=o.png, width=o.width)
     if o.transformer is not None or given & set(_TRANSFORMER_ONLY):
-        _transformer_matrix(given, sentence=sentence, file=file, transformer=o.transformer, pair=o.pair,
-                            pair_filter=o.pair_filter, filter_specials=o.filter_specials, layer=o.layer, head=o.head,
-                            words=o.words, hide_special=o.hide_special, rollout=o.rollout, backend=o.backend,
-                            truncate=o.truncate, explain=explain, model_view=o.model_view, layers=o.layers, rows=rows,
-                            cols=cols, exports=exports, json_out=json_out,
-                            allow_missing_weights=o.allow_missing_weights, show=o.show.value, flow=o.flow,
-                            device=o.device, dtype=o.dtype, target=o.target, stack=o.stack.value if o.stack else None,
-                            top_k=o.top_k, pool=o.pool, device_map=o.device_map, max_memory=o.max_memory)
+        _transformer_matrix(given, sentence=sentence, file=file, explain=explain, rows=rows, cols=cols, exports=exports,
+                            json_out=json_out, options=options)
         return
     validate({"show": o.show.value, "layer": o.layer, "head": o.head, "proj": o.proj}, "vectors")
 
@@ -153,24 +147,22 @@ def _given(ctx, name: str) -> bool:
     return source is not None and getattr(source, "name", "") not in ("DEFAULT", "DEFAULT_MAP")
 
 
-def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, pair_filter, filter_specials, layer,
-                        head, words, hide_special, rollout, backend, truncate, explain, model_view, layers, rows, cols,
-                        exports, json_out, allow_missing_weights=False, show="weights", flow=False, device=None,
-                        dtype=None, target=None, stack=None, top_k=None, pool=None, device_map=None,
-                        max_memory=None) -> None:
+def _transformer_matrix(given: set[str], *, sentence, file, explain, rows, cols, exports, json_out,
+                        options: dict[str, Any]) -> None:
     """attn matrix --transformer: checked here, computed and drawn by attncli.cli.transformer."""
     from attncli.cli.transformer import MatrixOptions, check_options, run_matrix  # the hf wing: --transformer only
 
-    check_options(given, transformer)
+    o = SimpleNamespace(**options)
+    check_options(given, o.transformer)
     _check_exports(exports, json_out)
-    opts = MatrixOptions(transformer=transformer, text=_read_text(sentence, file), pair=pair,
-                         layer=layer, head=head, block=pair_filter.value if pair_filter else None,
-                         block_specials=filter_specials.value if filter_specials else "none", words=words,
-                         hide_special=hide_special, rollout=rollout, backend=backend.value if backend else "auto",
-                         truncate=truncate, explain=explain, model_view=model_view, layers=layers,
-                         allow_missing_weights=allow_missing_weights, show=show, flow=flow, device=device, dtype=dtype,
-                         target=target, stack=stack, rows=rows, top_k=top_k, pool=pool,
-                         device_map=device_map, max_memory=max_memory)
+    opts = MatrixOptions(transformer=o.transformer, text=_read_text(sentence, file), pair=o.pair, layer=o.layer,
+                         head=o.head, block=o.pair_filter.value if o.pair_filter else None,
+                         block_specials=o.filter_specials.value if o.filter_specials else "none",
+                         backend=o.backend.value if o.backend else "auto", explain=explain, layers=o.layers,
+                         show=o.show.value, device=o.device, dtype=o.dtype, target=o.target,
+                         stack=o.stack.value if o.stack else None, rows=rows, top_k=o.top_k, pool=o.pool,
+                         device_map=o.device_map, max_memory=o.max_memory,
+                         **{name: options[name] for name in SWITCHES})  # --words, --flow, ...: a field each
     run_matrix(opts, json_out=json_out, exports=exports, row_span=start_end(rows), col_span=span(cols, "--cols"))
 
 

@@ -17,9 +17,15 @@ import typer
 
 from attncli.attention.projection import PROJECTIONS
 from attncli.attention.variants import VARIANTS
-from attncli.option_conflicts import BACKENDS, STACKS, TRANSFORMER_ONLY  # noqa: F401 (the choices, named once)
+from attncli.option_conflicts import BACKENDS, NEW_SWITCHES, STACKS, SWITCHES, TRANSFORMER_ONLY, flag  # noqa: F401
 
 PRETRAINED = "Pretrained transformers"  # the --help panel of the --transformer options
+
+
+def switch(name: str) -> Any:
+    """The flag of a pretrained view's switch, declared with its help beside its conflict rows
+    (attncli.option_conflicts.SWITCHES)."""
+    return Annotated[bool, typer.Option(flag(name), help=SWITCHES[name], rich_help_panel=PRETRAINED)]
 
 
 class Show(str, Enum):
@@ -92,12 +98,9 @@ FilterOpt = Annotated[Optional[PairFilter], typer.Option("--filter", help="One b
 FilterSpecialsOpt = Annotated[Optional[FilterSpecials], typer.Option(
     "--filter-specials", help="Special tokens in a --filter block: none (attn's default) or bertviz ([CLS] and the first [SEP] in A, the last [SEP] in B).",
     metavar="WHICH", rich_help_panel=PRETRAINED)]
-WordsOpt = Annotated[bool, typer.Option("--words", help="Merge word pieces: sum over a word's keys, mean over its queries.",
-                                        rich_help_panel=PRETRAINED)]
-HideSpecialOpt = Annotated[bool, typer.Option("--hide-special", help="Drop [CLS]/[SEP]/<s> rows and columns; rows renormalised over the other keys.",
-                                              rich_help_panel=PRETRAINED)]
-RolloutOpt = Annotated[bool, typer.Option("--rollout", help="Attention rollout through layers 0..--layer: R = Â_L...Â_0, Â = rownorm(head mean + I) (Abnar & Zuidema 2020).",
-                                          rich_help_panel=PRETRAINED)]
+WordsOpt = switch("words")
+HideSpecialOpt = switch("hide_special")
+RolloutOpt = switch("rollout")
 BackendOpt = Annotated[Optional[Backend], typer.Option(help="numpy (attn's own forward pass), torch (transformers) or auto.",
                                                        metavar="NAME", rich_help_panel=PRETRAINED)]
 DeviceOpt = Annotated[Optional[str], typer.Option(help="With --backend torch: where transformers runs the model: cpu, cuda, mps or auto.",
@@ -110,13 +113,9 @@ DeviceMapOpt = Annotated[Optional[str], typer.Option(
 MaxMemoryOpt = Annotated[Optional[str], typer.Option(
     "--max-memory", help="With --device-map: each device's budget, DEVICE=SIZE,... (a GPU index, cpu, mps), plus disk "
     "to allow disk offload, e.g. 0=20GiB,cpu=64GiB,disk.", metavar="SPEC", rich_help_panel=PRETRAINED)]
-TruncateOpt = Annotated[bool, typer.Option("--truncate", help="Cut an input longer than the model's limit.",
-                                           rich_help_panel=PRETRAINED)]
-ModelViewOpt = Annotated[bool, typer.Option("--model-view", help="Every layer x head at a glance, each head's class beside it.",
-                                            rich_help_panel=PRETRAINED)]
-AllowMissingWeightsOpt = Annotated[bool, typer.Option(
-    "--allow-missing-weights", help="Run a model whose checkpoint lacks weights it needs or holds some it does not use "
-    "(an error without this flag), with a warning: its attention is not the trained model's.", rich_help_panel=PRETRAINED)]
+TruncateOpt = switch("truncate")
+ModelViewOpt = switch("model_view")
+AllowMissingWeightsOpt = switch("allow_missing_weights")
 LayersOpt = Annotated[Optional[str], typer.Option(help="Layers of --model-view, A-B (0-based, both included).",
                                                   rich_help_panel=PRETRAINED)]
 
@@ -144,8 +143,7 @@ ExportWidthOpt = Annotated[Optional[int], typer.Option("--width", help="Lay the 
 
 # --- beyond raw weights (issue 22: docs/beyond-weights.md) -----------------------------------------
 
-FlowOpt = Annotated[bool, typer.Option("--flow", help="Attention flow through layers 0..--layer: max-flow from each input token through the rollout's Â graph (Abnar & Zuidema 2020).",
-                                       rich_help_panel=PRETRAINED)]
+FlowOpt = switch("flow")
 
 # --- encoder-decoders (T5, BART: docs/transformers.md, "Encoder-decoders") ---------------------------
 
@@ -178,6 +176,7 @@ OPTIONS: dict[str, tuple[Any, Any]] = {  # parameter name -> (its Annotated type
     "dtype": (DtypeOpt, None), "device_map": (DeviceMapOpt, None), "max_memory": (MaxMemoryOpt, None),
     "target": (TargetOpt, None), "stack": (StackOpt, None), "rows": (LongRowsOpt, None), "top_k": (TopKOpt, None),
     "pool": (PoolOpt, None),
+    **{name: (switch(name), False) for name in NEW_SWITCHES},
 }
 
 # groups of them, in the order --help lists them
@@ -185,7 +184,7 @@ WORD_VECTOR_OPTIONS = ("context", "variant", "causal", "window", "pad_to", "posi
                        "head", "heads", "max_relative", "show")
 EXPORT_OPTIONS = ("svg", "html", "png", "width")
 VIEW_OPTIONS = ("transformer", "pair", "pair_filter", "filter_specials", "words", "hide_special", "rollout", "backend",
-                "truncate", "model_view", "layers", "allow_missing_weights", "flow")  # a pretrained model's view
+                "truncate", "model_view", "layers", "allow_missing_weights", "flow", *NEW_SWITCHES)  # a pretrained model's view
 PLACEMENT_OPTIONS = ("device", "dtype", "device_map", "max_memory")  # --backend torch: where and how it runs
 LONG_OPTIONS = ("rows", "top_k", "pool")  # a long text's views
 

@@ -96,6 +96,7 @@ class ExploreState:
     compare_text: str | None = None  # attn compare: this second text's matrix beside the sentence's, and B - A
     causal_view: str | None = None  # "ablate" (G) or "dla" (D): attn ablate / attn dla of the top prediction
     grid: tuple[int, int] | None = None  # the model view's cursor (layer, head); None: the first head shown
+    view_options: tuple[tuple[str, Any], ...] = ()  # the view's switches explore has no key for (name, value)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     # ------------------------------------------------------------------ the request
@@ -203,7 +204,8 @@ class ExploreState:
                            rollout=self.rollout, backend=self.backend, truncate=self.truncate,
                            model_view=self.model_view, layers=self.layers if self.model_view else None,
                            allow_missing_weights=self.allow_missing_weights, show=self.transformer_show(),
-                           flow=self.flow, rows=self.rows, top_k=self.top_k, pool=self.pool, cursor=True)
+                           flow=self.flow, rows=self.rows, top_k=self.top_k, pool=self.pool, cursor=True,
+                           **dict(self.view_options))
 
     def transformer_show(self) -> str:
         return "norms" if self.norms else "scores" if self.scores else "weights"

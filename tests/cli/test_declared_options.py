@@ -60,3 +60,35 @@ def test_declared_names_every_parameter():
         opts.declared("text")(no_options)
     with pytest.raises(KeyError):
         opts.declared("text", "no_such_option")(listed_too_few)
+
+
+def test_a_new_switch_reaches_the_request_s_command_line_and_explore(monkeypatch):
+    """A view's switch declared in option_conflicts.SWITCHES after the others (NEW_SWITCHES) needs
+    no line in the command line's writer nor in explore's state: CONTRIBUTING's "Adding a view"."""
+    from dataclasses import dataclass
+
+    from attncli.explore import state as explore_state
+    from attncli.pipeline import view_request
+    from attncli.pipeline.view_request import ViewRequest
+
+    @dataclass
+    class WithSwitch(ViewRequest):
+        transpose: bool = False
+
+    monkeypatch.setattr(view_request, "NEW_SWITCHES", ("transpose",))
+    assert WithSwitch("t", transformer="gpt2", layer=1, transpose=True).command_line() == \
+        "attn matrix t --transformer gpt2 --layer 1 --transpose"
+    assert "--transpose" not in WithSwitch("t", transformer="gpt2").command_line()
+    monkeypatch.setattr(explore_state, "ViewRequest", WithSwitch)
+    state = explore_state.ExploreState("t", transformer="gpt2", view_options=(("transpose", True),))
+    assert state.view_request().transpose and state.command_line(explain=False).endswith("--transpose")
+
+
+def test_the_switches_are_declared_with_their_rows():
+    """Each switch's flag is built from its declaration beside its conflict rows."""
+    from attncli.option_conflicts import SWITCHES
+
+    params = inspect.signature(matrix_cmd).parameters
+    for name, help_text in SWITCHES.items():
+        info = params[name].annotation.__metadata__[0]
+        assert info.help == help_text and "--" + name.replace("_", "-") in (info.default, *info.param_decls)
