@@ -37,4 +37,7 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "CompareRequest": "compare_compute",
     "CompareResult": "compare_compute",
     "compute_compare": "compare_compute:compute",
+    "HeadsRequest": "heads_compute",
+    "HeadsResult": "heads_compute",
+    "compute_heads": "heads_compute:compute",
 })
