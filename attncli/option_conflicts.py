@@ -38,6 +38,7 @@ from attncli.fileio import atomic_write, read_text
 BACKENDS = ("auto", "numpy", "torch")
 STACKS = ("encoder", "decoder", "cross")
 TRANSFORMER_SHOWS = ("weights", "scores", "norms")
+ALIGNS = ("same", "position")  # attn compare --align
 
 # the switches of a pretrained model's view, each declared once, here beside its rows: its help.
 # cli.options makes each the flag --NAME of attn matrix and attn explore (their --help lists a new
@@ -84,11 +85,12 @@ PATHS = {  # path -> where it is (the docs' column)
     "transformer": "attn matrix --transformer",
     "explore": "attn explore --transformer, and its keys",
     "seq2seq": "encoder-decoders (T5, BART; --target, --stack)",
+    "compare": "attn compare",
 }
-V, T, E, S = ("vectors",), ("transformer",), ("explore",), ("seq2seq",)
+V, T, E, S, C = ("vectors",), ("transformer",), ("explore",), ("seq2seq",), ("compare",)
 
 _FLAGS = {"block": "--filter", "pair_filter": "--filter", "block_specials": "--filter-specials",
-          "filter_specials": "--filter-specials"}
+          "filter_specials": "--filter-specials", "text_b": "TEXT_B"}
 
 
 def flag(name: str) -> str:
@@ -279,6 +281,17 @@ ROWS: tuple[Row, ...] = (
                        "view takes --rows START:END") for p in LONG_VIEWS[1:]),
     # the forward pass
     Row((Not("backend", BACKENDS),), T + E, f"--backend {{backend!r}}: expected {_or(BACKENDS)}"),
+    # attn compare (attncli.pipeline.compare_compute.CompareRequest)
+    Row((On("align"), Not("align", ALIGNS)), C, "--align {align!r}: choose same or position"),
+    Row((On("transformer_b"), Off("transformer")), C, "--transformer-b needs --transformer (model A)"),
+    *(Row((On("transformer"), cond), C, f"{flag(cond.name)} belongs to the word-vector path, not --transformer")
+      for cond in (On("variant_b"), On("causal_b"), On("causal"), Not("variant", ("scaled",)), On("model"))),
+    Row((On("transformer"), Off("text_b"), Off("transformer_b")), C,
+        "nothing to compare: give a second text, or a second model with --transformer-b"),
+    *(Row((Off("transformer"), On(p)), C, f"{flag(p)} needs --transformer (the word-vector path is one layer of words)")
+      for p in ("words", "layer", "head", "backend")),
+    Row((Off("transformer"), Off("text_b"), Off("variant_b"), Off("causal_b")), C,
+        "nothing to compare: give a second text, --variant-b NAME or --causal-b"),
 )
 
 
@@ -305,7 +318,7 @@ def validate(options: Mapping[str, Any], *paths: str, given: Optional[Iterable[s
 
 # --- the docs' table -------------------------------------------------------------------------------
 
-_PLACEHOLDERS = {"show": "SHOW", "stack": "STACK", "backend": "NAME", "layer": "L", "head": "H"}
+_PLACEHOLDERS = {"show": "SHOW", "stack": "STACK", "backend": "NAME", "layer": "L", "head": "H", "align": "HOW"}
 BEGIN = "<!-- option conflicts: made by `python -m attncli.option_conflicts --write`; do not edit by hand -->"
 END = "<!-- end of option conflicts -->"
 

@@ -18,12 +18,10 @@ from attncli.attention.compare import compare, transformer_side
 from attncli.attention.masks import MaskSpec
 from attncli.attention.matrix import MatrixRequest
 from attncli.attention.matrix import compute as compute_matrix
-from attncli.errors import BadInput
 from attncli.hf.loader import load  # torch only when the torch backend runs
+from attncli.option_conflicts import ALIGNS, validate  # noqa: F401 (ALIGNS: the choices)
 from attncli.views.compare_view import CompareView
 from attncli.views.result import attn_command
-
-ALIGNS = ("same", "position")
 
 
 @dataclass
@@ -46,26 +44,9 @@ class CompareRequest:
     align: str = "same"  # same: equal counts; position: the first N of each
 
     def check(self) -> None:
-        """The refusals that need no model (bad input: exit 2), in the order the command reads them."""
-        if self.align not in ALIGNS:
-            raise BadInput(f"--align {self.align!r}: choose same or position")
-        if self.transformer is None and self.transformer_b is not None:
-            raise BadInput("--transformer-b needs --transformer (model A)")
-        if self.transformer is not None:
-            for on, option in ((self.variant_b is not None, "--variant-b"), (self.causal_b, "--causal-b"),
-                               (self.causal, "--causal"), (self.variant != "scaled", "--variant"),
-                               (self.model is not None, "--model")):
-                if on:
-                    raise BadInput(f"{option} belongs to the word-vector path, not --transformer")
-            if self.text_b is None and self.transformer_b is None:
-                raise BadInput("nothing to compare: give a second text, or a second model with --transformer-b")
-        else:
-            for on, option in ((self.words, "--words"), (self.layer is not None, "--layer"),
-                               (self.head is not None, "--head"), (self.backend is not None, "--backend")):
-                if on:
-                    raise BadInput(f"{option} needs --transformer (the word-vector path is one layer of words)")
-            if self.text_b is None and self.variant_b is None and not self.causal_b:
-                raise BadInput("nothing to compare: give a second text, --variant-b NAME or --causal-b")
+        """The refusals that need no model (bad input: exit 2): the table's rows of attn compare
+        (attncli.option_conflicts)."""
+        validate(vars(self), "compare")
 
     def options(self) -> list[tuple[str, Any]]:
         return [("--transformer", self.transformer), ("--transformer-b", self.transformer_b), ("--layer", self.layer),
