@@ -86,8 +86,9 @@ PATHS = {  # path -> where it is (the docs' column)
     "explore": "attn explore --transformer, and its keys",
     "seq2seq": "encoder-decoders (T5, BART; --target, --stack)",
     "compare": "attn compare",
+    "heads": "attn heads",
 }
-V, T, E, S, C = ("vectors",), ("transformer",), ("explore",), ("seq2seq",), ("compare",)
+V, T, E, S, C, H = ("vectors",), ("transformer",), ("explore",), ("seq2seq",), ("compare",), ("heads",)
 
 _FLAGS = {"block": "--filter", "pair_filter": "--filter", "block_specials": "--filter-specials",
           "filter_specials": "--filter-specials", "text_b": "TEXT_B"}
@@ -292,6 +293,13 @@ ROWS: tuple[Row, ...] = (
       for p in ("words", "layer", "head", "backend")),
     Row((Off("transformer"), Off("text_b"), Off("variant_b"), Off("causal_b")), C,
         "nothing to compare: give a second text, --variant-b NAME or --causal-b"),
+    # attn heads (attncli.pipeline.heads_compute.HeadsRequest)
+    Row((On("transformer"), On("model")), H,
+        "--model names attn's own LM; with --transformer the pretrained model is scored: drop one"),
+    Row((On("transformer"), Not("backend", BACKENDS)), H, f"--backend {{backend!r}}: expected {_or(BACKENDS)}"),
+    Row((On("transformer"), On("stack"), Not("stack", STACKS)), H, f"--stack {{stack!r}}: choose one of {', '.join(STACKS)}"),
+    *(Row((Off("transformer"), cond), H, f"{flag(cond.name)} needs --transformer NAME_OR_PATH (a pretrained model)")
+      for cond in (On("exclude_first"), Not("backend", ("auto",)), On("allow_missing_weights"), On("stack"))),
 )
 
 

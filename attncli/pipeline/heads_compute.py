@@ -16,7 +16,7 @@ from typing import Any, Callable, ContextManager, Optional
 
 from attncli.errors import BadInput
 from attncli.hf.loader import load
-from attncli.option_conflicts import BACKENDS, STACKS
+from attncli.option_conflicts import validate
 from attncli.pipeline.heads_scoring import score_transformer_heads
 from attncli.textio import read_user_text, visible
 from attncli.tinylm.data import brown_texts
@@ -53,18 +53,7 @@ class HeadsRequest:
         if self.sentences is not None and self.sentences > 10**9:
             raise BadInput(f"--sentences must be in [1, 1,000,000,000] (got {self.sentences})")
         check_window(self.window)
-        if self.transformer is not None:
-            if self.model is not None:
-                raise BadInput("--model names attn's own LM; with --transformer the pretrained model is scored: drop one")
-            if self.backend not in BACKENDS:
-                raise BadInput(f"--backend {self.backend!r}: expected auto, numpy or torch")
-            if self.stack is not None and self.stack not in STACKS:
-                raise BadInput(f"--stack {self.stack!r}: choose one of {', '.join(STACKS)}")
-            return
-        for flag, on in (("--exclude-first", self.exclude_first), ("--backend", self.backend != "auto"),
-                         ("--allow-missing-weights", self.allow_missing_weights), ("--stack", self.stack is not None)):
-            if on:
-                raise BadInput(f"{flag} needs --transformer NAME_OR_PATH (a pretrained model)")
+        validate(vars(self), "heads")  # how the options go together: the table's rows of attn heads
 
     def options(self) -> list[tuple[str, Any]]:
         return [("--model", self.model), ("--transformer", self.transformer), ("--file", self.file),
