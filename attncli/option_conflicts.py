@@ -87,8 +87,9 @@ PATHS = {  # path -> where it is (the docs' column)
     "seq2seq": "encoder-decoders (T5, BART; --target, --stack)",
     "compare": "attn compare",
     "heads": "attn heads",
+    "lens": "attn lens",
 }
-V, T, E, S, C, H = ("vectors",), ("transformer",), ("explore",), ("seq2seq",), ("compare",), ("heads",)
+V, T, E, S, C, H, LENS = ("vectors",), ("transformer",), ("explore",), ("seq2seq",), ("compare",), ("heads",), ("lens",)
 
 _FLAGS = {"block": "--filter", "pair_filter": "--filter", "block_specials": "--filter-specials",
           "filter_specials": "--filter-specials", "text_b": "TEXT_B"}
@@ -300,6 +301,9 @@ ROWS: tuple[Row, ...] = (
     Row((On("transformer"), On("stack"), Not("stack", STACKS)), H, f"--stack {{stack!r}}: choose one of {', '.join(STACKS)}"),
     *(Row((Off("transformer"), cond), H, f"{flag(cond.name)} needs --transformer NAME_OR_PATH (a pretrained model)")
       for cond in (On("exclude_first"), Not("backend", ("auto",)), On("allow_missing_weights"), On("stack"))),
+    # attn lens (attncli.pipeline.lens_compute.LensRequest)
+    Row((On("transformer"), On("model")), LENS,
+        "--model names a word-vector model with a built-in LM; --transformer a pretrained one: give one of them"),
 )
 
 

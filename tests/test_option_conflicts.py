@@ -95,7 +95,7 @@ def test_every_row_refuses_through_the_command_line_with_exit_2_and_its_message(
         return
     command = {"vectors": ["matrix", SENTENCE], "transformer": ["matrix", SENTENCE, "--transformer", "no-such-model"],
                "seq2seq": ["matrix", SENTENCE, "--transformer", "no-such-model"],
-               "explore": ["explore", SENTENCE, "--transformer", "no-such-model"], "compare": ["compare", SENTENCE], "heads": ["heads"]}[path]
+               "explore": ["explore", SENTENCE, "--transformer", "no-such-model"], "compare": ["compare", SENTENCE], "heads": ["heads"], "lens": ["lens", SENTENCE]}[path]
     if path == "explore" and not all(importlib.util.find_spec(m) for m in ("textual", "safetensors", "tokenizers")):
         pytest.skip("attn explore --transformer needs the explore and pretrained extras")
     result = CliRunner().invoke(cli, [*command, *args_of(options)])

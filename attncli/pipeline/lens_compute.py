@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from attncli.errors import BadInput
+from attncli.option_conflicts import validate
 from attncli.generate.decoders import load_decoder
 from attncli.generate.hf_decoder import PretrainedLM
 from attncli.views.lens import LensView
@@ -36,9 +37,7 @@ class LensRequest:
         """The refusals that need no model (bad input: exit 2)."""
         if not 1 <= self.top_k <= MAX_TOP_K:
             raise BadInput(f"--top-k must be between 1 and {MAX_TOP_K} (got {self.top_k})")
-        if self.transformer is not None and self.model is not None:
-            raise BadInput("--model names a word-vector model with a built-in LM; --transformer a pretrained one: "
-                           "give one of them")
+        validate(vars(self), "lens")  # how the options go together: the table's rows of attn lens
 
     def options(self) -> list[tuple[str, Any]]:
         return [("--transformer", self.transformer), ("--model", self.model),
