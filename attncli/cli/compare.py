@@ -7,12 +7,12 @@ under two variants or masks of the word-vector path (--variant-b, --causal-b). T
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
 from attncli.cli.common import app
-from attncli.cli.options import BackendOpt, CausalOpt, HeadOpt, LayerOpt, ModelOpt, TransformerOpt, VariantOpt, WordsOpt
+from attncli.cli.options import declared
 from attncli.cli.output import show
 from attncli.cli.transformer import load_model
 from attncli.pipeline.compare_compute import CompareRequest, compute
@@ -21,29 +21,24 @@ PRETRAINED = "Pretrained transformers"
 
 
 @app.command("compare")
+@declared("text", "text_b", "transformer", "transformer_b", "layer", "head", "words", "backend", "variant", "variant_b",
+          "causal", "causal_b", "model", "align", "json_out")
 def compare_cmd(
     text: Annotated[str, typer.Argument(help="The first text (A).", show_default=False)],
     text_b: Annotated[Optional[str], typer.Argument(help="The second text (B; default: A again, under --transformer-b, "
                                                          "--variant-b or --causal-b).", show_default=False)] = None,
     *,
-    transformer: TransformerOpt = None,
     transformer_b: Annotated[Optional[str], typer.Option("--transformer-b", help="B's pretrained model (default: --transformer).",
                                                          metavar="NAME_OR_PATH", rich_help_panel=PRETRAINED)] = None,
-    layer: LayerOpt = None,
-    head: HeadOpt = None,
-    words: WordsOpt = False,
-    backend: BackendOpt = None,
-    variant: VariantOpt = "scaled",
     variant_b: Annotated[Optional[str], typer.Option("--variant-b", help="B's attention variant (word vectors).", metavar="NAME")] = None,
-    causal: CausalOpt = False,
     causal_b: Annotated[bool, typer.Option("--causal-b", help="B under a causal mask (word vectors).")] = False,
-    model: ModelOpt = None,
     align: Annotated[str, typer.Option(help="same: the two must have the same words/tokens count; position: the first N of each.")] = "same",
     json_out: Annotated[bool, typer.Option("--json", help="Print both matrices and the delta as JSON.")] = False,
+    **options: Any,
 ) -> None:
     """Two attention matrices side by side and their difference B - A (PuOr: purple = A more, orange = B more)."""
-    request = CompareRequest(text, text_b, transformer=transformer, transformer_b=transformer_b, layer=layer, head=head,
-                             words=words, backend=backend.value if backend else None, variant=variant,
-                             variant_b=variant_b, causal=causal, causal_b=causal_b, model=model, align=align)
+    backend = options.pop("backend")
+    request = CompareRequest(text, text_b, transformer_b=transformer_b, variant_b=variant_b, causal_b=causal_b,
+                             align=align, backend=backend.value if backend else None, **options)
     request.check()
     show(compute(request, lambda name: load_model(name, request.backend or "auto")), json_out=json_out)

@@ -7,35 +7,31 @@ stream. The built-in LM by default, or a pretrained GPT-2 or Llama-family model 
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
 from attncli.cli.common import app
 from attncli.cli.matrix import Exports, _check_exports
 from attncli.cli.output import show
-from attncli.cli.options import ExportWidthOpt, HtmlOpt, ModelOpt, PngOpt, SvgOpt, TransformerOpt
+from attncli.cli.options import EXPORT_OPTIONS, declared
 from attncli.pipeline.lens_compute import MAX_TOP_K, LensRequest, compute
 
 
 @app.command("lens")
+@declared("text", "transformer", "model", "top_k", "token", "json_out", *EXPORT_OPTIONS)
 def lens_cmd(
     text: Annotated[str, typer.Argument(help="The text the model reads.", show_default=False)],
     *,
-    transformer: TransformerOpt = None,
-    model: ModelOpt = None,
     top_k: Annotated[int, typer.Option("--top-k", "-k", help=f"Next tokens per layer and position, in the table and the JSON (1-{MAX_TOP_K}).")] = 1,
     token: Annotated[Optional[str], typer.Option(help="Follow this token's rank and probability through the layers.",
                                                  metavar="WORD")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the lens as JSON.")] = False,
-    svg: SvgOpt = None,
-    html: HtmlOpt = None,
-    png: PngOpt = None,
-    width: ExportWidthOpt = None,
+    **options: Any,
 ) -> None:
     """The logit lens: what a decoder would predict next if it stopped after each layer."""
-    request = LensRequest(text, transformer=transformer, model=model, top_k=top_k, token=token)
+    request = LensRequest(text, transformer=options["transformer"], model=options["model"], top_k=top_k, token=token)
     request.check()
-    exports = Exports(svg=svg, html=html, png=png, width=width)
+    exports = Exports(**{name: options[name] for name in EXPORT_OPTIONS})
     _check_exports(exports, json_out)
     show(compute(request), json_out=json_out, exports=exports)
