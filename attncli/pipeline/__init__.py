@@ -1,4 +1,7 @@
-"""One request, one compute, one result for a pretrained model's attention view.
+"""One request, one compute, one result per command: a pretrained model's attention view (here),
+the logit lens (lens_compute: LensRequest, compute_lens), a comparison (compare_compute:
+CompareRequest, compute_compare) and the head report (heads_compute: HeadsRequest, compute_heads),
+each built the same by the command line, explore and the Python API.
 
 Every surface (``attn matrix --transformer``, ``attn explore --transformer``, the interactive page,
 the Python API) builds a :class:`ViewRequest` and calls :func:`compute`, which runs one traced
