@@ -23,7 +23,7 @@ from attncli.errors import BadInput
 from attncli.model.interface import has
 from attncli.hf.loader import load  # torch only when the torch backend runs
 from attncli.pipeline.view_request import ViewRequest, check_seq2seq_options
-from attncli.pipeline.view_result import ViewResult
+from attncli.pipeline.view_result import ModelViewResult, PretrainedResult, ViewResult
 from attncli.textio import visible
 from attncli.hf.reads import Reads, view_sites
 from attncli.views.page import check_size, extra_size
@@ -44,7 +44,7 @@ def load_for(request: ViewRequest):
                 max_memory=request.max_memory)
 
 
-def compute(request: ViewRequest, model: Any = None, *, on_layer=None) -> ViewResult:
+def compute(request: ViewRequest, model: Any = None, *, on_layer=None) -> PretrainedResult:
     """The view ``request`` asks for, from one forward pass of ``model`` (None: loaded here);
     ``on_layer(l, L)`` is called as each layer of the pass is done, where the model's trace reports it."""
     request.check()
@@ -94,8 +94,8 @@ def compute(request: ViewRequest, model: Any = None, *, on_layer=None) -> ViewRe
     title = f"attn matrix: {enc.text[:60]}"
     if request.model_view:
         lo, hi = layer_range(request.layers, model.layers)
-        return ViewResult(request, model, enc, layer, meta, attentions, title=title, reads=reads, lo=lo, hi=hi,
-                          classes=head_classes(model, enc, attentions, request.hide_special))
+        return ModelViewResult(request, model, enc, layer, meta, attentions, title=title, reads=reads, lo=lo, hi=hi,
+                               classes=head_classes(model, enc, attentions, request.hide_special))
     shown, at, combined, values = attentions, 0 if one_layer else layer, None, None
     if request.show == "scores":
         per_head = reads.scores(layer)  # (h, T, T), -inf where masked; with rows_only (h, R, T)
@@ -126,7 +126,7 @@ def _select(request: ViewRequest, shown, at: int, enc, combined=None, keys: Opti
     return view
 
 
-def _stack_view(request: ViewRequest, model) -> ViewResult:
+def _stack_view(request: ViewRequest, model) -> PretrainedResult:
     """An encoder-decoder's view (or the refusal of --target / --stack for a model that is not one):
     the rows and columns of each stack, from attncli.hf.seq2seq's one forward pass.
 
@@ -161,8 +161,8 @@ def _stack_view(request: ViewRequest, model) -> ViewResult:
     common = dict(title=title, keys=keys, source=source)
     if request.model_view:
         lo, hi = layer_range(request.layers, shape.layers)
-        return ViewResult(request, shape, rows_enc, layer, meta, attentions, lo=lo, hi=hi,
-                          classes=head_classes(shape, rows_enc, attentions, request.hide_special), **common)
+        return ModelViewResult(request, shape, rows_enc, layer, meta, attentions, lo=lo, hi=hi,
+                               classes=head_classes(shape, rows_enc, attentions, request.hide_special), **common)
     view = _select(request, attentions, layer, rows_enc, keys=keys)
     view.notes.insert(0, STACK_NOTES[stack])
     return ViewResult(request, shape, rows_enc, layer, meta, attentions, view=view, **common)
