@@ -30,4 +30,8 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "STACKS": "view_request",
     "compute": "compute_view",
     "ViewResult": "view_result",
+    "AblateRequest": "causal_compute",
+    "PatchRequest": "causal_compute",
+    "DlaRequest": "causal_compute",
+    "compute_causal": "causal_compute",
 })
