@@ -266,7 +266,7 @@ ROWS: tuple[Row, ...] = (
     Row((On("pool"), On("words")), T + E, "--pool merges tokens into spans itself: drop --words"),
     *(Row((On(p),), S, f"{flag(p)} is for one stack of tokens (BERT, GPT-2, Llama families); an encoder-decoder's "
                        "view takes --rows START:END") for p in LONG_VIEWS[1:]),
-    # the causal tests (attncli.causal.request: attn ablate, patch and dla)
+    # the causal tests (attncli.causal.causal_request: attn ablate, patch and dla)
     Row((Not("mode", ABLATE_MODES),), C, f"--mode {{mode!r}}: choose one of {', '.join(ABLATE_MODES)}"),
     Row((On("reference"), Is("mode", ("zero",))), C,
         "--reference is the texts of --mode mean: add --mode mean, or drop --reference"),
@@ -274,7 +274,7 @@ ROWS: tuple[Row, ...] = (
     Row((Blank("text"),), C, 'the text is empty: give the text the model reads, e.g. "time flies like an"'),
     Row((Blank("corrupt"),), C, "the corrupted text is empty: give a text of as many tokens as the clean one"),
     Row((Off("transformer"),), C, "give the model with --transformer NAME (a hub id or a directory)"),
-    # head statistics over a corpus (attncli.stats.request: attn stats, attn stats merge)
+    # head statistics over a corpus (attncli.stats.stats_request: attn stats, attn stats merge)
     Row((On("explore"), On("json_out")), ST + M,
         "--explore opens the statistics in an interactive view; --json prints them: choose one"),
     Row((Not("precision", PRECISIONS),), ST, "--precision must be float32 or float64 (got {precision!r})"),

@@ -31,7 +31,7 @@ ALLOWED = {
     "tinylm": {"model", "attention", "vectors"},
     "generate": {"model", "tinylm", "attention", "vectors", "hf"},
     "views": {"attention", "lookup"},  # rich drawing shared by cli and explore
-    "pipeline": {"model", "views", "attention", "hf", "causal", "tinylm", "vectors"},  # one request, one compute (pretrained views)
+    "pipeline": {"model", "views", "attention", "hf", "causal", "tinylm", "vectors", "stats"},  # one request, one compute (pretrained views)
     "explore": {"model", "pipeline", "views", "tinylm", "attention", "lookup", "vectors", "hf", "causal"},  # the Textual app (attn explore)
     "cli": {"model", "pipeline", "explore", "views", "tinylm", "attention", "lookup", "vectors", "hf", "generate", "stats",
             "causal"},

@@ -1,5 +1,5 @@
 """Commands ``attn ablate``, ``attn patch`` and ``attn dla``: each builds its request
-(attncli.causal.request), hands it to attncli.pipeline.compute_causal and prints the result with
+(attncli.causal.causal_request), hands it to attncli.pipeline.compute_causal and prints the result with
 attncli.cli.output.show (--json, --svg, --png and --html as every view). The options the three
 share are declared once, in :data:`OPTIONS`. Nothing heavy is imported at module level."""
 
@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from attncli.causal.request import AblateRequest, CausalRequest, DlaRequest, PatchRequest
+from attncli.causal.causal_request import AblateRequest, CausalRequest, DlaRequest, PatchRequest
 from attncli.cli.common import app
 from attncli.cli.declare import declared
 from attncli.cli.matrix import Exports, _check_exports

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from attncli.causal.grids import check_traced
-from attncli.causal.request import REQUESTS
+from attncli.causal.causal_request import REQUESTS
 from attncli.causal.target import mask_position
 from attncli.errors import BadInput
 from attncli.explore.drawing import Panel

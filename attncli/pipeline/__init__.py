@@ -34,4 +34,8 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "PatchRequest": "causal_compute",
     "DlaRequest": "causal_compute",
     "compute_causal": "causal_compute",
+    "StatsRequest": "stats_compute",
+    "MergeRequest": "stats_compute",
+    "compute_stats": "stats_compute",
+    "compute_merge": "stats_compute",
 })

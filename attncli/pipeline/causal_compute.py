@@ -1,5 +1,5 @@
 """One compute for the causal tests: :func:`compute_causal` turns an ``attn ablate``, ``attn patch``
-or ``attn dla`` request (attncli.causal.request) into its result (attncli.views.causal: the
+or ``attn dla`` request (attncli.causal.causal_request) into its result (attncli.views.causal: the
 protocol of attncli.views.result), whoever asked: the command line, ``attn explore``'s G and D
 keys, or Python::
 
@@ -22,7 +22,7 @@ from typing import Any, Callable, ContextManager, Optional
 from attncli.causal import documents, grids
 from attncli.causal.dla import dla
 from attncli.causal.grids import check_traced
-from attncli.causal.request import AblateRequest, CausalRequest, DlaRequest, PatchRequest  # noqa: F401 (exported)
+from attncli.causal.causal_request import AblateRequest, CausalRequest, DlaRequest, PatchRequest  # noqa: F401 (exported)
 from attncli.causal.target import resolve
 from attncli.errors import BadInput
 from attncli.hf.loader import load

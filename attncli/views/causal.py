@@ -73,7 +73,7 @@ class DlaView(DocumentView):
 
 
 class _Requested:
-    """A causal result made from its request (attncli.causal.request): the title and the command
+    """A causal result made from its request (attncli.causal.causal_request): the title and the command
     line are the request's, so the CLI, explore and the Python API say the same one."""
 
     def __init__(self, doc: dict[str, Any], request: Any) -> None:

@@ -1,5 +1,5 @@
 """attn ablate / patch / dla as one request, one compute, one result: the command line, explore
-and Python build the same request (attncli.causal.request) and get the same document; the refusals
+and Python build the same request (attncli.causal.causal_request) and get the same document; the refusals
 that need no model come from the one table (attncli.option_conflicts): an empty text, --json with
 an export into stdout."""
 
@@ -14,7 +14,7 @@ import pytest
 from conftest import needed
 from typer.testing import CliRunner
 
-from attncli.causal.request import AblateRequest, DlaRequest, PatchRequest
+from attncli.causal.causal_request import AblateRequest, DlaRequest, PatchRequest
 from attncli.cli.main import app
 from attncli.errors import BadInput
 

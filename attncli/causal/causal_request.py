@@ -6,7 +6,7 @@ Every field is a parameter of the command, by its name; :meth:`CausalRequest.che
 needs no model through the one table of attncli.option_conflicts (its "causal" rows), and
 :meth:`CausalRequest.options` says the request back as the command's options.
 
-    >>> from attncli.causal.request import AblateRequest
+    >>> from attncli.causal.causal_request import AblateRequest
     >>> AblateRequest("time flies like an", transformer="gpt2", mode="mean").check()
     >>> AblateRequest("time flies like an", transformer="gpt2", reference="refs.txt").check()
     Traceback (most recent call last):
