@@ -28,6 +28,7 @@ from attncli.cli.options import (AllowMissingWeightsOpt, BackendOpt, CausalOpt, 
                                  TransformerOpt, TruncateOpt, VariantOpt, WindowOpt, WordsOpt)
 from attncli.cli.options import ExportWidthOpt, FlowOpt, HtmlOpt, PngOpt, PoolOpt, StackOpt, SvgOpt, TargetOpt, TopKOpt
 from attncli.cli.options import TRANSFORMER_ONLY as _TRANSFORMER_ONLY
+from attncli.cli.output import JSON_SHARES_STDOUT
 from attncli.cli.output import show as show_result
 from attncli.cli.panels import render_demo, render_scale
 from attncli.errors import BadInput
@@ -79,8 +80,7 @@ def _check_exports(exports: Exports, json_out: bool = False) -> None:
             raise BadInput(f"{other} and {option} name the same file ({str(target.given)!r}): give each its own")
     if any(target.is_stdout for target in targets.values()):
         if json_out:
-            raise BadInput("--json and an export into stdout (/dev/stdout) would share it: drop one, or send the "
-                           "export to a file")
+            raise BadInput(JSON_SHARES_STDOUT)
 
         quiet_stdout()
     if exports.width is not None and not 20 <= exports.width <= 4000:
