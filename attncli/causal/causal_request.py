@@ -24,7 +24,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar, Optional, Union
 
-from attncli.option_conflicts import validate
+from attncli.option_conflicts import refusal, validate
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,14 @@ class CausalRequest:
 
     def check(self) -> None:
         """The refusals that need no model (BadInput, exit 2): the table's "causal" rows."""
-        validate({f.name: getattr(self, f.name) for f in fields(self)}, "causal")
+        validate(self._fields(), "causal")
+
+    def refusal(self) -> Optional[str]:
+        """The message :meth:`check` would raise, or None (explore's G and D keys say it)."""
+        return refusal(self._fields(), "causal")
+
+    def _fields(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def positionals(self) -> list[str]:
         return [self.text]

@@ -56,8 +56,19 @@ class CausalResult(Panel):
         return self.doc
 
 
-def refusal(model: Any, kind: str) -> str | None:
-    """Why ``kind`` ("ablate", "dla") cannot run on ``model``, or None."""
+def request_of(state, kind: str, target_id: int | None = None):
+    """The request of G or D (``kind``: "ablate" or "dla") for the state's sentence: what the command
+    line builds for ``attn ablate`` / ``attn dla`` with --target-id ``target_id``."""
+    return REQUESTS[kind](state.text, transformer=state.transformer, target_id=target_id, backend=state.backend)
+
+
+def refusal(model: Any, kind: str, state=None) -> str | None:
+    """Why ``kind`` ("ablate", "dla") cannot run on ``model``, or None; with ``state``, first what
+    the command's request refuses (attncli.option_conflicts' "causal" rows)."""
+    if state is not None:
+        reason = request_of(state, kind).refusal()
+        if reason:
+            return reason
     if getattr(model, "backend", "") != "numpy":
         if kind == "dla":
             return f"{kind} runs on attn's NumPy pass: this model runs on the {model.backend} backend"
@@ -84,7 +95,7 @@ def refusal(model: Any, kind: str) -> str | None:
 def compute_causal(model: Any, state) -> CausalResult:
     """``attn ablate`` (G) or ``attn dla`` (D) of the sentence's top prediction: the command's request,
     with that target, computed as the command computes it."""
-    reason = refusal(model, state.causal_view)
+    reason = refusal(model, state.causal_view, state)
     if reason:
         raise BadInput(reason)
     if state.pair is not None:
@@ -93,6 +104,4 @@ def compute_causal(model: Any, state) -> CausalResult:
     ids = list(enc.ids)
     position = len(ids) - 1 if model.is_decoder else mask_position(model, ids)
     top = int(np.argmax(model.trace(ids, "logits")["logits"][position]))  # (V,) -> the top prediction
-    request = REQUESTS[state.causal_view](state.text, transformer=state.transformer, target_id=top,
-                                          backend=state.backend)
-    return CausalResult(run_causal(request, model, truncate=state.truncate))
+    return CausalResult(run_causal(request_of(state, state.causal_view, top), model, truncate=state.truncate))

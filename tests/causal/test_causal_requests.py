@@ -87,3 +87,15 @@ def test_the_tables_choices_are_the_cores():
     from attncli.causal import grids
 
     assert oc.ABLATE_MODES == grids.MODES and oc.PATCH_SITES == tuple(grids.PATCH_SITES)
+
+
+def test_explores_G_and_D_are_refused_by_the_commands_request():
+    """The app's keys ask the request the command would build (the table's rows), before the model."""
+    from attncli.explore.causal_view import refusal, request_of
+    from attncli.explore.state import ExploreState
+
+    blank = ExploreState(" \t ", transformer="m")
+    for kind in ("ablate", "dla"):
+        assert refusal(None, kind, blank).startswith("the text is empty")
+        assert request_of(ExploreState(TEXT, transformer="m"), kind, 7).options()[:3] == [
+            ("--transformer", "m"), ("--target", None), ("--target-id", 7)]
