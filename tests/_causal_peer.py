@@ -1,4 +1,4 @@
-"""The head-ablation grid three ways, for the peer test (tests/test_causal_peer.py) and the bench
+"""The head-ablation grid three ways, for the peer test (tests/causal/test_causal_peer.py) and the bench
 (bench/bench_ablate_peer.py): for every layer l and head h, the change in log p(target) at the
 last position when head h's z (its mix of values, before the output projection) is zeroed.
 

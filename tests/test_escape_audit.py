@@ -90,6 +90,7 @@ ALLOWED = {
         "the training loop's counters: ints",
     ("views/lookup_view.py", "lookup_renderables", "*cells"): "escape()d keys (built above) and formatted numbers",
     ("views/lookup_view.py", "lookup_renderables", "value"): "escape()d values (built above)",
+    ("cli/causal.py", "_show", "title"): "a result's title: visible()d by DocumentView (views/result.py)",
     ("cli/lens.py", "lens_cmd", "f'attn lens: {text[:60]}'"): "a result's title: visible()d by DocumentView (views/result.py)",
     ("cli/lm.py", "_print_heads", "f\"attn heads: {report['model']}\""):
         "a result's title: visible()d by DocumentView (views/result.py)",

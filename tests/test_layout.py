@@ -20,7 +20,7 @@ import pytest
 import attncli
 
 PKG = Path(attncli.__file__).parent
-TOP = {"errors", "paths", "textio", "messages", "lazy", "fileio", "export_target", "faultpoints", "option_conflicts",
+TOP = {"errors", "paths", "textio", "messages", "lazy", "fileio", "export_target", "faultpoints", "option_conflicts", "numeric",
        "__init__", "__main__"}
 # each wing with the wings it may import (besides itself and the top-level helpers)
 ALLOWED = {
@@ -170,6 +170,20 @@ def test_contributing_s_layout_names_every_wing_and_helper():
     assert all(f"{name}.py" in block for name in helpers), [n for n in helpers if f"{n}.py" not in block]
 
 
+def test_the_tests_mirror_the_package():
+    """A module's tests are in the folder of its wing (tests/hf/, tests/attention/, ...), behaviour
+    across wings in tests/end_to_end/, the top-level helpers' and the whole tree's in tests/ itself
+    (CONTRIBUTING.md); no __init__.py, so every test file's basename is unique (pytest imports
+    them by basename)."""
+    tests = PKG.parent / "tests"
+    files = [p.relative_to(tests) for p in tests.rglob("*.py")]
+    folders = {f.parts[0] for f in files if len(f.parts) > 1}
+    assert folders <= set(ALLOWED) | {"end_to_end"}, folders - set(ALLOWED) - {"end_to_end"}
+    assert [f for f in files if f.name == "__init__.py"] == []
+    names = [f.name for f in files]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
+
+
 # --- the import graph: no circles, attn's own modules imported at the top ---------------------------
 #
 # Read from the AST, so an import inside a function counts like one at the top. A name a wing
@@ -181,7 +195,7 @@ def test_contributing_s_layout_names_every_wing_and_helper():
 CYCLES_ALLOWED_FOR_NOW: list[set[str]] = []
 LAZY_ATTN_IMPORTS_FOR_NOW: set[str] = set()
 # A function-level import of an attn module that must stay one: (module, imported) -> why. Only
-# for a module that pulls a heavy third-party library in at its top (tests/test_startup.py's list).
+# for a module that pulls a heavy third-party library in at its top (tests/cli/test_startup.py's list).
 LAZY_ATTN_IMPORTS_KEPT: dict[tuple[str, str], str] = {
     ("attncli.explore.serve", "attncli.explore.serve_sessions"): "it imports textual_serve and aiohttp at its top "
                                                                   "(attn explore --serve only)",
@@ -321,7 +335,7 @@ def test_no_import_circles():
 
 @pytest.mark.parametrize("wing", sorted(set(ALLOWED) | {"top"}))
 def test_attn_modules_are_imported_at_the_top(wing):
-    """A function-level import is for a heavy third-party library (tests/test_startup.py); attn's
+    """A function-level import is for a heavy third-party library (tests/cli/test_startup.py); attn's
     own modules are imported at the top of the file, so a reader sees the graph."""
     lazy = [f"{a}:{line} imports {b}" for a, b, line, in_function in attn_edges()
             if in_function and _wing(a) == wing and (a, b) not in LAZY_ATTN_IMPORTS_KEPT]

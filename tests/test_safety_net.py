@@ -47,7 +47,7 @@ def _calls(tree: ast.AST) -> list[str]:
 
 def test_no_test_skips_an_import_around_the_door():
     """Every optional import goes through conftest.needed (which fails under CI)."""
-    offenders = [p.name for p in TESTS.glob("*.py") if p.name != "conftest.py"
+    offenders = [p.name for p in TESTS.rglob("*.py") if p.name != "conftest.py"
                  and {"importorskip", "pytest.importorskip"} & set(_calls(ast.parse(p.read_text(encoding="utf-8"))))]
     assert offenders == []
 
@@ -57,7 +57,7 @@ def test_no_test_asserts_on_wall_clock_time():
     per-test timeout. A clock may only bound a polling loop (waiting for a server)."""
     clock = re.compile(r"\b(time\.(monotonic|perf_counter|time|process_time)\(\))")
     offenders = []
-    for path in TESTS.glob("*.py"):
+    for path in TESTS.rglob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             text = ast.unparse(node.test) if isinstance(node, ast.Assert) else ""

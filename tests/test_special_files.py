@@ -29,7 +29,7 @@ def test_every_test_that_names_dev_full_or_dev_zero_asks_machine_device_first():
     """A literal "/dev/full" or "/dev/zero" in a test is an argument of machine_device(...) or the
     same test checks it with machine_device("/dev/...") before use (a parametrize table)."""
     bare = []
-    for path in sorted(TESTS.glob("test_*.py")):
+    for path in sorted(TESTS.rglob("test_*.py")):
         if path.name == Path(__file__).name:
             continue
         text = path.read_text(encoding="utf-8")

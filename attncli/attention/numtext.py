@@ -13,7 +13,7 @@ with NumPy array operations instead and gives byte-for-byte the same text:
 3. Exactness: the product |x| * 10^(5 - e) is within about 1e-9 of the exact decimal value, so
    rounding it gives printf's digits except when it lies within 1e-7 of a rounding tie, or e was
    misjudged next to a power of ten, or |e| > 300 (subnormals): those few numbers are formatted
-   by Python's own ``"%.6g"``. tests/test_numtext.py compares the two on millions of values.
+   by Python's own ``"%.6g"``. tests/attention/test_numtext.py compares the two on millions of values.
 """
 
 from __future__ import annotations

@@ -62,3 +62,26 @@ def dla_document(model: Any, enc: Any, t: Target, res: dict[str, Any]) -> dict[s
                     "the part that came through source token j (they add up to the head's)",
             "title": f"{model.name} · direct logit attribution · {what} of {t.label!r}"
                      + (f" - {t.contrast_label!r}" if t.contrast is not None else "") + f" at position {t.position}"}
+
+
+def attribute_document(model: Any, enc: Any, bad: Any, t: Target, res: Any) -> dict[str, Any]:
+    """``attn attribute``'s document: ``patch``'s keys (the grid read as the restored fraction), the
+    row labels (layers, or layer x head for key and query), the method and the --verify cells."""
+    cols = "heads" if res.where == "head" else "positions"
+    method = "AtP* (QK fix)" if res.qk_fix else "AtP"
+    doc = {"command": "attribute", "model": model.name, "tokens": enc.tokens, "corrupt_tokens": bad.tokens,
+           "target": target_document(t), "site": res.where, "method": "atp*" if res.qk_fix else "atp",
+           "clean": round(res.clean, 8), "corrupt": round(res.corrupt, 8), "columns": cols,
+           "row_labels": res.row_labels,
+           "rows": f"grid[row][{cols[:-1]}]: the estimate of (patched - corrupt) / (clean - corrupt), clean's "
+                   f"{res.where} copied in, from one forward and one backward pass",
+           "grid": rounded(res.values),
+           "title": f"{model.name} · attribute {res.where} ({method}) · restored fraction of {t.describe()}",
+           "notes": [f"clean {res.clean:.4f}, corrupt {res.corrupt:.4f}; estimates: 1 = all restored, 0 = none"]}
+    if res.verified is not None:
+        doc["verify"] = [{**c, "estimate": round(c["estimate"], 8), "exact": round(c["exact"], 8)} for c in res.verified]
+        if res.verified:
+            worst = max(abs(c["estimate"] - c["exact"]) for c in res.verified)
+            doc["notes"].append(f"--verify {len(res.verified)}: the largest cells patched exactly; "
+                                f"largest |estimate - exact| = {worst:.4f}")
+    return doc

@@ -11,6 +11,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from attncli.causal.causal_request import AblateRequest, CausalRequest, DlaRequest, PatchRequest
+from attncli.causal.grids import check_traced
+from attncli.causal.target import resolve
 from attncli.cli.common import app
 from attncli.cli.declare import declared
 from attncli.cli.matrix import Exports, _check_exports
@@ -19,7 +21,9 @@ from attncli.cli.options import (BackendOpt, DeviceMapOpt, DeviceOpt, DtypeOpt, 
 from attncli.cli.output import show
 from attncli.cli.progress import Stage
 from attncli.cli.transformer import load_model
+from attncli.option_conflicts import validate
 from attncli.pipeline.causal_compute import compute_causal
+from attncli.views.causal import causal_view
 
 ModelArg = Annotated[Optional[str], typer.Option("--transformer", help="A pretrained model: hub id or directory "
                                                  "(a decoder, or an encoder with its masked-LM head).", show_default=False)]
@@ -104,3 +108,43 @@ def dla_cmd(
 ) -> None:
     """Direct logit attribution: each head's and MLP's direct part of the target's logit."""
     _run(DlaRequest(text, **_shared(options)), options)
+
+
+# --- what attn attribute (cli/attribute.py) still builds by hand: the model, the target, the view ---
+
+
+def _setup(transformer: Optional[str], text: str, allow: bool, json_out: bool, exports: tuple,
+           placed: tuple = (None,) * 5):
+    """The model and the text's encoding, after the text, --transformer (the table's causal rows)
+    and the export targets (``exports``: svg, html, png, width; --json with one into stdout
+    refused) are checked, so nothing is loaded for a refusal. ``placed``: --backend, --device,
+    --dtype, --device-map, --max-memory."""
+    validate({"text": text, "transformer": transformer}, "causal")
+    svg, html, png, width = exports
+    _check_exports(Exports(svg=svg, html=html, png=png, width=width), json_out)
+    backend, device, dtype, device_map, max_memory = placed
+    model = load_model(transformer, backend.value if backend else "auto", allow, json_out=json_out,
+                       device=device, dtype=dtype, device_map=device_map, max_memory=max_memory)
+    check_traced(model)
+    return model, model.encode(text)
+
+
+def _target(model, ids, target, target_id, contrast, contrast_id):
+    return resolve(model, ids, target=target, target_id=target_id, contrast=contrast, contrast_id=contrast_id)
+
+
+def _show(doc: dict[str, Any], title: str, json_out: bool, svg, html, png, width, positionals: list,
+          options: list) -> None:
+    view = causal_view(doc, title=title, command=doc["command"], positionals=positionals, options=options)
+    show(view, json_out=json_out, exports=Exports(svg=svg, html=html, png=png, width=width))
+
+
+def _options(transformer, target, target_id, contrast, contrast_id, backend, device, dtype, allow, *more) -> list:
+    """The options of a causal command, for the command line that reproduces its result."""
+    return [("--transformer", transformer), ("--target", target), ("--target-id", target_id), ("--contrast", contrast),
+            ("--contrast-id", contrast_id), *more, ("--backend", backend.value if backend else None),
+            ("--device", device), ("--dtype", dtype), ("--allow-missing-weights", allow)]
+
+
+def _progress(what: str, json_out: bool):
+    return Stage(what, json_out=json_out)

@@ -7,7 +7,7 @@ table below knows each command's module and its help's first paragraph, enough f
 ``attn --help`` and shell completion of the command names without importing any of them.
 
 A new command: register it on ``app`` in its module (``cli/*.py``) and add a row here, in
-``--help``'s order; tests/test_lazy_commands.py checks that the row's help is the command's own.
+``--help``'s order; tests/cli/test_lazy_commands.py checks that the row's help is the command's own.
 """
 
 import importlib
@@ -56,8 +56,12 @@ COMMANDS: dict[str, Listed] = {
     "ablate": Listed("attncli.cli.causal", "Knock each head out and see how the prediction moves: layers x heads."),
     "patch": Listed("attncli.cli.causal", "Copy clean activations into the corrupted run: the fraction of the logit "
                                           "difference restored."),
+    "attribute": Listed("attncli.cli.attribute", "Estimate every cell of attn patch's grid from one forward and one "
+                                                 "backward pass (attribution patching)."),
     "dla": Listed("attncli.cli.causal",
                   "Direct logit attribution: each head's and MLP's direct part of the target's logit."),
+    "qk": Listed("attncli.cli.qk",
+                 "Why a head attends from token I to token J: its score split into query-side x key-side parts."),
     "stats": Listed("attncli.cli.stats",
                     "Head statistics over a corpus (attn stats CORPUS; attn stats merge DIR...)."),
 }

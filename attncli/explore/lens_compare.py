@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from attncli.model.interface import has
 from attncli.attention import checkpoint_views as pv
 from attncli.attention.compare import compare, document, transformer_side
 from attncli.attention.logit_lens import logit_lens
@@ -93,7 +94,7 @@ def compute_lens(model, state) -> LensResult:
         raise BadInput(lens_refusal(model))
     if state.pair is not None:
         raise BadInput("the logit lens reads one text: remove the --pair sentence (k, then an empty line)")
-    if not hasattr(model, "residual_stream"):
+    if not has(model, "lens"):
         raise BadInput(f"the logit lens reads attn's own NumPy forward pass, which runs {DECODER_FAMILIES}; "
                        f"'{model.name}' runs on the {model.backend} backend (b switches it)")
     enc = model.encode(state.text, truncate=state.truncate)

@@ -4,7 +4,7 @@ textual-serve runs ``attn explore`` (without ``--serve``) once per browser tab, 
 speaking its web driver, and relays the screen over a websocket. Its page template links the
 Roboto Mono font from fonts.googleapis.com; the package also ships that font, so the page is
 served from a copy of the installed template whose link is replaced by a local ``@font-face``:
-the page fetches nothing but the server's own URLs (tests/test_explore.py checks it).
+the page fetches nothing but the server's own URLs (tests/explore/test_explore.py checks it).
 
 Anyone who can use the server runs the app as the user who started it (it reads models and
 dictionaries and writes exports with that user's rights): the default host is 127.0.0.1, every

@@ -6,7 +6,7 @@ Every field ``llama``, ``gpt2``, ``bert``, ``distilbert`` and ``mpnet`` read goe
 default transformers computes from other fields (``head_dim`` = hidden_size // num_attention_heads,
 ``num_key_value_heads`` = num_attention_heads, GPT-2's ``n_inner`` = 4 n_embd). A null is read as
 transformers reads it: where its class allows None (``NULLABLE``) it is the derived value or "none"
-(no window, no RoPE scaling), anywhere else it is a garbled field. tests/test_config_defaults.py
+(no window, no RoPE scaling), anywhere else it is a garbled field. tests/hf/test_config_defaults.py
 reads every entry back from transformers' classes, so a release that changes one is noticed.
 """
 

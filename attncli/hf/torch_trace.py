@@ -304,10 +304,14 @@ class TracedRun:
                 z = (a @ v.to(a.dtype)).transpose(0, 1).to(x.dtype)  # (T, h, d_head)
                 if self.keep.rows is not None:
                     s, a = s[:, list(self.keep.rows)], a[:, list(self.keep.rows)]
+                if self.keep.heads is not None:
+                    s, a = s[list(self.keep.heads)], a[list(self.keep.heads)]
                 self.record(p + "attn.scores", s)
                 self.record(p + "attn.pattern", a)
             elif self.kept(p + "attn.scores") or self.kept(p + "attn.pattern"):  # the kept rows, chunk by chunk
-                s_rows, a_rows = torch_rows.rows_of(q, k, attn.scaling, self.keep.rows, causal=self.tp.is_decoder,
+                heads = slice(None) if self.keep.heads is None else list(self.keep.heads)  # k is per query head
+                s_rows, a_rows = torch_rows.rows_of(q[heads], k[heads], attn.scaling, self.keep.rows,
+                                                    causal=self.tp.is_decoder,
                                                     window=self._window(attn), want_scores=self.kept(p + "attn.scores"),
                                                     want_pattern=self.kept(p + "attn.pattern"))
                 for name, arr in ((p + "attn.scores", s_rows), (p + "attn.pattern", a_rows)):
@@ -343,8 +347,7 @@ def trace(model: Any, enc: Any, keep: Any = None, *, rows: Sequence[int] | None 
         ids, type_ids = model.check_ids(enc)[None], None
     T = ids.shape[1]
     keep = Keep.of(keep, rows)
-    if keep.rows is not None and any(not 0 <= r < T for r in keep.rows):
-        raise BadInput(f"rows must lie in 0..{T - 1}")
+    keep.check(T, model.heads)
     for pattern in keep.patterns:
         if not any(c in pattern for c in "*?["):
             split(pattern)  # a name that is no site is BadInput
@@ -360,4 +363,4 @@ def trace(model: Any, enc: Any, keep: Any = None, *, rows: Sequence[int] | None 
     for name, arr in sites.items():
         if not name.endswith("attn.scores"):  # scores hold -inf where masked
             check_finite(arr, _described(name))
-    return Trace(ids[0].tolist(), sites, rows=keep.rows, backend="torch")
+    return Trace(ids[0].tolist(), sites, rows=keep.rows, backend="torch", heads=keep.heads)

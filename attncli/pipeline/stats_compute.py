@@ -7,7 +7,7 @@ attncli.views.result), whoever asked: the command line or Python::
     result = compute_stats(StatsRequest("corpus.txt", transformer="gpt2", max_texts=100))
     result.document()["stats"]["induction"]["mean"]   # (layers, heads)
 
-    request -> check (the table's "stats" rows, the bounds) -> --out ready -> the corpus
+    request -> check (the table's "stats" rows, the bounds) -> --out made -> the corpus
             -> load (unless given) -> the shards (attncli.stats.runner: here, processes or Ray)
             -> the document (attncli.stats.report) -> the result
 """
@@ -20,11 +20,13 @@ from typing import Any, Callable, ContextManager, Optional
 
 from attncli.errors import BadInput
 from attncli.hf.loader import load
+from attncli.model.interface import has
 from attncli.stats import corpus as corpus_mod
 from attncli.stats.accumulate import Settings
 from attncli.stats.report import document, merge_shards
 from attncli.stats.stats_request import MergeRequest, StatsRequest
 from attncli.stats.runner import ModelSpec, run
+from attncli.stats.shards import shard_folder
 from attncli.textio import visible
 from attncli.views.stats_view import StatsResult
 
@@ -36,17 +38,6 @@ def load_stats(request: StatsRequest):
     return load(request.transformer, backend=request.backend, allow_missing_weights=request.allow_missing_weights)
 
 
-def prepare_out(out: Optional[Path]) -> None:
-    """--out made ready (a folder, made when its parent exists)."""
-    if out is None:
-        return
-    if out.exists() and not out.is_dir():
-        raise BadInput(f"--out {str(out)!r} is not a folder")
-    if not out.parent.is_dir():
-        raise BadInput(f"--out {str(out)!r}: its parent folder does not exist")
-    out.mkdir(exist_ok=True)
-
-
 def compute_stats(request: StatsRequest, model: Any = None, *, loader: Optional[Callable[[StatsRequest], Any]] = None,
                   progress: Optional[Progress] = None, say: Optional[Callable[[str, str], None]] = None) -> StatsResult:
     """The statistics ``request`` asks for on ``model`` (None: ``loader(request)``'s, once the corpus
@@ -55,7 +46,8 @@ def compute_stats(request: StatsRequest, model: Any = None, *, loader: Optional[
     ``say(kind, message)``: a warning ("warn") or a remark ("info") on the way (None: dropped)."""
     request.check()
     out = None if request.out is None else Path(request.out)
-    prepare_out(out)
+    if out is not None:
+        shard_folder(out)  # made when new; a symbolic link followed (attncli.stats.shards)
     source = corpus_mod.describe(request.corpus, request.field)
     texts = corpus_mod.texts(request.corpus, field=request.field, split=request.split)
     if model is None:
@@ -84,7 +76,7 @@ def compute_stats(request: StatsRequest, model: Any = None, *, loader: Optional[
         raise BadInput(f"no text of the corpus ({source}) has a token to score (each is one token or less)")
     doc = document(outcome.acc, outcome.ident, outcome.ranges, source=source, shards=outcome.shards,
                    computed=outcome.computed, ran=outcome.ran, out=None if out is None else str(out))
-    if getattr(model, "encoder_decoder", False):  # T5, BART: the encoder stack's self-attention
+    if has(model, "stacks"):  # T5, BART: the encoder stack's self-attention
         say("info", "an encoder-decoder: these are the encoder stack's heads (its self-attention over each text)")
         doc["stack"] = "encoder"
     return StatsResult(doc, request, title=f"attn stats: {visible(str(model.name))}")

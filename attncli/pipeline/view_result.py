@@ -56,6 +56,7 @@ class ViewResult(Result):
     explanation: Optional[dict[str, Any]] = None  # --explain I J's document
     long: Any = None  # --top-k / --pool: attncli.attention.long_view.LongView (None: the matrix itself)
     rows_only: bool = False  # the pass kept only --rows' query rows (attentions: (1, h, R, T))
+    one_layer: bool = False  # the pass kept only the layer shown (attentions: (1, h, R, T), maybe one head)
 
     is_pretrained = True  # explore's panels answer the same (a pretrained model's view)
 
@@ -165,7 +166,7 @@ class ViewResult(Result):
                    any(enc.special) or (self.keys is not None and any(self.keys.special)),
                    extra_size(self.model.heads, r.show, r.flow))
         block = r.block if r.block not in (None, "all") else None
-        data = page_data(self.model, enc, self.attentions, {**self.meta, "show": "weights", "flow": False},
+        data = page_data(self.model, enc, self.every_layer(), {**self.meta, "show": "weights", "flow": False},
                          self.page_classes(), layer=self.layer, head=r.head, words=r.words,
                          hide_special=r.hide_special, rollout=r.rollout, block=block, model_view=r.model_view,
                          show=r.show, flow=r.flow, reads=self.reads, keys=self.keys)
@@ -177,7 +178,12 @@ class ViewResult(Result):
             return self.classes
         if self.keys is not None:
             return cross_classes(self)
-        return head_classes(self.model, self.enc, self.attentions, self.request.hide_special)
+        return head_classes(self.model, self.enc, self.every_layer(), self.request.hide_special)
+
+    def every_layer(self) -> np.ndarray:
+        """(L, h, T, S) every layer's attention: a view that kept only its layer (the Python API's
+        export("html") of it) reads them again, in a pass of their own."""
+        return self.reads.attentions() if self.one_layer and self.reads is not None else self.attentions
 
     def export(self, fmt: str, target: str | Path, *, width: Optional[int] = None, option: str = "") -> None:
         """As the protocol's, but "html" is the interactive page (``attn matrix --html``)."""

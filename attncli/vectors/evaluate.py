@@ -9,7 +9,7 @@
   (x^ = x / |x|). This is exactly ``KeyedVectors.evaluate_word_analogies`` (case-insensitive,
   whole vocabulary), computed in batches with one matrix product instead of one
   ``most_similar`` call per question: gensim takes about 20 s on the default model, this well
-  under 1 s, which keeps ``attn train``'s wrapper cost small. tests/test_train.py checks it
+  under 1 s, which keeps ``attn train``'s wrapper cost small. tests/vectors/test_vectors_train.py checks it
   against gensim question by question.
 
 Only the stored vocabulary is used (a plain ``KeyedVectors``, no subword vectors), so a pair or

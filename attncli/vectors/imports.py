@@ -14,7 +14,7 @@ The two word2vec-style formats are read by a streaming NumPy reader (``word2vec_
 ``load_word2vec_format``: gensim's text reader parses every number in Python (about 35 s for
 400,000 x 100 GloVe on this machine, against the 30 s budget), it silently keeps the first of
 two duplicate words and ignores what follows the count a header announces, and it cannot report
-progress. tests/test_import.py checks that both readers give exactly gensim's vectors.
+progress. tests/vectors/test_imports.py checks that both readers give exactly gensim's vectors.
 
 Everything is read and checked before the store is touched; ``store.save_vectors`` then writes
 the model whole or not at all. A gensim ``.model`` file is a pickle and is refused unread.

@@ -13,7 +13,7 @@ query, too slow for a dictionary of 100,000 made-up keys. This module computes t
 The result is a ragged array in CSR form: ``hashes[starts[t] : starts[t] + counts[t]]`` are the
 n-gram hashes of token t, duplicates kept (gensim averages over duplicates too). The order of
 the hashes within a token is not gensim's; sums, means and overlaps do not depend on it.
-tests/test_lookup.py checks the hashes against ``subword`` and gensim.
+tests/lookup/test_lookup.py checks the hashes against ``subword`` and gensim.
 """
 
 from __future__ import annotations

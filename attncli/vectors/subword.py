@@ -4,7 +4,7 @@
 (1-2 s), so this module reimplements the two small functions gensim uses:
 ``gensim.models.fasttext_inner.compute_ngrams_bytes`` and ``ft_hash_bytes`` (Facebook's
 fastText ``Dictionary::hash``: 32-bit FNV-1a over the UTF-8 bytes, each byte sign-extended as a
-C ``int8``). tests/test_subword.py checks both against gensim's own results.
+C ``int8``). tests/vectors/test_subword.py checks both against gensim's own results.
 """
 
 from __future__ import annotations

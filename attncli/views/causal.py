@@ -20,7 +20,8 @@ def grid_heatmap(doc: dict[str, Any]) -> Heatmap:
     cols = doc["columns"]
     col_labels = [f"H{c}" for c in range(grid.shape[1])] if cols == "heads" else \
         [f"{t} {abbreviate(visible(tok), 8)}" for t, tok in enumerate(doc["tokens"])]
-    return Heatmap(grid, [f"L{l}" for l in range(grid.shape[0])], col_labels, doc["title"], diverging=True,
+    rows = [visible(r) for r in doc["row_labels"]] if "row_labels" in doc else [f"L{l}" for l in range(grid.shape[0])]
+    return Heatmap(grid, rows, col_labels, doc["title"], diverging=True,
                    notes=tuple(doc["notes"]), decimals=(3, 2, 1))
 
 

@@ -30,21 +30,21 @@ def invoke(*args):
 
 
 @pytest.mark.parametrize("command, texts", [("ablate", [""]), ("dla", [" \t "]), ("patch", ["", TEXT]),
-                                            ("patch", [TEXT, "  "])])
+                                            ("patch", [TEXT, "  "]), ("attribute", ["\n", TEXT])])
 def test_an_empty_text_is_refused_before_the_model_loads(tiny_gpt2_dir, command, texts):
     code, err, out = invoke(command, *texts, "--transformer", str(tiny_gpt2_dir), "--target-id", "3")
     assert code == 2 and out == ""
     assert err.startswith("error: the text is empty") or err.startswith("error: the corrupted text is empty")
 
 
-@pytest.mark.parametrize("command", ["ablate", "patch", "dla"])
+@pytest.mark.parametrize("command", ["ablate", "patch", "dla", "attribute"])
 @pytest.mark.parametrize("fmt", ["--svg", "--png"])
 def test_json_and_an_export_into_stdout_are_refused(tiny_gpt2_dir, command, fmt):
     """Both would write into the same stream: exit 2 before any work, stdout untouched (a real
     process: /proc/self/fd/1 is its own stdout)."""
     if fmt == "--png":
         needed("PIL")
-    texts = [TEXT, TEXT] if command == "patch" else [TEXT]
+    texts = [TEXT, TEXT] if command in ("patch", "attribute") else [TEXT]
     r = subprocess.run([sys.executable, "-m", "attncli", command, *texts, "--transformer", str(tiny_gpt2_dir),
                         "--target-id", "3", "--json", fmt, "/proc/self/fd/1"], capture_output=True, timeout=300)
     assert r.returncode == 2, r.stderr

@@ -1,0 +1,172 @@
+"""Attribution patching: every cell of ``attn patch``'s grid estimated from one forward and one
+backward pass of the corrupted text (Nanda 2023, "Attribution Patching: Activation Patching At
+Industrial Scale"; Kramar et al. 2024, "AtP*").
+
+    atp[l, x] = (site_clean - site_corrupt) . d metric / d site |corrupt  / (metric(clean) - metric(corrupt))
+
+read as ``patch``'s restored fraction, so the two grids compare cell for cell. Sites as ``patch``'s:
+resid (blocks.l.resid_pre at position x), attn (blocks.l.attn.out at x), mlp (blocks.l.mlp.out at
+x), head (head x's blocks.l.attn.z at every position); and a head's key or query at one position
+(rows layer x head, columns positions). The linear estimate through a softmax fails when attention
+saturates; AtP*'s QK fix (on by default, ``qk_fix=False`` turns it off) computes that path exactly:
+a key or query node's head's pattern recomputed with the clean key (query) put in, and for the
+other nodes every later layer's pattern recomputed from the stream the node changes (its direct
+path into those queries and keys), each change times d metric / d pattern, in place of the linear
+estimate of the same path.
+The gradients are hf/backward.py's (GPT-2 and the Llama family on attn's NumPy pass).
+Shapes: L layers, h heads, T tokens, d width, d_head a head's width.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from attncli.causal.grids import PATCH_SITES, check_same_length
+from attncli.causal.target import Target
+from attncli.errors import BadInput
+from attncli.hf.backward import DecoderTape
+from attncli.model.interface import require
+from attncli.model.trace import Intervention, site
+from attncli.numeric import softmax
+
+SITES = (*PATCH_SITES, "key", "query")
+
+
+@dataclass
+class Attribution:
+    values: np.ndarray  # (L, C) resid/attn/mlp: C = T; head: C = h; (L * h, T) key/query
+    clean: float
+    corrupt: float
+    where: str
+    qk_fix: bool
+    row_labels: list[str]
+    verified: list[dict[str, Any]] | None = None  # the --verify cells: layer/row, column, estimate, exact
+
+
+def _sites(tape: DecoderTape) -> dict[str, np.ndarray]:
+    """resid/attn/mlp (L, T, d), head (L, T, h, d_head), key/query (L, h, T, d_head) of a tape's forward."""
+    layers = tape.layers
+    return {"resid": np.stack([t["x"] for t in layers]), "attn": np.stack([t["mid"] - t["x"] for t in layers]),
+            "mlp": np.stack([t["post"] - t["mid"] for t in layers]), "head": np.stack([t["z"] for t in layers]),
+            "key": np.stack([t["k"] for t in layers]), "query": np.stack([t["q"] for t in layers])}
+
+
+def _qk_fixed(tape: DecoderTape, clean: np.ndarray, where: str, grads: dict[str, np.ndarray]) -> np.ndarray:
+    """(L, h, T) AtP*: head h's pattern recomputed with position t's clean key (query) put in, its
+    change times d metric / d pattern."""
+    L, h, T = len(tape.layers), tape.arch.heads, tape.embed.shape[0]
+    out = np.zeros((L, h, T))
+    for l, t in enumerate(tape.layers):
+        allowed = tape._allowed(l, T)  # (T, T)
+        scale, dA = tape.arch.scale(l), grads[site(l, "attn.pattern")]  # (h, T, T)
+        for head in range(h):
+            q, k, A = t["q"][head], t["k"][head], t["p"][head]  # (T, d_head), (T, d_head), (T, T)
+            for pos in range(T):
+                if where == "key":
+                    k2 = k.copy()
+                    k2[pos] = clean[l, head, pos]
+                    new = softmax(np.where(allowed, q @ k2.T * scale, -np.inf))  # (T, T)
+                    out[l, head, pos] = ((new - A) * dA[head]).sum()
+                else:
+                    row = np.where(allowed[pos], clean[l, head, pos] @ k.T * scale, -np.inf)  # (T,)
+                    out[l, head, pos] = ((softmax(row) - A[pos]) * dA[head, pos]).sum()
+    return out
+
+
+def _direct_qk_fix(tape: DecoderTape, where: str, delta: np.ndarray, grads: dict[str, np.ndarray]) -> np.ndarray:
+    """(L, C) AtP*'s QK fix for resid/attn/mlp/head nodes: for every later layer whose queries and
+    keys read the node's change of the residual stream directly, the linear estimate of that path
+    (the change . d metric / d resid_pre through those queries and keys) swapped for the exact one
+    (the layer's pattern recomputed from the changed stream, its change . d metric / d pattern).
+    ``delta``: (L, T, d) the change at each position (one node per position) or (L, h, T, d) each
+    head's change at every position."""
+    L = len(tape.layers)
+    cols = delta.shape[1]
+    out = np.zeros((L, cols))
+    for l in range(L):
+        for c in range(cols):
+            if where == "head":
+                dr, rows = delta[l, c], None  # (T, d): the head's output changes every position
+            else:
+                dr = np.zeros_like(tape.layers[l]["x"])
+                dr[c], rows = delta[l, c], [c]
+            for m in range(l if where == "resid" else l + 1, L):
+                A = tape.layers[m]["p"]  # (h, T, T)
+                exact = ((tape.patterns(m, tape.layers[m]["x"] + dr, rows) - A) * grads[site(m, "attn.pattern")]).sum()
+                out[l, c] += exact - (dr * grads[f"blocks.{m}.qk_in"]).sum()
+    return out
+
+
+def attribute(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int], target: Target, *,
+              where: str = "resid", qk_fix: bool = True) -> Attribution:
+    """The attribution-patching grid of ``where`` (see the module docstring)."""
+    if where not in SITES:
+        raise BadInput(f"--site {where!r}: choose one of {', '.join(SITES)}")
+    check_same_length(model, list(clean_ids), list(corrupt_ids))
+    # float32 where the model's own pass runs in it (the Llama family): twice as fast, and AtP is an estimate
+    require(model, "grad", "attribution patching")
+    dtype = np.float32 if model.pass_dtype == np.float32 else np.float64
+    clean_tape, corrupt_tape = DecoderTape(model, dtype), DecoderTape(model, dtype)
+    clean_tape.forward(list(clean_ids))
+    corrupt_tape.forward(list(corrupt_ids))
+    m_clean = float(target.metric(clean_tape.logits(target.position)))
+    logits = corrupt_tape.logits(target.position)
+    m_corrupt = float(target.metric(logits))
+    if abs(m_clean - m_corrupt) < 1e-9:
+        raise BadInput(f"the clean and corrupted texts give the same {target.describe()} ({m_clean:.6g}): the "
+                       "restored fraction is undefined; choose texts that differ in it")
+    grads = corrupt_tape.backward(target.position, target.gradient(logits))
+    before, after = _sites(corrupt_tape)[where], _sites(clean_tape)[where]
+    L, h = model.layers, model.heads
+    names = {"resid": "resid_pre", "attn": "attn.out", "mlp": "mlp.out", "head": "attn.z", "key": "attn.k",
+             "query": "attn.q"}
+    g = np.stack([grads[site(l, names[where])] for l in range(L)])
+    if where == "head":  # (L, T, h, d_head): each head over every position
+        est = np.einsum("lthk,lthk->lh", after - before, g)
+        if qk_fix:  # each head's change of the stream, (L, h, T, d): z's change through its rows of W_O
+            w_o = np.stack([t["W"]["o"][0].reshape(h, -1, corrupt_tape.embed.shape[1]) for t in corrupt_tape.layers])
+            est = est + _direct_qk_fix(corrupt_tape, where, np.einsum("lthk,lhkd->lhtd", after - before, w_o), grads)
+    elif where in ("key", "query"):  # (L, h, T, d_head) -> (L, h, T)
+        est = _qk_fixed(corrupt_tape, after, where, grads) if qk_fix else np.einsum("lhtk,lhtk->lht", after - before, g)
+        est = est.reshape(L * h, -1)
+    else:  # (L, T, d)
+        est = np.einsum("ltd,ltd->lt", after - before, g)
+        if qk_fix:
+            est = est + _direct_qk_fix(corrupt_tape, where, after - before, grads)
+    rows = [f"L{l}H{x}" for l in range(L) for x in range(h)] if where in ("key", "query") else [f"L{l}" for l in range(L)]
+    return Attribution(est / (m_clean - m_corrupt), m_clean, m_corrupt, where, qk_fix, rows)
+
+
+def verify(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int], target: Target, res: Attribution,
+           k: int) -> Attribution:
+    """``res`` with its ``k`` largest cells (by size) also patched exactly: one traced pass of the
+    corrupted text each, clean's value put in by an intervention."""
+    if k < 0:
+        raise BadInput("--verify takes a count of cells, 0 or more")
+    where = res.where
+    name = {"resid": "resid_pre", "attn": "attn.out", "mlp": "mlp.out", "head": "attn.z", "key": "attn.k",
+            "query": "attn.q"}[where]
+    clean_tr = model.trace(list(clean_ids), [f"blocks.*.{name}"])
+    order = np.argsort(-np.abs(res.values), axis=None, kind="stable")[:k]
+    cells = []
+    for flat in order:
+        r, c = np.unravel_index(flat, res.values.shape)
+        if where in ("key", "query"):
+            l, head = divmod(int(r), model.heads)
+            value = clean_tr[site(l, name)][head, c]
+            iv = Intervention(site(l, name), "replace", head=head, position=int(c), value=value)
+        elif where == "head":
+            l = int(r)
+            iv = Intervention(site(l, name), "replace", head=int(c), value=clean_tr[site(l, name)][:, c])
+        else:
+            l = int(r)
+            iv = Intervention(site(l, name), "replace", position=int(c), value=clean_tr[site(l, name)][c])
+        tr = model.trace(list(corrupt_ids), "logits", interventions=[iv])
+        exact = (float(target.metric(tr["logits"][target.position])) - res.corrupt) / (res.clean - res.corrupt)
+        cells.append({"row": res.row_labels[int(r)], "column": int(c), "estimate": float(res.values[r, c]),
+                      "exact": exact})
+    res.verified = cells
+    return res

@@ -1,0 +1,209 @@
+"""Gradients of a metric through a decoder's forward pass, at every site of model/trace.py, in NumPy.
+
+The forward pass runs once more (in float64, or float32 where that is exact enough) from the embeddings, keeping what its backward reads
+(each layer's input, normed inputs, q, k, v, the pattern, the MLP's pre-activations), then the
+backward runs layer by layer from the metric down (the VJPs are backward_ops.py's):
+
+    metric = m(logits[p])           d logits[p] = m'(logits[p])            (V,)
+    logits = n_f(x_L) U^T           d x_L = n_f'^T (e_p (d logits[p] U))    (T, d)
+    per layer, from the last:       x_post = x_mid + mlp(n_2(x_mid))        d x_mid = d x_post + n_2'^T mlp'^T d x_post
+                                    x_mid = x + o(attn(n_1(x)))             d x = d x_mid + n_1'^T attn'^T o'^T d x_mid
+
+GPT-2 (LayerNorm, Conv1D c_attn / c_proj, gelu_new) and the Llama family (RMSNorm, RoPE as a fixed
+rotation per position whose backward is the inverse rotation, grouped-query attention whose k and
+v gradients sum over the query heads of a group, sliding windows, gated MLP). The gradients come
+back by site name, per text, in the shapes of model/trace.py (attn.k and attn.v repeated per query
+head, as the trace keeps them). Checked against torch autograd through transformers' own modules in
+float64 (tests/hf/test_backward.py). Shapes: T tokens, d width, h heads, h_kv key-value heads,
+d_head a head's width, I the MLP's width, V the vocabulary.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from attncli.errors import BadInput
+from attncli.hf import gpt2, llama, ops
+from attncli.hf.backward_ops import DERIVATIVES, attention_back, layer_norm_back, rms_norm_back
+from attncli.model.trace import site
+from attncli.numeric import rms_norm, softmax
+
+
+def _weights(arch: Any, l: int, dtype: Any = np.float64) -> dict[str, Any]:
+    """Layer l's weights in ``dtype``, every projection as x @ W (+ b)."""
+    cast = lambda a: np.asarray(a, dtype=dtype)  # noqa: E731
+    if isinstance(arch, gpt2.GPT2):
+        w, p, d = arch.w, f"h.{l}.", arch.d
+        qkv, qkv_b = cast(w.get(p + "attn.c_attn.weight")), cast(w.get(p + "attn.c_attn.bias"))  # (d, 3d)
+        return {"norm": "layer", "n1": (cast(w.get(p + "ln_1.weight")), cast(w.get(p + "ln_1.bias"))),
+                "n2": (cast(w.get(p + "ln_2.weight")), cast(w.get(p + "ln_2.bias"))),
+                "q": (qkv[:, :d], qkv_b[:d]), "k": (qkv[:, d:2 * d], qkv_b[d:2 * d]), "v": (qkv[:, 2 * d:], qkv_b[2 * d:]),
+                "o": (cast(w.get(p + "attn.c_proj.weight")), cast(w.get(p + "attn.c_proj.bias"))),
+                "up": (cast(w.get(p + "mlp.c_fc.weight")), cast(w.get(p + "mlp.c_fc.bias"))),
+                "down": (cast(w.get(p + "mlp.c_proj.weight")), cast(w.get(p + "mlp.c_proj.bias"))), "gate": None}
+    p = f"layers.{l}."
+    off = 1.0 if arch.gemma else 0.0
+
+    def lin(name: str, bias: bool, rows: slice = slice(None)) -> tuple[np.ndarray, np.ndarray | None]:
+        wt = cast(arch._get(p + name + ".weight"))[rows]  # (out, in)
+        return wt.T, (cast(arch._get(p + name + ".bias"))[rows] if bias else None)
+
+    out = {"norm": "rms", "n1": (cast(arch._get(p + "input_layernorm.weight")) + off, None),
+           "n2": (cast(arch._get(p + "post_attention_layernorm.weight")) + off, None),
+           "o": lin("self_attn.o_proj", arch.o_bias)}
+    if arch.model_type == "phi3":
+        nq, nk = arch.heads * arch.d_head, arch.kv_heads * arch.d_head
+        out.update(q=lin("self_attn.qkv_proj", False, slice(0, nq)), k=lin("self_attn.qkv_proj", False, slice(nq, nq + nk)),
+                   v=lin("self_attn.qkv_proj", False, slice(nq + nk, None)),
+                   gate=lin("mlp.gate_up_proj", False, slice(0, arch.intermediate)),
+                   up=lin("mlp.gate_up_proj", False, slice(arch.intermediate, None)))
+    else:
+        out.update({n: lin(f"self_attn.{n}_proj", arch.qkv_bias) for n in "qkv"},
+                   gate=lin("mlp.gate_proj", arch.mlp_bias), up=lin("mlp.up_proj", arch.mlp_bias))
+    out["down"] = lin("mlp.down_proj", arch.mlp_bias)
+    return out
+
+
+def _affine(x: np.ndarray, wb: tuple[np.ndarray, np.ndarray | None]) -> np.ndarray:
+    return x @ wb[0] + (wb[1] if wb[1] is not None else 0.0)
+
+
+class DecoderTape:
+    """The forward pass of a pre-norm decoder with what its backward reads (in ``dtype``), and the backward."""
+
+    def __init__(self, model: Any, dtype: Any = np.float64):
+        arch = model.arch
+        if not isinstance(arch, (gpt2.GPT2, llama.Llama)):
+            raise BadInput(f"gradients on attn's NumPy pass are written for GPT-2 and the Llama family; model "
+                           f"'{model.name}' is {model.model_type}")
+        self.model, self.arch, self.dtype = model, arch, np.dtype(dtype)
+        self.act = arch.act
+        self.d_act = DERIVATIVES[arch.act]
+        self.eps = arch.eps
+        self.rope = isinstance(arch, llama.Llama)
+        self.group = arch.heads // arch.kv_heads if self.rope else 1
+
+    def _norm(self, kind: str, x: np.ndarray, wb: tuple) -> np.ndarray:
+        return ops.layer_norm(x, wb[0], wb[1], self.eps) if kind == "layer" else rms_norm(x, wb[0], self.eps)
+
+    def _norm_back(self, kind: str, g: np.ndarray, x: np.ndarray, wb: tuple) -> np.ndarray:
+        return layer_norm_back(g, x, wb[0], self.eps) if kind == "layer" else rms_norm_back(g, x, wb[0], self.eps)
+
+    def _cos_sin(self, T: int) -> tuple[np.ndarray, np.ndarray]:
+        angles = np.arange(T, dtype=np.float64)[:, None] * np.asarray(self.arch.inv_freq, dtype=np.float64)[None]
+        angles = np.concatenate([angles, angles], axis=-1)  # (T, r)
+        return np.cos(angles).astype(self.dtype), np.sin(angles).astype(self.dtype)
+
+    def _allowed(self, l: int, T: int) -> np.ndarray:
+        i, j = np.arange(T)[:, None], np.arange(T)[None]
+        ok = j <= i
+        window = self.arch.windows[l] if self.rope else None
+        return ok & ((i - j) < window) if window is not None else ok  # (T, T)
+
+    def forward(self, ids: list[int]) -> None:
+        arch = self.arch
+        arr = np.asarray([ids], dtype=np.int64)
+        f = lambda a: np.asarray(a, dtype=self.dtype)  # noqa: E731
+        x = f(arch.embeddings(arr, np.zeros_like(arr), np.ones_like(arr, dtype=bool))[0])  # (T, d)
+        T, h, dh = x.shape[0], arch.heads, arch.d_head
+        self.cos_sin = self._cos_sin(T) if self.rope else None
+        self.embed, self.layers = x, []
+        for l in range(arch.layers):
+            W = _weights(arch, l, self.dtype)
+            a = self._norm(W["norm"], x, W["n1"])  # (T, d)
+            q = _affine(a, W["q"]).reshape(T, h, dh).transpose(1, 0, 2)  # (h, T, d_head)
+            k, v = (_affine(a, W[n]).reshape(T, -1, dh).transpose(1, 0, 2) for n in "kv")  # (h_kv, T, d_head)
+            if self.rope:
+                q, k = (llama.rotate(t, *self.cos_sin) for t in (q, k))
+            k, v = np.repeat(k, self.group, axis=0), np.repeat(v, self.group, axis=0)  # (h, T, d_head)
+            s = np.where(self._allowed(l, T), q @ k.swapaxes(-1, -2) * arch.scale(l), -np.inf)  # (h, T, T)
+            p = softmax(s)  # (h, T, T)
+            z = (p @ v).transpose(1, 0, 2)  # (T, h, d_head)
+            mid = x + _affine(z.reshape(T, -1), W["o"])  # (T, d)
+            m = self._norm(W["norm"], mid, W["n2"])
+            up = _affine(m, W["up"])  # (T, I)
+            gate = _affine(m, W["gate"]) if W["gate"] is not None else None
+            inner = self.act(gate) * up if gate is not None else self.act(up)
+            post = mid + _affine(inner, W["down"])
+            self.layers.append(dict(W=W, x=x, a=a, q=q, k=k, v=v, p=p, z=z, mid=mid, m=m, up=up, gate=gate, post=post))
+            x = post
+        kind, w, b, eps = arch.final_norm_parts()
+        self.final = (kind, f(w), None if b is None else f(b), eps)
+        self.unembedding = f(arch.unembedding())  # (V, d)
+
+    def patterns(self, l: int, x: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """(h, T, T) layer l's pattern with its queries and keys made from ``x`` (T, d) in place of the
+        layer's input (its values untouched); ``rows``: only the rows and columns of those positions
+        change (the rest are the run's)."""
+        t, W, arch = self.layers[l], self.layers[l]["W"], self.arch
+        T, h, dh = x.shape[0], arch.heads, arch.d_head
+        at = np.arange(T) if rows is None else np.asarray(rows)
+        a = self._norm(W["norm"], x[at], W["n1"])  # (R, d)
+        q = _affine(a, W["q"]).reshape(len(at), h, dh).transpose(1, 0, 2)  # (h, R, d_head)
+        k = _affine(a, W["k"]).reshape(len(at), -1, dh).transpose(1, 0, 2)  # (h_kv, R, d_head)
+        if self.rope:
+            cos, sin = self.cos_sin
+            q, k = (llama.rotate(m, cos[at], sin[at]) for m in (q, k))
+        qs, ks = t["q"].copy(), t["k"].copy()  # (h, T, d_head)
+        qs[:, at], ks[:, at] = q, np.repeat(k, self.group, axis=0)
+        s = np.where(self._allowed(l, T), qs @ ks.swapaxes(-1, -2) * arch.scale(l), -np.inf)  # (h, T, T)
+        return softmax(s)  # (h, T, T)
+
+    def logits(self, position: int) -> np.ndarray:
+        """(V,) the logits at ``position``, in float64."""
+        kind, w, b, eps = self.final
+        x = self.layers[-1]["post"][position]
+        y = ops.layer_norm(x, w, b, eps) if kind == "layer" else rms_norm(x, w, eps)
+        return (self.unembedding @ y).astype(np.float64)
+
+    def backward(self, position: int, d_logits: np.ndarray) -> dict[str, np.ndarray]:
+        """d metric / d site at every site, from d metric / d logits[position] (V,)."""
+        arch, grads = self.arch, {}
+        kind, w, b, eps = self.final
+        T = self.embed.shape[0]
+        g_final = np.zeros((T, self.embed.shape[1]), dtype=self.dtype)
+        g_final = g_final.astype(self.dtype)
+        g_final[position] = d_logits.astype(self.dtype) @ self.unembedding  # (d,)
+        grads["final_norm"] = g_final
+        post = self.layers[-1]["post"]
+        g = layer_norm_back(g_final, post, w, eps) if kind == "layer" else rms_norm_back(g_final, post, w, eps)
+        for l in range(arch.layers - 1, -1, -1):
+            t, W = self.layers[l], self.layers[l]["W"]
+            grads[site(l, "resid_post")] = grads[site(l, "mlp.out")] = g
+            g_inner = g @ W["down"][0].T  # (T, I)
+            if t["gate"] is not None:
+                g_m = (g_inner * t["up"] * self.d_act(t["gate"])) @ W["gate"][0].T + (g_inner * self.act(t["gate"])) @ W["up"][0].T
+            else:
+                g_m = (g_inner * self.d_act(t["up"])) @ W["up"][0].T  # (T, d)
+            g = g + self._norm_back(W["norm"], g_m, t["mid"], W["n2"])  # d resid_mid
+            grads[site(l, "resid_mid")] = grads[site(l, "attn.out")] = g
+            g_z = (g @ W["o"][0].T).reshape(T, arch.heads, -1)  # (T, h, d_head)
+            grads[site(l, "attn.z")] = g_z
+            dq, dk, dv, dp = attention_back(g_z.transpose(1, 0, 2), t["q"], t["k"], t["v"], t["p"], arch.scale(l))
+            grads.update({site(l, "attn.pattern"): dp, site(l, "attn.q"): dq, site(l, "attn.k"): dk, site(l, "attn.v"): dv})
+            dk, dv = (d.reshape(-1, self.group, T, d.shape[-1]).sum(axis=1) for d in (dk, dv))  # (h_kv, T, d_head)
+            if self.rope:  # the inverse rotation
+                cos, sin = self.cos_sin
+                dq, dk = (llama.rotate(d, cos, -sin) for d in (dq, dk))
+            g_qk, g_v = (sum(d.transpose(1, 0, 2).reshape(T, -1) @ W[n][0].T for n, d in pairs)
+                         for pairs in ((("q", dq), ("k", dk)), (("v", dv),)))  # (T, d) each, in the normed input's space
+            g_qk = self._norm_back(W["norm"], g_qk, t["x"], W["n1"])  # the norm's backward is linear in g: split
+            grads[f"blocks.{l}.qk_in"] = g_qk  # d resid_pre through this layer's queries and keys alone
+            g = g + g_qk + self._norm_back(W["norm"], g_v, t["x"], W["n1"])  # d resid_pre
+            grads[site(l, "resid_pre")] = g
+        grads["embed"] = g
+        return grads
+
+
+def gradients(model: Any, ids: list[int], position: int,
+              d_metric: Callable[[np.ndarray], np.ndarray]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """(d metric / d site by name, the float64 logits at ``position``) of token ids ``ids``;
+    ``d_metric(logits (V,)) -> (V,)`` is the metric's gradient with respect to the logits. Besides
+    the sites, ``blocks.{l}.qk_in`` is the part of d resid_pre that comes through layer l's own
+    queries and keys (AtP*'s QK fix replaces that path's linear estimate)."""
+    tape = DecoderTape(model)
+    tape.forward(list(ids))
+    logits = tape.logits(position)
+    return tape.backward(position, d_metric(logits)), logits

@@ -1,0 +1,199 @@
+"""How much of token j ends up in token i, accounting for the residual stream, the norms and the
+values: three contribution methods, each a (T, T) row-stochastic matrix per layer.
+
+One layer's attention block, per query i, as a sum over the key tokens j (f^h_j = v^h_j W_O^h, the
+value vectors of Kobayashi et al. 2020, computed from the normed x_j in a pre-norm decoder):
+
+    pre-norm decoder (GPT-2, Llama family)  y_i = x_i + sum_j sum_h A^h_ij f^h_j + b_O           (resid_mid)
+    post-LN encoder (BERT family, MPNet)    y_i = LN1( x_i + sum_j sum_h A^h_ij f^h_j + b_O )    (resid_mid)
+
+With LN1's scale frozen at this run (s_i = sqrt(var(u_i) + eps) of its input u_i), LN1 is affine:
+LN1(u) = L_i(u) + beta, L_i(u) = (u - mean(u)) / s_i * gamma. The transformed vector of j at i is
+
+    T_i(x_j) = L_i( sum_h A^h_ij f^h_j + delta_ij x_i )     (L_i the identity in a pre-norm decoder)
+
+so that y_i = sum_j T_i(x_j) + L_i(b_O) + beta.
+
+    alti           ALTI (Ferrando, Gallego & Costa-jussa 2022, "Measuring the Mixing of Contextual
+                   Information in the Transformer", EMNLP): c_ij = max(0, ||y_i||_1 - ||y_i - T_i(x_j)||_1),
+                   each row divided by its sum
+    globenc        GlobEnc (Modarressi et al. 2022, "GlobEnc: Quantifying Global Token Attribution by
+                   Incorporating the Whole Encoder Layer in Transformers", NAACL): N_ij = ||L2_i(T_i(x_j))||_2,
+                   L2_i the second LayerNorm's linear part frozen at its input (resid_mid + mlp.out);
+                   the FFN itself is left out, as in the paper (pre-norm decoders: ||T_i(x_j)||_2); rows
+                   divided by their sums
+    value-zeroing  Value Zeroing (Mohebbi et al. 2023, "Quantifying Context Mixing in Transformers",
+                   EACL): for each key token j, its values zeroed in every head of the layer and the
+                   layer's output recomputed (x~^{-j}); d_ij = 1 - cos(x~^{-j}_i, x_i), each row
+                   divided by its sum
+
+Rolled out over layers (``rollout``), each method's matrices multiply as attention rollout's do,
+R = C_L ... C_1, with no added identity: the residual is already in each C_l.
+Shapes: L layers, h heads, T tokens, d the model dimension.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from attncli.errors import BadInput
+from attncli.hf import bert, distilbert, gpt2, llama, mpnet, ops
+from attncli.hf.reads import value_sites
+from attncli.model.trace import site
+
+METHODS = ("alti", "globenc", "value-zeroing")
+ZEROING_ROWS = 4096  # (query, key) rows per batched rerun of value zeroing's MLP
+
+
+def post_ln(arch: Any) -> bool:
+    """The model normalises after each block (BERT's family, DistilBERT, MPNet)."""
+    return isinstance(arch, (bert.PostNormEncoder, distilbert.DistilBert))
+
+
+def layer_norms(arch: Any, l: int) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray], float]:
+    """A post-LN encoder's layer l: the LayerNorm after attention and after the MLP, (gamma, beta)
+    each in float64, and eps."""
+    if isinstance(arch, distilbert.DistilBert):
+        p = f"transformer.layer.{l}."
+        names, eps = (p + "sa_layer_norm", p + "output_layer_norm"), distilbert.EPS
+    elif isinstance(arch, mpnet.MPNet):
+        p = f"encoder.layer.{l}."
+        names, eps = (p + "attention.LayerNorm", p + "output.LayerNorm"), arch.eps
+    else:
+        p = f"encoder.layer.{l}."
+        names, eps = (p + "attention.output.LayerNorm", p + "output.LayerNorm"), arch.eps
+    one, two = ((np.asarray(arch.w.get(n + ".weight"), dtype=np.float64),
+                 np.asarray(arch.w.get(n + ".bias"), dtype=np.float64)) for n in names)
+    return one, two, eps
+
+
+def frozen_ln(x: np.ndarray, at: np.ndarray, gamma: np.ndarray, eps: float) -> np.ndarray:
+    """The linear part of a LayerNorm frozen at inputs ``at`` (T, d): x (T, ..., d) ->
+    (x - mean x) / s_i * gamma, s_i = sqrt(var(at_i) + eps) for the i of x's first axis."""
+    s = np.sqrt(at.var(axis=-1) + eps)  # (T,)
+    s = s.reshape(s.shape + (1,) * (x.ndim - 1))
+    return (x - x.mean(axis=-1, keepdims=True)) / s * gamma
+
+
+def _sites(layers: int) -> list[str]:
+    names = ["blocks.*.resid_pre", "blocks.*.attn.out", "blocks.*.resid_mid", "blocks.*.mlp.out", "blocks.*.resid_post"]
+    return names + [s for l in range(layers) for s in value_sites(l)]
+
+
+def transformed(model: Any, tr: Any, l: int) -> tuple[np.ndarray, np.ndarray]:
+    """(T_i(x_j) (T, T, d), y (T, d)): each key token's transformed vector at each query, and the
+    block's output they add up to (with L_i(b_O) + beta), in float64."""
+    f64 = lambda name: np.asarray(tr[name], dtype=np.float64)  # noqa: E731
+    A, fx = model.value_vectors_of(tr, l)  # (h, T, T), (h, T, d)
+    mixed = np.einsum("hij,hjd->ijd", np.asarray(A, dtype=np.float64), np.asarray(fx, dtype=np.float64))  # (T, T, d)
+    x = f64(site(l, "resid_pre"))  # (T, d)
+    T = x.shape[0]
+    mixed[np.arange(T), np.arange(T)] += x  # the residual: delta_ij x_i
+    if post_ln(model.arch):
+        (gamma, _), _, eps = layer_norms(model.arch, l)
+        mixed = frozen_ln(mixed, x + f64(site(l, "attn.out")), gamma, eps)
+    return mixed, f64(site(l, "resid_mid"))
+
+
+def _rows(c: np.ndarray) -> np.ndarray:
+    """Each row divided by its sum (a row of zeros stays zeros)."""
+    total = c.sum(axis=-1, keepdims=True)
+    return np.divide(c, total, out=np.zeros_like(c), where=total > 0)
+
+
+def alti_layer(model: Any, tr: Any, l: int) -> np.ndarray:
+    t, y = transformed(model, tr, l)  # (T, T, d), (T, d)
+    c = np.abs(y).sum(axis=-1)[:, None] - np.abs(y[:, None] - t).sum(axis=-1)  # (T, T)
+    return _rows(np.maximum(c, 0.0))
+
+
+def globenc_layer(model: Any, tr: Any, l: int) -> np.ndarray:
+    t, _ = transformed(model, tr, l)  # (T, T, d)
+    if post_ln(model.arch):
+        _, (gamma2, _), eps = layer_norms(model.arch, l)
+        at = np.asarray(tr[site(l, "resid_mid")], dtype=np.float64) + np.asarray(tr[site(l, "mlp.out")], dtype=np.float64)
+        t = frozen_ln(t, at, gamma2, eps)
+    return _rows(np.linalg.norm(t, axis=-1))
+
+
+MLP_NAMES = {"bert": ("intermediate.dense", "output.dense"), "distilbert": ("ffn.lin1", "ffn.lin2"),
+             "mpnet": ("intermediate.dense", "output.dense")}
+
+
+def after_attention(arch: Any, l: int, u: np.ndarray) -> np.ndarray:
+    """Layer l's output from u (..., d) = x + attn.out, the residual sum before any norm after it:
+    what follows the attention, each row on its own (the family's own norms and MLP)."""
+    if isinstance(arch, gpt2.GPT2):
+        return u + arch._mlp(f"h.{l}.", u)
+    if isinstance(arch, llama.Llama):
+        p = f"layers.{l}."
+        return u + arch._mlp(p, arch._norm(p + "post_attention_layernorm.weight", u))
+    (g1, b1), (g2, b2), eps = layer_norms(arch, l)
+    w = arch.w
+    kind = "distilbert" if isinstance(arch, distilbert.DistilBert) else "mpnet" if isinstance(arch, mpnet.MPNet) else "bert"
+    p = f"transformer.layer.{l}." if kind == "distilbert" else f"encoder.layer.{l}."
+    up, down = (p + n for n in MLP_NAMES[kind])
+    m = ops.layer_norm(u, g1.astype(u.dtype), b1.astype(u.dtype), eps)
+    inner = arch.act(ops.linear(m, w.get(up + ".weight"), w.get(up + ".bias")))
+    return ops.layer_norm(m + ops.linear(inner, w.get(down + ".weight"), w.get(down + ".bias")), g2.astype(u.dtype),
+                          b2.astype(u.dtype), eps)
+
+
+def value_zeroing_layer(model: Any, tr: Any, l: int) -> np.ndarray:
+    """Layer l's output with key token j's values zeroed in every head, for each j: the softmax does
+    not read the values, so the attention output loses exactly j's value vectors,
+
+        attn.out_i^{-j} = attn.out_i - sum_h A^h_ij f^h_j          (f^h_j = v^h_j W_O^h)
+
+    and only what follows the attention reruns, on the rows j reaches (A_ij > 0: in a causal model
+    i >= j); every other row keeps its output (cosine distance 0)."""
+    arch = model.arch
+    A, fx = model.value_vectors_of(tr, l)  # (h, T, T), (h, T, d)
+    A, fx = np.asarray(A, dtype=np.float64), np.asarray(fx, dtype=np.float64)
+    u = np.asarray(tr[site(l, "resid_pre")], dtype=np.float64) + np.asarray(tr[site(l, "attn.out")], dtype=np.float64)
+    out = np.asarray(tr[site(l, "resid_post")], dtype=np.float64)  # (T, d)
+    T = u.shape[0]
+    i, j = np.nonzero((A > 0).any(axis=0))  # (N,) each: the (query, key) pairs that change
+    d = np.zeros((T, T))
+    step = max(1, ZEROING_ROWS)
+    with model.running(min(len(i), step)):
+        for a in range(0, len(i), step):
+            ii, jj = i[a: a + step], j[a: a + step]
+            lost = np.einsum("hn,hnd->nd", A[:, ii, jj], fx[:, jj])  # (n, d) j's value vectors at i
+            zeroed = after_attention(arch, l, (u[ii] - lost).astype(arch.w.dtype)[None])[0].astype(np.float64)  # (n, d)
+            cos = (zeroed * out[ii]).sum(-1) / (np.linalg.norm(zeroed, axis=-1) * np.linalg.norm(out[ii], axis=-1))
+            d[ii, jj] = 1.0 - cos
+    return _rows(np.maximum(d, 0.0))  # rounding may give -1e-16 where zeroing changes nothing
+
+
+def check(model: Any, method: str) -> None:
+    """BadInput for an unknown method, or a model whose layers attn's NumPy pass does not hold."""
+    if method not in METHODS:
+        raise BadInput(f"no contribution method '{method}': choose one of {', '.join(METHODS)}")
+    if model.backend != "numpy":
+        raise BadInput(f"--show {method} runs on attn's NumPy pass, which holds each layer's weights and norms: "
+                       f"model '{model.name}' runs on the {model.backend} backend (transformers' own modules)")
+
+
+def contributions(model: Any, enc: Any, method: str, layers: list[int] | None = None) -> np.ndarray:
+    """(len(layers), T, T): ``method``'s row-stochastic matrix of each of ``layers`` (default: all)."""
+    check(model, method)
+    layers = list(range(model.layers)) if layers is None else layers
+    for l in layers:
+        model.check_layer(l)
+    tr = model.trace(enc, _sites(model.layers))
+    per = {"alti": alti_layer, "globenc": globenc_layer}
+    if method == "value-zeroing":
+        return np.stack([value_zeroing_layer(model, tr, l) for l in layers])
+    return np.stack([per[method](model, tr, l) for l in layers])
+
+
+def rolled_out(per_layer: np.ndarray, upto: int | None = None) -> np.ndarray:
+    """(T, T) R = C_upto ... C_0 over the per-layer matrices (L, T, T): no identity added."""
+    last = per_layer.shape[0] - 1 if upto is None else upto
+    R = np.eye(per_layer.shape[-1])
+    for l in range(last + 1):
+        R = per_layer[l] @ R  # (T, T)
+    return R

@@ -1,0 +1,221 @@
+"""Why a head attends from query i to key j: the score split into pairs of components.
+
+With every norm's scale frozen at the clean run (as direct logit attribution freezes the final
+norm's), the residual stream at a position is a sum of components, and a head's query and key are
+affine in it, so the score is bilinear in the components:
+
+    x_i = sum_c x_i^c          c: the embeddings, each earlier head's output z^h W_O^h, each earlier
+                               layer's b_O and MLP, and (post-LN models) each earlier LayerNorm's bias
+    pre-norm  n(x)  = (x - mean x) / s * w + b   (LayerNorm; RMSNorm: x / s * w), s frozen at x_i
+    q_i = R_i( n_i(x_i) W_Q + b_Q ) = sum_c R_i( n_i^lin(x_i^c) W_Q )  +  R_i( b W_Q + b_Q )
+    k_j = R_j( n_j(x_j) W_K + b_K ) = sum_c R_j( n_j^lin(x_j^c) W_K )  +  R_j( b W_K + b_K )
+    score(i, j) = scale * q_i . k_j = sum_{c, c'} scale * q_i^c . k_j^{c'}      the parts
+
+R_p is RoPE's rotation at position p (a fixed linear map: the identity without RoPE); the last
+component ("bias") holds the constant terms. A post-LN encoder (BERT's family) has no pre-norm: its
+stream is carried through each earlier layer's two LayerNorms, frozen the same way, each adding its
+bias as a component. The parts add up to the score exactly (in float64, up to rounding); the model's
+own score is the trace's ``attn.scores``. MPNet adds a relative position bias to q k^T and is
+refused (its queries and keys alone do not give its attention).
+
+Shapes: C components (the same list on both sides), d the model dimension, d_head a head's width.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from attncli.errors import BadInput
+from attncli.hf import bert, distilbert, gpt2, llama
+from attncli.model.trace import Keep, site
+from attncli.model.interface import has
+from attncli.numeric import norm_scale
+
+
+@dataclass
+class QKParts:
+    layer: int
+    head: int
+    query: int  # position i
+    key: int  # position j
+    labels: list[str]  # (C,) the components, the last one "bias"
+    parts: np.ndarray  # (C, C) parts[a, b]: query side's component a with key side's component b
+    score: float  # the model's own score(i, j) (the trace's attn.scores)
+
+    @property
+    def total(self) -> float:
+        return float(self.parts.sum())
+
+
+def _pre_norm(arch: Any, l: int) -> tuple[str, np.ndarray, np.ndarray | None, float] | None:
+    """Layer l's norm before attention as (kind, weight, bias, eps); None for a post-LN encoder."""
+    f64 = lambda a: np.asarray(a, dtype=np.float64)  # noqa: E731
+    if isinstance(arch, gpt2.GPT2):
+        p = f"h.{l}.ln_1."
+        return "layer", f64(arch.w.get(p + "weight")), f64(arch.w.get(p + "bias")), arch.eps
+    if isinstance(arch, llama.Llama):
+        w = f64(arch.w.get(f"layers.{l}.input_layernorm.weight")) + (1.0 if arch.gemma else 0.0)
+        return "rms", w, None, arch.eps
+    return None
+
+
+def _qk_weights(arch: Any, l: int, head: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """W_Q (d, d_head), b_Q (d_head,), W_K (d, d_head), b_K (d_head,) of query head ``head`` (its
+    key-value head's W_K under grouped-query attention), as x @ W + b."""
+    f64 = lambda a: np.asarray(a, dtype=np.float64)  # noqa: E731
+    dh = arch.d_head
+    q_cols = slice(head * dh, (head + 1) * dh)
+    if isinstance(arch, gpt2.GPT2):  # Conv1D c_attn (d, 3d): columns q | k | v
+        w, b = f64(arch.w.get(f"h.{l}.attn.c_attn.weight")), f64(arch.w.get(f"h.{l}.attn.c_attn.bias"))
+        d = arch.d
+        k_cols = slice(d + head * dh, d + (head + 1) * dh)
+        return w[:, q_cols], b[q_cols], w[:, k_cols], b[k_cols]
+    if isinstance(arch, llama.Llama):  # Linear (out, in); Phi-3: one qkv_proj, rows q | k | v
+        kv = arch.kv_head(head)
+        k_rows = slice(kv * dh, (kv + 1) * dh)
+        p = f"layers.{l}.self_attn."
+        if arch.model_type == "phi3":
+            w = f64(arch.w.get(p + "qkv_proj.weight"))
+            nq = arch.heads * dh
+            wq, wk = w[q_cols], w[nq + k_rows.start: nq + k_rows.stop]
+            return wq.T, np.zeros(dh), wk.T, np.zeros(dh)
+        wq, wk = f64(arch.w.get(p + "q_proj.weight"))[q_cols], f64(arch.w.get(p + "k_proj.weight"))[k_rows]
+        bq = f64(arch.w.get(p + "q_proj.bias"))[q_cols] if arch.qkv_bias else np.zeros(dh)
+        bk = f64(arch.w.get(p + "k_proj.bias"))[k_rows] if arch.qkv_bias else np.zeros(dh)
+        return wq.T, bq, wk.T, bk
+    if isinstance(arch, distilbert.DistilBert):
+        p = f"transformer.layer.{l}.attention."
+        names = (p + "q_lin", p + "k_lin")
+    else:
+        p = f"encoder.layer.{l}.attention.self."
+        names = (p + "query", p + "key")
+    (wq, bq), (wk, bk) = ((f64(arch.w.get(n + ".weight"))[q_cols], f64(arch.w.get(n + ".bias"))[q_cols])
+                          for n in names)
+    return wq.T, bq, wk.T, bk
+
+
+def _post_norms(arch: Any, l: int) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray], float]:
+    """A post-LN encoder's layer l: its LayerNorm after attention and after the MLP, (w, b) each, and eps."""
+    f64 = lambda a: np.asarray(a, dtype=np.float64)  # noqa: E731
+    if isinstance(arch, distilbert.DistilBert):
+        p = f"transformer.layer.{l}."
+        names, eps = (p + "sa_layer_norm", p + "output_layer_norm"), distilbert.EPS
+    else:
+        p = f"encoder.layer.{l}."
+        names, eps = (p + "attention.output.LayerNorm", p + "output.LayerNorm"), arch.eps
+    one, two = ((f64(arch.w.get(n + ".weight")), f64(arch.w.get(n + ".bias"))) for n in names)
+    return one, two, eps
+
+
+def _centre(x: np.ndarray) -> np.ndarray:
+    return x - x.mean(axis=-1, keepdims=True)
+
+
+def _frozen_layer_norm(comps: np.ndarray, total: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    """Each component through a LayerNorm whose scale is frozen at ``total``'s: comps (C, P, d), total (P, d)."""
+    s = norm_scale(total, eps, centred=True)[..., 0]  # (P,)
+    return _centre(comps) / s[None, :, None] * w  # (C, P, d)
+
+
+def supported(model: Any) -> str | None:
+    """Why ``attn qk`` cannot split this model's scores, or None when it can."""
+    arch = model.arch if model.backend == "numpy" else None
+    if arch is None:
+        return f"runs on attn's NumPy pass, which reads the weights; model '{model.name}' runs on {model.backend}"
+    if not has(model, "qk"):
+        return (f"model '{model.name}' ({model.model_type}) adds a relative position bias to q k^T: its queries "
+                "and keys alone do not give its scores")
+    if not isinstance(arch, (gpt2.GPT2, llama.Llama, bert.BertFamily, distilbert.DistilBert)):
+        return f"the split is not written for model_type '{model.model_type}'"
+    return None
+
+
+def qk_parts(model: Any, enc: Any, layer: int, head: int, query: int, key: int) -> QKParts:
+    """The score of (query, key) in head ``head`` of ``layer`` split into (query component) x (key
+    component) parts: see the module docstring."""
+    why = supported(model)
+    if why:
+        raise BadInput(f"attn qk {why}")
+    arch = model.arch
+    model.check_layer(layer)
+    if not 0 <= head < model.heads:
+        raise BadInput(f"head {head} is out of range: model '{model.name}' has heads 0..{model.heads - 1}")
+    T = len(enc.ids)
+    for name, pos in (("query", query), ("key", key)):
+        if not 0 <= pos < T:
+            raise BadInput(f"--{name} {pos} is out of range: the text has tokens 0..{T - 1}")
+    keep = Keep.of(["embed", "blocks.*.attn.z", "blocks.*.attn.out", "blocks.*.mlp.out", "blocks.*.resid_pre",
+                    "blocks.*.resid_mid", site(layer, "attn.scores")], rows=[query], heads=[head])
+    tr = model.trace(enc, keep)
+    score = float(tr[site(layer, "attn.scores")][0, 0, key])
+    if not np.isfinite(score):
+        raise BadInput(f"key {key} is masked for query {query} in layer {layer} (causal or outside the window): "
+                       "the head gives it no score")
+    at = [query, key]  # the two positions, P = 2
+    f64 = lambda name: np.asarray(tr[name], dtype=np.float64)[at]  # noqa: E731  (P, ...)
+    labels, comps = ["embed"], [f64("embed")]  # (P, d) each
+    post = _pre_norm(arch, 0) is None
+    H, dh = model.heads, arch.d_head
+    for m in range(layer):
+        w_o = np.asarray(arch.output_weight(m), dtype=np.float64).reshape(H, dh, -1)  # (h, d_head, d)
+        z = f64(site(m, "attn.z"))  # (P, h, d_head)
+        by_head = np.einsum("phk,hkd->hpd", z, w_o)  # (h, P, d)
+        labels += [f"L{m}.H{h}" for h in range(H)] + [f"L{m}.attn_bias"]
+        comps += list(by_head) + [f64(site(m, "attn.out")) - by_head.sum(axis=0)]
+        if post:  # x = LN1(x + attn.out); x = LN2(x + mlp.out), each frozen at this run's scale
+            (w1, b1), (w2, b2), eps = _post_norms(arch, m)
+            stack = _frozen_layer_norm(np.stack(comps), f64(site(m, "resid_pre")) + f64(site(m, "attn.out")), w1, eps)
+            comps = list(stack) + [np.broadcast_to(b1, stack.shape[1:]).copy()]
+            labels.append(f"L{m}.ln1_bias")
+        labels.append(f"L{m}.mlp")
+        comps.append(f64(site(m, "mlp.out")))
+        if post:
+            stack = _frozen_layer_norm(np.stack(comps), f64(site(m, "resid_mid")) + f64(site(m, "mlp.out")), w2, eps)
+            comps = list(stack) + [np.broadcast_to(b2, stack.shape[1:]).copy()]
+            labels.append(f"L{m}.ln2_bias")
+    comps = np.stack(comps)  # (C, P, d)
+    const = np.zeros(comps.shape[1:])  # (P, d) the layer's own norm bias, before W_Q / W_K
+    norm = _pre_norm(arch, layer)
+    if norm is not None:
+        kind, w, b, eps = norm
+        x = f64(site(layer, "resid_pre"))  # (P, d) the stream as the model ran it (its scale is the frozen one)
+        if kind == "layer":
+            comps = _frozen_layer_norm(comps, x, w, eps)
+            const = np.broadcast_to(b, const.shape).copy()
+        else:
+            s = norm_scale(x, eps, centred=False)[..., 0]  # (P,)
+            comps = comps / s[None, :, None] * w
+    wq, bq, wk, bk = _qk_weights(arch, layer, head)
+    q = np.concatenate([comps[:, 0] @ wq, (const[0] @ wq + bq)[None]])  # (C + 1, d_head) at the query
+    k = np.concatenate([comps[:, 1] @ wk, (const[1] @ wk + bk)[None]])  # (C + 1, d_head) at the key
+    if isinstance(arch, llama.Llama):  # RoPE: a fixed rotation at each position
+        q, k = _rotate(arch, q, query), _rotate(arch, k, key)
+    parts = arch.scale(layer) * (q @ k.T)  # (C + 1, C + 1)
+    return QKParts(layer, head, query, key, labels + ["bias"], parts, score)
+
+
+def _rotate(arch: Any, x: np.ndarray, position: int) -> np.ndarray:
+    """RoPE at ``position`` on rows x (C, d_head), in float64."""
+    angles = position * np.asarray(arch.inv_freq, dtype=np.float64)  # (r/2,)
+    angles = np.concatenate([angles, angles])[None]  # (1, r)
+    return llama.rotate(x, np.cos(angles), np.sin(angles))  # (C, d_head)
+
+
+def document(model: Any, enc: Any, r: QKParts, top: int) -> dict[str, Any]:
+    """The --json document of ``attn qk``: every part, and the ``top`` largest by size first."""
+    C = len(r.labels)
+    order = np.argsort(-np.abs(r.parts), axis=None, kind="stable")[:top]  # flat indices, largest first
+    at = lambda p: {"position": p, "token": enc.tokens[p]}  # noqa: E731
+    return {
+        "command": "qk", "model": str(model.name), "layer": r.layer, "head": r.head,
+        "query": at(r.query), "key": at(r.key), "score": r.score, "sum": r.total,
+        "components": list(r.labels),
+        "top": [{"query_side": r.labels[k // C], "key_side": r.labels[k % C], "value": float(r.parts.flat[k])}
+                for k in order],
+        "query_side": [float(v) for v in r.parts.sum(axis=1)],  # (C,) each query-side component, over every key side
+        "key_side": [float(v) for v in r.parts.sum(axis=0)],  # (C,)
+        "parts": [[float(v) for v in row] for row in r.parts],  # (C, C)
+    }

@@ -1,0 +1,61 @@
+"""attn attribute through the command line (a tiny GPT-2): JSON, the drawing, --verify, refusals."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import needed
+
+needed("torch")
+needed("transformers")
+
+from typer.testing import CliRunner  # noqa: E402
+
+from attncli.cli.main import app  # noqa: E402
+
+runner = CliRunner()
+CLEAN, CORRUPT = "the cat sat on the mat and the dog", "the dog sat on the mat and the cat"
+
+
+def run(*args):
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize("site, rows", [("resid", "layers"), ("head", "layers"), ("key", "heads")])
+def test_the_grid_and_its_verified_cells(tiny_gpt2_dir, site, rows):
+    code, out = run("attribute", CLEAN, CORRUPT, "--transformer", str(tiny_gpt2_dir), "--target-id", "7",
+                    "--site", site, "--verify", "3", "--json")
+    assert code == 0, out
+    doc = json.loads(out)
+    grid = np.asarray(doc["grid"])
+    L, h = 2, 4  # the tiny GPT-2's
+    assert doc["method"] == "atp*" and doc["site"] == site
+    assert grid.shape[0] == (L * h if rows == "heads" else L) and len(doc["row_labels"]) == grid.shape[0]
+    assert len(doc["verify"]) == 3 and all(set(c) == {"row", "column", "estimate", "exact"} for c in doc["verify"])
+    assert abs(doc["verify"][0]["estimate"]) == pytest.approx(np.abs(grid).max(), abs=1e-7)
+
+
+def test_no_qk_fix_and_the_drawing(tiny_gpt2_dir):
+    code, out = run("attribute", CLEAN, CORRUPT, "--transformer", str(tiny_gpt2_dir), "--target-id", "7",
+                    "--site", "head", "--no-qk-fix")
+    assert code == 0, out
+    assert "attribute head (AtP)" in out and "L1" in out
+
+
+@pytest.mark.parametrize("args, said", [
+    (("--site", "neurons"), "--site 'neurons'"),
+    ((), "give the model with --transformer"),
+])
+def test_refusals(tiny_gpt2_dir, args, said):
+    model = () if said.startswith("give") else ("--transformer", str(tiny_gpt2_dir))
+    code, out = run("attribute", CLEAN, CORRUPT, *model, "--target-id", "7", *args)
+    assert code == 2 and said in out and "Traceback" not in out
+
+
+def test_an_encoder_is_refused_by_name(tiny_bert_dir):
+    code, out = run("attribute", "a [MASK] b", "b [MASK] a", "--transformer", str(tiny_bert_dir), "--target-id", "5")
+    assert code == 2 and ("GPT-2 and the Llama family" in out or "masked-language-model" in out)
