@@ -1,4 +1,5 @@
-"""Which options of ``attn matrix`` and ``attn explore`` go together: one table of refusals.
+"""Which options of ``attn matrix``, ``attn explore``, the causal tests (``attn ablate``, ``patch``,
+``dla``) and ``attn stats`` go together: one table of refusals.
 
 Each row of :data:`ROWS` names the state it refuses (conditions on the options, all of which hold),
 the paths it applies to, and the message, which says what to do instead. Three things are made
@@ -56,6 +57,9 @@ SWITCHES = {
     "flow": "Attention flow through layers 0..--layer: max-flow from each input token through the rollout's Â graph "
             "(Abnar & Zuidema 2020).",
 }
+ABLATE_MODES = ("zero", "mean")  # attn ablate --mode (attncli.causal.grids.MODES)
+PATCH_SITES = ("resid", "attn", "mlp", "head")  # attn patch --site (attncli.causal.grids.PATCH_SITES)
+PRECISIONS = ("float32", "float64")  # attn stats --precision
 
 # options that only --transformer gives a meaning to (attn matrix's parameter names)
 TRANSFORMER_ONLY = ("pair", "pair_filter", "filter_specials", "words", "hide_special", "rollout", "backend", "truncate",
@@ -88,11 +92,16 @@ PATHS = {  # path -> where it is (the docs' column)
     "compare": "attn compare",
     "heads": "attn heads",
     "lens": "attn lens",
+    "causal": "attn ablate, attn patch, attn dla",
+    "stats": "attn stats",
+    "merge": "attn stats merge",
 }
 V, T, E, S, C, H, LENS = ("vectors",), ("transformer",), ("explore",), ("seq2seq",), ("compare",), ("heads",), ("lens",)
+CA, ST, M = ("causal",), ("stats",), ("merge",)
 
 _FLAGS = {"block": "--filter", "pair_filter": "--filter", "block_specials": "--filter-specials",
-          "filter_specials": "--filter-specials", "text_b": "TEXT_B"}
+          "filter_specials": "--filter-specials", "text_b": "TEXT_B", "json_out": "--json",
+          "text": "TEXT", "corrupt": "CORRUPT"}  # the causal tests' texts are arguments
 
 
 def flag(name: str) -> str:
@@ -281,8 +290,21 @@ ROWS: tuple[Row, ...] = (
     Row((On("pool"), On("words")), T + E, "--pool merges tokens into spans itself: drop --words"),
     *(Row((On(p),), S, f"{flag(p)} is for one stack of tokens (BERT, GPT-2, Llama families); an encoder-decoder's "
                        "view takes --rows START:END") for p in LONG_VIEWS[1:]),
+    # the causal tests (attncli.causal.causal_request: attn ablate, patch and dla)
+    Row((Not("mode", ABLATE_MODES),), CA, f"--mode {{mode!r}}: choose one of {', '.join(ABLATE_MODES)}"),
+    Row((On("reference"), Is("mode", ("zero",))), CA,
+        "--reference is the texts of --mode mean: add --mode mean, or drop --reference"),
+    Row((Not("site", PATCH_SITES),), CA, f"--site {{site!r}}: choose one of {', '.join(PATCH_SITES)}"),
+    Row((Blank("text"),), CA, 'the text is empty: give the text the model reads, e.g. "time flies like an"'),
+    Row((Blank("corrupt"),), CA, "the corrupted text is empty: give a text of as many tokens as the clean one"),
+    Row((Off("transformer"),), CA, "give the model with --transformer NAME (a hub id or a directory)"),
+    # head statistics over a corpus (attncli.stats.stats_request: attn stats, attn stats merge)
+    Row((On("explore"), On("json_out")), ST + M,
+        "--explore opens the statistics in an interactive view; --json prints them: choose one"),
+    Row((Not("precision", PRECISIONS),), ST, "--precision must be float32 or float64 (got {precision!r})"),
+    Row((Off("transformer"),), ST, "attn stats needs --transformer NAME_OR_PATH (the model whose heads to measure)"),
     # the forward pass
-    Row((Not("backend", BACKENDS),), T + E, f"--backend {{backend!r}}: expected {_or(BACKENDS)}"),
+    Row((Not("backend", BACKENDS),), T + E + CA + ST, f"--backend {{backend!r}}: expected {_or(BACKENDS)}"),
     # attn compare (attncli.pipeline.compare_compute.CompareRequest)
     Row((On("align"), Not("align", ALIGNS)), C, "--align {align!r}: choose same or position"),
     Row((On("transformer_b"), Off("transformer")), C, "--transformer-b needs --transformer (model A)"),
@@ -330,7 +352,8 @@ def validate(options: Mapping[str, Any], *paths: str, given: Optional[Iterable[s
 
 # --- the docs' table -------------------------------------------------------------------------------
 
-_PLACEHOLDERS = {"show": "SHOW", "stack": "STACK", "backend": "NAME", "layer": "L", "head": "H", "align": "HOW"}
+_PLACEHOLDERS = {"show": "SHOW", "stack": "STACK", "backend": "NAME", "layer": "L", "head": "H", "align": "HOW",
+                 "mode": "MODE", "site": "SITE", "precision": "P"}
 BEGIN = "<!-- option conflicts: made by `python -m attncli.option_conflicts --write`; do not edit by hand -->"
 END = "<!-- end of option conflicts -->"
 

@@ -31,7 +31,7 @@ ALLOWED = {
     "tinylm": {"model", "attention", "vectors"},
     "generate": {"model", "tinylm", "attention", "vectors", "hf"},
     "views": {"attention", "lookup"},  # rich drawing shared by cli and explore
-    "pipeline": {"model", "views", "attention", "hf", "causal", "tinylm", "vectors", "generate"},  # one request, one compute per command
+    "pipeline": {"model", "views", "attention", "hf", "causal", "tinylm", "vectors", "generate", "stats"},  # one request, one compute per command
     "explore": {"model", "pipeline", "views", "tinylm", "attention", "lookup", "vectors", "hf", "causal"},  # the Textual app (attn explore)
     "cli": {"model", "pipeline", "explore", "views", "tinylm", "attention", "lookup", "vectors", "hf", "generate", "stats",
             "causal"},

@@ -31,10 +31,11 @@ SAMPLES = {"pair": "fruit flies", "block": "a-b", "pair_filter": "a-b", "block_s
            "model": "m", "top_k": 3, "pool": "sentence", "device_map": "auto",
            "max_memory": "cpu=1GB", "rows": "last:2", "transformer": "no-such-model", "transformer_b": "other-model",
            "variant_b": "dot", "causal_b": True, "align": "position",
-           "exclude_first": True}
+           "exclude_first": True, "reference": "refs.txt", "explore": True, "json_out": True}
 CHOICES = {"proj": ("identity", "random", "trained"), "show": ("weights", "scores", "norms", "output"),
            "stack": oc.STACKS, "backend": oc.BACKENDS, "block_specials": ("none", "bertviz"), "align": oc.ALIGNS,
-           "variant": ("scaled", "dot")}
+           "variant": ("scaled", "dot"),
+           "mode": (*oc.ABLATE_MODES, "half"), "site": (*oc.PATCH_SITES, "embed"), "precision": (*oc.PRECISIONS, "float16")}
 PARAM = {"pair_filter": "block", "filter_specials": "block_specials"}  # attn matrix's names -> the table's
 
 
@@ -60,6 +61,8 @@ def example(row: oc.Row, path: str) -> dict:
     if path == "seq2seq" and "target" not in named and (options.get("stack") in ("decoder", "cross")
                                                          or "stack" not in options):  # the command's way in
         options["target"] = SAMPLES["target"]
+    if path in ("causal", "stats") and "transformer" not in named:  # their commands' way in (never loaded:
+        options["transformer"] = "no-such-model"                    # the row refuses first)
     return options
 
 
@@ -73,6 +76,21 @@ def args_of(options: dict) -> list[str]:
         else:
             args += [oc.flag(name), str(value)]
     return args
+
+
+def causal_command(row: oc.Row, options: dict) -> tuple[list[str], dict]:
+    """attn patch for its own rows (--site, the corrupted text), attn ablate for the rest; the texts
+    are arguments."""
+    options = dict(options)
+    texts = [options.pop("text", SENTENCE)]
+    if {"site", "corrupt"} & set(options):
+        return ["patch", *texts, options.pop("corrupt", SENTENCE)], options
+    return ["ablate", *texts], options
+
+
+COMMANDS = {"causal": causal_command,
+            "stats": lambda row, options: (["stats", "no-such-corpus.txt"], options),
+            "merge": lambda row, options: (["stats", "merge", "no-such-folder"], options)}
 
 
 def typed(row: oc.Row) -> set[str]:
@@ -93,9 +111,13 @@ def test_every_row_refuses_through_the_command_line_with_exit_2_and_its_message(
         oc.validate(table_options, path, given=typed(row))
     if "bogus" in options.values():  # a choice outside attn's: Typer's own enum refuses it first
         return
-    command = {"vectors": ["matrix", SENTENCE], "transformer": ["matrix", SENTENCE, "--transformer", "no-such-model"],
-               "seq2seq": ["matrix", SENTENCE, "--transformer", "no-such-model"],
-               "explore": ["explore", SENTENCE, "--transformer", "no-such-model"], "compare": ["compare", SENTENCE], "heads": ["heads"], "lens": ["lens", SENTENCE]}[path]
+    if path in COMMANDS:  # the causal tests and attn stats: their own commands
+        command, options = COMMANDS[path](row, options)
+    else:
+        command = {"vectors": ["matrix", SENTENCE], "transformer": ["matrix", SENTENCE, "--transformer", "no-such-model"],
+                   "seq2seq": ["matrix", SENTENCE, "--transformer", "no-such-model"],
+                   "explore": ["explore", SENTENCE, "--transformer", "no-such-model"], "compare": ["compare", SENTENCE],
+                   "heads": ["heads"], "lens": ["lens", SENTENCE]}[path]
     if path == "explore" and not all(importlib.util.find_spec(m) for m in ("textual", "safetensors", "tokenizers")):
         pytest.skip("attn explore --transformer needs the explore and pretrained extras")
     result = CliRunner().invoke(cli, [*command, *args_of(options)])

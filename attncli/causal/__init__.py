@@ -3,7 +3,9 @@ the prediction move (``ablate``), copy activations from a clean input into a cor
 how much of the behaviour comes back (``patch``), and split a logit into each head's and each MLP's
 direct part (``dla``). The grids run on any model with ``trace``: batched on attn's own NumPy passes
 (the fast path), one resumed trace per intervention on the torch backend; DLA on the NumPy pass
-only. The CLI is attncli/cli/causal.py.
+only. What each command asks for is a request (``causal_request``: AblateRequest, PatchRequest,
+DlaRequest), which attncli.pipeline.compute_causal turns into its result; the CLI is
+attncli/cli/causal.py.
 
     >>> import numpy as np
     >>> from attncli.causal import Target, ablate, patch, dla    # ablate(model, ids, target) -> Grid
@@ -26,4 +28,7 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "patch": "grids",
     "head_means": "grids",
     "dla": "dla",
+    "AblateRequest": "causal_request",
+    "PatchRequest": "causal_request",
+    "DlaRequest": "causal_request",
 })

@@ -1,7 +1,7 @@
-"""Commands ``attn ablate``, ``attn patch`` and ``attn dla``: the causal tests of attncli/causal on a
-pretrained model's traced pass (attn's NumPy pass where it runs the model, transformers' under hooks
-with --backend torch or where it does not), drawn by attncli/views/causal.py, with --json, --svg, --png and
---html as every view. Nothing heavy is imported at module level."""
+"""Commands ``attn ablate``, ``attn patch`` and ``attn dla``: each builds its request
+(attncli.causal.causal_request), hands it to attncli.pipeline.compute_causal and prints the result with
+attncli.cli.output.show (--json, --svg, --png and --html as every view). The options the three
+share are declared once, in :data:`OPTIONS`. Nothing heavy is imported at module level."""
 
 from __future__ import annotations
 
@@ -10,19 +10,19 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from attncli.causal import documents, grids
-from attncli.causal.dla import dla
+from attncli.causal.causal_request import AblateRequest, CausalRequest, DlaRequest, PatchRequest
 from attncli.causal.grids import check_traced
 from attncli.causal.target import resolve
 from attncli.cli.common import app
+from attncli.cli.declare import declared
 from attncli.cli.matrix import Exports, _check_exports
 from attncli.cli.options import (BackendOpt, DeviceMapOpt, DeviceOpt, DtypeOpt, ExportWidthOpt, HtmlOpt, MaxMemoryOpt, PngOpt,
                                  SvgOpt)
 from attncli.cli.output import show
 from attncli.cli.progress import Stage
 from attncli.cli.transformer import load_model
-from attncli.errors import BadInput
-from attncli.textio import read_user_text
+from attncli.option_conflicts import validate
+from attncli.pipeline.causal_compute import compute_causal
 from attncli.views.causal import causal_view
 
 ModelArg = Annotated[Optional[str], typer.Option("--transformer", help="A pretrained model: hub id or directory "
@@ -36,19 +36,95 @@ ContrastId = Annotated[Optional[int], typer.Option("--contrast-id", help="The co
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
 AllowOpt = Annotated[bool, typer.Option("--allow-missing-weights", help="Warn instead of refusing unused weights.")]
 
+OPTIONS: dict[str, tuple[Any, Any]] = {  # the options of the three commands: parameter name -> (Annotated, default)
+    "transformer": (ModelArg, None), "target": (TargetWord, None), "target_id": (TargetId, None),
+    "contrast": (ContrastWord, None), "contrast_id": (ContrastId, None), "backend": (BackendOpt, None),
+    "device": (DeviceOpt, None), "dtype": (DtypeOpt, None), "device_map": (DeviceMapOpt, None),
+    "max_memory": (MaxMemoryOpt, None), "allow_missing_weights": (AllowOpt, False), "json_out": (JsonOpt, False),
+    "svg": (SvgOpt, None), "html": (HtmlOpt, None), "png": (PngOpt, None), "width": (ExportWidthOpt, None),
+}
+MODEL_OPTIONS = ("transformer", "target", "target_id", "contrast", "contrast_id")  # before a command's own options
+RUN_OPTIONS = ("backend", "device", "dtype", "device_map", "max_memory", "allow_missing_weights")  # after them
+OUTPUT_OPTIONS = ("json_out", "svg", "html", "png", "width")
+REQUEST_OPTIONS = MODEL_OPTIONS + RUN_OPTIONS  # the request's shared fields
+
+
+def _shared(options: dict[str, Any]) -> dict[str, Any]:
+    """The request's shared fields from the command's options (--backend's enum: its value)."""
+    fields = {name: options[name] for name in REQUEST_OPTIONS}
+    fields["backend"] = fields["backend"].value if fields["backend"] else "auto"
+    return fields
+
+
+def _run(request: CausalRequest, options: dict[str, Any]) -> None:
+    """Check, load, compute and print ``request``; the export targets are checked before any work
+    (--json with an export into stdout refused: they would share it)."""
+    request.check()
+    json_out = options["json_out"]
+    exports = Exports(svg=options["svg"], html=options["html"], png=options["png"], width=options["width"])
+    _check_exports(exports, json_out)
+    model = load_model(request.transformer, request.backend, request.allow_missing_weights, json_out=json_out,
+                       device=request.device, dtype=request.dtype, device_map=request.device_map,
+                       max_memory=request.max_memory)  # auto: the NumPy pass wherever it runs
+    result = compute_causal(request, model, stage=lambda what: Stage(what, json_out=json_out))
+    show(result, json_out=json_out, exports=exports)
+
+
+@app.command("ablate")
+@declared(OPTIONS, "text", *MODEL_OPTIONS, "mode", "reference", "position", *RUN_OPTIONS, *OUTPUT_OPTIONS)
+def ablate_cmd(
+    text: Annotated[str, typer.Argument(help="The text the model reads.", show_default=False)],
+    *,
+    mode: Annotated[str, typer.Option(help="zero: the head's output set to 0; mean: to its mean over --reference.")] = "zero",
+    reference: Annotated[Optional[Path], typer.Option(help="Texts (one a line) a head's mean output is taken over.",
+                                                      metavar="FILE")] = None,
+    position: Annotated[Optional[int], typer.Option(help="Ablate at this token position only (default: every one).",
+                                                    metavar="N")] = None,
+    **options: Any,
+) -> None:
+    """Knock each head out and see how the prediction moves: layers x heads."""
+    _run(AblateRequest(text, **_shared(options), mode=mode, reference=reference, position=position), options)
+
+
+@app.command("patch")
+@declared(OPTIONS, "clean", "corrupt", *MODEL_OPTIONS, "site", *RUN_OPTIONS, *OUTPUT_OPTIONS)
+def patch_cmd(
+    clean: Annotated[str, typer.Argument(help="The clean text.", show_default=False)],
+    corrupt: Annotated[str, typer.Argument(help="The corrupted text (the same number of tokens).", show_default=False)],
+    *,
+    site: Annotated[str, typer.Option("--site", help="resid (the stream into a layer), attn, mlp (their outputs), "
+                                      "per position; or head (a head's output at every position).")] = "resid",
+    **options: Any,
+) -> None:
+    """Copy clean activations into the corrupted run: the fraction of the logit difference restored."""
+    _run(PatchRequest(clean, **_shared(options), corrupt=corrupt, site=site), options)
+
+
+@app.command("dla")
+@declared(OPTIONS, "text", *MODEL_OPTIONS, *RUN_OPTIONS, *OUTPUT_OPTIONS)
+def dla_cmd(
+    text: Annotated[str, typer.Argument(help="The text the model reads.", show_default=False)],
+    **options: Any,
+) -> None:
+    """Direct logit attribution: each head's and MLP's direct part of the target's logit."""
+    _run(DlaRequest(text, **_shared(options)), options)
+
+
+# --- what attn attribute (cli/attribute.py) still builds by hand: the model, the target, the view ---
+
 
 def _setup(transformer: Optional[str], text: str, allow: bool, json_out: bool, exports: tuple,
            placed: tuple = (None,) * 5):
-    """The model and the text's encoding, after the export targets (``exports``: svg, html, png,
-    width) are checked, so a target attn cannot write is refused before any work. ``placed``:
-    --backend, --device, --dtype, --device-map, --max-memory."""
+    """The model and the text's encoding, after the text, --transformer (the table's causal rows)
+    and the export targets (``exports``: svg, html, png, width; --json with one into stdout
+    refused) are checked, so nothing is loaded for a refusal. ``placed``: --backend, --device,
+    --dtype, --device-map, --max-memory."""
+    validate({"text": text, "transformer": transformer}, "causal")
     svg, html, png, width = exports
-    _check_exports(Exports(svg=svg, html=html, png=png, width=width))
-    if not transformer:
-        raise BadInput("give the model with --transformer NAME (a hub id or a directory)")
+    _check_exports(Exports(svg=svg, html=html, png=png, width=width), json_out)
     backend, device, dtype, device_map, max_memory = placed
     model = load_model(transformer, backend.value if backend else "auto", allow, json_out=json_out,
-                       device=device, dtype=dtype, device_map=device_map, max_memory=max_memory)  # auto: the NumPy pass wherever it runs
+                       device=device, dtype=dtype, device_map=device_map, max_memory=max_memory)
     check_traced(model)
     return model, model.encode(text)
 
@@ -72,124 +148,3 @@ def _options(transformer, target, target_id, contrast, contrast_id, backend, dev
 
 def _progress(what: str, json_out: bool):
     return Stage(what, json_out=json_out)
-
-
-def _reference_ids(model, path: Path) -> list[list[int]]:
-    lines = [line.strip() for line in read_user_text(path, "--reference", hint="one text per line").splitlines()]
-    texts = [line for line in lines if line]
-    if not texts:
-        raise BadInput(f"--reference {path} holds no text: mean ablation needs at least one line to average over")
-    return [model.encode(t, truncate=True).ids for t in texts]
-
-
-@app.command("ablate")
-def ablate_cmd(
-    text: Annotated[str, typer.Argument(help="The text the model reads.", show_default=False)],
-    *,
-    transformer: ModelArg = None,
-    target: TargetWord = None,
-    target_id: TargetId = None,
-    contrast: ContrastWord = None,
-    contrast_id: ContrastId = None,
-    mode: Annotated[str, typer.Option(help="zero: the head's output set to 0; mean: to its mean over --reference.")] = "zero",
-    reference: Annotated[Optional[Path], typer.Option(help="Texts (one a line) a head's mean output is taken over.",
-                                                      metavar="FILE")] = None,
-    position: Annotated[Optional[int], typer.Option(help="Ablate at this token position only (default: every one).",
-                                                    metavar="N")] = None,
-    backend: BackendOpt = None,
-    device: DeviceOpt = None,
-    dtype: DtypeOpt = None,
-    device_map: DeviceMapOpt = None,
-    max_memory: MaxMemoryOpt = None,
-    allow_missing_weights: AllowOpt = False,
-    json_out: JsonOpt = False,
-    svg: SvgOpt = None,
-    html: HtmlOpt = None,
-    png: PngOpt = None,
-    width: ExportWidthOpt = None,
-) -> None:
-    """Knock each head out and see how the prediction moves: layers x heads."""
-    if mode not in grids.MODES:
-        raise BadInput(f"--mode {mode!r}: choose one of {', '.join(grids.MODES)}")
-    if mode == "zero" and reference is not None:
-        raise BadInput("--reference is the texts of --mode mean: add --mode mean, or drop --reference")
-    model, enc = _setup(transformer, text, allow_missing_weights, json_out, (svg, html, png, width),
-                        (backend, device, dtype, device_map, max_memory))
-    t = _target(model, enc.ids, target, target_id, contrast, contrast_id)
-    means = grids.head_means(model, _reference_ids(model, reference)) if mode == "mean" and reference else None
-    with _progress(f"ablating {model.layers} x {model.heads} heads", json_out):
-        grid = grids.ablate(model, enc.ids, t, mode=mode, means=means, position=position)
-    doc = documents.ablate_document(model, enc, t, grid, mode=mode, position=position)
-    _show(doc, f"attn ablate: {text[:60]}", json_out, svg, html, png, width, [text],
-          _options(transformer, target, target_id, contrast, contrast_id, backend, device, dtype, allow_missing_weights,
-                   ("--mode", mode if mode != "zero" else None), ("--reference", reference), ("--position", position)))
-
-
-@app.command("patch")
-def patch_cmd(
-    clean: Annotated[str, typer.Argument(help="The clean text.", show_default=False)],
-    corrupt: Annotated[str, typer.Argument(help="The corrupted text (the same number of tokens).", show_default=False)],
-    *,
-    transformer: ModelArg = None,
-    target: TargetWord = None,
-    target_id: TargetId = None,
-    contrast: ContrastWord = None,
-    contrast_id: ContrastId = None,
-    site: Annotated[str, typer.Option("--site", help="resid (the stream into a layer), attn, mlp (their outputs), "
-                                      "per position; or head (a head's output at every position).")] = "resid",
-    backend: BackendOpt = None,
-    device: DeviceOpt = None,
-    dtype: DtypeOpt = None,
-    device_map: DeviceMapOpt = None,
-    max_memory: MaxMemoryOpt = None,
-    allow_missing_weights: AllowOpt = False,
-    json_out: JsonOpt = False,
-    svg: SvgOpt = None,
-    html: HtmlOpt = None,
-    png: PngOpt = None,
-    width: ExportWidthOpt = None,
-) -> None:
-    """Copy clean activations into the corrupted run: the fraction of the logit difference restored."""
-    if site not in grids.PATCH_SITES:
-        raise BadInput(f"--site {site!r}: choose one of {', '.join(grids.PATCH_SITES)}")
-    model, enc = _setup(transformer, clean, allow_missing_weights, json_out, (svg, html, png, width),
-                        (backend, device, dtype, device_map, max_memory))
-    bad = model.encode(corrupt)
-    grids.check_same_length(model, enc.ids, bad.ids)
-    t = _target(model, enc.ids, target, target_id, contrast, contrast_id)
-    with _progress(f"patching {site} in {model.layers} layers", json_out):
-        grid = grids.patch(model, enc.ids, bad.ids, t, where=site)
-    doc = documents.patch_document(model, enc, bad, t, grid, site=site)
-    _show(doc, f"attn patch: {clean[:60]}", json_out, svg, html, png, width, [clean, corrupt],
-          _options(transformer, target, target_id, contrast, contrast_id, backend, device, dtype, allow_missing_weights,
-                   ("--site", site if site != "resid" else None)))
-
-
-@app.command("dla")
-def dla_cmd(
-    text: Annotated[str, typer.Argument(help="The text the model reads.", show_default=False)],
-    *,
-    transformer: ModelArg = None,
-    target: TargetWord = None,
-    target_id: TargetId = None,
-    contrast: ContrastWord = None,
-    contrast_id: ContrastId = None,
-    backend: BackendOpt = None,
-    device: DeviceOpt = None,
-    dtype: DtypeOpt = None,
-    device_map: DeviceMapOpt = None,
-    max_memory: MaxMemoryOpt = None,
-    allow_missing_weights: AllowOpt = False,
-    json_out: JsonOpt = False,
-    svg: SvgOpt = None,
-    html: HtmlOpt = None,
-    png: PngOpt = None,
-    width: ExportWidthOpt = None,
-) -> None:
-    """Direct logit attribution: each head's and MLP's direct part of the target's logit."""
-    model, enc = _setup(transformer, text, allow_missing_weights, json_out, (svg, html, png, width),
-                        (backend, device, dtype, device_map, max_memory))
-    t = _target(model, enc.ids, target, target_id, contrast, contrast_id)
-    doc = documents.dla_document(model, enc, t, dla(model, enc.ids, t))
-    _show(doc, f"attn dla: {text[:60]}", json_out, svg, html, png, width, [text],
-          _options(transformer, target, target_id, contrast, contrast_id, backend, device, dtype, allow_missing_weights))

@@ -23,6 +23,7 @@ from attncli.attention.variants import DEFAULT_VARIANT, VARIANTS
 from attncli.cli.common import app, emit_json, info, json_write, out_console, quiet_stdout
 from attncli.cli.options import EXPORT_OPTIONS, PLACEMENT_OPTIONS, VIEW_OPTIONS, WORD_VECTOR_OPTIONS, declared
 from attncli.cli.options import TRANSFORMER_ONLY as _TRANSFORMER_ONLY
+from attncli.cli.output import JSON_SHARES_STDOUT
 from attncli.cli.output import show as show_result
 from attncli.cli.panels import render_demo, render_scale
 from attncli.errors import BadInput
@@ -74,8 +75,7 @@ def _check_exports(exports: Exports, json_out: bool = False) -> None:
             raise BadInput(f"{other} and {option} name the same file ({str(target.given)!r}): give each its own")
     if any(target.is_stdout for target in targets.values()):
         if json_out:
-            raise BadInput("--json and an export into stdout (/dev/stdout) would share it: drop one, or send the "
-                           "export to a file")
+            raise BadInput(JSON_SHARES_STDOUT)
 
         quiet_stdout()
     if exports.width is not None and not 20 <= exports.width <= 4000:

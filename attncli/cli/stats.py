@@ -11,21 +11,16 @@ from typing import Annotated, Any, Optional
 import typer
 from typer.core import TyperGroup
 
-from attncli.model.interface import has
 from attncli.cli.common import app, err_console, escape, info, warn
+from attncli.cli.declare import declared
 from attncli.cli.matrix import Exports, _check_exports
 from attncli.cli.options import BackendOpt, ExportWidthOpt, HtmlOpt, PngOpt, SvgOpt
 from attncli.cli.output import show, write_exports
 from attncli.cli.progress import _Delayed
 from attncli.cli.transformer import load_model
 from attncli.errors import BadInput
-from attncli.stats import corpus as corpus_mod
-from attncli.stats.accumulate import Settings
-from attncli.stats.cluster import host_port
-from attncli.stats.report import document, merge_shards
-from attncli.stats.runner import ModelSpec, run
-from attncli.stats.shards import shard_folder
-from attncli.views.stats_view import StatsView
+from attncli.pipeline.stats_compute import compute_merge, compute_stats
+from attncli.stats.stats_request import MergeRequest, StatsRequest
 
 
 class _StatsGroup(TyperGroup):
@@ -40,14 +35,13 @@ class _StatsGroup(TyperGroup):
 stats_app = typer.Typer(cls=_StatsGroup, help="Head statistics over a corpus (attn stats CORPUS; attn stats merge DIR...).")
 app.add_typer(stats_app, name="stats")
 
-LIMITS = {"--max-texts": (1, 10**12), "--max-tokens": (1, 10**15), "--shard-texts": (1, 100_000), "--workers": (1, 256),
-          "--top-k": (1, 100), "--batch-size": (1, 256), "--probe-every": (1, 10**9), "--probe-length": (2, 4096), "--seed": (0, 2**32 - 1)}
+ExploreOpt = Annotated[bool, typer.Option("--explore", help="Then open the statistics in an interactive view (the explore extra).")]
 
-
-def _check(option: str, value: Optional[int]) -> None:
-    lo, hi = LIMITS[option]
-    if value is not None and not lo <= value <= hi:
-        raise BadInput(f"{option} must be between {lo:,} and {hi:,} (got {value})")
+OUTPUT: dict[str, tuple[Any, Any]] = {  # the options attn stats and attn stats merge share: name -> (Annotated, default)
+    "svg": (SvgOpt, None), "html": (HtmlOpt, None), "png": (PngOpt, None), "width": (ExportWidthOpt, None),
+    "explore": (ExploreOpt, False),
+}
+OUTPUT_OPTIONS = ("svg", "html", "png", "width", "explore")  # after --json, in --help's order
 
 
 class _Progress(_Delayed):
@@ -83,36 +77,38 @@ class _Progress(_Delayed):
             self.progress = None
 
 
-def _exports(svg, html, png, width):
-    exports = Exports(svg=svg, html=html, png=png, width=width)
-    _check_exports(exports)
+def _output(request: Any, json_out: bool, options: dict[str, Any]) -> Exports:
+    """The refusals of ``request`` and of how it is shown (--json, --explore, the export targets),
+    before any work; the export targets."""
+    request.check(json_out=json_out, explore=options["explore"])
+    exports = Exports(svg=options["svg"], html=options["html"], png=options["png"], width=options["width"])
+    _check_exports(exports, json_out)  # --json with an export into stdout: refused (they would share it)
+    if options["explore"]:
+        import importlib.util
+
+        if importlib.util.find_spec("textual") is None:
+            raise BadInput('--explore needs the "explore" extra (Textual): pip install "attncli[explore]"')
     return exports
 
 
-def _check_explore(explore: bool, json_out: bool) -> None:
-    if not explore:
-        return
-    if json_out:
-        raise BadInput("--explore opens the statistics in an interactive view; --json prints them: choose one")
-    import importlib.util
-
-    if importlib.util.find_spec("textual") is None:
-        raise BadInput('--explore needs the "explore" extra (Textual): pip install "attncli[explore]"')
-
-
-def _show(doc: dict[str, Any], json_out: bool, exports, title: str, explore: bool = False, *, command: str = "stats run",
-          positionals: tuple = (), options: tuple = ()) -> None:
-    view = StatsView(doc, title=title, command=command, positionals=[str(p) for p in positionals], options=options)
+def _show(result: Any, json_out: bool, exports: Exports, explore: bool) -> None:
     if explore:
         from attncli.explore.stats_app import run as explore_stats
 
         if exports:
-            write_exports(view, exports)
-        raise typer.Exit(explore_stats(doc))
-    show(view, json_out=json_out, exports=exports)
+            write_exports(result, exports)
+        raise typer.Exit(explore_stats(result.document()))
+    show(result, json_out=json_out, exports=exports)
+
+
+def _say(kind: str, message: str) -> None:
+    (warn if kind == "warn" else info)(message)
 
 
 @stats_app.command("run")
+@declared(OUTPUT, "corpus", "transformer", "field", "split", "max_texts", "max_tokens", "out", "shard_texts", "workers",
+          "ray", "top_k", "probe_every", "probe_length", "seed", "batch_size", "precision", "backend",
+          "allow_missing_weights", "json_out", *OUTPUT_OPTIONS)
 def stats_cmd(
     corpus: Annotated[str, typer.Argument(metavar="CORPUS", help="A text file (one text a line), - for stdin, a folder of .txt files, "
                                                "a JSONL file, or a saved datasets dataset.", show_default=False)],
@@ -136,11 +132,7 @@ def stats_cmd(
     backend: BackendOpt = None,
     allow_missing_weights: Annotated[bool, typer.Option("--allow-missing-weights", help="Run a model whose checkpoint lacks weights, with a warning.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON.")] = False,
-    svg: SvgOpt = None,
-    html: HtmlOpt = None,
-    png: PngOpt = None,
-    width: ExportWidthOpt = None,
-    explore: Annotated[bool, typer.Option("--explore", help="Then open the statistics in an interactive view (the explore extra).")] = False,
+    **options: Any,
 ) -> None:
     """Per-head statistics of a pretrained model over a corpus: sink, entropy, mean distance,
     previous-token, duplicate-token and induction scores, with each head's top contexts
@@ -149,77 +141,32 @@ def stats_cmd(
     JSON keys: model {name, fingerprint, layers, heads, causal}, texts, texts_scored, tokens,
     probes, ranges, stats {name: {mean (layers x heads), count}}, top {name: [{layer, head, examples}]}.
     """
-    if transformer is None:
-        raise BadInput("attn stats needs --transformer NAME_OR_PATH (the model whose heads to measure)")
-    for option, value in (("--max-texts", max_texts), ("--max-tokens", max_tokens), ("--shard-texts", shard_texts),
-                          ("--workers", workers), ("--top-k", top_k), ("--probe-every", probe_every),
-                          ("--probe-length", probe_length), ("--seed", seed), ("--batch-size", batch_size)):
-        _check(option, value)
-    exports = _exports(svg, html, png, width)
-    _check_explore(explore, json_out)
-    if ray is not None:
-        host_port(ray)
-    if out is not None:
-        shard_folder(out)
-    source = corpus_mod.describe(corpus, field)
-    texts = corpus_mod.texts(corpus, field=field, split=split)
-
-    if precision not in (None, "float32", "float64"):
-        raise BadInput(f"--precision must be float32 or float64 (got {precision!r})")
-    name = backend.value if backend else "auto"
-    model = load_model(transformer, name, allow_missing_weights, json_out=json_out)
-    if precision is not None and model.backend != "numpy":
-        raise BadInput(f"--precision chooses attn's NumPy pass; {model.name} runs through transformers (its --dtype, "
-                       "float32 by default): drop --precision")
-    settings = Settings(top_k=top_k, probe_every=probe_every, probe_length=probe_length, seed=seed,
-                        precision=precision or "float32")
-    where = f"on the Ray cluster at {ray}" if ray else f"in {workers} processes" if workers > 1 else "here"
-    with _Progress(f"measuring the {model.layers * model.heads} heads of {model.name} on the {source}, {where}",
-                   json_out) as progress:
-        outcome = run(model, texts, spec=ModelSpec(transformer, name, allow_missing_weights, batch_size), settings=settings,
-                      out=out, shard_texts=shard_texts, max_texts=max_texts, max_tokens=max_tokens, workers=workers,
-                      ray_address=ray, on_shard=progress.advance)
-    if outcome.stopped_at_shard is not None:
-        warn(f"stopped at text {outcome.stopped_at_shard}: the shard there in --out goes past --max-texts/--max-tokens")
-    if outcome.acc.texts == 0:
-        raise BadInput(f"the corpus ({source}) holds no text to measure")
-    if outcome.acc.scored == 0:
-        raise BadInput(f"no text of the corpus ({source}) has a token to score (each is one token or less)")
-    doc = document(outcome.acc, outcome.ident, outcome.ranges, source=source, shards=outcome.shards,
-                   computed=outcome.computed, ran=outcome.ran, out=None if out is None else str(out))
-    if has(model, "stacks"):  # T5, BART: the encoder stack's self-attention
-        info("an encoder-decoder: these are the encoder stack's heads (its self-attention over each text)")
-        doc["stack"] = "encoder"
-    _show(doc, json_out, exports, f"attn stats: {model.name}", explore, positionals=(corpus,), options=(
-        ("--transformer", transformer), ("--field", field), ("--split", split), ("--max-texts", max_texts),
-        ("--max-tokens", max_tokens), ("--top-k", top_k if top_k != 5 else None),
-        ("--probe-every", probe_every if probe_every != 4 else None),
-        ("--probe-length", probe_length if probe_length != 20 else None), ("--seed", seed or None),
-        ("--precision", precision), ("--backend", backend.value if backend else None),
-        ("--allow-missing-weights", allow_missing_weights)))
+    request = StatsRequest(corpus, transformer=transformer, field=field, split=split, max_texts=max_texts,
+                           max_tokens=max_tokens, out=out, shard_texts=shard_texts, workers=workers, ray=ray, top_k=top_k,
+                           probe_every=probe_every, probe_length=probe_length, seed=seed, batch_size=batch_size,
+                           precision=precision, backend=backend.value if backend else "auto",
+                           allow_missing_weights=allow_missing_weights)
+    exports = _output(request, json_out, options)
+    result = compute_stats(request, loader=lambda r: load_model(r.transformer, r.backend, r.allow_missing_weights,
+                                                                json_out=json_out),
+                           progress=lambda message: _Progress(message, json_out), say=_say)
+    _show(result, json_out, exports, options["explore"])
 
 
 @stats_app.command("merge")
+@declared(OUTPUT, "folders", "json_out", *OUTPUT_OPTIONS)
 def merge_cmd(
     folders: Annotated[list[Path], typer.Argument(help="Folders written by 'attn stats --out' (or shard files).",
                                                   show_default=False)],
     *,
     json_out: Annotated[bool, typer.Option("--json", help="Print the merged statistics as JSON.")] = False,
-    svg: SvgOpt = None,
-    html: HtmlOpt = None,
-    png: PngOpt = None,
-    width: ExportWidthOpt = None,
-    explore: Annotated[bool, typer.Option("--explore", help="Then open the statistics in an interactive view (the explore extra).")] = False,
+    **options: Any,
 ) -> None:
     """Merge the shards of several runs or machines exactly (sums and counts, never means of means).
 
     Shards of another model, attn version, definitions version or settings are refused (exit 2);
     a damaged shard is named and skipped. JSON keys: those of 'attn stats', and skipped.
     """
-    exports = _exports(svg, html, png, width)
-    _check_explore(explore, json_out)
-    merged = merge_shards(folders)
-    doc = document(merged.acc, merged.ident, merged.ranges, source="shards", shards=len(merged.ranges),
-                   skipped=merged.skipped)
-    _show(doc, json_out, exports, f"attn stats merge: {merged.ident.model['name']}", explore, command="stats merge",
-          positionals=tuple(folders))
+    request = MergeRequest(tuple(folders))
+    exports = _output(request, json_out, options)
+    _show(compute_merge(request), json_out, exports, options["explore"])

@@ -6,31 +6,44 @@ JSON documents with their drawing and their command line."""
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from attncli.model.interface import has, refusal as interface_refusal
+from attncli.causal.causal_request import REQUESTS
+from attncli.causal.target import mask_position
 from attncli.errors import BadInput
 from attncli.explore.drawing import Panel
-from attncli.views.causal import dla_renderables, grid_renderables
-from attncli.causal import documents, grids
-from attncli.causal.dla import dla
-from attncli.causal.target import Target, mask_position
+from attncli.model.interface import has, refusal as interface_refusal
+from attncli.pipeline.causal_compute import compute_causal as run_causal
 
 
 @dataclass
 class CausalResult(Panel):
-    model: Any
-    enc: Any
-    doc: dict[str, Any]
-    command: str  # the attn ablate / attn dla command that prints this view
+    """The app's panel around the command's own result (attncli.views.causal): drawn, exported and
+    said as a command line by it."""
+
+    result: Any  # an AblateResult or a DlaResult
+
+    @property
+    def model(self) -> Any:
+        return self.result.model
+
+    @property
+    def enc(self) -> Any:
+        return self.result.enc
+
+    @property
+    def doc(self) -> dict[str, Any]:
+        return self.result.document()
+
+    @property
+    def command(self) -> str:  # the attn ablate / attn dla command that prints this view
+        return self.result.command_line()
 
     def renderables(self, width: int | None, lines: bool = True) -> list:
-        draw = dla_renderables if self.doc["command"] == "dla" else grid_renderables
-        return draw(self.doc, width)
+        return self.result.renderables(width)
 
     def notes(self) -> list[str]:
         if self.doc["command"] == "dla":
@@ -43,9 +56,20 @@ class CausalResult(Panel):
         return self.doc
 
 
-def refusal(model: Any, kind: str) -> str | None:
-    """Why ``kind`` ("ablate", "dla") cannot run on ``model``, or None: the model interface's own
-    refusal (model/interface.py), the sentence the command line gives."""
+def request_of(state, kind: str, target_id: int | None = None):
+    """The request of G or D (``kind``: "ablate" or "dla") for the state's sentence: what the command
+    line builds for ``attn ablate`` / ``attn dla`` with --target-id ``target_id``."""
+    return REQUESTS[kind](state.text, transformer=state.transformer, target_id=target_id, backend=state.backend)
+
+
+def refusal(model: Any, kind: str, state=None) -> str | None:
+    """Why ``kind`` ("ablate", "dla") cannot run on ``model``, or None: with ``state``, first what the
+    command's request refuses (attncli.option_conflicts' "causal" rows); then the model interface's
+    own refusal (model/interface.py), the sentence the command line gives."""
+    if state is not None:
+        reason = request_of(state, kind).refusal()
+        if reason:
+            return reason
     doing = {"ablate": "ablating heads (G)", "dla": "direct logit attribution (D)"}[kind]
     for capability in ("trace", "dla") if kind == "dla" else ("trace", "next_token"):
         if not has(model, capability):
@@ -54,7 +78,9 @@ def refusal(model: Any, kind: str) -> str | None:
 
 
 def compute_causal(model: Any, state) -> CausalResult:
-    reason = refusal(model, state.causal_view)
+    """``attn ablate`` (G) or ``attn dla`` (D) of the sentence's top prediction: the command's request,
+    with that target, computed as the command computes it."""
+    reason = refusal(model, state.causal_view, state)
     if reason:
         raise BadInput(reason)
     if state.pair is not None:
@@ -62,14 +88,5 @@ def compute_causal(model: Any, state) -> CausalResult:
     enc = model.encode(state.text, truncate=state.truncate)
     ids = list(enc.ids)
     position = len(ids) - 1 if model.is_decoder else mask_position(model, ids)
-    logits = model.trace(ids, "logits")["logits"][position]  # (V,)
-    top = int(np.argmax(logits))
-    target = Target(position, top, model.token_strings([top])[0])
-    if state.causal_view == "dla":
-        doc = documents.dla_document(model, enc, target, dla(model, ids, target))
-    else:
-        doc = documents.ablate_document(model, enc, target, grids.ablate(model, ids, target))
-    command = shlex.join(["attn", state.causal_view, state.text, "--transformer", state.transformer,
-                          "--target-id", str(top)]
-                         + ([] if getattr(state, "backend", "auto") == "auto" else ["--backend", state.backend]))
-    return CausalResult(model, enc, doc, command)
+    top = int(np.argmax(model.trace(ids, "logits")["logits"][position]))  # (V,) -> the top prediction
+    return CausalResult(run_causal(request_of(state, state.causal_view, top), model, truncate=state.truncate))

@@ -127,7 +127,7 @@ class TransformerKeys(App):
             return
         model = getattr(self.result, "model", None)
         if model is not None:  # said at once, the view stays
-            reason = refusal(model, kind)
+            reason = refusal(model, kind, self.state)
             if reason:
                 self._say(reason, error=True)
                 return

@@ -43,4 +43,12 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "HeadsRequest": "heads_compute",
     "HeadsResult": "heads_compute",
     "compute_heads": "heads_compute:compute",
+    "AblateRequest": "causal_compute",
+    "PatchRequest": "causal_compute",
+    "DlaRequest": "causal_compute",
+    "compute_causal": "causal_compute",
+    "StatsRequest": "stats_compute",
+    "MergeRequest": "stats_compute",
+    "compute_stats": "stats_compute",
+    "compute_merge": "stats_compute",
 })

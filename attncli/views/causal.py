@@ -1,7 +1,8 @@
 """The causal tests drawn (``attn ablate``, ``attn patch``, ``attn dla``): a layers x heads (or
 layers x positions) heatmap on PuOr, white at 0, every cell's signed number printed in it, so the
 sign and size read without colour; DLA as a table of parts. Input: the JSON documents of
-attncli/cli/causal.py."""
+attncli/causal/documents.py. :class:`AblateResult`, :class:`PatchResult` and :class:`DlaResult` are
+the three commands' results (attncli.views.result's protocol), made by attncli.pipeline.compute_causal."""
 
 from __future__ import annotations
 
@@ -72,6 +73,36 @@ class DlaView(DocumentView):
     draw = staticmethod(dla_renderables)
 
 
+class _Requested:
+    """A causal result made from its request (attncli.causal.causal_request): the title and the command
+    line are the request's, so the CLI, explore and the Python API say the same one."""
+
+    def __init__(self, doc: dict[str, Any], request: Any) -> None:
+        self.request = request
+        super().__init__(doc, title=request.title, command=request.command, positionals=request.positionals(),
+                         options=request.options())
+
+
+class AblateResult(_Requested, GridView):
+    """``attn ablate``'s result: layers x heads, the change in the target's measure."""
+
+
+class PatchResult(_Requested, GridView):
+    """``attn patch``'s result: layers x positions (or heads), the fraction of the difference restored."""
+
+
+class DlaResult(_Requested, DlaView):
+    """``attn dla``'s result: the parts of the logit and each head's heatmap."""
+
+
+RESULTS = {"ablate": AblateResult, "patch": PatchResult, "dla": DlaResult}
+
+
 def causal_view(doc: dict[str, Any], **kwargs: Any) -> DocumentView:
     """The result of a causal document (``doc["command"]``: ablate, patch or dla)."""
     return (DlaView if doc["command"] == "dla" else GridView)(doc, **kwargs)
+
+
+def causal_result(doc: dict[str, Any], request: Any) -> DocumentView:
+    """The result of ``request`` (its ``command``: ablate, patch or dla), whose document is ``doc``."""
+    return RESULTS[request.command](doc, request)

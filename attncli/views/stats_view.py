@@ -68,3 +68,13 @@ class StatsView(DocumentView):
 
     def notes(self, width: Optional[int] = None) -> list[str]:
         return [stats_caption(self.doc)]
+
+
+class StatsResult(StatsView):
+    """The result of an ``attn stats`` or ``attn stats merge`` request (attncli.stats.stats_request):
+    its command line is the request's."""
+
+    def __init__(self, doc: dict[str, Any], request: Any, *, title: str) -> None:
+        self.request = request
+        super().__init__(doc, title=title, command=request.command, positionals=request.positionals(),
+                         options=request.options())
