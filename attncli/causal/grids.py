@@ -25,16 +25,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from attncli.causal.target import Target
+from attncli.causal.target import CAUSAL, DLA, ON_ENCODER, Target
 from attncli.errors import BadInput
+from attncli.model.interface import has, refusal
 from attncli.textio import visible
-from attncli.hf.record import Recorder
-from attncli.hf.torch_trace import family
-from attncli.model.trace import Intervention, Keep, site
+from attncli.model.trace import Intervention, site
 
 MODES = ("zero", "mean")
 PATCH_SITES = {"resid": "resid_pre", "attn": "attn.out", "mlp": "mlp.out", "head": "attn.z"}
-BATCH = 64  # interventions per batched pass at most (a layer's heads, or positions)
 UNEMBED_ROWS = 512  # final-norm rows unembedded per product: (512, V) logits at a time
 
 
@@ -46,43 +44,35 @@ class Grid:
 
 
 def batched(model: Any) -> bool:
-    """The model runs attn's NumPy pass: B interventions as one batch (else one ``trace`` each)."""
-    return getattr(model, "backend", "") == "numpy"
+    """The model reruns B interventions as one batch (``rerun``; else one resumed ``trace`` each)."""
+    return has(model, "rerun")
 
 
-def check_traced(model: Any) -> None:
-    """BadInput naming the model when it has no traced pass to intervene on: an encoder-decoder,
-    or a family the torch backend's trace does not map."""
-    if batched(model):
-        return
-    name, kind = visible(str(model.name)), visible(str(getattr(model, "model_type", "?")))
-    if getattr(model, "encoder_decoder", False) or not hasattr(model, "trace"):
-        raise BadInput(f"causal tests need a traced forward pass: model '{name}' ({kind}) is an encoder-decoder, "
-                       "which neither backend traces")
-    if not getattr(model, "traced", False):
-        family(model.model_type, model.is_decoder)  # BadInput naming the family and the ones it knows
-        raise BadInput(f"causal tests need a traced forward pass: the torch backend does not trace model "
-                       f"'{name}' ({kind})")
+def missing(model: Any, kind: str = "ablate") -> str | None:
+    """The refusal ``attn {kind}`` ("ablate", "patch", "dla") and explore's G, P and D give
+    ``model``, before any pass, or None when it runs: the capabilities each needs, in order
+    (dla: a pre-norm decoder's parts; every test: a trace to resume, and an encoder's MLM head)."""
+    needs = [("dla", DLA), ("output_weight", DLA)] if kind == "dla" else []
+    needs += [("resume", CAUSAL)] + ([] if model.is_decoder else [("mlm", ON_ENCODER)])
+    for capability, doing in needs:
+        if not has(model, capability):
+            return refusal(model, capability, doing)
+    return None
 
 
-def _arrays(model: Any, ids: Sequence[int], batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    arr = np.asarray(ids, dtype=np.int64)[None].repeat(batch, axis=0)  # (B, T)
-    return arr, np.zeros_like(arr), np.ones_like(arr, dtype=bool)
+def check_traced(model: Any, kind: str = "ablate") -> None:
+    """BadInput with ``missing(model, kind)`` when there is one: an encoder-decoder, a family the
+    torch backend's trace does not map, an encoder without an MLM head, dla off a pre-norm decoder."""
+    reason = missing(model, kind)
+    if reason is not None:
+        raise BadInput(reason)
 
 
 def final_rows(model: Any, ids: Sequence[int], layer: int, resid: np.ndarray,
                per_batch: list[list[Intervention]], position: int) -> np.ndarray:
-    """(B, d) the final norm's output at ``position`` of B passes of ``ids`` from ``layer`` on, each
-    from ``resid`` (T, d) with its own interventions ``per_batch[b]``: the batched rerun every grid
-    is made of. The logits are left to ``measure``, once for a whole grid."""
-    out = []
-    for s in range(0, len(per_batch), BATCH):
-        chunk = per_batch[s: s + BATCH]
-        ids_b, types, mask = _arrays(model, ids, len(chunk))
-        x = np.broadcast_to(resid, (len(chunk),) + resid.shape).copy()  # (B, T, d)
-        h = model.forward(ids_b, types, mask, Recorder(Keep(), per_batch=chunk), start=(layer, x))  # (B, T, d)
-        out.append(h[:, position])
-    return np.concatenate(out)  # (B, d)
+    """(B, d) the final norm's output at ``position`` of B passes of ``ids`` from ``layer`` on (the
+    model's batched ``rerun``): what every grid is made of. The logits are left to ``measure``."""
+    return model.rerun(list(ids), layer, resid, per_batch, position)
 
 
 def measure(model: Any, target: Target, rows: np.ndarray) -> np.ndarray:

@@ -38,7 +38,7 @@ AllowOpt = Annotated[bool, typer.Option("--allow-missing-weights", help="Warn in
 
 
 def _setup(transformer: Optional[str], text: str, allow: bool, json_out: bool, exports: tuple,
-           placed: tuple = (None,) * 5):
+           placed: tuple = (None,) * 5, kind: str = "ablate"):
     """The model and the text's encoding, after the export targets (``exports``: svg, html, png,
     width) are checked, so a target attn cannot write is refused before any work. ``placed``:
     --backend, --device, --dtype, --device-map, --max-memory."""
@@ -49,7 +49,7 @@ def _setup(transformer: Optional[str], text: str, allow: bool, json_out: bool, e
     backend, device, dtype, device_map, max_memory = placed
     model = load_model(transformer, backend.value if backend else "auto", allow, json_out=json_out,
                        device=device, dtype=dtype, device_map=device_map, max_memory=max_memory)  # auto: the NumPy pass wherever it runs
-    check_traced(model)
+    check_traced(model, kind)  # the refusal explore gives too (causal.grids.missing)
     return model, model.encode(text)
 
 
@@ -188,7 +188,7 @@ def dla_cmd(
 ) -> None:
     """Direct logit attribution: each head's and MLP's direct part of the target's logit."""
     model, enc = _setup(transformer, text, allow_missing_weights, json_out, (svg, html, png, width),
-                        (backend, device, dtype, device_map, max_memory))
+                        (backend, device, dtype, device_map, max_memory), "dla")
     t = _target(model, enc.ids, target, target_id, contrast, contrast_id)
     doc = documents.dla_document(model, enc, t, dla(model, enc.ids, t))
     _show(doc, f"attn dla: {text[:60]}", json_out, svg, html, png, width, [text],

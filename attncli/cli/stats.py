@@ -18,6 +18,7 @@ from attncli.cli.output import show, write_exports
 from attncli.cli.progress import _Delayed
 from attncli.cli.transformer import load_model
 from attncli.errors import BadInput
+from attncli.model.interface import has
 from attncli.stats import corpus as corpus_mod
 from attncli.stats.accumulate import Settings
 from attncli.stats.cluster import host_port
@@ -189,7 +190,7 @@ def stats_cmd(
         raise BadInput(f"no text of the corpus ({source}) has a token to score (each is one token or less)")
     doc = document(outcome.acc, outcome.ident, outcome.ranges, source=source, shards=outcome.shards,
                    computed=outcome.computed, ran=outcome.ran, out=None if out is None else str(out))
-    if getattr(model, "encoder_decoder", False):  # T5, BART: the encoder stack's self-attention
+    if has(model, "stacks"):  # T5, BART: the encoder stack's self-attention
         info("an encoder-decoder: these are the encoder stack's heads (its self-attention over each text)")
         doc["stack"] = "encoder"
     _show(doc, json_out, exports, f"attn stats: {model.name}", explore, positionals=(corpus,), options=(

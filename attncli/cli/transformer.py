@@ -22,6 +22,7 @@ from attncli.cli.transformer_heads import score_transformer_heads
 from attncli.errors import BadInput
 from attncli.hf import load
 from attncli.hf.reads import takes_on_layer
+from attncli.model.interface import has
 from attncli.option_conflicts import BACKENDS, NOT_FOR_TRANSFORMERS, TRANSFORMER_ONLY, validate  # noqa: F401 (the table)
 from attncli.pipeline.compute_view import compute
 from attncli.tinylm.data import brown_texts
@@ -77,7 +78,7 @@ def layer_progress(model, tokens: Optional[int], json_out: bool):
     the model's trace reports its layers (``on_layer``), else a line saying what runs; gives the
     ``on_layer(l, L)`` callback (None without a bar)."""
     what = f"running {model.name}" + (f" over {tokens} tokens" if tokens is not None else "")
-    if getattr(model, "traced", False) and takes_on_layer(model):
+    if has(model, "trace") and takes_on_layer(model):
         with Bar(what, "layers", model.layers, json_out=json_out) as bar:
             yield lambda l, L: bar.advance()
     else:
@@ -107,7 +108,7 @@ def run_heads(transformer: str, *, file: Optional[Path], sentences: Optional[int
     else:
         texts = None
     model = load_model(transformer, backend, allow_missing_weights, json_out=json_out)
-    if stack is not None and not getattr(model, "encoder_decoder", False):
+    if stack is not None and not has(model, "stacks"):
         raise BadInput(f"--stack reads an encoder-decoder (T5, BART); model '{visible(model.name)}' "
                        f"({visible(model.model_type)}) is not one: drop --stack")
     if texts is None:
@@ -117,7 +118,7 @@ def run_heads(transformer: str, *, file: Optional[Path], sentences: Optional[int
         texts = texts[:sentences]
     if not texts:
         raise BadInput("no sentence to score the heads on (--file is empty)")
-    stack = stack or ("encoder" if getattr(model, "encoder_decoder", False) else None)
+    stack = stack or ("encoder" if has(model, "stacks") else None)
     shape = model.stack(stack) if stack is not None else model
     with Bar(f"scoring the {shape.layers * shape.heads} heads of {model.name} on {len(texts)} sentences "
              f"({model.backend} backend)", "sentences", len(texts), json_out=json_out) as bar:

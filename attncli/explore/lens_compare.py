@@ -18,6 +18,7 @@ from attncli.attention.logit_lens import logit_lens
 from attncli.errors import BadInput
 from attncli.explore.drawing import Panel, export_drawing
 from attncli.hf.numpy_backend import DECODER_FAMILIES
+from attncli.model.interface import has
 from attncli.views.compare_view import compare_heatmaps
 from attncli.views.lens import lens_renderables
 from attncli.views.render import heatmap_renderables
@@ -93,7 +94,7 @@ def compute_lens(model, state) -> LensResult:
         raise BadInput(lens_refusal(model))
     if state.pair is not None:
         raise BadInput("the logit lens reads one text: remove the --pair sentence (k, then an empty line)")
-    if not hasattr(model, "residual_stream"):
+    if not has(model, "lens"):
         raise BadInput(f"the logit lens reads attn's own NumPy forward pass, which runs {DECODER_FAMILIES}; "
                        f"'{model.name}' runs on the {model.backend} backend (b switches it)")
     enc = model.encode(state.text, truncate=state.truncate)

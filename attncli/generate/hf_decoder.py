@@ -22,6 +22,7 @@ from attncli.hf import load as load_transformer
 from attncli.hf.chat import render
 from attncli.hf.config_check import check_token_ids, damaged, read_json
 from attncli.hf.numpy_backend import DECODER_FAMILIES
+from attncli.model.interface import has
 
 GENERATION_CONFIG = "generation_config.json"  # transformers' generate reads its end-of-text ids here first
 DECODER_SECTIONS = ("decoder", "generator", "text_config")  # where transformers looks when config.json's top level names none
@@ -103,7 +104,7 @@ class PretrainedLM:
 
     def lens(self, inputs: list[int], k: int = 5, follow: int | None = None):
         """The logit lens (attncli.attention.logit_lens): needs attn's NumPy forward pass."""
-        if not hasattr(self.model, "residual_stream"):
+        if not has(self.model, "lens"):
             raise BadInput(lens_needs_numpy(self.model))
         return logit_lens(self.model.residual_stream(inputs), self.model.lens_logits, k, follow)
 

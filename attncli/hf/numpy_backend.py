@@ -20,7 +20,7 @@ import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.fileio import FileProblem, read_text
-from attncli.hf import bert, blas, distilbert, gpt2, heap, llama, mpnet
+from attncli.hf import bert, blas, capabilities, distilbert, gpt2, heap, llama, mpnet
 from attncli.hf.chunked_attention import Mask
 from attncli.hf.encoding import Encoding, tokenized, tokenizer_errors
 from attncli.hf.mlm import MaskedLMHead
@@ -45,6 +45,7 @@ NUMPY_MODEL_TYPES = frozenset(ARCHITECTURES)
 DECODER_FAMILIES = f"GPT-2 and the Llama family ({', '.join(sorted(llama.MODEL_TYPES))})"  # its causal LMs, in messages
 DTYPE = np.float64  # unless the architecture's module sets its own (llama: float32)
 PRECISIONS = ("float32", "float64")  # trace_batch's: the weights' dtype of the pass
+RERUN_BATCH = 64  # passes per batched rerun at most (a layer's heads, or positions)
 ONE_THREAD_TOKENS = 256  # up to this many tokens in a pass, BLAS runs on one thread (see blas.py)
 
 
@@ -152,7 +153,36 @@ class NumpyPretrained(Pretrained):
 
     def unembed(self, x: np.ndarray) -> np.ndarray:
         """(..., d) final-norm outputs -> (..., V) logits: a decoder's LM head, an encoder's MLM head."""
+        if "unembed" not in self.can:
+            return super().unembed(x)  # the refusal: an encoder without an MLM head
         return self.arch.logits(x) if self.is_decoder else self.mlm_head(x)
+
+    @cached_property
+    def _reasons(self) -> dict[str, str]:
+        return capabilities.numpy_reasons(self)
+
+    def unembedding(self) -> np.ndarray:
+        return self.arch.unembedding() if "dla" in self.can else super().unembedding()  # (V, d)
+
+    def final_norm_parts(self) -> tuple[str, np.ndarray, np.ndarray | None, float]:
+        return self.arch.final_norm_parts() if "dla" in self.can else super().final_norm_parts()
+
+    def output_weight(self, layer: int) -> np.ndarray:
+        self.check_layer(layer)
+        return self.arch.output_weight(layer) if "output_weight" in self.can else super().output_weight(layer)
+
+    def rerun(self, ids: Sequence[int], layer: int, resid: np.ndarray, per_batch: Sequence[Sequence[Intervention]],
+              position: int) -> np.ndarray:
+        """(B, d) the final norm's output at ``position`` of B passes of ``ids`` from ``layer`` on,
+        each from ``resid`` (T, d) with its own interventions, RERUN_BATCH passes at a time."""
+        out = []
+        for s in range(0, len(per_batch), RERUN_BATCH):
+            chunk = list(per_batch[s: s + RERUN_BATCH])
+            arr = np.asarray(ids, dtype=np.int64)[None].repeat(len(chunk), axis=0)  # (B, T)
+            x = np.broadcast_to(resid, (len(chunk),) + resid.shape).copy()  # (B, T, d)
+            rec = Recorder(Keep(), per_batch=chunk)
+            out.append(self.forward(arr, np.zeros_like(arr), np.ones_like(arr, dtype=bool), rec, start=(layer, x))[:, position])
+        return np.concatenate(out)  # (B, d)
 
     def running(self, tokens: int) -> contextlib.ExitStack:
         """The context a pass over ``tokens`` (batch x length) runs in: one BLAS thread when it is

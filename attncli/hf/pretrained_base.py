@@ -17,7 +17,8 @@ from attncli.errors import BadInput, RuntimeFailure
 from attncli.textio import visible
 from attncli.hf import config_defaults
 from attncli.hf.config_check import read_optional_json
-from attncli.hf.encoding import Encoding, check_text, from_tokenizers, too_long
+from attncli.hf.encoding import Encoding, check_text, from_tokenizers, tokenizer_errors, too_long
+from attncli.model.interface import refusal
 
 ROBERTA_TYPES = {"roberta", "xlm-roberta", "camembert"}
 EMBED_BATCH = 32  # texts per forward pass in embed(), fewer when long:
@@ -253,6 +254,65 @@ class Pretrained:
         if vocab and (arr.min() < 0 or arr.max() >= vocab):
             raise BadInput(f"token ids must lie in 0..{vocab - 1}")
         return arr
+
+    # the model interface (attncli.model.interface) -------------------------------------------
+    @cached_property
+    def _reasons(self) -> dict[str, str]:
+        """Capability -> "" when the model has it, else why not (hf/capabilities.py)."""
+        raise NotImplementedError
+
+    @property
+    def can(self) -> frozenset[str]:
+        return frozenset(cap for cap, why in self._reasons.items() if not why)
+
+    def why_not(self, capability: str) -> str:
+        return self._reasons.get(capability, "lacks it")
+
+    @property
+    def vocab_size(self) -> int:
+        """V, config.json's vocab_size (0 when it gives none)."""
+        v = self.config.get("vocab_size")
+        return int(v) if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+
+    @property
+    def special_ids(self) -> frozenset[int]:
+        """The ids config.json names for bos, eos and pad."""
+        c = self.config
+        return frozenset(int(c[k]) for k in ("bos_token_id", "eos_token_id", "pad_token_id")
+                         if isinstance(c.get(k), int))
+
+    def pieces(self, text: str) -> list[int]:
+        return list(self._tokenize([check_text(text)], None, special=False).ids)
+
+    def vocab_id(self, word: str) -> int | None:
+        """The id of vocabulary entry ``word`` (a tokenizers.Tokenizer, or a transformers tokenizer on
+        the torch backend), None when there is none; a tokenizer that fails is a damaged model."""
+        tok = self.tokenizer
+        with tokenizer_errors(str(self.name), "look up a token"):
+            if hasattr(tok, "token_to_id"):
+                return tok.token_to_id(word)
+            found = tok.get_vocab().get(word) if hasattr(tok, "get_vocab") else None
+        return None if found is None else int(found)
+
+    # what a backend lacks: the one refusal (overridden where the backend has it)
+    def trace_batch(self, encs: Sequence[Any], keep: Any = None, **kwargs: Any) -> list[Any]:
+        raise BadInput(refusal(self, "batch", "a batched traced pass"))
+
+    def rerun(self, ids: Sequence[int], layer: int, resid: np.ndarray, per_batch: Sequence[Any],
+              position: int) -> np.ndarray:
+        raise BadInput(refusal(self, "rerun", "a batch of resumed passes"))
+
+    def unembed(self, x: np.ndarray) -> np.ndarray:
+        raise BadInput(refusal(self, "unembed", "unembedding"))
+
+    def unembedding(self) -> np.ndarray:
+        raise BadInput(refusal(self, "dla", "the unembedding matrix"))
+
+    def final_norm_parts(self) -> tuple[str, np.ndarray, np.ndarray | None, float]:
+        raise BadInput(refusal(self, "dla", "the final norm's parts"))
+
+    def output_weight(self, layer: int) -> np.ndarray:
+        raise BadInput(refusal(self, "output_weight", "a head's output weight"))
 
     # backend-specific ----------------------------------------------------------------------
     def _tokenize(self, texts: list[str], max_length: int | None, special: bool = True) -> Any:

@@ -10,6 +10,7 @@ back. torch and transformers are imported only inside these functions.
 
 from __future__ import annotations
 
+from functools import cached_property
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Iterable, Sequence
@@ -18,7 +19,7 @@ import numpy as np
 
 from attncli.errors import AttnError, BadInput, RuntimeFailure
 from attncli.textio import visible
-from attncli.hf import config_check, placement as placing, torch_families, torch_trace
+from attncli.hf import capabilities, config_check, placement as placing, torch_families, torch_trace
 from attncli.hf.encoding import Encoding, tokenized, tokenizer_errors
 from attncli.hf.pretrained_base import Pretrained
 from attncli.model.trace import Intervention, Keep, Trace
@@ -104,6 +105,10 @@ class TorchPretrained(Pretrained):
         self.layers = int(getattr(text_config, "num_hidden_layers"))
         self.heads = int(getattr(text_config, "num_attention_heads"))
         self.use_type_ids = "token_type_ids" in getattr(self.tokenizer, "model_input_names", [])
+
+    @cached_property
+    def _reasons(self) -> dict[str, str]:
+        return capabilities.torch_reasons(self)
 
     def attention_implementation(self) -> str:
         """sdpa where the trace reads the weights from q and k, else eager (output_attentions)."""

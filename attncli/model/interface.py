@@ -53,6 +53,8 @@ class Model(Protocol):
     heads: int  # h, query heads
     kv_heads: int  # key-value heads (fewer than h under grouped-query attention)
     is_decoder: bool  # causal self-attention: predicts the next token
+    vocab_size: int  # V
+    special_ids: frozenset[int]  # the ids of the beginning, end and padding tokens the model names
     can: frozenset[str]  # names from CAPABILITIES
 
     def why_not(self, capability: str) -> str:
@@ -85,9 +87,10 @@ class Model(Protocol):
         """"batch": ``trace`` of each input from one padded pass."""
 
     def rerun(self, ids: Sequence[int], layer: int, resid: np.ndarray,
-              per_batch: Sequence[Sequence[Intervention]]) -> np.ndarray:
-        """"rerun": (B, T, d) the final norm's output of B passes of ``ids`` from ``layer`` on, each
-        starting from ``resid`` (T, d) with its own interventions ``per_batch[b]``."""
+              per_batch: Sequence[Sequence[Intervention]], position: int) -> np.ndarray:
+        """"rerun": (B, d) the final norm's output at ``position`` of B passes of ``ids`` from
+        ``layer`` on, each starting from ``resid`` (T, d) with its own interventions
+        ``per_batch[b]`` (one row each: a grid of T positions would otherwise hold B T d floats)."""
 
     def unembed(self, x: np.ndarray) -> np.ndarray:
         """"unembed": (..., d) final-norm outputs -> (..., V) logits."""

@@ -21,6 +21,7 @@ from attncli.attention.model_view import head_classes, layer_range
 from attncli.attention.view_rows import start_end
 from attncli.errors import BadInput
 from attncli.hf.loader import load  # torch only when the torch backend runs
+from attncli.model.interface import has
 from attncli.pipeline.view_request import ViewRequest, check_seq2seq_options
 from attncli.pipeline.view_result import ViewResult
 from attncli.textio import visible
@@ -49,7 +50,7 @@ def compute(request: ViewRequest, model: Any = None, *, on_layer=None) -> ViewRe
     request.check()
     if model is None:
         model = load_for(request)
-    if getattr(model, "encoder_decoder", False) or request.target is not None or request.stack is not None:
+    if has(model, "stacks") or request.target is not None or request.stack is not None:
         if request.rows is not None and start_end(request.rows) is None:  # --top-k, --pool: the table's rows
             raise BadInput(f"--rows {request.rows}: an encoder-decoder's view takes --rows START:END; the other "
                            "--rows forms are for one stack of tokens (BERT, GPT-2, Llama families)")
@@ -70,7 +71,7 @@ def compute(request: ViewRequest, model: Any = None, *, on_layer=None) -> ViewRe
                    extra_size(model.heads, request.show, request.flow))
     if request.flow:
         check_tokens(len(enc.ids))  # before the forward pass
-    cursor_qk = (request.cursor and model.backend == "numpy" and not getattr(model.arch, "position_bias", False)
+    cursor_qk = (request.cursor and model.backend == "numpy" and has(model, "qk")
                  and request.show != "norms")
     qk = not request.model_view and (cursor_qk or (request.explain is not None and request.show != "norms"))
     # one traced pass: every layer's pattern, and what --explain, --show and the page read of it
@@ -127,7 +128,7 @@ def _stack_view(request: ViewRequest, model) -> ViewResult:
         decoder   decoder tokens (T)    decoder tokens (T)    (L_dec, h_dec, T, T), causal
         cross     decoder tokens (T)    source tokens (S)     (L_dec, h_dec, T, S)
     """
-    if not getattr(model, "encoder_decoder", False):
+    if not has(model, "stacks"):
         given = "--target" if request.target is not None else "--stack"
         raise BadInput(f"{given} reads an encoder-decoder (T5, BART); model '{visible(model.name)}' "
                        f"({visible(model.model_type)}) is not one: drop {given}")

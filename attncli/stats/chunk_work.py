@@ -21,6 +21,7 @@ from attncli.stats.shards import Identity, model_fingerprint, texts_digest, to_d
 from attncli.hf import load as load_transformer
 from attncli.hf.encoding import Encoding
 from attncli.hf.pretrained_base import length_batches
+from attncli.model.interface import has
 
 BATCH_SIZE = 8  # texts per forward pass by default (measured best on MiniLM, 8-24 word texts)
 BATCH_BUDGET = 2**24  # kept attention weights (L B h T^2) per pass: 128 MB in float64; a longer text runs alone
@@ -34,13 +35,13 @@ def each_pattern(model, encs: Sequence[Encoding], *, batch_size: int = BATCH_SIZ
     similar length together (sorted by length, at most ``batch_size`` and BATCH_BUDGET a pass,
     padded and masked); another model that traces runs each text alone (``trace``); else its
     ``attentions``. ``precision`` is the NumPy pass's."""
-    if hasattr(model, "trace_batch"):
+    if has(model, "batch"):
         order = sorted(range(len(encs)), key=lambda i: len(encs[i].ids))
         for batch in length_batches([len(encs[i].ids) for i in order], model.heads * model.layers, batch_size, BATCH_BUDGET):
             rows = [order[j] for j in batch]
             for i, trace in zip(rows, model.trace_batch([encs[i] for i in rows], PATTERNS, precision=precision)):
                 yield i, trace.stack("attn.pattern", model.layers)
-    elif getattr(model, "traced", False):
+    elif has(model, "trace"):
         for i, enc in enumerate(encs):
             yield i, model.trace(enc, keep=PATTERNS).stack("attn.pattern", model.layers)
     else:
@@ -88,10 +89,8 @@ class ChunkWork:
                 if not special:
                     break
                 self.prefix.append(int(i))
-        config = getattr(model, "config", {}) or {}
-        self.vocab = int(config.get("vocab_size") or 0)
-        self.exclude = set(self.prefix) | {int(config[k]) for k in ("bos_token_id", "eos_token_id", "pad_token_id")
-                                           if isinstance(config.get(k), int)}
+        self.vocab = model.vocab_size
+        self.exclude = set(self.prefix) | set(model.special_ids)
 
     def compute(self, start: int, texts: Sequence[str]) -> dict[str, Any]:
         """The shard document of texts [start, start + len(texts))."""

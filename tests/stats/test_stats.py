@@ -210,7 +210,7 @@ def test_the_terminal_view_and_exports(one_process, tiny_gpt2_dir, tmp_path, mon
 
 def test_patterns_come_from_a_trace_when_the_model_traces(gpt2_model):
     """The one seam the statistics read: ``model.trace(enc, keep="blocks.*.attn.pattern")`` when the
-    model has a traced pass (``traced``), stacked by layer; else ``model.attentions(enc)``."""
+    model has a traced pass (its ``can`` holds "trace"), stacked by layer; else ``model.attentions(enc)``."""
     from attncli.stats.chunk_work import patterns
     from attncli.model.trace import Keep, Trace
 
@@ -220,7 +220,7 @@ def test_patterns_come_from_a_trace_when_the_model_traces(gpt2_model):
 
     class Tracing:
         layers = gpt2_model.layers
-        traced = True
+        can = frozenset({"trace"})  # a traced pass, no batch (attncli.model.interface)
 
         def trace(self, enc, keep):
             asked.append(keep)
