@@ -31,7 +31,7 @@ from typing import Callable
 import numpy as np
 
 from attncli.hf import blas
-from attncli.hf.record import ROW_SITES, Recorder
+from attncli.model.record import ROW_SITES, Recorder
 from attncli.hf.weight_check import check_finite
 
 CHUNK_BYTES = 4 * 2**20  # one chunk's scores at most: at 8,192 tokens and 30 layers, 8 MiB took about 10% less

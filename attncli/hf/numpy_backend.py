@@ -26,7 +26,7 @@ from attncli.hf.encoding import Encoding, tokenized, tokenizer_errors
 from attncli.hf.mlm import MaskedLMHead
 from attncli.hf.pretrained_base import Pretrained
 from attncli.hf.reads import qk_of, stream_of, value_sites
-from attncli.hf.record import Recorder
+from attncli.model.record import Recorder
 from attncli.model.trace import Intervention, Keep, Trace, site, split
 from attncli.hf.config_check import TOKENIZER_BYTES, damaged, is_encoder_decoder
 from attncli.hf.source import SAFETENSORS, TOKENIZER
