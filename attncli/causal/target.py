@@ -81,6 +81,9 @@ def token_of(model: Any, word: str | None, token_id: int | None, option: str) ->
         if len(ids) == 1 and ids[0] < vocab:
             return int(ids[0])
     pieces = model.token_strings(model.pieces(word))
+    if len(pieces) == 1:  # one token, past the vocabulary it predicts (the built-in LM reads words it cannot write)
+        raise BadInput(f"--{option} {visible(word)!r} is not one of the {vocab:,} tokens the model predicts: give "
+                       f"another, or a token by its id with --{option}-id ID")
     shown = ", ".join(repr(visible(p)) for p in pieces[:12]) + (", ..." if len(pieces) > 12 else "")
     raise BadInput(f"--{option} {visible(word)!r} is not one token: the tokenizer makes {len(pieces)} of it "
                    f"({shown}); give one of them, or a token by its id with --{option}-id ID")

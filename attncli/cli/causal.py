@@ -14,6 +14,7 @@ from attncli.causal import documents, grids
 from attncli.causal.dla import dla
 from attncli.causal.grids import check_traced
 from attncli.causal.target import resolve
+from attncli.tinylm.traced import load_builtin
 from attncli.cli.common import app
 from attncli.cli.matrix import Exports, _check_exports
 from attncli.cli.options import (BackendOpt, DeviceMapOpt, DeviceOpt, DtypeOpt, ExportWidthOpt, HtmlOpt, MaxMemoryOpt, PngOpt,
@@ -38,18 +39,21 @@ AllowOpt = Annotated[bool, typer.Option("--allow-missing-weights", help="Warn in
 
 
 def _setup(transformer: Optional[str], text: str, allow: bool, json_out: bool, exports: tuple,
-           placed: tuple = (None,) * 5, kind: str = "ablate"):
+           placed: tuple = (None,) * 5, kind: str | None = None):
     """The model and the text's encoding, after the export targets (``exports``: svg, html, png,
     width) are checked, so a target attn cannot write is refused before any work. ``placed``:
     --backend, --device, --dtype, --device-map, --max-memory."""
     svg, html, png, width = exports
     _check_exports(Exports(svg=svg, html=html, png=png, width=width))
-    if not transformer:
-        raise BadInput("give the model with --transformer NAME (a hub id or a directory)")
     backend, device, dtype, device_map, max_memory = placed
-    model = load_model(transformer, backend.value if backend else "auto", allow, json_out=json_out,
-                       device=device, dtype=dtype, device_map=device_map, max_memory=max_memory)  # auto: the NumPy pass wherever it runs
-    check_traced(model, kind)  # the refusal explore gives too (causal.grids.missing)
+    if not transformer:  # ablate, patch, dla: attn's built-in LM (attncli.tinylm.traced); attribute needs a checkpoint
+        if kind is None:
+            raise BadInput("give the model with --transformer NAME (a hub id or a directory)")
+        model = load_builtin()
+    else:
+        model = load_model(transformer, backend.value if backend else "auto", allow, json_out=json_out, device=device,
+                           dtype=dtype, device_map=device_map, max_memory=max_memory)  # auto: the NumPy pass wherever it runs
+    check_traced(model, kind or "ablate")  # the refusal explore gives too (causal.grids.missing)
     return model, model.encode(text)
 
 
@@ -114,7 +118,7 @@ def ablate_cmd(
     if mode == "zero" and reference is not None:
         raise BadInput("--reference is the texts of --mode mean: add --mode mean, or drop --reference")
     model, enc = _setup(transformer, text, allow_missing_weights, json_out, (svg, html, png, width),
-                        (backend, device, dtype, device_map, max_memory))
+                        (backend, device, dtype, device_map, max_memory), "ablate")
     t = _target(model, enc.ids, target, target_id, contrast, contrast_id)
     means = grids.head_means(model, _reference_ids(model, reference)) if mode == "mean" and reference else None
     with _progress(f"ablating {model.layers} x {model.heads} heads", json_out):
@@ -153,7 +157,7 @@ def patch_cmd(
     if site not in grids.PATCH_SITES:
         raise BadInput(f"--site {site!r}: choose one of {', '.join(grids.PATCH_SITES)}")
     model, enc = _setup(transformer, clean, allow_missing_weights, json_out, (svg, html, png, width),
-                        (backend, device, dtype, device_map, max_memory))
+                        (backend, device, dtype, device_map, max_memory), "patch")
     bad = model.encode(corrupt)
     grids.check_same_length(model, enc.ids, bad.ids)
     t = _target(model, enc.ids, target, target_id, contrast, contrast_id)

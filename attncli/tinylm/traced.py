@@ -26,7 +26,7 @@ from attncli.errors import BadInput
 from attncli.model.interface import CAPABILITIES, refusal
 from attncli.model.record import Recorder
 from attncli.model.trace import Intervention, Keep, Trace, split
-from attncli.tinylm.model import TrainedAttention, causal_mask, gelu_tanh, input_vectors, layer_norm
+from attncli.tinylm.model import TrainedAttention, causal_mask, gelu_tanh, input_vectors, layer_norm, load_trained
 from attncli.vectors.tokenize import tokenize
 
 CAN = frozenset({"trace", "resume", "rerun", "unembed", "output_weight", "next_token", "lens"})
@@ -208,6 +208,11 @@ class BuiltinLM:
 
     def final_norm_parts(self) -> tuple[str, np.ndarray, np.ndarray | None, float]:
         self._refuse("dla", "the final norm's parts")
+
+
+def load_builtin(model: str | None = None) -> BuiltinLM:
+    """The built-in LM stored with word-vector model ``model`` (None: the default), as a Model."""
+    return BuiltinLM(load_trained(model))
 
 
 assert set(WHY_NOT) | CAN | {"qk"} == set(CAPABILITIES), "every capability: had or refused with a reason"

@@ -120,3 +120,31 @@ def test_the_builtin_lm_refuses_what_it_lacks_with_the_one_sentence(lm):
         from attncli.causal.dla import dla
 
         dla(lm, tokens_ids(lm, ["the", "cat"]), resolve(lm, tokens_ids(lm, ["the", "cat"]), target=lm.words[3]))
+
+
+def test_attn_ablate_and_patch_run_on_the_builtin_lm_without_transformer(lm, monkeypatch):
+    """No --transformer: the built-in LM (the default word-vector model's, here ATTN_MODEL's), its
+    grid the zeroed-head passes'; attribute still needs a checkpoint."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from attncli.cli.main import app
+
+    monkeypatch.setenv("ATTN_MODEL", "rand")
+    tokens = SENTENCES[4].split()
+    word = lm.words[3]
+    r = CliRunner().invoke(app, ["ablate", " ".join(tokens), "--target", word, "--json"])
+    assert r.exit_code == 0, r.output
+    ids = tokens_ids(lm, tokens)
+    target = resolve(lm, ids, target=word)
+    clean = target.metric(lm.att.logits(tokens)[target.position])
+    want = [[target.metric(zeroed_head(lm, l, h).logits(tokens)[target.position]) - clean for h in range(HEADS)]
+            for l in range(LAYERS)]
+    close(np.array(json.loads(r.stdout)["grid"]), np.array(want))
+    r = CliRunner().invoke(app, ["patch", "the cat sat", "the dog sat", "--target", word, "--json"])
+    assert r.exit_code == 0 and np.array(json.loads(r.stdout)["grid"]).shape == (LAYERS, 3), r.output
+    r = CliRunner().invoke(app, ["ablate", "the cat sat", "--target", "zzzz"])
+    assert r.exit_code == 2 and "not one of the" in r.output
+    r = CliRunner().invoke(app, ["attribute", "the cat sat", "the dog sat", "--target", word])
+    assert r.exit_code == 2 and "give the model with --transformer" in r.output
