@@ -28,7 +28,8 @@ from attncli.model.trace import site
 
 def dla(model: Any, ids: Sequence[int], target: Target) -> dict[str, Any]:
     """The parts of the target's logit (or logit difference) at ``target.position``: a dict of
-    "embed", "heads" (L, h), "attn_bias" (L,), "mlp" (L,), "norm_bias", "per_token" (L, h, T),
+    "embed", "heads" (L, h), "attn_bias" (L,), "mlp" (L,), "norm_bias", "head_bias" (the output
+    head's bias, the built-in LM's; 0 without one), "per_token" (L, h, T),
     "logit" (the model's own) and "sum" (of every part)."""
     require(model, "dla", DLA)
     require(model, "output_weight", DLA)
@@ -65,7 +66,10 @@ def dla(model: Any, ids: Sequence[int], target: Target) -> dict[str, Any]:
         per_token[l] = pattern * part(fx)
     embed = float(part(tr["embed"][i].astype(np.float64)))
     norm_bias = float(np.asarray(b, dtype=np.float64) @ u) if b is not None else 0.0
-    logit = float(tr["final_norm"][i].astype(np.float64) @ u)
-    total = embed + heads.sum() + attn_bias.sum() + mlp.sum() + norm_bias
-    return {"embed": embed, "heads": heads, "attn_bias": attn_bias, "mlp": mlp, "norm_bias": norm_bias,
+    out = model.unembedding_bias()  # (V,) or None: a constant part, the output head's bias
+    head_bias = 0.0 if out is None else float(out[target.token]) - (
+        float(out[target.contrast]) if target.contrast is not None else 0.0)
+    logit = float(tr["final_norm"][i].astype(np.float64) @ u) + head_bias
+    total = embed + heads.sum() + attn_bias.sum() + mlp.sum() + norm_bias + head_bias
+    return {"embed": embed, "heads": heads, "attn_bias": attn_bias, "mlp": mlp, "norm_bias": norm_bias, "head_bias": head_bias,
             "per_token": per_token, "logit": logit, "sum": float(total), "scale": float(s)}

@@ -308,6 +308,11 @@ class Pretrained:
     def unembedding(self) -> np.ndarray:
         raise BadInput(refusal(self, "dla", "the unembedding matrix"))
 
+    def unembedding_bias(self) -> np.ndarray | None:
+        if "dla" not in self.can:
+            raise BadInput(refusal(self, "dla", "the unembedding's bias"))
+        return None  # the LM heads of attn's NumPy decoders (GPT-2, the Llama family) have no bias
+
     def final_norm_parts(self) -> tuple[str, np.ndarray, np.ndarray | None, float]:
         raise BadInput(refusal(self, "dla", "the final norm's parts"))
 

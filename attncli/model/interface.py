@@ -98,6 +98,9 @@ class Model(Protocol):
     def unembedding(self) -> np.ndarray:
         """"dla": (V, d) the unembedding matrix."""
 
+    def unembedding_bias(self) -> np.ndarray | None:
+        """"dla": (V,) the unembedding's bias (the built-in LM's output head has one), None without one."""
+
     def final_norm_parts(self) -> tuple[str, np.ndarray, np.ndarray | None, float]:
         """"dla": the final norm as (kind "layer" | "rms", weight (d,), bias (d,) or None, eps)."""
 

@@ -29,10 +29,9 @@ from attncli.model.trace import Intervention, Keep, Trace, split
 from attncli.tinylm.model import TrainedAttention, causal_mask, gelu_tanh, input_vectors, layer_norm, load_trained
 from attncli.vectors.tokenize import tokenize
 
-CAN = frozenset({"trace", "resume", "rerun", "unembed", "output_weight", "next_token", "lens"})
+CAN = frozenset({"trace", "resume", "rerun", "unembed", "dla", "output_weight", "next_token", "lens"})
 WHY_NOT = {
     "batch": "is the built-in LM, which traces one text per pass",
-    "dla": "is the built-in LM, whose output head has a bias and whose logit attribution attn does not write yet",
     "cache": "is the built-in LM, which keeps no key/value cache",
     "grad": "is the built-in LM, for which attn writes no gradients",
     "pairs": "is a decoder, it reads one text",
@@ -204,10 +203,13 @@ class BuiltinLM:
         self._refuse("batch", "a batched traced pass")
 
     def unembedding(self) -> np.ndarray:
-        self._refuse("dla", "the unembedding matrix")
+        return self._p("head.weight")  # (V, d)
+
+    def unembedding_bias(self) -> np.ndarray:
+        return self._p("head.bias")  # (V,)
 
     def final_norm_parts(self) -> tuple[str, np.ndarray, np.ndarray | None, float]:
-        self._refuse("dla", "the final norm's parts")
+        return "layer", self._p("final_ln.weight"), self._p("final_ln.bias"), self.att.eps
 
 
 def load_builtin(model: str | None = None) -> BuiltinLM:

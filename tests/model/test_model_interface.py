@@ -31,6 +31,12 @@ def models(tmp_path_factory, tiny_bert_dir, tiny_gpt2_dir):
 
     @functools.lru_cache(maxsize=None)
     def get(kind: str, backend: str = "numpy"):
+        if kind == "builtin":
+            from _attention_fixtures import make_random_attention
+            from attncli.tinylm.traced import load_builtin
+
+            make_random_attention("rand", layers=2, heads=4)
+            return load_builtin("rand")
         if kind == "gpt2":
             path = tiny_gpt2_dir
         elif kind == "bert":  # no MLM head
@@ -57,6 +63,8 @@ CASES = [  # kind, backend, capabilities it must have, capabilities it must lack
     ("gpt2", "torch", {"trace", "resume", "qk", "next_token", "grad"},
      {"batch", "rerun", "unembed", "dla", "output_weight", "lens", "cache", "mlm", "stacks"}),
     ("bert-mlm", "torch", {"trace", "resume", "mlm", "next_token"}, {"rerun", "dla", "unembed", "lens"}),
+    ("builtin", "builtin", {"trace", "resume", "rerun", "unembed", "dla", "output_weight", "lens", "next_token"},
+     {"batch", "mlm", "stacks", "cache"}),
     ("t5", "torch", {"stacks"}, {"trace", "resume", "batch", "rerun", "unembed", "dla", "qk", "mlm", "next_token"}),
 ]
 
@@ -67,7 +75,7 @@ def _check_methods(model) -> None:
     ids = list(enc.ids)
     T, last = len(ids), len(ids) - 1
     piece = model.pieces(" cat")[0]
-    assert model.vocab_id(model.token_strings([piece])[0]) == piece
+    assert model.vocab_id(model.token_strings([piece])[0]) == (piece if piece < model.vocab_size else None)
     assert model.vocab_id("no such entry \u2603\u2603") is None
     if not has(model, "trace"):
         return
@@ -100,7 +108,8 @@ def _check_methods(model) -> None:
         y = x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w + (0 if b is None else b)
         np.testing.assert_allclose(y, h, **tol)
         logits = tr["logits"]
-        np.testing.assert_allclose(h @ model.unembedding().T, logits, rtol=1e-5, atol=1e-5 * float(np.abs(logits).max()))
+        bias = model.unembedding_bias()  # (V,) or None
+        np.testing.assert_allclose(h @ model.unembedding().T + (0 if bias is None else bias), logits, rtol=1e-5, atol=1e-5 * float(np.abs(logits).max()))
     if has(model, "output_weight"):  # attn.out = sum_h z_h W_O^h + b_O: the same b_O at every position
         w_o = model.output_weight(0).astype(np.float64)  # (h d_head, d)
         z = tr[site(0, "attn.z")].astype(np.float64).reshape(T, -1)  # (T, h d_head)

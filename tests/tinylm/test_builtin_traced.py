@@ -116,10 +116,24 @@ def test_patching_the_embeddings_is_the_pass_over_mixed_embeddings(lm):
 def test_the_builtin_lm_refuses_what_it_lacks_with_the_one_sentence(lm):
     with pytest.raises(BadInput, match="needs .* built-in LM"):
         lm.trace_batch([])
-    with pytest.raises(BadInput, match="direct logit attribution needs"):
-        from attncli.causal.dla import dla
 
-        dla(lm, tokens_ids(lm, ["the", "cat"]), resolve(lm, tokens_ids(lm, ["the", "cat"]), target=lm.words[3]))
+
+@pytest.mark.parametrize("contrast", [None, 6])
+def test_dla_on_the_builtin_lm_adds_up_to_its_own_logit(lm, contrast):
+    """The parts (the output head's bias one of them) sum to the logit of TrainedAttention.logits,
+    a pass that knows nothing of the parts; each head's per-token parts sum to the head's."""
+    from attncli.causal.dla import dla
+
+    tokens = SENTENCES[4].split()
+    ids = tokens_ids(lm, tokens)
+    target = resolve(lm, ids, target=lm.words[3], contrast=None if contrast is None else lm.words[contrast])
+    res = dla(lm, ids, target)
+    logits = lm.att.logits(tokens)[target.position].astype(np.float64)
+    want = logits[target.token] - (0 if contrast is None else logits[target.contrast])
+    assert res["sum"] == pytest.approx(want, abs=1e-4 * max(1.0, abs(want)))
+    assert res["logit"] == pytest.approx(want, abs=1e-4 * max(1.0, abs(want)))
+    assert res["head_bias"] != 0
+    close(res["per_token"].sum(axis=-1), res["heads"])
 
 
 def test_attn_ablate_and_patch_run_on_the_builtin_lm_without_transformer(lm, monkeypatch):
