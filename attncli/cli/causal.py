@@ -49,6 +49,9 @@ def _setup(transformer: Optional[str], text: str, allow: bool, json_out: bool, e
     if not transformer:  # ablate, patch, dla: attn's built-in LM (attncli.tinylm.traced); attribute needs a checkpoint
         if kind is None:
             raise BadInput("give the model with --transformer NAME (a hub id or a directory)")
+        if any(p is not None for p in placed):
+            raise BadInput("--backend, --device, --dtype, --device-map and --max-memory place a --transformer model: "
+                           "without one, the built-in LM runs on attn's own pass")
         model = load_builtin()
     else:
         model = load_model(transformer, backend.value if backend else "auto", allow, json_out=json_out, device=device,
