@@ -297,7 +297,9 @@ ROWS: tuple[Row, ...] = (
     Row((Not("site", PATCH_SITES),), CA, f"--site {{site!r}}: choose one of {', '.join(PATCH_SITES)}"),
     Row((Blank("text"),), CA, 'the text is empty: give the text the model reads, e.g. "time flies like an"'),
     Row((Blank("corrupt"),), CA, "the corrupted text is empty: give a text of as many tokens as the clean one"),
-    Row((Off("transformer"),), CA, "give the model with --transformer NAME (a hub id or a directory)"),
+    *(Row((Off("transformer"), cond), CA, f"{flag(cond.name)} places a --transformer model: without one, attn's "
+          "built-in LM runs on its own pass") for cond in (Not("backend", ("auto",)), On("device"), On("dtype"),
+                                                           On("device_map"), On("max_memory"))),
     # head statistics over a corpus (attncli.stats.stats_request: attn stats, attn stats merge)
     Row((On("explore"), On("json_out")), ST + M,
         "--explore opens the statistics in an interactive view; --json prints them: choose one"),

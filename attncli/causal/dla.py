@@ -11,8 +11,8 @@ u . y (u the target's row of the unembedding, or target minus contrast) splits i
 
 which add up to the logit. Per source token j through head h of layer l:
 pattern[h, i, j] * part(f_h(x_j)), f_h(x_j) = v_j W_O^h the value vectors (``value_vectors``);
-they add up to the head's part. NumPy backend only (the torch trace holds no weights): refused by
-name on torch. Shapes: L layers, h heads, T tokens, d the model dimension.
+they add up to the head's part. Models with the "dla" capability only (attn's NumPy pass of a pre-norm decoder: the torch
+trace holds no weights), refused by the model interface's sentence otherwise. Shapes: L layers, h heads, T tokens, d the model dimension.
 """
 
 from __future__ import annotations
@@ -21,17 +21,19 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from attncli.causal.target import Target
+from attncli.numeric import norm_scale
+from attncli.causal.target import DLA, Target
 from attncli.model.interface import require
 from attncli.model.trace import site
-from attncli.numeric import norm_scale
 
 
 def dla(model: Any, ids: Sequence[int], target: Target) -> dict[str, Any]:
     """The parts of the target's logit (or logit difference) at ``target.position``: a dict of
-    "embed", "heads" (L, h), "attn_bias" (L,), "mlp" (L,), "norm_bias", "per_token" (L, h, T),
+    "embed", "heads" (L, h), "attn_bias" (L,), "mlp" (L,), "norm_bias", "head_bias" (the output
+    head's bias, the built-in LM's; 0 without one), "per_token" (L, h, T),
     "logit" (the model's own) and "sum" (of every part)."""
-    require(model, "dla", "direct logit attribution")
+    require(model, "dla", DLA)
+    require(model, "output_weight", DLA)
     L, H, i = model.layers, model.heads, target.position
     keep = ["embed", "blocks.*.attn.z", "blocks.*.attn.v", "blocks.*.attn.pattern", "blocks.*.attn.out",
             "blocks.*.mlp.out", site(L - 1, "resid_post"), "final_norm"]
@@ -65,7 +67,10 @@ def dla(model: Any, ids: Sequence[int], target: Target) -> dict[str, Any]:
         per_token[l] = pattern * part(fx)
     embed = float(part(tr["embed"][i].astype(np.float64)))
     norm_bias = float(np.asarray(b, dtype=np.float64) @ u) if b is not None else 0.0
-    logit = float(tr["final_norm"][i].astype(np.float64) @ u)
-    total = embed + heads.sum() + attn_bias.sum() + mlp.sum() + norm_bias
-    return {"embed": embed, "heads": heads, "attn_bias": attn_bias, "mlp": mlp, "norm_bias": norm_bias,
+    out = model.unembedding_bias()  # (V,) or None: a constant part, the output head's bias
+    head_bias = 0.0 if out is None else float(out[target.token]) - (
+        float(out[target.contrast]) if target.contrast is not None else 0.0)
+    logit = float(tr["final_norm"][i].astype(np.float64) @ u) + head_bias
+    total = embed + heads.sum() + attn_bias.sum() + mlp.sum() + norm_bias + head_bias
+    return {"embed": embed, "heads": heads, "attn_bias": attn_bias, "mlp": mlp, "norm_bias": norm_bias, "head_bias": head_bias,
             "per_token": per_token, "logit": logit, "sum": float(total), "scale": float(s)}

@@ -52,6 +52,8 @@ def dla_document(model: Any, enc: Any, t: Target, res: dict[str, Any]) -> dict[s
         parts.append({"name": f"L{l} MLP", "value": float(res["mlp"][l])})
     if res["norm_bias"]:
         parts.append({"name": "final norm bias", "value": res["norm_bias"]})
+    if res.get("head_bias"):  # the built-in LM's output head
+        parts.append({"name": "unembedding bias", "value": res["head_bias"]})
     what = "logit" if t.contrast is None else "logit difference"
     return {"command": "dla", "model": model.name, "tokens": enc.tokens, "target": {**target_document(t), "metric": what},
             "logit": round(res["logit"], 8), "sum": round(res["sum"], 8), "norm_scale": round(res["scale"], 8),

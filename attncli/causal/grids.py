@@ -25,15 +25,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from attncli.causal.target import Target
+from attncli.causal.target import CAUSAL, DLA, ON_ENCODER, Target
 from attncli.errors import BadInput
+from attncli.model.interface import has, refusal
 from attncli.textio import visible
-from attncli.model.interface import has, require
 from attncli.model.trace import Intervention, site
 
 MODES = ("zero", "mean")
 PATCH_SITES = {"resid": "resid_pre", "attn": "attn.out", "mlp": "mlp.out", "head": "attn.z"}
-BATCH = 64  # interventions per batched pass at most (a layer's heads, or positions)
 UNEMBED_ROWS = 512  # final-norm rows unembedded per product: (512, V) logits at a time
 
 
@@ -49,20 +48,31 @@ def batched(model: Any) -> bool:
     return has(model, "rerun")
 
 
-def check_traced(model: Any) -> None:
-    """BadInput naming the model when it has no traced pass to intervene on (model/interface.py)."""
-    require(model, "trace", "a causal test")
+def missing(model: Any, kind: str = "ablate") -> str | None:
+    """The refusal ``attn {kind}`` ("ablate", "patch", "dla") and explore's G, P and D give
+    ``model``, before any pass, or None when it runs: the capabilities each needs, in order
+    (dla: a pre-norm decoder's parts; every test: a trace to resume, and an encoder's MLM head)."""
+    needs = [("dla", DLA), ("output_weight", DLA)] if kind == "dla" else []
+    needs += [("resume", CAUSAL)] + ([] if model.is_decoder else [("mlm", ON_ENCODER)])
+    for capability, doing in needs:
+        if not has(model, capability):
+            return refusal(model, capability, doing)
+    return None
+
+
+def check_traced(model: Any, kind: str = "ablate") -> None:
+    """BadInput with ``missing(model, kind)`` when there is one: an encoder-decoder, a family the
+    torch backend's trace does not map, an encoder without an MLM head, dla off a pre-norm decoder."""
+    reason = missing(model, kind)
+    if reason is not None:
+        raise BadInput(reason)
 
 
 def final_rows(model: Any, ids: Sequence[int], layer: int, resid: np.ndarray,
                per_batch: list[list[Intervention]], position: int) -> np.ndarray:
-    """(B, d) the final norm's output at ``position`` of B passes of ``ids`` from ``layer`` on, each
-    from ``resid`` (T, d) with its own interventions ``per_batch[b]``: the batched rerun every grid
-    is made of. The logits are left to ``measure``, once for a whole grid."""
-    out = []
-    for s in range(0, len(per_batch), BATCH):
-        out.append(model.rerun(ids, layer, resid, per_batch[s: s + BATCH])[:, position])  # (B, d)
-    return np.concatenate(out)  # (B, d)
+    """(B, d) the final norm's output at ``position`` of B passes of ``ids`` from ``layer`` on (the
+    model's batched ``rerun``): what every grid is made of. The logits are left to ``measure``."""
+    return model.rerun(list(ids), layer, resid, per_batch, position)
 
 
 def measure(model: Any, target: Target, rows: np.ndarray) -> np.ndarray:

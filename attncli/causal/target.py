@@ -15,10 +15,15 @@ from typing import Any
 
 import numpy as np
 
+from attncli.numeric import logsumexp, softmax
 from attncli.errors import BadInput
 from attncli.textio import visible
 from attncli.model.interface import require
-from attncli.numeric import logsumexp, softmax
+
+# what a causal command is doing, as its refusal names it (attncli.model.interface.refusal)
+CAUSAL = "a causal test"
+ON_ENCODER = "a target on an encoder"
+DLA = "direct logit attribution"
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,9 @@ def token_of(model: Any, word: str | None, token_id: int | None, option: str) ->
         if len(ids) == 1 and ids[0] < vocab:
             return int(ids[0])
     pieces = model.token_strings(model.pieces(word))
+    if len(pieces) == 1:  # one token, past the vocabulary it predicts (the built-in LM reads words it cannot write)
+        raise BadInput(f"--{option} {visible(word)!r} is not one of the {vocab:,} tokens the model predicts: give "
+                       f"another, or a token by its id with --{option}-id ID")
     shown = ", ".join(repr(visible(p)) for p in pieces[:12]) + (", ..." if len(pieces) > 12 else "")
     raise BadInput(f"--{option} {visible(word)!r} is not one token: the tokenizer makes {len(pieces)} of it "
                    f"({shown}); give one of them, or a token by its id with --{option}-id ID")
@@ -91,7 +99,7 @@ def mask_position(model: Any, ids: list[int]) -> int:
 
 
 def vocab_id(model: Any, word: str) -> int | None:
-    """The id of the vocabulary entry ``word`` in ``model``'s tokenizer, None when there is none."""
+    """The id of the vocabulary entry ``word`` of ``model``, None when there is none."""
     return model.vocab_id(word)
 
 
@@ -107,7 +115,7 @@ def resolve(model: Any, ids: list[int], *, target: str | None, target_id: int | 
             contrast: str | None = None, contrast_id: int | None = None) -> Target:
     """The Target of ``ids`` on ``model`` (an encoder's MLM head is checked here: refused by name without one)."""
     if not model.is_decoder:
-        require(model, "next_token", "a target to attribute")
+        require(model, "mlm", ON_ENCODER)
         position = mask_position(model, ids)
     else:
         position = len(ids) - 1

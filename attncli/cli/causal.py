@@ -21,6 +21,7 @@ from attncli.cli.options import (BackendOpt, DeviceMapOpt, DeviceOpt, DtypeOpt, 
 from attncli.cli.output import show
 from attncli.cli.progress import Stage
 from attncli.cli.transformer import load_model
+from attncli.errors import BadInput
 from attncli.option_conflicts import validate
 from attncli.pipeline.causal_compute import compute_causal
 from attncli.views.causal import causal_view
@@ -120,6 +121,8 @@ def _setup(transformer: Optional[str], text: str, allow: bool, json_out: bool, e
     refused) are checked, so nothing is loaded for a refusal. ``placed``: --backend, --device,
     --dtype, --device-map, --max-memory."""
     validate({"text": text, "transformer": transformer}, "causal")
+    if not transformer:  # attn attribute: the gradients run on a checkpoint's NumPy pass (hf/backward.py)
+        raise BadInput("give the model with --transformer NAME (a hub id or a directory: GPT-2 or the Llama family)")
     svg, html, png, width = exports
     _check_exports(Exports(svg=svg, html=html, png=png, width=width), json_out)
     backend, device, dtype, device_map, max_memory = placed

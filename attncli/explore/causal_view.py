@@ -15,7 +15,7 @@ from attncli.causal.causal_request import REQUESTS
 from attncli.causal.target import mask_position
 from attncli.errors import BadInput
 from attncli.explore.drawing import Panel
-from attncli.model.interface import has, refusal as interface_refusal
+from attncli.causal.grids import missing
 from attncli.pipeline.causal_compute import compute_causal as run_causal
 
 
@@ -64,17 +64,13 @@ def request_of(state, kind: str, target_id: int | None = None):
 
 def refusal(model: Any, kind: str, state=None) -> str | None:
     """Why ``kind`` ("ablate", "dla") cannot run on ``model``, or None: with ``state``, first what the
-    command's request refuses (attncli.option_conflicts' "causal" rows); then the model interface's
-    own refusal (model/interface.py), the sentence the command line gives."""
+    command's request refuses (attncli.option_conflicts' "causal" rows); then the sentence
+    ``attn ablate`` and ``attn dla`` give for the model (causal.grids.missing)."""
     if state is not None:
         reason = request_of(state, kind).refusal()
         if reason:
             return reason
-    doing = {"ablate": "ablating heads (G)", "dla": "direct logit attribution (D)"}[kind]
-    for capability in ("trace", "dla") if kind == "dla" else ("trace", "next_token"):
-        if not has(model, capability):
-            return interface_refusal(model, capability, doing)
-    return None
+    return missing(model, kind)
 
 
 def compute_causal(model: Any, state) -> CausalResult:

@@ -22,7 +22,7 @@ import numpy as np
 from attncli.hf import ops
 from attncli.hf.chunked_attention import Mask, attend
 from attncli.hf.config_defaults import field
-from attncli.hf.record import Recorder
+from attncli.model.record import Recorder
 from attncli.hf.weights import Weights
 
 ROBERTA_TYPES = {"roberta", "xlm-roberta", "camembert"}

@@ -1,70 +1,84 @@
-"""What each kind of pretrained model can do, as data (model/interface.py's CAPABILITIES), and why
-not, in words that end a sentence about the model: one table per backend, read by the backends'
-``can`` and ``why_not``, so every command and explore key refuses with the same sentence."""
+"""What each pretrained model can do, as data (attncli.model.interface's ``can`` and ``why_not``).
+
+One table per backend: capability -> "" when the model has it, else the reason, in words that end
+a sentence about the model ("model 'x' (t5, torch backend) is an encoder-decoder, which neither
+backend traces"). Computed once per model from what it is (family, decoder or encoder, heads).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from attncli.hf import gpt2, llama
+from attncli.errors import BadInput
+from attncli.hf.torch_families import FAMILIES
+from attncli.model.interface import CAPABILITIES
+from attncli.textio import visible
 
-GRADIENT_TYPES = gpt2.MODEL_TYPES | llama.MODEL_TYPES  # hf/backward.py's families (pre-norm decoders)
-NO_HEAD = "has no masked-language-model head in its checkpoint (a base or sentence-embedding model): it predicts no token"
-POST_LN = ("normalises after each layer (post-LN) and reads its logits through an MLM head: its heads have no direct "
-           "path to a logit (direct logit attribution is for pre-norm decoders: GPT-2, Llama, Qwen2, ...)")
-NOT_SEQ2SEQ = "is not an encoder-decoder: it has one stack of self-attention"
+ENCODER_DECODER = "is an encoder-decoder, which neither backend traces"
+NO_MLM = ("has no masked-language-model head in its checkpoint (a base or sentence-embedding model): it "
+          "predicts no token")
+POST_LN = ("normalises after each layer (post-LN) and reads its logits through an MLM head: its heads have no "
+           "direct path to a logit (direct logit attribution is for pre-norm decoders: GPT-2, Llama, Qwen2, ...)")
+TORCH_WEIGHTS = ("runs on the torch backend, whose trace holds no weights: add --backend numpy where it runs the "
+                 "model (ablate and patch run on either backend)")
+TORCH_BATCH = "runs on the torch backend, which traces one text per pass: add --backend numpy where it runs the model"
+ENCODER = "is an encoder: it predicts no next token"
 
 
-def numpy_lacks(model: Any, capability: str) -> str:
-    """Why a model on attn's NumPy pass lacks ``capability`` ("" when it has it); only what the
-    capability needs is looked at (an encoder's MLM head is read for the token-predicting ones)."""
-    decoder = model.is_decoder
-    mlm = lambda: not decoder and model._has_mlm_head()  # noqa: E731
-    reasons = {
-        "trace": lambda: "", "resume": lambda: "", "batch": lambda: "", "rerun": lambda: "",
-        "output_weight": lambda: "" if hasattr(model.arch, "output_weight") else
-        f"does not expose each head's output projection on attn's NumPy pass ('{model.model_type}')",
-        "unembed": lambda: "" if decoder or mlm() else NO_HEAD,
-        "dla": lambda: "" if decoder and isinstance(model.arch, (gpt2.GPT2, llama.Llama)) else POST_LN,
-        "qk": lambda: ("adds a relative position bias to q k^T: its queries and keys alone do not give its attention"
-                       if getattr(model.arch, "position_bias", False) else ""),
-        "pairs": lambda: "" if model.has_pairs else "reads one text (a decoder, or a tokenizer with no pair format)",
-        "mlm": lambda: "" if mlm() else ("is a decoder: it predicts the next token" if decoder else NO_HEAD),
-        "next_token": lambda: "" if decoder or mlm() else NO_HEAD,
-        "lens": lambda: "" if decoder else "is an encoder: the logit lens reads a decoder's next-token predictions",
-        "cache": lambda: "" if decoder else "is an encoder: it writes no text",
-        "stacks": lambda: NOT_SEQ2SEQ,
-        "grad": lambda: "" if decoder and model.model_type in GRADIENT_TYPES else
-        "has no backward pass on attn's NumPy path (written for GPT-2 and the Llama family)",
+def pairs_reason(model: Any) -> str:
+    if model.has_pairs:
+        return ""
+    return "is a decoder, it reads one text" if model.is_decoder else "has a tokenizer with no pair format"
+
+
+def numpy_reasons(model: Any) -> dict[str, str]:
+    """Capability -> reason ("" when it has it) of a NumpyPretrained."""
+    arch, decoder = model.arch, model.is_decoder
+    mlm = ""
+    if not decoder:
+        try:
+            model.mlm_head
+        except BadInput:
+            mlm = NO_MLM
+    pre_norm = decoder and hasattr(arch, "final_norm_parts")
+    return {
+        "trace": "", "resume": "", "batch": "", "rerun": "",
+        "unembed": mlm,
+        "dla": "" if pre_norm else POST_LN,
+        "output_weight": "" if hasattr(arch, "output_weight") else
+        f"is a '{model.model_type}', whose NumPy pass does not expose each head's output projection",
+        "qk": "adds a relative position bias to q k^T" if getattr(arch, "position_bias", False) else "",
+        "pairs": pairs_reason(model),
+        "mlm": "is a decoder, with no masked-language-model head" if decoder else mlm,
+        "next_token": mlm,
+        "lens": "" if decoder else ENCODER,
+        "cache": "" if decoder else ENCODER,
+        "stacks": "is not an encoder-decoder",
+        "grad": "" if pre_norm else "is not GPT-2 or the Llama family, for which gradients on attn's NumPy pass are written",
     }
-    return reasons[capability]()
 
 
-def torch_lacks(model: Any, capability: str) -> str:
-    """Why a model run by transformers (the torch backend) lacks ``capability``."""
+def torch_reasons(model: Any) -> dict[str, str]:
+    """Capability -> reason of a TorchPretrained (an encoder-decoder: Seq2SeqPretrained)."""
     if model.encoder_decoder:
-        if capability == "stacks":
-            return ""
-        if capability == "pairs":
-            return "" if model.has_pairs else "reads one text"
-        return "is an encoder-decoder, which neither backend traces (its three stacks are read by `attn matrix --stack`)"
-    decoder, mlm, traced = model.is_decoder, model.has_mlm_head, model.traced
-    untraced = (f"runs on transformers' eager attention: the torch backend's trace does not know the modules of the "
-                f"'{model.model_type}' family")
-    weights = ("runs on the torch backend (transformers' own modules): this reads each layer's weights and norms on "
-               "attn's NumPy pass (add --backend numpy where it runs the model)")
-    reasons = {
-        "trace": "" if traced else untraced, "resume": "" if traced else untraced,
-        "batch": "runs one text per pass on the torch backend",
-        "rerun": "runs one resumed trace per intervention on the torch backend (no batched rerun)",
-        "unembed": weights, "dla": weights, "output_weight": weights, "qk": "" if traced else untraced,
-        "pairs": "" if model.has_pairs else "reads one text (a decoder, or a tokenizer with no pair format)",
-        "mlm": "" if mlm else ("is a decoder: it predicts the next token" if decoder else NO_HEAD),
-        "next_token": "" if decoder or mlm else NO_HEAD,
-        "lens": "runs on the torch backend: the logit lens reads attn's NumPy pass (add --backend numpy)",
-        "cache": "" if decoder else "is an encoder: it writes no text",
-        "stacks": NOT_SEQ2SEQ,
-        "grad": "" if decoder and traced else "has no gradients on the torch backend (written for the pre-norm "
-                                              "decoders the trace maps: GPT-2 and the Llama family)",
+        reasons = {cap: ENCODER_DECODER for cap in CAPABILITIES}
+        reasons.update(stacks="", pairs=pairs_reason(model))
+        return reasons
+    untraced = "" if model.traced else (
+        f"is a '{visible(model.model_type)}'{' decoder' if model.model_type in FAMILIES else ''}, whose modules the "
+        f"torch backend's trace does not know (it knows {', '.join(sorted(FAMILIES))}): use --backend numpy where "
+        "it runs the model")
+    mlm = "" if model.is_decoder or model.has_mlm_head else NO_MLM
+    return {
+        "trace": untraced, "resume": untraced,
+        "batch": TORCH_BATCH, "rerun": TORCH_BATCH,
+        "unembed": TORCH_WEIGHTS, "dla": TORCH_WEIGHTS, "output_weight": TORCH_WEIGHTS,
+        "qk": untraced,
+        "pairs": pairs_reason(model),
+        "mlm": "is a decoder, with no masked-language-model head" if model.is_decoder else mlm,
+        "next_token": mlm,
+        "lens": TORCH_WEIGHTS,
+        "cache": "runs on the torch backend, which keeps no key/value cache",
+        "stacks": "is not an encoder-decoder",
+        "grad": (untraced or ("" if model.is_decoder else "is an encoder: gradients are written for pre-norm decoders")),
     }
-    return reasons[capability]

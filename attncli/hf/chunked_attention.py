@@ -31,7 +31,7 @@ from typing import Callable
 import numpy as np
 
 from attncli.hf import blas
-from attncli.hf.record import ROW_SITES, Recorder
+from attncli.model.record import ROW_SITES, Recorder
 from attncli.hf.weight_check import check_finite
 from attncli.numeric import softmax
 

@@ -39,7 +39,7 @@ from attncli.hf.chunked_attention import Mask, Queries, attend
 from attncli.hf.config_defaults import field
 from attncli.hf.llama_config import MODEL_TYPES, unsupported  # noqa: F401 - the family protocol numpy_backend reads
 from attncli.hf.llama_config import biases, inverse_frequencies, sizes, windows
-from attncli.hf.record import Recorder
+from attncli.model.record import Recorder
 from attncli.hf.weights import Weights
 from attncli.numeric import rms_norm
 

@@ -26,7 +26,7 @@ from attncli.hf.encoding import Encoding, tokenized, tokenizer_errors
 from attncli.hf.mlm import MaskedLMHead
 from attncli.hf.pretrained_base import Pretrained
 from attncli.hf.reads import qk_of, stream_of, value_sites
-from attncli.hf.record import Recorder
+from attncli.model.record import Recorder
 from attncli.model.trace import Intervention, Keep, Trace, site, split
 from attncli.hf.config_check import TOKENIZER_BYTES, damaged, is_encoder_decoder
 from attncli.hf.source import SAFETENSORS, TOKENIZER
@@ -45,6 +45,7 @@ NUMPY_MODEL_TYPES = frozenset(ARCHITECTURES)
 DECODER_FAMILIES = f"GPT-2 and the Llama family ({', '.join(sorted(llama.MODEL_TYPES))})"  # its causal LMs, in messages
 DTYPE = np.float64  # unless the architecture's module sets its own (llama: float32)
 PRECISIONS = ("float32", "float64")  # trace_batch's: the weights' dtype of the pass
+RERUN_BATCH = 64  # passes per batched rerun at most (a layer's heads, or positions)
 ONE_THREAD_TOKENS = 256  # up to this many tokens in a pass, BLAS runs on one thread (see blas.py)
 
 
@@ -152,7 +153,36 @@ class NumpyPretrained(Pretrained):
 
     def unembed(self, x: np.ndarray) -> np.ndarray:
         """(..., d) final-norm outputs -> (..., V) logits: a decoder's LM head, an encoder's MLM head."""
+        if "unembed" not in self.can:
+            return super().unembed(x)  # the refusal: an encoder without an MLM head
         return self.arch.logits(x) if self.is_decoder else self.mlm_head(x)
+
+    @cached_property
+    def _reasons(self) -> dict[str, str]:
+        return capabilities.numpy_reasons(self)
+
+    def unembedding(self) -> np.ndarray:
+        return self.arch.unembedding() if "dla" in self.can else super().unembedding()  # (V, d)
+
+    def final_norm_parts(self) -> tuple[str, np.ndarray, np.ndarray | None, float]:
+        return self.arch.final_norm_parts() if "dla" in self.can else super().final_norm_parts()
+
+    def output_weight(self, layer: int) -> np.ndarray:
+        self.check_layer(layer)
+        return self.arch.output_weight(layer) if "output_weight" in self.can else super().output_weight(layer)
+
+    def rerun(self, ids: Sequence[int], layer: int, resid: np.ndarray, per_batch: Sequence[Sequence[Intervention]],
+              position: int) -> np.ndarray:
+        """(B, d) the final norm's output at ``position`` of B passes of ``ids`` from ``layer`` on,
+        each from ``resid`` (T, d) with its own interventions, RERUN_BATCH passes at a time."""
+        out = []
+        for s in range(0, len(per_batch), RERUN_BATCH):
+            chunk = list(per_batch[s: s + RERUN_BATCH])
+            arr = np.asarray(ids, dtype=np.int64)[None].repeat(len(chunk), axis=0)  # (B, T)
+            x = np.broadcast_to(resid, (len(chunk),) + resid.shape).copy()  # (B, T, d)
+            rec = Recorder(Keep(), per_batch=chunk)
+            out.append(self.forward(arr, np.zeros_like(arr), np.ones_like(arr, dtype=bool), rec, start=(layer, x))[:, position])
+        return np.concatenate(out)  # (B, d)
 
     def running(self, tokens: int) -> contextlib.ExitStack:
         """The context a pass over ``tokens`` (batch x length) runs in: one BLAS thread when it is
@@ -259,35 +289,6 @@ class NumpyPretrained(Pretrained):
                         sites[name] = sites[name].astype(np.float64)
             traces.append(Trace(enc.ids, sites, backend=self.backend, heads=keep.heads))
         return traces
-
-    # --- the model interface (model/interface.py) --------------------------------------------------
-    def _lacks(self, capability: str) -> str:
-        return capabilities.numpy_lacks(self, capability)
-
-    def _has_mlm_head(self) -> bool:
-        try:
-            self.mlm_head
-        except BadInput:
-            return False
-        return True
-
-    def rerun(self, ids: Sequence[int], layer: int, resid: np.ndarray,
-              per_batch: Sequence[Sequence[Intervention]]) -> np.ndarray:
-        """(B, T, d) the final norm's output of B passes of ``ids`` from ``layer`` on, each from
-        ``resid`` (T, d) with its own interventions ``per_batch[b]``: one batched pass."""
-        arr = np.asarray(list(ids), dtype=np.int64)[None].repeat(len(per_batch), axis=0)  # (B, T)
-        x = np.broadcast_to(np.asarray(resid, dtype=self.arch.w.dtype), (len(per_batch),) + np.shape(resid)).copy()
-        return self.forward(arr, np.zeros_like(arr), np.ones_like(arr, dtype=bool),
-                            Recorder(Keep(), per_batch=list(map(list, per_batch))), start=(layer, x))
-
-    def unembedding(self) -> np.ndarray:  # (V, d) a decoder's LM head
-        return self.arch.unembedding()
-
-    def final_norm_parts(self) -> tuple[str, np.ndarray, np.ndarray | None, float]:
-        return self.arch.final_norm_parts()
-
-    def output_weight(self, layer: int) -> np.ndarray:  # (h d_head, d) W_O, rows in head order
-        return self.arch.output_weight(layer)
 
     pass_dtype = property(lambda self: self.arch.w.dtype)  # the weights' dtype in the pass (Llama: float32)
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from attncli.hf.chunked_attention import Mask
-from attncli.hf.record import Recorder
+from attncli.model.record import Recorder
 from attncli.model.trace import Keep
 from attncli.hf.weight_check import check_activations, check_finite
 

@@ -14,11 +14,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
-from attncli.model.interface import CAPABILITIES, require
 from attncli.textio import visible
 from attncli.hf import config_defaults
 from attncli.hf.config_check import read_optional_json
-from attncli.hf.encoding import Encoding, check_text, from_tokenizers, too_long, tokenizer_errors
+from attncli.hf.encoding import Encoding, check_text, from_tokenizers, tokenizer_errors, too_long
+from attncli.model.interface import refusal
 
 ROBERTA_TYPES = {"roberta", "xlm-roberta", "camembert"}
 EMBED_BATCH = 32  # texts per forward pass in embed(), fewer when long:
@@ -111,7 +111,6 @@ class Pretrained:
 
     backend = ""
     traced = False  # has a traced pass (trace.py): the NumPy backend always, torch for the families it maps
-    encoder_decoder = False  # T5, BART: attncli.hf.seq2seq (three stacks, no traced pass)
     layers: int
     heads: int
     is_decoder: bool
@@ -207,12 +206,6 @@ class Pretrained:
         return ids, type_ids, mask
 
     @property
-    def vocab_size(self) -> int:
-        """V, the vocabulary's size (config.json's; 0 when it says none)."""
-        v = self.config.get("vocab_size")
-        return int(v) if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
-
-    @property
     def hidden_size(self) -> int:
         c = self.config
         return int(c.get("hidden_size") or c.get("n_embd") or c.get("dim") or c.get("d_model") or 0)
@@ -243,59 +236,6 @@ class Pretrained:
         """The key-value head query head ``head`` reads (``head`` itself without grouped-query attention)."""
         return head // (self.heads // self.kv_heads)
 
-    # --- the model interface (attncli/model/interface.py): what it can do, as data ---------------------
-    @cached_property
-    def can(self) -> frozenset[str]:
-        """The capabilities (model.interface.CAPABILITIES) of this model, worked out once."""
-        return frozenset(name for name in CAPABILITIES if not self._lacks(name))
-
-    def why_not(self, capability: str) -> str:
-        """Why this model lacks ``capability`` ("" when it has it), ending a sentence about the model."""
-        if capability not in CAPABILITIES:
-            raise KeyError(f"no capability '{capability}'")
-        return self._lacks(capability)
-
-    def _lacks(self, capability: str) -> str:
-        """The reason this model lacks ``capability``, "" when it has it: each backend's own table."""
-        raise NotImplementedError
-
-    def pieces(self, text: str) -> list[int]:
-        """The token ids of ``text`` with no special tokens added."""
-        return list(self._tokenize([text], None, special=False).ids)
-
-    def vocab_id(self, word: str) -> int | None:
-        """The id of the vocabulary entry spelled ``word`` exactly, None when there is none (a
-        tokenizer that fails is a damaged model: encoding.tokenizer_errors)."""
-        tok = self.tokenizer
-        with tokenizer_errors(str(self.name), "look up a token"):
-            found = tok.token_to_id(word) if hasattr(tok, "token_to_id") else tok.get_vocab().get(word)
-        return None if found is None else int(found)
-
-    # the methods behind a capability this backend may lack: the interface's refusal (model/interface.py)
-    def trace_batch(self, encs: Sequence[Any], keep: Any = None, **_: Any) -> list[Any]:
-        require(self, "batch", "a batched trace")
-        raise AssertionError("a backend with 'batch' defines trace_batch")
-
-    def rerun(self, ids: Sequence[int], layer: int, resid: np.ndarray, per_batch: Sequence[Sequence[Any]]) -> np.ndarray:
-        require(self, "rerun", "a batched rerun")
-        raise AssertionError("a backend with 'rerun' defines it")
-
-    def unembed(self, x: np.ndarray) -> np.ndarray:
-        require(self, "unembed", "unembedding final-norm rows")
-        raise AssertionError("a backend with 'unembed' defines it")
-
-    def unembedding(self) -> np.ndarray:
-        require(self, "dla", "the unembedding matrix")
-        raise AssertionError("a backend with 'dla' defines it")
-
-    def final_norm_parts(self) -> tuple[str, np.ndarray, np.ndarray | None, float]:
-        require(self, "dla", "the final norm's parts")
-        raise AssertionError("a backend with 'dla' defines it")
-
-    def output_weight(self, layer: int) -> np.ndarray:
-        require(self, "output_weight", "a layer's output weight")
-        raise AssertionError("a backend with 'output_weight' defines it")
-
     def check_decoder(self) -> None:
         if not self.is_decoder:
             raise BadInput(f"model '{self.name}' ({self.model_type}) is not a decoder: it predicts no next token")
@@ -314,6 +254,70 @@ class Pretrained:
         if vocab and (arr.min() < 0 or arr.max() >= vocab):
             raise BadInput(f"token ids must lie in 0..{vocab - 1}")
         return arr
+
+    # the model interface (attncli.model.interface) -------------------------------------------
+    @cached_property
+    def _reasons(self) -> dict[str, str]:
+        """Capability -> "" when the model has it, else why not (hf/capabilities.py)."""
+        raise NotImplementedError
+
+    @property
+    def can(self) -> frozenset[str]:
+        return frozenset(cap for cap, why in self._reasons.items() if not why)
+
+    def why_not(self, capability: str) -> str:
+        return self._reasons.get(capability, "lacks it")
+
+    @property
+    def vocab_size(self) -> int:
+        """V, config.json's vocab_size (0 when it gives none)."""
+        v = self.config.get("vocab_size")
+        return int(v) if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+
+    @property
+    def special_ids(self) -> frozenset[int]:
+        """The ids config.json names for bos, eos and pad."""
+        c = self.config
+        return frozenset(int(c[k]) for k in ("bos_token_id", "eos_token_id", "pad_token_id")
+                         if isinstance(c.get(k), int))
+
+    def pieces(self, text: str) -> list[int]:
+        return list(self._tokenize([check_text(text)], None, special=False).ids)
+
+    def vocab_id(self, word: str) -> int | None:
+        """The id of vocabulary entry ``word`` (a tokenizers.Tokenizer, or a transformers tokenizer on
+        the torch backend), None when there is none; a tokenizer that fails is a damaged model."""
+        tok = self.tokenizer
+        with tokenizer_errors(str(self.name), "look up a token"):
+            if hasattr(tok, "token_to_id"):
+                return tok.token_to_id(word)
+            found = tok.get_vocab().get(word) if hasattr(tok, "get_vocab") else None
+        return None if found is None else int(found)
+
+    # what a backend lacks: the one refusal (overridden where the backend has it)
+    def trace_batch(self, encs: Sequence[Any], keep: Any = None, **kwargs: Any) -> list[Any]:
+        raise BadInput(refusal(self, "batch", "a batched traced pass"))
+
+    def rerun(self, ids: Sequence[int], layer: int, resid: np.ndarray, per_batch: Sequence[Any],
+              position: int) -> np.ndarray:
+        raise BadInput(refusal(self, "rerun", "a batch of resumed passes"))
+
+    def unembed(self, x: np.ndarray) -> np.ndarray:
+        raise BadInput(refusal(self, "unembed", "unembedding"))
+
+    def unembedding(self) -> np.ndarray:
+        raise BadInput(refusal(self, "dla", "the unembedding matrix"))
+
+    def unembedding_bias(self) -> np.ndarray | None:
+        if "dla" not in self.can:
+            raise BadInput(refusal(self, "dla", "the unembedding's bias"))
+        return None  # the LM heads of attn's NumPy decoders (GPT-2, the Llama family) have no bias
+
+    def final_norm_parts(self) -> tuple[str, np.ndarray, np.ndarray | None, float]:
+        raise BadInput(refusal(self, "dla", "the final norm's parts"))
+
+    def output_weight(self, layer: int) -> np.ndarray:
+        raise BadInput(refusal(self, "output_weight", "a head's output weight"))
 
     # backend-specific ----------------------------------------------------------------------
     def _tokenize(self, texts: list[str], max_length: int | None, special: bool = True) -> Any:

@@ -10,6 +10,7 @@ back. torch and transformers are imported only inside these functions.
 
 from __future__ import annotations
 
+from functools import cached_property
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Iterable, Sequence
@@ -105,8 +106,9 @@ class TorchPretrained(Pretrained):
         self.heads = int(getattr(text_config, "num_attention_heads"))
         self.use_type_ids = "token_type_ids" in getattr(self.tokenizer, "model_input_names", [])
 
-    def _lacks(self, capability: str) -> str:
-        return capabilities.torch_lacks(self, capability)
+    @cached_property
+    def _reasons(self) -> dict[str, str]:
+        return capabilities.torch_reasons(self)
 
     def attention_implementation(self) -> str:
         """sdpa where the trace reads the weights from q and k, else eager (output_attentions)."""

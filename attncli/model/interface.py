@@ -54,6 +54,7 @@ class Model(Protocol):
     kv_heads: int  # key-value heads (fewer than h under grouped-query attention)
     is_decoder: bool  # causal self-attention: predicts the next token
     vocab_size: int  # V
+    special_ids: frozenset[int]  # the ids of the beginning, end and padding tokens the model names
     can: frozenset[str]  # names from CAPABILITIES
 
     def why_not(self, capability: str) -> str:
@@ -86,15 +87,19 @@ class Model(Protocol):
         """"batch": ``trace`` of each input from one padded pass."""
 
     def rerun(self, ids: Sequence[int], layer: int, resid: np.ndarray,
-              per_batch: Sequence[Sequence[Intervention]]) -> np.ndarray:
-        """"rerun": (B, T, d) the final norm's output of B passes of ``ids`` from ``layer`` on, each
-        starting from ``resid`` (T, d) with its own interventions ``per_batch[b]``."""
+              per_batch: Sequence[Sequence[Intervention]], position: int) -> np.ndarray:
+        """"rerun": (B, d) the final norm's output at ``position`` of B passes of ``ids`` from
+        ``layer`` on, each starting from ``resid`` (T, d) with its own interventions
+        ``per_batch[b]`` (one row each: a grid of T positions would otherwise hold B T d floats)."""
 
     def unembed(self, x: np.ndarray) -> np.ndarray:
         """"unembed": (..., d) final-norm outputs -> (..., V) logits."""
 
     def unembedding(self) -> np.ndarray:
         """"dla": (V, d) the unembedding matrix."""
+
+    def unembedding_bias(self) -> np.ndarray | None:
+        """"dla": (V,) the unembedding's bias (the built-in LM's output head has one), None without one."""
 
     def final_norm_parts(self) -> tuple[str, np.ndarray, np.ndarray | None, float]:
         """"dla": the final norm as (kind "layer" | "rms", weight (d,), bias (d,) or None, eps)."""

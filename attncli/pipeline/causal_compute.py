@@ -26,14 +26,20 @@ from attncli.causal.causal_request import AblateRequest, CausalRequest, DlaReque
 from attncli.causal.target import resolve
 from attncli.errors import BadInput
 from attncli.hf.loader import load
+from attncli.tinylm.traced import load_builtin
 from attncli.textio import read_user_text
 from attncli.views.causal import causal_result
 
 Stage = Callable[[str], ContextManager[Any]]  # a message -> a context around a stretch of work (a progress line)
 
+KINDS = {AblateRequest: "ablate", PatchRequest: "patch", DlaRequest: "dla"}  # what causal.grids.missing checks
+
 
 def load_causal(request: CausalRequest):
-    """The request's model (attncli.hf.load: NumPy or transformers, by ``backend``)."""
+    """The request's model (attncli.hf.load: NumPy or transformers, by ``backend``); without
+    --transformer, attn's built-in LM (attncli.tinylm.traced): the model every user has offline."""
+    if request.transformer is None:
+        return load_builtin()
     return load(request.transformer, backend=request.backend, allow_missing_weights=request.allow_missing_weights,
                 device=request.device, dtype=request.dtype, device_map=request.device_map,
                 max_memory=request.max_memory)
@@ -47,7 +53,7 @@ def compute_causal(request: CausalRequest, model: Any = None, *, stage: Optional
     request.check()
     if model is None:
         model = load_causal(request)
-    check_traced(model)
+    check_traced(model, KINDS[type(request)])  # the refusal explore's G and D give too (causal.grids.missing)
     enc = model.encode(request.text, truncate=truncate) if truncate else model.encode(request.text)
     bad = None
     if isinstance(request, PatchRequest):

@@ -22,6 +22,7 @@ from attncli.attention.view_rows import start_end
 from attncli.errors import BadInput
 from attncli.model.interface import has
 from attncli.hf.loader import load  # torch only when the torch backend runs
+from attncli.model.interface import has
 from attncli.pipeline.view_request import ViewRequest, check_seq2seq_options
 from attncli.pipeline.view_result import ModelViewResult, PretrainedResult, ViewResult
 from attncli.textio import visible

@@ -23,6 +23,7 @@ from attncli.hf import load as load_transformer
 from attncli.hf.encoding import Encoding
 from attncli.hf.llama_config import WINDOWED, windows
 from attncli.hf.pretrained_base import length_batches
+from attncli.model.interface import has
 
 BATCH_SIZE = 8  # texts per forward pass by default (measured best on MiniLM, 8-24 word texts)
 BATCH_BUDGET = 2**24  # kept attention weights (L B h T^2) per pass: 128 MB in float64; a longer text runs alone
@@ -102,8 +103,7 @@ class ChunkWork:
         config = model.config
         self.windows = sliding_windows(config, model.layers)
         self.vocab = model.vocab_size
-        self.exclude = set(self.prefix) | {int(config[k]) for k in ("bos_token_id", "eos_token_id", "pad_token_id")
-                                           if isinstance(config.get(k), int)}
+        self.exclude = set(self.prefix) | set(model.special_ids)
 
     def compute(self, start: int, texts: Sequence[str]) -> dict[str, Any]:
         """The shard document of texts [start, start + len(texts))."""
