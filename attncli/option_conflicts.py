@@ -17,10 +17,9 @@ The rows are checked in order, so the first refusal of a state is always the sam
     ...
     attncli.errors.BadInput: --rollout uses every head (the mean of each layer's heads): drop --head
 
-To add a conflict (a new option's, say): add a Row where it should be checked, with its
-conditions (On, Off, Given, Is, Not, Below, Blank), its paths and a message that names the fix;
-run ``python -m attncli.option_conflicts --write``. The CLI test of every row, explore's keys and
-the docs follow; an option the table has not seen needs a sample value in the test's SAMPLES.
+To add a conflict: add a Row where it should be checked, with its conditions (On, Off, Given, Is,
+Not, Below, Blank), its paths and a message that names the fix; run ``python -m attncli.option_conflicts
+--write``. The CLI test of every row, explore's keys and the docs follow (a new option: a sample in SAMPLES).
 
 A top-level helper: every wing may import it (the transformer wing reads :data:`BACKENDS`).
 """
@@ -41,11 +40,9 @@ STACKS = ("encoder", "decoder", "cross")
 TRANSFORMER_SHOWS = ("weights", "scores", "norms")
 ALIGNS = ("same", "position")  # attn compare --align
 
-# the switches of a pretrained model's view, each declared once, here beside its rows: its help.
-# cli.options makes each the flag --NAME of attn matrix and attn explore (their --help lists a new
-# one after --flow), ViewRequest carries it (a field of the same name) and writes it in its command
-# line, and explore starts with it: a new view's switch is a line here, its rows below, its field
-# and its branch in compute (CONTRIBUTING.md, "Adding a view").
+# the switches of a pretrained model's view, each declared once here beside its rows (its help): cli.options
+# makes it the flag --NAME of attn matrix and explore, ViewRequest carries it and writes it in its command
+# line, explore starts with it; its field and its branch in compute follow (CONTRIBUTING.md, "Adding a view").
 SWITCHES = {
     "words": "Merge word pieces: sum over a word's keys, mean over its queries.",
     "hide_special": "Drop [CLS]/[SEP]/<s> rows and columns; rows renormalised over the other keys.",
@@ -98,6 +95,7 @@ PATHS = {  # path -> where it is (the docs' column)
 }
 V, T, E, S, C, H, LENS = ("vectors",), ("transformer",), ("explore",), ("seq2seq",), ("compare",), ("heads",), ("lens",)
 CA, ST, M = ("causal",), ("stats",), ("merge",)
+PLACEMENT = ("device", "dtype", "device_map", "max_memory")  # where a --transformer model runs
 
 _FLAGS = {"block": "--filter", "pair_filter": "--filter", "block_specials": "--filter-specials",
           "filter_specials": "--filter-specials", "text_b": "TEXT_B", "json_out": "--json",
@@ -297,9 +295,8 @@ ROWS: tuple[Row, ...] = (
     Row((Not("site", PATCH_SITES),), CA, f"--site {{site!r}}: choose one of {', '.join(PATCH_SITES)}"),
     Row((Blank("text"),), CA, 'the text is empty: give the text the model reads, e.g. "time flies like an"'),
     Row((Blank("corrupt"),), CA, "the corrupted text is empty: give a text of as many tokens as the clean one"),
-    *(Row((Off("transformer"), cond), CA, f"{flag(cond.name)} places a --transformer model: without one, attn's "
-          "built-in LM runs on its own pass") for cond in (Not("backend", ("auto",)), On("device"), On("dtype"),
-                                                           On("device_map"), On("max_memory"))),
+    *(Row((Off("transformer"), c), CA, f"{flag(c.name)} places a --transformer model: without one, attn's built-in LM "
+          "runs on its own pass") for c in (Not("backend", ("auto",)), *map(On, PLACEMENT))),
     # head statistics over a corpus (attncli.stats.stats_request: attn stats, attn stats merge)
     Row((On("explore"), On("json_out")), ST + M,
         "--explore opens the statistics in an interactive view; --json prints them: choose one"),
@@ -362,9 +359,7 @@ END = "<!-- end of option conflicts -->"
 
 def markdown() -> str:
     """The docs' table: one line per row, in the order they are checked."""
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|")
-
+    cell = lambda text: text.replace("|", "\\|")  # noqa: E731
     lines = ["| option | refused with | where | message |", "| --- | --- | --- | --- |"]
     for row in ROWS:
         first, *rest = row.when
@@ -389,7 +384,6 @@ def rewrite(text: str) -> str:
 
 def main(argv: list[str]) -> int:
     from pathlib import Path
-
     if argv == ["--markdown"]:
         sys.stdout.write(markdown())
         return 0

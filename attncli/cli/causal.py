@@ -64,9 +64,11 @@ def _run(request: CausalRequest, options: dict[str, Any]) -> None:
     json_out = options["json_out"]
     exports = Exports(svg=options["svg"], html=options["html"], png=options["png"], width=options["width"])
     _check_exports(exports, json_out)
-    model = load_model(request.transformer, request.backend, request.allow_missing_weights, json_out=json_out,
-                       device=request.device, dtype=request.dtype, device_map=request.device_map,
-                       max_memory=request.max_memory)  # auto: the NumPy pass wherever it runs
+    model = None  # no --transformer: compute loads attn's built-in LM (a second, nothing to show loading)
+    if request.transformer is not None:
+        model = load_model(request.transformer, request.backend, request.allow_missing_weights, json_out=json_out,
+                           device=request.device, dtype=request.dtype, device_map=request.device_map,
+                           max_memory=request.max_memory)  # auto: the NumPy pass wherever it runs
     result = compute_causal(request, model, stage=lambda what: Stage(what, json_out=json_out))
     show(result, json_out=json_out, exports=exports)
 

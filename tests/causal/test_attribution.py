@@ -131,7 +131,7 @@ def test_refusals(gpt2, tiny_bert_dir):
     with pytest.raises(BadInput, match="same"):
         attribute(gpt2, clean, clean, target)
     bert = load(str(tiny_bert_dir), backend="numpy")
-    with pytest.raises(BadInput, match="GPT-2 and the Llama family"):
+    with pytest.raises(BadInput, match="GPT-2 or the Llama family"):
         attribute(bert, [1, 2], [2, 1], Target(1, 3, "x"))
 
 

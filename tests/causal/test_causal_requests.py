@@ -75,8 +75,9 @@ def test_the_request_checks_through_the_table():
         AblateRequest(TEXT, transformer="m", mode="half").check()
     with pytest.raises(BadInput, match="^--site 'embed': choose one of resid, attn, mlp, head$"):
         PatchRequest(TEXT, transformer="m", corrupt=TEXT, site="embed").check()
-    with pytest.raises(BadInput, match="^give the model with --transformer"):
-        DlaRequest(TEXT).check()
+    DlaRequest(TEXT).check()  # no --transformer: attn's built-in LM
+    with pytest.raises(BadInput, match="^--device places a --transformer model: without one, attn's built-in LM"):
+        DlaRequest(TEXT, device="cpu").check()
     DlaRequest(TEXT, transformer="m").check()
     with pytest.raises(Exception):  # frozen: a request is a value
         DlaRequest(TEXT, transformer="m").text = "x"

@@ -13,7 +13,6 @@ MODEL_WINGS = ("hf", "tinylm", "model")
 # path -> why a probe there is not a capability question
 EXCEPTIONS = {
     # explore's key handlers ask whether the result holds a model at all (word vectors hold none)
-    "explore/transformer_keys.py": "the result's model may be None (a word-vector view): its layer and head counts",
     "vectors/train.py": "its model is gensim's Word2Vec being trained, not a model attn runs",
 }
 

@@ -159,7 +159,7 @@ def test_attn_ablate_and_patch_run_on_the_builtin_lm_without_transformer(lm, mon
     r = CliRunner().invoke(app, ["patch", "the cat sat", "the dog sat", "--target", word, "--json"])
     assert r.exit_code == 0 and np.array(json.loads(r.stdout)["grid"]).shape == (LAYERS, 3), r.output
     r = CliRunner().invoke(app, ["ablate", "the cat sat", "--target", word, "--backend", "torch"])
-    assert r.exit_code == 2 and "place a --transformer model" in " ".join(r.output.split())
+    assert r.exit_code == 2 and "places a --transformer model" in " ".join(r.output.split())
     r = CliRunner().invoke(app, ["ablate", "the cat sat", "--target", "zzzz"])
     assert r.exit_code == 2 and "not one of the" in r.output
     r = CliRunner().invoke(app, ["attribute", "the cat sat", "the dog sat", "--target", word])
