@@ -57,8 +57,11 @@ ids = np.random.default_rng(0).integers(3, 49152, tokens).tolist()
 """
 
 NUMPY = COMMON + """
+from attncli import runtime
 from attncli.hf import load
 from attncli.model.trace import Keep
+
+runtime.own_allocator()  # as the attn command line does for its own process (hf/heap.py)
 
 model = load(path, backend="numpy")
 model.trace([1, 5, 6, 7], "logits")  # every weight read once (the LM head is the tied embeddings)
