@@ -28,6 +28,7 @@ side by side with the ratio TransformerLens / attn NumPy.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -39,6 +40,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 from bench_llama import SENTENCE  # noqa: E402
 from bench_llama import build as build_smollm2  # noqa: E402
+from attncli import runtime  # noqa: E402
 from attncli.hf import load  # noqa: E402
 
 GPT2_SMALL = dict(n_layer=12, n_head=12, n_embd=768, vocab_size=50257, n_positions=1024)
@@ -87,7 +89,8 @@ def bench(shape: str, directory: Path, layers: int | None) -> None:
     t_attn, g_attn = timed(trace_grid, model, ids, target, True, cut)
     passes = cut * model.heads
     print(f"\n{shape}: {cut} of {model.layers} layers x {model.heads} heads "
-          f"= {passes} ablations, {len(ids)} tokens, float32, torch threads {torch.get_num_threads()}")
+          f"= {passes} ablations, {len(ids)} tokens, float32, torch threads {torch.get_num_threads()}, "
+          f"attn BLAS threads {runtime.threads}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
     print(f"  TransformerLens 4 (hook_z zeroed per head)   {t_lens:7.2f} s  {1000 * t_lens / passes:6.1f} ms a pass")
     print(f"  attn torch trace (z intervention, resumed)   {t_attn:7.2f} s  {1000 * t_attn / passes:6.1f} ms a pass"
           f"   TransformerLens / attn torch = {t_lens / t_attn:.2f}x")
@@ -97,7 +100,8 @@ def bench(shape: str, directory: Path, layers: int | None) -> None:
     t_numpy, g_numpy = timed(numpy_grid, fast, ids, target)
     print(f"  attn numpy (attn ablate's grid, batched)     {t_numpy:7.2f} s  {1000 * t_numpy / (fast.layers * fast.heads):6.1f}"
           f" ms a head ({fast.layers} layers)   TransformerLens / attn numpy = "
-          f"{t_lens / t_numpy * (fast.layers / cut):.2f}x" + (" (per head)" if cut < fast.layers else ""))
+          f"{t_lens / t_numpy * (fast.layers / cut):.2f}x" + (" (per head)" if cut < fast.layers else "")
+          + f"   load {os.getloadavg()[0]:.1f}")
     print(f"  largest difference, NumPy grid vs TransformerLens: {np.abs(g_numpy[:cut] - g_lens).max():.2e}")
 
 
@@ -105,12 +109,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shape", choices=[*SHAPES, "both"], default="both")
     ap.add_argument("--layers", type=int, help="only the first N layers' heads (a quicker run)")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    ap.add_argument("--threads", type=int, default=1, help="threads for every side: torch's, and attn's BLAS "
+                    "threads per pass, as attn --threads N (default 1)")
     ap.add_argument("--keep", type=Path, help="build the models under this folder (reused) instead of a temp dir")
     args = ap.parse_args()
     import torch
 
     torch.set_num_threads(args.threads)
+    runtime.choose_threads(args.threads)
     tmp = Path(tempfile.mkdtemp(prefix="attn-bench-ablate-"))
     try:
         for shape in SHAPES if args.shape == "both" else [args.shape]:

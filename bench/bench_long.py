@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -57,8 +58,11 @@ ids = np.random.default_rng(0).integers(3, 49152, tokens).tolist()
 """
 
 NUMPY = COMMON + """
+from attncli import runtime
 from attncli.hf import load
 from attncli.model.trace import Keep
+
+runtime.own_allocator()  # as the attn command line does for its own process (hf/heap.py)
 
 model = load(path, backend="numpy")
 model.trace([1, 5, 6, 7], "logits")  # every weight read once (the LM head is the tied embeddings)
@@ -104,6 +108,32 @@ def run(script: str, directory: Path, tokens: int, out: Path, *extra: str) -> di
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def matmul_rate(threads: int) -> float:
+    """This machine's float32 matrix-product rate now (FLOP/s, the best of 5): a (2048, 576) x
+    (576, 1536) product, the shape of the pass's MLP, on ``threads`` BLAS threads."""
+    import time
+
+    import numpy as np
+
+    from attncli.hf import blas
+
+    a = np.random.default_rng(0).standard_normal((2048, 576)).astype(np.float32)
+    b = np.random.default_rng(1).standard_normal((576, 1536)).astype(np.float32)
+    best = float("inf")
+    with blas.limited(threads):
+        for _ in range(5):
+            start = time.perf_counter()
+            a @ b
+            best = min(best, time.perf_counter() - start)
+    return 2 * 2048 * 576 * 1536 / best
+
+
+def pass_flops(tokens: int, layers: int, d: int = 576, kv: int = 192, d_ff: int = 1536) -> float:
+    """The matrix products of a pass over ``tokens`` (the causal half of q k^T and of the mixing)."""
+    per_layer = 2 * tokens * (2 * d * d + 2 * d * kv + 3 * d * d_ff) + 2 * tokens * tokens * d
+    return layers * per_layer
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, nargs="+", default=[1024, 2048, 8192])
@@ -143,6 +173,13 @@ def main() -> None:
                 extra_bytes = got["peak"] - got["before"]
                 print(f"{tokens:>6}  {label:<44} {got['seconds']:>7.1f}s {got['cpu']:>7.1f}s {got['peak'] / mib:>7.0f} MiB "
                       f"{extra_bytes / mib:>5.0f} MiB {extra_bytes / weights:>12.2f}x")
+            from attncli.hf import blas
+
+            threads = blas.threads_for(tokens)  # what the pass's policy gives this length now
+            rate = matmul_rate(threads)
+            print(f"{tokens:>6}  {'floor: its products at this machine`s rate':<44} "
+                  f"{pass_flops(tokens, args.layers) / rate:>7.1f}s   ({rate / 1e9:.1f} GFLOP/s float32 on {threads} "
+                  f"thread(s), load {os.getloadavg()[0]:.1f})")
             if need > args.limit_gib * 2**30:
                 print(f"{tokens:>6}  {'transformers eager, output_attentions':<44} skipped: its attentions alone "
                       f"take {need / 2**30:.1f} GiB (limit {args.limit_gib:g} GiB)")

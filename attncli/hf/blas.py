@@ -1,75 +1,117 @@
-"""One BLAS thread for the small matrix products of a pretrained forward pass (best effort).
+"""How many BLAS threads a forward pass runs on, chosen by the size of the work, in one place.
 
-A sentence is a few dozen tokens: each product is (T, 384) x (384, 1536) or so, too small for two
-threads to pay, and on a busy machine two threads wait on each other. Measured on this project's
-2-core machine under load: MiniLM's forward pass on one sentence pair 1.4 s with OpenBLAS's
-default two threads, 0.2 s with one; one (13, 384) x (384, 1536) product 20 ms against 2.3 ms.
+A sentence is a few dozen tokens: each product is (T, 384) x (384, 1536) or so, too small for a
+second thread to pay, and on a busy machine two threads wait on each other (OpenBLAS's threads
+spin). Measured on this project's 2-core machine under load: MiniLM's forward pass on one sentence
+pair 1.4 s with OpenBLAS's default two threads, 0.2 s with one. So a pass over at most SMALL_ROWS
+rows (batch x tokens) runs on one thread. A larger pass (a long text, a batch of texts) runs on
+the cores the machine has free: the cores this process may use, less the load average the rest of
+the machine puts on them (rounded down, at least 1), so a busy machine keeps it on one thread.
 
-NumPy's wheels bundle OpenBLAS (``numpy.libs/`` on Linux, ``numpy/.dylibs/`` on macOS) with
-prefixed symbols; ``one_thread()`` sets its thread count to 1 for the block and restores it after.
-It does nothing when the library or its symbols are not found (another BLAS, a distribution's
-NumPy), or when the user has chosen a thread count (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS).
+The user's choice overrides the policy: ``choose(n)`` (the command line's ``--threads N``, held in
+runtime.py), else
+the usual environment variables (THREAD_VARIABLES, the first one set to a positive integer).
+
+Threads are set through threadpoolctl for the block and restored after: nothing changes for the
+rest of the process (nor its environment: the variable threadpoolctl's import sets is removed again
+unless the user had set it). Without threadpoolctl (or with a BLAS it does not know) it does nothing.
 Results do not change: OpenBLAS splits a product's output between threads, not its sums.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import glob
 import os
-from typing import Callable, Iterator
+from typing import Any, Iterator
 
-PREFIXES = ("scipy_openblas_", "openblas_")
-SUFFIXES = ("64_", "")
-_found: tuple[Callable[[], int], Callable[[int], None]] | None | bool = False  # False: not looked yet
+from attncli import runtime
 
-
-def _library_paths() -> list[str]:
-    import numpy
-
-    root = os.path.dirname(numpy.__file__)
-    patterns = [os.path.join(root, os.pardir, "numpy.libs", "*openblas*"), os.path.join(root, ".dylibs", "*openblas*")]
-    return sorted(p for pattern in patterns for p in glob.glob(pattern))
+SMALL_ROWS = 256  # up to this many rows (batch x tokens) in a pass, one BLAS thread
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+KMP_VARIABLE = "KMP_DUPLICATE_LIB_OK"  # threadpoolctl's import sets it (for Intel's OpenMP); undone
+_controller: Any = False  # False: not made yet; None: threadpoolctl missing
 
 
-def _openblas() -> tuple[Callable[[], int], Callable[[int], None]] | None:
-    """(get_num_threads, set_num_threads) of the OpenBLAS NumPy uses, or None."""
-    global _found
-    if _found is not False:
-        return _found  # type: ignore[return-value]
-    _found = None
-    for path in _library_paths():
-        try:
-            lib = ctypes.CDLL(path)  # already loaded by NumPy: the same library, not a second copy
-        except OSError:
-            continue
-        for prefix in PREFIXES:
-            for suffix in SUFFIXES:
-                get = getattr(lib, f"{prefix}get_num_threads{suffix}", None)
-                put = getattr(lib, f"{prefix}set_num_threads{suffix}", None)
-                if get is not None and put is not None:
-                    get.restype, get.argtypes = ctypes.c_int, []
-                    put.restype, put.argtypes = None, [ctypes.c_int]
-                    _found = (get, put)
-                    return _found
+def choose(threads: int | None) -> None:
+    """Every pass of this process on ``threads`` BLAS threads (None: the policy again)."""
+    runtime.choose_threads(threads)
+
+
+def user_threads() -> int | None:
+    """The thread count the user chose (``choose``, else an environment variable), or None."""
+    if runtime.threads is not None:
+        return runtime.threads
+    for name in THREAD_VARIABLES:
+        value = os.environ.get(name, "").strip()
+        if value.isdigit() and int(value) > 0:
+            return int(value)
     return None
 
 
-@contextlib.contextmanager
-def one_thread(enabled: bool = True) -> Iterator[None]:
-    """Run the block with one OpenBLAS thread (when ``enabled`` and possible), then restore."""
-    if not enabled or os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS"):
-        yield
-        return
-    found = _openblas()
-    if found is None:
-        yield
-        return
-    get, put = found
-    before = get()
-    put(1)
+def cores() -> int:
+    """The cores this process may run on."""
     try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def free_cores() -> int:
+    """The cores the rest of the machine leaves free: ``cores()`` less the 1-minute load average
+    without this process's own (one runnable process, this one), at least 1."""
+    try:
+        others = max(0.0, os.getloadavg()[0] - 1.0)
+    except (AttributeError, OSError):
+        return 1  # no load average: the safe choice on a machine we cannot see
+    return max(1, min(cores(), int(cores() - others)))
+
+
+def threads_for(rows: int) -> int:
+    """The BLAS threads for a pass over ``rows`` (batch x tokens): the user's choice, else one for
+    a short pass, else the free cores."""
+    user = user_threads()
+    if user is not None:
+        return user
+    return 1 if rows <= SMALL_ROWS else free_cores()
+
+
+def _threadpools() -> Any:
+    global _controller
+    if _controller is False:
+        before = os.environ.get(KMP_VARIABLE)
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:
+            _controller = None
+        else:
+            _controller = ThreadpoolController()
+        finally:
+            if before is None:  # threadpoolctl sets it on import: a library user's environment stays theirs
+                os.environ.pop(KMP_VARIABLE, None)
+    return _controller
+
+
+@contextlib.contextmanager
+def limited(threads: int) -> Iterator[None]:
+    """Run the block with ``threads`` BLAS threads (where threadpoolctl can set them), then restore."""
+    controller = _threadpools()
+    if controller is None or not controller.select(user_api="blas").lib_controllers:
         yield
-    finally:
-        put(before)
+        return
+    with controller.limit(limits=threads, user_api="blas"):
+        yield
+
+
+@contextlib.contextmanager
+def for_rows(rows: int) -> Iterator[None]:
+    """Run a pass over ``rows`` (batch x tokens) with ``threads_for(rows)`` BLAS threads."""
+    with limited(threads_for(rows)):
+        yield
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Run the block on one BLAS thread unless the user chose a count (a chunk of attention's
+    products are small: two threads wait on each other)."""
+    with limited(user_threads() or 1):
+        yield

@@ -46,7 +46,6 @@ DECODER_FAMILIES = f"GPT-2 and the Llama family ({', '.join(sorted(llama.MODEL_T
 DTYPE = np.float64  # unless the architecture's module sets its own (llama: float32)
 PRECISIONS = ("float32", "float64")  # trace_batch's: the weights' dtype of the pass
 RERUN_BATCH = 64  # passes per batched rerun at most (a layer's heads, or positions)
-ONE_THREAD_TOKENS = 256  # up to this many tokens in a pass, BLAS runs on one thread (see blas.py)
 
 
 def unsupported(path: Path, config: dict[str, Any]) -> str | None:
@@ -185,13 +184,14 @@ class NumpyPretrained(Pretrained):
         return np.concatenate(out)  # (B, d)
 
     def running(self, tokens: int) -> contextlib.ExitStack:
-        """The context a pass over ``tokens`` (batch x length) runs in: one BLAS thread when it is
-        short, glibc's large arrays mapped on their own when it is long (heap.py); an overflow is found
-        by check_activations and reported as damage, not as a RuntimeWarning."""
+        """The context a pass over ``tokens`` (batch x length) runs in: the BLAS threads blas.py's
+        policy gives that size; glibc's large arrays mapped on their own when it is long and the
+        command line allowed it (heap.py); an overflow is found by check_activations and reported
+        as damage, not as a RuntimeWarning."""
         stack = contextlib.ExitStack()
-        stack.enter_context(blas.one_thread(tokens <= ONE_THREAD_TOKENS))
-        if tokens > ONE_THREAD_TOKENS:
-            heap.map_large_arrays()  # before the pass's first large array (heap.py)
+        stack.enter_context(blas.for_rows(tokens))
+        if tokens > blas.SMALL_ROWS:
+            heap.map_large_arrays()  # before the pass's first large array; only where the CLI allowed it
         stack.enter_context(np.errstate(over="ignore", invalid="ignore"))
         return stack
 

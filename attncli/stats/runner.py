@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
-from attncli import faultpoints
+from attncli import faultpoints, runtime
 from attncli.errors import AttnError, BadInput, RuntimeFailure
 from attncli.messages import warn
 from attncli.stats.accumulate import Accumulator, Settings
@@ -113,11 +113,14 @@ _WORK: Optional[ChunkWork] = None
 _JOB: Optional[tuple[ModelSpec, Settings, Identity]] = None
 
 
-def _init_process(spec: ModelSpec, settings: Settings, ident: Identity) -> None:
+def _init_process(spec: ModelSpec, settings: Settings, ident: Identity, threads: int, owns_allocator: bool) -> None:
     global _JOB
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the pool
+    runtime.choose_threads(threads)  # the workers are the parallelism: their own passes on the parent's --threads or 1
+    if owns_allocator:
+        runtime.own_allocator()  # a worker of the attn command line is the command line's, as its parent
     _JOB = (spec, settings, ident)
 
 
@@ -135,7 +138,8 @@ def local_pool(workers: int, spec: ModelSpec, settings: Settings, ident: Identit
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")  # each worker imports attn afresh and loads the model once
-    return ctx.Pool(workers, initializer=_init_process, initargs=(spec, settings, ident))
+    return ctx.Pool(workers, initializer=_init_process,
+                    initargs=(spec, settings, ident, runtime.threads or 1, runtime.owns_allocator))
 
 
 def _pool_get(result) -> dict[str, Any]:

@@ -1,109 +1,86 @@
-"""Finding OpenBLAS to set its thread count (attncli/hf/blas.py): where NumPy's wheels put
-it, each build's symbol names (a fake library), a failed search remembered, and this NumPy's own."""
+"""The BLAS thread policy (attncli/hf/blas.py): one thread for a short pass, the free cores for a
+large one, the user's --threads / environment variables over both, set through threadpoolctl
+for the pass and restored after; read inside the pass with threadpoolctl's own report."""
 
 from __future__ import annotations
-
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from attncli.hf import blas
 
-
-# --- blas.py ------------------------------------------------------------------------------------
-
-
-def test_library_paths_look_where_numpys_wheels_put_openblas(tmp_path, monkeypatch):
-    """numpy.libs/ beside the package on Linux, numpy/.dylibs/ on macOS (blas.py's docstring), any
-    file with openblas in its name, sorted."""
-    numpy_dir = tmp_path / "site-packages" / "numpy"
-    (numpy_dir / ".dylibs").mkdir(parents=True)
-    (tmp_path / "site-packages" / "numpy.libs").mkdir()
-    for name in ("numpy.libs/libscipy_openblas64_-ab.so", "numpy.libs/libgfortran.so", "numpy/.dylibs/libopenblas.dylib",
-                 "numpy/libopenblas-not-here.so"):
-        (tmp_path / "site-packages" / name).write_bytes(b"")
-    monkeypatch.setattr(np, "__file__", str(numpy_dir / "__init__.py"))
-    got = [os.path.relpath(os.path.normpath(p), tmp_path / "site-packages") for p in blas._library_paths()]
-    assert got == ["numpy.libs/libscipy_openblas64_-ab.so", "numpy/.dylibs/libopenblas.dylib"]
+threadpoolctl = pytest.importorskip("threadpoolctl")
 
 
-class FakeOpenBLAS:
-    """A library handle exposing only the thread functions of one build (symbols ``prefix + name + suffix``)."""
-
-    def __init__(self, symbols: list[str]):
-        self.threads = 2
-        for symbol in symbols:
-            fn = (lambda: self.threads) if "get" in symbol else (lambda n: setattr(self, "threads", n))
-            setattr(self, symbol, _Function(fn))
+@pytest.fixture
+def no_user_choice(monkeypatch):
+    for name in blas.THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(blas.runtime, "threads", None)
 
 
-class _Function:
-    def __init__(self, fn):
-        self.fn = fn
-
-    def __call__(self, *args):
-        return self.fn(*args)
+def blas_threads() -> set[int]:
+    """The thread counts threadpoolctl reports for the BLAS libraries this process loaded."""
+    return {info["num_threads"] for info in threadpoolctl.threadpool_info() if info["user_api"] == "blas"}
 
 
-@pytest.mark.parametrize("prefix, suffix", [("scipy_openblas_", "64_"), ("scipy_openblas_", ""), ("openblas_", "64_"),
-                                            ("openblas_", "")])
-def test_openblas_is_found_under_each_builds_symbol_names(monkeypatch, prefix, suffix):
-    """The wheels' scipy-openblas (64-bit ints or not) prefixes its symbols; a plain OpenBLAS
-    build has openblas_set_num_threads; one_thread sets 1 and restores what was set before."""
-    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    lib = FakeOpenBLAS([f"{prefix}get_num_threads{suffix}", f"{prefix}set_num_threads{suffix}"])
-    loaded = []
-    monkeypatch.setattr(blas, "_found", False)  # not looked yet, in this test's process
-    monkeypatch.setattr(blas, "_library_paths", lambda: ["/nowhere/libbroken.so", "/somewhere/libopenblas.so"])
-
-    def cdll(path):
-        loaded.append(path)
-        if "broken" in path:
-            raise OSError("cannot open")
-        return lib
-
-    monkeypatch.setattr(blas.ctypes, "CDLL", cdll)
-    get, put = blas._openblas()
-    assert loaded == ["/nowhere/libbroken.so", "/somewhere/libopenblas.so"]
-    assert get() == 2
-    with blas.one_thread():
-        assert lib.threads == 1
-    assert lib.threads == 2
-    monkeypatch.setenv("OMP_NUM_THREADS", "4")  # the user's choice stands
-    with blas.one_thread():
-        assert lib.threads == 2
+def test_policy_is_one_thread_for_short_work_and_the_free_cores_for_large(no_user_choice, monkeypatch):
+    monkeypatch.setattr(blas, "cores", lambda: 4)
+    monkeypatch.setattr(blas.os, "getloadavg", lambda: (1.0, 1.0, 1.0))  # this process only
+    assert blas.threads_for(blas.SMALL_ROWS) == 1
+    assert blas.threads_for(blas.SMALL_ROWS + 1) == 4
+    monkeypatch.setattr(blas.os, "getloadavg", lambda: (3.5, 1.0, 1.0))  # 2.5 cores busy elsewhere
+    assert blas.threads_for(10_000) == 1
+    monkeypatch.setattr(blas.os, "getloadavg", lambda: (9.0, 9.0, 9.0))  # a busy machine: one thread
+    assert blas.threads_for(10_000) == 1
 
 
-def test_no_openblas_found_is_remembered_and_one_thread_does_nothing(monkeypatch):
-    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    monkeypatch.setattr(blas, "_found", False)
-    looked = []
-    monkeypatch.setattr(blas, "_library_paths", lambda: looked.append(1) or ["/x/libopenblas.so"])
-    monkeypatch.setattr(blas.ctypes, "CDLL", lambda path: FakeOpenBLAS(["openblas_get_num_threads"]))  # no setter
-    assert blas._openblas() is None
-    assert blas._openblas() is None and looked == [1]  # looked once
-    with blas.one_thread():
-        pass
+def test_the_users_choice_overrides_the_policy(no_user_choice, monkeypatch):
+    monkeypatch.setattr(blas.os, "getloadavg", lambda: (9.0, 9.0, 9.0))
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "3")
+    assert blas.threads_for(10) == 3 and blas.threads_for(10_000) == 3
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the first of THREAD_VARIABLES set
+    assert blas.threads_for(10) == 2
+    blas.choose(5)  # --threads
+    assert blas.threads_for(10) == 5
+    blas.choose(None)
+    monkeypatch.setenv("OMP_NUM_THREADS", "not a number")
+    assert blas.threads_for(10) == 3
+    with pytest.raises(ValueError):
+        blas.choose(0)
 
 
-def test_this_numpys_own_openblas_is_found_afresh(monkeypatch):
-    """On a NumPy wheel with its bundled OpenBLAS (the library this process mapped), a fresh look
-    finds it and one_thread really sets one thread (the cached result of an earlier look is not
-    what is tested)."""
-    maps = Path("/proc/self/maps")
-    mapped = {line.split()[-1] for line in maps.read_text().splitlines() if "openblas" in line} if maps.exists() else set()
-    if not mapped:
-        pytest.skip("no OpenBLAS mapped by this NumPy (another BLAS, or not Linux)")
-    assert {os.path.realpath(p) for p in blas._library_paths()} & {os.path.realpath(p) for p in mapped}
-    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    monkeypatch.setattr(blas, "_found", False)
-    get, put = blas._openblas()
-    before = get()
-    with blas.one_thread():
-        assert get() == 1
-    assert get() == before
+def test_a_short_pass_runs_on_one_thread_and_a_large_one_on_more_then_restored(no_user_choice, monkeypatch,
+                                                                                tiny_bert_dir):
+    from attncli.hf import load
+
+    model = load(str(tiny_bert_dir), backend="numpy")
+    if not blas_threads():
+        pytest.skip("threadpoolctl finds no BLAS under this NumPy")
+    monkeypatch.setattr(blas, "free_cores", lambda: 2)  # the machine allows two, whatever its load now
+    enc = model.encode("time flies like an arrow", "fruit flies like a banana")
+    with threadpoolctl.threadpool_limits(3, user_api="blas"):  # what the process had before
+        seen: list[set[int]] = []
+        short = model.trace_batch([enc], "blocks.*.attn.pattern", on_layer=lambda l, L: seen.append(blas_threads()))
+        assert seen and all(s == {1} for s in seen)
+        assert blas_threads() == {3}  # restored
+        seen.clear()
+        monkeypatch.setattr(blas, "SMALL_ROWS", 4)  # the same pass counted as large work
+        large = model.trace_batch([enc], "blocks.*.attn.pattern", on_layer=lambda l, L: seen.append(blas_threads()))
+        assert seen and all(s == {2} for s in seen)
+        assert blas_threads() == {3}
+    # the thread count changes no result
+    np.testing.assert_array_equal(short[0].stack("attn.pattern", model.layers), large[0].stack("attn.pattern", model.layers))
+
+
+def test_the_users_threads_hold_inside_a_short_pass(no_user_choice, monkeypatch, tiny_bert_dir):
+    from attncli.hf import load
+
+    model = load(str(tiny_bert_dir), backend="numpy")
+    if not blas_threads():
+        pytest.skip("threadpoolctl finds no BLAS under this NumPy")
+    blas.choose(2)
+    seen: list[set[int]] = []
+    model.trace_batch([model.encode("time flies")], "blocks.*.attn.pattern",
+                      on_layer=lambda l, L: seen.append(blas_threads()))
+    assert seen and all(s == {2} for s in seen)

@@ -67,29 +67,30 @@ def test_heads_split_and_merge_back():
 
 
 def test_one_blas_thread_is_set_and_restored_and_changes_no_result(monkeypatch, tiny_bert_dir):
-    from attncli.hf import blas, load, numpy_backend
+    threadpoolctl = needed("threadpoolctl")
+    from attncli.hf import blas, load
 
-    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    found = blas._openblas()
-    if found is None:
-        pytest.skip("NumPy's BLAS is not a bundled OpenBLAS: one_thread() does nothing")
-    get, put = found
-    put(2)
-    with blas.one_thread():
-        assert get() == 1
-    assert get() == 2
-    with blas.one_thread(enabled=False):
-        assert get() == 2
-    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")  # the user's choice stands
-    with blas.one_thread():
-        assert get() == 2
-    monkeypatch.delenv("OPENBLAS_NUM_THREADS")
-    model = load(str(tiny_bert_dir), backend="numpy")
-    enc = model.encode("time flies like an arrow", "fruit flies like a banana")
-    one = model.attentions(enc)
-    monkeypatch.setattr(numpy_backend, "ONE_THREAD_TOKENS", 0)
-    np.testing.assert_array_equal(model.attentions(enc), one)
+    def threads() -> set[int]:
+        return {i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"}
+
+    for name in blas.THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    if not threads():
+        pytest.skip("threadpoolctl finds no BLAS under this NumPy: one_thread() does nothing")
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        with blas.one_thread():
+            assert threads() == {1}
+        assert threads() == {2}
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")  # the user's choice stands
+        with blas.one_thread():
+            assert threads() == {2}
+        monkeypatch.delenv("OPENBLAS_NUM_THREADS")
+        model = load(str(tiny_bert_dir), backend="numpy")
+        enc = model.encode("time flies like an arrow", "fruit flies like a banana")
+        one = model.attentions(enc)
+        monkeypatch.setattr(blas, "SMALL_ROWS", 0)
+        monkeypatch.setattr(blas, "free_cores", lambda: 2)
+        np.testing.assert_array_equal(model.attentions(enc), one)
 
 
 def test_every_activation_name_computes_what_transformers_computes_under_that_name():
