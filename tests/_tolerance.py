@@ -58,7 +58,7 @@ def f32_close(actual, expected, *, depth: int = 1, length: int = 1, scale: float
     if scale is None:
         scale = max(float(np.abs(e[finite]).max(initial=0.0)), float(np.abs(a[finite]).max(initial=0.0)), 1e-30)
     tol = f32_atol(scale, depth=depth, length=length)
-    diff = np.where(finite, np.abs(a - e), 0.0)
+    diff = np.abs(np.subtract(a, e, out=np.zeros(a.shape), where=finite))  # 0 where both are the same inf
     worst = float(diff.max(initial=0.0))
     if not worst <= tol:
         at = np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.ndim else ()
