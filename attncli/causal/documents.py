@@ -29,7 +29,7 @@ def ablate_document(model: Any, enc: Any, t: Target, grid: Grid, *, mode: str = 
                     f"{'zeroed' if mode == 'zero' else 'set to its mean'} (negative: the head helped)",
             "grid": rounded(grid.values),
             "title": f"{model.name} · ablate ({mode}) · change in {t.describe()}",
-            "notes": [f"clean {what}: {grid.clean:.4f}; each cell: ablated - clean"]}
+            "notes": [f"clean {what}: {grid.clean:z.4f}; each cell: ablated - clean"]}
 
 
 def patch_document(model: Any, enc: Any, bad: Any, t: Target, grid: Grid, *, site: str) -> dict[str, Any]:
@@ -40,7 +40,7 @@ def patch_document(model: Any, enc: Any, bad: Any, t: Target, grid: Grid, *, sit
             "rows": f"grid[layer][{cols[:-1]}]: (patched - corrupt) / (clean - corrupt), clean's {site} copied in",
             "grid": rounded(grid.values),
             "title": f"{model.name} · patch {site} · restored fraction of {t.describe()}",
-            "notes": [f"clean {grid.clean:.4f}, corrupt {grid.corrupt:.4f}; 1 = all restored, 0 = none"]}
+            "notes": [f"clean {grid.clean:z.4f}, corrupt {grid.corrupt:z.4f}; 1 = all restored, 0 = none"]}
 
 
 def dla_document(model: Any, enc: Any, t: Target, res: dict[str, Any]) -> dict[str, Any]:
@@ -79,7 +79,7 @@ def attribute_document(model: Any, enc: Any, bad: Any, t: Target, res: Any) -> d
                    f"{res.where} copied in, from one forward and one backward pass",
            "grid": rounded(res.values),
            "title": f"{model.name} · attribute {res.where} ({method}) · restored fraction of {t.describe()}",
-           "notes": [f"clean {res.clean:.4f}, corrupt {res.corrupt:.4f}; estimates: 1 = all restored, 0 = none"]}
+           "notes": [f"clean {res.clean:z.4f}, corrupt {res.corrupt:z.4f}; estimates: 1 = all restored, 0 = none"]}
     if res.verified is not None:
         doc["verify"] = [{**c, "estimate": round(c["estimate"], 8), "exact": round(c["exact"], 8)} for c in res.verified]
         if res.verified:

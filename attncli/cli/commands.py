@@ -11,6 +11,7 @@ A new command: register it on ``app`` in its module (``cli/*.py``) and add a row
 """
 
 import importlib
+from difflib import get_close_matches
 from typing import Any, NamedTuple
 
 import typer.main
@@ -23,34 +24,18 @@ class Listed(NamedTuple):
 
 
 COMMANDS: dict[str, Listed] = {
-    "train": Listed("attncli.cli.vectors",
-                    "Train word vectors on the Brown corpus (or --corpus FILE) and store them as a model."),
-    "models": Listed("attncli.cli.vectors",
-                     "List the stored models and the built-in default, with their evaluation figures."),
-    "eval": Listed("attncli.cli.vectors",
-                   "Evaluate a model on WordSim-353, SimLex-999 and the analogy questions gensim ships."),
-    "similar": Listed("attncli.cli.vectors",
-                      "Nearest neighbours by cosine similarity (like word2vec's distance / fastText's nn)."),
-    "import": Listed("attncli.cli.importing",
-                     "Import pretrained word vectors (GloVe, word2vec, fastText) as an attn model."),
+    # the main job first (looking a key up by attention, a sentence's attention), then the model views,
+    # the causal tools, the teaching commands, and last the word vectors and the small LM they train
     "lookup": Listed("attncli.cli.lookup", "Look a key up in a dictionary by attention: softmax over the similarity "
                                            "of the query to every key."),
     "matrix": Listed("attncli.cli.matrix",
                      "Attention matrix of a sentence as a heatmap: rows are queries, columns keys."),
-    "variants": Listed("attncli.cli.matrix", "The attention variants of 'attn matrix --variant': formula and source."),
-    "demo": Listed("attncli.cli.matrix", "The seed's worked example of attention, step by step (four words, seed 42)."),
-    "scale": Listed("attncli.cli.matrix",
-                    "Why scaled dot-product attention divides by sqrt(d_k): softmax saturation, side by side."),
-    "train-attention": Listed("attncli.cli.lm", "Train a small causal transformer LM on Brown over frozen word "
-                                                "vectors; store its attention."),
-    "heads": Listed("attncli.cli.lm",
-                    "Score each learned head as previous-token, first-token, self, local or broad (entropy)."),
-    "generate": Listed("attncli.cli.generate",
-                       "Let a causal language model continue PROMPT and watch what each new token attends to."),
     "explore": Listed("attncli.cli.explore", "Explore attention interactively: the matrix of `attn matrix`, with "
                                              "keys for every setting."),
     "compare": Listed("attncli.cli.compare", "Two attention matrices side by side and their difference B - A (PuOr: "
                                              "purple = A more, orange = B more)."),
+    "generate": Listed("attncli.cli.generate",
+                       "Let a causal language model continue PROMPT and watch what each new token attends to."),
     "lens": Listed("attncli.cli.lens",
                    "The logit lens: what a decoder would predict next if it stopped after each layer."),
     "ablate": Listed("attncli.cli.causal", "Knock each head out and see how the prediction moves: layers x heads."),
@@ -64,6 +49,24 @@ COMMANDS: dict[str, Listed] = {
                  "Why a head attends from token I to token J: its score split into query-side x key-side parts."),
     "stats": Listed("attncli.cli.stats",
                     "Head statistics over a corpus (attn stats CORPUS; attn stats merge DIR...)."),
+    "variants": Listed("attncli.cli.matrix", "The attention variants of 'attn matrix --variant': formula and source."),
+    "demo": Listed("attncli.cli.matrix", "The seed's worked example of attention, step by step (four words, seed 42)."),
+    "scale": Listed("attncli.cli.matrix",
+                    "Why scaled dot-product attention divides by sqrt(d_k): softmax saturation, side by side."),
+    "train": Listed("attncli.cli.vectors",
+                    "Train word vectors on the Brown corpus (or --corpus FILE) and store them as a model."),
+    "models": Listed("attncli.cli.vectors",
+                     "List the stored models and the built-in default, with their evaluation figures."),
+    "eval": Listed("attncli.cli.vectors",
+                   "Evaluate a model on WordSim-353, SimLex-999 and the analogy questions gensim ships."),
+    "similar": Listed("attncli.cli.vectors",
+                      "Nearest neighbours by cosine similarity (like word2vec's distance / fastText's nn)."),
+    "import": Listed("attncli.cli.importing",
+                     "Import pretrained word vectors (GloVe, word2vec, fastText) as an attn model."),
+    "train-attention": Listed("attncli.cli.lm", "Train a small causal transformer LM on Brown over frozen word "
+                                                "vectors; store its attention."),
+    "heads": Listed("attncli.cli.lm",
+                    "Score each learned head as previous-token, first-token, self, local or broad (entropy)."),
 }
 
 
@@ -102,6 +105,19 @@ class LazyGroup(TyperGroup):
 
     def list_commands(self, ctx: Any) -> list[str]:
         return list(COMMANDS) + [name for name in super().list_commands(ctx) if name not in COMMANDS]
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """Typer's own, plus a suggestion for a mistyped command ("did you mean 'lookup'?"): Typer
+        looks for close names among the commands already built, which here are none."""
+        try:
+            return super().resolve_command(ctx, args)
+        except Exception as e:  # typer's own usage error (typer >= 0.2x vendors click) or click's
+            if args and isinstance(getattr(e, "message", None), str) and e.message.startswith("No such command") \
+                    and "Did you mean" not in e.message:
+                matches = get_close_matches(args[0], self.list_commands(ctx))
+                if matches:
+                    e.message = f"{e.message.rstrip('.')}. Did you mean {', '.join(repr(m) for m in matches)}?"
+            raise
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         command = self.commands.get(cmd_name)

@@ -111,6 +111,8 @@ def parse_dictionary(text: str, source: str = "the dictionary") -> dict[str, Any
     def no_constant(name: str) -> Any:
         raise ValueError(f"{name} is not valid JSON (use null or a finite number)")
 
+    if not text.strip():  # an empty file or an empty standard input: say so, not "not valid JSON"
+        raise BadInput(f"{source} is empty: a lookup needs at least one key")
     try:
         obj = json.loads(text, parse_constant=no_constant)
     except json.JSONDecodeError as exc:

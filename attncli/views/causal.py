@@ -39,13 +39,14 @@ def dla_renderables(doc: dict[str, Any], width: int | None = None) -> list:
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=visible(doc["title"]), box=None, padding=(0, 1), header_style="bold", title_justify="left")
+    title = Text(visible(doc["title"]), style="table.title")  # wrapped to the terminal, not to the narrow table
+    table = Table(box=None, padding=(0, 1), header_style="bold")
     table.add_column("part")
     table.add_column("direct contribution", justify="right")
     parts = sorted(doc["parts"], key=lambda p: -abs(p["value"]))
     for p in parts[:40]:
         table.add_row(visible(p["name"]), Text(f"{p['value']:+.4f}", style="bold" if p["value"] >= 0 else ""))
-    out: list = [table, Text(f"sum of every part = {doc['sum']:+.6f}; the logit = {doc['logit']:+.6f}"
+    out: list = [title, table, Text(f"sum of every part = {doc['sum']:+.6f}; the logit = {doc['logit']:+.6f}"
                              + (f" ({len(parts) - 40} smaller parts not listed: see --json)" if len(parts) > 40 else ""),
                              style="dim")]
     heads = np.asarray(doc["heads"], dtype=np.float64)  # (L, h)

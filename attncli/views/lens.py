@@ -63,7 +63,8 @@ def lens_renderables(doc: dict[str, Any], width: Optional[int] = None) -> list:
     title = f"{visible(doc['model'])} · logit lens · top next token after each layer (0 = embeddings)"
     if k > 1:
         title += f", the top {k} of each"
-    table = Table(title=title, box=None, padding=(0, 1), header_style="bold", title_justify="left")
+    # the titles are lines of their own, wrapped to the terminal, not to the table's (narrow) width
+    table = Table(box=None, padding=(0, 1), header_style="bold")
     table.add_column("position", no_wrap=True)
     for l in range(L + 1):
         table.add_column(f"L{l}", no_wrap=True)
@@ -71,11 +72,11 @@ def lens_renderables(doc: dict[str, Any], width: Optional[int] = None) -> list:
         table.add_row(Text(_position(t, tok), style="bold"),
                       *[_cell(doc["lens"][l][t][:k], tok_w) for l in range(L + 1)],
                       end_section=k > 1)  # a rule between positions when a cell holds several lines
-    parts: list = [table]
+    parts: list = [Text(title, style="table.title"), table]
     follow = doc.get("follow")
     if follow:
-        ft = Table(title=f"--token {visible(follow['token'])}: rank (0 = top) and probability", box=None,
-                   padding=(0, 1), header_style="bold", title_justify="left")
+        follow_title = f"--token {visible(follow['token'])}: rank (0 = top) and probability"
+        ft = Table(box=None, padding=(0, 1), header_style="bold")
         ft.add_column("position")
         for l in range(L + 1):
             ft.add_column(f"L{l}", no_wrap=True)
@@ -86,7 +87,7 @@ def lens_renderables(doc: dict[str, Any], width: Optional[int] = None) -> list:
                 bg, fg = palette(p)
                 cells.append(Text(f"{follow['rank'][l][t]:>4} {p:.2f}", style=f"{fg} on {bg}"))
             ft.add_row(Text(_position(t, tok), style="bold"), *cells)
-        parts.append(ft)
+        parts += [Text(follow_title, style="table.title"), ft]
     parts.append(Text("colour: viridis by probability, dark = 0, bright = 1; each row predicts the token after its "
                       "position", style="dim"))
     return parts

@@ -266,3 +266,13 @@ def test_the_first_top_layer_is_where_the_token_stays_the_top_prediction():
     assert first_top_layer(np.array([5, 1, 5, 5]), 5) == 2
     assert first_top_layer(np.array([1, 5, 5, 5, 5]), 5) == 1
     assert first_top_layer(np.array([5, 5, 5, 1]), 5) is None
+
+
+def test_the_titles_wrap_to_the_terminal_not_to_the_table():
+    """A narrow table (one layer, short tokens) keeps its title on one line at 120 columns."""
+    doc = synthetic_doc(1, layers=1)
+    doc["lens"] = [[[{"token": "a", "id": 0, "prob": 0.5}] for _ in range(3)] for _ in range(2)]
+    doc["follow"] = {"token": "banana", "rank": [[0] * 3] * 2, "prob": [[0.5] * 3] * 2}
+    lines = table_lines(doc, 120)
+    assert "m · logit lens · top next token after each layer (0 = embeddings)" in lines
+    assert "--token banana: rank (0 = top) and probability" in lines

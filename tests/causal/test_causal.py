@@ -24,7 +24,8 @@ needed("transformers")
 from typer.testing import CliRunner  # noqa: E402
 
 from _llama_fixtures import build_decoder  # noqa: E402
-from _transformer_fixtures import build_opt  # noqa: E402
+from _transformer_fixtures import SIZES, build_opt  # noqa: E402
+from _tolerance import f32_close  # noqa: E402
 from _trace_reference import bias_gpt2, build_mlm, hooked_logits, load_reference  # noqa: E402
 from attncli.causal import grids  # noqa: E402
 from attncli.causal.dla import dla  # noqa: E402
@@ -34,6 +35,8 @@ from attncli.hf import load  # noqa: E402
 from attncli.model.trace import Intervention  # noqa: E402
 
 torch.set_num_threads(1)
+# the tiny models' float32 rounding (tests/_tolerance.py): their layers and their widest reduction
+DEPTH, WIDTH = SIZES["layers"], max(SIZES["hidden"], SIZES["intermediate"])
 runner = CliRunner()
 KINDS = ("gpt2", "llama", "qwen2", "bert")
 BACKENDS = ("numpy", "torch")
@@ -55,6 +58,13 @@ def models(tmp_path_factory):
         d, ref = built(kind)
         return d, load(str(d), backend=backend), ref
     return get
+
+
+def metric_scale(model, ids, t) -> float:
+    """The size of the numbers a metric is made of (the logits, the clean metric): a grid entry is a
+    difference of two metrics and carries their absolute float32 error (tests/_tolerance.py)."""
+    logits = model.trace(ids, "logits")["logits"]  # (T, vocab)
+    return max(float(np.abs(logits).max()), abs(t.metric(logits[t.position])))
 
 
 def corrupted(ids: list[int]) -> list[int]:
@@ -81,7 +91,7 @@ def test_ablation_grid_equals_transformers_with_a_hook_zeroing_the_head(models, 
         clean = t.metric(hooked_logits(ref, kind, ids)[t.position])
         want = np.array([[t.metric(hooked_logits(ref, kind, ids, z={(l, h): 0.0})[t.position]) - clean
                           for h in range(model.heads)] for l in range(model.layers)])
-        np.testing.assert_allclose(grid.values, want, atol=1e-5, rtol=0)
+        f32_close(grid.values, want, depth=DEPTH, length=WIDTH, scale=metric_scale(model, ids, t))
         assert np.abs(want).max() > 1e-3
 
 
@@ -95,14 +105,16 @@ def test_mean_and_one_position_ablation_equal_transformers(models, kind, backend
     np.testing.assert_allclose(means[1], z.astype(np.float64).mean(axis=0), atol=1e-12)
     grid = grids.ablate(model, ids, diff, mode="mean", means=means)
     clean = diff.metric(hooked_logits(ref, kind, ids)[diff.position])
+    scale = metric_scale(model, ids, diff)
     for l, h in ((0, 1), (1, 3)):
         got = diff.metric(hooked_logits(ref, kind, ids, z={(l, h): means[l, h]})[diff.position]) - clean
-        assert abs(grid.values[l, h] - got) < 1e-5
+        f32_close(grid.values[l, h], got, depth=DEPTH, length=WIDTH, scale=scale)
     grid = grids.ablate(model, ids, diff, position=2)
     for l, h in ((0, 2), (1, 1)):
         got = diff.metric(hooked_logits(ref, kind, ids, z={(l, h, 2): 0.0})[diff.position]) - clean
         whole = diff.metric(hooked_logits(ref, kind, ids, z={(l, h): 0.0})[diff.position]) - clean
-        assert abs(grid.values[l, h] - got) < 1e-5 and abs(got - whole) > 1e-4, (l, h)
+        f32_close(grid.values[l, h], got, depth=DEPTH, length=WIDTH, scale=scale, what=f"L{l}H{h}")
+        assert abs(got - whole) > 1e-4, (l, h)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -117,6 +129,7 @@ def test_patching_equals_transformers_with_a_hook_replacing_the_slice(models, ki
     bad_tr = model.trace(bad, f"blocks.*.{name}")
     m = lambda **hooks: diff.metric(hooked_logits(ref, kind, bad, **hooks)[diff.position])  # noqa: E731
     clean, corrupt = diff.metric(hooked_logits(ref, kind, ids)[diff.position]), m()
+    scale = max(metric_scale(model, ids, diff), metric_scale(model, bad, diff))
     for l, x in ((0, 1), (1, 3), (1, diff.position if where != "head" else 0)):
         value = clean_tr[f"blocks.{l}.{name}"]
         if where == "head":
@@ -125,9 +138,9 @@ def test_patching_equals_transformers_with_a_hook_replacing_the_slice(models, ki
             mixed = bad_tr[f"blocks.{l}.{name}"].copy()
             mixed[x] = value[x]
             patched = m(resid={l: mixed}) if where == "resid" else m(out={(l, where): mixed})
-        assert abs(grid.clean - clean) < 1e-5 and abs(grid.corrupt - corrupt) < 1e-5
+        f32_close([grid.clean, grid.corrupt], [clean, corrupt], depth=DEPTH, length=WIDTH, scale=scale)
         restored = grid.corrupt + grid.values[l, x] * (grid.clean - grid.corrupt)  # the patched run's metric
-        assert abs(restored - patched) < 1e-5, (l, x)
+        f32_close(restored, patched, depth=DEPTH, length=WIDTH, scale=scale, what=f"layer {l}, {x}")
 
 
 @pytest.mark.parametrize("kind, tol, backend", [("gpt2", 1e-9, "numpy"), ("llama", 1e-5, "numpy"),  # Llama: float32
@@ -165,12 +178,13 @@ def test_the_torch_path_gives_the_numpy_paths_numbers(models, kind):
     _, fast, _, ids, diff, logp = _setup(models, kind, "numpy")
     _, slow, _, _, _, _ = _setup(models, kind, "torch")
     means = grids.head_means(fast, [fast.encode("a dog and a cat").ids])
-    np.testing.assert_allclose(grids.head_means(slow, [fast.encode("a dog and a cat").ids]), means, atol=1e-6)
+    f32_close(grids.head_means(slow, [fast.encode("a dog and a cat").ids]), means, depth=DEPTH, length=WIDTH)
     for t in (diff, logp):
         a, b = grids.ablate(fast, ids, t, mode="mean", means=means, position=1), \
             grids.ablate(slow, ids, t, mode="mean", means=means, position=1)
-        assert abs(a.clean - b.clean) < 1e-5
-        np.testing.assert_allclose(b.values, a.values, atol=1e-5, rtol=0)
+        scale = metric_scale(fast, ids, t)
+        f32_close(b.clean, a.clean, depth=DEPTH, length=WIDTH, scale=scale)
+        f32_close(b.values, a.values, depth=DEPTH, length=WIDTH, scale=scale)
         assert np.abs(a.values).max() > 1e-3
 
 
@@ -180,7 +194,7 @@ def test_cli_backend_torch(models, tiny_bert_dir, tmp_path):
     result = runner.invoke(app, ["ablate", TEXT["gpt2"], *base, "--backend", "torch", "--json"])
     assert result.exit_code == 0, result.output
     want = grids.ablate(models("gpt2", "numpy")[1], ids, diff).values
-    np.testing.assert_allclose(json.loads(result.stdout)["grid"], want, atol=1e-5)
+    f32_close(json.loads(result.stdout)["grid"], want, depth=DEPTH, length=WIDTH, scale=metric_scale(model, ids, diff))
     result = runner.invoke(app, ["patch", TEXT["gpt2"], "the dog sat on the mat and the cat", *base, "--backend", "torch",
                                  "--site", "head", "--json"])
     assert result.exit_code == 0, result.output

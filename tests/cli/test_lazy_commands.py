@@ -118,6 +118,26 @@ def test_an_unknown_command_is_still_bad_usage():
     assert "No such command 'matrx'" in proc.stderr
 
 
+@pytest.mark.parametrize("typo, meant", [("lokup", "lookup"), ("matrx", "matrix"), ("explor", "explore")])
+def test_a_mistyped_command_gets_a_suggestion_without_importing_the_commands(typo, meant):
+    """Typer suggests among the commands already built, which the lazy group has none of."""
+    proc = subprocess.run([sys.executable, "-m", "attncli", typo], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, COLUMNS="200"))
+    assert proc.returncode == 2
+    assert f"No such command '{typo}'. Did you mean '{meant}'" in proc.stderr
+    far = subprocess.run([sys.executable, "-m", "attncli", "zzzzz"], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, COLUMNS="200"))
+    assert far.returncode == 2 and "Did you mean" not in far.stderr
+
+
+def test_the_help_lists_the_main_job_first():
+    """lookup (the main job) and matrix lead; the word vectors and the small LM come last."""
+    _, out = run_attn(["--help"])
+    rows = [line.split()[1] for line in out.splitlines() if line.startswith("│ ") and line.split()[1] in COMMANDS]
+    assert rows[:2] == ["lookup", "matrix"]
+    assert rows.index("lookup") < rows.index("train") and rows.index("explore") < rows.index("train-attention")
+
+
 @pytest.mark.parametrize("argv", [["matrix", "--help"], ["stats", "--help"], ["stats", "merge", "--help"]])
 def test_a_command_s_help_is_the_same_loaded_lazily_or_not(argv):
     """A command built when it is first asked for gets the same help (docstring lines unwrapped)

@@ -262,6 +262,13 @@ def test_too_long_says_the_limit_and_truncate_cuts(tiny_bert_dir):
     assert result.exit_code == 2 and "--truncate" in result.stderr and "40" in result.stderr
     doc = matrix_json(tiny_bert_dir, long, "--truncate")
     assert doc["truncated"] is True and len(doc["tokens"]) == 40
+    # the cut is said on stderr, the view or --json on stdout; a text that fits is not cut and not said to be
+    for extra in ([], ["--json"]):
+        result = run("matrix", long, "--transformer", str(tiny_bert_dir), "--truncate", *extra)
+        assert result.exit_code == 0 and "cut the input to the model's limit of 40 tokens" in result.stderr
+        assert "cut the input" not in result.stdout
+    result = run("matrix", SENTENCE, "--transformer", str(tiny_bert_dir), "--truncate")
+    assert result.exit_code == 0 and "cut the input" not in result.stderr
 
 
 def _views(path, pair_ok=True):

@@ -10,13 +10,16 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from _transformer_fixtures import PAIR_TEXTS, every_parameter_drawn
+from _tolerance import f32_close
+from _transformer_fixtures import PAIR_TEXTS, SIZES, every_parameter_drawn
 from conftest import needed
 
 from attncli.errors import RuntimeFailure
 
 
 TEXT = PAIR_TEXTS[0]
+# the tiny models' float32 rounding (tests/_tolerance.py): their layers and their widest reduction
+DEPTH, WIDTH = SIZES["layers"], max(SIZES["hidden"], SIZES["intermediate"])
 
 
 # --- torch_backend.py: --show norms / scores on the torch backend ----------------------------------
@@ -60,10 +63,10 @@ def test_torch_backend_value_vectors_and_scores_against_transformers(kind, outpu
     for l in range(ours.layers):
         want = out.attentions[l][0].numpy()  # (h, T, T)
         A, f = ours.value_vectors(enc, l)  # (h, T, T), (h, T, d)
-        np.testing.assert_allclose(A, want, rtol=0, atol=1e-5)
+        f32_close(A, want, depth=DEPTH, length=WIDTH)
         bias = reference.get_submodule(output.format(l=l)).bias.detach().numpy()
-        np.testing.assert_allclose(np.einsum("hij,hjd->id", A, f) + bias, seen[l], rtol=0, atol=1e-4)
-        np.testing.assert_allclose(softmax_rows(ours.scores(enc, l)), want, rtol=0, atol=1e-5)
+        f32_close(np.einsum("hij,hjd->id", A, f) + bias, seen[l], depth=DEPTH, length=WIDTH)
+        f32_close(softmax_rows(ours.scores(enc, l)), want, depth=DEPTH, length=WIDTH)
 
 
 @pytest.fixture(scope="module")

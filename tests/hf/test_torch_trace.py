@@ -20,12 +20,15 @@ transformers = needed("transformers")
 needed("tokenizers")
 
 from _llama_fixtures import build_decoder  # noqa: E402
-from _transformer_fixtures import BUILDERS, build_opt  # noqa: E402
+from _transformer_fixtures import BUILDERS, SIZES, build_opt  # noqa: E402
+from _tolerance import f32_close  # noqa: E402
 from attncli.errors import BadInput  # noqa: E402
 from attncli.hf import load  # noqa: E402
 from attncli.model.trace import Intervention  # noqa: E402
 
 torch.set_num_threads(1)
+# the tiny models' float32 rounding (tests/_tolerance.py): their layers and their widest reduction
+DEPTH, WIDTH = SIZES["layers"], max(SIZES["hidden"], SIZES["intermediate"])
 TEXT = "the cat sat on the mat and the dog sat on the log"
 ENCODERS = ("bert", "roberta", "electra", "distilbert")
 DECODERS = ("gpt2", "llama", "llama3", "llama-bias", "mistral", "qwen2", "gemma", "phi3")
@@ -77,29 +80,29 @@ def test_every_kept_site_equals_transformers_own_outputs_under_sdpa(kind, built)
     _, out = reference(path, model, enc)
     L, T = model.layers, len(enc.ids)
     assert trace.backend == "torch" and trace.ids == enc.ids
-    np.testing.assert_allclose(trace["embed"], f64(out.hidden_states[0][0]), atol=1e-5)
+    f32_close(trace["embed"], f64(out.hidden_states[0][0]), depth=DEPTH, length=WIDTH)
     for l in range(L):
-        np.testing.assert_allclose(trace[f"blocks.{l}.attn.pattern"], f64(out.attentions[l][0]), atol=1e-5)
-        np.testing.assert_allclose(trace[f"blocks.{l}.resid_pre"], f64(out.hidden_states[l][0]), atol=1e-5)
+        f32_close(trace[f"blocks.{l}.attn.pattern"], f64(out.attentions[l][0]), depth=DEPTH, length=WIDTH)
+        f32_close(trace[f"blocks.{l}.resid_pre"], f64(out.hidden_states[l][0]), depth=DEPTH, length=WIDTH)
         if l < L - 1 or not model.is_decoder:  # a decoder's last hidden state is after its final norm
-            np.testing.assert_allclose(trace[f"blocks.{l}.resid_post"], f64(out.hidden_states[l + 1][0]), atol=1e-5)
+            f32_close(trace[f"blocks.{l}.resid_post"], f64(out.hidden_states[l + 1][0]), depth=DEPTH, length=WIDTH)
         q, k, v = (trace[f"blocks.{l}.attn.{s}"] for s in "qkv")
         assert q.shape == k.shape == v.shape == (model.heads, T, q.shape[-1])
         z = np.einsum("hts,hsd->thd", trace[f"blocks.{l}.attn.pattern"], v)  # (T, h, d_head)
-        np.testing.assert_allclose(trace[f"blocks.{l}.attn.z"], z, atol=1e-5)
+        f32_close(trace[f"blocks.{l}.attn.z"], z, depth=DEPTH, length=WIDTH)
         scores = trace[f"blocks.{l}.attn.scores"]
         assert np.isneginf(scores).any() == model.is_decoder
         if not model.is_decoder:
             # post-LN: the stream after the attention block feeds the MLP; resid_post = LN(mid + mlp.out)
             assert trace[f"blocks.{l}.resid_mid"].shape == (T, model.hidden_size)
         else:
-            np.testing.assert_allclose(trace[f"blocks.{l}.resid_pre"] + trace[f"blocks.{l}.attn.out"],
-                                       trace[f"blocks.{l}.resid_mid"], atol=1e-5)
-            np.testing.assert_allclose(trace[f"blocks.{l}.resid_mid"] + trace[f"blocks.{l}.mlp.out"],
-                                       trace[f"blocks.{l}.resid_post"], atol=1e-5)
-    np.testing.assert_allclose(trace["final_norm"], f64(out.hidden_states[L][0]), atol=1e-5)
+            f32_close(trace[f"blocks.{l}.resid_pre"] + trace[f"blocks.{l}.attn.out"],
+                                       trace[f"blocks.{l}.resid_mid"], depth=DEPTH, length=WIDTH)
+            f32_close(trace[f"blocks.{l}.resid_mid"] + trace[f"blocks.{l}.mlp.out"],
+                                       trace[f"blocks.{l}.resid_post"], depth=DEPTH, length=WIDTH)
+    f32_close(trace["final_norm"], f64(out.hidden_states[L][0]), depth=DEPTH, length=WIDTH)
     if model.is_decoder:
-        np.testing.assert_allclose(trace["logits"], f64(out.logits[0]), atol=1e-5)
+        f32_close(trace["logits"], f64(out.logits[0]), depth=DEPTH, length=WIDTH)
     else:
         assert "logits" not in trace
 
@@ -145,7 +148,7 @@ def test_rows_made_in_chunks_equal_eager_output_attentions(kind, built, monkeypa
     trace = model.trace(enc, "blocks.*.attn.pattern", rows=rows)
     _, out = reference(path, model, enc)
     for l in range(model.layers):
-        np.testing.assert_allclose(trace[f"blocks.{l}.attn.pattern"], f64(out.attentions[l][0])[:, rows], atol=1e-5)
+        f32_close(trace[f"blocks.{l}.attn.pattern"], f64(out.attentions[l][0])[:, rows], depth=DEPTH, length=WIDTH)
 
 
 def _o_proj(model, layer):
@@ -176,7 +179,7 @@ def test_a_head_zeroed_at_z_equals_a_hand_written_hook_on_the_output_projection(
     got = model.trace(ids, "logits", interventions=[Intervention(f"blocks.{layer}.attn.z", head=head)])["logits"]
     clean = model.trace(ids, "logits")["logits"]
     assert np.abs(want - clean).max() > 1e-3  # the head matters, so the test can fail
-    np.testing.assert_allclose(got, want, atol=1e-5)
+    f32_close(got, want, depth=DEPTH, length=WIDTH)
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "llama3", "bert"])
@@ -186,19 +189,19 @@ def test_core_interventions_remake_z_from_the_intervened_values(kind, built):
     keep = ["blocks.0.attn.*", "blocks.1.resid_post"]
     zero_v = model.trace(enc, keep, interventions=[Intervention("blocks.0.attn.v", head=1)])
     zero_z = model.trace(enc, keep, interventions=[Intervention("blocks.0.attn.z", head=1)])
-    np.testing.assert_allclose(zero_v["blocks.1.resid_post"], zero_z["blocks.1.resid_post"], atol=1e-5)
+    f32_close(zero_v["blocks.1.resid_post"], zero_z["blocks.1.resid_post"], depth=DEPTH, length=WIDTH)
     # a zero query makes every allowed key equally likely: z is the mean of the values it may read
     zero_q = model.trace(enc, keep, interventions=[Intervention("blocks.0.attn.q", head=3)])
     v = zero_q["blocks.0.attn.v"][3]  # (T, d_head)
     T = len(enc.ids)
     mean = np.cumsum(v, axis=0) / np.arange(1, T + 1)[:, None] if model.is_decoder else np.repeat(v.mean(0)[None], T, 0)
-    np.testing.assert_allclose(zero_q["blocks.0.attn.z"][:, 3], mean, atol=1e-5)
+    f32_close(zero_q["blocks.0.attn.z"][:, 3], mean, depth=DEPTH, length=WIDTH)
     np.testing.assert_allclose(zero_q["blocks.0.attn.pattern"][3].sum(-1), 1.0, atol=1e-12)
     # the pattern replaced by itself changes nothing downstream
     clean = model.trace(enc, keep)
     same = model.trace(enc, keep, interventions=[
         Intervention("blocks.0.attn.pattern", "replace", value=clean["blocks.0.attn.pattern"])])
-    np.testing.assert_allclose(same["blocks.1.resid_post"], clean["blocks.1.resid_post"], atol=1e-5)
+    f32_close(same["blocks.1.resid_post"], clean["blocks.1.resid_post"], depth=DEPTH, length=WIDTH)
     assert np.abs(zero_q["blocks.1.resid_post"] - clean["blocks.1.resid_post"]).max() > 1e-3
 
 
@@ -212,22 +215,21 @@ def test_stream_interventions_land_where_the_site_is_computed(kind, built):
     value = np.linspace(-1, 1, d)
     t = model.trace(enc, "blocks.*", interventions=[Intervention("blocks.0.resid_mid", "replace", position=2,
                                                                  value=value)])
-    np.testing.assert_allclose(t["blocks.0.resid_mid"][2], value, atol=1e-5)
+    f32_close(t["blocks.0.resid_mid"][2], value, depth=DEPTH, length=WIDTH)
     clean = model.trace(enc, "blocks.*")
-    np.testing.assert_allclose(np.delete(t["blocks.0.resid_mid"], 2, 0), np.delete(clean["blocks.0.resid_mid"], 2, 0),
-                               atol=1e-6)
+    f32_close(np.delete(t["blocks.0.resid_mid"], 2, 0), np.delete(clean["blocks.0.resid_mid"], 2, 0), depth=DEPTH, length=WIDTH)
     # resid_post of layer 0 replaced == resuming at layer 1 from that stream
     stream = other["blocks.0.resid_post"][:T] if other["blocks.0.resid_post"].shape[0] >= T else None
     assert stream is not None
     a = model.trace(enc, "blocks.1.*", interventions=[Intervention("blocks.0.resid_post", "replace", value=stream)])
     b = model.trace(enc, "blocks.1.*", start=(1, stream))
     for name in ("blocks.1.resid_pre", "blocks.1.attn.pattern", "blocks.1.resid_post"):
-        np.testing.assert_allclose(a[name], b[name], atol=1e-6)
+        f32_close(a[name], b[name], depth=DEPTH, length=WIDTH)
     zero = model.trace(enc, ["blocks.0.attn.out", "blocks.0.mlp.out", "blocks.1.resid_pre"],
                        interventions=[Intervention("blocks.0.attn.out"), Intervention("blocks.0.mlp.out")])
     assert not zero["blocks.0.attn.out"].any() and not zero["blocks.0.mlp.out"].any()
     if model.is_decoder:  # pre-LN: both blocks' outputs gone, the stream is the embeddings
-        np.testing.assert_allclose(zero["blocks.1.resid_pre"], clean["blocks.0.resid_pre"], atol=1e-6)
+        f32_close(zero["blocks.1.resid_pre"], clean["blocks.0.resid_pre"], depth=DEPTH, length=WIDTH)
 
 
 def test_start_resumes_at_a_layer_and_skips_the_ones_before(built):
@@ -240,7 +242,7 @@ def test_start_resumes_at_a_layer_and_skips_the_ones_before(built):
         resumed = model.trace(ids, ["logits", "blocks.0.resid_pre"], start=(1, full["blocks.1.resid_pre"]))
     finally:
         handle.remove()
-    np.testing.assert_allclose(resumed["logits"], full["logits"], atol=1e-5)
+    f32_close(resumed["logits"], full["logits"], depth=DEPTH, length=WIDTH)
     assert not calls and "blocks.0.resid_pre" not in resumed
     # the skipped layer's forward was replaced for the pass only: it runs again afterwards
     np.testing.assert_allclose(model.trace(ids, "logits")["logits"], full["logits"], atol=1e-12)
@@ -283,17 +285,17 @@ def test_qk_scores_and_value_vectors_read_the_trace(kind, built):
     weights = model.attentions(enc)
     _, out = reference(path, model, enc)
     for l in range(model.layers):
-        np.testing.assert_allclose(weights[l], f64(out.attentions[l][0]), atol=1e-5)
+        f32_close(weights[l], f64(out.attentions[l][0]), depth=DEPTH, length=WIDTH)
         q, k = model.qk(enc, l)
         scores = model.scores(enc, l)
         finite = np.isfinite(scores)
         np.testing.assert_allclose(scores[finite], ((q @ k.swapaxes(1, 2)) * model.scale(l))[finite], atol=1e-9)
         e = np.exp(scores - scores.max(-1, keepdims=True))
-        np.testing.assert_allclose(e / e.sum(-1, keepdims=True), weights[l], atol=1e-5)
+        f32_close(e / e.sum(-1, keepdims=True), weights[l], depth=DEPTH, length=WIDTH)
         a, f = model.value_vectors(enc, l)
         trace = model.trace(enc, [f"blocks.{l}.attn.out"])
         bias = torch_bias(model, l)
-        np.testing.assert_allclose(np.einsum("hts,hsd->td", a, f) + bias, trace[f"blocks.{l}.attn.out"], atol=1e-5)
+        f32_close(np.einsum("hts,hsd->td", a, f) + bias, trace[f"blocks.{l}.attn.out"], depth=DEPTH, length=WIDTH)
 
 
 def torch_bias(model, layer):
@@ -325,7 +327,7 @@ def test_an_encoder_with_its_masked_lm_head_has_logits_and_ablations(head, tmp_p
     ids = torch.tensor([enc.ids])
     with torch.no_grad():
         want = f64(ref(ids).logits[0])
-    np.testing.assert_allclose(model.trace(enc, "logits")["logits"], want, atol=1e-5)
+    f32_close(model.trace(enc, "logits")["logits"], want, depth=DEPTH, length=WIDTH)
 
     def zero_head(module, args):
         x = args[0].clone()
@@ -340,4 +342,4 @@ def test_an_encoder_with_its_masked_lm_head_has_logits_and_ablations(head, tmp_p
         handle.remove()
     assert np.abs(ablated - want).max() > 1e-3
     got = model.trace(enc, "logits", interventions=[Intervention("blocks.0.attn.z", head=1)])["logits"]
-    np.testing.assert_allclose(got, ablated, atol=1e-5)
+    f32_close(got, ablated, depth=DEPTH, length=WIDTH)

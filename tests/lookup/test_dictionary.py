@@ -108,6 +108,10 @@ def test_read_dictionary_reads_a_file_or_stdin_and_names_it_in_messages(tmp_path
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"[1]"), encoding="utf-8"))
     with pytest.raises(BadInput, match="^the dictionary on stdin must be a JSON object"):
         core.read_dictionary("-")
+    for empty in (b"", b" \n\t\n"):  # nothing piped in: "empty", not "not valid JSON"
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(empty), encoding="utf-8"))
+        with pytest.raises(BadInput, match="^the dictionary on stdin is empty: a lookup needs at least one key$"):
+            core.read_dictionary("-")
 
 
 @pytest.mark.parametrize("text, message", [('{"a": {"b": [1e400]}}', "too large for a float"),

@@ -19,12 +19,16 @@ torch = needed("torch")
 needed("transformers")
 
 from _llama_fixtures import build_decoder  # noqa: E402
+from _tolerance import f32_close  # noqa: E402
+from _transformer_fixtures import SIZES  # noqa: E402
 from _trace_reference import bias_gpt2, build_mlm, hooked_logits, load_reference, reference_sites  # noqa: E402
 from attncli.errors import BadInput  # noqa: E402
 from attncli.hf import load  # noqa: E402
 from attncli.model.trace import Intervention, all_sites  # noqa: E402
 
 torch.set_num_threads(1)
+# the tiny models' float32 rounding (tests/_tolerance.py): their layers and their widest reduction
+DEPTH, WIDTH = SIZES["layers"], max(SIZES["hidden"], SIZES["intermediate"])
 KINDS = ("bert", "distilbert", "mpnet", "gpt2", "llama", "qwen2")
 TEXT = "the cat sat on the mat and the dog sat"
 
@@ -58,16 +62,16 @@ def test_every_site_equals_transformers(models, kind):
         if name.endswith("attn.scores"):
             continue
         assert tr[name].shape == want[name].shape, name
-        np.testing.assert_allclose(tr[name], want[name], atol=1e-5, rtol=0, err_msg=name)
+        f32_close(tr[name], want[name], depth=DEPTH, length=WIDTH, what=name)
     for l in range(model.layers):  # the scores: q k^T * scale (+ MPNet's bias), their softmax the pattern
         scores = tr[f"blocks.{l}.attn.scores"]
         q, k = want[f"blocks.{l}.attn.q"], want[f"blocks.{l}.attn.k"]
         raw = q @ k.swapaxes(-1, -2) * model.scale(l)
         finite = np.isfinite(scores)
         if kind != "mpnet":
-            np.testing.assert_allclose(scores[finite], raw[finite], atol=1e-5, rtol=0)
+            f32_close(scores[finite], raw[finite], depth=DEPTH, length=WIDTH)
         e = np.exp(scores - scores.max(-1, keepdims=True))
-        np.testing.assert_allclose(e / e.sum(-1, keepdims=True), want[f"blocks.{l}.attn.pattern"], atol=1e-5, rtol=0)
+        f32_close(e / e.sum(-1, keepdims=True), want[f"blocks.{l}.attn.pattern"], depth=DEPTH, length=WIDTH)
         assert (~finite).any() == (kind in ("gpt2", "llama", "qwen2"))
 
 
@@ -79,7 +83,7 @@ def test_zeroing_a_heads_z_equals_a_pre_hook_on_the_output_projection(models, ki
         iv = Intervention(f"blocks.{l}.attn.z", "zero", head=h, position=pos)
         got = model.trace(ids, "logits", interventions=[iv])["logits"]
         want = hooked_logits(ref, kind, ids, z={(l, h) if pos is None else (l, h, pos): 0.0})
-        np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+        f32_close(got, want, depth=DEPTH, length=WIDTH)
         clean = model.trace(ids, "logits")["logits"]
         assert np.abs(clean - got).max() > 1e-3  # the head mattered: the check can fail
 
@@ -118,8 +122,7 @@ def test_replace_and_mean_take_a_value_and_bad_sites_are_refused(models):
     other[2], other[5] = ids[5], ids[2]  # another input of the same length
     donor = model.trace(other, "blocks.1.mlp.out")["blocks.1.mlp.out"]
     got = model.trace(ids, "logits", interventions=[Intervention("blocks.1.mlp.out", "replace", value=donor)])
-    np.testing.assert_allclose(got["logits"], hooked_logits(ref, "llama", ids, out={(1, "mlp"): donor}),
-                               atol=1e-5, rtol=0)
+    f32_close(got["logits"], hooked_logits(ref, "llama", ids, out={(1, "mlp"): donor}), depth=DEPTH, length=WIDTH)
     with pytest.raises(BadInput, match="layers 0..1"):
         model.trace(ids, interventions=[Intervention("blocks.7.attn.z", "zero", head=0)])
     with pytest.raises(BadInput, match="shape"):
@@ -142,5 +145,5 @@ def test_generation_cache_still_matches_a_full_pass(models):
         model.logits_and_attentions(ids[:4], cache)
         logits, att = model.logits_and_attentions(ids, cache)
         full_logits, full_att = model.logits_and_attentions(ids)
-        np.testing.assert_allclose(logits, full_logits, atol=1e-5, rtol=0)  # Llama runs in float32
-        np.testing.assert_allclose(att, full_att, atol=1e-5, rtol=0)
+        f32_close(logits, full_logits, depth=DEPTH, length=WIDTH)  # Llama runs in float32
+        f32_close(att, full_att, depth=DEPTH, length=WIDTH)

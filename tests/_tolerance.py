@@ -1,0 +1,67 @@
+"""The one tolerance for comparing two float32 computations of the same quantity.
+
+Two float32 passes that compute the same numbers in a different order (NumPy against torch, a
+batched grid against one pass per head, SDPA against eager attention, an AVX2 kernel against an
+AVX-512 or NEON one, which sum 8, 16 or 4 lanes at a time) agree only up to float32 rounding. A
+fixed ``atol=1e-5`` is a figure one CPU happened to meet; this module sizes the tolerance from the
+rounding instead, so the suite passes on any CPU and still catches a real bug:
+
+- one float32 operation rounds with relative error at most ``u = eps32 / 2`` (``eps32 = 2**-23``);
+- a reduction of length ``n`` (a dot product, a sum over a softmax row) accumulates rounding errors
+  that behave like a random walk: ``sqrt(n) * u`` relative to the size of the terms (the worst case
+  ``n * u`` is never met by the blocked sums BLAS and torch use);
+- a transformer layer chains about eight such reductions (q, k, v, scores, z, the output
+  projection, the MLP's two matrices) and a norm, each adding its error relative to the size of the
+  values it reads, so one layer contributes about ``8 * sqrt(n) * u`` and ``depth`` layers add up;
+- the two sides each carry their own error: a factor 2.
+
+Together: ``atol = 2 * 8 * u * depth * sqrt(n) * scale = 8 * eps32 * depth * sqrt(n) * scale``,
+with ``scale`` the size of the values compared (by default the largest magnitude on either side:
+an element near zero is a cancellation of terms of that size and carries their absolute error).
+For a tiny model (width 32, MLP 37, 2 layers) and values of size 1 this is about 1.2e-5; a bug
+that scales a value by 1.001 moves it by 1e-3 and is still caught by a margin of 80.
+
+A float64 computation compared with float64 keeps its own tight fixed tolerance (1e-9, 1e-12):
+this module is for float32 on either side.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+EPS32 = 2.0 ** -23  # float32's machine epsilon: the gap between 1 and the next float32
+PER_LAYER = 8  # reductions per transformer layer (see the module docstring); also covers 2 sides x u
+
+
+def f32_atol(scale: float, *, depth: int = 1, length: int = 1) -> float:
+    """The absolute tolerance for two float32 computations of values of size ``scale`` after
+    ``depth`` layers whose reductions are ``length`` long (the widest dot product on the way: the
+    model width, the MLP width or the sequence length). See the module docstring for the reasoning."""
+    if depth < 1 or length < 1:
+        raise ValueError("depth and length are counts, at least 1")
+    return PER_LAYER * EPS32 * depth * math.sqrt(length) * float(scale)
+
+
+def f32_close(actual, expected, *, depth: int = 1, length: int = 1, scale: float | None = None,
+              what: str = "") -> None:
+    """Assert that two float32 computations of the same values agree within float32 rounding
+    (``f32_atol``), ``scale`` defaulting to the largest magnitude on either side. Fails with the
+    largest difference, the tolerance and where."""
+    a = np.asarray(actual, dtype=np.float64)
+    e = np.asarray(expected, dtype=np.float64)
+    a, e = np.broadcast_arrays(a, e)
+    finite = np.isfinite(a) & np.isfinite(e)
+    odd = ~finite & ~((a == e) | (np.isnan(a) & np.isnan(e)))
+    assert not odd.any(), f"{what or 'float32 values'}: non-finite values differ at {np.argwhere(odd)[:3].tolist()}"
+    if scale is None:
+        scale = max(float(np.abs(e[finite]).max(initial=0.0)), float(np.abs(a[finite]).max(initial=0.0)), 1e-30)
+    tol = f32_atol(scale, depth=depth, length=length)
+    diff = np.abs(np.subtract(a, e, out=np.zeros(a.shape), where=finite))  # 0 where both are the same inf
+    worst = float(diff.max(initial=0.0))
+    if not worst <= tol:
+        at = np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.ndim else ()
+        raise AssertionError(f"{what or 'float32 values'} differ by {worst:.3g} at {at} "
+                             f"(actual {a[at]!r}, expected {e[at]!r}); float32 rounding allows {tol:.3g} "
+                             f"(scale {scale:.3g}, depth {depth}, length {length})")
