@@ -51,12 +51,14 @@ def write_gguf(path: Path, arch: str = "llama", qtype: str = "F32", *, d: int = 
     """A tiny random ``arch`` model as GGUF, its 2-D weights stored as ``qtype`` (norms F32)."""
     import gguf
 
+    ctx = 1024 if arch == "gpt2" else CTX  # transformers reads a GPT-2 GGUF with its defaults: 1024 positions,
+    inner = 4 * d if arch == "gpt2" else inner  # an MLP of 4 d (it leaves the file's lengths out)
     rng = np.random.default_rng(seed)
     tokens = _byte_tokens()
     vocab = len(tokens)
     w = gguf.GGUFWriter(str(path), arch)
     w.add_block_count(layers)
-    w.add_context_length(CTX)
+    w.add_context_length(ctx)
     w.add_embedding_length(d)
     w.add_feed_forward_length(inner)
     w.add_head_count(HEADS)
@@ -94,7 +96,7 @@ def write_gguf(path: Path, arch: str = "llama", qtype: str = "F32", *, d: int = 
     dh = d // HEADS
     add("token_embd.weight", (vocab, d))
     if arch == "gpt2":
-        add("position_embd.weight", (CTX, d))
+        add("position_embd.weight", (ctx, d))
     for l in range(layers):
         p = f"blk.{l}."
         add(p + "attn_norm.weight", (d,), norm=True)

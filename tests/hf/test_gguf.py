@@ -1,0 +1,81 @@
+"""GGUF files on attn's NumPy path equal transformers' own from_pretrained(dir, gguf_file=...) on
+the same file: tiny random models written by the gguf package (F32, F16, Q8_0, Q4_0, and K-quants
+whose blocks are written by hand), attention and logits to 1e-4 (the same dequantized weights)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from _gguf_fixtures import write_gguf
+from conftest import needed
+
+CASES = [("llama", "F32", 64), ("llama", "Q8_0", 64), ("qwen2", "F16", 64), ("llama", "Q4_0", 64),
+         ("llama", "Q4_K", 256), ("qwen2", "Q6_K", 256), ("llama", "Q5_K", 256), ("gpt2", "Q8_0", 64)]
+TEXT = "hello world, or hell"
+
+
+@pytest.mark.parametrize("arch,qtype,d", CASES)
+def test_gguf_equals_transformers(tmp_path, arch, qtype, d):
+    needed("torch")
+    needed("transformers")
+    needed("gguf")
+    import torch
+    import transformers
+
+    from attncli.hf.loader import load
+
+    write_gguf(tmp_path / "m.gguf", arch, qtype, d=d, inner=d)
+    ours = load(str(tmp_path / "m.gguf"))
+    enc = ours.encode(TEXT)
+    tok = transformers.AutoTokenizer.from_pretrained(str(tmp_path), gguf_file="m.gguf")
+    assert enc.ids == tok(TEXT).input_ids
+    ref = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path), gguf_file="m.gguf",
+                                                            attn_implementation="eager")
+    with torch.no_grad():
+        out = ref(torch.tensor([enc.ids]), output_attentions=True)
+    want = np.stack([a[0].numpy() for a in out.attentions])  # (L, h, T, T)
+    logits, att = ours.logits_and_attentions(enc.ids)
+    np.testing.assert_allclose(ours.attentions(enc), want, atol=1e-4, rtol=0)
+    want_logits = out.logits[0].numpy()  # (T, V)
+    scale = np.abs(want_logits).max()
+    np.testing.assert_allclose(logits, want_logits, atol=1e-4 * max(1.0, scale), rtol=0)
+
+
+def test_folder_holding_one_gguf(tmp_path):
+    needed("transformers")
+    needed("gguf")
+    from attncli.hf.loader import load
+
+    write_gguf(tmp_path / "m.gguf", "llama", "Q8_0")
+    by_file, by_folder = load(str(tmp_path / "m.gguf")), load(str(tmp_path))
+    enc = by_file.encode(TEXT)
+    np.testing.assert_array_equal(by_file.attentions(enc), by_folder.attentions(enc))
+
+
+def test_one_layer_kept(tmp_path):
+    """Dequantized tensors of one layer at most are held: asking for layer 1 drops layer 0's."""
+    needed("transformers")
+    needed("gguf")
+    from attncli.hf.loader import load
+
+    write_gguf(tmp_path / "m.gguf", "llama", "Q4_0")
+    w = load(str(tmp_path / "m.gguf")).arch.w
+    w.get("layers.0.self_attn.q_proj.weight")
+    w.get("layers.1.self_attn.q_proj.weight")
+    kept = {name for name, _ in w._layer[1]}
+    assert kept == {"model.layers.1.self_attn.q_proj.weight"}
+
+
+def test_cli_matrix_on_gguf(tmp_path):
+    needed("transformers")
+    needed("gguf")
+    from typer.testing import CliRunner
+
+    from attncli.cli.main import app
+
+    write_gguf(tmp_path / "m.gguf", "llama", "Q8_0")
+    result = CliRunner().invoke(app, ["matrix", "hello world", "--transformer", str(tmp_path / "m.gguf"),
+                                      "--layer", "1", "--head", "0"])
+    assert result.exit_code == 0, result.output
+    assert "Ġw" in result.output and "backend: numpy" in result.output
