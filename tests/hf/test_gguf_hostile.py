@@ -42,8 +42,8 @@ HOSTILE = {
     "huge_array": header(n_meta=1) + string("a") + struct.pack("<IIQ", 9, 4, 2**40) + b"\0" * 64,
     "huge_string_array": header(n_meta=1) + string("a") + struct.pack("<IIQ", 9, 8, 2**40) + b"\0" * 64,
     "offset_past_end": header(1, 1) + arch_llama() + tensor_info("token_embd.weight", [4, 4], 0, 2**30) + b"\0" * 96,
-    "overlapping": header(2, 1) + arch_llama() + tensor_info("a.weight", [8], 0, 0)
-    + tensor_info("b.weight", [8], 0, 0 + 16) + b"\0" * 128,
+    "overlapping": header(2, 1) + arch_llama() + tensor_info("a.weight", [16], 0, 0)
+    + tensor_info("b.weight", [8], 0, 32) + b"\0" * 128,  # a's 64 bytes run into b's at 32
     "overflowing_dims": header(1, 1) + arch_llama() + tensor_info("a.weight", [2**40, 2**40], 0, 0) + b"\0" * 64,
     "unknown_type": header(1, 1) + arch_llama() + tensor_info("a.weight", [32], 99, 0) + b"\0" * 256,
     "type_size_mismatch": header(1, 1) + arch_llama() + tensor_info("a.weight", [33], 8, 0) + b"\0" * 256,
