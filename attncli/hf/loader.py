@@ -12,6 +12,7 @@ from pathlib import Path
 from attncli.errors import BadInput
 from attncli.option_conflicts import BACKENDS
 from attncli.hf import bert, config_check, gguf_reader, numpy_backend, seq2seq, source, torch_backend
+from attncli.hf.gguf_model import GGUFPretrained
 from attncli.hf.placement import Placement
 from attncli.hf.pretrained_base import Pretrained
 
@@ -43,8 +44,6 @@ def _load(name_or_path: str, backend: str, allow_missing_weights: bool, placemen
         if backend == "torch" or placement.given():
             raise BadInput(f"'{name_or_path}' is a GGUF file, which attn runs on its NumPy path only (CPU, float32): "
                            "leave out --backend torch and the placement options")
-        from attncli.hf.gguf_model import GGUFPretrained
-
         return GGUFPretrained(str(name_or_path), gguf, allow_missing_weights=allow_missing_weights)
     path = source.resolve(str(name_or_path))
     config = source.read_config(path)
