@@ -17,6 +17,7 @@ The file is mapped once through ``fileio.map_regular`` (a regular file: never a 
 from __future__ import annotations
 
 import math
+import mmap
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,3 +188,11 @@ class GGUFFile:
         data = np.frombuffer(self.map, dtype=np.uint8, count=info.nbytes, offset=info.start)
         data = data.reshape(*info.shape[:-1], row_bytes)  # (..., row_bytes)
         return data if rows is None else data[rows]
+
+    def release(self, info: TensorInfo) -> None:
+        """Let the kernel take back the mapped pages of ``info`` once it is dequantized (MADV_DONTNEED:
+        clean file pages, read again from the page cache if needed), so the file is not counted twice."""
+        page = mmap.PAGESIZE
+        first = info.start // page * page
+        if info.nbytes and hasattr(mmap, "MADV_DONTNEED"):
+            self.map.madvise(mmap.MADV_DONTNEED, first, info.start + info.nbytes - first)

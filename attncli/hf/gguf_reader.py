@@ -146,8 +146,15 @@ class GGUFWeights:
     def check_finite(self, names: Sequence[str]) -> None:
         """Every tensor ``names`` holds no NaN or infinity, dequantized one at a time, nothing kept."""
         for name in names:
-            if self.prefix + name in self._names:
-                check_finite(self._read(self.prefix + name, np.dtype(np.float32)), f"the weight {name}")
+            if self.prefix + name not in self._names:
+                continue
+            info = self._names[self.prefix + name]
+            rows = info.shape[0] if len(info.shape) > 1 else 1
+            step = max(1, ROW_BLOCK_BYTES // (4 * (info.shape[-1] if len(info.shape) > 1 else 1)))
+            for s in range(0, rows, step):  # by blocks of rows: a 128k-token table is not widened whole
+                part = self._dequantize(info, slice(s, s + step) if len(info.shape) > 1 else None)
+                check_finite(part, f"the weight {name}")
+            self.gguf.release(info)
 
     def get(self, name: str, dtype: type | None = None) -> np.ndarray:
         return self.get_exact(self.prefix + name, dtype)
@@ -209,6 +216,7 @@ class GGUFWeights:
     def _read(self, full: str, dtype: np.dtype) -> np.ndarray:
         info = self._info(full)
         tensor = self._dequantize(info)
+        self.gguf.release(info)
         if self.gpt2 and info.name.endswith(TRANSPOSED):
             tensor = np.ascontiguousarray(tensor.T)  # llama.cpp stored Conv1D's (in, out) as (out, in)
         elif self.arch in ("llama", "mistral") and info.name.endswith(("attn_q.weight", "attn_k.weight")):
