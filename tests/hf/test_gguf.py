@@ -79,3 +79,23 @@ def test_cli_matrix_on_gguf(tmp_path):
                                       "--layer", "1", "--head", "0"])
     assert result.exit_code == 0, result.output
     assert "Ġw" in result.output and "backend: numpy" in result.output
+
+
+@pytest.mark.parametrize("argv,shows", [
+    (["lens", "hello world"], "logit lens"),
+    (["generate", "hello", "-n", "3", "--ignore-eos", "--seed", "1"], "numpy backend"),
+    (["dla", "hello world", "--target-id", "5"], "direct logit attribution"),
+    (["matrix", "hello world", "--top-k", "2"], "top 2 keys"),
+])
+def test_cli_views_on_gguf(tmp_path, argv, shows):
+    """The views run on a GGUF model as on any other NumpyPretrained (the same object, another reader)."""
+    needed("transformers")
+    needed("gguf")
+    from typer.testing import CliRunner
+
+    from attncli.cli.main import app
+
+    write_gguf(tmp_path / "m.gguf", "llama", "Q4_0")
+    result = CliRunner().invoke(app, argv + ["--transformer", str(tmp_path / "m.gguf")])
+    assert result.exit_code == 0, result.output
+    assert shows in " ".join(result.output.split()), result.output
