@@ -68,7 +68,7 @@ def write_gguf(path: Path, arch: str = "llama", qtype: str = "F32", *, d: int = 
         w.add_head_count_kv(KV_HEADS)
         w.add_layer_norm_rms_eps(1e-6)
         w.add_rope_freq_base(10000.0)
-        if arch != "qwen2":
+        if arch in ("llama", "mistral", "phi3"):
             w.add_rope_dimension_count(d // HEADS)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("default")
@@ -77,6 +77,7 @@ def write_gguf(path: Path, arch: str = "llama", qtype: str = "F32", *, d: int = 
     w.add_token_merges([f"{a} {b}" for a, b in MERGES])
     w.add_bos_token_id(vocab - 1)
     w.add_eos_token_id(vocab - 1)
+    w.add_pad_token_id(vocab - 1)  # Phi-3's config would default to 32000, past this vocabulary
 
     def add(name: str, shape: tuple[int, ...], scale: float = 0.2, norm: bool = False) -> None:
         t = (1.0 + 0.1 * rng.standard_normal(shape) if norm else scale * rng.standard_normal(shape)).astype(np.float32)
@@ -108,6 +109,12 @@ def write_gguf(path: Path, arch: str = "llama", qtype: str = "F32", *, d: int = 
             add(p + "attn_output.weight", (d, d)), add(p + "attn_output.bias", (d,), 0.05)
             add(p + "ffn_up.weight", (inner, d)), add(p + "ffn_up.bias", (inner,), 0.05)
             add(p + "ffn_down.weight", (d, inner)), add(p + "ffn_down.bias", (d,), 0.05)
+            continue
+        if arch == "phi3":  # fused q|k|v and gate|up, as Phi-3 stores them
+            add(p + "attn_qkv.weight", ((HEADS + 2 * KV_HEADS) * dh, d))
+            add(p + "attn_output.weight", (d, HEADS * dh))
+            add(p + "ffn_up.weight", (2 * inner, d))
+            add(p + "ffn_down.weight", (d, inner))
             continue
         add(p + "attn_q.weight", (HEADS * dh, d))
         add(p + "attn_k.weight", (KV_HEADS * dh, d))

@@ -26,11 +26,12 @@ from attncli.hf.gguf_file import TYPES, GGUFFile, TensorInfo
 from attncli.hf.weight_check import check_finite
 
 # GGUF's general.architecture -> transformers' model_type, for the families attn's NumPy path runs
-ARCHITECTURES = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "gpt2": "gpt2"}
+ARCHITECTURES = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "phi3": "phi3", "gpt2": "gpt2"}
 LLAMA_PARTS = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
                "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
                "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
                "ffn_down": "mlp.down_proj"}
+PHI3_PARTS = {**LLAMA_PARTS, "attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"}  # fused: q|k|v, gate|up
 GPT2_PARTS = {"attn_norm": "ln_1", "ffn_norm": "ln_2", "attn_qkv": "attn.c_attn", "attn_output": "attn.c_proj",
               "ffn_up": "mlp.c_fc", "ffn_down": "mlp.c_proj"}
 LLAMA_TOP = {"token_embd": "embed_tokens", "output_norm": "norm"}
@@ -122,7 +123,7 @@ class GGUFWeights:
             return "lm_head.weight"
         block = BLOCK.match(name)
         if block:
-            parts = GPT2_PARTS if self.gpt2 else LLAMA_PARTS
+            parts = GPT2_PARTS if self.gpt2 else PHI3_PARTS if self.arch == "phi3" else LLAMA_PARTS
             if block.group(2) not in parts:
                 return "?" + name  # not one attn reads: reported as unused
             layer = ("h." if self.gpt2 else "layers.") + block.group(1)

@@ -11,7 +11,8 @@ from _gguf_fixtures import write_gguf
 from conftest import needed
 
 CASES = [("llama", "F32", 64), ("llama", "Q8_0", 64), ("qwen2", "F16", 64), ("llama", "Q4_0", 64),
-         ("llama", "Q4_K", 256), ("qwen2", "Q6_K", 256), ("llama", "Q5_K", 256), ("gpt2", "Q8_0", 64)]
+         ("llama", "Q4_K", 256), ("qwen2", "Q6_K", 256), ("llama", "Q5_K", 256), ("gpt2", "Q8_0", 64),
+         ("phi3", "Q8_0", 64)]
 TEXT = "hello world, or hell"
 
 
