@@ -189,6 +189,19 @@ class GGUFWeights:
             else np.zeros((0, info.shape[-1]), np.float32)  # (n, d)
         return picked[inverse].astype(self.dtype, copy=False).reshape(*np.shape(ids), -1)
 
+    def head_rows(self, tied: bool) -> int:
+        """V: the rows of the LM head (the embedding when ``tied``)."""
+        return self._info(self.prefix + "embed_tokens.weight" if tied else "lm_head.weight").shape[0]
+
+    def head_blocks(self, name: str):
+        """(start, rows (n, d) float32) of the LM head by blocks of rows: ``name`` is a base tensor's
+        name, or "/" and a full one; the head is never dequantized whole."""
+        info = self._info(name[1:] if name.startswith("/") else self.prefix + name)
+        step = max(1, ROW_BLOCK_BYTES // (4 * info.shape[-1]))
+        for start in range(0, info.shape[0], step):
+            yield start, self._dequantize(info, slice(start, start + step)).astype(self.dtype, copy=False)
+        self.gguf.release(info)
+
     def _info(self, full: str) -> TensorInfo:
         if full not in self._names:
             raise RuntimeFailure(f"{self.path} has no tensor '{full}' (its GGUF name) that attn needs")

@@ -12,12 +12,13 @@ from conftest import needed
 
 CASES = [("llama", "F32", 64), ("llama", "Q8_0", 64), ("qwen2", "F16", 64), ("llama", "Q4_0", 64),
          ("llama", "Q4_K", 256), ("qwen2", "Q6_K", 256), ("llama", "Q5_K", 256), ("gpt2", "Q8_0", 64),
-         ("phi3", "Q8_0", 64)]
+         ("phi3", "Q8_0", 64), ("qwen2", "Q4_0", 64, True)]  # True: no output.weight, the head tied to the embedding
 TEXT = "hello world, or hell"
 
 
-@pytest.mark.parametrize("arch,qtype,d", CASES)
-def test_gguf_equals_transformers(tmp_path, arch, qtype, d):
+@pytest.mark.parametrize("case", CASES, ids=["-".join(map(str, c)) for c in CASES])
+def test_gguf_equals_transformers(tmp_path, case):
+    arch, qtype, d, tied = (*case, False)[:4]
     needed("torch")
     needed("transformers")
     needed("gguf")
@@ -26,7 +27,7 @@ def test_gguf_equals_transformers(tmp_path, arch, qtype, d):
 
     from attncli.hf.loader import load
 
-    write_gguf(tmp_path / "m.gguf", arch, qtype, d=d, inner=d)
+    write_gguf(tmp_path / "m.gguf", arch, qtype, d=d, inner=d, tied=tied)
     ours = load(str(tmp_path / "m.gguf"))
     enc = ours.encode(TEXT)
     tok = transformers.AutoTokenizer.from_pretrained(str(tmp_path), gguf_file="m.gguf")
