@@ -37,6 +37,9 @@ MAX_STRING = 16 * 2**20  # one string's bytes (a chat template is the longest)
 MAX_ARRAY = 2**24  # elements of one array (a vocabulary of 128k tokens and its merges fit)
 MAX_DIMS = 4
 DEFAULT_ALIGNMENT = 32
+CONVERT_HINT = ("where transformers reads it, convert it to a folder attn runs: python -c \"import sys, transformers as t; "
+                "t.AutoModelForCausalLM.from_pretrained(sys.argv[1], gguf_file=sys.argv[2]).save_pretrained(sys.argv[3])\" "
+                "DIR FILE.gguf OUT_DIR")
 SCALARS = {0: "<u1", 1: "<i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4", 7: "<u1", 10: "<u8", 11: "<i8",
            12: "<f8"}  # value type -> its NumPy dtype (7: bool, one byte)
 STRING, ARRAY, BOOL = 8, 9, 7
@@ -170,8 +173,7 @@ class GGUFFile:
         label = f"tensor {name[:60]!r}"
         if kind not in TYPES:
             raise cur.fail(f"{label} has ggml type {kind}, which attn does not read (it reads "
-                           f"{', '.join(t[0] for t in TYPES.values())}): use --backend torch, which runs GGUF files "
-                           "through transformers")
+                           f"{', '.join(t[0] for t in TYPES.values())}): {CONVERT_HINT}")
         type_name, block, block_bytes = TYPES[kind]
         if shape[-1] % block:
             raise cur.fail(f"{label} is {type_name} with rows of {shape[-1]}, not a whole number of {block}-blocks")

@@ -22,7 +22,7 @@ import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.hf.config_check import damaged
-from attncli.hf.gguf_file import TYPES, GGUFFile, TensorInfo
+from attncli.hf.gguf_file import CONVERT_HINT, TYPES, GGUFFile, TensorInfo
 from attncli.hf.weight_check import check_finite
 
 # GGUF's general.architecture -> transformers' model_type, for the families attn's NumPy path runs
@@ -55,7 +55,7 @@ def _arch(gguf: GGUFFile) -> str:
     if arch not in ARCHITECTURES:
         shown = str(arch)[:40].encode("unicode_escape").decode()
         raise BadInput(f"{gguf.path.name} holds a '{shown}' model, which attn's NumPy path does not run from GGUF "
-                       f"(it runs {', '.join(ARCHITECTURES)}): use --backend torch to run it through transformers")
+                       f"(it runs {', '.join(ARCHITECTURES)}); {CONVERT_HINT}")
     return arch
 
 
@@ -250,6 +250,8 @@ def unpermute(weight: np.ndarray, heads: int) -> np.ndarray:
 
 def gguf_file_in(path: Path) -> Path | None:
     """The .gguf file ``path`` names, or the one .gguf file in folder ``path`` (None: not a GGUF model)."""
+    if path.suffix.lower() == ".gguf" and not path.exists():
+        raise BadInput(f"no such model file: '{path}'")
     if path.is_file() or path.suffix.lower() == ".gguf":
         return path if path.suffix.lower() == ".gguf" else None
     if path.is_dir():

@@ -74,3 +74,19 @@ def test_other_architecture_refused_by_name(tmp_path):
     path.write_bytes(header(0, 1) + string("general.architecture") + struct.pack("<I", 8) + string("mamba"))
     result = CliRunner().invoke(app, ["matrix", "hello", "--transformer", str(path)])
     assert result.exit_code == 2 and "mamba" in result.output, result.output
+
+
+def test_nan_weight_refused(tmp_path):
+    """A NaN in a weight is damage found at load (the NaN scan dequantizes each tensor by blocks)."""
+    needed("gguf")
+    import numpy as np
+
+    from attncli.hf.gguf_file import GGUFFile
+
+    path = write_gguf(tmp_path / "nan.gguf", "llama", "F32")
+    info = GGUFFile(path).tensors["blk.1.ffn_norm.weight"]
+    data = bytearray(path.read_bytes())
+    data[info.start + 8: info.start + 12] = np.float32(np.nan).tobytes()
+    path.write_bytes(bytes(data))
+    result = CliRunner().invoke(app, ["matrix", "hello", "--transformer", str(path)])
+    assert result.exit_code == 1 and "NaN" in result.output, result.output
