@@ -89,4 +89,4 @@ def test_nan_weight_refused(tmp_path):
     data[info.start + 8: info.start + 12] = np.float32(np.nan).tobytes()
     path.write_bytes(bytes(data))
     result = CliRunner().invoke(app, ["matrix", "hello", "--transformer", str(path)])
-    assert result.exit_code == 1 and "NaN" in result.output, result.output
+    assert result.exit_code == 1 and "NaN in the weight layers.1.post_attention_layernorm" in result.output, result.output
