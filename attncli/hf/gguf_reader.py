@@ -255,6 +255,8 @@ def gguf_file_in(path: Path) -> Path | None:
     if path.is_file() or path.suffix.lower() == ".gguf":
         return path if path.suffix.lower() == ".gguf" else None
     if path.is_dir():
+        if (path / "config.json").exists():  # a transformers folder (which may also hold a .gguf): not this path
+            return None
         found = sorted(p for p in path.iterdir() if p.suffix.lower() == ".gguf")
         if len(found) > 1:
             raise BadInput(f"'{path}' holds {len(found)} .gguf files: pass the one to run")

@@ -44,6 +44,10 @@ def _load(name_or_path: str, backend: str, allow_missing_weights: bool, placemen
         if backend == "torch" or placement.given():
             raise BadInput(f"'{name_or_path}' is a GGUF file, which attn runs on its NumPy path only (CPU, float32): "
                            "leave out --backend torch and the placement options")
+        gone = source.missing("gguf", "transformers", "tokenizers")
+        if gone:
+            raise BadInput(f"GGUF files need {' and '.join(gone)} (gguf dequantizes, transformers builds the "
+                           "tokenizer from the file): pip install 'attncli[gguf]'")
         return GGUFPretrained(str(name_or_path), gguf, allow_missing_weights=allow_missing_weights)
     path = source.resolve(str(name_or_path))
     config = source.read_config(path)

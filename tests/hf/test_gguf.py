@@ -101,3 +101,14 @@ def test_cli_views_on_gguf(tmp_path, argv, shows):
     result = CliRunner().invoke(app, argv + ["--transformer", str(tmp_path / "m.gguf")])
     assert result.exit_code == 0, result.output
     assert shows in " ".join(result.output.split()), result.output
+
+
+def test_transformers_folder_with_a_gguf_stays_safetensors(tmp_path):
+    """A folder with config.json is a transformers model even when a .gguf lies beside it."""
+    needed("gguf")
+    from attncli.hf.gguf_reader import gguf_file_in
+
+    write_gguf(tmp_path / "m.gguf", "llama", "Q8_0")
+    assert gguf_file_in(tmp_path) == tmp_path / "m.gguf"
+    (tmp_path / "config.json").write_text("{}")
+    assert gguf_file_in(tmp_path) is None
