@@ -248,8 +248,12 @@ def unpermute(weight: np.ndarray, heads: int) -> np.ndarray:
     return weight.reshape(heads, half, 2, *weight.shape[1:]).swapaxes(1, 2).reshape(weight.shape)
 
 
-def gguf_file_in(path: Path) -> Path | None:
-    """The .gguf file ``path`` names, or the one .gguf file in folder ``path`` (None: not a GGUF model)."""
+def gguf_file_in(name: str | Path) -> Path | None:
+    """The .gguf file ``name`` names, or the one .gguf file in folder ``name`` (None: not a GGUF model)."""
+    try:
+        path = Path(name).expanduser()
+    except RuntimeError:  # ~nosuchuser/...: source.resolve says so
+        return None
     if path.suffix.lower() == ".gguf" and not path.exists():
         raise BadInput(f"no such model file: '{path}'")
     if path.is_file() or path.suffix.lower() == ".gguf":

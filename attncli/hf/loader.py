@@ -7,8 +7,6 @@ so the backends are imported at its top.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from attncli.errors import BadInput
 from attncli.option_conflicts import BACKENDS
 from attncli.hf import bert, config_check, gguf_reader, numpy_backend, seq2seq, source, torch_backend
@@ -39,7 +37,7 @@ def _load(name_or_path: str, backend: str, allow_missing_weights: bool, placemen
     if backend not in BACKENDS:
         raise BadInput(f"unknown backend '{backend}': choose one of {', '.join(BACKENDS)}")
     placement.check()
-    gguf = gguf_reader.gguf_file_in(Path(str(name_or_path)).expanduser()) if name_or_path else None
+    gguf = gguf_reader.gguf_file_in(str(name_or_path)) if name_or_path else None
     if gguf is not None:  # llama.cpp's format: attn's NumPy path, weights dequantized layer by layer
         if backend == "torch" or placement.given():
             raise BadInput(f"'{name_or_path}' is a GGUF file, which attn runs on its NumPy path only (CPU, float32): "
