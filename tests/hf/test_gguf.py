@@ -112,3 +112,17 @@ def test_transformers_folder_with_a_gguf_stays_safetensors(tmp_path):
     assert gguf_file_in(tmp_path) == tmp_path / "m.gguf"
     (tmp_path / "config.json").write_text("{}")
     assert gguf_file_in(tmp_path) is None
+
+
+def test_cli_stats_on_gguf(tmp_path):
+    needed("transformers")
+    needed("gguf")
+    from typer.testing import CliRunner
+
+    from attncli.cli.main import app
+
+    write_gguf(tmp_path / "m.gguf", "qwen2", "Q8_0")
+    (tmp_path / "corpus.txt").write_text("hello world\nhello there world\n")
+    result = CliRunner().invoke(app, ["stats", str(tmp_path / "corpus.txt"), "--transformer", str(tmp_path / "m.gguf")])
+    assert result.exit_code == 0, result.output
+    assert "sink" in result.output and "layer 1" in result.output, result.output
