@@ -50,6 +50,11 @@ ROW_BLOCK_BYTES = 8 * 2**20  # float32 bytes dequantized at once (rows of a big 
 BLOCK = re.compile(r"^blk\.(\d+)\.(\w+)\.(weight|bias)$")
 
 
+def _escaped(name: str) -> str:
+    """A stranger's tensor name as it may reach a terminal: control characters escaped, cut at 80."""
+    return name.encode("unicode_escape").decode("ascii")[:80]
+
+
 def _arch(gguf: GGUFFile) -> str:
     arch = gguf.metadata.get("general.architecture")
     if arch not in ARCHITECTURES:
@@ -99,7 +104,7 @@ def tokenizer_of(gguf: GGUFFile) -> Any:
         tokenizer, _ = convert_gguf_tokenizer(_arch(gguf), wanted)
     except Exception as exc:  # a stranger's vocabulary transformers cannot build
         raise damaged(gguf.path.name, f"its tokenizer metadata cannot be built ({type(exc).__name__}: "
-                                      f"{str(exc)[:120]})") from None
+                                      f"{str(exc)[:120]!r})") from None
     return tokenizer
 
 
@@ -125,12 +130,12 @@ class GGUFWeights:
         if block:
             parts = GPT2_PARTS if self.gpt2 else PHI3_PARTS if self.arch == "phi3" else LLAMA_PARTS
             if block.group(2) not in parts:
-                return "?" + name  # not one attn reads: reported as unused
+                return "?" + _escaped(name)  # not one attn reads: reported as unused
             layer = ("h." if self.gpt2 else "layers.") + block.group(1)
             return f"{self.prefix}{layer}.{parts[block.group(2)]}.{block.group(3)}"
         top, _, kind = name.rpartition(".")
         tops = GPT2_TOP if self.gpt2 else LLAMA_TOP
-        return f"{self.prefix}{tops[top]}.{kind}" if top in tops else "?" + name
+        return f"{self.prefix}{tops[top]}.{kind}" if top in tops else "?" + _escaped(name)
 
     def __contains__(self, name: str) -> bool:
         return self.prefix + name in self._names
