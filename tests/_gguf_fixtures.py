@@ -47,7 +47,7 @@ def permute(w: np.ndarray, heads: int) -> np.ndarray:
 
 
 def write_gguf(path: Path, arch: str = "llama", qtype: str = "F32", *, d: int = D, inner: int = INNER,
-               layers: int = LAYERS, seed: int = 0, tied: bool = False) -> Path:
+               layers: int = LAYERS, seed: int = 0, tied: bool = False, extra: dict | None = None) -> Path:
     """A tiny random ``arch`` model as GGUF, its 2-D weights stored as ``qtype`` (norms F32)."""
     import gguf
 
@@ -132,6 +132,8 @@ def write_gguf(path: Path, arch: str = "llama", qtype: str = "F32", *, d: int = 
         add("output_norm.bias", (d,), 0.05)
     if not tied:
         add("output.weight", (vocab, d))
+    for name, tensor in (extra or {}).items():  # more tensors, as given (float32)
+        w.add_tensor(name, np.asarray(tensor, dtype=np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -126,6 +126,8 @@ class GGUFWeights:
     def _hf_name(self, name: str) -> str:
         if name == "output.weight":
             return "lm_head.weight"
+        if name == "rope_freqs.weight":  # Llama 3.1's RoPE factors, which transformers' GGUF loader leaves out
+            return self.prefix + "rotary_emb.inv_freq"  # too: a frequencies buffer (llama.UNUSED_OK)
         block = BLOCK.match(name)
         if block:
             parts = GPT2_PARTS if self.gpt2 else PHI3_PARTS if self.arch == "phi3" else LLAMA_PARTS

@@ -126,3 +126,19 @@ def test_cli_stats_on_gguf(tmp_path):
     result = CliRunner().invoke(app, ["stats", str(tmp_path / "corpus.txt"), "--transformer", str(tmp_path / "m.gguf")])
     assert result.exit_code == 0, result.output
     assert "sink" in result.output and "layer 1" in result.output, result.output
+
+
+def test_rope_freqs_left_out_other_tensors_refused(tmp_path):
+    """Llama 3.1 files carry rope_freqs.weight, which transformers' GGUF loader leaves out too (the
+    attention is unchanged); a tensor attn does not know is refused by name."""
+    needed("transformers")
+    needed("gguf")
+    from attncli.errors import RuntimeFailure
+    from attncli.hf.loader import load
+
+    plain = load(str(write_gguf(tmp_path / "a.gguf", "llama", "F32")))
+    freqs = load(str(write_gguf(tmp_path / "b.gguf", "llama", "F32", extra={"rope_freqs.weight": np.ones(8)})))
+    enc = plain.encode(TEXT)
+    np.testing.assert_array_equal(freqs.attentions(enc), plain.attentions(enc))
+    with pytest.raises(RuntimeFailure, match="blk.0.attn_sinks"):
+        load(str(write_gguf(tmp_path / "c.gguf", "llama", "F32", extra={"blk.0.attn_sinks.weight": np.ones(4)})))
