@@ -272,4 +272,17 @@ class Llama:
 
     def logits(self, hidden: np.ndarray) -> np.ndarray:
         """(..., d) final hidden states -> (..., V) float64 logits through the LM head (``unembedding``)."""
-        return (hidden @ self.unembedding().T).astype(np.float64)  # (..., V)
+        blocks = getattr(self.w, "head_blocks", None)  # a GGUF reader: the head dequantized by blocks of rows
+        if blocks is None:
+            return (hidden @ self.unembedding().T).astype(np.float64)  # (..., V)
+        tied = not (self.w.has_exact("lm_head.weight") or not self.tied)
+        out = None
+        for start, rows in blocks("embed_tokens.weight" if tied else "/lm_head.weight"):  # rows (n, d)
+            if rows.shape[1:] != (self.d,):
+                raise RuntimeFailure(f"the LM head has rows of {rows.shape[1:]}, config.json's hidden_size is {self.d}: "
+                                     "the checkpoint does not match its config")
+            part = hidden @ rows.T  # (..., n)
+            if out is None:
+                out = np.empty(hidden.shape[:-1] + (self.w.head_rows(tied),), dtype=np.float64)  # (..., V)
+            out[..., start: start + rows.shape[0]] = part
+        return out

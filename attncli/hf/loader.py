@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from attncli.errors import BadInput
 from attncli.option_conflicts import BACKENDS
-from attncli.hf import bert, config_check, numpy_backend, seq2seq, source, torch_backend
+from attncli.hf import bert, config_check, gguf_reader, numpy_backend, seq2seq, source, torch_backend
+from attncli.hf.gguf_model import GGUFPretrained
 from attncli.hf.placement import Placement
 from attncli.hf.pretrained_base import Pretrained
 
@@ -36,6 +37,16 @@ def _load(name_or_path: str, backend: str, allow_missing_weights: bool, placemen
     if backend not in BACKENDS:
         raise BadInput(f"unknown backend '{backend}': choose one of {', '.join(BACKENDS)}")
     placement.check()
+    gguf = gguf_reader.gguf_file_in(str(name_or_path)) if name_or_path else None
+    if gguf is not None:  # llama.cpp's format: attn's NumPy path, weights dequantized layer by layer
+        if backend == "torch" or placement.given():
+            raise BadInput(f"'{name_or_path}' is a GGUF file, which attn runs on its NumPy path only (CPU, float32): "
+                           "leave out --backend torch and the placement options")
+        gone = source.missing("gguf", "transformers", "tokenizers")
+        if gone:
+            raise BadInput(f"GGUF files need {' and '.join(gone)} (gguf dequantizes, transformers builds the "
+                           "tokenizer from the file): pip install 'attncli[gguf]'")
+        return GGUFPretrained(str(name_or_path), gguf, allow_missing_weights=allow_missing_weights)
     path = source.resolve(str(name_or_path))
     config = source.read_config(path)
     config_check.check_trust(config, path)  # custom code: its model is not the one either backend would run

@@ -5,7 +5,9 @@ The file is a little-endian u64 header length, a JSON header, then the raw tenso
 memory-mapped once (``fileio.map_regular``: a regular file) and a floating tensor is a read-only
 NumPy view of its bytes, its offsets checked against the header's shape and the map's size: a
 float32 tensor in a float32 pass is never copied (pages are read as the pass touches them);
-bfloat16, which NumPy lacks, is widened to float32, other kinds converted once, when a layer asks.
+bfloat16, which NumPy lacks, is widened to float32 (float16 converted) when a layer asks, and kept only
+while that layer runs: a half-precision checkpoint stays mapped in its own dtype and a pass holds
+one layer in float32, not the model.
 ``safetensors``' ``safe_open`` validates each header too and reads the rare non-float tensor.
 Every floating tensor is returned in the compute dtype (a view of the file is read-only).
 Checkpoints name their tensors with or without the head model's prefix ("bert.", "roberta.",
@@ -19,6 +21,7 @@ import json
 import math
 import mmap
 import os
+import re
 import struct
 from pathlib import Path
 from typing import Any, Sequence
@@ -34,6 +37,7 @@ NUMPY_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": 
                 "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
 FLOAT_VIEWS = {"F64": "<f8", "F32": "<f4", "F16": "<f2"}  # safetensors' floats are little-endian
 RAW_VIEWS = {**FLOAT_VIEWS, "BF16": "<u2"}  # how each floating kind is viewed in the file (bfloat16: its bits)
+LAYER = re.compile(r"(?:^|\.)(?:layers?|h|blocks?)\.\d+\.")  # a tensor's layer: "layers.3.", "h.3.", "layer.3."
 BF16_EXPONENT = 0x7F80  # all eight set: infinity or NaN
 
 
@@ -101,7 +105,8 @@ class Weights:
                     raise RuntimeFailure(f"tensor '{name}' is in two shards ({self._where[name].name}, {shard.name})")
                 self._where[name] = shard
         self._names = set(self._where)
-        self._cache: dict[tuple[str, np.dtype], np.ndarray] = {}
+        self._cache: dict[tuple[str, np.dtype], np.ndarray] = {}  # views of the file, 1-D tensors
+        self._widened: tuple[str | None, dict[tuple[str, np.dtype], np.ndarray]] = (None, {})  # one layer's
         self.prefix = _prefix(list(self._where), anchors, self.path)
 
     def _file(self, full: str):
@@ -142,21 +147,37 @@ class Weights:
                 self._release(full)
 
     def get(self, name: str, dtype: type | None = None) -> np.ndarray:
-        """The whole tensor ``name`` (prefix left out) in the compute dtype (or ``dtype``), cached."""
-        dtype = self.dtype if dtype is None else np.dtype(dtype)
-        if (name, dtype) not in self._cache:
-            self._cache[name, dtype] = self._read(self.prefix + name, dtype)[()]
-        return self._cache[name, dtype]
+        """The whole tensor ``name`` (prefix left out) in the compute dtype (or ``dtype``): see _kept."""
+        return self._kept(name, self.prefix + name, dtype)
 
     def has_exact(self, full: str) -> bool:
         return full in self._names
 
     def get_exact(self, full: str, dtype: type | None = None) -> np.ndarray:
-        """A tensor by its full name, prefix included (a head outside the base model, e.g. lm_head.weight), cached."""
+        """A tensor by its full name, prefix included (a head outside the base model, e.g. lm_head.weight)."""
+        return self._kept("/" + full, full, dtype)  # "/": no tensor name starts with it
+
+    def _kept(self, key: str, full: str, dtype: type | None) -> np.ndarray:
+        """Tensor ``full`` in ``dtype``. A view of the file (float32 in a float32 pass) or a 1-D one
+        is kept (it costs no memory of its own, or little); a widened one (bfloat16, float16) is
+        kept only while its layer runs: asking for another layer's drops it, and a widened table
+        outside the layers (a tied head) is widened per use. So a half-precision checkpoint stays
+        mapped in its own dtype and a pass holds one layer in float32, not the model."""
         dtype = self.dtype if dtype is None else np.dtype(dtype)
-        if ("/" + full, dtype) not in self._cache:  # "/": no tensor name starts with it
-            self._cache["/" + full, dtype] = self._read(full, dtype)[()]
-        return self._cache["/" + full, dtype]
+        if (key, dtype) in self._cache:
+            return self._cache[key, dtype]
+        found = LAYER.search(full)
+        layer = found.group(0) if found else None
+        if layer is not None and layer == self._widened[0] and (key, dtype) in self._widened[1]:
+            return self._widened[1][key, dtype]
+        tensor = self._read(full, dtype)[()]
+        if tensor.ndim < 2 or _in_file(tensor):
+            self._cache[key, dtype] = tensor
+        elif layer is not None:
+            if layer != self._widened[0]:
+                self._widened = (layer, {})
+            self._widened[1][key, dtype] = tensor
+        return tensor
 
     def rows(self, name: str, ids: np.ndarray) -> np.ndarray:
         """Rows ``ids`` of a 2-D tensor (an embedding table) without reading the rest of it; an id
@@ -242,6 +263,14 @@ class Weights:
         self._check_readable(full, kind)
         tensor = self._file(full).get_tensor(full)
         return tensor.astype(dtype, copy=False) if tensor.dtype.kind == "f" else tensor
+
+
+def _in_file(tensor: np.ndarray) -> bool:
+    """``tensor`` is a view of a memory-mapped file (its base chain ends in no array of its own)."""
+    base = tensor
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    return not isinstance(base, np.ndarray)
 
 
 def _widen(halves: np.ndarray) -> np.ndarray:

@@ -1,0 +1,35 @@
+"""A GGUF file (``--transformer FILE.gguf``, or a folder holding one) as a NumpyPretrained: the same
+forward passes, traces and views as a safetensors checkpoint, with gguf_reader.GGUFWeights as
+the weights reader and the config and tokenizer built from the file's metadata."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from attncli.errors import BadInput
+from attncli.hf.gguf_file import GGUFFile
+from attncli.hf.gguf_reader import GGUFWeights, config_of, tokenizer_of
+from attncli.hf.numpy_backend import ARCHITECTURES, DTYPE, NumpyPretrained, check_weight_names
+from attncli.hf.pretrained_base import Pretrained
+
+
+class GGUFPretrained(NumpyPretrained):
+    def __init__(self, name: str, file: Path, *, allow_missing_weights: bool = False):
+        gguf = GGUFFile(file)
+        config = config_of(gguf)
+        Pretrained.__init__(self, name, file.parent, config)
+        module, cls = ARCHITECTURES[self.model_type]
+        reason = module.unsupported(config)
+        if reason:
+            raise BadInput(f"{file.name}: its {reason} is not implemented on attn's NumPy path")
+        self.gguf_file = file
+        self.tokenizer = tokenizer_of(gguf)
+        self.tokenizer.no_truncation()
+        self.tokenizer.no_padding()
+        weights = GGUFWeights(gguf, config, getattr(module, "DTYPE", DTYPE))
+        check_weight_names(name, module, weights, config, allow_missing_weights)
+        self.arch = cls(weights, config)
+        self.layers = self.arch.layers
+        self.heads = self.arch.heads
+        self.is_decoder = self.arch.causal
+        self.use_type_ids = False

@@ -1,0 +1,275 @@
+"""A GGUF file read for the NumPy forward passes as weights.py reads safetensors: tensors by
+transformers' names, with the config and the tokenizer transformers builds from its metadata.
+
+Names: llama.cpp's ``blk.N.attn_q.weight`` is transformers' ``layers.N.self_attn.q_proj.weight``
+(GPT-2: ``h.N.attn.c_attn.weight``...). What llama.cpp's converter changed is put back as
+transformers' loader does (modeling_gguf_pytorch_utils): Llama and Mistral's q and k rows were
+permuted for its RoPE (rows (h, 2, d_head/2) -> (h, d_head/2, 2)); GPT-2's Conv1D weights were
+transposed; Gemma's norm weights were stored as 1 + w.
+
+Every tensor is dequantized when a layer asks for it (gguf.quants.dequantize, by blocks of rows)
+and only the last layer's tensors are kept, so a pass holds one layer in float32 beside the
+mapped file; the embedding gives only the rows of the text's tokens.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from attncli.errors import BadInput, RuntimeFailure
+from attncli.hf.config_check import damaged
+from attncli.hf.gguf_file import CONVERT_HINT, TYPES, GGUFFile, TensorInfo
+from attncli.hf.weight_check import check_finite
+
+# GGUF's general.architecture -> transformers' model_type, for the families attn's NumPy path runs
+ARCHITECTURES = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "phi3": "phi3", "gpt2": "gpt2"}
+LLAMA_PARTS = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
+               "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+               "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+               "ffn_down": "mlp.down_proj"}
+PHI3_PARTS = {**LLAMA_PARTS, "attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"}  # fused: q|k|v, gate|up
+GPT2_PARTS = {"attn_norm": "ln_1", "ffn_norm": "ln_2", "attn_qkv": "attn.c_attn", "attn_output": "attn.c_proj",
+              "ffn_up": "mlp.c_fc", "ffn_down": "mlp.c_proj"}
+LLAMA_TOP = {"token_embd": "embed_tokens", "output_norm": "norm"}
+GPT2_TOP = {"token_embd": "wte", "position_embd": "wpe", "output_norm": "ln_f"}
+TRANSPOSED = ("attn_qkv.weight", "attn_output.weight", "ffn_up.weight", "ffn_down.weight")  # GPT-2's Conv1D
+# GGUF metadata key (after "<architecture>.") -> config.json field, as transformers' GGUF_CONFIG_MAPPING
+LLAMA_CONFIG = {"context_length": "max_position_embeddings", "block_count": "num_hidden_layers",
+                "feed_forward_length": "intermediate_size", "embedding_length": "hidden_size",
+                "rope.freq_base": "rope_theta", "attention.head_count": "num_attention_heads",
+                "attention.head_count_kv": "num_key_value_heads",
+                "attention.layer_norm_rms_epsilon": "rms_norm_eps", "vocab_size": "vocab_size"}
+GPT2_CONFIG = {"block_count": "n_layer", "context_length": "n_ctx", "embedding_length": "n_embd",
+               "feed_forward_length": "feed_forward_length", "attention.head_count": "n_head",
+               "attention.layer_norm_epsilon": "layer_norm_epsilon"}
+ROW_BLOCK_BYTES = 8 * 2**20  # float32 bytes dequantized at once (rows of a big table)
+BLOCK = re.compile(r"^blk\.(\d+)\.(\w+)\.(weight|bias)$")
+
+
+def _escaped(name: str) -> str:
+    """A stranger's tensor name as it may reach a terminal: control characters escaped, cut at 80."""
+    return name.encode("unicode_escape").decode("ascii")[:80]
+
+
+def _arch(gguf: GGUFFile) -> str:
+    arch = gguf.metadata.get("general.architecture")
+    if arch not in ARCHITECTURES:
+        shown = str(arch)[:40].encode("unicode_escape").decode()
+        raise BadInput(f"{gguf.path.name} holds a '{shown}' model, which attn's NumPy path does not run from GGUF "
+                       f"(it runs {', '.join(ARCHITECTURES)}); {CONVERT_HINT}")
+    return arch
+
+
+def config_of(gguf: GGUFFile) -> dict[str, Any]:
+    """config.json's fields from the file's metadata, as transformers' load_gguf_checkpoint builds them."""
+    arch = _arch(gguf)
+    config: dict[str, Any] = {"model_type": ARCHITECTURES[arch]}
+    for key, field in (GPT2_CONFIG if arch == "gpt2" else LLAMA_CONFIG).items():
+        if f"{arch}.{key}" in gguf.metadata:
+            config[field] = gguf.metadata[f"{arch}.{key}"]
+    if arch != "gpt2" and f"{arch}.rope.dimension_count" in gguf.metadata and arch in ("llama", "mistral"):
+        config["head_dim"] = gguf.metadata[f"{arch}.rope.dimension_count"]
+    if arch == "gpt2":
+        config["n_positions"] = config.get("n_ctx")
+        inner = config.pop("feed_forward_length", None)
+        if inner is not None and inner != 4 * config.get("n_embd", 0):
+            config["n_inner"] = inner
+    if "vocab_size" not in config:  # transformers: the tokenizer's length
+        tokens = gguf.metadata.get("tokenizer.ggml.tokens")
+        if isinstance(tokens, list):
+            config["vocab_size"] = len(tokens)
+    config["tie_word_embeddings"] = "output.weight" not in gguf.tensors
+    for key, name in (("bos_token_id", "bos_token_id"), ("eos_token_id", "eos_token_id")):
+        if f"tokenizer.ggml.{key}" in gguf.metadata:
+            config[name] = gguf.metadata[f"tokenizer.ggml.{key}"]
+    return config
+
+
+def tokenizer_of(gguf: GGUFFile) -> Any:
+    """The ``tokenizers.Tokenizer`` transformers builds from the file's tokenizer.ggml.* metadata
+    (transformers' integrations.gguf builders: the vocabulary, merges and special tokens)."""
+    from transformers.integrations.gguf import convert_gguf_tokenizer
+    from transformers.integrations.gguf.gguf_tokenizer_mapping import GGUF_TOKENIZER_MAPPING
+
+    meta = gguf.metadata
+    wanted = {name: meta["tokenizer." + key] for key, name in GGUF_TOKENIZER_MAPPING["tokenizer"].items()
+              if "tokenizer." + key in meta}
+    if not isinstance(wanted.get("tokens"), list) or not all(isinstance(t, str) for t in wanted["tokens"]):
+        raise BadInput(f"{gguf.path.name} carries no tokenizer (tokenizer.ggml.tokens): attn cannot tokenize text for it")
+    try:
+        tokenizer, _ = convert_gguf_tokenizer(_arch(gguf), wanted)
+    except Exception as exc:  # a stranger's vocabulary transformers cannot build
+        raise damaged(gguf.path.name, f"its tokenizer metadata cannot be built ({type(exc).__name__}: "
+                                      f"{str(exc)[:120]!r})") from None
+    return tokenizer
+
+
+class GGUFWeights:
+    """The tensors of one GGUF file by transformers' names (the prefix "model." left out for the
+    Llama family), dequantized per use; only the latest layer's tensors are kept."""
+
+    def __init__(self, gguf: GGUFFile, config: dict[str, Any], dtype: type = np.float32):
+        self.gguf, self.path, self.dtype = gguf, gguf.path, np.dtype(dtype)
+        self.arch = _arch(gguf)
+        self.gpt2 = self.arch == "gpt2"
+        self.prefix = "" if self.gpt2 else "model."
+        self.config = config
+        self._names: dict[str, TensorInfo] = {}  # transformers' full name -> the file's tensor
+        for info in gguf.tensors.values():
+            self._names[self._hf_name(info.name)] = info
+        self._layer: tuple[str, dict[tuple[str, np.dtype], np.ndarray]] = ("", {})  # the kept layer's tensors
+
+    def _hf_name(self, name: str) -> str:
+        if name == "output.weight":
+            return "lm_head.weight"
+        if name == "rope_freqs.weight":  # Llama 3.1's RoPE factors, which transformers' GGUF loader leaves out
+            return self.prefix + "rotary_emb.inv_freq"  # too: a frequencies buffer (llama.UNUSED_OK)
+        block = BLOCK.match(name)
+        if block:
+            parts = GPT2_PARTS if self.gpt2 else PHI3_PARTS if self.arch == "phi3" else LLAMA_PARTS
+            if block.group(2) not in parts:
+                return "?" + _escaped(name)  # not one attn reads: reported as unused
+            layer = ("h." if self.gpt2 else "layers.") + block.group(1)
+            return f"{self.prefix}{layer}.{parts[block.group(2)]}.{block.group(3)}"
+        top, _, kind = name.rpartition(".")
+        tops = GPT2_TOP if self.gpt2 else LLAMA_TOP
+        return f"{self.prefix}{tops[top]}.{kind}" if top in tops else "?" + _escaped(name)
+
+    def __contains__(self, name: str) -> bool:
+        return self.prefix + name in self._names
+
+    def base_shapes(self) -> dict[str, tuple[int, ...]]:
+        n = len(self.prefix)
+        return {name[n:]: self._shape(info, name) for name, info in self._names.items()
+                if name.startswith(self.prefix) and name != "lm_head.weight" and not name.startswith("?")} | \
+            {name: info.shape for name, info in self._names.items() if name.startswith("?")}
+
+    def _shape(self, info: TensorInfo, name: str) -> tuple[int, ...]:
+        return info.shape[::-1] if self.gpt2 and info.name.endswith(TRANSPOSED) else info.shape
+
+    def check_finite(self, names: Sequence[str]) -> None:
+        """Every tensor ``names`` holds no NaN or infinity, dequantized one at a time, nothing kept."""
+        for name in names:
+            if self.prefix + name not in self._names:
+                continue
+            info = self._names[self.prefix + name]
+            rows = info.shape[0] if len(info.shape) > 1 else 1
+            step = max(1, ROW_BLOCK_BYTES // (4 * (info.shape[-1] if len(info.shape) > 1 else 1)))
+            for s in range(0, rows, step):  # by blocks of rows: a 128k-token table is not widened whole
+                part = self._dequantize(info, slice(s, s + step) if len(info.shape) > 1 else None)
+                check_finite(part, f"the weight {name}")
+            self.gguf.release(info)
+
+    def get(self, name: str, dtype: type | None = None) -> np.ndarray:
+        return self.get_exact(self.prefix + name, dtype)
+
+    def has_exact(self, full: str) -> bool:
+        return full in self._names
+
+    def get_exact(self, full: str, dtype: type | None = None) -> np.ndarray:
+        """Tensor ``full`` dequantized; a layer's tensors are kept until another layer's is asked for."""
+        dtype = self.dtype if dtype is None else np.dtype(dtype)
+        block = re.match(r"^(model\.)?(layers|h)\.(\d+)\.", full)
+        layer = block.group(0) if block else ""
+        if layer != self._layer[0]:
+            self._layer = (layer, {})
+        kept = self._layer[1]
+        if (full, dtype) not in kept:
+            tensor = self._read(full, dtype)
+            if not layer:
+                return tensor  # a table outside the layers (the embedding, the head): not kept
+            kept[full, dtype] = tensor
+        return kept[full, dtype]
+
+    def rows(self, name: str, ids: np.ndarray) -> np.ndarray:
+        """Rows ``ids`` of a 2-D table (the embedding), only those dequantized: (*ids.shape, d)."""
+        info = self._info(self.prefix + name)
+        flat = np.asarray(ids).ravel()
+        if flat.size and (flat.min() < 0 or flat.max() >= info.shape[0]):
+            raise IndexError(f"row {flat.max()} of {name}, which has {info.shape[0]}")
+        unique, inverse = np.unique(flat, return_inverse=True)
+        picked = np.stack([self._dequantize(info, slice(int(i), int(i) + 1))[0] for i in unique]) if unique.size \
+            else np.zeros((0, info.shape[-1]), np.float32)  # (n, d)
+        return picked[inverse].astype(self.dtype, copy=False).reshape(*np.shape(ids), -1)
+
+    def head_rows(self, tied: bool) -> int:
+        """V: the rows of the LM head (the embedding when ``tied``)."""
+        return self._info(self.prefix + "embed_tokens.weight" if tied else "lm_head.weight").shape[0]
+
+    def head_blocks(self, name: str):
+        """(start, rows (n, d) float32) of the LM head by blocks of rows: ``name`` is a base tensor's
+        name, or "/" and a full one; the head is never dequantized whole."""
+        info = self._info(name[1:] if name.startswith("/") else self.prefix + name)
+        step = max(1, ROW_BLOCK_BYTES // (4 * info.shape[-1]))
+        for start in range(0, info.shape[0], step):
+            yield start, self._dequantize(info, slice(start, start + step)).astype(self.dtype, copy=False)
+        self.gguf.release(info)
+
+    def _info(self, full: str) -> TensorInfo:
+        if full not in self._names:
+            raise RuntimeFailure(f"{self.path} has no tensor '{full}' (its GGUF name) that attn needs")
+        return self._names[full]
+
+    def _dequantize(self, info: TensorInfo, rows: slice | None = None) -> np.ndarray:
+        """Tensor ``info`` (or its ``rows``) in float32, dequantized by blocks of rows."""
+        from gguf import GGMLQuantizationType
+        from gguf.quants import dequantize
+
+        raw = self.gguf.raw(info, rows)  # (..., row_bytes) uint8, a view of the map
+        name = TYPES[info.kind][0]
+        if name == "F32":
+            return raw.view("<f4").astype(np.float32)
+        if name == "F16":
+            return raw.view("<f2").astype(np.float32)
+        if name == "BF16":
+            return (raw.view("<u2").astype(np.uint32) << 16).view(np.float32)
+        flat = raw.reshape(-1, raw.shape[-1])  # (rows, row_bytes)
+        out = np.empty((flat.shape[0], info.shape[-1]), np.float32)  # (rows, n)
+        step = max(1, ROW_BLOCK_BYTES // (4 * info.shape[-1]))
+        for s in range(0, flat.shape[0], step):
+            out[s: s + step] = dequantize(flat[s: s + step], GGMLQuantizationType(info.kind))
+        return out.reshape(*raw.shape[:-1], info.shape[-1])
+
+    def _read(self, full: str, dtype: np.dtype) -> np.ndarray:
+        info = self._info(full)
+        tensor = self._dequantize(info)
+        self.gguf.release(info)
+        if self.gpt2 and info.name.endswith(TRANSPOSED):
+            tensor = np.ascontiguousarray(tensor.T)  # llama.cpp stored Conv1D's (in, out) as (out, in)
+        elif self.arch in ("llama", "mistral") and info.name.endswith(("attn_q.weight", "attn_k.weight")):
+            heads = self.config["num_attention_heads" if ".attn_q." in info.name else "num_key_value_heads"]
+            tensor = unpermute(tensor, heads)
+        return tensor.astype(dtype, copy=False)
+
+
+def unpermute(weight: np.ndarray, heads: int) -> np.ndarray:
+    """Undo llama.cpp's permutation of q / k rows: (h, 2, d_head/2, ...) -> (h, d_head/2, 2, ...) back
+    to transformers' rotate_half order. weight (h * d_head, ...)."""
+    half = weight.shape[0] // heads // 2
+    if half * 2 * heads != weight.shape[0]:
+        raise RuntimeFailure(f"a q / k weight of {weight.shape[0]} rows is not {heads} heads of an even size")
+    return weight.reshape(heads, half, 2, *weight.shape[1:]).swapaxes(1, 2).reshape(weight.shape)
+
+
+def gguf_file_in(name: str | Path) -> Path | None:
+    """The .gguf file ``name`` names, or the one .gguf file in folder ``name`` (None: not a GGUF model)."""
+    try:
+        path = Path(name).expanduser()
+    except RuntimeError:  # ~nosuchuser/...: source.resolve says so
+        return None
+    if path.suffix.lower() == ".gguf" and not path.exists():
+        raise BadInput(f"no such model file: '{path}'")
+    if path.is_file() or path.suffix.lower() == ".gguf":
+        return path if path.suffix.lower() == ".gguf" else None
+    if path.is_dir():
+        if (path / "config.json").exists():  # a transformers folder (which may also hold a .gguf): not this path
+            return None
+        found = sorted(p for p in path.iterdir() if p.suffix.lower() == ".gguf")
+        if len(found) > 1:
+            raise BadInput(f"'{path}' holds {len(found)} .gguf files: pass the one to run")
+        return found[0] if found else None
+    return None
