@@ -16,7 +16,7 @@ import sys
 from dataclasses import replace
 from typing import Optional
 
-from attncli.cli.common import info, out_console, warn
+from attncli.cli.common import out_console, warn
 from attncli.model.interface import has
 from attncli.cli.progress import Bar, Stage
 from attncli.errors import BadInput
@@ -55,7 +55,7 @@ def run_matrix(o: ViewRequest, *, json_out: bool, exports, row_span, col_span) -
     with layer_progress(model, None, json_out) as on_layer:
         res = compute(o, model, on_layer=on_layer)
     if res.meta.get("truncated"):  # said on stderr, so a --json or a piped view is not mistaken for the whole text
-        warn(f"--truncate cut the input to the model's limit of {getattr(model, 'max_positions', '?')} tokens: "
+        warn(f"--truncate cut the input to the model's limit of {model.max_positions} tokens: "
              "the view shows only its start")
     if json_out:
         res.write_json(sys.stdout.write)
