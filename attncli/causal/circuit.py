@@ -29,6 +29,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from attncli.causal.documents import target_document
 from attncli.causal.grids import check_same_length
 from attncli.causal.target import Target
 from attncli.errors import BadInput
@@ -108,7 +109,7 @@ def find_circuit(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int
                  steps: int = 1, faithfulness: float = 0.9) -> Circuit:
     """The edges' scores and the circuit (the module's docstring)."""
     if not 0.0 < faithfulness <= 1.0 or not np.isfinite(faithfulness):
-        raise BadInput(f"--faithfulness {faithfulness}: give a fraction of the metric to keep, above 0 and at most 1")
+        raise BadInput(f"--faithfulness {faithfulness}: a fraction above 0 and at most 1")
     scores, clean, corrupt = edge_scores(model, clean_ids, corrupt_ids, target, steps)
     m_clean = float(target.metric(clean.logits(target.position)))
     m_corrupt = float(target.metric(corrupt.logits(target.position)))
@@ -140,3 +141,43 @@ def find_circuit(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int
     kept = [(int(u), int(v)) for u, v in order[:hi]]
     return Circuit(scores, mask, up_names(model.layers, model.heads), down_names(model.layers, model.heads),
                    m_clean, m_corrupt, steps, kept, best, faithfulness, checks)
+
+
+def _node(name: str) -> tuple[str, str]:
+    """A reader's name -> (its node, the input it reads): L1H0.k -> (L1H0, k); L1MLP -> (L1MLP, mlp)."""
+    if name == "logits":
+        return "logits", "logits"
+    node, _, which = name.partition(".")
+    return node, which or "mlp"
+
+
+def circuit_document(model: Any, enc: Any, bad: Any, target: Any, res: Circuit) -> dict[str, Any]:
+    """``attn circuit``'s --json document: the circuit's nodes and edges (strongest first) with their
+    scores, the faithfulness asked for and reached, and how the scores were made."""
+    edges = []
+    for u, v in res.kept:
+        node, which = _node(res.down[v])
+        edges.append({"from": res.up[u], "to": node, "input": which, "score": round(float(res.scores[u, v]), 8)})
+    nodes = sorted({e["from"] for e in edges} | {e["to"] for e in edges}, key=lambda n: (layer_of(n, model.layers), n))
+    method = "EAP" if res.steps == 1 else f"EAP-IG, {res.steps} steps"
+    return {"command": "circuit", "model": model.name, "tokens": enc.tokens, "corrupt_tokens": bad.tokens,
+            "target": target_document(target), "method": "eap" if res.steps == 1 else "eap-ig", "steps": res.steps,
+            "clean": round(res.clean, 8), "corrupt": round(res.corrupt, 8), "patched": round(res.patched, 8),
+            "faithfulness": round(res.faithfulness, 8), "faithfulness_asked": res.target_faithfulness,
+            "edges_total": res.edge_count(), "checks": res.checks, "layers": model.layers,
+            "nodes": [{"name": n, "layer": layer_of(n, model.layers)} for n in nodes], "edges": edges,
+            "title": f"{model.name} · circuit ({method}) · {len(edges)} of {res.edge_count()} edges · "
+                     f"{target.describe()}",
+            "notes": [f"clean {res.clean:.4f}, corrupt {res.corrupt:.4f}, the circuit alone {res.patched:.4f}: "
+                      f"faithfulness {res.faithfulness:.3f} (asked {res.target_faithfulness:g}; every edge outside "
+                      f"the circuit patched exactly, {res.checks} edge-patched passes)",
+                      "score: the first-order fall of the metric when the edge alone carries the corrupted value"]}
+
+
+def layer_of(node: str, layers: int) -> int:
+    """A node's row in the drawing: embed -1, L{l}H{x} and L{l}MLP l, logits ``layers``."""
+    if node == "embed":
+        return -1
+    if node == "logits":
+        return layers
+    return int(node[1:].split("H")[0].split("M")[0])
