@@ -91,7 +91,7 @@ def edge_scores(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int]
         tape = clean if k == steps else _tape(model, embed=corrupt.embed + k / steps * (clean.embed - corrupt.embed))
         grad += input_gradients(tape, target) / steps
     delta = node_outputs(clean) - node_outputs(corrupt)  # (U, T, d)
-    scores = np.einsum("utd,vtd->uv", delta, grad)
+    scores = delta.reshape(len(delta), -1) @ grad.reshape(len(grad), -1).T  # (U, D), one matrix product
     return np.where(edge_mask(model.layers, model.heads), scores, 0.0), clean, corrupt
 
 

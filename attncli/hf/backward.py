@@ -224,7 +224,7 @@ class DecoderTape:
         out = {}
         for n, d in (("q", dq), ("k", dk), ("v", dv)):
             w = head_columns(W[n][0], h, 1 if n == "q" else self.group)  # (d, h, d_head)
-            g_in = np.einsum("htk,dhk->htd", d, w)  # (h, T, d) in the normed input's space
+            g_in = d @ w.transpose(1, 2, 0)  # (h, T, d) in the normed input's space
             out[f"blocks.{l}.head_in.{n}"] = self._norm_back(W["norm"], g_in, t["x"], W["n1"])
         return out
 

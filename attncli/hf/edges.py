@@ -64,7 +64,7 @@ def node_outputs(tape: DecoderTape) -> np.ndarray:
     h, out = tape.arch.heads, [tape.embed]
     for t in tape.layers:
         w_o = t["W"]["o"][0].reshape(h, -1, t["x"].shape[1])  # (h, d_head, d)
-        out += list(np.einsum("thk,hkd->htd", t["z"], w_o))
+        out += list(t["z"].transpose(1, 0, 2) @ w_o)
         out.append(t["post"] - t["mid"])
     return np.stack(out)
 
@@ -77,18 +77,18 @@ def _heads(tape: DecoderTape, l: int, a: np.ndarray) -> np.ndarray:
     for i, n in enumerate("qkv"):
         group = 1 if n == "q" else tape.group
         w = head_columns(W[n][0], h, group)  # (d, h, d_head)
-        y = np.einsum("htd,dhk->htk", a[i * h:(i + 1) * h], w)  # (h, T, d_head)
+        y = a[i * h:(i + 1) * h] @ w.transpose(1, 0, 2)  # (h, T, d_head)
         if W[n][1] is not None:
             y = y + np.repeat(W[n][1].reshape(h // group, 1, -1), group, axis=0)
         proj.append(y)
     q, k, v = proj
     if tape.rope:
         q, k = (llama.rotate(t, *tape.cos_sin) for t in (q, k))
-    s = np.where(tape._allowed(l, T), np.einsum("hik,hjk->hij", q, k) * arch.scale(l), -np.inf)  # (h, T, T)
+    s = np.where(tape._allowed(l, T), q @ k.swapaxes(-1, -2) * arch.scale(l), -np.inf)  # (h, T, T)
     p = np.exp(s - s.max(axis=-1, keepdims=True))
     p /= p.sum(axis=-1, keepdims=True)
     z = p @ v  # (h, T, d_head)
-    return np.einsum("htk,hkd->htd", z, W["o"][0].reshape(h, -1, a.shape[2]))
+    return z @ W["o"][0].reshape(h, -1, a.shape[2])  # (h, T, d)
 
 
 def _mlp(tape: DecoderTape, l: int, x: np.ndarray) -> np.ndarray:
@@ -117,11 +117,11 @@ def edge_patched_logits(clean: DecoderTape, corrupt: DecoderTape, weights: np.nd
     for l in range(L):
         n, first = 1 + l * (h + 1), l * (3 * h + 1)
         W = corrupt.layers[l]["W"]
-        inp = corrupt.layers[l]["x"] + np.einsum("ui,utd->itd", w[:n, first:first + 3 * h], diff[:n])  # (3h, T, d)
+        inp = corrupt.layers[l]["x"] + np.tensordot(w[:n, first:first + 3 * h], diff[:n], axes=(0, 0))  # (3h, T, d)
         diff[n:n + h] = _heads(clean, l, clean._norm(W["norm"], inp, W["n1"])) - corr[n:n + h]
-        x_mlp = corrupt.layers[l]["mid"] + np.einsum("u,utd->td", w[:n + h, first + 3 * h], diff[:n + h])  # (T, d)
+        x_mlp = corrupt.layers[l]["mid"] + np.tensordot(w[:n + h, first + 3 * h], diff[:n + h], axes=(0, 0))  # (T, d)
         diff[n + h] = _mlp(clean, l, x_mlp) - corr[n + h]
-    final = corrupt.layers[-1]["post"][position] + np.einsum("u,ud->d", w[:, -1], diff[:, position])  # (d,)
+    final = corrupt.layers[-1]["post"][position] + w[:, -1] @ diff[:, position]  # (d,)
     kind, fw, fb, eps = clean.final
     y = ops.layer_norm(final, fw, fb, eps) if kind == "layer" else final / np.sqrt((final * final).mean() + eps) * fw
     return (clean.unembedding @ y).astype(np.float64)

@@ -1,7 +1,7 @@
 """``attn circuit`` drawn: in the terminal (and PNG) the circuit's edges by the reader's layer,
 strongest first, with the faithfulness reached; as SVG a layered graph (nodes in rows by layer, the
 embeddings at the bottom and the logits at the top, the circuit's edges as curves coloured by sign
-on PuOr, as thick as their |score|, each with its score in a tooltip); as HTML that graph on an
+on PuOr (orange helps, purple hurts), as thick as their |score|, each with its score in a tooltip); as HTML that graph on an
 offline page (hover an edge for its score) over the table of edges. Every string from the model
 or the text is escaped. Input: the document of attncli/causal/circuit.py."""
 
@@ -15,6 +15,7 @@ from attncli.textio import visible
 from attncli.views.render import diverging_palette
 from attncli.views.result import DocumentView
 
+MIN_WIDTH = 720  # room for the title and the note
 MAX_ROWS = 200  # edges listed in the terminal (the JSON holds them all)
 NODE_W, NODE_H, ROW_GAP, COL_GAP, MARGIN = 64, 22, 70, 12, 30
 
@@ -54,7 +55,7 @@ def circuit_svg(doc: dict[str, Any]) -> str:
     for n in doc["nodes"]:
         rows.setdefault(n["layer"], []).append(n["name"])
     widest = max((len(v) for v in rows.values()), default=1)
-    width = 2 * MARGIN + widest * (NODE_W + COL_GAP)
+    width = max(MIN_WIDTH, 2 * MARGIN + widest * (NODE_W + COL_GAP))
     height = 2 * MARGIN + (layers + 1) * ROW_GAP + NODE_H + 40
     where: dict[str, tuple[float, float]] = {}
     for layer, names in rows.items():
@@ -72,9 +73,7 @@ def circuit_svg(doc: dict[str, Any]) -> str:
     for edge in sorted(doc["edges"], key=lambda d: abs(d["score"])):  # the strongest drawn last, on top
         (x1, y1), (x2, y2) = where[edge["from"]], where[edge["to"]]
         a, b = (x1 + NODE_W / 2, y1), (x2 + NODE_W * {"q": 0.2, "k": 0.5, "v": 0.8}.get(edge["input"], 0.5), y2 + NODE_H)
-        colour = diverging_palette(0.5 + 0.5 * edge["score"] / top)[0]
-        if abs(edge["score"]) < 0.15 * top:
-            colour = "#bbbbbb"  # a faint edge on PuOr's near-white middle would vanish
+        colour = diverging_palette(0.9 if edge["score"] >= 0 else 0.1)[0]  # PuOr's dark ends: orange +, purple -
         w = 1.0 + 5.0 * abs(edge["score"]) / top
         tip = f'{edge["from"]} -> {edge["to"]} ({edge["input"]}): {edge["score"]:+.5f}'
         mid = (a[1] + b[1]) / 2
