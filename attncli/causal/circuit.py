@@ -61,8 +61,10 @@ class Circuit:
         return int(self.mask.sum())
 
 
-def _tape(model: Any, ids: Sequence[int] | None = None, embed: np.ndarray | None = None) -> DecoderTape:
-    tape = DecoderTape(model, np.float64)
+def _tape(model: Any, ids: Sequence[int] | None = None, embed: np.ndarray | None = None,
+          like: DecoderTape | None = None) -> DecoderTape:
+    """A float64 pass of ``ids`` (or of the embeddings ``embed``), with ``like``'s widened weights reused."""
+    tape = DecoderTape(model, np.float64, None if like is None else [t["W"] for t in like.layers])
     tape.forward(list(ids or []), embed)
     return tape
 
@@ -85,10 +87,12 @@ def edge_scores(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int]
     if not 1 <= steps <= MAX_STEPS:
         raise BadInput(f"--steps {steps}: give 1 (EAP) to {MAX_STEPS} points on the path")
     check_same_length(model, list(clean_ids), list(corrupt_ids))
-    clean, corrupt = _tape(model, clean_ids), _tape(model, corrupt_ids)
+    clean = _tape(model, clean_ids)
+    corrupt = _tape(model, corrupt_ids, like=clean)
     grad = np.zeros((len(down_names(model.layers, model.heads)),) + clean.embed.shape)  # (D, T, d)
     for k in range(1, steps + 1):
-        tape = clean if k == steps else _tape(model, embed=corrupt.embed + k / steps * (clean.embed - corrupt.embed))
+        tape = clean if k == steps else _tape(model, embed=corrupt.embed + k / steps * (clean.embed - corrupt.embed),
+                                                      like=clean)
         grad += input_gradients(tape, target) / steps
     delta = node_outputs(clean) - node_outputs(corrupt)  # (U, T, d)
     scores = delta.reshape(len(delta), -1) @ grad.reshape(len(grad), -1).T  # (U, D), one matrix product

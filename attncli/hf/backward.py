@@ -72,8 +72,11 @@ def _affine(x: np.ndarray, wb: tuple[np.ndarray, np.ndarray | None]) -> np.ndarr
 class DecoderTape:
     """The forward pass of a pre-norm decoder with what its backward reads (in ``dtype``), and the backward."""
 
-    def __init__(self, model: Any, dtype: Any = np.float64):
+    def __init__(self, model: Any, dtype: Any = np.float64, weights: list[dict[str, Any]] | None = None):
+        """``weights``: another tape's ``[t["W"] for t in tape.layers]`` of the same model and dtype, reused
+        (not read and widened again)."""
         arch = model.arch
+        self.shared = weights
         if not isinstance(arch, (gpt2.GPT2, llama.Llama)):
             raise BadInput(f"gradients on attn's NumPy pass are written for GPT-2 and the Llama family; model "
                            f"'{model.name}' is {model.model_type}")
@@ -115,7 +118,7 @@ class DecoderTape:
         self.cos_sin = self._cos_sin(T) if self.rope else None
         self.embed, self.layers = x, []
         for l in range(arch.layers):
-            W = _weights(arch, l, self.dtype)
+            W = self.shared[l] if self.shared is not None else _weights(arch, l, self.dtype)
             a = self._norm(W["norm"], x, W["n1"])  # (T, d)
             q = _affine(a, W["q"]).reshape(T, h, dh).transpose(1, 0, 2)  # (h, T, d_head)
             k, v = (_affine(a, W[n]).reshape(T, -1, dh).transpose(1, 0, 2) for n in "kv")  # (h_kv, T, d_head)
@@ -234,3 +237,15 @@ def head_columns(w: np.ndarray, heads: int, group: int) -> np.ndarray:
     a key or value projection (``group`` query heads per key-value head) its key-value head's, repeated."""
     per = w.reshape(w.shape[0], heads // group, -1)  # (d, h_kv, d_head)
     return np.repeat(per, group, axis=1)
+
+
+def gradients(model: Any, ids: list[int], position: int,
+              d_metric: Callable[[np.ndarray], np.ndarray]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """(d metric / d site by name, the float64 logits at ``position``) of token ids ``ids``;
+    ``d_metric(logits (V,)) -> (V,)`` is the metric's gradient with respect to the logits. Besides
+    the sites, ``blocks.{l}.qk_in`` is the part of d resid_pre that comes through layer l's own
+    queries and keys (AtP*'s QK fix replaces that path's linear estimate)."""
+    tape = DecoderTape(model)
+    tape.forward(list(ids))
+    logits = tape.logits(position)
+    return tape.backward(position, d_metric(logits)), logits
