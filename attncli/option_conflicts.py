@@ -38,11 +38,31 @@ from attncli.fileio import atomic_write, read_text
 BACKENDS = ("auto", "numpy", "torch")
 STACKS = ("encoder", "decoder", "cross")
 TRANSFORMER_SHOWS = ("weights", "scores", "norms")
+ALIGNS = ("same", "position")  # attn compare --align
+
+# the switches of a pretrained model's view, each declared once, here beside its rows: its help.
+# cli.options makes each the flag --NAME of attn matrix and attn explore (their --help lists a new
+# one after --flow), ViewRequest carries it (a field of the same name) and writes it in its command
+# line, and explore starts with it: a new view's switch is a line here, its rows below, its field
+# and its branch in compute (CONTRIBUTING.md, "Adding a view").
+SWITCHES = {
+    "words": "Merge word pieces: sum over a word's keys, mean over its queries.",
+    "hide_special": "Drop [CLS]/[SEP]/<s> rows and columns; rows renormalised over the other keys.",
+    "rollout": "Attention rollout through layers 0..--layer: R = Â_L...Â_0, Â = rownorm(head mean + I) (Abnar & Zuidema 2020).",
+    "truncate": "Cut an input longer than the model's limit.",
+    "model_view": "Every layer x head at a glance, each head's class beside it.",
+    "allow_missing_weights": "Run a model whose checkpoint lacks weights it needs or holds some it does not use "
+                             "(an error without this flag), with a warning: its attention is not the trained model's.",
+    "flow": "Attention flow through layers 0..--layer: max-flow from each input token through the rollout's Â graph "
+            "(Abnar & Zuidema 2020).",
+}
 
 # options that only --transformer gives a meaning to (attn matrix's parameter names)
 TRANSFORMER_ONLY = ("pair", "pair_filter", "filter_specials", "words", "hide_special", "rollout", "backend", "truncate",
                     "model_view", "layers", "allow_missing_weights", "flow", "device", "dtype", "target", "stack",
                     "top_k", "pool", "device_map", "max_memory")
+NEW_SWITCHES = tuple(name for name in SWITCHES if name not in TRANSFORMER_ONLY)  # declared above since these
+TRANSFORMER_ONLY += NEW_SWITCHES
 
 # attn matrix options that belong to the word-vector path, with what to use instead
 NOT_FOR_TRANSFORMERS = {
@@ -65,11 +85,14 @@ PATHS = {  # path -> where it is (the docs' column)
     "transformer": "attn matrix --transformer",
     "explore": "attn explore --transformer, and its keys",
     "seq2seq": "encoder-decoders (T5, BART; --target, --stack)",
+    "compare": "attn compare",
+    "heads": "attn heads",
+    "lens": "attn lens",
 }
-V, T, E, S = ("vectors",), ("transformer",), ("explore",), ("seq2seq",)
+V, T, E, S, C, H, LENS = ("vectors",), ("transformer",), ("explore",), ("seq2seq",), ("compare",), ("heads",), ("lens",)
 
 _FLAGS = {"block": "--filter", "pair_filter": "--filter", "block_specials": "--filter-specials",
-          "filter_specials": "--filter-specials"}
+          "filter_specials": "--filter-specials", "text_b": "TEXT_B"}
 
 
 def flag(name: str) -> str:
@@ -260,6 +283,27 @@ ROWS: tuple[Row, ...] = (
                        "view takes --rows START:END") for p in LONG_VIEWS[1:]),
     # the forward pass
     Row((Not("backend", BACKENDS),), T + E, f"--backend {{backend!r}}: expected {_or(BACKENDS)}"),
+    # attn compare (attncli.pipeline.compare_compute.CompareRequest)
+    Row((On("align"), Not("align", ALIGNS)), C, "--align {align!r}: choose same or position"),
+    Row((On("transformer_b"), Off("transformer")), C, "--transformer-b needs --transformer (model A)"),
+    *(Row((On("transformer"), cond), C, f"{flag(cond.name)} belongs to the word-vector path, not --transformer")
+      for cond in (On("variant_b"), On("causal_b"), On("causal"), Not("variant", ("scaled",)), On("model"))),
+    Row((On("transformer"), Off("text_b"), Off("transformer_b")), C,
+        "nothing to compare: give a second text, or a second model with --transformer-b"),
+    *(Row((Off("transformer"), On(p)), C, f"{flag(p)} needs --transformer (the word-vector path is one layer of words)")
+      for p in ("words", "layer", "head", "backend")),
+    Row((Off("transformer"), Off("text_b"), Off("variant_b"), Off("causal_b")), C,
+        "nothing to compare: give a second text, --variant-b NAME or --causal-b"),
+    # attn heads (attncli.pipeline.heads_compute.HeadsRequest)
+    Row((On("transformer"), On("model")), H,
+        "--model names attn's own LM; with --transformer the pretrained model is scored: drop one"),
+    Row((On("transformer"), Not("backend", BACKENDS)), H, f"--backend {{backend!r}}: expected {_or(BACKENDS)}"),
+    Row((On("transformer"), On("stack"), Not("stack", STACKS)), H, f"--stack {{stack!r}}: choose one of {', '.join(STACKS)}"),
+    *(Row((Off("transformer"), cond), H, f"{flag(cond.name)} needs --transformer NAME_OR_PATH (a pretrained model)")
+      for cond in (On("exclude_first"), Not("backend", ("auto",)), On("allow_missing_weights"), On("stack"))),
+    # attn lens (attncli.pipeline.lens_compute.LensRequest)
+    Row((On("transformer"), On("model")), LENS,
+        "--model names a word-vector model with a built-in LM; --transformer a pretrained one: give one of them"),
 )
 
 
@@ -286,7 +330,7 @@ def validate(options: Mapping[str, Any], *paths: str, given: Optional[Iterable[s
 
 # --- the docs' table -------------------------------------------------------------------------------
 
-_PLACEHOLDERS = {"show": "SHOW", "stack": "STACK", "backend": "NAME", "layer": "L", "head": "H"}
+_PLACEHOLDERS = {"show": "SHOW", "stack": "STACK", "backend": "NAME", "layer": "L", "head": "H", "align": "HOW"}
 BEGIN = "<!-- option conflicts: made by `python -m attncli.option_conflicts --write`; do not edit by hand -->"
 END = "<!-- end of option conflicts -->"
 

@@ -14,8 +14,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from attncli.cli.main import app  # noqa: E402
+from attncli.attention.long_view import pool_matrices  # noqa: E402
 from attncli.vectors.tokenize import tokenize  # noqa: E402
 
 
@@ -39,7 +42,14 @@ def main() -> None:
         path.write_text(json.dumps({words: "long", "speed": "fast", "colour": "red"}), encoding="utf-8")
         return lambda: runner.invoke(app, ["lookup", "velocity", "--dict", str(path), "--json"])
 
+    def pooled(n: int, chunk: int):
+        mats = np.random.default_rng(0).random((2, n, n))  # (k, T, T): one head and the mean
+        ids = np.arange(n) // chunk
+        return lambda: pool_matrices(mats, ids, ids)
+
     cases = {
+        "--pool 20 of an n-token matrix": (400, lambda n: pooled(n, 20)),
+        "--pool 1 of an n-token matrix": (400, lambda n: pooled(n, 1)),
         "combining marks (2n on one letter)": (100_000, lambda n: lambda: tokenize("a" + "\u0301\u0327" * n + " b")),
         "a key of 3n words": (32_500, key_of),
         "a query of 3n words, --explain": (25_000, lambda n: lambda: runner.invoke(

@@ -49,6 +49,7 @@ RENDERABLE_BUILDERS = {
     "_evaluation_table": "attncli/cli/vectors.py: a Table of benchmark names (constants) and numbers",
     "explanation_renderables": "attncli/views/explanation.py: Texts built through visible_text (checked here)",
     "renderables": "attncli/pipeline/view_result.py -> views: Heatmaps drawn through render.py (checked here)",
+    "screen_renderables": "attncli/views/result.py: a result's renderables (checked where each result draws), or its heatmap pages as lines (views/render.py)",
     "heatmaps": "attncli/pipeline/view_result.py: pretrained_heatmaps / model_view_renderables, drawn through "
                 "views/render.py and views/model_view.py (checked here)",
     "model_view_renderables": "attncli/views/model_view.py: Texts checked here",
@@ -92,9 +93,6 @@ ALLOWED = {
     ("views/lookup_view.py", "lookup_renderables", "value"): "escape()d values (built above)",
     ("cli/causal.py", "_show", "title"): "a result's title: visible()d by DocumentView (views/result.py)",
     ("cli/stats.py", "_show", "title"): "a result's title: visible()d by DocumentView (views/result.py)",
-    ("cli/lens.py", "lens_cmd", "f'attn lens: {text[:60]}'"): "a result's title: visible()d by DocumentView (views/result.py)",
-    ("cli/lm.py", "_print_heads", "f\"attn heads: {report['model']}\""):
-        "a result's title: visible()d by DocumentView (views/result.py)",
     ("views/result.py", "print_to", "part"): "a result's renderables: each result's drawing is checked where it is built",
     ("cli/panels.py", "_small_table", "title"): "the worked example's fixed captions",
     ("cli/panels.py", "_small_table", "c"): "the worked example's fixed words",

@@ -20,7 +20,7 @@ import pytest
 import attncli
 
 PKG = Path(attncli.__file__).parent
-TOP = {"errors", "paths", "textio", "messages", "lazy", "fileio", "export_target", "faultpoints", "option_conflicts",
+TOP = {"errors", "paths", "textio", "messages", "lazy", "fileio", "export_target", "faultpoints", "option_conflicts", "numeric",
        "__init__", "__main__"}
 # each wing with the wings it may import (besides itself and the top-level helpers)
 ALLOWED = {
@@ -31,7 +31,7 @@ ALLOWED = {
     "tinylm": {"model", "attention", "vectors"},
     "generate": {"model", "tinylm", "attention", "vectors", "hf"},
     "views": {"attention", "lookup"},  # rich drawing shared by cli and explore
-    "pipeline": {"model", "views", "attention", "hf", "causal", "tinylm", "vectors"},  # one request, one compute (pretrained views)
+    "pipeline": {"model", "views", "attention", "hf", "causal", "tinylm", "vectors", "generate"},  # one request, one compute per command
     "explore": {"model", "pipeline", "views", "tinylm", "attention", "lookup", "vectors", "hf", "causal"},  # the Textual app (attn explore)
     "cli": {"model", "pipeline", "explore", "views", "tinylm", "attention", "lookup", "vectors", "hf", "generate", "stats",
             "causal"},
@@ -168,6 +168,20 @@ def test_contributing_s_layout_names_every_wing_and_helper():
     assert set(ALLOWED) <= listed, set(ALLOWED) - listed
     helpers = TOP - {"__init__", "__main__"}
     assert all(f"{name}.py" in block for name in helpers), [n for n in helpers if f"{n}.py" not in block]
+
+
+def test_the_tests_mirror_the_package():
+    """A module's tests are in the folder of its wing (tests/hf/, tests/attention/, ...), behaviour
+    across wings in tests/end_to_end/, the top-level helpers' and the whole tree's in tests/ itself
+    (CONTRIBUTING.md); no __init__.py, so every test file's basename is unique (pytest imports
+    them by basename)."""
+    tests = PKG.parent / "tests"
+    files = [p.relative_to(tests) for p in tests.rglob("*.py")]
+    folders = {f.parts[0] for f in files if len(f.parts) > 1}
+    assert folders <= set(ALLOWED) | {"end_to_end"}, folders - set(ALLOWED) - {"end_to_end"}
+    assert [f for f in files if f.name == "__init__.py"] == []
+    names = [f.name for f in files]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
 
 
 # --- the import graph: no circles, attn's own modules imported at the top ---------------------------

@@ -29,9 +29,12 @@ SAMPLES = {"pair": "fruit flies", "block": "a-b", "pair_filter": "a-b", "block_s
            "explain": (0, 1), "show": "scores", "proj": "random", "variant": "dot", "positions": "none", "d_k": 4,
            "context": "a b", "causal": True, "window": 2, "pad_to": 8, "seed": 1, "heads": 2, "max_relative": 3,
            "model": "m", "top_k": 3, "pool": "sentence", "device_map": "auto",
-           "max_memory": "cpu=1GB", "rows": "last:2"}
+           "max_memory": "cpu=1GB", "rows": "last:2", "transformer": "no-such-model", "transformer_b": "other-model",
+           "variant_b": "dot", "causal_b": True, "align": "position",
+           "exclude_first": True}
 CHOICES = {"proj": ("identity", "random", "trained"), "show": ("weights", "scores", "norms", "output"),
-           "stack": oc.STACKS, "backend": oc.BACKENDS, "block_specials": ("none", "bertviz")}
+           "stack": oc.STACKS, "backend": oc.BACKENDS, "block_specials": ("none", "bertviz"), "align": oc.ALIGNS,
+           "variant": ("scaled", "dot")}
 PARAM = {"pair_filter": "block", "filter_specials": "block_specials"}  # attn matrix's names -> the table's
 
 
@@ -92,7 +95,7 @@ def test_every_row_refuses_through_the_command_line_with_exit_2_and_its_message(
         return
     command = {"vectors": ["matrix", SENTENCE], "transformer": ["matrix", SENTENCE, "--transformer", "no-such-model"],
                "seq2seq": ["matrix", SENTENCE, "--transformer", "no-such-model"],
-               "explore": ["explore", SENTENCE, "--transformer", "no-such-model"]}[path]
+               "explore": ["explore", SENTENCE, "--transformer", "no-such-model"], "compare": ["compare", SENTENCE], "heads": ["heads"], "lens": ["lens", SENTENCE]}[path]
     if path == "explore" and not all(importlib.util.find_spec(m) for m in ("textual", "safetensors", "tokenizers")):
         pytest.skip("attn explore --transformer needs the explore and pretrained extras")
     result = CliRunner().invoke(cli, [*command, *args_of(options)])

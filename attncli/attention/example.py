@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from attncli.attention.variants import masked_softmax, scaled
+from attncli.numeric import entropy
 
 WORDS = np.array([[1, 0, 0], [0, 1, 0], [1, 1, 0], [0, 0, 1]])  # (4, 3)
 NAMES = ["word_1", "word_2", "word_3", "word_4"]
@@ -61,8 +62,7 @@ def demo_json(ex: dict[str, np.ndarray]) -> dict[str, Any]:
 
 def entropy_bits(p: np.ndarray) -> np.ndarray:
     """Row entropy in bits of (..., S) distributions (0 log 0 = 0)."""
-    logs = np.log2(p, out=np.zeros_like(p), where=p > 0)
-    return -(p * logs).sum(axis=-1)
+    return entropy(p, base=2)
 
 
 def softmax_gradient_norm(p: np.ndarray) -> np.ndarray:

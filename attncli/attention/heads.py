@@ -17,6 +17,9 @@ is the attention it puts there, sum_j A[i, j] P[i, j] (TransformerLens' ``detect
     local            |i - j| <= window (causal: i - window <= j <= i)
     entropy          H(A[i]) / log(visible keys of i): 1 = spread evenly, 0 = one key
 
+The visible keys of query i: every key (an encoder), j <= i (a decoder), and with a sliding window
+W (Mistral, Phi-3, Qwen2's windowed layers: ``sliding``) only i - W < j <= i.
+
 Only queries that can say something are scored: at least two visible keys, and for
 duplicate_token / induction at least one key of the pattern (a sentence without a repeated token
 says nothing about a duplicate-token head). ``exclude_first`` drops key 0 and renormalises each
@@ -31,14 +34,20 @@ from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 
+from attncli.numeric import entropy
+
 PATTERNS = ("previous_token", "next_token", "first_token", "separator", "self", "duplicate_token", "induction")
 SCORES = PATTERNS + ("local", "entropy")
 
 
-def visible_keys(T: int, causal: bool, exclude_first: bool = False, S: Optional[int] = None) -> np.ndarray:
-    """(T, S) True where query i may see key j (S: T, self-attention; else another sequence's keys)."""
+def visible_keys(T: int, causal: bool, exclude_first: bool = False, S: Optional[int] = None,
+                 sliding: Optional[int] = None) -> np.ndarray:
+    """(T, S) True where query i may see key j (S: T, self-attention; else another sequence's keys);
+    ``sliding`` W: only the keys less than W positions back (i - j < W)."""
     S = T if S is None else S
     vis = np.tril(np.ones((T, S), dtype=bool)) if causal else np.ones((T, S), dtype=bool)
+    if sliding is not None:
+        vis &= (np.arange(T)[:, None] - np.arange(S)[None, :]) < sliding  # (T, S)
     if exclude_first:
         vis[:, 0] = False
     return vis
@@ -71,12 +80,15 @@ def pattern_masks(T: int, *, causal: bool, window: int, separators: Optional[np.
 
 def row_scores(weights: np.ndarray, *, causal: bool, window: int, queries: Optional[np.ndarray] = None,
                separators: Optional[np.ndarray] = None, token_ids: Optional[Sequence[int]] = None,
-               exclude_first: bool = False, only: Sequence[str] = SCORES) -> dict[str, np.ndarray]:
+               exclude_first: bool = False, only: Sequence[str] = SCORES,
+               sliding: Optional[int] = None) -> dict[str, np.ndarray]:
     """Per-query scores of every head: {score name: (h, n)} for the scores in ``only`` that apply.
 
     ``weights`` (h, T, T) are one input's attention rows; ``queries`` (T,) bool picks the queries
     to score (default all; e.g. not the special tokens); ``separators`` (T,) marks separator keys;
-    ``token_ids`` enables duplicate_token and induction."""
+    ``token_ids`` enables duplicate_token and induction. ``sliding``, the model's sliding window,
+    sets the visible keys the entropy is normalised by; the queries scored and the patterns'
+    keys stay the text's (a masked key holds 0 anyway), so every layer scores the same queries."""
     A = np.asarray(weights, dtype=np.float64)  # (h, T, S): S == T but for cross-attention
     h, T, S = A.shape
     vis, keys, rows = scored_rows(T, causal=causal, window=window, queries=queries, separators=separators,
@@ -88,9 +100,9 @@ def row_scores(weights: np.ndarray, *, causal: bool, window: int, queries: Optio
     out: dict[str, np.ndarray] = {}
     for name, use in rows.items():
         if name == "entropy":
-            n_vis = vis.sum(axis=-1)  # (T,)
-            plogp = np.where(A > 0, A * np.log(np.where(A > 0, A, 1.0)), 0.0)  # (h, T, T)
-            ent = -plogp.sum(axis=-1) / np.log(np.maximum(n_vis, 2))  # (h, T)
+            seen = vis if sliding is None else visible_keys(T, causal, exclude_first, S, sliding)  # (T, S)
+            n_vis = seen.sum(axis=-1)  # (T,) the keys the query sees: its window's, with one
+            ent = entropy(A) / np.log(np.maximum(n_vis, 2))  # (h, T)
             out[name] = ent[:, use]
             continue
         out[name] = (A * keys[name]).sum(axis=-1)[:, use]  # (h, n)

@@ -21,6 +21,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from attncli.numeric import softmax
+
 SOURCE = "nostalgebraist 2020, interpreting GPT: the logit lens (LessWrong)"
 BLOCK = 512  # residual vectors per to_logits call: 512 x 50257 GPT-2 logits are 100 MB in float32
 
@@ -31,14 +33,6 @@ class Lens:
     top_probs: np.ndarray  # (L + 1, T, k)
     follow_rank: Optional[np.ndarray] = None  # (L + 1, T) rank of the followed token (0 = the top), or None
     follow_prob: Optional[np.ndarray] = None  # (L + 1, T)
-
-
-def softmax_in_place(shifted: np.ndarray) -> np.ndarray:
-    """softmax over the last axis of logits whose row max is already subtracted, written over
-    them (no temporary of the whole (n, V) beyond the caller's subtraction)."""
-    np.exp(shifted, out=shifted)
-    shifted /= shifted.sum(axis=-1, keepdims=True)
-    return shifted
 
 
 def top_k(p: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -71,7 +65,7 @@ def logit_lens(stream: np.ndarray, to_logits: Callable[[np.ndarray], np.ndarray]
     for start in range(0, n_layers, per_block):
         group = stream[start:start + per_block]  # (g, T, d)
         logits = np.asarray(to_logits(group.reshape(-1, d)))  # (g T, V), the dtype to_logits gives
-        p = softmax_in_place(logits - logits.max(axis=-1, keepdims=True))  # (g T, V), a new array
+        p = softmax(logits)  # (g T, V), one new array
         if follow is not None:
             pf = p[:, follow]  # (g T,)
             probs_f.append(pf.astype(np.float64).reshape(-1, T))

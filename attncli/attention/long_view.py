@@ -204,7 +204,7 @@ def span_ids(by: str | int, enc) -> np.ndarray:
     text of a pair starts a span of its own). A text without a sentence end or a line break is one span."""
     T = len(enc.tokens)
     if isinstance(by, int):
-        return np.arange(T) // by
+        return np.arange(T) // min(by, max(T, 1))  # a chunk past the text's end is the whole text (no int64 overflow)
     starts = _word_starts(enc)
     texts = [enc.text, enc.pair or ""]
     ids = np.zeros(T, dtype=int)
@@ -258,19 +258,29 @@ class Pooled:
     key_span_index: list[int] = field(default_factory=list)  # (Q,)
 
 
+def _group_sums(x: np.ndarray, inv: np.ndarray, n: int, axis: int) -> np.ndarray:
+    """``x`` summed along ``axis`` by group: entry i of that axis goes to group ``inv[i]`` (of ``n``).
+    One pass over ``x`` (a sort and ``np.add.reduceat``): work in proportion to its size, whatever
+    the number of groups."""
+    if inv.size and np.all(inv[1:] >= inv[:-1]):  # spans in order (sentences, lines, chunks): no reordered copy
+        return np.add.reduceat(x, np.searchsorted(inv, np.arange(n)), axis=axis)
+    order = np.argsort(inv, kind="stable")  # (N,)
+    starts = np.searchsorted(inv[order], np.arange(n))  # (n,) every group holds at least one entry
+    return np.add.reduceat(np.take(x, order, axis=axis), starts, axis=axis)
+
+
 def pool_matrices(mats: np.ndarray, row_span: np.ndarray, col_span: np.ndarray) -> tuple[np.ndarray, list, list]:
     """(k, P, Q) the pooled ``mats`` (k, R, C): summed over each key span's columns, averaged over
     each query span's rows; ``row_span`` (R,) and ``col_span`` (C,) give each row's / column's span.
-    Returns it with the span numbers of its rows and columns (those that hold a shown row / column)."""
+    Returns it with the span numbers of its rows and columns (those that hold a shown row / column).
+    Work and memory grow with k x R x C (the matrices' size), not with the number of spans."""
     mats = np.asarray(mats, dtype=np.float64)
     q_ids, q_inv = np.unique(row_span, return_inverse=True)  # (P,), (R,)
     k_ids, k_inv = np.unique(col_span, return_inverse=True)  # (Q,), (C,)
-    col_onehot = np.zeros((len(col_span), len(k_ids)))  # (C, Q)
-    col_onehot[np.arange(len(col_span)), k_inv] = 1.0
-    row_mean = np.zeros((len(q_ids), len(row_span)))  # (P, R)
-    row_mean[q_inv, np.arange(len(row_span))] = 1.0
-    row_mean /= row_mean.sum(axis=1, keepdims=True)
-    pooled = np.einsum("pr,krc,cq->kpq", row_mean, mats, col_onehot)  # (k, P, Q)
+    by_key = _group_sums(mats, k_inv.ravel(), len(k_ids), axis=2)  # (k, R, Q)
+    summed = _group_sums(by_key, q_inv.ravel(), len(q_ids), axis=1)  # (k, P, Q)
+    counts = np.bincount(q_inv.ravel(), minlength=len(q_ids))  # (P,) shown rows per query span
+    pooled = summed / counts[None, :, None]  # (k, P, Q)
     return pooled, q_ids.tolist(), k_ids.tolist()
 
 
@@ -279,12 +289,11 @@ def pool_view(view, by: str | int, enc) -> Pooled:
     input positions, its heads pooled one by one and its matrix (their mean, or one head) too."""
     ids = span_ids(by, enc)
     rows, cols = np.asarray(view.rows, dtype=int), np.asarray(view.cols, dtype=int)
-    mats = view.weights[None] if view.head_weights is None else np.concatenate([view.head_weights, view.weights[None]])
-    pooled, q_ids, k_ids = pool_matrices(mats, ids[rows], ids[cols])
+    pooled, q_ids, k_ids = pool_matrices(view.weights[None], ids[rows], ids[cols])  # (1, P, Q)
+    heads = None if view.head_weights is None else pool_matrices(view.head_weights, ids[rows], ids[cols])[0]  # (h, P, Q)
     row_spans = [[int(t) for t in rows if ids[t] == s] for s in q_ids]
     col_spans = [[int(t) for t in cols if ids[t] == s] for s in k_ids]
-    heads = pooled[:-1] if view.head_weights is not None else None
-    return Pooled(by, pooled[-1], heads, row_spans, col_spans, q_ids, k_ids)
+    return Pooled(by, pooled[0], heads, row_spans, col_spans, q_ids, k_ids)
 
 
 # --- the long view of a PretrainedView --------------------------------------------------------------

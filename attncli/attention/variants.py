@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 import numpy as np
 from attncli.errors import BadInput
+from attncli.numeric import masked_softmax
 
 
 @dataclass
@@ -78,22 +79,6 @@ def full_mask(T: int, S: int, mask: np.ndarray | None) -> np.ndarray:
     if mask is None:
         return np.ones((T, S), dtype=bool)
     return np.asarray(mask, dtype=bool)
-
-
-def masked_softmax(scores: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Row softmax over the visible keys: (..., T, S) scores, (T, S) mask -> (..., T, S) weights.
-
-    The maximum over visible keys is subtracted before ``exp``; hidden keys get exactly 0; a
-    row with no visible key is all 0 (not NaN).
-    """
-    e = np.where(mask, scores, -np.inf)  # (..., T, S); one array, worked on in place below
-    top = e.max(axis=-1, keepdims=True)  # (..., T, 1)
-    top[~np.isfinite(top)] = 0.0  # empty rows: -inf - 0 -> exp gives 0
-    e -= top
-    np.exp(e, out=e)  # exactly 0 where hidden
-    z = e.sum(axis=-1, keepdims=True)  # (..., T, 1)
-    np.divide(e, z, out=e, where=z > 0)  # a row with z = 0 is all 0 already
-    return e
 
 
 def _finish(scores: np.ndarray, v: np.ndarray, mask: np.ndarray) -> AttentionResult:

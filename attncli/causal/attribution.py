@@ -28,7 +28,9 @@ from attncli.causal.grids import PATCH_SITES, check_same_length
 from attncli.causal.target import Target
 from attncli.errors import BadInput
 from attncli.hf.backward import DecoderTape
+from attncli.model.interface import require
 from attncli.model.trace import Intervention, site
+from attncli.numeric import softmax
 
 SITES = (*PATCH_SITES, "key", "query")
 
@@ -52,11 +54,6 @@ def _sites(tape: DecoderTape) -> dict[str, np.ndarray]:
             "key": np.stack([t["k"] for t in layers]), "query": np.stack([t["q"] for t in layers])}
 
 
-def _softmax_rows(s: np.ndarray) -> np.ndarray:
-    e = np.exp(s - s.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
 def _qk_fixed(tape: DecoderTape, clean: np.ndarray, where: str, grads: dict[str, np.ndarray]) -> np.ndarray:
     """(L, h, T) AtP*: head h's pattern recomputed with position t's clean key (query) put in, its
     change times d metric / d pattern."""
@@ -71,11 +68,11 @@ def _qk_fixed(tape: DecoderTape, clean: np.ndarray, where: str, grads: dict[str,
                 if where == "key":
                     k2 = k.copy()
                     k2[pos] = clean[l, head, pos]
-                    new = _softmax_rows(np.where(allowed, q @ k2.T * scale, -np.inf))  # (T, T)
+                    new = softmax(np.where(allowed, q @ k2.T * scale, -np.inf))  # (T, T)
                     out[l, head, pos] = ((new - A) * dA[head]).sum()
                 else:
                     row = np.where(allowed[pos], clean[l, head, pos] @ k.T * scale, -np.inf)  # (T,)
-                    out[l, head, pos] = ((_softmax_rows(row) - A[pos]) * dA[head, pos]).sum()
+                    out[l, head, pos] = ((softmax(row) - A[pos]) * dA[head, pos]).sum()
     return out
 
 
@@ -110,7 +107,8 @@ def attribute(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int], 
         raise BadInput(f"--site {where!r}: choose one of {', '.join(SITES)}")
     check_same_length(model, list(clean_ids), list(corrupt_ids))
     # float32 where the model's own pass runs in it (the Llama family): twice as fast, and AtP is an estimate
-    dtype = np.float32 if model.arch.w.dtype == np.float32 else np.float64
+    require(model, "grad", "attribution patching")
+    dtype = np.float32 if model.pass_dtype == np.float32 else np.float64
     clean_tape, corrupt_tape = DecoderTape(model, dtype), DecoderTape(model, dtype)
     clean_tape.forward(list(clean_ids))
     corrupt_tape.forward(list(corrupt_ids))

@@ -22,45 +22,37 @@ from typing import Any, Sequence
 import numpy as np
 
 from attncli.causal.target import Target
-from attncli.errors import BadInput
-from attncli.textio import visible
+from attncli.model.interface import require
 from attncli.model.trace import site
+from attncli.numeric import norm_scale
 
 
 def dla(model: Any, ids: Sequence[int], target: Target) -> dict[str, Any]:
     """The parts of the target's logit (or logit difference) at ``target.position``: a dict of
     "embed", "heads" (L, h), "attn_bias" (L,), "mlp" (L,), "norm_bias", "per_token" (L, h, T),
     "logit" (the model's own) and "sum" (of every part)."""
-    if getattr(model, "backend", "") != "numpy":
-        raise BadInput(f"direct logit attribution runs on attn's NumPy pass, which reads each head's output weights "
-                       f"and the final norm's parts; model '{visible(str(model.name))}' runs on the "
-                       f"{getattr(model, 'backend', '?')} backend: add --backend numpy where it runs the model "
-                       "(ablate and patch run on either backend)")
-    if not model.is_decoder or not hasattr(model.arch, "final_norm_parts"):
-        raise BadInput(f"model '{model.name}' ({model.model_type}) normalises after each layer (post-LN) and reads "
-                       "its logits through an MLM head: its heads have no direct path to a logit to attribute "
-                       "(direct logit attribution needs a pre-norm decoder: GPT-2, Llama, Qwen2, ...)")
+    require(model, "dla", "direct logit attribution")
     L, H, i = model.layers, model.heads, target.position
     keep = ["embed", "blocks.*.attn.z", "blocks.*.attn.v", "blocks.*.attn.pattern", "blocks.*.attn.out",
             "blocks.*.mlp.out", site(L - 1, "resid_post"), "final_norm"]
     tr = model.trace(list(ids), keep, rows=[i])
-    head = model.arch.unembedding()  # (V, d)
+    head = model.unembedding()  # (V, d)
     u = head[target.token].astype(np.float64)  # (d,)
     if target.contrast is not None:
         u = u - head[target.contrast].astype(np.float64)
-    kind, w, b, eps = model.arch.final_norm_parts()
+    kind, w, b, eps = model.final_norm_parts()
     w = np.asarray(w, dtype=np.float64)
     x = tr[site(L - 1, "resid_post")][i].astype(np.float64)  # (d,)
     if kind == "layer":
-        s = np.sqrt(((x - x.mean()) ** 2).mean() + eps)
+        s = norm_scale(x, eps, centred=True)[0]  # the frozen LayerNorm scale
         part = lambda p: ((p - p.mean(axis=-1, keepdims=True)) / s * w) @ u  # noqa: E731  (..., d) -> (...)
     else:
-        s = np.sqrt((x * x).mean() + eps)
+        s = norm_scale(x, eps, centred=False)[0]  # the frozen RMSNorm scale
         part = lambda p: (p / s * w) @ u  # noqa: E731
     heads, attn_bias, mlp = np.zeros((L, H)), np.zeros(L), np.zeros(L)
     per_token = np.zeros((L, H, len(ids)))
     for l in range(L):
-        w_o = model.arch.output_weight(l).astype(np.float64)  # (h d_head, d)
+        w_o = model.output_weight(l).astype(np.float64)  # (h d_head, d)
         z = tr[site(l, "attn.z")][i].astype(np.float64)  # (h, d_head)
         by_head = np.einsum("hk,hkd->hd", z, w_o.reshape(H, z.shape[1], -1))  # (h, d)
         heads[l] = part(by_head)

@@ -28,9 +28,8 @@ import numpy as np
 from attncli.causal.target import Target
 from attncli.errors import BadInput
 from attncli.textio import visible
-from attncli.hf.record import Recorder
-from attncli.hf.torch_trace import family
-from attncli.model.trace import Intervention, Keep, site
+from attncli.model.interface import has, require
+from attncli.model.trace import Intervention, site
 
 MODES = ("zero", "mean")
 PATCH_SITES = {"resid": "resid_pre", "attn": "attn.out", "mlp": "mlp.out", "head": "attn.z"}
@@ -46,28 +45,13 @@ class Grid:
 
 
 def batched(model: Any) -> bool:
-    """The model runs attn's NumPy pass: B interventions as one batch (else one ``trace`` each)."""
-    return getattr(model, "backend", "") == "numpy"
+    """The model reruns B interventions as one batch (``rerun``; else one resumed ``trace`` each)."""
+    return has(model, "rerun")
 
 
 def check_traced(model: Any) -> None:
-    """BadInput naming the model when it has no traced pass to intervene on: an encoder-decoder,
-    or a family the torch backend's trace does not map."""
-    if batched(model):
-        return
-    name, kind = visible(str(model.name)), visible(str(getattr(model, "model_type", "?")))
-    if getattr(model, "encoder_decoder", False) or not hasattr(model, "trace"):
-        raise BadInput(f"causal tests need a traced forward pass: model '{name}' ({kind}) is an encoder-decoder, "
-                       "which neither backend traces")
-    if not getattr(model, "traced", False):
-        family(model.model_type, model.is_decoder)  # BadInput naming the family and the ones it knows
-        raise BadInput(f"causal tests need a traced forward pass: the torch backend does not trace model "
-                       f"'{name}' ({kind})")
-
-
-def _arrays(model: Any, ids: Sequence[int], batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    arr = np.asarray(ids, dtype=np.int64)[None].repeat(batch, axis=0)  # (B, T)
-    return arr, np.zeros_like(arr), np.ones_like(arr, dtype=bool)
+    """BadInput naming the model when it has no traced pass to intervene on (model/interface.py)."""
+    require(model, "trace", "a causal test")
 
 
 def final_rows(model: Any, ids: Sequence[int], layer: int, resid: np.ndarray,
@@ -77,11 +61,7 @@ def final_rows(model: Any, ids: Sequence[int], layer: int, resid: np.ndarray,
     is made of. The logits are left to ``measure``, once for a whole grid."""
     out = []
     for s in range(0, len(per_batch), BATCH):
-        chunk = per_batch[s: s + BATCH]
-        ids_b, types, mask = _arrays(model, ids, len(chunk))
-        x = np.broadcast_to(resid, (len(chunk),) + resid.shape).copy()  # (B, T, d)
-        h = model.forward(ids_b, types, mask, Recorder(Keep(), per_batch=chunk), start=(layer, x))  # (B, T, d)
-        out.append(h[:, position])
+        out.append(model.rerun(ids, layer, resid, per_batch[s: s + BATCH])[:, position])  # (B, d)
     return np.concatenate(out)  # (B, d)
 
 

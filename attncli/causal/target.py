@@ -17,7 +17,8 @@ import numpy as np
 
 from attncli.errors import BadInput
 from attncli.textio import visible
-from attncli.hf.encoding import tokenizer_errors
+from attncli.model.interface import require
+from attncli.numeric import logsumexp, softmax
 
 
 @dataclass(frozen=True)
@@ -38,9 +39,7 @@ class Target:
         x = np.asarray(logits, dtype=np.float64)
         if self.contrast is not None:
             return x[..., self.token] - x[..., self.contrast]
-        top = x.max(axis=-1, keepdims=True)
-        log_z = np.log(np.exp(x - top).sum(axis=-1)) + top[..., 0]
-        return x[..., self.token] - log_z
+        return x[..., self.token] - logsumexp(x)  # log_softmax(x)[..., token]
 
     def gradient(self, logits: np.ndarray) -> np.ndarray:
         """(V,) d metric / d logits of one position's logits (V,): e_target - softmax(logits) for
@@ -50,8 +49,7 @@ class Target:
         if self.contrast is not None:
             g[self.token], g[self.contrast] = 1.0, -1.0
             return g
-        p = np.exp(x - x.max())
-        g -= p / p.sum()
+        g -= softmax(x)  # (V,)
         g[self.token] += 1.0
         return g
 
@@ -59,7 +57,7 @@ class Target:
 def token_of(model: Any, word: str | None, token_id: int | None, option: str) -> int:
     """The vocabulary id of ``word`` (an entry as written, else the one token the tokenizer makes of
     it, with a leading space first as inside a text) or ``token_id``; BadInput naming the pieces."""
-    vocab = int(model.config.get("vocab_size") or 0)
+    vocab = model.vocab_size
     if (word is None) == (token_id is None):
         raise BadInput(f"give --{option} WORD or --{option}-id ID (one of them)")
     if token_id is not None:
@@ -72,10 +70,10 @@ def token_of(model: Any, word: str | None, token_id: int | None, option: str) ->
     if found is not None and found < vocab:
         return int(found)
     for text in (" " + word, word):
-        ids = list(model._tokenize([text], None, special=False).ids)
+        ids = model.pieces(text)
         if len(ids) == 1 and ids[0] < vocab:
             return int(ids[0])
-    pieces = model.token_strings(list(model._tokenize([word], None, special=False).ids))
+    pieces = model.token_strings(model.pieces(word))
     shown = ", ".join(repr(visible(p)) for p in pieces[:12]) + (", ..." if len(pieces) > 12 else "")
     raise BadInput(f"--{option} {visible(word)!r} is not one token: the tokenizer makes {len(pieces)} of it "
                    f"({shown}); give one of them, or a token by its id with --{option}-id ID")
@@ -93,15 +91,8 @@ def mask_position(model: Any, ids: list[int]) -> int:
 
 
 def vocab_id(model: Any, word: str) -> int | None:
-    """The id of the vocabulary entry ``word`` in ``model``'s tokenizer (a tokenizers.Tokenizer, or a
-    transformers tokenizer on the torch backend), None when there is none; a tokenizer that fails
-    is a damaged model (the tokenizer door, encoding.tokenizer_errors)."""
-    tok = model.tokenizer
-    with tokenizer_errors(str(model.name), "look up a token"):
-        if hasattr(tok, "token_to_id"):
-            return tok.token_to_id(word)
-        found = tok.get_vocab().get(word) if hasattr(tok, "get_vocab") else None
-    return None if found is None else int(found)
+    """The id of the vocabulary entry ``word`` in ``model``'s tokenizer, None when there is none."""
+    return model.vocab_id(word)
 
 
 def _mask_token(model: Any) -> int | None:
@@ -116,12 +107,7 @@ def resolve(model: Any, ids: list[int], *, target: str | None, target_id: int | 
             contrast: str | None = None, contrast_id: int | None = None) -> Target:
     """The Target of ``ids`` on ``model`` (an encoder's MLM head is checked here: refused by name without one)."""
     if not model.is_decoder:
-        if getattr(model, "backend", "") == "numpy":
-            _ = model.mlm_head  # BadInput naming the model when its checkpoint has no head
-        elif not getattr(model, "has_mlm_head", False):
-            raise BadInput(f"model '{visible(str(model.name))}' ({visible(str(model.model_type))}) has no "
-                           "masked-language-model head in its checkpoint (a base or sentence-embedding model): it "
-                           "predicts no token, so there is no target to attribute")
+        require(model, "next_token", "a target to attribute")
         position = mask_position(model, ids)
     else:
         position = len(ids) - 1

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Annotated, Optional
+from types import SimpleNamespace
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -17,15 +18,12 @@ from attncli.attention.long_view import LongSpec, check_spec
 from attncli.attention.model_view import parse_layers
 from attncli.cli.common import app
 from attncli.cli.matrix import _read_text
-from attncli.cli.options import (AllowMissingWeightsOpt, BackendOpt, CausalOpt, ContextOpt, DKOpt, FilterOpt, FlowOpt, HeadOpt, HeadsOpt, HideSpecialOpt,
-                                 LayerOpt, LayersOpt, LongRowsOpt, MaxRelativeOpt, ModelOpt, ModelViewOpt, PadToOpt, PairOpt, Positions,
-                                 PoolOpt, PositionsOpt, ProjOpt, RolloutOpt, SeedOpt, Show, ShowOpt, TopKOpt, TransformerOpt,
-                                 TruncateOpt, VariantOpt, WindowOpt, WordsOpt)
+from attncli.cli.options import LONG_OPTIONS, VIEW_OPTIONS, WORD_VECTOR_OPTIONS, declared
 from attncli.errors import BadInput
 from attncli.explore.serve import DEFAULT_HOST, DEFAULT_PORT, serve as serve_app
 from attncli.explore.state import ExploreState
 from attncli.hf import source
-from attncli.option_conflicts import TRANSFORMER_ONLY, validate
+from attncli.option_conflicts import NEW_SWITCHES, TRANSFORMER_ONLY, validate
 
 INSTALL = 'attn explore needs the "explore" extra (Textual and textual-serve): pip install "attncli[explore]"'
 DEFAULT_SENTENCE = "time flies like an arrow"
@@ -53,43 +51,15 @@ EXPLORE_HELP = "\n\n".join(" ".join(paragraph.split()) for paragraph in (
 
 
 @app.command("explore", help=EXPLORE_HELP)
+@declared("sentence", "file", *WORD_VECTOR_OPTIONS, "explain", "model", *VIEW_OPTIONS[:3], *VIEW_OPTIONS[4:], *LONG_OPTIONS,
+          "dict_path", "serve", "host", "port")
 def explore_cmd(
     sentence: Annotated[Optional[str], typer.Argument(help=f"The starting sentence (default: {DEFAULT_SENTENCE!r}).",
                                                       show_default=False)] = None,
     *,
     file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Read the starting sentence from a file.")] = None,
-    context: ContextOpt = None,
-    variant: VariantOpt = "scaled",
-    causal: CausalOpt = False,
-    window: WindowOpt = None,
-    pad_to: PadToOpt = None,
-    positions: PositionsOpt = Positions.sinusoidal,
-    proj: ProjOpt = "identity",
-    d_k: DKOpt = None,
-    seed: SeedOpt = 0,
-    layer: LayerOpt = None,
-    head: HeadOpt = None,
-    heads: HeadsOpt = None,
-    max_relative: MaxRelativeOpt = 4,
-    show: ShowOpt = Show.weights,
     explain: Annotated[Optional[tuple[int, int]], typer.Option(help="Start with the cursor on cell (I, J), 0-based.",
                                                                metavar="I J", show_default=False)] = None,
-    model: ModelOpt = None,
-    transformer: TransformerOpt = None,
-    pair: PairOpt = None,
-    pair_filter: FilterOpt = None,
-    words: WordsOpt = False,
-    hide_special: HideSpecialOpt = False,
-    rollout: RolloutOpt = False,
-    backend: BackendOpt = None,
-    truncate: TruncateOpt = False,
-    model_view: ModelViewOpt = False,
-    layers: LayersOpt = None,
-    allow_missing_weights: AllowMissingWeightsOpt = False,
-    flow: FlowOpt = False,
-    rows: LongRowsOpt = None,
-    top_k: TopKOpt = None,
-    pool: PoolOpt = None,
     dict_path: Annotated[Optional[str], typer.Option("--dict", help="JSON object of the lookup pane (default: the shipped car.json).",
                                                      show_default=False)] = None,
     serve: Annotated[bool, typer.Option("--serve", help="Serve the app as a web page (textual-serve) instead of running it here.")] = False,
@@ -99,6 +69,7 @@ def explore_cmd(
                                                      "server then requires a random token, in the URL it prints at start. "
                                                      "Do that only on a network you trust.", show_default=False)] = None,
     port: Annotated[Optional[int], typer.Option(help="--serve: the port to listen on (default 8000).", show_default=False)] = None,
+    **options: Any,
 ) -> None:
     """Explore attention interactively: the matrix of `attn matrix`, with keys for every setting.
 
@@ -106,6 +77,7 @@ def explore_cmd(
     a cursor over the cells (the explanation follows), look keys up in a dictionary, export the
     view (SVG, HTML, PNG, JSON) and copy the equivalent `attn matrix` command. Press ? for the keys.
     """
+    o = SimpleNamespace(**options)
     _check_installed(serve)
     if not serve and (host is not None or port is not None):
         raise BadInput(f"--{'host' if host is not None else 'port'} belongs to --serve (the app as a web page): add --serve")
@@ -115,44 +87,46 @@ def explore_cmd(
     text = DEFAULT_SENTENCE if sentence is None and file is None else _read_text(sentence, file)
     if not text.strip():
         raise BadInput('the sentence is empty: give a sentence, e.g. attn explore "time flies like an arrow"')
-    block = pair_filter.value if pair_filter else None
-    options = dict(pair=pair, block=block, words=words, hide_special=hide_special, rollout=rollout,
-                   backend=backend.value if backend else None, truncate=truncate, model_view=model_view, layers=layers,
-                   allow_missing_weights=allow_missing_weights, flow=flow, layer=layer, head=head, explain=explain,
-                   show=show.value, proj=proj, rows=rows, top_k=top_k, pool=pool)
-    if transformer is None:  # the word-vector matrix's refusals (attncli.option_conflicts)
+    block = o.pair_filter.value if o.pair_filter else None
+    checked = dict(pair=o.pair, block=block, words=o.words, hide_special=o.hide_special, rollout=o.rollout,
+                   backend=o.backend.value if o.backend else None, truncate=o.truncate, model_view=o.model_view, layers=o.layers,
+                   allow_missing_weights=o.allow_missing_weights, flow=o.flow, layer=o.layer, head=o.head, explain=explain,
+                   show=o.show.value, proj=o.proj, rows=o.rows, top_k=o.top_k, pool=o.pool,
+                   **{name: options[name] for name in NEW_SWITCHES})
+    if o.transformer is None:  # the word-vector matrix's refusals (attncli.option_conflicts)
         given = {name for name in TRANSFORMER_ONLY
-                 if options.get("block" if name == "pair_filter" else name) not in (None, False)}
-        validate(options, "vectors", given=given)
-    if transformer is not None:  # attn matrix --transformer's refusals, before the app starts (exit 2)
+                 if checked.get("block" if name == "pair_filter" else name) not in (None, False)}
+        validate(checked, "vectors", given=given)
+    if o.transformer is not None:  # attn matrix --transformer's refusals, before the app starts (exit 2)
         # the extra to install, named before the app starts (auto with a model outside the numpy
         # backend's families finds out it needs transformers when it reads the config, in the app)
-        if backend is not None and backend.value == "torch":
+        if o.backend is not None and o.backend.value == "torch":
             source.require_transformers()
         else:
             source.require_pretrained()
 
-        check_texts(text, pair)
-        validate(options, "explore")
-        if layers is not None:
-            parse_layers(layers)  # its form; the range is checked against the model in the app
+        check_texts(text, o.pair)
+        validate(checked, "explore")
+        if o.layers is not None:
+            parse_layers(o.layers)  # its form; the range is checked against the model in the app
 
-        check_spec(LongSpec(rows, top_k, pool))  # the values; how they go with the rest: validate above
-    elif rows is not None:
+        check_spec(LongSpec(o.rows, o.top_k, o.pool))  # the values; how they go with the rest: validate above
+    elif o.rows is not None:
         raise BadInput("--rows needs --transformer NAME_OR_PATH (a pretrained model)")
     if explain is not None and min(explain) < 0:
         raise BadInput(f"--explain {explain[0]} {explain[1]}: cells are numbered from 0")
     if dict_path is not None and not Path(dict_path).is_file():
         raise BadInput(f"--dict {dict_path!r}: no such file")
     state = ExploreState(
-        text=text, context=context, variant=variant, causal=causal, window=window, pad_to=pad_to,
-        positions=positions.value, projection=proj, d_k=d_k, seed=seed, heads=heads, max_relative=max_relative,
-        layer=layer, head=head, model=model, show="weights" if show.value == "norms" else show.value,
-        norms=show.value == "norms", cursor=explain or (0, 0), dict_path=dict_path,
-        transformer=transformer, pair=pair, pair_filter=pair_filter.value if pair_filter else None, words=words,
-        hide_special=hide_special, rollout=rollout, backend=backend.value if backend else "auto", truncate=truncate,
-        model_view=model_view, layers=layers, allow_missing_weights=allow_missing_weights, flow=flow,
-        rows=rows, top_k=top_k, pool=pool,
+        text=text, context=o.context, variant=o.variant, causal=o.causal, window=o.window, pad_to=o.pad_to,
+        positions=o.positions.value, projection=o.proj, d_k=o.d_k, seed=o.seed, heads=o.heads, max_relative=o.max_relative,
+        layer=o.layer, head=o.head, model=o.model, show="weights" if o.show.value == "norms" else o.show.value,
+        norms=o.show.value == "norms", cursor=explain or (0, 0), dict_path=dict_path,
+        transformer=o.transformer, pair=o.pair, pair_filter=o.pair_filter.value if o.pair_filter else None, words=o.words,
+        hide_special=o.hide_special, rollout=o.rollout, backend=o.backend.value if o.backend else "auto", truncate=o.truncate,
+        model_view=o.model_view, layers=o.layers, allow_missing_weights=o.allow_missing_weights, flow=o.flow,
+        rows=o.rows, top_k=o.top_k, pool=o.pool,
+        view_options=tuple((name, True) for name in NEW_SWITCHES if options[name]),
     )
     if serve:
         serve_app(state.explore_args(), host=host or DEFAULT_HOST, port=DEFAULT_PORT if port is None else port)

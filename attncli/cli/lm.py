@@ -12,15 +12,11 @@ import typer
 
 from attncli.cli.common import app, emit_json, err_console, escape, out_console
 from attncli.cli.output import show
-from attncli.cli.progress import Stage
-from attncli.cli.transformer import run_heads
-from attncli.errors import BadInput
-from attncli.textio import read_user_text
-from attncli.tinylm.heads import check_window, score_heads
-from attncli.tinylm.model import load_trained
+from attncli.cli.progress import Progress, Stage
+from attncli.cli.transformer import load_model
 from attncli.tinylm.train import TrainConfig, train
-from attncli.vectors.tokenize import tokenize
-from attncli.views.heads_table import HeadsView
+from attncli.pipeline.heads_compute import HeadsRequest
+from attncli.pipeline.heads_compute import compute as compute_heads
 
 
 @app.command("train-attention")
@@ -137,39 +133,10 @@ def heads_cmd(
     queries, window, uniform, thresholds, heads [{layer, head, previous_token, first_token, self,
     local, entropy, label}].
     """
-    if sentences is not None and sentences < 1:
-        raise BadInput(f"--sentences must be at least 1 (got {sentences})")
-    if sentences is not None and sentences > 10**9:
-        raise BadInput(f"--sentences must be in [1, 1,000,000,000] (got {sentences})")
-    check_window(window)  # before the model is read
-    options = [("--model", model), ("--transformer", transformer), ("--file", file), ("--sentences", sentences),
-               ("--window", window if window != 3 else None), ("--exclude-first", exclude_first),
-               ("--backend", backend if backend != "auto" else None), ("--allow-missing-weights", allow_missing_weights),
-               ("--stack", stack)]
-    if transformer is not None:
-        if model is not None:
-            raise BadInput("--model names attn's own LM; with --transformer the pretrained model is scored: drop one")
-
-        report = run_heads(transformer, file=file, sentences=sentences, window=window, exclude_first=exclude_first,
-                           backend=backend, json_out=json_out, allow_missing_weights=allow_missing_weights,
+    request = HeadsRequest(model=model, transformer=transformer, file=file, sentences=sentences, window=window,
+                           exclude_first=exclude_first, backend=backend, allow_missing_weights=allow_missing_weights,
                            stack=stack)
-        _print_heads(report, options, json_out)
-        return
-    for flag, on in (("--exclude-first", exclude_first), ("--backend", backend != "auto"),
-                     ("--allow-missing-weights", allow_missing_weights), ("--stack", stack is not None)):
-        if on:
-            raise BadInput(f"{flag} needs --transformer NAME_OR_PATH (a pretrained model)")
-    att = load_trained(model)
-    if file is not None:
-        text = read_user_text(file, "--file", hint="give a UTF-8 text file, one sentence per line")
-        sents = [tokenize(line) for line in text.splitlines()]
-    else:
-        sents = att.heldout_sentences()
-    if sentences is not None:
-        sents = sents[:sentences]
-    report = score_heads(att, sents, window=window)
-    _print_heads(report, options, json_out)
-
-
-def _print_heads(report: dict[str, Any], options: list, json_out: bool = False) -> None:
-    show(HeadsView(report, title=f"attn heads: {report['model']}", command="heads", options=options), json_out=json_out)
+    request.check()  # before any model is read
+    show(compute_heads(request, progress=Progress(json_out),
+                       load_model=lambda: load_model(transformer, backend, allow_missing_weights, json_out=json_out)),
+         json_out=json_out)

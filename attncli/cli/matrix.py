@@ -9,7 +9,8 @@ nltk.
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Optional
+from types import SimpleNamespace
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -20,19 +21,13 @@ from attncli.attention.masks import MaskSpec
 from attncli.attention.matrix import MatrixRequest, compute
 from attncli.attention.variants import DEFAULT_VARIANT, VARIANTS
 from attncli.cli.common import app, emit_json, info, json_write, out_console, quiet_stdout
-from attncli.cli.options import (AllowMissingWeightsOpt, BackendOpt, CausalOpt, ContextOpt, DeviceMapOpt, DeviceOpt, DKOpt,
-                                 DtypeOpt, FilterOpt, MaxMemoryOpt,
-                                 FilterSpecialsOpt, HeadOpt, HeadsOpt, HideSpecialOpt, LayerOpt, LayersOpt, MaxRelativeOpt, ModelOpt,
-                                 ModelViewOpt, PadToOpt,
-                                 PairOpt, Positions, PositionsOpt, ProjOpt, RolloutOpt, SeedOpt, Show, ShowOpt,
-                                 TransformerOpt, TruncateOpt, VariantOpt, WindowOpt, WordsOpt)
-from attncli.cli.options import ExportWidthOpt, FlowOpt, HtmlOpt, PngOpt, PoolOpt, StackOpt, SvgOpt, TargetOpt, TopKOpt
+from attncli.cli.options import EXPORT_OPTIONS, PLACEMENT_OPTIONS, VIEW_OPTIONS, WORD_VECTOR_OPTIONS, declared
 from attncli.cli.options import TRANSFORMER_ONLY as _TRANSFORMER_ONLY
 from attncli.cli.output import show as show_result
 from attncli.cli.panels import render_demo, render_scale
 from attncli.errors import BadInput
 from attncli.export_target import check_export
-from attncli.option_conflicts import validate
+from attncli.option_conflicts import SWITCHES, validate
 from attncli.textio import read_user_text
 from attncli.views.export import png_available
 from attncli.views.matrix_result import MatrixView
@@ -93,58 +88,21 @@ def _check_exports(exports: Exports, json_out: bool = False) -> None:
 
 
 @app.command("matrix")
+@declared("ctx", "sentence", "file", *WORD_VECTOR_OPTIONS, "explain", "rows", "cols", "model", *EXPORT_OPTIONS, "json_out",
+          *VIEW_OPTIONS, *PLACEMENT_OPTIONS, "target", "stack", "top_k", "pool")
 def matrix_cmd(
     ctx: typer.Context,
     sentence: Annotated[Optional[str], typer.Argument(help="The sentence (queries); - reads stdin.", show_default=False)] = None,
     *,
     file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Read the sentence from a file (- = stdin).")] = None,
-    context: ContextOpt = None,
-    variant: VariantOpt = "scaled",
-    causal: CausalOpt = False,
-    window: WindowOpt = None,
-    pad_to: PadToOpt = None,
-    positions: PositionsOpt = Positions.sinusoidal,
-    proj: ProjOpt = "identity",
-    d_k: DKOpt = None,
-    seed: SeedOpt = 0,
-    layer: LayerOpt = None,
-    head: HeadOpt = None,
-    heads: HeadsOpt = None,
-    max_relative: MaxRelativeOpt = 4,
-    show: ShowOpt = Show.weights,
     explain: Annotated[Optional[tuple[int, int]], typer.Option(help="Explain cell (I, J), 0-based: query I, key J (--transformer: input positions, NumPy backend).",
                                                                metavar="I J", show_default=False)] = None,
     rows: Annotated[Optional[str], typer.Option(help="Rows to draw, START:END (0-based, END excluded); with --transformer "
                                                      "also A-B (both included), last:N or word:TEXT, and only those rows are "
                                                      "computed.", metavar="SPEC")] = None,
     cols: Annotated[Optional[str], typer.Option(help="Columns to draw, START:END.")] = None,
-    model: ModelOpt = None,
-    svg: SvgOpt = None,
-    html: HtmlOpt = None,
-    png: PngOpt = None,
-    width: ExportWidthOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the matrices as JSON.")] = False,
-    transformer: TransformerOpt = None,
-    pair: PairOpt = None,
-    pair_filter: FilterOpt = None,
-    filter_specials: FilterSpecialsOpt = None,
-    words: WordsOpt = False,
-    hide_special: HideSpecialOpt = False,
-    rollout: RolloutOpt = False,
-    backend: BackendOpt = None,
-    truncate: TruncateOpt = False,
-    model_view: ModelViewOpt = False,
-    layers: LayersOpt = None,
-    allow_missing_weights: AllowMissingWeightsOpt = False,
-    flow: FlowOpt = False,
-    device: DeviceOpt = None,
-    dtype: DtypeOpt = None,
-    device_map: DeviceMapOpt = None,
-    max_memory: MaxMemoryOpt = None,
-    target: TargetOpt = None,
-    stack: StackOpt = None,
-    top_k: TopKOpt = None,
-    pool: PoolOpt = None,
+    **options: Any,
 ) -> None:
     """Attention matrix of a sentence as a heatmap: rows are queries, columns keys.
 
@@ -154,36 +112,32 @@ def matrix_cmd(
     last layer, every head).
     """
     given = {name for name in ctx.params if _given(ctx, name)}
-    exports = Exports(svg=svg, html=html, png=png, width=width)
-    if transformer is not None or given & set(_TRANSFORMER_ONLY):
-        _transformer_matrix(given, sentence=sentence, file=file, transformer=transformer, pair=pair, pair_filter=pair_filter,
-                            filter_specials=filter_specials, layer=layer, head=head, words=words,
-                            hide_special=hide_special, rollout=rollout,
-                            backend=backend, truncate=truncate, explain=explain, model_view=model_view,
-                            layers=layers, rows=rows, cols=cols, exports=exports, json_out=json_out,
-                            allow_missing_weights=allow_missing_weights, show=show.value, flow=flow,
-                            device=device, dtype=dtype, target=target, stack=stack.value if stack else None,
-                            top_k=top_k, pool=pool, device_map=device_map, max_memory=max_memory)
+    o = SimpleNamespace(**options)
+    exports = Exports(svg=o.svg, html=o.html, png=o.png, width=o.width)
+    if o.transformer is not None or given & set(_TRANSFORMER_ONLY):
+        _transformer_matrix(given, sentence=sentence, file=file, explain=explain, rows=rows, cols=cols, exports=exports,
+                            json_out=json_out, options=options)
         return
-    validate({"show": show.value, "layer": layer, "head": head, "proj": proj}, "vectors")
+    validate({"show": o.show.value, "layer": o.layer, "head": o.head, "proj": o.proj}, "vectors")
 
     _check_exports(exports, json_out)
     text = _read_text(sentence, file)
     row_span, col_span = span(rows, "--rows"), span(cols, "--cols")
-    options = {name: value for name, value in (("layer", layer), ("head", head)) if value is not None}
+    projection_options = {name: value for name, value in (("layer", o.layer), ("head", o.head)) if value is not None}
     req = MatrixRequest(
-        text=text, context=context, variant=variant, mask=MaskSpec(causal=causal, window=window, pad_to=pad_to),
-        positions=positions.value, projection=proj, d_k=d_k, seed=seed, heads=heads, max_relative=max_relative,
-        model=model, projection_options=options,
+        text=text, context=o.context, variant=o.variant,
+        mask=MaskSpec(causal=o.causal, window=o.window, pad_to=o.pad_to), positions=o.positions.value,
+        projection=o.proj, d_k=o.d_k, seed=o.seed, heads=o.heads, max_relative=o.max_relative, model=o.model,
+        projection_options=projection_options,
     )
     res = compute(req)
-    if proj == "trained" and not causal and context is None:
+    if o.proj == "trained" and not o.causal and o.context is None:
         info("hint: the learned heads were trained under a causal mask; add --causal to see them as they were trained")
     explanation = None
     if explain is not None:
         explanation = explain_cell(res, *explain)
 
-    show_result(MatrixView(res, show.value, row_span, col_span, explanation, explain), json_out=json_out,
+    show_result(MatrixView(res, o.show.value, row_span, col_span, explanation, explain), json_out=json_out,
                 exports=exports)
 
 
@@ -193,24 +147,22 @@ def _given(ctx, name: str) -> bool:
     return source is not None and getattr(source, "name", "") not in ("DEFAULT", "DEFAULT_MAP")
 
 
-def _transformer_matrix(given: set[str], *, sentence, file, transformer, pair, pair_filter, filter_specials, layer,
-                        head, words, hide_special, rollout, backend, truncate, explain, model_view, layers, rows, cols,
-                        exports, json_out, allow_missing_weights=False, show="weights", flow=False, device=None,
-                        dtype=None, target=None, stack=None, top_k=None, pool=None, device_map=None,
-                        max_memory=None) -> None:
+def _transformer_matrix(given: set[str], *, sentence, file, explain, rows, cols, exports, json_out,
+                        options: dict[str, Any]) -> None:
     """attn matrix --transformer: checked here, computed and drawn by attncli.cli.transformer."""
     from attncli.cli.transformer import MatrixOptions, check_options, run_matrix  # the hf wing: --transformer only
 
-    check_options(given, transformer)
+    o = SimpleNamespace(**options)
+    check_options(given, o.transformer)
     _check_exports(exports, json_out)
-    opts = MatrixOptions(transformer=transformer, text=_read_text(sentence, file), pair=pair,
-                         layer=layer, head=head, block=pair_filter.value if pair_filter else None,
-                         block_specials=filter_specials.value if filter_specials else "none", words=words,
-                         hide_special=hide_special, rollout=rollout, backend=backend.value if backend else "auto",
-                         truncate=truncate, explain=explain, model_view=model_view, layers=layers,
-                         allow_missing_weights=allow_missing_weights, show=show, flow=flow, device=device, dtype=dtype,
-                         target=target, stack=stack, rows=rows, top_k=top_k, pool=pool,
-                         device_map=device_map, max_memory=max_memory)
+    opts = MatrixOptions(transformer=o.transformer, text=_read_text(sentence, file), pair=o.pair, layer=o.layer,
+                         head=o.head, block=o.pair_filter.value if o.pair_filter else None,
+                         block_specials=o.filter_specials.value if o.filter_specials else "none",
+                         backend=o.backend.value if o.backend else "auto", explain=explain, layers=o.layers,
+                         show=o.show.value, device=o.device, dtype=o.dtype, target=o.target,
+                         stack=o.stack.value if o.stack else None, rows=rows, top_k=o.top_k, pool=o.pool,
+                         device_map=o.device_map, max_memory=o.max_memory,
+                         **{name: options[name] for name in SWITCHES})  # --words, --flow, ...: a field each
     run_matrix(opts, json_out=json_out, exports=exports, row_span=start_end(rows), col_span=span(cols, "--cols"))
 
 

@@ -1,21 +1,31 @@
-"""The options ``attn matrix`` and ``attn explore`` share, declared once as ``Annotated`` aliases.
+"""Every shared option of the ``attn`` commands, declared once: its flag, type, help and default.
 
-``attn explore`` takes ``attn matrix``'s options as its starting state, so both signatures use
-these (the defaults stay in the signatures). Each help text is true for both commands. Nothing
-heavy is imported here: the completions import the registries only when they run.
+Each is an ``Annotated`` alias (``LayerOpt``), and :data:`OPTIONS` names them by parameter name with
+their defaults; :func:`declared` builds a command's signature from those names, so ``attn matrix``
+and ``attn explore`` (which takes ``attn matrix``'s options as its starting state) list their 40-odd
+options once, here, and any command reuses them by name. Which options go together is
+attncli.option_conflicts' table, by the same names. Each help text is true for every command that
+takes it. Nothing heavy is imported here: the completions import the registries only when they run.
 """
 
+import inspect
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 
 from attncli.attention.projection import PROJECTIONS
 from attncli.attention.variants import VARIANTS
-from attncli.option_conflicts import BACKENDS, STACKS, TRANSFORMER_ONLY  # noqa: F401 (the choices, named once)
+from attncli.option_conflicts import BACKENDS, NEW_SWITCHES, STACKS, SWITCHES, TRANSFORMER_ONLY, flag  # noqa: F401
 
 PRETRAINED = "Pretrained transformers"  # the --help panel of the --transformer options
+
+
+def switch(name: str) -> Any:
+    """The flag of a pretrained view's switch, declared with its help beside its conflict rows
+    (attncli.option_conflicts.SWITCHES)."""
+    return Annotated[bool, typer.Option(flag(name), help=SWITCHES[name], rich_help_panel=PRETRAINED)]
 
 
 class Show(str, Enum):
@@ -88,12 +98,9 @@ FilterOpt = Annotated[Optional[PairFilter], typer.Option("--filter", help="One b
 FilterSpecialsOpt = Annotated[Optional[FilterSpecials], typer.Option(
     "--filter-specials", help="Special tokens in a --filter block: none (attn's default) or bertviz ([CLS] and the first [SEP] in A, the last [SEP] in B).",
     metavar="WHICH", rich_help_panel=PRETRAINED)]
-WordsOpt = Annotated[bool, typer.Option("--words", help="Merge word pieces: sum over a word's keys, mean over its queries.",
-                                        rich_help_panel=PRETRAINED)]
-HideSpecialOpt = Annotated[bool, typer.Option("--hide-special", help="Drop [CLS]/[SEP]/<s> rows and columns; rows renormalised over the other keys.",
-                                              rich_help_panel=PRETRAINED)]
-RolloutOpt = Annotated[bool, typer.Option("--rollout", help="Attention rollout through layers 0..--layer: R = Â_L...Â_0, Â = rownorm(head mean + I) (Abnar & Zuidema 2020).",
-                                          rich_help_panel=PRETRAINED)]
+WordsOpt = switch("words")
+HideSpecialOpt = switch("hide_special")
+RolloutOpt = switch("rollout")
 BackendOpt = Annotated[Optional[Backend], typer.Option(help="numpy (attn's own forward pass), torch (transformers) or auto.",
                                                        metavar="NAME", rich_help_panel=PRETRAINED)]
 DeviceOpt = Annotated[Optional[str], typer.Option(help="With --backend torch: where transformers runs the model: cpu, cuda, mps or auto.",
@@ -106,13 +113,9 @@ DeviceMapOpt = Annotated[Optional[str], typer.Option(
 MaxMemoryOpt = Annotated[Optional[str], typer.Option(
     "--max-memory", help="With --device-map: each device's budget, DEVICE=SIZE,... (a GPU index, cpu, mps), plus disk "
     "to allow disk offload, e.g. 0=20GiB,cpu=64GiB,disk.", metavar="SPEC", rich_help_panel=PRETRAINED)]
-TruncateOpt = Annotated[bool, typer.Option("--truncate", help="Cut an input longer than the model's limit.",
-                                           rich_help_panel=PRETRAINED)]
-ModelViewOpt = Annotated[bool, typer.Option("--model-view", help="Every layer x head at a glance, each head's class beside it.",
-                                            rich_help_panel=PRETRAINED)]
-AllowMissingWeightsOpt = Annotated[bool, typer.Option(
-    "--allow-missing-weights", help="Run a model whose checkpoint lacks weights it needs or holds some it does not use "
-    "(an error without this flag), with a warning: its attention is not the trained model's.", rich_help_panel=PRETRAINED)]
+TruncateOpt = switch("truncate")
+ModelViewOpt = switch("model_view")
+AllowMissingWeightsOpt = switch("allow_missing_weights")
 LayersOpt = Annotated[Optional[str], typer.Option(help="Layers of --model-view, A-B (0-based, both included).",
                                                   rich_help_panel=PRETRAINED)]
 
@@ -140,8 +143,7 @@ ExportWidthOpt = Annotated[Optional[int], typer.Option("--width", help="Lay the 
 
 # --- beyond raw weights (issue 22: docs/beyond-weights.md) -----------------------------------------
 
-FlowOpt = Annotated[bool, typer.Option("--flow", help="Attention flow through layers 0..--layer: max-flow from each input token through the rollout's Â graph (Abnar & Zuidema 2020).",
-                                       rich_help_panel=PRETRAINED)]
+FlowOpt = switch("flow")
 
 # --- encoder-decoders (T5, BART: docs/transformers.md, "Encoder-decoders") ---------------------------
 
@@ -155,3 +157,66 @@ StackOpt = Annotated[Optional[Stack], typer.Option("--stack", help="An encoder-d
 
 # TRANSFORMER_ONLY: the options that only --transformer gives a meaning to (attn matrix's parameter
 # names), read by cli.matrix (which sends them to --transformer); the table refuses them without it
+
+
+# --- the declarations, by parameter name: what a command's signature is built from ------------------
+
+OPTIONS: dict[str, tuple[Any, Any]] = {  # parameter name -> (its Annotated type, its default)
+    "context": (ContextOpt, None), "variant": (VariantOpt, "scaled"), "causal": (CausalOpt, False),
+    "window": (WindowOpt, None), "pad_to": (PadToOpt, None), "positions": (PositionsOpt, Positions.sinusoidal),
+    "proj": (ProjOpt, "identity"), "d_k": (DKOpt, None), "seed": (SeedOpt, 0), "layer": (LayerOpt, None),
+    "head": (HeadOpt, None), "heads": (HeadsOpt, None), "max_relative": (MaxRelativeOpt, 4),
+    "show": (ShowOpt, Show.weights), "model": (ModelOpt, None),
+    "svg": (SvgOpt, None), "html": (HtmlOpt, None), "png": (PngOpt, None), "width": (ExportWidthOpt, None),
+    "transformer": (TransformerOpt, None), "pair": (PairOpt, None), "pair_filter": (FilterOpt, None),
+    "filter_specials": (FilterSpecialsOpt, None), "words": (WordsOpt, False), "hide_special": (HideSpecialOpt, False),
+    "rollout": (RolloutOpt, False), "backend": (BackendOpt, None), "truncate": (TruncateOpt, False),
+    "model_view": (ModelViewOpt, False), "layers": (LayersOpt, None),
+    "allow_missing_weights": (AllowMissingWeightsOpt, False), "flow": (FlowOpt, False), "device": (DeviceOpt, None),
+    "dtype": (DtypeOpt, None), "device_map": (DeviceMapOpt, None), "max_memory": (MaxMemoryOpt, None),
+    "target": (TargetOpt, None), "stack": (StackOpt, None), "rows": (LongRowsOpt, None), "top_k": (TopKOpt, None),
+    "pool": (PoolOpt, None),
+    **{name: (switch(name), False) for name in NEW_SWITCHES},
+}
+
+# groups of them, in the order --help lists them
+WORD_VECTOR_OPTIONS = ("context", "variant", "causal", "window", "pad_to", "positions", "proj", "d_k", "seed", "layer",
+                       "head", "heads", "max_relative", "show")
+EXPORT_OPTIONS = ("svg", "html", "png", "width")
+VIEW_OPTIONS = ("transformer", "pair", "pair_filter", "filter_specials", "words", "hide_special", "rollout", "backend",
+                "truncate", "model_view", "layers", "allow_missing_weights", "flow", *NEW_SWITCHES)  # a pretrained model's view
+PLACEMENT_OPTIONS = ("device", "dtype", "device_map", "max_memory")  # --backend torch: where and how it runs
+LONG_OPTIONS = ("rows", "top_k", "pool")  # a long text's views
+
+
+def declared(*names: str) -> Callable[[Callable], Callable]:
+    """Build a command's signature from the declarations: ``names`` lists every parameter of the
+    command in the order ``--help`` shows them; a name the function declares itself is its own
+    (its positional arguments, an option only it has, or its own help for a shared name), any other
+    is :data:`OPTIONS`' (keyword-only), and reaches the function through its ``**options``. Typer
+    reads the signature built here (``__signature__``), so the help, the completion and the checks
+    are those of the declaration. Nothing runs at call time: Typer passes every option by name.
+
+        @app.command("ablate")
+        @declared("text", "transformer", "backend", "layer", "head", "json_out")
+        def ablate_cmd(text: Annotated[str, typer.Argument(...)], *, json_out: JsonOpt = False, **options): ...
+    """
+    def decorate(fn: Callable) -> Callable:
+        own = dict(inspect.signature(fn, eval_str=True).parameters)
+        if not any(p.kind is p.VAR_KEYWORD for p in own.values()):
+            raise TypeError(f"{fn.__name__} takes the declared options through **options")
+        params = []
+        for name in names:
+            if name in own:
+                params.append(own.pop(name))
+            else:
+                annotation, default = OPTIONS[name]
+                params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
+                                                default=default))
+        left = [name for name, p in own.items() if p.kind is not p.VAR_KEYWORD]
+        if left:
+            raise TypeError(f"{fn.__name__}: declared() does not list {', '.join(left)}")
+        fn.__signature__ = inspect.Signature(params)
+        return fn
+
+    return decorate

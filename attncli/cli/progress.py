@@ -6,7 +6,9 @@ on): a program reading stdout and stderr gets the JSON and nothing else."""
 from __future__ import annotations
 
 
-from attncli.cli.common import err_console, escape
+import contextlib
+
+from attncli.cli.common import err_console, escape, info
 
 
 def wanted(json_out: bool) -> bool:
@@ -112,3 +114,23 @@ class Bar(_Delayed):
         if self.progress is not None:
             self.progress.stop()
             self.progress = None
+
+
+class Progress:
+    """What a compute says while it works (``stage``, ``bar``, ``info``: e.g.
+    attncli.pipeline.heads_compute.compute's ``progress``), shown on stderr as a line, a bar or a
+    message, unless ``json_out`` keeps stderr quiet where it must (see :func:`wanted`)."""
+
+    def __init__(self, json_out: bool = False) -> None:
+        self.json_out = json_out
+
+    def stage(self, what: str) -> Stage:
+        return Stage(what, json_out=self.json_out)
+
+    @contextlib.contextmanager
+    def bar(self, what: str, unit: str, total: int):
+        with Bar(what, unit, total, json_out=self.json_out) as bar:
+            yield bar.advance
+
+    def info(self, message: str) -> None:
+        info(message)

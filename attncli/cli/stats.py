@@ -11,6 +11,7 @@ from typing import Annotated, Any, Optional
 import typer
 from typer.core import TyperGroup
 
+from attncli.model.interface import has
 from attncli.cli.common import app, err_console, escape, info, warn
 from attncli.cli.matrix import Exports, _check_exports
 from attncli.cli.options import BackendOpt, ExportWidthOpt, HtmlOpt, PngOpt, SvgOpt
@@ -23,6 +24,7 @@ from attncli.stats.accumulate import Settings
 from attncli.stats.cluster import host_port
 from attncli.stats.report import document, merge_shards
 from attncli.stats.runner import ModelSpec, run
+from attncli.stats.shards import shard_folder
 from attncli.views.stats_view import StatsView
 
 
@@ -158,11 +160,7 @@ def stats_cmd(
     if ray is not None:
         host_port(ray)
     if out is not None:
-        if out.exists() and not out.is_dir():
-            raise BadInput(f"--out {str(out)!r} is not a folder")
-        if not out.parent.is_dir():
-            raise BadInput(f"--out {str(out)!r}: its parent folder does not exist")
-        out.mkdir(exist_ok=True)
+        shard_folder(out)
     source = corpus_mod.describe(corpus, field)
     texts = corpus_mod.texts(corpus, field=field, split=split)
 
@@ -189,7 +187,7 @@ def stats_cmd(
         raise BadInput(f"no text of the corpus ({source}) has a token to score (each is one token or less)")
     doc = document(outcome.acc, outcome.ident, outcome.ranges, source=source, shards=outcome.shards,
                    computed=outcome.computed, ran=outcome.ran, out=None if out is None else str(out))
-    if getattr(model, "encoder_decoder", False):  # T5, BART: the encoder stack's self-attention
+    if has(model, "stacks"):  # T5, BART: the encoder stack's self-attention
         info("an encoder-decoder: these are the encoder stack's heads (its self-attention over each text)")
         doc["stack"] = "encoder"
     _show(doc, json_out, exports, f"attn stats: {model.name}", explore, positionals=(corpus,), options=(

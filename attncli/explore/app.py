@@ -29,6 +29,7 @@ from attncli.errors import AttnError, BadInput
 from attncli.explore import checkpoint_state
 from attncli.explore.footer import FooterModes
 from attncli.explore.keys import KEYS
+from attncli.explore.lens_compare import panel_notes
 from attncli.explore.lookup_pane import LookupPane
 from attncli.explore.model_view_pane import ModelViewPane
 from attncli.explore.state import ExploreState
@@ -226,9 +227,9 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, ViewKeys, FooterMod
             self._draw_model_view(view, width)
             return
         if kind_of(res) == "panel":  # the logit lens (L), a comparison (C), G, D
-            view.show(*res.renderables(width), width=width)
+            view.show(*res.screen_renderables(width), width=width)
             self.explanation = None
-            self.query_one("#explain", Drawing).show(*[Text(visible(note), style="dim") for note in res.notes()])
+            self.query_one("#explain", Drawing).show(*[Text(visible(note), style="dim") for note in panel_notes(res)])
             self._settings_line()
             return
         if kind_of(res) == "pretrained":

@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
+from attncli.model.interface import has, refusal as interface_refusal
 from attncli.errors import BadInput
 from attncli.explore.drawing import Panel
 from attncli.views.causal import dla_renderables, grid_renderables
 from attncli.causal import documents, grids
-from attncli.causal.grids import check_traced
 from attncli.causal.dla import dla
 from attncli.causal.target import Target, mask_position
 
@@ -44,27 +44,12 @@ class CausalResult(Panel):
 
 
 def refusal(model: Any, kind: str) -> str | None:
-    """Why ``kind`` ("ablate", "dla") cannot run on ``model``, or None."""
-    if getattr(model, "backend", "") != "numpy":
-        if kind == "dla":
-            return f"{kind} runs on attn's NumPy pass: this model runs on the {model.backend} backend"
-
-        try:  # the grid runs on the torch trace, one resumed pass per head
-            check_traced(model)
-        except BadInput as exc:
-            return str(exc)
-        if not model.is_decoder and not getattr(model, "has_mlm_head", False):
-            return (f"model '{model.name}' ({model.model_type}) has no masked-language-model head in its checkpoint: "
-                    "it predicts no token, so there is no target to ablate")
-        return None
-    if kind == "dla" and not model.is_decoder:
-        return (f"model '{model.name}' is an encoder (post-LN, an MLM head): its heads have no direct path to a "
-                "logit; direct logit attribution (D) is for decoders")
-    if not model.is_decoder:
-        try:
-            model.mlm_head
-        except BadInput as exc:
-            return str(exc)
+    """Why ``kind`` ("ablate", "dla") cannot run on ``model``, or None: the model interface's own
+    refusal (model/interface.py), the sentence the command line gives."""
+    doing = {"ablate": "ablating heads (G)", "dla": "direct logit attribution (D)"}[kind]
+    for capability in ("trace", "dla") if kind == "dla" else ("trace", "next_token"):
+        if not has(model, capability):
+            return interface_refusal(model, capability, doing)
     return None
 
 

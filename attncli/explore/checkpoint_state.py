@@ -5,8 +5,8 @@ and the app's own views (the logit lens, a comparison, the causal tests), which 
 heatmap.
 
 The model is loaded once per (name, backend) and kept; a forward pass runs in the app's worker.
-What is drawn, exported and copied is the result's (attncli.pipeline.view_result.ViewResult); the
-cursor's cell only adds ``--explain I J``.
+What is drawn, exported and copied is the result's (attncli.pipeline.view_result: ViewResult,
+ModelViewResult); the cursor's cell only adds ``--explain I J``.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from typing import Any, Optional
 
 from attncli.explore import disabled_keys
 from attncli.explore.causal_view import compute_causal
-from attncli.explore.drawing import export_drawing
-from attncli.explore.lens_compare import compute_compare, compute_lens, export_panel
+from attncli.explore.drawing import export_drawing, view_kind
+from attncli.explore.lens_compare import compute_compare, compute_lens
 from attncli.pipeline.compute_view import compute as compute_view
 from attncli.pipeline.compute_view import load_for
-from attncli.pipeline.view_result import ViewResult
+from attncli.pipeline.view_result import ModelViewResult, ViewResult
 from attncli.views.explanation import explanation_renderables
 
 
@@ -57,7 +57,7 @@ def explain(res: ViewResult, state) -> Optional[dict[str, Any]]:
 
 def at_cursor(res: ViewResult, state) -> ViewResult:
     """The result with ``--explain I J`` of the cursor's cell, where the view has one."""
-    if res.kind != "pretrained" or res.explainable() is not None:
+    if not isinstance(res, ViewResult) or res.explainable() is not None:
         return res
     return res.at_cell(res.input_cell(state.cursor))
 
@@ -65,10 +65,8 @@ def at_cursor(res: ViewResult, state) -> ViewResult:
 def command_line(res, state) -> str:
     """The command of this view, with ``--explain I J`` of the cursor's cell (as input positions)
     where the command has an explanation; the panels' (lens, compare, G, D) their own."""
-    if getattr(res, "command", None):  # G, D: the command with the target the view measured
-        return res.command
-    if res.kind == "panel":
-        return state.command_line(explain=False)
+    if view_kind(res) == "panel":  # the lens, a comparison, G, D: the result's own
+        return res.command_line()
     return at_cursor(res, state).command_line()
 
 
@@ -78,7 +76,7 @@ def renderables(res: ViewResult, state, width: int, *, cursor=None, cell_meta: b
     return res.heatmaps(width, cursor=cursor, cell_meta=cell_meta, lines=lines)
 
 
-def model_view_renderables(res: ViewResult, state, width: int, *, cursor=None, cell_meta: bool = False) -> list:
+def model_view_renderables(res: ModelViewResult, state, width: int, *, cursor=None, cell_meta: bool = False) -> list:
     """The model view's lines, as ``attn matrix --transformer ... --model-view`` draws them."""
     return res.heatmaps(width, cursor=cursor, cell_meta=cell_meta)
 
@@ -86,8 +84,8 @@ def model_view_renderables(res: ViewResult, state, width: int, *, cursor=None, c
 def export_text(res, state, fmt: str, width: int | None = None) -> str | bytes:
     """The view as .json (``attn matrix --transformer ... --json``'s document, with the cursor's
     --explain), .html (the interactive page), .svg or .png (the drawing and its command line)."""
-    if res.kind == "panel":  # the logit lens, a comparison, G, D
-        return export_panel(res, state, fmt, width)
+    if view_kind(res) == "panel":  # the logit lens, a comparison, G, D: the result protocol's
+        return res.json_text() if fmt == ".json" else getattr(res, fmt[1:])(width)
     shown = at_cursor(res, state)
     if fmt == ".json":
         return shown.json_text()

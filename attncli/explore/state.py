@@ -23,9 +23,11 @@ from attncli.attention.projection import PROJECTIONS
 from attncli.attention.variants import VARIANTS
 from attncli.errors import BadInput
 from attncli.explore import checkpoint_state
-from attncli.explore.drawing import export_drawing
+from attncli.explore.drawing import WORD_VECTORS, export_drawing, view_kind
 from attncli.export_target import DESCRIPTOR, check_export, write_export
 from attncli.option_conflicts import BACKENDS, validate
+from attncli.pipeline.compare_compute import CompareRequest
+from attncli.pipeline.lens_compute import LensRequest
 from attncli.pipeline.view_request import ViewRequest
 from attncli.views.explanation import explanation_renderables
 from attncli.views.render import matrix_renderables
@@ -35,7 +37,6 @@ TRANSFORMER_SHOWS = ("weights", "scores", "norms")  # --show with --transformer
 FILTERS = ("all", "a-a", "a-b", "b-a", "b-b")  # --filter: "all" is no filter
 EXPORT_FORMATS = (".svg", ".html", ".json", ".png")
 DEFAULT_EXPORT = "attn-explore.svg"
-PRETRAINED_KINDS = ("pretrained", "model_view", "panel")  # the results of a transformer (ViewResult, explore's panels)
 
 
 def variants() -> list[str]:
@@ -95,6 +96,7 @@ class ExploreState:
     compare_text: str | None = None  # attn compare: this second text's matrix beside the sentence's, and B - A
     causal_view: str | None = None  # "ablate" (G) or "dla" (D): attn ablate / attn dla of the top prediction
     grid: tuple[int, int] | None = None  # the model view's cursor (layer, head); None: the first head shown
+    view_options: tuple[tuple[str, Any], ...] = ()  # the view's switches explore has no key for (name, value)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     # ------------------------------------------------------------------ the request
@@ -111,6 +113,17 @@ class ExploreState:
             positions=self.positions, projection=self.projection, d_k=self.d_k, seed=self.seed,
             heads=self.heads, max_relative=self.max_relative, model=self.model, projection_options=options,
         )
+
+    def lens_request(self) -> LensRequest:
+        """``attn lens``'s request of the sentence (key L)."""
+        return LensRequest(self.text, transformer=self.transformer)
+
+    def compare_request(self) -> CompareRequest:
+        """``attn compare``'s request of the sentence and the second text (key C), at the view's
+        layer and head, the first rows and columns of each."""
+        return CompareRequest(self.text, self.compare_text, transformer=self.transformer, layer=self.layer,
+                              head=self.head, words=self.words, backend=None if self.backend == "auto" else self.backend,
+                              align="position")
 
     # ------------------------------------------------------------------ changes (keys)
 
@@ -191,7 +204,8 @@ class ExploreState:
                            rollout=self.rollout, backend=self.backend, truncate=self.truncate,
                            model_view=self.model_view, layers=self.layers if self.model_view else None,
                            allow_missing_weights=self.allow_missing_weights, show=self.transformer_show(),
-                           flow=self.flow, rows=self.rows, top_k=self.top_k, pool=self.pool, cursor=True)
+                           flow=self.flow, rows=self.rows, top_k=self.top_k, pool=self.pool, cursor=True,
+                           **dict(self.view_options))
 
     def transformer_show(self) -> str:
         return "norms" if self.norms else "scores" if self.scores else "weights"
@@ -238,16 +252,11 @@ class ExploreState:
         "attn compare 'time flies' 'fruit flies' --transformer gpt2 --layer 1 --align position"
         """
         if self.transformer is not None and self.lens:
-            return shlex.join(["attn", "lens", self.text, "--transformer", self.transformer])
+            return self.lens_request().command_line()
         if self.transformer is not None and self.causal_view is not None:  # the target is the result's
             return shlex.join(["attn", self.causal_view, self.text, "--transformer", self.transformer])
         if self.transformer is not None and self.compare_text is not None:
-            args = ["attn", "compare", self.text, self.compare_text, "--transformer", self.transformer]
-            for option, value in (("--layer", self.layer), ("--head", self.head),
-                                  ("--backend", None if self.backend == "auto" else self.backend)):
-                if value is not None:
-                    args += [option, str(value)]
-            return shlex.join(args + (["--words"] if self.words else []) + ["--align", "position"])
+            return self.compare_request().command_line()
         return shlex.join(["attn", "matrix", *self.options(explain, cell)])
 
     def explore_args(self) -> list[str]:
@@ -317,7 +326,7 @@ def export_path(given: str, cwd: Path | None = None) -> Path:
 def export_text(res, state: ExploreState, fmt: str, width: int | None = None) -> str | bytes:
     """The current view as ``fmt`` (.svg, .html, .png, .json): the JSON is ``attn matrix --json
     --explain I J``'s document; SVG and HTML are the heatmap and the explanation as drawn."""
-    if getattr(res, "kind", None) in PRETRAINED_KINDS:
+    if view_kind(res) != WORD_VECTORS:
         return checkpoint_state.export_text(res, state, fmt, width)
     explanation = explain(res, *state.cursor)
     if fmt == ".json":

@@ -24,8 +24,8 @@ class TransformerKeys(App):
     def _key_refusal(self, action: str, params: tuple) -> str | None:
         """Why this key is disabled now (attncli.option_conflicts), or None."""
         model = getattr(self.result, "model", None) if kind_of(self.result) != WORD_VECTORS else None
-        return key_refusal(self.state, action, params, heads=getattr(model, "heads", None),
-                           layers=getattr(model, "layers", None), in_model_view=self._in_model_view())
+        return key_refusal(self.state, action, params, heads=None if model is None else model.heads,
+                           layers=None if model is None else model.layers, in_model_view=self._in_model_view())
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """A key the options table refuses in this state is shown disabled (greyed in the footer)."""

@@ -1,8 +1,8 @@
 """The keys of ``attn explore`` that act on the view on screen: the word-vector matrix's settings
 (v c w a p n; s / S also a transformer's --show), the cursor (arrows, a click), the panes, copy
 (y), export (x) and help. Part of the app (ExploreApp derives from it); which keys apply is read
-from the result's ``kind`` (attncli.pipeline.view_result.ViewResult: "pretrained", "model_view";
-explore's panels: "panel"; the word vectors' MatrixResult has none of them)."""
+from the kind of the result (attncli.explore.drawing.view_kind: "pretrained", "model_view", "panel",
+"word_vectors")."""
 
 from __future__ import annotations
 
@@ -14,17 +14,12 @@ from textual.widgets import ContentSwitcher, Input
 
 from attncli.errors import AttnError
 from attncli.explore import checkpoint_state
-from attncli.explore.state import DEFAULT_EXPORT, PRETRAINED_KINDS, ExploreState, export
+from attncli.explore.drawing import PRETRAINED_KINDS, WORD_VECTORS, view_kind
+from attncli.explore.state import DEFAULT_EXPORT, ExploreState, export
 from attncli.explore.widgets import ExportScreen, HelpScreen
 from attncli.textio import visible
 
-WORD_VECTORS = "word_vectors"  # what kind_of says of a result without a pretrained kind
-
-
-def kind_of(res) -> str:
-    """The kind of view ``res`` is (its ``kind``), "word_vectors" for the word vectors' matrix."""
-    kind = getattr(res, "kind", None)
-    return kind if kind in PRETRAINED_KINDS else WORD_VECTORS
+kind_of = view_kind  # the kind of view a result is (attncli.explore.drawing)
 
 
 class ViewKeys(App):

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from attncli.model.interface import has
 from attncli.attention.logit_lens import logit_lens
 from attncli.errors import BadInput
 from attncli.generate.decoder_protocol import Encoded
@@ -103,7 +104,7 @@ class PretrainedLM:
 
     def lens(self, inputs: list[int], k: int = 5, follow: int | None = None):
         """The logit lens (attncli.attention.logit_lens): needs attn's NumPy forward pass."""
-        if not hasattr(self.model, "residual_stream"):
+        if not has(self.model, "lens"):
             raise BadInput(lens_needs_numpy(self.model))
         return logit_lens(self.model.residual_stream(inputs), self.model.lens_logits, k, follow)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from attncli import numeric
 from attncli.errors import BadInput
 
 MAX_TEMPERATURE = 1000.0
@@ -23,11 +24,7 @@ def softmax(z: np.ndarray, temperature: float = 1.0) -> np.ndarray:
     """(V,) float64 softmax(z / temperature); -inf entries get exactly 0. The max is subtracted
     before the division, so the top logit's term is exactly 1 for any temperature > 0; a tiny one
     (5e-324) sends every other to -inf (probability exactly 0: the argmax), with no warning."""
-    z = np.asarray(z, dtype=np.float64)
-    with np.errstate(over="ignore"):
-        scaled = (z - z.max()) / temperature  # (V,) <= 0
-    shifted = np.exp(scaled)
-    return shifted / shifted.sum()
+    return numeric.softmax(np.asarray(z, dtype=np.float64), temperature)  # (V,)
 
 
 def check_sampling(temperature: float, top_k: int | None) -> None:

@@ -28,6 +28,7 @@ from attncli.errors import BadInput
 from attncli.hf import gpt2, llama, ops
 from attncli.hf.backward_ops import DERIVATIVES, attention_back, layer_norm_back, rms_norm_back
 from attncli.model.trace import site
+from attncli.numeric import rms_norm, softmax
 
 
 def _weights(arch: Any, l: int, dtype: Any = np.float64) -> dict[str, Any]:
@@ -88,8 +89,7 @@ class DecoderTape:
         self.group = arch.heads // arch.kv_heads if self.rope else 1
 
     def _norm(self, kind: str, x: np.ndarray, wb: tuple) -> np.ndarray:
-        return ops.layer_norm(x, wb[0], wb[1], self.eps) if kind == "layer" else x / np.sqrt(
-            (x * x).mean(axis=-1, keepdims=True) + self.eps) * wb[0]
+        return ops.layer_norm(x, wb[0], wb[1], self.eps) if kind == "layer" else rms_norm(x, wb[0], self.eps)
 
     def _norm_back(self, kind: str, g: np.ndarray, x: np.ndarray, wb: tuple) -> np.ndarray:
         return layer_norm_back(g, x, wb[0], self.eps) if kind == "layer" else rms_norm_back(g, x, wb[0], self.eps)
@@ -126,8 +126,7 @@ class DecoderTape:
                 q, k = (llama.rotate(t, *self.cos_sin) for t in (q, k))
             k, v = np.repeat(k, self.group, axis=0), np.repeat(v, self.group, axis=0)  # (h, T, d_head)
             s = np.where(self._allowed(l, T), q @ k.swapaxes(-1, -2) * arch.scale(l), -np.inf)  # (h, T, T)
-            p = np.exp(s - s.max(axis=-1, keepdims=True))
-            p /= p.sum(axis=-1, keepdims=True)
+            p = softmax(s)  # (h, T, T)
             z = (p @ v).transpose(1, 0, 2)  # (T, h, d_head)
             mid = x + _affine(z.reshape(T, -1), W["o"])  # (T, d)
             m = self._norm(W["norm"], mid, W["n2"])
@@ -157,14 +156,13 @@ class DecoderTape:
         qs, ks = t["q"].copy(), t["k"].copy()  # (h, T, d_head)
         qs[:, at], ks[:, at] = q, np.repeat(k, self.group, axis=0)
         s = np.where(self._allowed(l, T), qs @ ks.swapaxes(-1, -2) * arch.scale(l), -np.inf)  # (h, T, T)
-        p = np.exp(s - s.max(axis=-1, keepdims=True))
-        return p / p.sum(axis=-1, keepdims=True)
+        return softmax(s)  # (h, T, T)
 
     def logits(self, position: int) -> np.ndarray:
         """(V,) the logits at ``position``, in float64."""
         kind, w, b, eps = self.final
         x = self.layers[-1]["post"][position]
-        y = ops.layer_norm(x, w, b, eps) if kind == "layer" else x / np.sqrt((x * x).mean() + eps) * w
+        y = ops.layer_norm(x, w, b, eps) if kind == "layer" else rms_norm(x, w, eps)
         return (self.unembedding @ y).astype(np.float64)
 
     def backward(self, position: int, d_logits: np.ndarray, inputs: bool = False) -> dict[str, np.ndarray]:

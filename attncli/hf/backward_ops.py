@@ -14,12 +14,13 @@ from typing import Callable
 import numpy as np
 
 from attncli.hf import ops
+from attncli.numeric import norm_scale
 
 
 def layer_norm_back(g: np.ndarray, x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     """y = (x - mean) / s * w + b, s = sqrt(var + eps): dx = (gw - mean(gw) - x^ mean(gw x^)) / s  (..., d)."""
     centred = x - x.mean(axis=-1, keepdims=True)
-    s = np.sqrt((centred * centred).mean(axis=-1, keepdims=True) + eps)
+    s = norm_scale(x, eps, centred=True)  # (..., 1)
     xhat = centred / s
     gw = g * weight
     return (gw - gw.mean(axis=-1, keepdims=True) - xhat * (gw * xhat).mean(axis=-1, keepdims=True)) / s
@@ -27,7 +28,7 @@ def layer_norm_back(g: np.ndarray, x: np.ndarray, weight: np.ndarray, eps: float
 
 def rms_norm_back(g: np.ndarray, x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     """y = x / s * w, s = sqrt(mean(x^2) + eps): dx = gw / s - x mean(gw x) / s^3  (..., d)."""
-    s = np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)
+    s = norm_scale(x, eps, centred=False)  # (..., 1)
     gw = g * weight
     return gw / s - x * (gw * x).mean(axis=-1, keepdims=True) / s ** 3
 

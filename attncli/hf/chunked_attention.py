@@ -33,6 +33,7 @@ import numpy as np
 from attncli.hf import blas
 from attncli.hf.record import ROW_SITES, Recorder
 from attncli.hf.weight_check import check_finite
+from attncli.numeric import softmax
 
 CHUNK_BYTES = 4 * 2**20  # one chunk's scores at most: at 8,192 tokens and 30 layers, 8 MiB took about 10% less
 # CPU and peaked 5 MiB higher (764 MiB against 770 MiB allowed); 16 MiB ran no faster and held 40 MiB more
@@ -96,18 +97,6 @@ def chunk_rows(T: int, row_bytes: int, budget: int | None = None) -> int:
     return max(1, min(T, budget // max(1, row_bytes)))
 
 
-def softmax_(scores: np.ndarray, where: str) -> np.ndarray:
-    """ops.softmax in place (the row max subtracted first, -inf entries get exactly 0), refusing a
-    row that holds NaN or +infinity (its sum is then NaN: "damaged model: NaN in <where>"); every
-    other row sums to at least 1, its max's exp(0)."""
-    scores -= scores.max(axis=-1, keepdims=True)
-    np.exp(scores, out=scores)
-    total = scores.sum(axis=-1, keepdims=True)  # (..., 1)
-    check_finite(total, where)
-    scores /= total
-    return scores
-
-
 def attend(rec: Recorder, l: int, q: np.ndarray | Queries, k: np.ndarray, v: np.ndarray, scale: float,
            mask: Mask, bias: np.ndarray | None = None, score_dtype: type | None = None) -> np.ndarray:
     """Attention of layer ``l``, its sites recorded by ``rec``: q (B, h, T, d_head) and k, v
@@ -168,7 +157,10 @@ def _chunk(rec: Recorder, l: int, q: np.ndarray | Queries, k: np.ndarray, v: np.
     if whole:
         scores = rec("attn.scores", l, scores)
     rec.put(held["attn.scores"], scores, slice(a, b), slice(lo, hi))
-    pattern = softmax_(scores.copy() if whole else scores, f"layer {l}'s attention")  # (B, h, c, s)
+    pattern = scores.copy() if whole else scores  # (B, h, c, s), the softmax written over it: a row that
+    # holds NaN or +inf (sum NaN) or has every key masked (sum 0) is refused: "damaged model: NaN in ..."
+    softmax(pattern, out=pattern, check=lambda total: check_finite(np.where(total > 0, total, np.nan),
+                                                                   f"layer {l}'s attention"))
     if whole:
         pattern = rec("attn.pattern", l, pattern)
         check_finite(pattern, f"layer {l}'s attention")  # as an intervention left it

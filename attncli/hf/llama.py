@@ -41,16 +41,12 @@ from attncli.hf.llama_config import MODEL_TYPES, unsupported  # noqa: F401 - the
 from attncli.hf.llama_config import biases, inverse_frequencies, sizes, windows
 from attncli.hf.record import Recorder
 from attncli.hf.weights import Weights
+from attncli.numeric import rms_norm
 
 ANCHORS = ("embed_tokens.weight",)
 DTYPE = np.float32  # the weights and hidden states; attention scores in float64
 ROW_BLOCK_BYTES = 2 * 2**20  # a block of rows of the MLP (its (B, c, intermediate) arrays) or of k and v (the
 # normed (B, c, d)) at most; 8 MiB (ops') took about 12% less CPU at 8,192 tokens and held 11 MiB more
-
-
-def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float, offset: float = 0.0) -> np.ndarray:
-    """x / sqrt(mean(x^2) + eps) * (offset + weight) over the last axis (Gemma: offset 1)."""
-    return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * (offset + weight)
 
 
 def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:

@@ -20,7 +20,7 @@ import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.fileio import FileProblem, read_text
-from attncli.hf import bert, blas, distilbert, gpt2, heap, llama, mpnet
+from attncli.hf import bert, blas, capabilities, distilbert, gpt2, heap, llama, mpnet
 from attncli.hf.chunked_attention import Mask
 from attncli.hf.encoding import Encoding, tokenized, tokenizer_errors
 from attncli.hf.mlm import MaskedLMHead
@@ -260,6 +260,37 @@ class NumpyPretrained(Pretrained):
             traces.append(Trace(enc.ids, sites, backend=self.backend, heads=keep.heads))
         return traces
 
+    # --- the model interface (model/interface.py) --------------------------------------------------
+    def _lacks(self, capability: str) -> str:
+        return capabilities.numpy_lacks(self, capability)
+
+    def _has_mlm_head(self) -> bool:
+        try:
+            self.mlm_head
+        except BadInput:
+            return False
+        return True
+
+    def rerun(self, ids: Sequence[int], layer: int, resid: np.ndarray,
+              per_batch: Sequence[Sequence[Intervention]]) -> np.ndarray:
+        """(B, T, d) the final norm's output of B passes of ``ids`` from ``layer`` on, each from
+        ``resid`` (T, d) with its own interventions ``per_batch[b]``: one batched pass."""
+        arr = np.asarray(list(ids), dtype=np.int64)[None].repeat(len(per_batch), axis=0)  # (B, T)
+        x = np.broadcast_to(np.asarray(resid, dtype=self.arch.w.dtype), (len(per_batch),) + np.shape(resid)).copy()
+        return self.forward(arr, np.zeros_like(arr), np.ones_like(arr, dtype=bool),
+                            Recorder(Keep(), per_batch=list(map(list, per_batch))), start=(layer, x))
+
+    def unembedding(self) -> np.ndarray:  # (V, d) a decoder's LM head
+        return self.arch.unembedding()
+
+    def final_norm_parts(self) -> tuple[str, np.ndarray, np.ndarray | None, float]:
+        return self.arch.final_norm_parts()
+
+    def output_weight(self, layer: int) -> np.ndarray:  # (h d_head, d) W_O, rows in head order
+        return self.arch.output_weight(layer)
+
+    pass_dtype = property(lambda self: self.arch.w.dtype)  # the weights' dtype in the pass (Llama: float32)
+
     def _check_site(self, name: str) -> None:
         layer, _ = split(name)
         if layer is not None and layer >= self.layers:
@@ -281,7 +312,7 @@ class NumpyPretrained(Pretrained):
 
     def check_qk(self) -> None:
         """BadInput for a model whose scores are more than q k^T (a relative position bias)."""
-        if getattr(self.arch, "position_bias", False):
+        if self.why_not("qk"):
             raise BadInput(f"model '{self.name}' ({self.model_type}) adds a relative position bias to q k^T: "
                            "its queries and keys alone do not give its attention (no --explain)")
 
@@ -309,7 +340,7 @@ class NumpyPretrained(Pretrained):
         return self.value_vectors_of(self.trace(self._encoding(enc, "value_vectors"), value_sites(layer)), layer)
 
     def check_value_vectors(self) -> None:
-        if not hasattr(self.arch, "output_weight"):
+        if self.why_not("output_weight"):
             raise BadInput(f"--show norms reads each head's value vectors and output projection: attn's NumPy pass "
                            f"of '{self.model_type}' does not expose them")
 

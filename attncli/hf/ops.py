@@ -12,6 +12,8 @@ from typing import Callable
 
 import numpy as np
 
+from attncli.numeric import layer_norm, softmax  # noqa: F401 (ops.layer_norm, ops.softmax: the families' names)
+
 # erf(x) for |x| < 2 by its Maclaurin series (32 terms: the next is below 1e-16 at x = 2), for
 # 2 <= |x| < 6 by erfc's continued fraction (40 terms: 2e-16 at x = 2); from 6 on erf is 1.0 in float64
 _SERIES_MAX = 2.0
@@ -81,14 +83,6 @@ ACTIVATIONS = {
 }
 
 
-def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
-    """LayerNorm over the last axis: (x - mean) / sqrt(var + eps) * weight + bias (biased variance)."""
-    mean = x.mean(axis=-1, keepdims=True)
-    centred = x - mean
-    var = (centred * centred).mean(axis=-1, keepdims=True)
-    return centred / np.sqrt(var + eps) * weight + bias
-
-
 def _flat_matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """x (..., in) @ w (in, out) as ONE product of (rows, in) by (in, out): NumPy runs a stacked
     (B, T, in) @ (in, out) as B small products, about 3x slower for a batch of short texts."""
@@ -137,13 +131,6 @@ def merge_heads(x: np.ndarray) -> np.ndarray:
     """(B, h, T, d_head) -> (B, T, d)."""
     B, h, T, d_head = x.shape
     return x.transpose(0, 2, 1, 3).reshape(B, T, h * d_head)
-
-
-def softmax(scores: np.ndarray) -> np.ndarray:
-    """Row softmax over the last axis, the row max subtracted first; -inf entries get exactly 0."""
-    shifted = scores - scores.max(axis=-1, keepdims=True)
-    e = np.exp(shifted)
-    return e / e.sum(axis=-1, keepdims=True)
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float,

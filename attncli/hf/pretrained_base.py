@@ -14,10 +14,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
+from attncli.model.interface import CAPABILITIES, require
 from attncli.textio import visible
 from attncli.hf import config_defaults
 from attncli.hf.config_check import read_optional_json
-from attncli.hf.encoding import Encoding, check_text, from_tokenizers, too_long
+from attncli.hf.encoding import Encoding, check_text, from_tokenizers, too_long, tokenizer_errors
 
 ROBERTA_TYPES = {"roberta", "xlm-roberta", "camembert"}
 EMBED_BATCH = 32  # texts per forward pass in embed(), fewer when long:
@@ -110,6 +111,7 @@ class Pretrained:
 
     backend = ""
     traced = False  # has a traced pass (trace.py): the NumPy backend always, torch for the families it maps
+    encoder_decoder = False  # T5, BART: attncli.hf.seq2seq (three stacks, no traced pass)
     layers: int
     heads: int
     is_decoder: bool
@@ -205,6 +207,12 @@ class Pretrained:
         return ids, type_ids, mask
 
     @property
+    def vocab_size(self) -> int:
+        """V, the vocabulary's size (config.json's; 0 when it says none)."""
+        v = self.config.get("vocab_size")
+        return int(v) if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+
+    @property
     def hidden_size(self) -> int:
         c = self.config
         return int(c.get("hidden_size") or c.get("n_embd") or c.get("dim") or c.get("d_model") or 0)
@@ -234,6 +242,59 @@ class Pretrained:
     def kv_head(self, head: int) -> int:
         """The key-value head query head ``head`` reads (``head`` itself without grouped-query attention)."""
         return head // (self.heads // self.kv_heads)
+
+    # --- the model interface (attncli/model/interface.py): what it can do, as data ---------------------
+    @cached_property
+    def can(self) -> frozenset[str]:
+        """The capabilities (model.interface.CAPABILITIES) of this model, worked out once."""
+        return frozenset(name for name in CAPABILITIES if not self._lacks(name))
+
+    def why_not(self, capability: str) -> str:
+        """Why this model lacks ``capability`` ("" when it has it), ending a sentence about the model."""
+        if capability not in CAPABILITIES:
+            raise KeyError(f"no capability '{capability}'")
+        return self._lacks(capability)
+
+    def _lacks(self, capability: str) -> str:
+        """The reason this model lacks ``capability``, "" when it has it: each backend's own table."""
+        raise NotImplementedError
+
+    def pieces(self, text: str) -> list[int]:
+        """The token ids of ``text`` with no special tokens added."""
+        return list(self._tokenize([text], None, special=False).ids)
+
+    def vocab_id(self, word: str) -> int | None:
+        """The id of the vocabulary entry spelled ``word`` exactly, None when there is none (a
+        tokenizer that fails is a damaged model: encoding.tokenizer_errors)."""
+        tok = self.tokenizer
+        with tokenizer_errors(str(self.name), "look up a token"):
+            found = tok.token_to_id(word) if hasattr(tok, "token_to_id") else tok.get_vocab().get(word)
+        return None if found is None else int(found)
+
+    # the methods behind a capability this backend may lack: the interface's refusal (model/interface.py)
+    def trace_batch(self, encs: Sequence[Any], keep: Any = None, **_: Any) -> list[Any]:
+        require(self, "batch", "a batched trace")
+        raise AssertionError("a backend with 'batch' defines trace_batch")
+
+    def rerun(self, ids: Sequence[int], layer: int, resid: np.ndarray, per_batch: Sequence[Sequence[Any]]) -> np.ndarray:
+        require(self, "rerun", "a batched rerun")
+        raise AssertionError("a backend with 'rerun' defines it")
+
+    def unembed(self, x: np.ndarray) -> np.ndarray:
+        require(self, "unembed", "unembedding final-norm rows")
+        raise AssertionError("a backend with 'unembed' defines it")
+
+    def unembedding(self) -> np.ndarray:
+        require(self, "dla", "the unembedding matrix")
+        raise AssertionError("a backend with 'dla' defines it")
+
+    def final_norm_parts(self) -> tuple[str, np.ndarray, np.ndarray | None, float]:
+        require(self, "dla", "the final norm's parts")
+        raise AssertionError("a backend with 'dla' defines it")
+
+    def output_weight(self, layer: int) -> np.ndarray:
+        require(self, "output_weight", "a layer's output weight")
+        raise AssertionError("a backend with 'output_weight' defines it")
 
     def check_decoder(self) -> None:
         if not self.is_decoder:

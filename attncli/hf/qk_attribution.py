@@ -31,6 +31,8 @@ import numpy as np
 from attncli.errors import BadInput
 from attncli.hf import bert, distilbert, gpt2, llama
 from attncli.model.trace import Keep, site
+from attncli.model.interface import has
+from attncli.numeric import norm_scale
 
 
 @dataclass
@@ -114,16 +116,16 @@ def _centre(x: np.ndarray) -> np.ndarray:
 
 def _frozen_layer_norm(comps: np.ndarray, total: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     """Each component through a LayerNorm whose scale is frozen at ``total``'s: comps (C, P, d), total (P, d)."""
-    s = np.sqrt((_centre(total) ** 2).mean(axis=-1) + eps)  # (P,)
+    s = norm_scale(total, eps, centred=True)[..., 0]  # (P,)
     return _centre(comps) / s[None, :, None] * w  # (C, P, d)
 
 
 def supported(model: Any) -> str | None:
     """Why ``attn qk`` cannot split this model's scores, or None when it can."""
-    arch = getattr(model, "arch", None)
-    if model.backend != "numpy" or arch is None:
+    arch = model.arch if model.backend == "numpy" else None
+    if arch is None:
         return f"runs on attn's NumPy pass, which reads the weights; model '{model.name}' runs on {model.backend}"
-    if getattr(arch, "position_bias", False):
+    if not has(model, "qk"):
         return (f"model '{model.name}' ({model.model_type}) adds a relative position bias to q k^T: its queries "
                 "and keys alone do not give its scores")
     if not isinstance(arch, (gpt2.GPT2, llama.Llama, bert.BertFamily, distilbert.DistilBert)):
@@ -184,7 +186,7 @@ def qk_parts(model: Any, enc: Any, layer: int, head: int, query: int, key: int) 
             comps = _frozen_layer_norm(comps, x, w, eps)
             const = np.broadcast_to(b, const.shape).copy()
         else:
-            s = np.sqrt((x * x).mean(axis=-1) + eps)  # (P,)
+            s = norm_scale(x, eps, centred=False)[..., 0]  # (P,)
             comps = comps / s[None, :, None] * w
     wq, bq, wk, bk = _qk_weights(arch, layer, head)
     q = np.concatenate([comps[:, 0] @ wq, (const[0] @ wq + bq)[None]])  # (C + 1, d_head) at the query
@@ -206,10 +208,10 @@ def document(model: Any, enc: Any, r: QKParts, top: int) -> dict[str, Any]:
     """The --json document of ``attn qk``: every part, and the ``top`` largest by size first."""
     C = len(r.labels)
     order = np.argsort(-np.abs(r.parts), axis=None, kind="stable")[:top]  # flat indices, largest first
-    tok = lambda p: {"position": p, "token": enc.tokens[p]}  # noqa: E731
+    at = lambda p: {"position": p, "token": enc.tokens[p]}  # noqa: E731
     return {
         "command": "qk", "model": str(model.name), "layer": r.layer, "head": r.head,
-        "query": tok(r.query), "key": tok(r.key), "score": r.score, "sum": r.total,
+        "query": at(r.query), "key": at(r.key), "score": r.score, "sum": r.total,
         "components": list(r.labels),
         "top": [{"query_side": r.labels[k // C], "key_side": r.labels[k % C], "value": float(r.parts.flat[k])}
                 for k in order],

@@ -10,7 +10,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from attncli.model.trace import Trace, site
+from attncli.model.trace import Keep, Trace, site
+from attncli.model.interface import has, require
 
 PATTERNS = "blocks.*.attn.pattern"
 STREAM = ("embed", "blocks.*.resid_post")
@@ -57,24 +58,27 @@ class Reads:
     torch backend's unmapped families, T5 and BART) answers from its own methods instead, a pass each."""
 
     def __init__(self, model, enc, sites: list[str], *, rows: Sequence[int] | None = None,
-                 on_layer: Callable[[int, int], None] | None = None):
-        """``rows``: the pattern and scores keep only these query rows (Keep(rows=...)); ``on_layer(l, L)``
-        is called as each layer is done, where the model's trace takes it (``on_layer`` in its signature)."""
+                 heads: Sequence[int] | None = None, on_layer: Callable[[int, int], None] | None = None):
+        """``rows`` / ``heads``: the pattern and scores keep only these query rows and heads (a Keep's);
+        ``on_layer(l, L)`` is called as each layer is done, where the model's trace takes it (``on_layer``
+        in its signature)."""
         self.model, self.enc = model, enc
         self.rows = None if rows is None else [int(r) for r in rows]
+        self.heads = None if heads is None else [int(h) for h in heads]
         self.tr = None
-        if getattr(model, "traced", False):
+        if has(model, "trace"):
             extra = {"on_layer": on_layer} if on_layer is not None and takes_on_layer(model) else {}
-            self.tr = model.trace(enc, sites, rows=self.rows, **extra)
+            self.tr = model.trace(enc, Keep.of(sites, heads=heads), rows=self.rows, **extra)
 
     def _has(self, *names: str) -> bool:
         return self.tr is not None and all(n in self.tr for n in names)
 
     def attentions(self) -> np.ndarray:
         """(L, h, T, T) every layer's attention weights."""
-        if self._has(site(self.model.layers - 1, "attn.pattern")):
+        whole = self.rows is None and self.heads is None  # every query row and head kept
+        if whole and self._has(*(site(l, "attn.pattern") for l in range(self.model.layers))):
             return attentions_of(self.tr, self.model.layers)
-        return self.model.attentions(self.enc)
+        return self.model.attentions(self.enc)  # a pass of its own: this trace kept less
 
     def pattern(self, layer: int) -> np.ndarray:
         """(h, R, T) ``layer``'s attention weights: the kept rows (every row, R = T, without ``rows``)."""
@@ -83,20 +87,18 @@ class Reads:
 
     def qk(self, layer: int) -> tuple[np.ndarray, np.ndarray]:
         """q, k (h, T, d_head) of ``layer``."""
-        if hasattr(self.model, "check_qk"):
-            self.model.check_qk()
+        require(self.model, "qk", "--explain (a score's q and k)")
         return qk_of(self.tr, layer) if self._has(*qk_sites(layer)) else self.model.qk(self.enc, layer)
 
     def scores(self, layer: int) -> np.ndarray:
         """(h, T, T) q k^T * scale of ``layer``, -inf where masked."""
-        if hasattr(self.model, "check_qk"):
-            self.model.check_qk()
+        require(self.model, "qk", "--show scores")
         name = site(layer, "attn.scores")
         return self.tr[name].astype(np.float64) if self._has(name) else self.model.scores(self.enc, layer)
 
     def value_vectors(self, layer: int) -> tuple[np.ndarray, np.ndarray]:
         """The pattern (h, T, T) and each head's value vectors through W_O (h, T, d) of ``layer``."""
-        if self._has(*value_sites(layer)) and hasattr(self.model, "value_vectors_of"):
+        if self._has(*value_sites(layer)) and self.model.backend == "numpy":
             self.model.check_layer(layer)
             self.model.check_value_vectors()
             return self.model.value_vectors_of(self.tr, layer)

@@ -18,7 +18,7 @@ import numpy as np
 
 from attncli.errors import AttnError, BadInput, RuntimeFailure
 from attncli.textio import visible
-from attncli.hf import config_check, placement as placing, torch_families, torch_trace
+from attncli.hf import capabilities, config_check, placement as placing, torch_families, torch_trace
 from attncli.hf.encoding import Encoding, tokenized, tokenizer_errors
 from attncli.hf.pretrained_base import Pretrained
 from attncli.model.trace import Intervention, Keep, Trace
@@ -104,6 +104,9 @@ class TorchPretrained(Pretrained):
         self.layers = int(getattr(text_config, "num_hidden_layers"))
         self.heads = int(getattr(text_config, "num_attention_heads"))
         self.use_type_ids = "token_type_ids" in getattr(self.tokenizer, "model_input_names", [])
+
+    def _lacks(self, capability: str) -> str:
+        return capabilities.torch_lacks(self, capability)
 
     def attention_implementation(self) -> str:
         """sdpa where the trace reads the weights from q and k, else eager (output_attentions)."""

@@ -178,6 +178,8 @@ class TracedRun:
                 hooks.append(sub(name).register_forward_hook(
                     lambda m, a, out, role=role: self.raw.setdefault(l, {}).__setitem__(role, out)))
         out_proj = sub(fam.out)
+        # every layer's attention is checked as it runs, kept or not: damage is named where it starts
+        hooks.append(out_proj.register_forward_hook(lambda m, a, out: self._finite(l, out)))
         if core or self.needed(p + "attn.z"):
             hooks.append(out_proj.register_forward_pre_hook(lambda m, a: self._z(l, attn, a)))
         if self.needed(p + "attn.out") or (fam.pre_ln and self.touched(p + "resid_mid")):
@@ -233,6 +235,13 @@ class TracedRun:
         if x is mid[0]:
             return None
         return (x[None],) + tuple(out[1:]) if isinstance(out, tuple) else x[None]
+
+    @staticmethod
+    def _finite(l: int, out: Any) -> None:
+        """RuntimeFailure naming layer l's attention when its output holds NaN or infinity."""
+        torch = _torch()
+        if not bool(torch.isfinite(out).all()):
+            check_finite(_np(out), f"layer {l}'s attention")
 
     def _attn_out(self, l: int, out: Any) -> Any:
         p = f"blocks.{l}."
@@ -304,10 +313,14 @@ class TracedRun:
                 z = (a @ v.to(a.dtype)).transpose(0, 1).to(x.dtype)  # (T, h, d_head)
                 if self.keep.rows is not None:
                     s, a = s[:, list(self.keep.rows)], a[:, list(self.keep.rows)]
+                if self.keep.heads is not None:
+                    s, a = s[list(self.keep.heads)], a[list(self.keep.heads)]
                 self.record(p + "attn.scores", s)
                 self.record(p + "attn.pattern", a)
             elif self.kept(p + "attn.scores") or self.kept(p + "attn.pattern"):  # the kept rows, chunk by chunk
-                s_rows, a_rows = torch_rows.rows_of(q, k, attn.scaling, self.keep.rows, causal=self.tp.is_decoder,
+                heads = slice(None) if self.keep.heads is None else list(self.keep.heads)  # k is per query head
+                s_rows, a_rows = torch_rows.rows_of(q[heads], k[heads], attn.scaling, self.keep.rows,
+                                                    causal=self.tp.is_decoder,
                                                     window=self._window(attn), want_scores=self.kept(p + "attn.scores"),
                                                     want_pattern=self.kept(p + "attn.pattern"))
                 for name, arr in ((p + "attn.scores", s_rows), (p + "attn.pattern", a_rows)):
@@ -343,8 +356,7 @@ def trace(model: Any, enc: Any, keep: Any = None, *, rows: Sequence[int] | None 
         ids, type_ids = model.check_ids(enc)[None], None
     T = ids.shape[1]
     keep = Keep.of(keep, rows)
-    if keep.rows is not None and any(not 0 <= r < T for r in keep.rows):
-        raise BadInput(f"rows must lie in 0..{T - 1}")
+    keep.check(T, model.heads)
     for pattern in keep.patterns:
         if not any(c in pattern for c in "*?["):
             split(pattern)  # a name that is no site is BadInput
@@ -360,4 +372,4 @@ def trace(model: Any, enc: Any, keep: Any = None, *, rows: Sequence[int] | None 
     for name, arr in sites.items():
         if not name.endswith("attn.scores"):  # scores hold -inf where masked
             check_finite(arr, _described(name))
-    return Trace(ids[0].tolist(), sites, rows=keep.rows, backend="torch")
+    return Trace(ids[0].tolist(), sites, rows=keep.rows, backend="torch", heads=keep.heads)

@@ -35,6 +35,7 @@ import numpy as np
 from attncli.errors import BadInput
 from attncli.lookup.keyindex import KeyIndex, KeyTokens, check_ngram_weight  # noqa: F401 (re-exported)
 from attncli.lookup.params import DEFAULT_TEMPERATURE, NGRAM_WEIGHT
+from attncli.numeric import softmax  # lookup.softmax(scores, T): the top score's term is exactly 1
 from attncli.textio import check_text, read_user_text
 from attncli.vectors.model import Vectors
 
@@ -160,16 +161,6 @@ def read_dictionary(path: str | Path) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- scoring
-
-
-def softmax(scores: np.ndarray, temperature: float) -> np.ndarray:
-    """softmax(scores / T), with the max subtracted before the division and exp: the top score's
-    term is exactly 1 for any T > 0; a tiny T (5e-324) sends the others to -inf (weight exactly 0),
-    no warning."""
-    with np.errstate(over="ignore"):
-        z = (scores - scores.max()) / temperature  # (N,) <= 0
-    e = np.exp(z)
-    return e / e.sum()
 
 
 def check_temperature(temperature: float) -> float:

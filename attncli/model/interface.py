@@ -53,6 +53,7 @@ class Model(Protocol):
     heads: int  # h, query heads
     kv_heads: int  # key-value heads (fewer than h under grouped-query attention)
     is_decoder: bool  # causal self-attention: predicts the next token
+    vocab_size: int  # V
     can: frozenset[str]  # names from CAPABILITIES
 
     def why_not(self, capability: str) -> str:

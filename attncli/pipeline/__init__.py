@@ -1,8 +1,11 @@
-"""One request, one compute, one result for a pretrained model's attention view.
+"""One request, one compute, one result per command: a pretrained model's attention view (here),
+the logit lens (lens_compute: LensRequest, compute_lens), a comparison (compare_compute:
+CompareRequest, compute_compare) and the head report (heads_compute: HeadsRequest, compute_heads),
+each built the same by the command line, explore and the Python API.
 
 Every surface (``attn matrix --transformer``, ``attn explore --transformer``, the interactive page,
 the Python API) builds a :class:`ViewRequest` and calls :func:`compute`, which runs one traced
-forward pass and returns a :class:`ViewResult` (attncli.views.result's protocol: renderables,
+forward pass and returns a :class:`ViewResult` or, for ``model_view``, a :class:`ModelViewResult` (attncli.views.result's protocol: renderables,
 document, command_line, export, ``_repr_svg_`` / ``_repr_html_``)::
 
     request = ViewRequest("time flies like an arrow", transformer="gpt2", layer=1, head=0)
@@ -30,4 +33,14 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "STACKS": "view_request",
     "compute": "compute_view",
     "ViewResult": "view_result",
+    "ModelViewResult": "view_result",
+    "LensRequest": "lens_compute",
+    "LensResult": "lens_compute",
+    "compute_lens": "lens_compute:compute",
+    "CompareRequest": "compare_compute",
+    "CompareResult": "compare_compute",
+    "compute_compare": "compare_compute:compute",
+    "HeadsRequest": "heads_compute",
+    "HeadsResult": "heads_compute",
+    "compute_heads": "heads_compute:compute",
 })

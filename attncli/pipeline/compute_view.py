@@ -20,9 +20,10 @@ from attncli.attention.flow import check_tokens
 from attncli.attention.model_view import head_classes, layer_range
 from attncli.attention.view_rows import start_end
 from attncli.errors import BadInput
+from attncli.model.interface import has
 from attncli.hf.loader import load  # torch only when the torch backend runs
 from attncli.pipeline.view_request import ViewRequest, check_seq2seq_options
-from attncli.pipeline.view_result import ViewResult
+from attncli.pipeline.view_result import ModelViewResult, PretrainedResult, ViewResult
 from attncli.textio import visible
 from attncli.hf.reads import Reads, view_sites
 from attncli.views.page import check_size, extra_size
@@ -43,13 +44,13 @@ def load_for(request: ViewRequest):
                 max_memory=request.max_memory)
 
 
-def compute(request: ViewRequest, model: Any = None, *, on_layer=None) -> ViewResult:
+def compute(request: ViewRequest, model: Any = None, *, on_layer=None) -> PretrainedResult:
     """The view ``request`` asks for, from one forward pass of ``model`` (None: loaded here);
     ``on_layer(l, L)`` is called as each layer of the pass is done, where the model's trace reports it."""
     request.check()
     if model is None:
         model = load_for(request)
-    if getattr(model, "encoder_decoder", False) or request.target is not None or request.stack is not None:
+    if has(model, "stacks") or request.target is not None or request.stack is not None:
         if request.rows is not None and start_end(request.rows) is None:  # --top-k, --pool: the table's rows
             raise BadInput(f"--rows {request.rows}: an encoder-decoder's view takes --rows START:END; the other "
                            "--rows forms are for one stack of tokens (BERT, GPT-2, Llama families)")
@@ -62,33 +63,40 @@ def compute(request: ViewRequest, model: Any = None, *, on_layer=None) -> ViewRe
     spec = request.long
     positions = lvm.row_positions(request.rows, enc) if request.rows is not None else None  # (R,) input positions
     page = request.page and not spec  # a long view's --html is its drawing, as --svg
-    rows_only = positions is not None and lvm.rows_only(rollout=request.rollout, flow=request.flow,
-                                                        explain=request.explain is not None or request.cursor,
-                                                        page=page, show=request.show) and not request.model_view
+    # what the view reads of the pass, and so all the pass keeps (memory follows the view, not the model):
+    # one layer, unless rollout / flow (every layer), the page, --explain, explore's cursor, norms, the model view;
+    # of it --rows' query rows, and with --head (weights) that head
+    one_layer = lvm.rows_only(rollout=request.rollout, flow=request.flow,
+                              explain=request.explain is not None or request.cursor,
+                              page=page, show=request.show) and not request.model_view
+    rows_only = positions is not None and one_layer
+    one_head = [request.head] if one_layer and request.head is not None and request.show == "weights" else None
     if page:
         check_size(model.layers, model.heads, len(enc.tokens), any(enc.special),
                    extra_size(model.heads, request.show, request.flow))
     if request.flow:
         check_tokens(len(enc.ids))  # before the forward pass
-    cursor_qk = (request.cursor and model.backend == "numpy" and not getattr(model.arch, "position_bias", False)
+    cursor_qk = (request.cursor and model.backend == "numpy" and has(model, "qk")
                  and request.show != "norms")
     qk = not request.model_view and (cursor_qk or (request.explain is not None and request.show != "norms"))
     # one traced pass: every layer's pattern, and what --explain, --show and the page read of it
     # (with --rows: the layer's pattern and scores, those rows only)
     sites = view_sites(model.layers, layer, qk=qk, scores=request.show == "scores",
                        values=request.show == "norms" and not request.model_view,
-                       every_layer=page and request.show != "weights", only_layer=rows_only)
-    reads = Reads(model, enc, sites, rows=positions if rows_only else None, on_layer=on_layer)
-    # (L, h, T, T); with rows_only (1, h, R, T): the layer's kept rows
-    attentions = reads.pattern(layer)[None] if rows_only else reads.attentions()
+                       every_layer=page and request.show != "weights", only_layer=one_layer)
+    reads = Reads(model, enc, sites, rows=positions if rows_only else None, heads=one_head, on_layer=on_layer)
+    # (L, h, T, T); with one_layer (1, h, R, T): the layer's kept heads (h = 1 with one_head) and rows (R = T
+    # without rows_only)
+    attentions = reads.pattern(layer)[None] if one_layer else reads.attentions()
+    head = 0 if one_head is not None and attentions.shape[1] == 1 else request.head  # its index in what was kept
     meta = pv.view_meta(model, enc, layer=layer, head=request.head, rollout=request.rollout, block=request.block,
                         hide_special=request.hide_special, words=request.words, flow=request.flow)
     title = f"attn matrix: {enc.text[:60]}"
     if request.model_view:
         lo, hi = layer_range(request.layers, model.layers)
-        return ViewResult(request, model, enc, layer, meta, attentions, title=title, reads=reads, lo=lo, hi=hi,
-                          classes=head_classes(model, enc, attentions, request.hide_special))
-    shown, at, combined, values = attentions, 0 if rows_only else layer, None, None
+        return ModelViewResult(request, model, enc, layer, meta, attentions, title=title, reads=reads, lo=lo, hi=hi,
+                               classes=head_classes(model, enc, attentions, request.hide_special))
+    shown, at, combined, values = attentions, 0 if one_layer else layer, None, None
     if request.show == "scores":
         per_head = reads.scores(layer)  # (h, T, T), -inf where masked; with rows_only (h, R, T)
         shown, at = per_head[None], 0
@@ -97,19 +105,19 @@ def compute(request: ViewRequest, model: Any = None, *, on_layer=None) -> ViewRe
         values = reads.value_vectors(layer)  # (h, T, T), (h, T, d)
         shown, at, combined = value_norms.head_norms(*values)[None], 0, value_norms.summed_norms(*values)
     meta["show"] = request.show
-    view = _select(request, shown, at, enc, combined, query_rows=positions)
+    view = _select(request, shown, at, enc, combined, query_rows=positions, head=head)
     long = lvm.apply_long_view(view, spec, enc, words=request.words)  # --top-k / --pool, None without
     if positions is not None:
         view.notes.append(lvm.rows_note(request.rows, positions, len(enc.ids), computed=rows_only))
     result = ViewResult(request, model, enc, layer, meta, attentions, title=title, view=view, reads=reads,
                         qk=reads.qk(layer) if qk and not rows_only else None, values=values, long=long,
-                        rows_only=rows_only)
+                        rows_only=rows_only, one_layer=one_layer)
     return result.at_cell(request.explain) if request.explain is not None else result
 
 
 def _select(request: ViewRequest, shown, at: int, enc, combined=None, keys: Optional[pv.KeySide] = None,
-            query_rows=None):
-    view = pv.select(shown, layer=at, head=request.head, rollout=request.rollout, hide_special=request.hide_special,
+            query_rows=None, head: Optional[int] = -1):
+    view = pv.select(shown, layer=at, head=request.head if head == -1 else head, rollout=request.rollout, hide_special=request.hide_special,
                      block=request.block or "all", block_specials=request.block_specials, words=request.words,
                      tokens=enc.tokens, segments=enc.segments, special=enc.special, word_ids=enc.word_ids,
                      word_texts=enc.words, combined=combined, flow=request.flow, keys=keys, query_rows=query_rows)
@@ -118,7 +126,7 @@ def _select(request: ViewRequest, shown, at: int, enc, combined=None, keys: Opti
     return view
 
 
-def _stack_view(request: ViewRequest, model) -> ViewResult:
+def _stack_view(request: ViewRequest, model) -> PretrainedResult:
     """An encoder-decoder's view (or the refusal of --target / --stack for a model that is not one):
     the rows and columns of each stack, from attncli.hf.seq2seq's one forward pass.
 
@@ -127,7 +135,7 @@ def _stack_view(request: ViewRequest, model) -> ViewResult:
         decoder   decoder tokens (T)    decoder tokens (T)    (L_dec, h_dec, T, T), causal
         cross     decoder tokens (T)    source tokens (S)     (L_dec, h_dec, T, S)
     """
-    if not getattr(model, "encoder_decoder", False):
+    if not has(model, "stacks"):
         given = "--target" if request.target is not None else "--stack"
         raise BadInput(f"{given} reads an encoder-decoder (T5, BART); model '{visible(model.name)}' "
                        f"({visible(model.model_type)}) is not one: drop {given}")
@@ -153,8 +161,8 @@ def _stack_view(request: ViewRequest, model) -> ViewResult:
     common = dict(title=title, keys=keys, source=source)
     if request.model_view:
         lo, hi = layer_range(request.layers, shape.layers)
-        return ViewResult(request, shape, rows_enc, layer, meta, attentions, lo=lo, hi=hi,
-                          classes=head_classes(shape, rows_enc, attentions, request.hide_special), **common)
+        return ModelViewResult(request, shape, rows_enc, layer, meta, attentions, lo=lo, hi=hi,
+                               classes=head_classes(shape, rows_enc, attentions, request.hide_special), **common)
     view = _select(request, attentions, layer, rows_enc, keys=keys)
     view.notes.insert(0, STACK_NOTES[stack])
     return ViewResult(request, shape, rows_enc, layer, meta, attentions, view=view, **common)

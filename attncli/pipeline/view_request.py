@@ -14,7 +14,8 @@ from typing import Optional
 
 from attncli.attention.long_view import LongSpec, check_spec
 from attncli.attention.checkpoint_views import check_texts
-from attncli.option_conflicts import BACKENDS, NOT_ACROSS, STACKS, TRANSFORMER_SHOWS, validate  # noqa: F401 (the table)
+from attncli.option_conflicts import BACKENDS, NEW_SWITCHES, NOT_ACROSS, STACKS, TRANSFORMER_SHOWS, validate  # noqa: F401
+from attncli.option_conflicts import flag as flag_of
 
 SHOWS = TRANSFORMER_SHOWS
 
@@ -84,6 +85,7 @@ class ViewRequest:
             args += ["--show", self.show]
         if self.flow:
             args.append("--flow")
+        args += [flag_of(name) for name in NEW_SWITCHES if getattr(self, name)]  # a new view's switch: its field
         for option, value in (("--rows", self.rows), ("--top-k", self.top_k), ("--pool", self.pool)):
             if value is not None:
                 args += [option, str(value)]

@@ -3,8 +3,11 @@ speaking the one result protocol (attncli.views.result): renderables at a width,
 document, the command line, exports (svg, png, json, and html: the interactive page), Jupyter's
 ``_repr_svg_`` / ``_repr_html_``.
 
-Its ``kind`` says what it holds: ``"pretrained"`` (one head, a layer's heads, the rollout or the flow,
-by token or by word; any stack) or ``"model_view"`` (every head of layers lo..hi-1 with its class).
+One class per kind of view, each with its own fields and drawing, on a base that holds what they
+share (the request, the model, the pass, the interactive page, the command line):
+:class:`ViewResult` (``kind`` "pretrained": one head, a layer's heads, the rollout or the flow, by
+token or by word; any stack) and :class:`ModelViewResult` (``kind`` "model_view": every head of
+layers lo..hi-1 with its class).
 Shapes: ``L`` layers, ``h`` heads, ``T`` query tokens, ``S`` key tokens, ``R`` x ``C`` the view.
 """
 
@@ -36,7 +39,9 @@ NO_CELL_EXPLANATION = "the explanation of a cell needs attn's NumPy forward pass
 
 
 @dataclass
-class ViewResult(Result):
+class PretrainedResult(Result):
+    """What every view of a pretrained model's attention holds and does alike."""
+
     request: ViewRequest
     model: Any  # the model, or one stack of an encoder-decoder (.name, .layers, .heads, .is_decoder, ...)
     enc: Any  # the rows' Encoding (an encoder-decoder's decoder stacks: the target's)
@@ -44,28 +49,72 @@ class ViewResult(Result):
     meta: dict[str, Any]
     attentions: np.ndarray  # (L, h, T, S)
     title: str = "attn matrix"
-    view: Any = None  # attncli.attention.checkpoint_views.PretrainedView (kind "pretrained")
     reads: Any = None  # attncli.hf.reads.Reads: the one traced pass
-    qk: Optional[tuple[np.ndarray, np.ndarray]] = None  # the layer's (h, T, d_head) queries and keys
-    values: Optional[tuple[np.ndarray, np.ndarray]] = None  # --show norms: the layer's A (h, T, T), f(x) (h, T, d)
     keys: Optional[pv.KeySide] = None  # the columns' side when they are other tokens (cross-attention)
     source: Any = None  # an encoder-decoder's source Encoding
-    lo: int = 0  # kind "model_view": layers lo..hi-1 and each head's class
+
+    is_pretrained = True  # explore's panels answer the same (a pretrained model's view)
+    is_model_view = False
+    kind = "pretrained"
+
+    def write_json(self, write) -> None:
+        pv.write_document(self.document(), write)  # one matrix row per line
+
+    def command_line(self) -> str:
+        return self.request.command_line()
+
+
+@dataclass
+class ModelViewResult(PretrainedResult):
+    """``--model-view``: every head of layers lo..hi-1 at a glance, each with its class."""
+
+    lo: int = 0
     hi: int = 0
     classes: Optional[list] = None  # [layer][head]: {"label", "score"}
+
+    is_model_view = True
+    kind = "model_view"
+    explanation = None  # no cell of its own: a head opens as a ViewResult
+
+    def grid_cell(self, grid: Optional[tuple[int, int]]) -> tuple[int, int]:
+        """The model view's ``grid`` (layer, head) within the view (None: its first head)."""
+        layer, head = grid if grid is not None else (self.lo, 0)
+        return min(max(layer, self.lo), self.hi - 1), min(max(head, 0), self.model.heads - 1)
+
+    def explainable(self) -> Optional[str]:
+        return "the model view has no cell explanation: open a head (Enter)"
+
+    def heatmaps(self, width: Optional[int], row_span=None, col_span=None, *, cursor=None, cell_meta: bool = False,
+                 lines: bool = False) -> list:
+        return model_view_renderables(self.model, self.enc, self.attentions, self.lo, self.hi, width,
+                                      hide_special=self.request.hide_special, classes=self.classes,
+                                      cursor=cursor, cell_meta=cell_meta)
+
+    def renderables(self, width: Optional[int], row_span=None, col_span=None) -> list:
+        return self.heatmaps(width, row_span, col_span)
+
+    def document(self) -> dict[str, Any]:
+        return model_view_document(self.model, self.enc, self.attentions, self.meta, self.lo, self.hi, self.classes)
+
+    def page(self) -> str:
+        return page_of(self, self.classes)
+
+    def export(self, fmt: str, target: str | Path, *, width: Optional[int] = None, option: str = "") -> None:
+        export_with_page(self, fmt, target, width=width, option=option)
+
+
+@dataclass
+class ViewResult(PretrainedResult):
+    """One layer's heads, one head, the rollout or the flow (by token or by word; any stack), with
+    ``--explain I J``, ``--show`` and a long text's views."""
+
+    view: Any = None  # attncli.attention.checkpoint_views.PretrainedView
+    qk: Optional[tuple[np.ndarray, np.ndarray]] = None  # the layer's (h, T, d_head) queries and keys
+    values: Optional[tuple[np.ndarray, np.ndarray]] = None  # --show norms: the layer's A (h, T, T), f(x) (h, T, d)
     explanation: Optional[dict[str, Any]] = None  # --explain I J's document
     long: Any = None  # --top-k / --pool: attncli.attention.long_view.LongView (None: the matrix itself)
     rows_only: bool = False  # the pass kept only --rows' query rows (attentions: (1, h, R, T))
-
-    is_pretrained = True  # explore's panels answer the same (a pretrained model's view)
-
-    @property
-    def kind(self) -> str:
-        return "model_view" if self.request.model_view else "pretrained"
-
-    @property
-    def is_model_view(self) -> bool:
-        return self.kind == "model_view"
+    one_layer: bool = False  # the pass kept only the layer shown (attentions: (1, h, R, T), maybe one head)
 
     # --- the cells ----------------------------------------------------------------------------------
     @property
@@ -80,16 +129,9 @@ class ViewResult(Result):
         --filter or --hide-special the view's rows and columns are a subset of them)."""
         return int(self.view.rows[cell[0]]), int(self.view.cols[cell[1]])
 
-    def grid_cell(self, grid: Optional[tuple[int, int]]) -> tuple[int, int]:
-        """The model view's ``grid`` (layer, head) within the view (None: its first head)."""
-        layer, head = grid if grid is not None else (self.lo, 0)
-        return min(max(layer, self.lo), self.hi - 1), min(max(head, 0), self.model.heads - 1)
-
     def explainable(self) -> Optional[str]:
         """None when a cell of this view can be explained, else why not."""
         r = self.request
-        if self.kind != "pretrained":
-            return "the model view has no cell explanation: open a head (Enter)"
         if self.long is not None:
             return "no explanation of a cell with --top-k or --pool (a cell there is no single query and key)"
         if r.show == "norms" and self.values is not None:
@@ -121,10 +163,6 @@ class ViewResult(Result):
     def heatmaps(self, width: Optional[int], row_span=None, col_span=None, *, cursor=None, cell_meta: bool = False,
                  lines: bool = False) -> list:
         """The view drawn without its explanation (explore draws that beside it)."""
-        if self.kind == "model_view":
-            return model_view_renderables(self.model, self.enc, self.attentions, self.lo, self.hi, width,
-                                          hide_special=self.request.hide_special, classes=self.classes,
-                                          cursor=cursor, cell_meta=cell_meta)
         if self.long is not None:  # --top-k / --pool (views.long_view); no cursor drawn
             return long_renderables(self.view, self.meta, self.enc, self.long, self.request.long, width,
                                     words=self.request.words, auto=False)
@@ -136,55 +174,60 @@ class ViewResult(Result):
         """The view at ``width`` as the command line draws it: a matrix too wide to draw whole is
         drawn pooled or by its rows' strongest keys, with a note (views.long_view)."""
         explained = explanation_renderables(self.explanation) if self.explanation is not None else []
-        if self.kind == "pretrained" and self.source is None:  # one stack of tokens: --rows picked the rows
+        if self.source is None:  # one stack of tokens: --rows picked the rows
             return [*long_renderables(self.view, self.meta, self.enc, self.long, self.request.long, width,
                                       words=self.request.words, col_span=col_span), *explained]
         return [*self.heatmaps(width, row_span, col_span), *explained]
 
     def document(self) -> dict[str, Any]:
-        if self.kind == "model_view":
-            return model_view_document(self.model, self.enc, self.attentions, self.meta, self.lo, self.hi, self.classes)
         doc = pv.document(self.view, self.meta, segments=self.enc.segments, special=self.enc.special,
                           explanation=self.explanation, keys=self.keys)
         if self.request.long:
             lvm.long_document(doc, self.long, self.view, self.enc, self.request.long, words=self.request.words)
         return doc
 
-    def write_json(self, write) -> None:
-        pv.write_document(self.document(), write)  # one matrix row per line
-
-    def command_line(self) -> str:
-        return self.request.command_line()
-
     # --- the interactive page -----------------------------------------------------------------------
     def page(self) -> str:
-        """The interactive page (attncli.views.page) opened on this view; any stack (cross: T x S)."""
-        r, enc = self.request, self.enc
-        key_count = len(self.keys.tokens) if self.keys is not None else len(enc.tokens)
-        check_size(self.model.layers, self.model.heads, max(len(enc.tokens), key_count),
-                   any(enc.special) or (self.keys is not None and any(self.keys.special)),
-                   extra_size(self.model.heads, r.show, r.flow))
-        block = r.block if r.block not in (None, "all") else None
-        data = page_data(self.model, enc, self.attentions, {**self.meta, "show": "weights", "flow": False},
-                         self.page_classes(), layer=self.layer, head=r.head, words=r.words,
-                         hide_special=r.hide_special, rollout=r.rollout, block=block, model_view=r.model_view,
-                         show=r.show, flow=r.flow, reads=self.reads, keys=self.keys)
-        return interactive_page(data, self.title)
-
-    def page_classes(self) -> list:
-        """Each head's class for the page's model view (a cross stack's read its source's keys)."""
-        if self.classes is not None:
-            return self.classes
+        """The interactive page (attncli.views.page) opened on this view; any stack (cross: T x S),
+        its model view's classes of this input (a cross stack's read its source's keys)."""
+        layers = self.every_layer()
         if self.keys is not None:
-            return cross_classes(self)
-        return head_classes(self.model, self.enc, self.attentions, self.request.hide_special)
+            return page_of(self, cross_classes(self), layers)
+        return page_of(self, head_classes(self.model, self.enc, layers, self.request.hide_special), layers)
+
+    def every_layer(self) -> np.ndarray:
+        """(L, h, T, S) every layer's attention: a view that kept only its layer (the Python API's
+        export("html") of it) reads them again, in a pass of their own."""
+        return self.reads.attentions() if self.one_layer and self.reads is not None else self.attentions
 
     def export(self, fmt: str, target: str | Path, *, width: Optional[int] = None, option: str = "") -> None:
-        """As the protocol's, but "html" is the interactive page (``attn matrix --html``)."""
-        if fmt == "html" and not self.request.long:  # a long view's --html is its drawing, as --svg
-            write_export(target, self.page(), option or "--html")
-            return
-        super().export(fmt, target, width=width, option=option)
+        export_with_page(self, fmt, target, width=width, option=option)
+
+
+def page_of(result: PretrainedResult, classes: list, attentions: Optional[np.ndarray] = None) -> str:
+    """The interactive page (attncli.views.page) opened on ``result``'s view, ``classes`` each head's,
+    over ``attentions`` (L, h, T, S) (default: the result's)."""
+    r, enc, keys = result.request, result.enc, result.keys
+    key_count = len(keys.tokens) if keys is not None else len(enc.tokens)
+    check_size(result.model.layers, result.model.heads, max(len(enc.tokens), key_count),
+               any(enc.special) or (keys is not None and any(keys.special)),
+               extra_size(result.model.heads, r.show, r.flow))
+    block = r.block if r.block not in (None, "all") else None
+    data = page_data(result.model, enc, result.attentions if attentions is None else attentions,
+                     {**result.meta, "show": "weights", "flow": False},
+                     classes, layer=result.layer, head=r.head, words=r.words,
+                     hide_special=r.hide_special, rollout=r.rollout, block=block, model_view=r.model_view,
+                     show=r.show, flow=r.flow, reads=result.reads, keys=keys)
+    return interactive_page(data, result.title)
+
+
+def export_with_page(result: PretrainedResult, fmt: str, target: str | Path, *, width: Optional[int] = None,
+           option: str = "") -> None:
+    """As the protocol's, but "html" is the interactive page (``attn matrix --html``)."""
+    if fmt == "html" and not result.request.long:  # a long view's --html is its drawing, as --svg
+        write_export(target, result.page(), option or "--html")
+        return
+    Result.export(result, fmt, target, width=width, option=option)
 
 
 def cross_classes(result: ViewResult) -> list[list[dict[str, Any]]]:

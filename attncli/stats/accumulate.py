@@ -33,6 +33,7 @@ import numpy as np
 from attncli.attention.heads import row_scores, scored_rows
 
 STATS_VERSION = 1  # the definitions above; a change makes old shards refuse to merge with new ones
+MAX_TOP_K = 100  # examples kept per head and statistic (attn stats --top-k)
 STATS = ("sink", "entropy", "distance", "previous_token", "duplicate_token", "induction")
 TOP_STATS = ("sink", "previous_token", "duplicate_token")
 _HEADS_NAME = {"sink": "first_token", "entropy": "entropy", "previous_token": "previous_token",
@@ -131,8 +132,10 @@ class Accumulator:
 
 
 def add_text(acc: Accumulator, attentions: np.ndarray, *, text_id: int, tokens: Sequence[str], ids: Sequence[int],
-             special: Sequence[bool], causal: bool) -> bool:
-    """Add one text's (L, h, T, T) attention to ``acc``; False when no query of it can be scored."""
+             special: Sequence[bool], causal: bool, windows: Optional[Sequence[Optional[int]]] = None) -> bool:
+    """Add one text's (L, h, T, T) attention to ``acc``; False when no query of it can be scored.
+    ``windows`` (L,): each layer's sliding window or None (a query's visible keys, which the
+    entropy is normalised by)."""
     L, h, T, _ = attentions.shape
     queries = ~np.asarray(special, dtype=bool)  # (T,)
     flat = attentions.reshape(L * h, T, T)  # the heads of every layer as one axis
@@ -141,7 +144,14 @@ def add_text(acc: Accumulator, attentions: np.ndarray, *, text_id: int, tokens: 
     _, _, rows = scored_rows(T, **kw)
     if not rows["entropy"].any():
         return False
-    scores = row_scores(flat, **kw)  # {name: (L*h, n)}
+    windows = [None] * L if windows is None else list(windows)
+    scores: dict[str, np.ndarray] = {}  # {name: (L*h, n)}, the layers of each window scored together
+    for sliding in dict.fromkeys(windows):
+        layers = [l for l in range(L) if windows[l] == sliding]
+        part = row_scores(attentions[layers].reshape(len(layers) * h, T, T), sliding=sliding, **kw)
+        for name, values in part.items():
+            scores.setdefault(name, np.zeros((L, h, values.shape[-1])))[layers] = values.reshape(len(layers), h, -1)
+    scores = {name: values.reshape(L * h, -1) for name, values in scores.items()}
     use = rows["entropy"]  # (T,)
     dist = np.abs(np.arange(T)[:, None] - np.arange(T)[None, :])  # (T, T)
     per_query = {"distance": (flat[:, use, :] * dist[use]).sum(axis=-1)}  # (L*h, n)

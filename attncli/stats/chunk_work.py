@@ -10,16 +10,18 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 import numpy as np
 
+from attncli.model.interface import has
 from attncli.errors import RuntimeFailure
 from attncli.fileio import FileProblem
 from attncli.stats.accumulate import Accumulator, Settings, add_probe, add_text, probe_ids
 from attncli.stats.shards import Identity, model_fingerprint, texts_digest, to_document
 from attncli.hf import load as load_transformer
 from attncli.hf.encoding import Encoding
+from attncli.hf.llama_config import WINDOWED, windows
 from attncli.hf.pretrained_base import length_batches
 
 BATCH_SIZE = 8  # texts per forward pass by default (measured best on MiniLM, 8-24 word texts)
@@ -34,13 +36,13 @@ def each_pattern(model, encs: Sequence[Encoding], *, batch_size: int = BATCH_SIZ
     similar length together (sorted by length, at most ``batch_size`` and BATCH_BUDGET a pass,
     padded and masked); another model that traces runs each text alone (``trace``); else its
     ``attentions``. ``precision`` is the NumPy pass's."""
-    if hasattr(model, "trace_batch"):
+    if has(model, "batch"):
         order = sorted(range(len(encs)), key=lambda i: len(encs[i].ids))
         for batch in length_batches([len(encs[i].ids) for i in order], model.heads * model.layers, batch_size, BATCH_BUDGET):
             rows = [order[j] for j in batch]
             for i, trace in zip(rows, model.trace_batch([encs[i] for i in rows], PATTERNS, precision=precision)):
                 yield i, trace.stack("attn.pattern", model.layers)
-    elif getattr(model, "traced", False):
+    elif has(model, "trace"):
         for i, enc in enumerate(encs):
             yield i, model.trace(enc, keep=PATTERNS).stack("attn.pattern", model.layers)
     else:
@@ -75,6 +77,15 @@ def identity(model) -> Identity:
                     {})
 
 
+def sliding_windows(config: dict[str, Any], layers: int) -> list[Optional[int]]:
+    """(L,) each layer's sliding window (a query sees the keys less than W positions back), or None:
+    from the config as the forward pass reads it (hf.llama_config.windows), None for the families
+    without one."""
+    if config.get("model_type") in WINDOWED | {"qwen2"}:
+        return windows(config)
+    return [None] * layers
+
+
 class ChunkWork:
     """A loaded model and what a chunk needs from it (the probe's vocabulary, once)."""
 
@@ -88,8 +99,9 @@ class ChunkWork:
                 if not special:
                     break
                 self.prefix.append(int(i))
-        config = getattr(model, "config", {}) or {}
-        self.vocab = int(config.get("vocab_size") or 0)
+        config = model.config
+        self.windows = sliding_windows(config, model.layers)
+        self.vocab = model.vocab_size
         self.exclude = set(self.prefix) | {int(config[k]) for k in ("bos_token_id", "eos_token_id", "pad_token_id")
                                            if isinstance(config.get(k), int)}
 
@@ -104,7 +116,7 @@ class ChunkWork:
             acc.texts += 1
             acc.tokens += len(enc.ids)
             add_text(acc, A, text_id=start + offset, tokens=enc.tokens, ids=enc.ids, special=enc.special,
-                     causal=self.causal)
+                     causal=self.causal, windows=self.windows)
         if self.causal and self.vocab:
             probes = [probe_ids(i, s, self.prefix, self.vocab, self.exclude, model.max_positions)
                       for i in range(start, start + len(texts)) if i % s.probe_every == 0]

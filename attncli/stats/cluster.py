@@ -7,6 +7,7 @@ directory at the same path, or the hub cache) and attn itself.
 from __future__ import annotations
 
 import socket
+import time
 from typing import Any, Iterable, Iterator, Optional
 
 from attncli.errors import AttnError, BadInput, RuntimeFailure
@@ -28,15 +29,37 @@ def host_port(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def check_reachable(address: str, seconds: float = CONNECT_SECONDS) -> None:
-    """BadInput when nothing answers at the address within ``seconds``."""
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes(9)  # HTTP/2's client preface, then an empty SETTINGS frame
+_H2_SETTINGS = 4  # the frame type a gRPC server (Ray's GCS, Ray Client) answers the preface with
+
+
+def check_reachable(address: str, seconds: Optional[float] = None) -> None:
+    """BadInput when nothing answers at the address within ``seconds``; RuntimeFailure when what
+    answers does not speak gRPC, as Ray's head node does (HTTP/2: its first frame is SETTINGS),
+    within ``seconds``: Ray's own client would retry such a port for minutes, logging as it goes."""
     host, port = host_port(address)
+    seconds = CONNECT_SECONDS if seconds is None else seconds
     try:
-        with socket.create_connection((host, port), timeout=seconds):
-            pass
+        conn = socket.create_connection((host, port), timeout=seconds)
     except OSError as exc:
         raise BadInput(f"--ray {address!r}: no Ray cluster answers there ({exc.strerror or type(exc).__name__} "
                        f"within {seconds:.0f} s): start one with 'ray start --head' or check the address") from None
+    head, deadline = b"", time.monotonic() + seconds
+    try:
+        with conn:
+            conn.sendall(_H2_PREFACE)
+            while len(head) < 9 and time.monotonic() < deadline:  # a server trickling bytes has ``seconds`` in all
+                conn.settimeout(max(deadline - time.monotonic(), 0.01))
+                got = conn.recv(9 - len(head))
+                if not got:
+                    break
+                head += got
+    except OSError:
+        pass  # a timeout or a reset: judged by what came
+    if len(head) < 9 or head[3] != _H2_SETTINGS:
+        said = "nothing" if not head else "something else"
+        raise RuntimeFailure(f"--ray {address!r}: a server answers there but it is not a Ray cluster (it said {said} "
+                             f"to a gRPC greeting within {seconds:.0f} s): check the address and port of the head node")
 
 
 class StatsActor:

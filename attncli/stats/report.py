@@ -16,7 +16,8 @@ from attncli import __version__
 from attncli.errors import BadInput
 from attncli.messages import warn
 from attncli.stats.accumulate import STATS, STATS_VERSION, TOP_STATS, Accumulator
-from attncli.stats.shards import Damaged, Identity, from_document, identity_of, mismatch, read_shard, shard_files
+from attncli.stats.shards import (Damaged, Identity, from_document, identity_of, inconsistent, mismatch, read_shard,
+                                  shard_files)
 
 
 @dataclass
@@ -41,6 +42,9 @@ def merge_shards(paths: Iterable[Path]) -> Merged:
     for path in files:
         try:
             doc = read_shard(path)
+            why = inconsistent(doc, ident) if ident is not None else None
+            if why is not None:
+                raise Damaged(why)
         except Damaged as exc:
             warn(f"skipping the damaged shard {path}: {exc}")
             skipped.append(f"{path}: {exc}")

@@ -19,7 +19,8 @@ from attncli.messages import warn
 from attncli.stats.accumulate import Accumulator, Settings
 from attncli.stats.chunk_work import ChunkWork, ModelSpec, bounded, identity, load_work
 from attncli.stats.cluster import ray_results
-from attncli.stats.shards import Damaged, Identity, from_document, mismatch, read_shard, shard_files, texts_digest, write_shard
+from attncli.stats.shards import (Damaged, Identity, from_document, inconsistent, mismatch, read_shard, shard_files,
+                                  texts_digest, write_shard)
 
 SHARD_TEXTS = 64  # texts per shard by default
 
@@ -42,6 +43,9 @@ def existing_shards(out: Path, ident: Identity) -> dict[int, dict[str, Any]]:
     for path in shard_files([out]):
         try:
             doc = read_shard(path)
+            why = inconsistent(doc, ident)
+            if why is not None:
+                raise Damaged(why)
         except Damaged as exc:
             warn(f"shard {path} is damaged ({exc}): its texts are computed again")
             continue

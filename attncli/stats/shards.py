@@ -19,8 +19,10 @@ loaded back is a pickle.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +33,7 @@ import numpy as np
 from attncli import __version__
 from attncli.errors import BadInput
 from attncli.fileio import FileProblem, atomic_write, open_regular, read_text
-from attncli.stats.accumulate import STATS, STATS_VERSION, TOP_STATS, Accumulator
+from attncli.stats.accumulate import MAX_TOP_K, STATS, STATS_VERSION, TOP_STATS, Accumulator
 
 FORMAT, FORMAT_VERSION = "attn-stats-shard", 1
 SHARD_NAME = re.compile(r"shard-(\d{12})-(\d{12})\.json")
@@ -101,8 +103,15 @@ def to_document(acc: Accumulator, ident: Identity, start: int, end: int, digest:
 
 
 def from_document(doc: dict[str, Any]) -> Accumulator:
-    """The accumulator a checked shard holds (ValueError/KeyError/TypeError on a malformed one)."""
-    L, H, K = int(doc["model"]["layers"]), int(doc["model"]["heads"]), int(doc["settings"]["top_k"])
+    """The accumulator a checked shard holds (ValueError/KeyError/TypeError on a malformed one).
+    The sizes come from the document and are checked against its own sums before anything of
+    that size is made."""
+    L, H, K = doc["model"]["layers"], doc["model"]["heads"], doc["settings"]["top_k"]
+    if not all(_count(x) and x >= 1 for x in (L, H, K)) or K > MAX_TOP_K:
+        raise ValueError(f"its layers, heads and top_k are not counts (top_k at most {MAX_TOP_K})")
+    if any(not isinstance(doc["sums"][n], list) or len(doc["sums"][n]) != L
+           or any(not isinstance(r, list) or len(r) != H for r in doc["sums"][n]) for n in STATS):
+        raise ValueError(f"its sums are not {L} x {H}, as its layers and heads say")
     acc = Accumulator(L, H, K)
     for n in STATS:
         s = np.asarray(doc["sums"][n], dtype=np.float64)
@@ -138,14 +147,50 @@ class Damaged(Exception):
     """A shard that cannot be used; ``str()`` says why."""
 
 
+def _count(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
+def _finite(text: str) -> float:
+    x = float(text)
+    if not np.isfinite(x):
+        raise ValueError(f"the number {text[:20]} is out of a double's range")
+    return x
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number a shard holds")
+
+
+_FIELDS = {"attn_version": str, "stats_version": int, "model": dict, "settings": dict, "texts_sha256": str,
+           "sums": dict, "counts": dict, "top": dict}
+
+
+def _check_fields(doc: dict[str, Any]) -> None:
+    """The fields every reader of a shard indexes, of the types it uses them as (ValueError)."""
+    for key, kind in _FIELDS.items():
+        if not isinstance(doc.get(key), kind):
+            raise ValueError(f"its {key!r} is not a {kind.__name__}")
+    for key in ("start", "end", "texts", "scored", "tokens", "probes"):
+        if not _count(doc.get(key)):
+            raise ValueError(f"its {key!r} is not a count")
+    if not doc["start"] < doc["end"]:
+        raise ValueError("its text range is not 0 <= start < end")
+    if not isinstance(doc["model"].get("fingerprint"), str):
+        raise ValueError("its model has no fingerprint")
+
+
 def read_shard(path: Path) -> dict[str, Any]:
-    """A shard's document, checked (format, checksum, shape); Damaged saying why otherwise."""
+    """A shard's document, checked (format, checksum, every field's type and shape); Damaged saying
+    why otherwise. Bounded: the file's size, a double's range (1e999, NaN and Infinity are refused,
+    not read as infinities) and nesting (a deep one is refused, not a RecursionError)."""
     try:
-        doc = json.loads(read_text(path, SHARD_BYTES))
+        doc = json.loads(read_text(path, SHARD_BYTES), parse_float=_finite, parse_constant=_no_constant)
     except FileProblem as exc:
         raise Damaged(str(exc)) from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise Damaged(f"it is not JSON ({str(exc)[:80]})") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        why = "it is nested too deep" if isinstance(exc, RecursionError) else str(exc)[:80]
+        raise Damaged(f"it is not JSON ({why})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise Damaged("it is not an attn statistics shard")
     if doc.get("format_version") != FORMAT_VERSION:
@@ -153,12 +198,24 @@ def read_shard(path: Path) -> dict[str, Any]:
     if doc.get("checksum") != _checksum(doc):
         raise Damaged("its checksum does not match its contents")
     try:
+        _check_fields(doc)
         from_document(doc)
-        if not (isinstance(doc["start"], int) and isinstance(doc["end"], int) and 0 <= doc["start"] < doc["end"]):
-            raise ValueError("its text range is not 0 <= start < end")
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
+    except (KeyError, TypeError, ValueError, IndexError, OverflowError) as exc:
         raise Damaged(f"it is malformed ({str(exc)[:80]})") from None
     return doc
+
+
+def inconsistent(doc: dict[str, Any], ident: Identity) -> Optional[str]:
+    """Why a checked shard of the same model (its fingerprint) cannot be of it: its layers, heads
+    or kind say another model's. Damage (or a forged checksum), not another run: such a shard is
+    skipped by a merge and computed again by a resume."""
+    if doc["model"].get("fingerprint") != ident.model.get("fingerprint"):
+        return None
+    for key in ("layers", "heads", "causal"):
+        if doc["model"].get(key) != ident.model.get(key):
+            return (f"its model's {key} ({str(doc['model'].get(key))[:20]}) are not those of the model it names "
+                    f"({ident.model.get(key)})")
+    return None
 
 
 def mismatch(doc: dict[str, Any], ident: Identity) -> Optional[str]:
@@ -177,6 +234,29 @@ def mismatch(doc: dict[str, Any], ident: Identity) -> Optional[str]:
 
 def identity_of(doc: dict[str, Any]) -> Identity:
     return Identity(doc["model"], doc["settings"])
+
+
+def shard_folder(out: Path) -> Path:
+    """The folder ``--out`` names, made when it is new. A symbolic link is followed, as an export's
+    file is (attncli.export_target): one that dangles has its target made as the folder, and stays
+    a link; attn never replaces what the user named. BadInput (exit 2) when it cannot be a folder."""
+    named = f"--out {str(out)!r}"
+    real = Path(os.path.realpath(out))  # a symlink's target, a new one if it dangles
+    try:
+        try:
+            os.stat(out)  # a loop of links: ELOOP here, where realpath would quietly stop
+        except FileNotFoundError:
+            pass  # new, or a link that dangles
+        if real.exists() and not real.is_dir():
+            raise BadInput(f"{named} is not a folder")
+        if not real.parent.is_dir():
+            raise BadInput(f"{named}: its parent folder does not exist" + (f" ({str(real.parent)!r}, where its "
+                                                                          "symbolic link leads)" if real != out.absolute() else ""))
+        real.mkdir(exist_ok=True)
+    except OSError as exc:
+        what = "is a loop of symbolic links" if exc.errno == errno.ELOOP else f"cannot be made: {exc.strerror or exc}"
+        raise BadInput(f"{named} {what}") from None
+    return out
 
 
 def shard_files(paths: Iterable[Path]) -> list[Path]:

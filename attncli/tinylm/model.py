@@ -32,6 +32,7 @@ import numpy as np
 
 from attncli.attention.projection import Projected
 from attncli.errors import BadInput
+from attncli.numeric import layer_norm, softmax
 from attncli.tinylm.checkpoint import (
     CONFIG, FORMAT, FORMAT_VERSION, HELDOUT, MAX_CONFIG_BYTES, OUTPUT_VOCAB, SUBDIR, WEIGHTS, config_problem,
     expected_shapes, read_lines, vectors_sha256,
@@ -60,13 +61,6 @@ def input_vectors(vectors, words: Sequence[str]) -> np.ndarray:
         if vectors.can_embed(w):
             out[i] = vectors.vector(w)
     return out
-
-
-def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
-    """LN(x) = (x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance)."""
-    mean = x.mean(axis=-1, keepdims=True)
-    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + eps) * weight + bias
 
 
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
@@ -172,8 +166,7 @@ class TrainedAttention:
         scores = q @ k.swapaxes(-1, -2) / np.sqrt(self.d_k)  # (h, T, S)
         if causal:
             scores = np.where(causal_mask(q.shape[-2], k.shape[-2]), scores, -np.inf)
-        shifted = np.exp(scores - scores.max(axis=-1, keepdims=True))  # (h, T, S); masked -> 0
-        weights = shifted / shifted.sum(axis=-1, keepdims=True)
+        weights = softmax(scores)  # (h, T, S); masked -> 0
         return scores, weights, weights @ v  # (h, T, d_k)
 
     def trace(self, tokens_or_x, *, causal: bool = True) -> list[LayerTrace]:

@@ -38,15 +38,21 @@ class CompareView(Result):
 
     def __init__(self, c: Comparison, meta_a: dict[str, Any], meta_b: dict[str, Any], unit: str, *,
                  positionals: list[str] = (), options: list[tuple[str, Any]] = ()) -> None:
-        self.c, self.meta_a, self.meta_b, self.unit = c, meta_a, meta_b, unit
+        self.comparison, self.meta_a, self.meta_b, self.unit = c, meta_a, meta_b, unit
         self.positionals, self.options = list(positionals), list(options)
         self.title = f"attn compare: {visible(meta_a['text'][:60])}"
 
-    def renderables(self, width: Optional[int]) -> list:
-        return [part for hm in compare_heatmaps(self.c, self.meta_a, self.meta_b) for part in heatmap_renderables(hm, width)]
+    def renderables(self, width: Optional[int], lines: bool = False) -> list:
+        """A, B and delta as heatmaps at ``width`` columns (None: as wide as they need, for a file);
+        ``lines``: each page as lines of text (views.render.heatmap_renderables), for an app."""
+        return [part for hm in compare_heatmaps(self.comparison, self.meta_a, self.meta_b)
+                for part in heatmap_renderables(hm, width, lines=lines)]
+
+    def screen_renderables(self, width: int) -> list:
+        return self.renderables(width, lines=True)
 
     def document(self) -> dict[str, Any]:
-        return document(self.c, self.meta_a, self.meta_b, self.unit)
+        return document(self.comparison, self.meta_a, self.meta_b, self.unit)
 
     def command_line(self) -> str:
         return attn_command("compare", self.positionals, self.options)

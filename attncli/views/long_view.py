@@ -9,7 +9,8 @@ from typing import Any, Optional
 
 from attncli.attention.long_view import LongSpec, LongView, apply_long_view, auto_view, span_label
 from attncli.textio import visible
-from attncli.views.render import LABEL_WIDTH, Heatmap, abbreviate, heatmap_renderables, number, palette
+from attncli.views.render import (FILE_CELLS, FILE_MAX, LABEL_WIDTH, Heatmap, abbreviate, file_maps, heatmap_renderables,
+                                  number, palette)
 from attncli.views.checkpoint_heatmaps import _title as title, pair_note, pretrained_heatmaps
 
 CELL = 7  # a heatmap cell: "0.123" and a space each side
@@ -39,6 +40,17 @@ def top_k_renderables(lv: LongView, view, meta: dict[str, Any], enc, width: Opti
 
     row_labels, col_labels = _labels(view, enc, words)
     tops = [(h, t) for h, t in enumerate(lv.head_tops or [])] + [(None, lv.top)]
+    R, K = lv.top.keys.shape
+    shown = R if width is not None else min(R, FILE_MAX)  # a file: its cells bounded, as a heatmap's
+    if width is None and len(tops) * shown * (K + 2) > FILE_CELLS:  # the heads' tables that fit, and the last
+        fit = max(0, FILE_CELLS // (shown * (K + 2)) - 1)
+        notes = (*notes, f"{len(tops) - 1 - min(fit, len(tops) - 1)} of the {len(tops) - 1} heads' tables are left out "
+                         f"of this file (it draws at most {FILE_CELLS:,} cells): --head H draws one head, --json "
+                         "holds every number")
+        tops = tops[:min(fit, len(tops) - 1)] + tops[-1:]
+    if shown < R:
+        notes = (*notes, f"rows 0-{shown - 1} of 0-{R - 1} shown in this file: pick others with --rows, or see every "
+                         "row with --json")
     parts: list = []
     for h, top in tops:
         what = f"top {top.keys.shape[1]} keys" + (f", mean of {len(lv.head_tops)} heads"
@@ -49,7 +61,7 @@ def top_k_renderables(lv: LongView, view, meta: dict[str, Any], enc, width: Opti
         for r in range(top.keys.shape[1]):
             table.add_column(f"#{r + 1}", justify="right", no_wrap=True, max_width=TOP_CELL if width else None)
         table.add_column("other", justify="right", no_wrap=True)
-        for i, (keys, ws, other) in enumerate(zip(top.keys, top.weights, top.other)):
+        for i, (keys, ws, other) in enumerate(zip(top.keys[:shown], top.weights[:shown], top.other[:shown])):
             cells = []
             for c, w in zip(keys, ws):
                 bg, fg = palette(float(w))  # weights lie in [0, 1]
@@ -118,7 +130,9 @@ def long_renderables(view, meta: dict[str, Any], enc, lv: Optional[LongView], sp
     notes = (*view.notes, f"rows: queries, columns: keys · backend: {meta['backend']}", *((pair,) if pair else ()), *note)
     if lv is not None and lv.top is not None:
         return top_k_renderables(lv, view, meta, enc, width, words=words, notes=notes)
-    if lv is not None and lv.pooled is not None:
-        return [part for hm in pooled_heatmaps(lv, meta, enc, notes=notes) for part in heatmap_renderables(hm, width)]
-    return [part for hm in pretrained_heatmaps(view, meta, enc, None, col_span) for part in heatmap_renderables(hm, width)]
+    maps = pooled_heatmaps(lv, meta, enc, notes=notes) if lv is not None and lv.pooled is not None \
+        else pretrained_heatmaps(view, meta, enc, None, col_span)
+    if width is None:  # a file: its cells bounded in all, not only per map
+        maps = file_maps(maps)
+    return [part for hm in maps for part in heatmap_renderables(hm, width)]
 

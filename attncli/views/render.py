@@ -16,7 +16,7 @@ built as a list of rich renderables (``*_renderables``), which the ``render_*`` 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -110,6 +110,30 @@ class Heatmap:
     divider_after: int | None = None  # draw a dim rule under this row (e.g. the end of a prompt)
     diverging: bool = False  # signed values (a difference): PuOr, symmetric around 0
     more: str = "pick others with --rows/--cols START:END, or see everything with --json"  # how to see what is left out
+
+
+FILE_CELLS = 2 * FILE_MAX * FILE_MAX  # cells all the heatmaps of one file draw together: bounded work and size
+
+
+def file_maps(maps: list[Heatmap], what: str = "heads' maps") -> list[Heatmap]:
+    """The heatmaps a file draws of ``maps`` (each head's, then the last: their mean or the one
+    head): all while their cells (each map's up to FILE_MAX x FILE_MAX) fit in FILE_CELLS, else as
+    many of the first as fit and always the last, which then says what was left out."""
+    cells = [len(range(*_range(m.rows, m.values.shape[0], FILE_MAX))) * len(range(*_range(m.cols, m.values.shape[1],
+                                                                                            FILE_MAX))) for m in maps]
+    if sum(cells) <= FILE_CELLS or len(maps) < 2:
+        return maps
+    budget, kept = FILE_CELLS - cells[-1], []
+    for m, n in zip(maps[:-1], cells):
+        if n > budget:
+            break
+        kept.append(m)
+        budget -= n
+    left = len(maps) - 1 - len(kept)
+    note = (f"{left} of the {len(maps) - 1} {what} are left out of this file (it draws at most {FILE_CELLS:,} cells): "
+            "--head H draws one head, --json holds every number")
+    last = maps[-1]
+    return [*kept, replace(last, notes=(*last.notes, note))]
 
 
 def _range(window: tuple[int, int] | None, n: int, cap: int) -> tuple[int, int]:

@@ -5,6 +5,7 @@ reproduces it and Jupyter's inline display are written once per kind of result, 
 result's own class, never once per surface (CLI, explore, page, Python API)::
 
     result.renderables(width)   # rich renderables laid out for ``width`` columns (None: a file's width)
+    result.screen_renderables(width)  # the same for an app that redraws on every key (attn explore)
     result.notes(width)         # lines about how it was made: stderr in a terminal, never in a file
     result.document()           # the --json document (a dict of JSON values)
     result.command_line()       # the ``attn ...`` line that reproduces the result
@@ -64,6 +65,11 @@ class Result:
         """Plain lines about how the result was made (counts, columns a narrow terminal left
         out): a terminal shows them on stderr, so that stdout holds the result alone."""
         return []
+
+    def screen_renderables(self, width: int) -> Iterable[Any]:
+        """What an app that redraws on every key (attn explore) draws at ``width`` columns: the
+        renderables, unless a result has a faster drawing of the same lines (a heatmap's pages)."""
+        return self.renderables(width)
 
     # --- what the protocol gives every result ----------------------------------------------------
     def write_json(self, write: Callable[[str], Any]) -> None:

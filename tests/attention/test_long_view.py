@@ -279,7 +279,7 @@ def test_a_bar_per_layer_where_the_trace_reports_layers(monkeypatch):
     advanced = []
 
     class Model:
-        traced, layers, name = True, 3, "m"
+        can, layers, name = frozenset({"trace"}), 3, "m"  # model/interface.py: a traced pass
 
         def trace(self, enc, keep=None, *, rows=None, on_layer=None):
             for l in range(self.layers):
@@ -293,7 +293,7 @@ def test_a_bar_per_layer_where_the_trace_reports_layers(monkeypatch):
     assert len(advanced) == 3
 
     class Old:  # a trace without on_layer: called without it, and a line instead of a bar
-        traced, layers, name = True, 3, "m"
+        can, layers, name = frozenset({"trace"}), 3, "m"  # model/interface.py: a traced pass
 
         def trace(self, enc, keep=None, *, rows=None):
             return {}

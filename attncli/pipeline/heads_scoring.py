@@ -1,4 +1,5 @@
-"""``attn heads --transformer``: every head of a pretrained model scored and labelled.
+"""``attn heads --transformer``: every head of a pretrained model scored and labelled (its compute:
+attncli.pipeline.heads_compute).
 
 The scores and the rule are :mod:`attncli.attention.heads`' (shared with ``attn heads`` on attn's
 own LM); this module only runs the model over the sentences and hands the attention over.
