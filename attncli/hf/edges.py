@@ -25,6 +25,7 @@ import numpy as np
 
 from attncli.hf import llama, ops
 from attncli.hf.backward import DecoderTape, head_columns
+from attncli.numeric import rms_norm, softmax
 
 
 def up_names(L: int, h: int) -> list[str]:
@@ -85,9 +86,7 @@ def _heads(tape: DecoderTape, l: int, a: np.ndarray) -> np.ndarray:
     if tape.rope:
         q, k = (llama.rotate(t, *tape.cos_sin) for t in (q, k))
     s = np.where(tape._allowed(l, T), q @ k.swapaxes(-1, -2) * arch.scale(l), -np.inf)  # (h, T, T)
-    p = np.exp(s - s.max(axis=-1, keepdims=True))
-    p /= p.sum(axis=-1, keepdims=True)
-    z = p @ v  # (h, T, d_head)
+    z = softmax(s) @ v  # (h, T, d_head)
     return z @ W["o"][0].reshape(h, -1, a.shape[2])  # (h, T, d)
 
 
@@ -123,5 +122,5 @@ def edge_patched_logits(clean: DecoderTape, corrupt: DecoderTape, weights: np.nd
         diff[n + h] = _mlp(clean, l, x_mlp) - corr[n + h]
     final = corrupt.layers[-1]["post"][position] + w[:, -1] @ diff[:, position]  # (d,)
     kind, fw, fb, eps = clean.final
-    y = ops.layer_norm(final, fw, fb, eps) if kind == "layer" else final / np.sqrt((final * final).mean() + eps) * fw
+    y = ops.layer_norm(final, fw, fb, eps) if kind == "layer" else rms_norm(final, fw, eps)
     return (clean.unembedding @ y).astype(np.float64)
