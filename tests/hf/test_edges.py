@@ -94,17 +94,21 @@ def test_one_edge_removed_is_a_path_patch_built_by_hand(setup):
     assert np.abs(got - ct.logits(pos)).max() > 1e-3  # the patch moved the logits
 
 
-def test_one_edge_into_the_logits_is_the_final_norm_of_the_shifted_stream(setup):
+def test_edges_into_the_logits_are_the_final_norm_of_the_shifted_stream(setup):
+    """The last MLP -> logits and L1H1 -> logits removed: the unembedding reads the clean stream
+    minus both writers' clean - corrupt outputs (the head's from z and its rows of W_O)."""
     model, clean, corrupt, (ct, kt) = setup
-    h, pos = model.heads, len(clean) - 1
-    u = up_index(model.layers - 1, None, h)  # the last MLP
-    out_c = ct.layers[-1]["post"] - ct.layers[-1]["mid"]
-    out_k = kt.layers[-1]["post"] - kt.layers[-1]["mid"]
-    x = ct.layers[-1]["post"][pos] - (out_c - out_k)[pos]
+    h, pos, L = model.heads, len(clean) - 1, model.layers
+    dh = model.arch.d // h
+    mlp_c = ct.layers[-1]["post"] - ct.layers[-1]["mid"]
+    mlp_k = kt.layers[-1]["post"] - kt.layers[-1]["mid"]
+    w_o = np.asarray(model.arch.w.get(f"h.{L - 1}.attn.c_proj.weight"), dtype=np.float64)[dh:2 * dh]  # (d_head, d)
+    head = (ct.layers[-1]["z"][pos, 1] - kt.layers[-1]["z"][pos, 1]) @ w_o  # (d,)
+    x = ct.layers[-1]["post"][pos] - (mlp_c - mlp_k)[pos] - head
     kind, fw, fb, eps = ct.final
     want = np.asarray(model.arch.unembedding(), dtype=np.float64) @ _ln(x, fw, fb, eps)
-    weights = np.ones(edge_mask(model.layers, h).shape)
-    weights[u, -1] = 0.0
+    weights = np.ones(edge_mask(L, h).shape)
+    weights[up_index(L - 1, None, h), -1] = weights[up_index(L - 1, 1, h), -1] = 0.0
     np.testing.assert_allclose(edge_patched_logits(ct, kt, weights, pos), want, rtol=0, atol=1e-10)
 
 
