@@ -403,6 +403,7 @@ def test_modules_stay_under_about_400_lines():
 SHARED_BASENAMES = {
     # a command (cli/), what it draws (views/) and what it computes (attention/): one view, one name per floor
     "causal.py": ({"cli/causal.py", "views/causal.py"}, "attn ablate / patch / dla: the command and its drawing"),
+    "circuit.py": ({"causal/circuit.py", "cli/circuit.py"}, "attn circuit: the computation and the command"),
     "compare.py": ({"attention/compare.py", "cli/compare.py"}, "attn compare: the computation and the command"),
     "lens.py": ({"cli/lens.py", "views/lens.py"}, "attn lens: the command and its drawing"),
     "long_view.py": ({"attention/long_view.py", "views/long_view.py"}, "a long input's view: computed, then drawn"),

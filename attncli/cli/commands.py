@@ -43,6 +43,8 @@ COMMANDS: dict[str, Listed] = {
                                           "difference restored."),
     "attribute": Listed("attncli.cli.attribute", "Estimate every cell of attn patch's grid from one forward and one "
                                                  "backward pass (attribution patching)."),
+    "circuit": Listed("attncli.cli.circuit", "Score every edge between components (EAP / EAP-IG) and find the "
+                                             "smallest circuit that keeps the metric."),
     "dla": Listed("attncli.cli.causal",
                   "Direct logit attribution: each head's and MLP's direct part of the target's logit."),
     "qk": Listed("attncli.cli.qk",

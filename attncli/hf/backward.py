@@ -73,8 +73,11 @@ def _affine(x: np.ndarray, wb: tuple[np.ndarray, np.ndarray | None]) -> np.ndarr
 class DecoderTape:
     """The forward pass of a pre-norm decoder with what its backward reads (in ``dtype``), and the backward."""
 
-    def __init__(self, model: Any, dtype: Any = np.float64):
+    def __init__(self, model: Any, dtype: Any = np.float64, weights: list[dict[str, Any]] | None = None):
+        """``weights``: another tape's ``[t["W"] for t in tape.layers]`` of the same model and dtype, reused
+        (not read and widened again)."""
         arch = model.arch
+        self.shared = weights
         if not isinstance(arch, (gpt2.GPT2, llama.Llama)):
             raise BadInput(f"gradients on attn's NumPy pass are written for GPT-2 and the Llama family; model "
                            f"'{model.name}' is {model.model_type}")
@@ -102,16 +105,20 @@ class DecoderTape:
         window = self.arch.windows[l] if self.rope else None
         return ok & ((i - j) < window) if window is not None else ok  # (T, T)
 
-    def forward(self, ids: list[int]) -> None:
+    def forward(self, ids: list[int], embed: np.ndarray | None = None) -> None:
+        """The pass of token ids ``ids``, or of the embeddings ``embed`` (T, d) given in their place."""
         arch = self.arch
-        arr = np.asarray([ids], dtype=np.int64)
         f = lambda a: np.asarray(a, dtype=self.dtype)  # noqa: E731
-        x = f(arch.embeddings(arr, np.zeros_like(arr), np.ones_like(arr, dtype=bool))[0])  # (T, d)
+        if embed is None:
+            arr = np.asarray([ids], dtype=np.int64)
+            x = f(arch.embeddings(arr, np.zeros_like(arr), np.ones_like(arr, dtype=bool))[0])  # (T, d)
+        else:
+            x = f(embed)
         T, h, dh = x.shape[0], arch.heads, arch.d_head
         self.cos_sin = self._cos_sin(T) if self.rope else None
         self.embed, self.layers = x, []
         for l in range(arch.layers):
-            W = _weights(arch, l, self.dtype)
+            W = self.shared[l] if self.shared is not None else _weights(arch, l, self.dtype)
             a = self._norm(W["norm"], x, W["n1"])  # (T, d)
             q = _affine(a, W["q"]).reshape(T, h, dh).transpose(1, 0, 2)  # (h, T, d_head)
             k, v = (_affine(a, W[n]).reshape(T, -1, dh).transpose(1, 0, 2) for n in "kv")  # (h_kv, T, d_head)
@@ -158,8 +165,12 @@ class DecoderTape:
         y = ops.layer_norm(x, w, b, eps) if kind == "layer" else rms_norm(x, w, eps)
         return (self.unembedding @ y).astype(np.float64)
 
-    def backward(self, position: int, d_logits: np.ndarray) -> dict[str, np.ndarray]:
-        """d metric / d site at every site, from d metric / d logits[position] (V,)."""
+    def backward(self, position: int, d_logits: np.ndarray, inputs: bool = False) -> dict[str, np.ndarray]:
+        """d metric / d site at every site, from d metric / d logits[position] (V,). ``inputs``: also
+        d metric / d each reader's own input, the residual stream as that reader alone reads it
+        (through the frozen norm's Jacobian): ``blocks.l.head_in.q`` / ``.k`` / ``.v`` (h, T, d) each
+        head's query, key and value input (k and v per query head, before a group's sum),
+        ``blocks.l.mlp_in`` (T, d) and ``final_in`` (T, d), the unembedding's."""
         arch, grads = self.arch, {}
         kind, w, b, eps = self.final
         T = self.embed.shape[0]
@@ -169,6 +180,8 @@ class DecoderTape:
         grads["final_norm"] = g_final
         post = self.layers[-1]["post"]
         g = layer_norm_back(g_final, post, w, eps) if kind == "layer" else rms_norm_back(g_final, post, w, eps)
+        if inputs:
+            grads["final_in"] = g
         for l in range(arch.layers - 1, -1, -1):
             t, W = self.layers[l], self.layers[l]["W"]
             grads[site(l, "resid_post")] = grads[site(l, "mlp.out")] = g
@@ -177,12 +190,17 @@ class DecoderTape:
                 g_m = (g_inner * t["up"] * self.d_act(t["gate"])) @ W["gate"][0].T + (g_inner * self.act(t["gate"])) @ W["up"][0].T
             else:
                 g_m = (g_inner * self.d_act(t["up"])) @ W["up"][0].T  # (T, d)
-            g = g + self._norm_back(W["norm"], g_m, t["mid"], W["n2"])  # d resid_mid
+            g_mlp = self._norm_back(W["norm"], g_m, t["mid"], W["n2"])  # (T, d) through the MLP alone
+            if inputs:
+                grads[f"blocks.{l}.mlp_in"] = g_mlp
+            g = g + g_mlp  # d resid_mid
             grads[site(l, "resid_mid")] = grads[site(l, "attn.out")] = g
             g_z = (g @ W["o"][0].T).reshape(T, arch.heads, -1)  # (T, h, d_head)
             grads[site(l, "attn.z")] = g_z
             dq, dk, dv, dp = attention_back(g_z.transpose(1, 0, 2), t["q"], t["k"], t["v"], t["p"], arch.scale(l))
             grads.update({site(l, "attn.pattern"): dp, site(l, "attn.q"): dq, site(l, "attn.k"): dk, site(l, "attn.v"): dv})
+            if inputs:
+                grads.update(self._head_inputs(l, dq, dk, dv))
             dk, dv = (d.reshape(-1, self.group, T, d.shape[-1]).sum(axis=1) for d in (dk, dv))  # (h_kv, T, d_head)
             if self.rope:  # the inverse rotation
                 cos, sin = self.cos_sin
@@ -195,6 +213,28 @@ class DecoderTape:
             grads[site(l, "resid_pre")] = g
         grads["embed"] = g
         return grads
+
+    def _head_inputs(self, l: int, dq: np.ndarray, dk: np.ndarray, dv: np.ndarray) -> dict[str, np.ndarray]:
+        """{blocks.l.head_in.q/k/v: (h, T, d)} from d q, d k, d v per query head (h, T, d_head): each
+        back through the rotation (q, k), that head's own columns of W_Q / W_K / W_V (k and v: its
+        key-value head's) and the layer's input norm at the run's x."""
+        t, W, h = self.layers[l], self.layers[l]["W"], self.arch.heads
+        if self.rope:
+            cos, sin = self.cos_sin
+            dq, dk = (llama.rotate(d, cos, -sin) for d in (dq, dk))
+        out = {}
+        for n, d in (("q", dq), ("k", dk), ("v", dv)):
+            w = head_columns(W[n][0], h, 1 if n == "q" else self.group)  # (d, h, d_head)
+            g_in = d @ w.transpose(1, 2, 0)  # (h, T, d) in the normed input's space
+            out[f"blocks.{l}.head_in.{n}"] = self._norm_back(W["norm"], g_in, t["x"], W["n1"])
+        return out
+
+
+def head_columns(w: np.ndarray, heads: int, group: int) -> np.ndarray:
+    """(d, h, d_head) each query head's columns of a projection ``w`` (d, heads // group * d_head):
+    a key or value projection (``group`` query heads per key-value head) its key-value head's, repeated."""
+    per = w.reshape(w.shape[0], heads // group, -1)  # (d, h_kv, d_head)
+    return np.repeat(per, group, axis=1)
 
 
 def gradients(model: Any, ids: list[int], position: int,

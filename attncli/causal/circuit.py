@@ -1,0 +1,187 @@
+"""Circuits: edge attribution patching (EAP, Syed et al. 2023), EAP-IG (Hanna et al. 2024) and the
+smallest set of edges that keeps a given fraction of the metric (Hanna et al.'s faithfulness).
+
+The graph is hf/edges.py's: writers (the embeddings, each head, each MLP) and readers (each head's
+query, key and value input separately, each MLP's input, the logits). An edge's score
+
+    score(u -> v) = (u_clean - u_corrupt) . d metric / d input_v                  (summed over T, d)
+
+is the first-order estimate of how much the metric falls when the edge alone carries the corrupted
+run's value (in the edge-patched forward, w[u, v] from 1 to 0). EAP takes the gradient on the clean
+run; EAP-IG (``steps`` N) averages it over the passes from the embeddings
+e_corrupt + (k / N)(e_clean - e_corrupt), k = 1..N (N = 1 is EAP). The gradients are
+hf/backward.py's per-reader input gradients (each through its own W_Q, W_K, W_V or MLP, and the
+input norm frozen at that pass).
+
+The circuit: edges sorted by |score|, the shortest prefix whose edge-patched forward (every other
+edge removed) keeps ``faithfulness`` of the metric's clean - corrupt difference, found by a binary
+search over the prefix length (each step one edge-patched forward, in float64):
+
+    faithfulness = (metric(patched) - metric(corrupt)) / (metric(clean) - metric(corrupt))
+
+Shapes: U writers, D readers, T tokens, d width.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from attncli.causal.documents import target_document
+from attncli.causal.grids import check_same_length
+from attncli.causal.target import Target
+from attncli.errors import BadInput
+from attncli.hf.backward import DecoderTape
+from attncli.hf.edges import down_names, edge_mask, edge_patched_logits, node_outputs, up_names
+
+MAX_STEPS = 256
+
+
+@dataclass
+class Circuit:
+    scores: np.ndarray  # (U, D) every edge's score (0 off the edge mask)
+    mask: np.ndarray  # (U, D) bool: the edges
+    up: list[str]  # the U writers' names
+    down: list[str]  # the D readers' names
+    clean: float  # the metric on the clean run
+    corrupt: float  # on the corrupted run
+    steps: int  # 1: EAP; more: EAP-IG
+    kept: list[tuple[int, int]]  # the circuit's edges (u, v), strongest first
+    patched: float  # the metric with every edge outside the circuit removed
+    target_faithfulness: float
+    checks: int  # edge-patched forwards the search ran
+
+    @property
+    def faithfulness(self) -> float:
+        return (self.patched - self.corrupt) / (self.clean - self.corrupt)
+
+    def edge_count(self) -> int:
+        return int(self.mask.sum())
+
+
+def _tape(model: Any, ids: Sequence[int] | None = None, embed: np.ndarray | None = None,
+          like: DecoderTape | None = None) -> DecoderTape:
+    """A float64 pass of ``ids`` (or of the embeddings ``embed``), with ``like``'s widened weights reused."""
+    tape = DecoderTape(model, np.float64, None if like is None else [t["W"] for t in like.layers])
+    tape.forward(list(ids or []), embed)
+    return tape
+
+
+def input_gradients(tape: DecoderTape, target: Target) -> np.ndarray:
+    """(D, T, d) d metric / d each reader's input on ``tape``'s pass (hf/edges.py's reader order)."""
+    grads = tape.backward(target.position, target.gradient(tape.logits(target.position)), inputs=True)
+    out = []
+    for l in range(len(tape.layers)):
+        out += [grads[f"blocks.{l}.head_in.{c}"] for c in "qkv"]
+        out.append(grads[f"blocks.{l}.mlp_in"][None])
+    out.append(grads["final_in"][None])
+    return np.concatenate(out)
+
+
+def edge_scores(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int], target: Target,
+                steps: int = 1) -> tuple[np.ndarray, DecoderTape, DecoderTape]:
+    """(U, D) every edge's EAP (``steps`` 1) or EAP-IG score, 0 off the edge mask; and the clean and
+    corrupted runs' tapes."""
+    if not 1 <= steps <= MAX_STEPS:
+        raise BadInput(f"--steps {steps}: give 1 (EAP) to {MAX_STEPS} points on the path")
+    check_same_length(model, list(clean_ids), list(corrupt_ids))
+    clean = _tape(model, clean_ids)
+    corrupt = _tape(model, corrupt_ids, like=clean)
+    grad = np.zeros((len(down_names(model.layers, model.heads)),) + clean.embed.shape)  # (D, T, d)
+    for k in range(1, steps + 1):
+        tape = clean if k == steps else _tape(model, embed=corrupt.embed + k / steps * (clean.embed - corrupt.embed),
+                                                      like=clean)
+        grad += input_gradients(tape, target) / steps
+    delta = node_outputs(clean) - node_outputs(corrupt)  # (U, T, d)
+    scores = delta.reshape(len(delta), -1) @ grad.reshape(len(grad), -1).T  # (U, D), one matrix product
+    return np.where(edge_mask(model.layers, model.heads), scores, 0.0), clean, corrupt
+
+
+def patched_metric(clean: DecoderTape, corrupt: DecoderTape, target: Target, kept: Sequence[tuple[int, int]],
+                   corrupt_outputs: np.ndarray | None = None) -> float:
+    """The metric of the edge-patched forward with the edges ``kept`` (u, v) and every other one removed."""
+    L, h = len(clean.layers), clean.arch.heads
+    w = np.zeros(edge_mask(L, h).shape)
+    for u, v in kept:
+        w[u, v] = 1.0
+    return float(target.metric(edge_patched_logits(clean, corrupt, w, target.position, corrupt_outputs)))
+
+
+def find_circuit(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int], target: Target, *,
+                 steps: int = 1, faithfulness: float = 0.9) -> Circuit:
+    """The edges' scores and the circuit (the module's docstring)."""
+    if not 0.0 < faithfulness <= 1.0 or not np.isfinite(faithfulness):
+        raise BadInput(f"--faithfulness {faithfulness}: a fraction above 0 and at most 1")
+    scores, clean, corrupt = edge_scores(model, clean_ids, corrupt_ids, target, steps)
+    m_clean = float(target.metric(clean.logits(target.position)))
+    m_corrupt = float(target.metric(corrupt.logits(target.position)))
+    if abs(m_clean - m_corrupt) < 1e-9:
+        raise BadInput(f"the clean and corrupted texts give the same {target.describe()} ({m_clean:.6g}): "
+                       "faithfulness is undefined; choose texts that differ in it")
+    mask = edge_mask(model.layers, model.heads)
+    edges = np.argwhere(mask)  # (E, 2)
+    order = edges[np.argsort(-np.abs(scores[mask]), kind="stable")]
+    corr = node_outputs(corrupt)
+    checks = 0
+
+    def metric(n: int) -> float:
+        nonlocal checks
+        checks += 1
+        return patched_metric(clean, corrupt, target, [tuple(e) for e in order[:n]], corr)
+
+    def enough(m: float) -> bool:
+        return (m - m_corrupt) / (m_clean - m_corrupt) >= faithfulness
+
+    lo, hi, best = 0, len(order), m_clean  # every edge kept is the clean run: faithfulness 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        m = metric(mid)
+        if enough(m):
+            hi, best = mid, m
+        else:
+            lo = mid + 1
+    kept = [(int(u), int(v)) for u, v in order[:hi]]
+    return Circuit(scores, mask, up_names(model.layers, model.heads), down_names(model.layers, model.heads),
+                   m_clean, m_corrupt, steps, kept, best, faithfulness, checks)
+
+
+def _node(name: str) -> tuple[str, str]:
+    """A reader's name -> (its node, the input it reads): L1H0.k -> (L1H0, k); L1MLP -> (L1MLP, mlp)."""
+    if name == "logits":
+        return "logits", "logits"
+    node, _, which = name.partition(".")
+    return node, which or "mlp"
+
+
+def circuit_document(model: Any, enc: Any, bad: Any, target: Any, res: Circuit) -> dict[str, Any]:
+    """``attn circuit``'s --json document: the circuit's nodes and edges (strongest first) with their
+    scores, the faithfulness asked for and reached, and how the scores were made."""
+    edges = []
+    for u, v in res.kept:
+        node, which = _node(res.down[v])
+        edges.append({"from": res.up[u], "to": node, "input": which, "score": round(float(res.scores[u, v]), 8)})
+    nodes = sorted({e["from"] for e in edges} | {e["to"] for e in edges}, key=lambda n: (layer_of(n, model.layers), n))
+    method = "EAP" if res.steps == 1 else f"EAP-IG, {res.steps} steps"
+    return {"command": "circuit", "model": model.name, "tokens": enc.tokens, "corrupt_tokens": bad.tokens,
+            "target": target_document(target), "method": "eap" if res.steps == 1 else "eap-ig", "steps": res.steps,
+            "clean": round(res.clean, 8), "corrupt": round(res.corrupt, 8), "patched": round(res.patched, 8),
+            "faithfulness": round(res.faithfulness, 8), "faithfulness_asked": res.target_faithfulness,
+            "edges_total": res.edge_count(), "checks": res.checks, "layers": model.layers,
+            "nodes": [{"name": n, "layer": layer_of(n, model.layers)} for n in nodes], "edges": edges,
+            "title": f"{model.name} · circuit ({method}) · {len(edges)} of {res.edge_count()} edges · "
+                     f"{target.describe()}",
+            "notes": [f"clean {res.clean:.4f}, corrupt {res.corrupt:.4f}, the circuit alone {res.patched:.4f}: "
+                      f"faithfulness {res.faithfulness:.3f} (asked {res.target_faithfulness:g}; every edge outside "
+                      f"the circuit patched exactly, {res.checks} edge-patched passes)",
+                      "score: the first-order fall of the metric when the edge alone carries the corrupted value"]}
+
+
+def layer_of(node: str, layers: int) -> int:
+    """A node's row in the drawing: embed -1, L{l}H{x} and L{l}MLP l, logits ``layers``."""
+    if node == "embed":
+        return -1
+    if node == "logits":
+        return layers
+    return int(node[1:].split("H")[0].split("M")[0])

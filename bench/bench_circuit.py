@@ -1,0 +1,80 @@
+"""Edge attribution patching over every edge of a SmolLM2-135M-shaped model, and one edge-patched pass.
+
+Run from the repository root with the project and its [transformers] extra installed:
+
+    python bench/bench_circuit.py              # build the model in a temp folder
+    python bench/bench_circuit.py --keep DIR   # reuse (or write) it in DIR
+
+The model is bench_llama.py's (30 layers x 9 heads, 3 key-value heads, hidden 576, random weights,
+bfloat16 on disk); the clean and corrupted texts are 20 tokens each. Timed, best of ``--runs``, once
+the model is loaded and warmed up: ``edge_scores`` (EAP: the clean and corrupted passes in float64,
+one backward with every reader's input gradient, and the (U, D) score matrix), EAP-IG with
+``--steps`` points, and one edge-patched forward (every edge kept at random with probability 1/2),
+which is what each step of the circuit search costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+from bench_llama import SENTENCE, build  # noqa: E402
+from attncli.causal.circuit import edge_scores  # noqa: E402
+from attncli.causal.target import Target  # noqa: E402
+from attncli.hf import load  # noqa: E402
+from attncli.hf.edges import edge_mask, edge_patched_logits, node_outputs  # noqa: E402
+
+CORRUPT = "the quick brown cat jumps over the lazy fox while the dog sat on the rug"
+
+
+def best(fn, runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--keep", type=Path, help="write (or reuse) the model here")
+    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=5)
+    args = ap.parse_args()
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = args.keep or Path(tmp) / "smol"
+        if not (directory / "config.json").is_file():
+            directory.mkdir(parents=True, exist_ok=True)
+            build(directory)
+        model = load(str(directory), backend="numpy")
+        clean, corrupt = model.encode(SENTENCE).ids, model.encode(CORRUPT).ids
+        n = min(len(clean), len(corrupt), 20)
+        clean, corrupt = clean[:n], corrupt[:n]
+        target = Target(n - 1, int(clean[-1]), "last", int(corrupt[-1]), "other")
+        mask = edge_mask(model.layers, model.heads)
+        print(f"{model.layers} layers x {model.heads} heads, {n} tokens: {mask.shape[0]} writers, "
+              f"{mask.shape[1]} readers, {int(mask.sum())} edges")
+        scores, ct, kt = edge_scores(model, clean, corrupt, target)  # warm-up
+        print(f"EAP, every edge: {best(lambda: edge_scores(model, clean, corrupt, target), args.runs):.2f} s")
+        ig = best(lambda: edge_scores(model, clean, corrupt, target, steps=args.steps), args.runs)
+        print(f"EAP-IG, {args.steps} steps: {ig:.2f} s")
+        corr = node_outputs(kt)
+        w = (np.random.default_rng(0).random(mask.shape) < 0.5).astype(np.float64)
+        one = best(lambda: edge_patched_logits(ct, kt, w, target.position, corr), args.runs)
+        print(f"one edge-patched forward: {one:.2f} s")
+    print(f"load average {os.getloadavg()[0]:.2f} after")
+
+
+if __name__ == "__main__":
+    main()

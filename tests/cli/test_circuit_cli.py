@@ -1,0 +1,88 @@
+"""attn circuit through the command line (a tiny GPT-2): the listing, JSON, the graph's exports
+(every label escaped), EAP-IG's --steps, refusals."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import needed
+
+needed("torch")
+needed("transformers")
+
+from typer.testing import CliRunner  # noqa: E402
+
+from attncli.cli.main import app  # noqa: E402
+
+runner = CliRunner()
+CLEAN, CORRUPT = "the cat sat on the mat and the dog", "the dog sat on the mat and the cat"
+
+
+def run(*args):
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+def test_the_json_document(tiny_gpt2_dir):
+    code, out = run("circuit", CLEAN, CORRUPT, "--transformer", str(tiny_gpt2_dir), "--target-id", "7",
+                    "--contrast-id", "5", "--json")
+    assert code == 0, out
+    doc = json.loads(out)
+    L, h = 2, 4  # the tiny GPT-2's
+    assert doc["method"] == "eap" and doc["steps"] == 1 and doc["layers"] == L
+    assert doc["edges_total"] == sum(3 * h * (1 + l * (h + 1)) + 1 + l * (h + 1) + h for l in range(L)) + 1 + L * (h + 1)
+    assert doc["faithfulness"] >= 0.9 and doc["faithfulness_asked"] == 0.9
+    sizes = [abs(e["score"]) for e in doc["edges"]]
+    assert sizes == sorted(sizes, reverse=True) and 0 < len(sizes) < doc["edges_total"]
+    names = {n["name"] for n in doc["nodes"]}
+    assert all(e["from"] in names and e["to"] in names and e["input"] in ("q", "k", "v", "mlp", "logits")
+               for e in doc["edges"])
+    restored = (doc["patched"] - doc["corrupt"]) / (doc["clean"] - doc["corrupt"])
+    assert restored == pytest.approx(doc["faithfulness"], rel=1e-4)  # from the 8-decimal rounded metrics
+
+
+def test_the_listing_and_the_exports(tiny_gpt2_dir, tmp_path):
+    svg, page, png = tmp_path / "c.svg", tmp_path / "c.html", tmp_path / "c.png"
+    code, out = run("circuit", CLEAN, CORRUPT, "--transformer", str(tiny_gpt2_dir), "--target-id", "7",
+                    "--steps", "3", "--faithfulness", "0.8", "--svg", str(svg), "--html", str(page), "--png", str(png))
+    assert code == 0, out
+    assert "circuit (EAP-IG, 3 steps)" in out and "faithfulness" in out and "logits" in out
+    drawing = svg.read_text()
+    assert drawing.startswith("<svg") and drawing.count("<path") >= 1 and "<title>" in drawing
+    text = page.read_text()
+    assert text.startswith("<!DOCTYPE html>") and "<svg" in text and "<table>" in text and "http" not in text.replace(
+        'xmlns="http://www.w3.org/2000/svg"', "")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_hostile_model_name_is_escaped_in_the_graph():
+    from attncli.views.circuit_view import circuit_html, circuit_svg
+
+    doc = {"title": "<script>alert(1)</script>", "notes": ["a & b"], "layers": 1,
+           "nodes": [{"name": "embed", "layer": -1}, {"name": "logits", "layer": 1}],
+           "edges": [{"from": "embed", "to": "logits", "input": "<b>", "score": 0.5}]}
+    for text in (circuit_svg(doc), circuit_html(doc)):
+        assert "<script>" not in text and "&lt;script&gt;" in text and "<b>" not in text and "a &amp; b" in text
+
+
+@pytest.mark.parametrize("args, said", [
+    (("--faithfulness", "1.5"), "--faithfulness 1.5"),
+    (("--faithfulness", "nan"), "--faithfulness nan"),
+    (("--steps", "0"), "--steps 0"),
+])
+def test_refusals(tiny_gpt2_dir, args, said):
+    code, out = run("circuit", CLEAN, CORRUPT, "--transformer", str(tiny_gpt2_dir), "--target-id", "7", *args)
+    assert code == 2 and said in out and "Traceback" not in out and len(out.strip().splitlines()) == 1, out
+
+
+def test_texts_of_different_lengths_are_refused(tiny_gpt2_dir):
+    code, out = run("circuit", CLEAN, "the dog", "--transformer", str(tiny_gpt2_dir), "--target-id", "7")
+    assert code == 2 and "same number of tokens" in out and "Traceback" not in out
+
+
+def test_an_encoder_is_refused_by_name(tiny_bert_dir):
+    code, out = run("circuit", "a [MASK] b", "b [MASK] a", "--transformer", str(tiny_bert_dir), "--target-id", "5")
+    assert code == 2 and ("GPT-2 and the Llama family" in out or "masked-language-model" in out)
+    assert "Traceback" not in out
