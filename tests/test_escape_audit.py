@@ -92,10 +92,6 @@ ALLOWED = {
     ("views/lookup_view.py", "lookup_renderables", "*cells"): "escape()d keys (built above) and formatted numbers",
     ("views/lookup_view.py", "lookup_renderables", "value"): "escape()d values (built above)",
     ("cli/causal.py", "_show", "title"): "a result's title: visible()d by DocumentView (views/result.py)",
-    ("cli/stats.py", "_show", "title"): "a result's title: visible()d by DocumentView (views/result.py)",
-    ("cli/lens.py", "lens_cmd", "f'attn lens: {text[:60]}'"): "a result's title: visible()d by DocumentView (views/result.py)",
-    ("cli/lm.py", "_print_heads", "f\"attn heads: {report['model']}\""):
-        "a result's title: visible()d by DocumentView (views/result.py)",
     ("views/result.py", "print_to", "part"): "a result's renderables: each result's drawing is checked where it is built",
     ("cli/panels.py", "_small_table", "title"): "the worked example's fixed captions",
     ("cli/panels.py", "_small_table", "c"): "the worked example's fixed words",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from attncli.hf.encoding import tokenizer_errors
 from attncli.errors import BadInput
 from attncli.hf.gguf_file import GGUFFile
 from attncli.hf.gguf_reader import GGUFWeights, config_of, tokenizer_of
@@ -23,9 +24,10 @@ class GGUFPretrained(NumpyPretrained):
         if reason:
             raise BadInput(f"{file.name}: its {reason} is not implemented on attn's NumPy path")
         self.gguf_file = file
-        self.tokenizer = tokenizer_of(gguf)
-        self.tokenizer.no_truncation()
-        self.tokenizer.no_padding()
+        with tokenizer_errors(name, "read the file's tokenizer"):
+            self.tokenizer = tokenizer_of(gguf)
+            self.tokenizer.no_truncation()  # as numpy_backend's: transformers sets them per call
+            self.tokenizer.no_padding()
         weights = GGUFWeights(gguf, config, getattr(module, "DTYPE", DTYPE))
         check_weight_names(name, module, weights, config, allow_missing_weights)
         self.arch = cls(weights, config)

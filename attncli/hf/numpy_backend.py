@@ -341,7 +341,7 @@ class NumpyPretrained(Pretrained):
         return self.value_vectors_of(self.trace(self._encoding(enc, "value_vectors"), value_sites(layer)), layer)
 
     def check_value_vectors(self) -> None:
-        if self.why_not("output_weight"):
+        if not hasattr(self.arch, "output_weight"):  # the family's own pass (inside the model wing)
             raise BadInput(f"--show norms reads each head's value vectors and output projection: attn's NumPy pass "
                            f"of '{self.model_type}' does not expose them")
 

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from attncli.numeric import softmax
 from attncli.errors import BadInput
 from attncli.model.interface import CAPABILITIES, refusal
 from attncli.model.record import Recorder
@@ -136,8 +137,7 @@ class BuiltinLM:
             q, k, v = (rec(name, l, m) for name, m in zip(("attn.q", "attn.k", "attn.v"), att.project(x, l)))  # (B, h, T, d_k)
             scores = np.where(causal_mask(T, T), q @ k.swapaxes(-1, -2) / np.sqrt(att.d_k), -np.inf)  # (B, h, T, T)
             scores = rec("attn.scores", l, scores)
-            shifted = np.exp(scores - scores.max(axis=-1, keepdims=True))
-            pattern = rec("attn.pattern", l, shifted / shifted.sum(axis=-1, keepdims=True))  # (B, h, T, T)
+            pattern = rec("attn.pattern", l, softmax(scores))  # (B, h, T, T), masked keys exactly 0
             z = rec("attn.z", l, (pattern @ v).swapaxes(-3, -2))  # (B, T, h, d_k)
             out = z.reshape(x.shape) @ self._p(pre + "attn.out_proj.weight").T + self._p(pre + "attn.out_proj.bias")
             h = rec("resid_mid", l, x + rec("attn.out", l, out))  # (B, T, d)

@@ -26,12 +26,12 @@ def circuit_renderables(doc: dict[str, Any], width: Optional[int] = None) -> lis
 
     table = Table(title=visible(doc["title"]), box=None, padding=(0, 1), header_style="bold", title_justify="left")
     for name, justify in (("layer", "right"), ("from", "left"), ("to", "left"), ("input", "left"), ("score", "right")):
-        table.add_column(name, justify=justify)
+        table.add_column(visible(name), justify=justify)
     layers = doc["layers"]
     by_layer = sorted(doc["edges"], key=lambda e: (_row(e["to"], layers), -abs(e["score"])))
     for e in by_layer[:MAX_ROWS]:
         row = _row(e["to"], layers)
-        table.add_row("out" if row == layers else str(row), visible(e["from"]), visible(e["to"]), visible(e["input"]),
+        table.add_row(visible("out" if row == layers else str(row)), visible(e["from"]), visible(e["to"]), visible(e["input"]),
                       Text(f"{e['score']:+.4f}", style="bold" if e["score"] >= 0 else ""))
     more = len(by_layer) - MAX_ROWS
     out: list = [table]

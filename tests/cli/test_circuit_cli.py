@@ -48,7 +48,8 @@ def test_the_listing_and_the_exports(tiny_gpt2_dir, tmp_path):
     code, out = run("circuit", CLEAN, CORRUPT, "--transformer", str(tiny_gpt2_dir), "--target-id", "7",
                     "--steps", "3", "--faithfulness", "0.8", "--svg", str(svg), "--html", str(page), "--png", str(png))
     assert code == 0, out
-    assert "circuit (EAP-IG, 3 steps)" in out and "faithfulness" in out and "logits" in out
+    flat = " ".join(out.split())  # rich wraps the title to the terminal
+    assert "circuit (EAP-IG, 3 steps)" in flat and "faithfulness" in flat and "logits" in flat
     drawing = svg.read_text()
     assert drawing.startswith("<svg") and drawing.count("<path") >= 1 and "<title>" in drawing
     text = page.read_text()

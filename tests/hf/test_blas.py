@@ -7,9 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import needed
+
 from attncli.hf import blas
 
-threadpoolctl = pytest.importorskip("threadpoolctl")
+threadpoolctl = needed("threadpoolctl")
 
 
 @pytest.fixture
