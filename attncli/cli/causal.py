@@ -14,10 +14,9 @@ from attncli.causal.causal_request import AblateRequest, CausalRequest, DlaReque
 from attncli.causal.grids import check_traced
 from attncli.causal.target import resolve
 from attncli.cli.common import app
-from attncli.cli.declare import declared
 from attncli.cli.matrix import Exports, _check_exports
 from attncli.cli.options import (BackendOpt, DeviceMapOpt, DeviceOpt, DtypeOpt, ExportWidthOpt, HtmlOpt, MaxMemoryOpt, PngOpt,
-                                 SvgOpt)
+                                 SvgOpt, declared)
 from attncli.cli.output import show
 from attncli.cli.progress import Stage
 from attncli.cli.transformer import load_model
@@ -74,7 +73,7 @@ def _run(request: CausalRequest, options: dict[str, Any]) -> None:
 
 
 @app.command("ablate")
-@declared(OPTIONS, "text", *MODEL_OPTIONS, "mode", "reference", "position", *RUN_OPTIONS, *OUTPUT_OPTIONS)
+@declared("text", *MODEL_OPTIONS, "mode", "reference", "position", *RUN_OPTIONS, *OUTPUT_OPTIONS, table=OPTIONS)
 def ablate_cmd(
     text: Annotated[str, typer.Argument(help="The text the model reads.", show_default=False)],
     *,
@@ -90,7 +89,7 @@ def ablate_cmd(
 
 
 @app.command("patch")
-@declared(OPTIONS, "clean", "corrupt", *MODEL_OPTIONS, "site", *RUN_OPTIONS, *OUTPUT_OPTIONS)
+@declared("clean", "corrupt", *MODEL_OPTIONS, "site", *RUN_OPTIONS, *OUTPUT_OPTIONS, table=OPTIONS)
 def patch_cmd(
     clean: Annotated[str, typer.Argument(help="The clean text.", show_default=False)],
     corrupt: Annotated[str, typer.Argument(help="The corrupted text (the same number of tokens).", show_default=False)],
@@ -104,7 +103,7 @@ def patch_cmd(
 
 
 @app.command("dla")
-@declared(OPTIONS, "text", *MODEL_OPTIONS, *RUN_OPTIONS, *OUTPUT_OPTIONS)
+@declared("text", *MODEL_OPTIONS, *RUN_OPTIONS, *OUTPUT_OPTIONS, table=OPTIONS)
 def dla_cmd(
     text: Annotated[str, typer.Argument(help="The text the model reads.", show_default=False)],
     **options: Any,

@@ -11,7 +11,7 @@ takes it. Nothing heavy is imported here: the completions import the registries 
 import inspect
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Any, Callable, Mapping, Optional
 
 import typer
 
@@ -189,11 +189,12 @@ PLACEMENT_OPTIONS = ("device", "dtype", "device_map", "max_memory")  # --backend
 LONG_OPTIONS = ("rows", "top_k", "pool")  # a long text's views
 
 
-def declared(*names: str) -> Callable[[Callable], Callable]:
+def declared(*names: str, table: Optional[Mapping[str, tuple[Any, Any]]] = None) -> Callable[[Callable], Callable]:
     """Build a command's signature from the declarations: ``names`` lists every parameter of the
     command in the order ``--help`` shows them; a name the function declares itself is its own
     (its positional arguments, an option only it has, or its own help for a shared name), any other
-    is :data:`OPTIONS`' (keyword-only), and reaches the function through its ``**options``. Typer
+    is :data:`OPTIONS`' (or ``table``'s: a command group's own, as cli/causal.py's and cli/stats.py's;
+    keyword-only), and reaches the function through its ``**options``. Typer
     reads the signature built here (``__signature__``), so the help, the completion and the checks
     are those of the declaration. Nothing runs at call time: Typer passes every option by name.
 
@@ -210,7 +211,7 @@ def declared(*names: str) -> Callable[[Callable], Callable]:
             if name in own:
                 params.append(own.pop(name))
             else:
-                annotation, default = OPTIONS[name]
+                annotation, default = (OPTIONS if table is None else table)[name]
                 params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
                                                 default=default))
         left = [name for name, p in own.items() if p.kind is not p.VAR_KEYWORD]

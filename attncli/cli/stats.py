@@ -12,9 +12,8 @@ import typer
 from typer.core import TyperGroup
 
 from attncli.cli.common import app, err_console, escape, info, warn
-from attncli.cli.declare import declared
 from attncli.cli.matrix import Exports, _check_exports
-from attncli.cli.options import BackendOpt, ExportWidthOpt, HtmlOpt, PngOpt, SvgOpt
+from attncli.cli.options import BackendOpt, ExportWidthOpt, HtmlOpt, PngOpt, SvgOpt, declared
 from attncli.cli.output import show, write_exports
 from attncli.cli.progress import _Delayed
 from attncli.cli.transformer import load_model
@@ -106,9 +105,9 @@ def _say(kind: str, message: str) -> None:
 
 
 @stats_app.command("run")
-@declared(OUTPUT, "corpus", "transformer", "field", "split", "max_texts", "max_tokens", "out", "shard_texts", "workers",
+@declared("corpus", "transformer", "field", "split", "max_texts", "max_tokens", "out", "shard_texts", "workers",
           "ray", "top_k", "probe_every", "probe_length", "seed", "batch_size", "precision", "backend",
-          "allow_missing_weights", "json_out", *OUTPUT_OPTIONS)
+          "allow_missing_weights", "json_out", *OUTPUT_OPTIONS, table=OUTPUT)
 def stats_cmd(
     corpus: Annotated[str, typer.Argument(metavar="CORPUS", help="A text file (one text a line), - for stdin, a folder of .txt files, "
                                                "a JSONL file, or a saved datasets dataset.", show_default=False)],
@@ -154,7 +153,7 @@ def stats_cmd(
 
 
 @stats_app.command("merge")
-@declared(OUTPUT, "folders", "json_out", *OUTPUT_OPTIONS)
+@declared("folders", "json_out", *OUTPUT_OPTIONS, table=OUTPUT)
 def merge_cmd(
     folders: Annotated[list[Path], typer.Argument(help="Folders written by 'attn stats --out' (or shard files).",
                                                   show_default=False)],
