@@ -17,29 +17,16 @@ import argparse
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
-from bench_llama import SENTENCE, build  # noqa: E402
+from bench_llama import CORRUPT, SENTENCE, best, build  # noqa: E402
 from attncli.causal import grids  # noqa: E402
 from attncli.causal.attribution import attribute  # noqa: E402
 from attncli.causal.target import Target  # noqa: E402
 from attncli.hf import load  # noqa: E402
-
-CORRUPT = "the quick brown cat jumps over the lazy fox while the dog sat on the rug"
-
-
-def best(fn, runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

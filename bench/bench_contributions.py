@@ -20,28 +20,18 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 import zipfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
-from bench_llama import SENTENCE, build  # noqa: E402
+from bench_llama import SENTENCE, best, build  # noqa: E402
 from attncli.hf import load  # noqa: E402
 from attncli.hf.contributions import METHODS, contributions  # noqa: E402
 from attncli.hf.qk_attribution import qk_parts  # noqa: E402
 
 TEXT = "the quick brown fox jumps over the lazy dog while the cat sleeps on the warm mat today"
-
-
-def best(fn, runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def minilm(tmp: Path) -> Path:

@@ -20,6 +20,8 @@ helpers). Rows:
 
 from __future__ import annotations
 
+import time
+
 import argparse
 import shutil
 import subprocess
@@ -116,3 +118,16 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+CORRUPT = "the quick brown cat jumps over the lazy fox while the dog sat on the rug"  # SENTENCE's corrupted twin
+
+
+def best(fn, runs: int) -> float:
+    """The fastest of ``runs`` wall-clock timings of ``fn()``, in seconds (the benchmarks' measure)."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
