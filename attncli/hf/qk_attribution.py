@@ -30,6 +30,7 @@ import numpy as np
 
 from attncli.errors import BadInput
 from attncli.hf import bert, distilbert, gpt2, llama
+from attncli.hf.contributions import layer_norms
 from attncli.model.trace import Keep, site
 from attncli.model.interface import has
 from attncli.numeric import norm_scale
@@ -97,19 +98,6 @@ def _qk_weights(arch: Any, l: int, head: int) -> tuple[np.ndarray, np.ndarray, n
     return wq.T, bq, wk.T, bk
 
 
-def _post_norms(arch: Any, l: int) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray], float]:
-    """A post-LN encoder's layer l: its LayerNorm after attention and after the MLP, (w, b) each, and eps."""
-    f64 = lambda a: np.asarray(a, dtype=np.float64)  # noqa: E731
-    if isinstance(arch, distilbert.DistilBert):
-        p = f"transformer.layer.{l}."
-        names, eps = (p + "sa_layer_norm", p + "output_layer_norm"), distilbert.EPS
-    else:
-        p = f"encoder.layer.{l}."
-        names, eps = (p + "attention.output.LayerNorm", p + "output.LayerNorm"), arch.eps
-    one, two = ((f64(arch.w.get(n + ".weight")), f64(arch.w.get(n + ".bias"))) for n in names)
-    return one, two, eps
-
-
 def _centre(x: np.ndarray) -> np.ndarray:
     return x - x.mean(axis=-1, keepdims=True)
 
@@ -166,7 +154,7 @@ def qk_parts(model: Any, enc: Any, layer: int, head: int, query: int, key: int) 
         labels += [f"L{m}.H{h}" for h in range(H)] + [f"L{m}.attn_bias"]
         comps += list(by_head) + [f64(site(m, "attn.out")) - by_head.sum(axis=0)]
         if post:  # x = LN1(x + attn.out); x = LN2(x + mlp.out), each frozen at this run's scale
-            (w1, b1), (w2, b2), eps = _post_norms(arch, m)
+            (w1, b1), (w2, b2), eps = layer_norms(arch, m)
             stack = _frozen_layer_norm(np.stack(comps), f64(site(m, "resid_pre")) + f64(site(m, "attn.out")), w1, eps)
             comps = list(stack) + [np.broadcast_to(b1, stack.shape[1:]).copy()]
             labels.append(f"L{m}.ln1_bias")
