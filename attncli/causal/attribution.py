@@ -32,7 +32,8 @@ from attncli.model.interface import require
 from attncli.model.trace import Intervention, site
 from attncli.numeric import softmax
 
-SITES = (*PATCH_SITES, "key", "query")
+SITE_NAMES = {**PATCH_SITES, "key": "attn.k", "query": "attn.q"}  # --site -> the trace's site in a layer
+SITES = tuple(SITE_NAMES)
 
 
 @dataclass
@@ -121,9 +122,7 @@ def attribute(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int], 
     grads = corrupt_tape.backward(target.position, target.gradient(logits))
     before, after = _sites(corrupt_tape)[where], _sites(clean_tape)[where]
     L, h = model.layers, model.heads
-    names = {"resid": "resid_pre", "attn": "attn.out", "mlp": "mlp.out", "head": "attn.z", "key": "attn.k",
-             "query": "attn.q"}
-    g = np.stack([grads[site(l, names[where])] for l in range(L)])
+    g = np.stack([grads[site(l, SITE_NAMES[where])] for l in range(L)])
     if where == "head":  # (L, T, h, d_head): each head over every position
         est = np.einsum("lthk,lthk->lh", after - before, g)
         if qk_fix:  # each head's change of the stream, (L, h, T, d): z's change through its rows of W_O
@@ -147,8 +146,7 @@ def verify(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int], tar
     if k < 0:
         raise BadInput("--verify takes a count of cells, 0 or more")
     where = res.where
-    name = {"resid": "resid_pre", "attn": "attn.out", "mlp": "mlp.out", "head": "attn.z", "key": "attn.k",
-            "query": "attn.q"}[where]
+    name = SITE_NAMES[where]
     clean_tr = model.trace(list(clean_ids), [f"blocks.*.{name}"])
     order = np.argsort(-np.abs(res.values), axis=None, kind="stable")[:k]
     cells = []

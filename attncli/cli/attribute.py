@@ -9,11 +9,10 @@ import typer
 
 from attncli.causal import documents
 from attncli.causal.attribution import SITES, attribute, verify
-from attncli.causal.grids import check_same_length
 from attncli.cli.causal import (AllowOpt, ContrastId, ContrastWord, JsonOpt, ModelArg, TargetId, TargetWord, _options,
-                                _progress, _setup, _show, _target)
+                                _gradient_pair, _progress, _show)
 from attncli.cli.common import app
-from attncli.cli.options import Backend, ExportWidthOpt, HtmlOpt, PngOpt, SvgOpt
+from attncli.cli.options import ExportWidthOpt, HtmlOpt, PngOpt, SvgOpt
 from attncli.errors import BadInput
 from attncli.textio import visible
 
@@ -44,11 +43,8 @@ def attribute_cmd(
     """Estimate every cell of attn patch's grid from one forward and one backward pass (attribution patching)."""
     if site not in SITES:
         raise BadInput(f"--site {site!r}: choose one of {', '.join(SITES)}")
-    model, enc = _setup(transformer, clean, allow_missing_weights, json_out, (svg, html, png, width),
-                        (Backend("numpy"), None, None, None, None))  # the gradients are the NumPy pass's
-    bad = model.encode(corrupt)
-    check_same_length(model, enc.ids, bad.ids)
-    t = _target(model, enc.ids, target, target_id, contrast, contrast_id)
+    model, enc, bad, t = _gradient_pair(transformer, clean, corrupt, allow_missing_weights, json_out,
+                                        (svg, html, png, width), (target, target_id, contrast, contrast_id))
     with _progress(f"attributing {site} in {model.layers} layers", json_out):
         res = attribute(model, enc.ids, bad.ids, t, where=site, qk_fix=not no_qk_fix)
         if verify_cells:

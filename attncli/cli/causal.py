@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from attncli.causal.causal_request import AblateRequest, CausalRequest, DlaRequest, PatchRequest
-from attncli.causal.grids import check_traced
+from attncli.causal.grids import check_same_length, check_traced
 from attncli.causal.target import resolve
 from attncli.cli.common import app
 from attncli.cli.matrix import Exports, _check_exports
@@ -112,29 +112,28 @@ def dla_cmd(
     _run(DlaRequest(text, **_shared(options)), options)
 
 
-# --- what attn attribute (cli/attribute.py) still builds by hand: the model, the target, the view ---
+# --- what attn attribute and attn circuit (cli/attribute.py, cli/circuit.py) still build by hand ---
 
 
-def _setup(transformer: Optional[str], text: str, allow: bool, json_out: bool, exports: tuple,
-           placed: tuple = (None,) * 5):
-    """The model and the text's encoding, after the text, --transformer (the table's causal rows)
-    and the export targets (``exports``: svg, html, png, width; --json with one into stdout
-    refused) are checked, so nothing is loaded for a refusal. ``placed``: --backend, --device,
-    --dtype, --device-map, --max-memory."""
-    validate({"text": text, "transformer": transformer}, "causal")
-    if not transformer:  # attn attribute: the gradients run on a checkpoint's NumPy pass (hf/backward.py)
+def _gradient_pair(transformer: Optional[str], clean: str, corrupt: str, allow: bool, json_out: bool, exports: tuple,
+                   targets: tuple):
+    """(model, clean encoding, corrupted encoding, target) for a command whose gradients run on a
+    checkpoint's NumPy pass (hf/backward.py): the text, --transformer (the table's causal rows) and
+    the export targets (``exports``: svg, html, png, width; --json with one into stdout refused) are
+    checked before anything loads; the two texts must have as many tokens. ``targets``: --target,
+    --target-id, --contrast, --contrast-id."""
+    validate({"text": clean, "transformer": transformer}, "causal")
+    if not transformer:
         raise BadInput("give the model with --transformer NAME (a hub id or a directory: GPT-2 or the Llama family)")
     svg, html, png, width = exports
     _check_exports(Exports(svg=svg, html=html, png=png, width=width), json_out)
-    backend, device, dtype, device_map, max_memory = placed
-    model = load_model(transformer, backend.value if backend else "auto", allow, json_out=json_out,
-                       device=device, dtype=dtype, device_map=device_map, max_memory=max_memory)
+    model = load_model(transformer, "numpy", allow, json_out=json_out)
     check_traced(model)
-    return model, model.encode(text)
-
-
-def _target(model, ids, target, target_id, contrast, contrast_id):
-    return resolve(model, ids, target=target, target_id=target_id, contrast=contrast, contrast_id=contrast_id)
+    enc, bad = model.encode(clean), model.encode(corrupt)
+    check_same_length(model, enc.ids, bad.ids)
+    target, target_id, contrast, contrast_id = targets
+    t = resolve(model, enc.ids, target=target, target_id=target_id, contrast=contrast, contrast_id=contrast_id)
+    return model, enc, bad, t
 
 
 def _show(doc: dict[str, Any], title: str, json_out: bool, svg, html, png, width, positionals: list,

@@ -9,11 +9,10 @@ from typing import Annotated
 import typer
 
 from attncli.causal.circuit import MAX_STEPS, circuit_document, find_circuit
-from attncli.causal.grids import check_same_length
 from attncli.cli.causal import (AllowOpt, ContrastId, ContrastWord, JsonOpt, ModelArg, TargetId, TargetWord, _options,
-                                _progress, _setup, _target)
+                                _gradient_pair, _progress)
 from attncli.cli.common import app
-from attncli.cli.options import Backend, ExportWidthOpt, HtmlOpt, PngOpt, SvgOpt
+from attncli.cli.options import ExportWidthOpt, HtmlOpt, PngOpt, SvgOpt
 from attncli.cli.output import show
 from attncli.cli.matrix import Exports
 from attncli.errors import BadInput
@@ -47,11 +46,8 @@ def circuit_cmd(
         raise BadInput(f"--steps {steps}: give 1 (EAP) to {MAX_STEPS} points on the path")
     if not 0.0 < faithfulness <= 1.0:  # NaN fails too
         raise BadInput(f"--faithfulness {faithfulness}: a fraction above 0 and at most 1")
-    model, enc = _setup(transformer, clean, allow_missing_weights, json_out, (svg, html, png, width),
-                        (Backend("numpy"), None, None, None, None))  # the gradients are the NumPy pass's
-    bad = model.encode(corrupt)
-    check_same_length(model, enc.ids, bad.ids)
-    t = _target(model, enc.ids, target, target_id, contrast, contrast_id)
+    model, enc, bad, t = _gradient_pair(transformer, clean, corrupt, allow_missing_weights, json_out,
+                                        (svg, html, png, width), (target, target_id, contrast, contrast_id))
     with _progress(f"scoring the edges of {model.layers} layers", json_out):
         res = find_circuit(model, enc.ids, bad.ids, t, steps=steps, faithfulness=faithfulness)
     doc = circuit_document(model, enc, bad, t, res)
