@@ -22,10 +22,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
-from bench_llama import CORRUPT, SENTENCE, best, build  # noqa: E402
+from bench_llama import best, build, clean_corrupt  # noqa: E402
 from attncli.causal import grids  # noqa: E402
 from attncli.causal.attribution import attribute  # noqa: E402
-from attncli.causal.target import Target  # noqa: E402
 from attncli.hf import load  # noqa: E402
 
 def main() -> None:
@@ -41,10 +40,8 @@ def main() -> None:
             directory.mkdir(parents=True, exist_ok=True)
             build(directory)
         model = load(str(directory), backend="numpy")
-        clean, corrupt = model.encode(SENTENCE).ids, model.encode(CORRUPT).ids
-        n = min(len(clean), len(corrupt))
-        clean, corrupt = clean[:n], corrupt[:n]
-        target = Target(n - 1, int(clean[-1]), "last", int(corrupt[-1]), "other")
+        clean, corrupt, target = clean_corrupt(model)
+        n = len(clean)
         model.trace(clean, "logits")  # the warm-up: the weights widened once
         print(f"{'site':<6} {'tokens':>6} {'AtP s':>8} {'AtP* s':>8} {'exact s':>8} {'exact/AtP':>10} {'exact/AtP*':>10}")
         for site in args.sites:

@@ -26,9 +26,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
-from bench_llama import CORRUPT, SENTENCE, best, build  # noqa: E402
+from bench_llama import best, build, clean_corrupt  # noqa: E402
 from attncli.causal.circuit import edge_scores  # noqa: E402
-from attncli.causal.target import Target  # noqa: E402
 from attncli.hf import load  # noqa: E402
 from attncli.hf.edges import edge_mask, edge_patched_logits, node_outputs  # noqa: E402
 
@@ -45,10 +44,8 @@ def main() -> None:
             directory.mkdir(parents=True, exist_ok=True)
             build(directory)
         model = load(str(directory), backend="numpy")
-        clean, corrupt = model.encode(SENTENCE).ids, model.encode(CORRUPT).ids
-        n = min(len(clean), len(corrupt), 20)
-        clean, corrupt = clean[:n], corrupt[:n]
-        target = Target(n - 1, int(clean[-1]), "last", int(corrupt[-1]), "other")
+        clean, corrupt, target = clean_corrupt(model, 20)
+        n = len(clean)
         mask = edge_mask(model.layers, model.heads)
         print(f"{model.layers} layers x {model.heads} heads, {n} tokens: {mask.shape[0]} writers, "
               f"{mask.shape[1]} readers, {int(mask.sum())} edges")

@@ -123,6 +123,17 @@ if __name__ == "__main__":
 CORRUPT = "the quick brown cat jumps over the lazy fox while the dog sat on the rug"  # SENTENCE's corrupted twin
 
 
+def clean_corrupt(model, most: int | None = None):
+    """(clean ids, corrupted ids, Target) of SENTENCE and CORRUPT on ``model``, cut to the same length
+    (at most ``most``): the metric is the clean last token's logit minus the corrupted one's."""
+    from attncli.causal.target import Target
+
+    clean, corrupt = model.encode(SENTENCE).ids, model.encode(CORRUPT).ids
+    n = min(len(clean), len(corrupt), most or len(clean))
+    clean, corrupt = clean[:n], corrupt[:n]
+    return clean, corrupt, Target(n - 1, int(clean[-1]), "last", int(corrupt[-1]), "other")
+
+
 def best(fn, runs: int) -> float:
     """The fastest of ``runs`` wall-clock timings of ``fn()``, in seconds (the benchmarks' measure)."""
     times = []
