@@ -26,44 +26,15 @@ import numpy as np
 
 from attncli.errors import BadInput
 from attncli.hf import gpt2, llama, ops
+from attncli.hf.layer_weights import layer_weights
 from attncli.hf.backward_ops import DERIVATIVES, attention_back, layer_norm_back, rms_norm_back
 from attncli.model.trace import site
 from attncli.numeric import rms_norm, softmax
 
 
 def _weights(arch: Any, l: int, dtype: Any = np.float64) -> dict[str, Any]:
-    """Layer l's weights in ``dtype``, every projection as x @ W (+ b)."""
-    cast = lambda a: np.asarray(a, dtype=dtype)  # noqa: E731
-    if isinstance(arch, gpt2.GPT2):
-        w, p, d = arch.w, f"h.{l}.", arch.d
-        qkv, qkv_b = cast(w.get(p + "attn.c_attn.weight")), cast(w.get(p + "attn.c_attn.bias"))  # (d, 3d)
-        return {"norm": "layer", "n1": (cast(w.get(p + "ln_1.weight")), cast(w.get(p + "ln_1.bias"))),
-                "n2": (cast(w.get(p + "ln_2.weight")), cast(w.get(p + "ln_2.bias"))),
-                "q": (qkv[:, :d], qkv_b[:d]), "k": (qkv[:, d:2 * d], qkv_b[d:2 * d]), "v": (qkv[:, 2 * d:], qkv_b[2 * d:]),
-                "o": (cast(w.get(p + "attn.c_proj.weight")), cast(w.get(p + "attn.c_proj.bias"))),
-                "up": (cast(w.get(p + "mlp.c_fc.weight")), cast(w.get(p + "mlp.c_fc.bias"))),
-                "down": (cast(w.get(p + "mlp.c_proj.weight")), cast(w.get(p + "mlp.c_proj.bias"))), "gate": None}
-    p = f"layers.{l}."
-    off = 1.0 if arch.gemma else 0.0
-
-    def lin(name: str, bias: bool, rows: slice = slice(None)) -> tuple[np.ndarray, np.ndarray | None]:
-        wt = cast(arch._get(p + name + ".weight"))[rows]  # (out, in)
-        return wt.T, (cast(arch._get(p + name + ".bias"))[rows] if bias else None)
-
-    out = {"norm": "rms", "n1": (cast(arch._get(p + "input_layernorm.weight")) + off, None),
-           "n2": (cast(arch._get(p + "post_attention_layernorm.weight")) + off, None),
-           "o": lin("self_attn.o_proj", arch.o_bias)}
-    if arch.model_type == "phi3":
-        nq, nk = arch.heads * arch.d_head, arch.kv_heads * arch.d_head
-        out.update(q=lin("self_attn.qkv_proj", False, slice(0, nq)), k=lin("self_attn.qkv_proj", False, slice(nq, nq + nk)),
-                   v=lin("self_attn.qkv_proj", False, slice(nq + nk, None)),
-                   gate=lin("mlp.gate_up_proj", False, slice(0, arch.intermediate)),
-                   up=lin("mlp.gate_up_proj", False, slice(arch.intermediate, None)))
-    else:
-        out.update({n: lin(f"self_attn.{n}_proj", arch.qkv_bias) for n in "qkv"},
-                   gate=lin("mlp.gate_proj", arch.mlp_bias), up=lin("mlp.up_proj", arch.mlp_bias))
-    out["down"] = lin("mlp.down_proj", arch.mlp_bias)
-    return out
+    """Layer l's weights in ``dtype``, every projection as x @ W (+ b) (hf/layer_weights.py)."""
+    return layer_weights(arch, l, dtype)
 
 
 def _affine(x: np.ndarray, wb: tuple[np.ndarray, np.ndarray | None]) -> np.ndarray:

@@ -31,6 +31,7 @@ import numpy as np
 from attncli.errors import BadInput
 from attncli.hf import bert, distilbert, gpt2, llama
 from attncli.hf.contributions import layer_norms
+from attncli.hf.layer_weights import layer_weights
 from attncli.model.trace import Keep, site
 from attncli.model.interface import has
 from attncli.numeric import norm_scale
@@ -53,49 +54,23 @@ class QKParts:
 
 def _pre_norm(arch: Any, l: int) -> tuple[str, np.ndarray, np.ndarray | None, float] | None:
     """Layer l's norm before attention as (kind, weight, bias, eps); None for a post-LN encoder."""
-    f64 = lambda a: np.asarray(a, dtype=np.float64)  # noqa: E731
-    if isinstance(arch, gpt2.GPT2):
-        p = f"h.{l}.ln_1."
-        return "layer", f64(arch.w.get(p + "weight")), f64(arch.w.get(p + "bias")), arch.eps
-    if isinstance(arch, llama.Llama):
-        w = f64(arch.w.get(f"layers.{l}.input_layernorm.weight")) + (1.0 if arch.gemma else 0.0)
-        return "rms", w, None, arch.eps
-    return None
+    W = layer_weights(arch, l, np.float64, parts=())
+    if W["post"]:
+        return None
+    w, b = layer_weights(arch, l, np.float64, parts=("n1",))["n1"]
+    return W["norm"], w, b, arch.eps
 
 
 def _qk_weights(arch: Any, l: int, head: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """W_Q (d, d_head), b_Q (d_head,), W_K (d, d_head), b_K (d_head,) of query head ``head`` (its
     key-value head's W_K under grouped-query attention), as x @ W + b."""
-    f64 = lambda a: np.asarray(a, dtype=np.float64)  # noqa: E731
+    W = layer_weights(arch, l, np.float64, parts=("q", "k"))
     dh = arch.d_head
-    q_cols = slice(head * dh, (head + 1) * dh)
-    if isinstance(arch, gpt2.GPT2):  # Conv1D c_attn (d, 3d): columns q | k | v
-        w, b = f64(arch.w.get(f"h.{l}.attn.c_attn.weight")), f64(arch.w.get(f"h.{l}.attn.c_attn.bias"))
-        d = arch.d
-        k_cols = slice(d + head * dh, d + (head + 1) * dh)
-        return w[:, q_cols], b[q_cols], w[:, k_cols], b[k_cols]
-    if isinstance(arch, llama.Llama):  # Linear (out, in); Phi-3: one qkv_proj, rows q | k | v
-        kv = arch.kv_head(head)
-        k_rows = slice(kv * dh, (kv + 1) * dh)
-        p = f"layers.{l}.self_attn."
-        if arch.model_type == "phi3":
-            w = f64(arch.w.get(p + "qkv_proj.weight"))
-            nq = arch.heads * dh
-            wq, wk = w[q_cols], w[nq + k_rows.start: nq + k_rows.stop]
-            return wq.T, np.zeros(dh), wk.T, np.zeros(dh)
-        wq, wk = f64(arch.w.get(p + "q_proj.weight"))[q_cols], f64(arch.w.get(p + "k_proj.weight"))[k_rows]
-        bq = f64(arch.w.get(p + "q_proj.bias"))[q_cols] if arch.qkv_bias else np.zeros(dh)
-        bk = f64(arch.w.get(p + "k_proj.bias"))[k_rows] if arch.qkv_bias else np.zeros(dh)
-        return wq.T, bq, wk.T, bk
-    if isinstance(arch, distilbert.DistilBert):
-        p = f"transformer.layer.{l}.attention."
-        names = (p + "q_lin", p + "k_lin")
-    else:
-        p = f"encoder.layer.{l}.attention.self."
-        names = (p + "query", p + "key")
-    (wq, bq), (wk, bk) = ((f64(arch.w.get(n + ".weight"))[q_cols], f64(arch.w.get(n + ".bias"))[q_cols])
-                          for n in names)
-    return wq.T, bq, wk.T, bk
+    kv = arch.kv_head(head) if isinstance(arch, llama.Llama) else head
+    (wq, bq), (wk, bk) = W["q"], W["k"]  # (d, h d_head), (d, h_kv d_head)
+    q_cols, k_cols = slice(head * dh, (head + 1) * dh), slice(kv * dh, (kv + 1) * dh)
+    zero = np.zeros(dh)
+    return wq[:, q_cols], zero if bq is None else bq[q_cols], wk[:, k_cols], zero if bk is None else bk[k_cols]
 
 
 def _centre(x: np.ndarray) -> np.ndarray:
