@@ -62,11 +62,17 @@ class MaskedLMHead:
                 return self._get(full)
         return np.zeros(self.decoder().shape[0], dtype=self.decoder().dtype)
 
+    def transform_weights(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The transform's dense weight (d, d) as stored (out, in), its bias (d,), its LayerNorm's weight
+        and bias (d,) each."""
+        dense, norm = self.layout["dense"], self.layout["norm"]
+        return (self._get(dense + ".weight"), self._get(dense + ".bias"), self._get(norm + ".weight"),
+                self._get(norm + ".bias"))
+
     def transform(self, x: np.ndarray) -> np.ndarray:
         """(..., d) -> (..., d): LayerNorm(act(dense(x)))."""
-        dense, norm = self.layout["dense"], self.layout["norm"]
-        h = self.act(ops.linear(x, self._get(dense + ".weight"), self._get(dense + ".bias")))
-        return ops.layer_norm(h, self._get(norm + ".weight"), self._get(norm + ".bias"), self.eps)
+        w, b, ln_w, ln_b = self.transform_weights()
+        return ops.layer_norm(self.act(ops.linear(x, w, b)), ln_w, ln_b, self.eps)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """(..., d) final hidden states -> (..., V) logits."""

@@ -1,0 +1,141 @@
+"""Gradients through attn's NumPy post-LN encoders and their MLM heads (attncli/hf/backward_encoder.py)
+equal torch autograd through transformers' BertForMaskedLM and DistilBertForMaskedLM in float64, at
+every site both can name: the embeddings, each layer's stream in, between and out, q, k, v, the
+pattern, each head's z, the attention block's and the MLP's outputs; on tiny models with every
+parameter drawn (so a LayerNorm's weight read as its bias, or a dropped bias, shows)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import needed
+
+torch = needed("torch")
+transformers = needed("transformers")
+needed("tokenizers")
+
+from _trace_reference import FAMILIES, _base, _get, build_mlm  # noqa: E402
+
+from attncli.causal.target import vocab_id  # noqa: E402
+from attncli.errors import BadInput  # noqa: E402
+from attncli.hf import load  # noqa: E402
+from attncli.hf.backward_encoder import gradients  # noqa: E402
+from attncli.hf.layer_weights import layer_weights  # noqa: E402
+
+TEXT = "the cat sat on the [MASK] and the dog ."
+KINDS = ("bert", "distilbert")
+
+
+def drawn_mlm(kind, directory):
+    """A tiny random ``kind``ForMaskedLM with every parameter drawn (std 0.5)."""
+    path = build_mlm(kind, directory)
+    model = transformers.AutoModelForMaskedLM.from_pretrained(str(path))
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.normal_(0.0, 0.5)
+    model.eval().save_pretrained(path)
+    return path
+
+
+def autograd(path, kind, ids, position, target):
+    """{site: d log p(target) / d site} (per-text shapes) and the logits at ``position``, by torch autograd."""
+    ref = transformers.AutoModelForMaskedLM.from_pretrained(str(path), attn_implementation="eager",
+                                                            dtype=torch.float64).eval()
+    fam, heads = FAMILIES[kind], ref.config.num_attention_heads
+    kept, handles = {}, []
+
+    def keep(name, t):
+        t = t[0] if isinstance(t, tuple) else t
+        t.retain_grad()
+        kept[name] = t
+
+    def on(module, name, where):
+        if where == "in":
+            handles.append(module.register_forward_pre_hook(
+                lambda m, args, kw: keep(name, args[0] if args else next(iter(kw.values()))), with_kwargs=True))
+        else:
+            handles.append(module.register_forward_hook(lambda m, a, out: keep(name, out)))
+
+    for l, layer in enumerate(fam["layers"](ref)):
+        on(layer, f"blocks.{l}.resid_pre", "in")
+        on(layer, f"blocks.{l}.resid_post", "out")
+        for name in "qkv":
+            on(_get(layer, fam[name]), f"blocks.{l}.attn.{name}", "out")
+        on(_get(layer, fam["o"]), f"blocks.{l}.attn.z", "in")
+        on(_get(layer, fam["o"]), f"blocks.{l}.attn.out", "out")
+        on(_get(layer, fam["mid"][0]), f"blocks.{l}.resid_mid", "out")
+        on(_get(layer, fam["mlp"]), f"blocks.{l}.mlp.out", "out")
+    on(_base(ref).embeddings, "embed", "out")
+    out = ref(input_ids=torch.tensor([ids]), output_attentions=True)
+    for l, a in enumerate(out.attentions):
+        keep(f"blocks.{l}.attn.pattern", a)
+    torch.log_softmax(out.logits[0, position], dim=-1)[target].backward()
+    for h in handles:
+        h.remove()
+    got = {name: t.grad[0].numpy() for name, t in kept.items()}
+    T = len(ids)
+    for name in list(got):
+        if name.endswith("attn.z"):
+            got[name] = got[name].reshape(T, heads, -1)  # (T, h, d_head)
+        elif name[-6:-1] == "attn.":
+            got[name] = got[name].reshape(T, heads, -1).transpose(1, 0, 2)  # (h, T, d_head)
+    return got, out.logits[0, position].detach().numpy()
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    made = {}
+
+    def get(kind):
+        if kind not in made:
+            made[kind] = drawn_mlm(kind, tmp_path_factory.mktemp(kind) / kind)
+        return made[kind]
+    return get
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_encoder_gradients_equal_torch_autograd(built, kind):
+    path = built(kind)
+    model = load(str(path), backend="numpy")
+    ids = model.encode(TEXT).ids
+    position, target = ids.index(vocab_id(model, "[MASK]")), 7
+    assert 0 < position < len(ids) - 1  # a read position inside the text: the other rows' gradients are not 0
+
+    def d_log_p(logits):
+        p = np.exp(logits - logits.max())
+        return np.eye(len(logits))[target] - p / p.sum()
+
+    ours, logits = gradients(model, ids, position, d_log_p)
+    want, want_logits = autograd(path, kind, ids, position, target)
+    np.testing.assert_allclose(logits, want_logits, rtol=1e-9, atol=1e-9)
+    assert len(want) == 10 * model.layers + 1
+    for name, g in want.items():
+        scale = max(1.0, np.abs(g).max())
+        assert np.abs(g).max() > 1e-6, name  # every site is on the metric's path
+        np.testing.assert_allclose(ours[name], g, rtol=0, atol=1e-6 * scale, err_msg=name)
+    np.testing.assert_array_equal(ours["final_norm"], ours[f"blocks.{model.layers - 1}.resid_post"])
+
+
+def test_the_stream_splits_into_the_residual_the_qk_and_the_value_paths(built):
+    """d resid_pre = d attn.out (the residual path into LN_1) + blocks.l.qk_in (through W_Q and W_K)
+    + the value path (through W_V), with qk_in made of autograd-checked d q and d k."""
+    model = load(str(built("bert")), backend="numpy")
+    ids = model.encode(TEXT).ids
+    grads, _ = gradients(model, ids, ids.index(vocab_id(model, "[MASK]")), lambda logits: np.eye(len(logits))[7])
+    flat = lambda d: d.transpose(1, 0, 2).reshape(len(ids), -1)  # noqa: E731  (h, T, d_head) -> (T, h d_head)
+    for l in range(model.layers):
+        W = layer_weights(model.arch, l)
+        qk = flat(grads[f"blocks.{l}.attn.q"]) @ W["q"][0].T + flat(grads[f"blocks.{l}.attn.k"]) @ W["k"][0].T
+        np.testing.assert_allclose(grads[f"blocks.{l}.qk_in"], qk, rtol=0, atol=1e-12)
+        v_path = flat(grads[f"blocks.{l}.attn.v"]) @ W["v"][0].T
+        np.testing.assert_allclose(grads[f"blocks.{l}.resid_pre"], grads[f"blocks.{l}.attn.out"] + qk + v_path,
+                                   rtol=0, atol=1e-12)
+        assert np.abs(qk).max() > 1e-6
+
+
+def test_an_encoder_without_its_mlm_head_is_refused_by_name(tiny_bert_dir):
+    model = load(str(tiny_bert_dir), backend="numpy")
+    with pytest.raises(BadInput, match="masked-language-model head"):
+        gradients(model, model.encode("a b").ids, 0, lambda x: x)
