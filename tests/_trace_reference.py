@@ -5,6 +5,7 @@ neither torch nor transformers.
 
     FAMILIES[kind]                      which module computes each site, per architecture
     build_mlm(kind, dir)                tiny BertForMaskedLM / DistilBertForMaskedLM / MPNetForMaskedLM
+    drawn_mlm(kind, dir)                the same with every parameter drawn
     reference_sites(model, kind, ids)   {site: array (per-text shape)} float64
     hooked_logits(model, kind, ids, z=..., site=...)   logits (T, V) with hooks replacing slices
 """
@@ -63,6 +64,22 @@ def build_mlm(kind: str, directory: Path) -> Path:
         old.unlink()
     model.save_pretrained(directory)
     return directory
+
+
+def drawn_mlm(kind: str, directory: Path, std: float = 0.5, seed: int = 1) -> Path:
+    """build_mlm's model with every parameter (LayerNorm weights too) drawn from N(0, std^2): a
+    LayerNorm weight read as its bias, or a dropped bias, shows in the numbers."""
+    import torch
+    import transformers
+
+    path = build_mlm(kind, directory)
+    model = transformers.AutoModelForMaskedLM.from_pretrained(str(path))
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.normal_(0.0, std)
+    model.eval().save_pretrained(path)
+    return path
 
 
 def load_reference(path, kind: str):

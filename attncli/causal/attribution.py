@@ -13,7 +13,11 @@ a key or query node's head's pattern recomputed with the clean key (query) put i
 other nodes every later layer's pattern recomputed from the stream the node changes (its direct
 path into those queries and keys), each change times d metric / d pattern, in place of the linear
 estimate of the same path.
-The gradients are hf/backward.py's (GPT-2 and the Llama family on attn's NumPy pass).
+On a post-LN encoder (BERT's family, DistilBERT: the target at a mask, read by the MLM head) every
+later layer reads a node's change through the LayerNorms after it, so the QK fix's direct path is
+only a resid node's own layer (its input) and the key and query nodes; elsewhere the linear estimate
+stays. The gradients are hf/backward.py's (GPT-2 and the Llama family on attn's NumPy pass) and
+hf/backward_encoder.py's (the encoders).
 Shapes: L layers, h heads, T tokens, d width, d_head a head's width.
 """
 
@@ -28,6 +32,7 @@ from attncli.causal.grids import PATCH_SITES, check_same_length
 from attncli.causal.target import Target
 from attncli.errors import BadInput
 from attncli.hf.backward import DecoderTape
+from attncli.hf.backward_encoder import EncoderTape
 from attncli.model.interface import require
 from attncli.model.trace import Intervention, site
 from attncli.numeric import softmax
@@ -47,15 +52,21 @@ class Attribution:
     verified: list[dict[str, Any]] | None = None  # the --verify cells: layer/row, column, estimate, exact
 
 
-def _sites(tape: DecoderTape) -> dict[str, np.ndarray]:
+Tape = DecoderTape | EncoderTape
+
+
+def _sites(tape: Tape) -> dict[str, np.ndarray]:
     """resid/attn/mlp (L, T, d), head (L, T, h, d_head), key/query (L, h, T, d_head) of a tape's forward."""
     layers = tape.layers
-    return {"resid": np.stack([t["x"] for t in layers]), "attn": np.stack([t["mid"] - t["x"] for t in layers]),
-            "mlp": np.stack([t["post"] - t["mid"] for t in layers]), "head": np.stack([t["z"] for t in layers]),
+    post_ln = isinstance(tape, EncoderTape)  # its sublayers' outputs are kept: the stream is normed between them
+    attn = [t["attn_out"] if post_ln else t["mid"] - t["x"] for t in layers]
+    mlp = [t["mlp_out"] if post_ln else t["post"] - t["mid"] for t in layers]
+    return {"resid": np.stack([t["x"] for t in layers]), "attn": np.stack(attn),
+            "mlp": np.stack(mlp), "head": np.stack([t["z"] for t in layers]),
             "key": np.stack([t["k"] for t in layers]), "query": np.stack([t["q"] for t in layers])}
 
 
-def _qk_fixed(tape: DecoderTape, clean: np.ndarray, where: str, grads: dict[str, np.ndarray]) -> np.ndarray:
+def _qk_fixed(tape: Tape, clean: np.ndarray, where: str, grads: dict[str, np.ndarray]) -> np.ndarray:
     """(L, h, T) AtP*: head h's pattern recomputed with position t's clean key (query) put in, its
     change times d metric / d pattern."""
     L, h, T = len(tape.layers), tape.arch.heads, tape.embed.shape[0]
@@ -77,7 +88,7 @@ def _qk_fixed(tape: DecoderTape, clean: np.ndarray, where: str, grads: dict[str,
     return out
 
 
-def _direct_qk_fix(tape: DecoderTape, where: str, delta: np.ndarray, grads: dict[str, np.ndarray]) -> np.ndarray:
+def _direct_qk_fix(tape: Tape, where: str, delta: np.ndarray, grads: dict[str, np.ndarray]) -> np.ndarray:
     """(L, C) AtP*'s QK fix for resid/attn/mlp/head nodes: for every later layer whose queries and
     keys read the node's change of the residual stream directly, the linear estimate of that path
     (the change . d metric / d resid_pre through those queries and keys) swapped for the exact one
@@ -85,6 +96,9 @@ def _direct_qk_fix(tape: DecoderTape, where: str, delta: np.ndarray, grads: dict
     ``delta``: (L, T, d) the change at each position (one node per position) or (L, h, T, d) each
     head's change at every position."""
     L = len(tape.layers)
+    # a post-LN encoder's later layers read a node's change through the LayerNorms after it: no direct
+    # path, the linear estimate stays; a resid node is its own layer's input, read directly
+    reach = (lambda l: l + 1) if isinstance(tape, EncoderTape) else (lambda l: L)  # noqa: E731
     cols = delta.shape[1]
     out = np.zeros((L, cols))
     for l in range(L):
@@ -94,7 +108,7 @@ def _direct_qk_fix(tape: DecoderTape, where: str, delta: np.ndarray, grads: dict
             else:
                 dr = np.zeros_like(tape.layers[l]["x"])
                 dr[c], rows = delta[l, c], [c]
-            for m in range(l if where == "resid" else l + 1, L):
+            for m in range(l if where == "resid" else l + 1, reach(l)):
                 A = tape.layers[m]["p"]  # (h, T, T)
                 exact = ((tape.patterns(m, tape.layers[m]["x"] + dr, rows) - A) * grads[site(m, "attn.pattern")]).sum()
                 out[l, c] += exact - (dr * grads[f"blocks.{m}.qk_in"]).sum()
@@ -110,7 +124,8 @@ def attribute(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int], 
     # float32 where the model's own pass runs in it (the Llama family): twice as fast, and AtP is an estimate
     require(model, "grad", "attribution patching")
     dtype = np.float32 if model.pass_dtype == np.float32 else np.float64
-    clean_tape, corrupt_tape = DecoderTape(model, dtype), DecoderTape(model, dtype)
+    tape = DecoderTape if model.is_decoder else EncoderTape
+    clean_tape, corrupt_tape = tape(model, dtype), tape(model, dtype)
     clean_tape.forward(list(clean_ids))
     corrupt_tape.forward(list(corrupt_ids))
     m_clean = float(target.metric(clean_tape.logits(target.position)))

@@ -35,6 +35,7 @@ from attncli.causal.target import Target
 from attncli.errors import BadInput
 from attncli.hf.backward import DecoderTape
 from attncli.hf.edges import down_names, edge_mask, edge_patched_logits, node_outputs, up_names
+from attncli.textio import visible
 
 MAX_STEPS = 256
 
@@ -84,6 +85,11 @@ def edge_scores(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int]
                 steps: int = 1) -> tuple[np.ndarray, DecoderTape, DecoderTape]:
     """(U, D) every edge's EAP (``steps`` 1) or EAP-IG score, 0 off the edge mask; and the clean and
     corrupted runs' tapes."""
+    if not model.is_decoder:
+        raise BadInput(f"the circuit's edge graph is written for pre-norm decoders (GPT-2 and the Llama family): "
+                       f"model '{visible(str(model.name))}' ({visible(str(model.model_type))}) normalises its stream "
+                       "after each layer, so what a reader reads is no sum of the writers' outputs; attn attribute "
+                       "(attribution patching) runs on it")
     if not 1 <= steps <= MAX_STEPS:
         raise BadInput(f"--steps {steps}: give 1 (EAP) to {MAX_STEPS} points on the path")
     check_same_length(model, list(clean_ids), list(corrupt_ids))

@@ -41,6 +41,13 @@ def numpy_reasons(model: Any) -> dict[str, str]:
         except BadInput:
             mlm = NO_MLM
     pre_norm = decoder and hasattr(arch, "final_norm_parts")
+    if decoder:
+        grad = "" if pre_norm else "is not GPT-2 or the Llama family, for which gradients on attn's NumPy pass are written"
+    elif getattr(arch, "position_bias", False):
+        grad = ("adds a relative position bias to its attention scores, which the NumPy backward pass does not "
+                "carry (it is written for BERT's family and DistilBERT)")
+    else:
+        grad = mlm  # BERT's family and DistilBERT: through their masked-language-model head
     return {
         "trace": "", "resume": "", "batch": "", "rerun": "",
         "unembed": mlm,
@@ -54,7 +61,7 @@ def numpy_reasons(model: Any) -> dict[str, str]:
         "lens": "" if decoder else ENCODER,
         "cache": "" if decoder else ENCODER,
         "stacks": "is not an encoder-decoder",
-        "grad": "" if pre_norm else "is not GPT-2 or the Llama family, for which gradients on attn's NumPy pass are written",
+        "grad": grad,
     }
 
 

@@ -131,7 +131,7 @@ def test_refusals(gpt2, tiny_bert_dir):
     with pytest.raises(BadInput, match="same"):
         attribute(gpt2, clean, clean, target)
     bert = load(str(tiny_bert_dir), backend="numpy")
-    with pytest.raises(BadInput, match="GPT-2 or the Llama family"):
+    with pytest.raises(BadInput, match="masked-language-model head"):
         attribute(bert, [1, 2], [2, 1], Target(1, 3, "x"))
 
 
@@ -146,3 +146,59 @@ def test_the_qk_fix_brings_the_grids_closer_to_exact_patching(gpt2):
         fixed += np.abs(attribute(gpt2, clean, corrupt, target, where=where).values - exact).mean()
         plain += np.abs(attribute(gpt2, clean, corrupt, target, where=where, qk_fix=False).values - exact).mean()
     assert fixed < 0.9 * plain, (fixed, plain)
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory):
+    from _trace_reference import drawn_mlm
+
+    return load(str(drawn_mlm("bert", tmp_path_factory.mktemp("atp-bert") / "bert", std=1.0)), backend="numpy")
+
+
+@pytest.mark.parametrize("where", ["resid", "attn", "mlp", "head", "key", "query"])
+def test_on_a_bert_each_cell_is_the_first_order_estimate_of_its_patch(bert, where):
+    """A post-LN encoder read at its mask by the MLM head: plain AtP's cells are the central finite
+    differences of the patch through attn's traced pass (sites as on a decoder, the MLM logits)."""
+    clean = bert.encode("the cat sat on the [MASK] and the dog .").ids
+    corrupt = bert.encode("the dog sat on the [MASK] and the cat .").ids
+    assert len(clean) == len(corrupt)
+    target = Target(clean.index(bert.vocab_id("[MASK]")), 7, "t")
+    res = attribute(bert, clean, corrupt, target, where=where, qk_fix=False)
+    name = {**NAMES, "key": "attn.k", "query": "attn.q"}[where]
+    c_tr, k_tr = bert.trace(clean, [f"blocks.*.{name}"]), bert.trace(corrupt, [f"blocks.*.{name}"])
+    m_c, m_k = _metric(bert, clean, target), _metric(bert, corrupt, target)
+    assert abs(res.clean - m_c) < 1e-9 and abs(res.corrupt - m_k) < 1e-9 and abs(m_c - m_k) > 1e-2
+    eps, h = 1e-3, bert.heads
+    rng = np.random.default_rng(0)
+    for r, x in [(int(rng.integers(res.values.shape[0])), int(rng.integers(res.values.shape[1]))) for _ in range(6)]:
+        l, head = divmod(r, h) if where in ("key", "query") else (r, None)
+        before, after = k_tr[site(l, name)], c_tr[site(l, name)]
+        if where == "head":
+            b, a, at = before[:, x], after[:, x], dict(head=x)
+        elif head is not None:
+            b, a, at = before[head, x], after[head, x], dict(head=head, position=x)
+        else:
+            b, a, at = before[x], after[x], dict(position=x)
+        ivs = lambda s: [Intervention(site(l, name), "replace", value=b + s * (a - b), **at)]  # noqa: E731
+        fd = (_metric(bert, corrupt, target, ivs(eps)) - _metric(bert, corrupt, target, ivs(-eps))) / (2 * eps)
+        assert abs(res.values[r, x] - fd / (m_c - m_k)) <= 1e-4 * max(1.0, abs(res.values[r, x])), (where, r, x)
+    assert np.abs(res.values).max() > 1e-3
+
+
+def test_on_a_bert_the_qk_fix_changes_keys_queries_and_a_layer_input_only(bert):
+    """On a post-LN encoder the QK fix has a direct path only into a resid node's own layer and a key's
+    or query's own head: an attn, mlp or head node keeps plain AtP's linear estimate; resid, key and
+    query cells move, each --verify cell is the exact patch."""
+    clean = bert.encode("the cat sat on the [MASK] and the dog .").ids
+    corrupt = bert.encode("the dog sat on the [MASK] and the cat .").ids
+    target = Target(clean.index(bert.vocab_id("[MASK]")), 7, "t", 9, "c")
+    for where in ("resid", "attn", "mlp", "head", "key", "query"):
+        fixed, plain = (attribute(bert, clean, corrupt, target, where=where, qk_fix=q).values for q in (True, False))
+        if where in ("attn", "mlp", "head"):
+            np.testing.assert_array_equal(fixed, plain)
+        else:
+            assert np.abs(fixed - plain).max() > 1e-6, where
+    exact = grids.patch(bert, clean, corrupt, target, where="resid").values  # (L, T)
+    res = verify(bert, clean, corrupt, target, attribute(bert, clean, corrupt, target, where="resid"), 3)
+    for cell in res.verified:
+        assert abs(cell["exact"] - exact[int(cell["row"][1:]), cell["column"]]) < 1e-9

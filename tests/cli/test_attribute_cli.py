@@ -56,6 +56,32 @@ def test_refusals(tiny_gpt2_dir, args, said):
     assert code == 2 and said in out and "Traceback" not in out
 
 
+def test_a_bert_with_its_mlm_head_runs_end_to_end(tmp_path):
+    """The target at the text's [MASK], read by the MLM head: the command's grid is the library's
+    attribution of the same pair, and its verified cells are exact patches."""
+    from _trace_reference import drawn_mlm
+
+    from attncli.causal.attribution import attribute
+    from attncli.causal.target import resolve
+    from attncli.hf import load
+
+    path = str(drawn_mlm("bert", tmp_path / "bert", std=1.0))
+    clean, corrupt = "the cat sat on the [MASK] and the dog .", "the dog sat on the [MASK] and the cat ."
+    code, out = run("attribute", clean, corrupt, "--transformer", path, "--target-id", "7", "--site", "head",
+                    "--verify", "2", "--json")
+    assert code == 0, out
+    doc = json.loads(out)
+    model = load(path, backend="numpy")
+    ids, bad = model.encode(clean).ids, model.encode(corrupt).ids
+    target = resolve(model, ids, target=None, target_id=7)
+    assert target.position == ids.index(model.vocab_id("[MASK]"))
+    want = attribute(model, ids, bad, target, where="head").values  # (L, h)
+    np.testing.assert_allclose(np.asarray(doc["grid"]), want, rtol=0, atol=1e-7)
+    assert np.abs(want).max() > 1e-3 and len(doc["verify"]) == 2
+    code, out = run("attribute", clean, corrupt, "--transformer", path, "--target-id", "7", "--site", "mlp")
+    assert code == 0 and "Traceback" not in out
+
+
 def test_an_encoder_is_refused_by_name(tiny_bert_dir):
     code, out = run("attribute", "a [MASK] b", "b [MASK] a", "--transformer", str(tiny_bert_dir), "--target-id", "5")
     assert code == 2 and ("GPT-2 and the Llama family" in out or "masked-language-model" in out)

@@ -87,3 +87,12 @@ def test_an_encoder_is_refused_by_name(tiny_bert_dir):
     code, out = run("circuit", "a [MASK] b", "b [MASK] a", "--transformer", str(tiny_bert_dir), "--target-id", "5")
     assert code == 2 and ("GPT-2 and the Llama family" in out or "masked-language-model" in out)
     assert "Traceback" not in out
+
+
+def test_a_bert_with_its_mlm_head_is_refused_for_its_post_ln_stream(tmp_path):
+    from _trace_reference import build_mlm
+
+    path = str(build_mlm("bert", tmp_path / "bert"))
+    code, out = run("circuit", "the cat [MASK] .", "the dog [MASK] .", "--transformer", path, "--target-id", "5")
+    out = " ".join(out.split())
+    assert code == 2 and "pre-norm decoders" in out and "attn attribute" in out and "Traceback" not in out

@@ -15,7 +15,7 @@ torch = needed("torch")
 transformers = needed("transformers")
 needed("tokenizers")
 
-from _trace_reference import FAMILIES, _base, _get, build_mlm  # noqa: E402
+from _trace_reference import FAMILIES, _base, _get, drawn_mlm  # noqa: E402
 
 from attncli.causal.target import vocab_id  # noqa: E402
 from attncli.errors import BadInput  # noqa: E402
@@ -25,18 +25,6 @@ from attncli.hf.layer_weights import layer_weights  # noqa: E402
 
 TEXT = "the cat sat on the [MASK] and the dog ."
 KINDS = ("bert", "distilbert")
-
-
-def drawn_mlm(kind, directory):
-    """A tiny random ``kind``ForMaskedLM with every parameter drawn (std 0.5)."""
-    path = build_mlm(kind, directory)
-    model = transformers.AutoModelForMaskedLM.from_pretrained(str(path))
-    torch.manual_seed(1)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.normal_(0.0, 0.5)
-    model.eval().save_pretrained(path)
-    return path
 
 
 def autograd(path, kind, ids, position, target):
