@@ -6,6 +6,8 @@ last position when head h's z (its mix of values, before the output projection) 
     numpy_grid(model, ids, target)       attn's NumPy grid: attncli.causal.grids.ablate, what ``attn ablate`` runs
     lens_grid(bridge, ids, target)       TransformerLens 4: a TransformerBridge, hook_z zeroed per head
     hook_grid(hf_model, ids, target)     plain transformers: a forward pre-hook on each layer's output projection
+    lens_atp(bridge, clean, corrupt, target)   attribution patching the TransformerLens way (Nanda's demo):
+                                         run_with_cache on both texts, backward hooks on the corrupted one
 
 Each returns (L, h) float64. Importing this module imports neither torch nor transformer_lens.
 """
@@ -72,6 +74,49 @@ def lens_grid(bridge: Any, ids: Sequence[int], target: int, layers: int | None =
                 logits = bridge.run_with_hooks(tokens, fwd_hooks=[(f"blocks.{l}.attn.hook_z", zero)])
                 grid[l, h] = log_p(logits[0, -1].double().numpy(), target) - base
     return grid
+
+
+# attn's attribution sites -> TransformerLens 4's hook names (hook_z, hook_q, hook_k: (batch, T, h, d_head))
+LENS_SITES = {"resid": "hook_resid_pre", "attn": "hook_attn_out", "mlp": "hook_mlp_out", "head": "attn.hook_z",
+              "key": "attn.hook_k", "query": "attn.hook_q"}
+
+
+def lens_atp(bridge: Any, clean: Sequence[int], corrupt: Sequence[int], target: int) -> dict[str, np.ndarray]:
+    """Attribution patching of log p(target) at the last position with TransformerLens alone, as
+    Neel Nanda's attribution-patching demo does it: the clean run's activations by ``run_with_cache``,
+    the corrupted run's by ``run_with_cache`` with backward hooks keeping each site's gradient, then
+
+        atp = sum (clean - corrupt) * grad|corrupt / (metric(clean) - metric(corrupt))
+
+    summed over d (resid/attn/mlp: (L, T)), over T and d_head (head: (L, h)), over d_head (key,
+    query: (L * h, T), rows layer-major). Float64 when the bridge is."""
+    import torch
+
+    L = bridge.cfg.n_layers
+    names = {f"blocks.{l}.{hook}": (where, l) for where, hook in LENS_SITES.items() for l in range(L)}
+    keep = lambda name: name in names  # noqa: E731
+    tokens = [torch.tensor([list(ids)]) for ids in (clean, corrupt)]
+    with torch.no_grad():
+        logits, clean_cache = bridge.run_with_cache(tokens[0], names_filter=keep)
+    m_clean = torch.log_softmax(logits[0, -1], dim=-1)[target].item()
+    grads: dict[str, Any] = {}
+    for name in names:
+        bridge.add_hook(name, lambda g, hook, name=name: grads.__setitem__(name, g.detach()), "bwd")
+    try:
+        logits, corrupt_cache = bridge.run_with_cache(tokens[1], names_filter=keep)
+        metric = torch.log_softmax(logits[0, -1], dim=-1)[target]
+        metric.backward()
+    finally:
+        bridge.reset_hooks()
+    m_corrupt = metric.item()
+    out: dict[str, list] = {where: [None] * L for where in LENS_SITES}
+    for name, (where, l) in names.items():
+        change = (clean_cache[name] - corrupt_cache[name]).detach()[0]  # (T, d) or (T, h, d_head)
+        prod = (change * grads[name][0]).double().numpy() / (m_clean - m_corrupt)
+        out[where][l] = (prod.sum(axis=(0, 2)) if where == "head" else  # (h,)
+                         prod.sum(axis=-1).T if where in ("key", "query") else prod.sum(axis=-1))  # (h, T), (T,)
+    grids = {where: np.concatenate(rows) if where in ("key", "query") else np.stack(rows) for where, rows in out.items()}
+    return grids | {"clean": np.float64(m_clean), "corrupt": np.float64(m_corrupt)}
 
 
 def output_projections(hf_model: Any) -> list[Any]:
