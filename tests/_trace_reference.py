@@ -4,7 +4,7 @@ by hooks that zero or replace a slice of a module's input or output. Importing t
 neither torch nor transformers.
 
     FAMILIES[kind]                      which module computes each site, per architecture
-    build_mlm(kind, dir)                tiny BertForMaskedLM / DistilBertForMaskedLM / MPNetForMaskedLM
+    build_mlm(kind, dir)                tiny BertForMaskedLM / RobertaForMaskedLM / DistilBertForMaskedLM / MPNetForMaskedLM
     drawn_mlm(kind, dir)                the same with every parameter drawn
     reference_sites(model, kind, ids)   {site: array (per-text shape)} float64
     hooked_logits(model, kind, ids, z=..., site=...)   logits (T, V) with hooks replacing slices
@@ -31,10 +31,11 @@ FAMILIES = {
                   o="self_attn.o_proj", mid=("post_attention_layernorm", "in"), mlp="mlp", norm=lambda m: m.model.norm),
 }
 FAMILIES["qwen2"] = FAMILIES["llama"]
+FAMILIES["roberta"] = FAMILIES["bert"]
 
 
 def _base(model):
-    for name in ("bert", "distilbert", "mpnet"):
+    for name in ("bert", "roberta", "distilbert", "mpnet"):
         if hasattr(model, name):
             return getattr(model, name)
     return model
@@ -52,7 +53,8 @@ def build_mlm(kind: str, directory: Path) -> Path:
     (build_mpnet if kind == "mpnet" else BUILDERS[kind])(directory)  # the tokenizer and config
     config = transformers.AutoConfig.from_pretrained(directory)
     _seed()
-    cls = {"bert": "BertForMaskedLM", "distilbert": "DistilBertForMaskedLM", "mpnet": "MPNetForMaskedLM"}[kind]
+    cls = {"bert": "BertForMaskedLM", "roberta": "RobertaForMaskedLM", "distilbert": "DistilBertForMaskedLM",
+           "mpnet": "MPNetForMaskedLM"}[kind]
     model = getattr(transformers, cls)(config).eval()
     with torch.no_grad():  # biases start at 0: move them, so they bite
         for name, param in model.named_parameters():

@@ -16,7 +16,7 @@ Every LayerNorm sits on the residual stream itself (post-LN), so the stream a la
 input x, and ``blocks.{l}.qk_in`` (d x through the layer's own queries and keys) needs no norm.
 ``embed`` is layer 0's input (after the embeddings' LayerNorm); ``final_norm`` is the last layer's
 output (an encoder has no final norm). MPNet's relative position bias is not covered (its scores
-are not q k^T alone). Checked against torch autograd through transformers' BertForMaskedLM and
+are not q k^T alone). Checked against torch autograd through transformers' BertForMaskedLM, RobertaForMaskedLM and
 DistilBertForMaskedLM in float64 (tests/hf/test_backward_encoder.py). Shapes: T tokens, d width,
 h heads, d_head a head's width, I the MLP's width, V the vocabulary.
 """

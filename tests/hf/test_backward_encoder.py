@@ -1,5 +1,5 @@
 """Gradients through attn's NumPy post-LN encoders and their MLM heads (attncli/hf/backward_encoder.py)
-equal torch autograd through transformers' BertForMaskedLM and DistilBertForMaskedLM in float64, at
+equal torch autograd through transformers' BertForMaskedLM, RobertaForMaskedLM and DistilBertForMaskedLM in float64, at
 every site both can name: the embeddings, each layer's stream in, between and out, q, k, v, the
 pattern, each head's z, the attention block's and the MLP's outputs; on tiny models with every
 parameter drawn (so a LayerNorm's weight read as its bias, or a dropped bias, shows)."""
@@ -17,14 +17,14 @@ needed("tokenizers")
 
 from _trace_reference import FAMILIES, _base, _get, drawn_mlm  # noqa: E402
 
-from attncli.causal.target import vocab_id  # noqa: E402
+from attncli.causal.target import mask_position, vocab_id  # noqa: E402
 from attncli.errors import BadInput  # noqa: E402
 from attncli.hf import load  # noqa: E402
 from attncli.hf.backward_encoder import gradients  # noqa: E402
 from attncli.hf.layer_weights import layer_weights  # noqa: E402
 
 TEXT = "the cat sat on the [MASK] and the dog ."
-KINDS = ("bert", "distilbert")
+KINDS = ("bert", "roberta", "distilbert")
 
 
 def autograd(path, kind, ids, position, target):
@@ -87,8 +87,8 @@ def built(tmp_path_factory):
 def test_encoder_gradients_equal_torch_autograd(built, kind):
     path = built(kind)
     model = load(str(path), backend="numpy")
-    ids = model.encode(TEXT).ids
-    position, target = ids.index(vocab_id(model, "[MASK]")), 7
+    ids = model.encode(TEXT.replace("[MASK]", "<mask>") if kind == "roberta" else TEXT).ids
+    position, target = mask_position(model, ids), 7
     assert 0 < position < len(ids) - 1  # a read position inside the text: the other rows' gradients are not 0
 
     def d_log_p(logits):
