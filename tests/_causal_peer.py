@@ -115,7 +115,8 @@ def lens_atp(bridge: Any, clean: Sequence[int], corrupt: Sequence[int], target: 
         prod = (change * grads[name][0]).double().numpy() / (m_clean - m_corrupt)
         out[where][l] = (prod.sum(axis=(0, 2)) if where == "head" else  # (h,)
                          prod.sum(axis=-1).T if where in ("key", "query") else prod.sum(axis=-1))  # (h, T), (T,)
-    grids = {where: np.concatenate(rows) if where in ("key", "query") else np.stack(rows) for where, rows in out.items()}
+    grids = {where: np.concatenate(rows) if where in ("key", "query") else np.stack(rows)
+             for where, rows in out.items()}
     return grids | {"clean": np.float64(m_clean), "corrupt": np.float64(m_corrupt)}
 
 

@@ -100,7 +100,8 @@ class EncoderTape:
         """(V,) the MLM head's logits at ``position``, in float64."""
         w_t, b_t, ln_w, ln_b = self.transform
         pre = self.layers[-1]["post"][position] @ w_t + b_t  # (d,)
-        return (self.unembedding @ ops.layer_norm(self.act(pre), ln_w, ln_b, self.head.eps) + self.bias).astype(np.float64)
+        h = ops.layer_norm(self.act(pre), ln_w, ln_b, self.head.eps)  # (d,)
+        return (self.unembedding @ h + self.bias).astype(np.float64)
 
     def backward(self, position: int, d_logits: np.ndarray) -> dict[str, np.ndarray]:
         """d metric / d site at every site of the trace but the scores, from d metric / d logits[position]

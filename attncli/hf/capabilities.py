@@ -42,7 +42,8 @@ def numpy_reasons(model: Any) -> dict[str, str]:
             mlm = NO_MLM
     pre_norm = decoder and hasattr(arch, "final_norm_parts")
     if decoder:
-        grad = "" if pre_norm else "is not GPT-2 or the Llama family, for which gradients on attn's NumPy pass are written"
+        grad = "" if pre_norm else ("is not GPT-2 or the Llama family, for which gradients on attn's NumPy pass "
+                                    "are written")
     elif getattr(arch, "position_bias", False):
         grad = ("adds a relative position bias to its attention scores, which the NumPy backward pass does not "
                 "carry (it is written for BERT's family and DistilBERT)")
