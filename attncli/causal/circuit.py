@@ -11,7 +11,10 @@ run's value (in the edge-patched forward, w[u, v] from 1 to 0). EAP takes the gr
 run; EAP-IG (``steps`` N) averages it over the passes from the embeddings
 e_corrupt + (k / N)(e_clean - e_corrupt), k = 1..N (N = 1 is EAP). The gradients are
 hf/backward.py's per-reader input gradients (each through its own W_Q, W_K, W_V or MLP, and the
-input norm frozen at that pass).
+input norm frozen at that pass), on a float64 tape, or (``dtype`` float32) a float32 one: its
+scores carry float32's rounding through a forward, a backward and the T x d sum of each score
+(within tests/_tolerance.py's bound, measured near 2e-6 of the largest score on tiny models), and
+the circuit's search still runs in float64.
 
 The circuit: edges sorted by |score|, the shortest prefix whose edge-patched forward (every other
 edge removed) keeps ``faithfulness`` of the metric's clean - corrupt difference, found by a binary
@@ -63,9 +66,13 @@ class Circuit:
 
 
 def _tape(model: Any, ids: Sequence[int] | None = None, embed: np.ndarray | None = None,
-          like: DecoderTape | None = None) -> DecoderTape:
-    """A float64 pass of ``ids`` (or of the embeddings ``embed``), with ``like``'s widened weights reused."""
-    tape = DecoderTape(model, np.float64, None if like is None else [t["W"] for t in like.layers])
+          like: DecoderTape | None = None, dtype: Any = np.float64) -> DecoderTape:
+    """A pass of ``ids`` (or of the embeddings ``embed``) in ``dtype``, or in ``like``'s dtype with its
+    widened weights reused."""
+    if like is not None:
+        tape = DecoderTape(model, like.dtype, [t["W"] for t in like.layers])
+    else:
+        tape = DecoderTape(model, dtype)
     tape.forward(list(ids or []), embed)
     return tape
 
@@ -82,9 +89,10 @@ def input_gradients(tape: DecoderTape, target: Target) -> np.ndarray:
 
 
 def edge_scores(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int], target: Target,
-                steps: int = 1) -> tuple[np.ndarray, DecoderTape, DecoderTape]:
-    """(U, D) every edge's EAP (``steps`` 1) or EAP-IG score, 0 off the edge mask; and the clean and
-    corrupted runs' tapes."""
+                steps: int = 1, dtype: Any = np.float64) -> tuple[np.ndarray, DecoderTape, DecoderTape]:
+    """(U, D) every edge's EAP (``steps`` 1) or EAP-IG score (float64), 0 off the edge mask; and the
+    clean and corrupted runs' tapes. ``dtype``: the tapes' (their passes, gradients and the scores'
+    product); float32 halves the time and carries float32's rounding (the module docstring)."""
     if not model.is_decoder:
         raise BadInput(f"the circuit's edge graph is written for pre-norm decoders (GPT-2 and the Llama family): "
                        f"model '{visible(str(model.name))}' ({visible(str(model.model_type))}) normalises its stream "
@@ -93,16 +101,16 @@ def edge_scores(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int]
     if not 1 <= steps <= MAX_STEPS:
         raise BadInput(f"--steps {steps}: give 1 (EAP) to {MAX_STEPS} points on the path")
     check_same_length(model, list(clean_ids), list(corrupt_ids))
-    clean = _tape(model, clean_ids)
+    clean = _tape(model, clean_ids, dtype=dtype)
     corrupt = _tape(model, corrupt_ids, like=clean)
-    grad = np.zeros((len(down_names(model.layers, model.heads)),) + clean.embed.shape)  # (D, T, d)
+    grad = np.zeros((len(down_names(model.layers, model.heads)),) + clean.embed.shape, dtype=clean.dtype)  # (D, T, d)
     for k in range(1, steps + 1):
         tape = clean if k == steps else _tape(model, embed=corrupt.embed + k / steps * (clean.embed - corrupt.embed),
                                                       like=clean)
         grad += input_gradients(tape, target) / steps
     delta = node_outputs(clean) - node_outputs(corrupt)  # (U, T, d)
     scores = delta.reshape(len(delta), -1) @ grad.reshape(len(grad), -1).T  # (U, D), one matrix product
-    return np.where(edge_mask(model.layers, model.heads), scores, 0.0), clean, corrupt
+    return np.where(edge_mask(model.layers, model.heads), scores, 0.0).astype(np.float64), clean, corrupt
 
 
 def patched_metric(clean: DecoderTape, corrupt: DecoderTape, target: Target, kept: Sequence[tuple[int, int]],
@@ -116,11 +124,15 @@ def patched_metric(clean: DecoderTape, corrupt: DecoderTape, target: Target, kep
 
 
 def find_circuit(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int], target: Target, *,
-                 steps: int = 1, faithfulness: float = 0.9) -> Circuit:
-    """The edges' scores and the circuit (the module's docstring)."""
+                 steps: int = 1, faithfulness: float = 0.9, dtype: Any = np.float64) -> Circuit:
+    """The edges' scores (in ``dtype``: edge_scores) and the circuit, searched in float64 (the module's
+    docstring)."""
     if not 0.0 < faithfulness <= 1.0 or not np.isfinite(faithfulness):
         raise BadInput(f"--faithfulness {faithfulness}: a fraction above 0 and at most 1")
-    scores, clean, corrupt = edge_scores(model, clean_ids, corrupt_ids, target, steps)
+    scores, clean, corrupt = edge_scores(model, clean_ids, corrupt_ids, target, steps, dtype)
+    if clean.dtype != np.float64:  # the search's edge-patched passes stay exact
+        clean = _tape(model, clean_ids)
+        corrupt = _tape(model, corrupt_ids, like=clean)
     m_clean = float(target.metric(clean.logits(target.position)))
     m_corrupt = float(target.metric(corrupt.logits(target.position)))
     if abs(m_clean - m_corrupt) < 1e-9:

@@ -2,7 +2,8 @@
 central finite difference of removing that edge through the edge-patched forward; the scores into
 each reader add up to that reader's input change times its gradient, and over the graph to AtP's
 estimates; on the hand-built induction Llama, EAP-IG's circuit holds the previous-token head -> the
-induction head's keys edge and keeps 0.9 of the logit difference under exact edge patching."""
+induction head's keys edge and keeps 0.9 of the logit difference under exact edge patching; the
+float32 tape's scores equal float64's within float32 rounding, and its circuit is searched in float64."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ needed("torch")
 needed("transformers")
 needed("tokenizers")
 
+from _tolerance import f32_close  # noqa: E402
 from _transformer_fixtures import build_gpt2, every_parameter_drawn  # noqa: E402
 
 from attncli.causal.attribution import attribute  # noqa: E402
@@ -157,3 +159,34 @@ def test_refusals(gpt2, tiny_bert_dir):
     bert = load(str(tiny_bert_dir), backend="numpy")
     with pytest.raises(BadInput, match="GPT-2 and the Llama family"):
         find_circuit(bert, [1, 2], [2, 1], Target(1, 3, "x"))
+
+
+@pytest.mark.parametrize("which", ["gpt2", "llama"])
+@pytest.mark.parametrize("steps", [1, 3])
+def test_float32_scores_equal_float64_within_float32_rounding(gpt2, llama, which, steps):
+    """EAP on the float32 tape: every score within float32 rounding of the float64 tape's
+    (tests/_tolerance.py: a forward and a backward pass, 2L + 1 layers deep, and the score's own
+    reduction over T x d, about 1e-4 of the largest score here); measured on these tiny models: at most
+    2.0e-6 of the largest score."""
+    if which == "gpt2":
+        model, (clean_ids, corrupt_ids) = gpt2, _pair(gpt2)
+        target = Target(len(clean_ids) - 1, 7, "t", 5, "c")
+    else:
+        model, clean_ids, corrupt_ids, target = llama
+    s64 = edge_scores(model, clean_ids, corrupt_ids, target, steps)[0]
+    s32, clean, _ = edge_scores(model, clean_ids, corrupt_ids, target, steps, np.float32)
+    assert clean.dtype == np.float32 and s32.dtype == np.float64
+    assert np.abs(s32 - s64).max() > 0  # the float32 tape ran
+    f32_close(s32, s64, depth=2 * model.layers + 1, length=len(clean_ids) * clean.embed.shape[1],
+              scale=np.abs(s64).max(), what=f"{which} EAP scores, float32 against float64")
+
+
+def test_a_float32_circuit_is_searched_in_float64(llama):
+    model, clean_ids, corrupt_ids, target = llama
+    res32 = find_circuit(model, clean_ids, corrupt_ids, target, steps=5, faithfulness=0.9, dtype=np.float32)
+    res64 = find_circuit(model, clean_ids, corrupt_ids, target, steps=5, faithfulness=0.9)
+    assert res32.clean == res64.clean and res32.corrupt == res64.corrupt
+    _, clean, corrupt = edge_scores(model, clean_ids, corrupt_ids, target)  # float64 tapes
+    assert patched_metric(clean, corrupt, target, res32.kept) == pytest.approx(res32.patched, abs=1e-12)
+    assert (up_index(0, 1, model.heads), down_index(1, 0, "k", model.heads)) in res32.kept
+    assert res32.faithfulness >= 0.9
