@@ -54,11 +54,8 @@ class QKParts:
 
 def _pre_norm(arch: Any, l: int) -> tuple[str, np.ndarray, np.ndarray | None, float] | None:
     """Layer l's norm before attention as (kind, weight, bias, eps); None for a post-LN encoder."""
-    W = layer_weights(arch, l, np.float64, parts=())
-    if W["post"]:
-        return None
-    w, b = layer_weights(arch, l, np.float64, parts=("n1",))["n1"]
-    return W["norm"], w, b, arch.eps
+    W = layer_weights(arch, l, np.float64, parts=("n1",))
+    return None if W["post"] else (W["norm"], *W["n1"], arch.eps)
 
 
 def _qk_weights(arch: Any, l: int, head: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
