@@ -54,7 +54,10 @@ class EncoderTape:
                            f"DistilBERT; model '{model.name}' is {model.model_type}")
         self.model, self.arch, self.dtype = model, arch, np.dtype(dtype)
         self.head = model.mlm_head  # BadInput naming the model when it has none
-        self.act, self.d_act = arch.act, DERIVATIVES[arch.act]
+        self.act = arch.act
+        # the derivatives in the tape's dtype (the erf-based GELU's comes back in float64)
+        self.d_act = lambda x: DERIVATIVES[arch.act](x).astype(x.dtype, copy=False)  # noqa: E731
+        self.d_head_act = lambda x: DERIVATIVES[self.head.act](x).astype(x.dtype, copy=False)  # noqa: E731
         self.eps = encoder_eps(arch)
 
     def _allowed(self, l: int, T: int) -> np.ndarray:
@@ -111,7 +114,7 @@ class EncoderTape:
         w_t, b_t, ln_w, _ = self.transform
         pre = self.layers[-1]["post"][position] @ w_t + b_t  # (d,) the transform's dense output
         g_h = d_logits.astype(self.dtype) @ self.unembedding  # (d,) d LN_h's output
-        g_pre = layer_norm_back(g_h, self.act(pre), ln_w, self.head.eps) * DERIVATIVES[self.head.act](pre)
+        g_pre = layer_norm_back(g_h, self.act(pre), ln_w, self.head.eps) * self.d_head_act(pre)
         g = np.zeros_like(self.embed)  # (T, d)
         g[position] = g_pre @ w_t.T
         grads["final_norm"] = g

@@ -15,12 +15,13 @@ torch = needed("torch")
 transformers = needed("transformers")
 needed("tokenizers")
 
+from _tolerance import f32_close  # noqa: E402
 from _trace_reference import FAMILIES, _base, _get, drawn_mlm  # noqa: E402
 
-from attncli.causal.target import mask_position, vocab_id  # noqa: E402
+from attncli.causal.target import Target, mask_position, vocab_id  # noqa: E402
 from attncli.errors import BadInput  # noqa: E402
 from attncli.hf import load  # noqa: E402
-from attncli.hf.backward_encoder import gradients  # noqa: E402
+from attncli.hf.backward_encoder import EncoderTape, gradients  # noqa: E402
 from attncli.hf.layer_weights import layer_weights  # noqa: E402
 
 TEXT = "the cat sat on the [MASK] and the dog ."
@@ -127,3 +128,22 @@ def test_an_encoder_without_its_mlm_head_is_refused_by_name(tiny_bert_dir):
     model = load(str(tiny_bert_dir), backend="numpy")
     with pytest.raises(BadInput, match="masked-language-model head"):
         gradients(model, model.encode("a b").ids, 0, lambda x: x)
+
+
+def test_the_float32_tape_is_float64_within_float32_rounding(built):
+    """The tape in float32 (a float32 pass's, as attribute runs it where the model's pass is float32):
+    every site within float32 rounding of float64's (tests/_tolerance.py: the forward, the head and
+    the backward, 2L + 2 layers deep; the widest reduction the vocabulary's)."""
+    model = load(str(built("bert")), backend="numpy")
+    ids = model.encode(TEXT).ids
+    position = mask_position(model, ids)
+    tapes = [EncoderTape(model, dtype) for dtype in (np.float64, np.float32)]
+    grads = []
+    for tape in tapes:
+        tape.forward(ids)
+        logits = tape.logits(position)
+        grads.append(tape.backward(position, Target(position, 7, "t").gradient(logits)))
+    assert tapes[1].layers[0]["q"].dtype == np.float32
+    for name, g in grads[0].items():
+        assert grads[1][name].dtype == np.float32, name
+        f32_close(grads[1][name], g, depth=2 * model.layers + 2, length=model.vocab_size, what=name)
