@@ -13,7 +13,7 @@ a key or query node's head's pattern recomputed with the clean key (query) put i
 other nodes every later layer's pattern recomputed from the stream the node changes (its direct
 path into those queries and keys), each change times d metric / d pattern, in place of the linear
 estimate of the same path.
-On a post-LN encoder (BERT's family, DistilBERT: the target at a mask, read by the MLM head) every
+On a post-LN encoder (BERT's family, DistilBERT, MPNet: the target at a mask, read by the MLM head) every
 later layer reads a node's change through the LayerNorms after it, so the QK fix's direct path is
 only a resid node's own layer (its input) and the key and query nodes; elsewhere the linear estimate
 stays. The gradients are hf/backward.py's (GPT-2 and the Llama family on attn's NumPy pass) and
@@ -71,6 +71,8 @@ def _qk_fixed(tape: Tape, clean: np.ndarray, where: str, grads: dict[str, np.nda
     change times d metric / d pattern."""
     L, h, T = len(tape.layers), tape.arch.heads, tape.embed.shape[0]
     out = np.zeros((L, h, T))
+    bias = tape.position_bias if isinstance(tape, EncoderTape) else None  # (h, T, T) MPNet's, in every layer
+    bias = np.zeros((h, T, T)) if bias is None else bias
     for l, t in enumerate(tape.layers):
         allowed = tape._allowed(l, T)  # (T, T)
         scale, dA = tape.arch.scale(l), grads[site(l, "attn.pattern")]  # (h, T, T)
@@ -80,10 +82,10 @@ def _qk_fixed(tape: Tape, clean: np.ndarray, where: str, grads: dict[str, np.nda
                 if where == "key":
                     k2 = k.copy()
                     k2[pos] = clean[l, head, pos]
-                    new = softmax(np.where(allowed, q @ k2.T * scale, -np.inf))  # (T, T)
+                    new = softmax(np.where(allowed, q @ k2.T * scale + bias[head], -np.inf))  # (T, T)
                     out[l, head, pos] = ((new - A) * dA[head]).sum()
                 else:
-                    row = np.where(allowed[pos], clean[l, head, pos] @ k.T * scale, -np.inf)  # (T,)
+                    row = np.where(allowed[pos], clean[l, head, pos] @ k.T * scale + bias[head, pos], -np.inf)  # (T,)
                     out[l, head, pos] = ((softmax(row) - A[pos]) * dA[head, pos]).sum()
     return out
 

@@ -125,7 +125,7 @@ def _gradient_pair(transformer: Optional[str], clean: str, corrupt: str, allow: 
     validate({"text": clean, "transformer": transformer}, "causal")
     if not transformer:
         raise BadInput("give the model with --transformer NAME (a hub id or a directory: GPT-2 or the Llama family; "
-                       "attribute also takes BERT, RoBERTa or DistilBERT with its masked-language-model head)")
+                       "attribute also takes BERT, RoBERTa, DistilBERT or MPNet with its masked-language-model head)")
     svg, html, png, width = exports
     _check_exports(Exports(svg=svg, html=html, png=png, width=width), json_out)
     model = load_model(transformer, "numpy", allow, json_out=json_out)

@@ -1,5 +1,5 @@
 """Gradients of a metric through a post-LN encoder and its masked-language-model head, in NumPy, at
-every site of model/trace.py: BERT's family (BERT, RoBERTa) and DistilBERT.
+every site of model/trace.py: BERT's family (BERT, RoBERTa), DistilBERT and MPNet.
 
 The forward pass runs once more (in float64, or float32) from the embeddings, keeping what its
 backward reads; then the backward runs from the metric down, layer by layer (the VJPs are
@@ -15,9 +15,10 @@ backward_ops.py's):
 Every LayerNorm sits on the residual stream itself (post-LN), so the stream a layer reads is its
 input x, and ``blocks.{l}.qk_in`` (d x through the layer's own queries and keys) needs no norm.
 ``embed`` is layer 0's input (after the embeddings' LayerNorm); ``final_norm`` is the last layer's
-output (an encoder has no final norm). MPNet's relative position bias is not covered (its scores
-are not q k^T alone). Checked against torch autograd through transformers' BertForMaskedLM, RobertaForMaskedLM and
-DistilBertForMaskedLM in float64 (tests/hf/test_backward_encoder.py). Shapes: T tokens, d width,
+output (an encoder has no final norm). MPNet adds a relative position bias B (h, T, T) to every
+layer's scores: a constant of the pass, so the backward through the softmax is unchanged. Checked
+against torch autograd through transformers' BertForMaskedLM, RobertaForMaskedLM,
+DistilBertForMaskedLM and MPNetForMaskedLM in float64 (tests/hf/test_backward_encoder.py). Shapes: T tokens, d width,
 h heads, d_head a head's width, I the MLP's width, V the vocabulary.
 """
 
@@ -28,13 +29,13 @@ from typing import Any, Callable
 import numpy as np
 
 from attncli.errors import BadInput
-from attncli.hf import bert, distilbert, ops
+from attncli.hf import bert, distilbert, mpnet, ops
 from attncli.hf.backward_ops import DERIVATIVES, attention_back, layer_norm_back
 from attncli.hf.layer_weights import encoder_eps, layer_weights
 from attncli.model.trace import site
 from attncli.numeric import softmax
 
-FAMILIES = (bert.BertFamily, distilbert.DistilBert)
+FAMILIES = (bert.BertFamily, distilbert.DistilBert, mpnet.MPNet)
 
 
 def _affine(x: np.ndarray, wb: tuple[np.ndarray, np.ndarray | None]) -> np.ndarray:
@@ -50,8 +51,8 @@ class EncoderTape:
     def __init__(self, model: Any, dtype: Any = np.float64):
         arch = model.arch
         if not isinstance(arch, FAMILIES):
-            raise BadInput(f"gradients through an encoder on attn's NumPy pass are written for BERT's family and "
-                           f"DistilBERT; model '{model.name}' is {model.model_type}")
+            raise BadInput(f"gradients through an encoder on attn's NumPy pass are written for BERT's family, "
+                           f"DistilBERT and MPNet; model '{model.name}' is {model.model_type}")
         self.model, self.arch, self.dtype = model, arch, np.dtype(dtype)
         self.head = model.mlm_head  # BadInput naming the model when it has none
         self.act = arch.act
@@ -63,17 +64,23 @@ class EncoderTape:
     def _allowed(self, l: int, T: int) -> np.ndarray:
         return np.ones((T, T), dtype=bool)  # (T, T): an encoder's query reads every key of one text
 
+    def scores(self, l: int, q: np.ndarray, k: np.ndarray) -> np.ndarray:
+        """(h, T, T) layer l's scores from q and k (h, T, d_head): q k^T scale (+ MPNet's position bias)."""
+        s = q @ k.swapaxes(-1, -2) * self.arch.scale(l)
+        return s if self.position_bias is None else s + self.position_bias
+
     def forward(self, ids: list[int]) -> None:
         arch, eps = self.arch, self.eps
         f = lambda a: np.asarray(a, dtype=self.dtype)  # noqa: E731
         arr = np.asarray([ids], dtype=np.int64)
         x = f(arch.embeddings(arr, np.zeros_like(arr), np.ones_like(arr, dtype=bool))[0])  # (T, d)
         T, h, dh = x.shape[0], arch.heads, arch.d_head
+        self.position_bias = f(arch.position_bias_of(T)[0]) if isinstance(arch, mpnet.MPNet) else None  # (h, T, T)
         self.embed, self.layers = x, []
         for l in range(arch.layers):
             W = layer_weights(arch, l, self.dtype)
             q, k, v = (_affine(x, W[n]).reshape(T, h, dh).transpose(1, 0, 2) for n in "qkv")  # (h, T, d_head)
-            p = softmax(q @ k.swapaxes(-1, -2) * arch.scale(l))  # (h, T, T)
+            p = softmax(self.scores(l, q, k))  # (h, T, T)
             z = (p @ v).transpose(1, 0, 2)  # (T, h, d_head)
             attn_out = _affine(z.reshape(T, -1), W["o"])  # (T, d)
             u1 = x + attn_out
@@ -97,7 +104,7 @@ class EncoderTape:
         at = np.arange(T) if rows is None else np.asarray(rows)
         qs, ks = t["q"].copy(), t["k"].copy()  # (h, T, d_head)
         qs[:, at], ks[:, at] = ((_affine(x[at], W[n]).reshape(len(at), h, dh).transpose(1, 0, 2)) for n in "qk")
-        return softmax(qs @ ks.swapaxes(-1, -2) * arch.scale(l))  # (h, T, T)
+        return softmax(self.scores(l, qs, ks))  # (h, T, T)
 
     def logits(self, position: int) -> np.ndarray:
         """(V,) the MLM head's logits at ``position``, in float64."""

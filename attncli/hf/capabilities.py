@@ -44,11 +44,8 @@ def numpy_reasons(model: Any) -> dict[str, str]:
     if decoder:
         grad = "" if pre_norm else ("is not GPT-2 or the Llama family, for which gradients on attn's NumPy pass "
                                     "are written")
-    elif getattr(arch, "position_bias", False):
-        grad = ("adds a relative position bias to its attention scores, which the NumPy backward pass does not "
-                "carry (it is written for BERT's family and DistilBERT)")
     else:
-        grad = mlm  # BERT's family and DistilBERT: through their masked-language-model head
+        grad = mlm  # BERT's family, DistilBERT and MPNet: through their masked-language-model head
     return {
         "trace": "", "resume": "", "batch": "", "rerun": "",
         "unembed": mlm,

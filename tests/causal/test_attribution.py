@@ -19,7 +19,7 @@ from _transformer_fixtures import build_gpt2, every_parameter_drawn  # noqa: E40
 
 from attncli.causal import grids  # noqa: E402
 from attncli.causal.attribution import attribute, verify  # noqa: E402
-from attncli.causal.target import Target  # noqa: E402
+from attncli.causal.target import Target, mask_position  # noqa: E402
 from attncli.errors import BadInput  # noqa: E402
 from attncli.hf import load  # noqa: E402
 from attncli.model.trace import Intervention, site  # noqa: E402
@@ -202,3 +202,34 @@ def test_on_a_bert_the_qk_fix_changes_keys_queries_and_a_layer_input_only(bert):
     res = verify(bert, clean, corrupt, target, attribute(bert, clean, corrupt, target, where="resid"), 3)
     for cell in res.verified:
         assert abs(cell["exact"] - exact[int(cell["row"][1:]), cell["column"]]) < 1e-9
+
+
+@pytest.mark.parametrize("kind", ["bert", "mpnet"])
+@pytest.mark.parametrize("where", ["key", "query"])
+def test_on_an_encoder_the_qk_fix_of_a_key_or_query_is_the_traced_patterns_change(tmp_path_factory, kind, where):
+    """AtP* on a key (query) node: the head's pattern with that clean key (query) put in, read off
+    attn's traced pass (MPNet's relative position bias included there), minus the corrupted run's,
+    times d metric / d pattern (hf/backward_encoder.py's, checked against autograd)."""
+    from _trace_reference import drawn_mlm
+
+    from attncli.hf.backward_encoder import gradients
+
+    model = load(str(drawn_mlm(kind, tmp_path_factory.mktemp(kind) / kind, std=1.0)), backend="numpy")
+    mask = "[MASK]" if kind == "bert" else "<mask>"
+    clean = model.encode(f"the cat sat on the {mask} and the dog .").ids
+    corrupt = model.encode(f"the dog sat on the {mask} and the cat .").ids
+    target = Target(mask_position(model, clean), 7, "t", 9, "c")
+    res = attribute(model, clean, corrupt, target, where=where, qk_fix=True)
+    name = "attn.k" if where == "key" else "attn.q"
+    grads, _ = gradients(model, corrupt, target.position, target.gradient)
+    c_tr = model.trace(clean, [f"blocks.*.{name}"])
+    k_tr = model.trace(corrupt, ["blocks.*.attn.pattern"])
+    h = model.heads
+    largest = np.argsort(-np.abs(res.values), axis=None)[:4]  # (row, column) flat: layer * h + head, position
+    for r, pos in zip(*np.unravel_index(largest, res.values.shape)):
+        l, head, pos = *divmod(int(r), h), int(pos)
+        iv = Intervention(site(l, name), "replace", head=head, position=pos, value=c_tr[site(l, name)][head, pos])
+        new = model.trace(corrupt, [site(l, "attn.pattern")], interventions=[iv])[site(l, "attn.pattern")][head]
+        want = ((new - k_tr[site(l, "attn.pattern")][head]) * grads[site(l, "attn.pattern")][head]).sum()
+        assert res.values[l * h + head, pos] * (res.clean - res.corrupt) == pytest.approx(want, rel=1e-9, abs=1e-12)
+        assert abs(want) > 1e-6

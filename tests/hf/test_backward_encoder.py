@@ -1,5 +1,6 @@
 """Gradients through attn's NumPy post-LN encoders and their MLM heads (attncli/hf/backward_encoder.py)
-equal torch autograd through transformers' BertForMaskedLM, RobertaForMaskedLM and DistilBertForMaskedLM in float64, at
+equal torch autograd through transformers' BertForMaskedLM, RobertaForMaskedLM, DistilBertForMaskedLM
+and MPNetForMaskedLM (its relative position bias) in float64, at
 every site both can name: the embeddings, each layer's stream in, between and out, q, k, v, the
 pattern, each head's z, the attention block's and the MLP's outputs; on tiny models with every
 parameter drawn (so a LayerNorm's weight read as its bias, or a dropped bias, shows)."""
@@ -25,7 +26,7 @@ from attncli.hf.backward_encoder import EncoderTape, gradients  # noqa: E402
 from attncli.hf.layer_weights import layer_weights  # noqa: E402
 
 TEXT = "the cat sat on the [MASK] and the dog ."
-KINDS = ("bert", "roberta", "distilbert")
+KINDS = ("bert", "roberta", "distilbert", "mpnet")
 
 
 def autograd(path, kind, ids, position, target):
@@ -88,7 +89,7 @@ def built(tmp_path_factory):
 def test_encoder_gradients_equal_torch_autograd(built, kind):
     path = built(kind)
     model = load(str(path), backend="numpy")
-    ids = model.encode(TEXT.replace("[MASK]", "<mask>") if kind == "roberta" else TEXT).ids
+    ids = model.encode(TEXT.replace("[MASK]", "<mask>") if kind in ("roberta", "mpnet") else TEXT).ids
     position, target = mask_position(model, ids), 7
     assert 0 < position < len(ids) - 1  # a read position inside the text: the other rows' gradients are not 0
 
