@@ -21,13 +21,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.geometry import Region
-from textual.widgets import ContentSwitcher, Footer, Input, Static
+from textual.widgets import ContentSwitcher, Input, Static
+from textual.widgets._toast import ToastRack
 
 from attncli.attention.explain import explain
 from attncli.attention import matrix as word_vector_matrix
 from attncli.errors import AttnError, BadInput
 from attncli.explore import checkpoint_state
-from attncli.explore.footer import FooterModes
+from attncli.explore.footer import FooterModes, KeyFooter
 from attncli.explore.keys import KEYS
 from attncli.explore.lens_compare import panel_notes
 from attncli.explore.lookup_pane import LookupPane
@@ -67,7 +68,9 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, ViewKeys, FooterMod
     #lookup-result { height: auto; }
     ContentSwitcher { height: 1fr; }
     ExportScreen, HelpScreen, CompareScreen { align: center middle; }
-    #export, #compare { width: 80%; height: auto; border: thick $primary; background: $surface; padding: 1; }
+    #export, #compare { width: 80%; min-width: 36; max-width: 100; height: auto; border: thick $primary;
+                        background: $surface; padding: 1; }
+    #export Label, #compare Label { width: 1fr; }  /* a prompt wraps in a narrow terminal, never cut */
     #help { width: 90%; height: 90%; border: thick $primary; background: $surface; }
     .dim { color: $text-muted; }
     """
@@ -116,11 +119,23 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, ViewKeys, FooterMod
                                   id="lookup-result")
         yield Static("", id="message")
         yield Static(Text(visible(self.state.summary())), id="settings")  # a Text: no markup in a path
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#matrix").focus()
+        self.screen.screen_layout_refresh_signal.subscribe(self, self._lift_notices)
         self.recompute()
+
+    def _lift_notices(self, screen=None) -> None:
+        """Notices (Textual's toasts) stand above the message line, never over it: Textual docks
+        them on the footer, and the message line, the settings and the footer's rows under it
+        change height with what they say and the terminal's width."""
+        main = self.screen_stack[0]
+        lift = max(main.size.height - self.query_one("#message").region.y, 1)  # rows from the message line down
+        for screen in self.screen_stack:
+            for rack in screen.query(ToastRack):
+                if rack.styles.margin.bottom != lift:
+                    rack.styles.margin = (0, 0, lift, 0)
 
     def _fatal_error(self) -> None:
         """A bug outside the workers (they catch everything) still ends the app with the terminal

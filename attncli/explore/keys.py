@@ -71,19 +71,21 @@ KEYS: tuple[Key, ...] = (
         "out of the box: back to the matrix"),
 )
 
-# The footer of each mode: the keys that work there (action: label), in this order; quit and help
-# first, so a narrow terminal, which cuts the footer's end, still shows them. The other keys still
-# answer (with a message saying why they do nothing there); they are only left out of it.
+# The footer of each mode: the keys that work there (action: label), in this order, the most
+# needed first: a narrow terminal's footer (two rows at most, attncli.explore.footer) leaves out
+# keys from the end, and help, second after quit, says how many it lists beside them. The other
+# keys still answer (with a message saying why they do nothing there); they are only left out of it.
 _FIRST = {"quit": "quit", "help": "help"}
 _COMMON = {"pane('lookup')": "lookup", "export": "export", "copy": "copy cmd"}
 FOOTER: dict[str, dict[str, str]] = {
     "word-vector": {**_FIRST, "edit('sentence')": "sentence", "edit('context')": "context", "variant(1)": "variant",
                     "causal": "causal", "window(1)": "window", "projection(1)": "proj", "show(1)": "show", **_COMMON},
     "transformer": {**_FIRST, "edit('sentence')": "sentence", "edit('context')": "pair", "layer(1)": "layer",
-                    "head(1)": "head", "model_view": "model view", "flag('words')": "words",
+                    "head(1)": "head", "model_view": "model view", "lens": "lens", "compare": "compare",
+                    "export": "export", "copy": "copy cmd", "flag('words')": "words",
                     "flag('hide_special')": "specials", "flag('rollout')": "rollout", "flag('flow')": "flow",
-                    "lens": "lens", "compare": "compare", "filter(1)": "filter", "backend(1)": "backend",
-                    "transformer": "vectors", **_COMMON},
+                    "filter(1)": "filter", "backend(1)": "backend", "transformer": "vectors",
+                    "pane('lookup')": "lookup"},
     "model view": {**_FIRST, "layer(1)": "layer", "head(1)": "head", "model_view": "open head",
                    "export": "export", "copy": "copy cmd"},
     "lookup": {**_FIRST, "escape": "leave box / back", "pane('matrix')": "matrix"},
