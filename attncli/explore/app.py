@@ -28,6 +28,7 @@ from attncli.attention.explain import explain
 from attncli.attention import matrix as word_vector_matrix
 from attncli.errors import AttnError, BadInput
 from attncli.explore import checkpoint_state
+from attncli.explore.causal_view import compute_on_builtin
 from attncli.explore.footer import FooterModes, KeyFooter
 from attncli.explore.keys import KEYS
 from attncli.explore.lens_compare import panel_notes
@@ -165,7 +166,7 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, ViewKeys, FooterMod
         self.computing = True
         state = self.state
         words = len(state.text.split()) + len((state.context or "").split()) + (state.pad_to or 0)
-        if state.transformer is None and state.model in self._vectors and words <= INLINE_WORDS:
+        if state.transformer is None and state.causal_view is None and state.model in self._vectors and words <= INLINE_WORDS:
             self._finish(state, *self._compute_now(state))
         else:
             self._settings_line()
@@ -178,6 +179,8 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, ViewKeys, FooterMod
         try:
             if state.transformer is not None:
                 return checkpoint_state.compute(state, self._models), None
+            if state.causal_view is not None:  # G, D without --transformer: on attn's built-in LM
+                return compute_on_builtin(state, self._models), None
             return word_vector_matrix.compute(state.request(), vectors=self._vectors_for(state.model)), None
         except AttnError as exc:
             return None, str(exc)

@@ -57,10 +57,10 @@ KEYS: tuple[Key, ...] = (
         "(attn lens); L again returns"),
     Key("C", "C", "compare", "--transformer: compare with a second text (typed in a box): both matrices at this layer "
         "and head, and B - A (attn compare); [ ] { } u change both; C again returns"),
-    Key("G", "G", "causal_test('ablate')", "--transformer: the head-ablation grid of the model's top prediction: each "
-        "head zeroed, the change in its log-probability (attn ablate); G again returns"),
-    Key("D", "D", "causal_test('dla')", "--transformer, decoders: direct logit attribution of the top prediction, each "
-        "head's and MLP's part of its logit (attn dla); D again returns"),
+    Key("G", "G", "causal_test('ablate')", "the head-ablation grid of the model's top prediction: each head zeroed, the "
+        "change in its log-probability (attn ablate); without --transformer, of attn's built-in LM; G again returns"),
+    Key("D", "D", "causal_test('dla')", "decoders: direct logit attribution of the top prediction, each head's and "
+        "MLP's part of its logit (attn dla); without --transformer, of attn's built-in LM; D again returns"),
     Key("l", "l", "pane('lookup')", "lookup pane: type a query, see its weights over the dictionary's keys (--dict)", "lookup"),
     Key("m", "m", "pane('matrix')", "back to the matrix"),
     Key("x", "x", "export", "export the view: .svg, .html, .png or .json (the name's suffix picks), written atomically", "export"),
@@ -79,7 +79,8 @@ _FIRST = {"quit": "quit", "help": "help"}
 _COMMON = {"pane('lookup')": "lookup", "export": "export", "copy": "copy cmd"}
 FOOTER: dict[str, dict[str, str]] = {
     "word-vector": {**_FIRST, "edit('sentence')": "sentence", "edit('context')": "context", "variant(1)": "variant",
-                    "causal": "causal", "window(1)": "window", "projection(1)": "proj", "show(1)": "show", **_COMMON},
+                    "causal": "causal", "window(1)": "window", "projection(1)": "proj", "show(1)": "show", **_COMMON,
+                    "causal_test('ablate')": "ablate", "causal_test('dla')": "dla"},
     "transformer": {**_FIRST, "edit('sentence')": "sentence", "edit('context')": "pair", "layer(1)": "layer",
                     "head(1)": "head", "model_view": "model view", "lens": "lens", "compare": "compare",
                     "export": "export", "copy": "copy cmd", "flag('words')": "words",
