@@ -1,6 +1,7 @@
 """The Textual app of ``attn explore``: the heatmap of :mod:`attncli.views.render`, the
-explanation of the cell under the cursor, a lookup pane, the model view of a pretrained model
-(``ModelViewPane``), and keys for every setting (the transformer's: ``TransformerKeys``).
+explanation of the cell under the cursor (and its QK split, key Q: ``QKSplit``), a lookup pane,
+the model view of a pretrained model (``ModelViewPane``), and keys for every setting (the
+transformer's: ``TransformerKeys``).
 
 Work that may take time (loading the word vectors, the matrix, a lookup, an export) runs in
 thread workers, newest first (``exclusive``): the UI never waits on it. Every refusal of the core
@@ -34,6 +35,7 @@ from attncli.explore.keys import KEYS
 from attncli.explore.lens_compare import panel_notes
 from attncli.explore.lookup_pane import LookupPane
 from attncli.explore.model_view_pane import ModelViewPane
+from attncli.explore.qk_split import QKSplit
 from attncli.explore.state import ExploreState
 from attncli.explore.transformer_keys import TransformerKeys
 from attncli.explore.view_keys import ViewKeys, kind_of
@@ -46,7 +48,7 @@ from attncli.views.render import matrix_renderables
 INLINE_WORDS = 64  # up to this many tokens a matrix takes milliseconds: no worker needed
 
 
-class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, ViewKeys, FooterModes):
+class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, QKSplit, ViewKeys, FooterModes):
     """``attn explore``: change the settings with keys, watch the matrix follow."""
 
     TITLE = "attn explore"
@@ -255,7 +257,8 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, ViewKeys, FooterMod
             self.explanation = checkpoint_state.explain(res, state)
             why = res.explainable()
             self.query_one("#explain", Drawing).show(*(explanation_renderables(self.explanation) if why is None
-                                                       else [Text(visible(why), style="dim")]))
+                                                       else [Text(visible(why), style="dim")]),
+                                                     *self.qk_split_renderables())  # Q: the cell's QK split under it
             self._scroll_to_cursor(view)
             self._settings_line()
             return

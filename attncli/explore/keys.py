@@ -57,6 +57,8 @@ KEYS: tuple[Key, ...] = (
         "(attn lens); L again returns"),
     Key("C", "C", "compare", "--transformer: compare with a second text (typed in a box): both matrices at this layer "
         "and head, and B - A (attn compare); [ ] { } u change both; C again returns"),
+    Key("Q", "Q", "qk_split", "--transformer, one head: the QK split of the cursor's cell beside its explanation, its "
+        "score as query-side x key-side component parts (attn qk; attn's NumPy pass); it follows the cursor; Q again hides it"),
     Key("G", "G", "causal_test('ablate')", "the head-ablation grid of the model's top prediction: each head zeroed, the "
         "change in its log-probability (attn ablate); without --transformer, of attn's built-in LM; G again returns"),
     Key("D", "D", "causal_test('dla')", "decoders: direct logit attribution of the top prediction, each head's and "
@@ -83,7 +85,7 @@ FOOTER: dict[str, dict[str, str]] = {
                     "causal_test('ablate')": "ablate", "causal_test('dla')": "dla"},
     "transformer": {**_FIRST, "edit('sentence')": "sentence", "edit('context')": "pair", "layer(1)": "layer",
                     "head(1)": "head", "model_view": "model view", "lens": "lens", "compare": "compare",
-                    "export": "export", "copy": "copy cmd", "flag('words')": "words",
+                    "qk_split": "qk split", "export": "export", "copy": "copy cmd", "flag('words')": "words",
                     "flag('hide_special')": "specials", "flag('rollout')": "rollout", "flag('flow')": "flow",
                     "filter(1)": "filter", "backend(1)": "backend", "transformer": "vectors",
                     "pane('lookup')": "lookup"},
