@@ -94,6 +94,8 @@ class KeyFooter(Footer):
                                     tooltip=tooltip).data_bind(compact=Footer.compact)
 
     def on_resize(self, event) -> None:
+        """A new width lays the hints out again (the app's redraw after a resize also refreshes the
+        bindings, which recomposes the footer; this does not lean on it)."""
         if event.size.width != self._laid_width:
             self.call_after_refresh(self.recompose)
 

@@ -15,7 +15,7 @@ needed("textual", reason="attn explore needs the explore extra (textual)")
 from attncli.explore.footer import fit_hints, hint_width  # noqa: E402
 from attncli.explore.keys import FOOTER  # noqa: E402
 from attncli.explore.state import ExploreState  # noqa: E402
-from test_explore import SENTENCE, drive, press  # noqa: E402
+from test_explore import SENTENCE, drive, press, settle  # noqa: E402
 
 SIZES = [(80, 24), (160, 40)]
 
@@ -134,3 +134,16 @@ def test_a_notice_never_covers_the_message_line(size, key):
     drive(script, ExploreState(SENTENCE), size=size, notifications=True)
     assert seen["toasts"] >= 1 and seen["overlaps"] == []
     assert " ".join(seen["message"].split())[:60] in " ".join(seen["drawn"].split())
+
+
+def test_the_footer_lays_itself_out_again_when_the_terminal_is_resized():
+    seen = []
+
+    async def script(app, pilot):
+        for size in SIZES[::-1] + SIZES[1:]:  # 160 -> 80 -> 160
+            await pilot.resize_terminal(*size)
+            await settle(app, pilot)
+            seen.append((len(footer_rows(app)), check_footer(app, "word-vector", size[0])))
+
+    drive(script, ExploreState(SENTENCE), size=SIZES[1])
+    assert seen == [(1, 0), (2, 0), (1, 0)]
