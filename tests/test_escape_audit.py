@@ -66,6 +66,8 @@ RENDERABLE_BUILDERS = {
     "fmt": "attncli/cli/lm.py: a number formatted",
     "stats_renderables": "attncli/views/stats_view.py: heatmaps (views/render.py) and Tables of visible()d contexts (checked here)",
     "head_renderables": "attncli/explore/stats_app.py: Tables and Texts of visible()d names and contexts, numbers (checked here)",
+    "qk_split_renderables": "attncli/explore/qk_split.py: Texts of visible()d messages and views/qk_view.py's "
+                            "qk_renderables (checked here)",
 }
 
 # (file, function, argument source, of which the first KEY characters count) -> why this argument,

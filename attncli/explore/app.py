@@ -1,6 +1,7 @@
 """The Textual app of ``attn explore``: the heatmap of :mod:`attncli.views.render`, the
-explanation of the cell under the cursor, a lookup pane, the model view of a pretrained model
-(``ModelViewPane``), and keys for every setting (the transformer's: ``TransformerKeys``).
+explanation of the cell under the cursor (and its QK split, key Q: ``QKSplit``), a lookup pane,
+the model view of a pretrained model (``ModelViewPane``), and keys for every setting (the
+transformer's: ``TransformerKeys``).
 
 Work that may take time (loading the word vectors, the matrix, a lookup, an export) runs in
 thread workers, newest first (``exclusive``): the UI never waits on it. Every refusal of the core
@@ -21,17 +22,20 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.geometry import Region
-from textual.widgets import ContentSwitcher, Footer, Input, Static
+from textual.widgets import ContentSwitcher, Input, Static
+from textual.widgets._toast import ToastRack
 
 from attncli.attention.explain import explain
 from attncli.attention import matrix as word_vector_matrix
 from attncli.errors import AttnError, BadInput
 from attncli.explore import checkpoint_state
-from attncli.explore.footer import FooterModes
+from attncli.explore.causal_view import compute_on_builtin
+from attncli.explore.footer import FooterModes, KeyFooter
 from attncli.explore.keys import KEYS
 from attncli.explore.lens_compare import panel_notes
 from attncli.explore.lookup_pane import LookupPane
 from attncli.explore.model_view_pane import ModelViewPane
+from attncli.explore.qk_split import QKSplit
 from attncli.explore.state import ExploreState
 from attncli.explore.transformer_keys import TransformerKeys
 from attncli.explore.view_keys import ViewKeys, kind_of
@@ -44,7 +48,7 @@ from attncli.views.render import matrix_renderables
 INLINE_WORDS = 64  # up to this many tokens a matrix takes milliseconds: no worker needed
 
 
-class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, ViewKeys, FooterModes):
+class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, QKSplit, ViewKeys, FooterModes):
     """``attn explore``: change the settings with keys, watch the matrix follow."""
 
     TITLE = "attn explore"
@@ -67,7 +71,9 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, ViewKeys, FooterMod
     #lookup-result { height: auto; }
     ContentSwitcher { height: 1fr; }
     ExportScreen, HelpScreen, CompareScreen { align: center middle; }
-    #export, #compare { width: 80%; height: auto; border: thick $primary; background: $surface; padding: 1; }
+    #export, #compare { width: 80%; min-width: 36; max-width: 100; height: auto; border: thick $primary;
+                        background: $surface; padding: 1; }
+    #export Label, #compare Label { width: 1fr; }  /* a prompt wraps in a narrow terminal, never cut */
     #help { width: 90%; height: 90%; border: thick $primary; background: $surface; }
     .dim { color: $text-muted; }
     """
@@ -116,11 +122,23 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, ViewKeys, FooterMod
                                   id="lookup-result")
         yield Static("", id="message")
         yield Static(Text(visible(self.state.summary())), id="settings")  # a Text: no markup in a path
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#matrix").focus()
+        self.screen.screen_layout_refresh_signal.subscribe(self, self._lift_notices)
         self.recompute()
+
+    def _lift_notices(self, screen=None) -> None:
+        """Notices (Textual's toasts) stand above the message line, never over it: Textual docks
+        them on the footer, and the message line, the settings and the footer's rows under it
+        change height with what they say and the terminal's width."""
+        main = self.screen_stack[0]
+        lift = max(main.size.height - self.query_one("#message").region.y, 1)  # rows from the message line down
+        for screen in self.screen_stack:
+            for rack in screen.query(ToastRack):
+                if rack.styles.margin.bottom != lift:
+                    rack.styles.margin = (0, 0, lift, 0)
 
     def _fatal_error(self) -> None:
         """A bug outside the workers (they catch everything) still ends the app with the terminal
@@ -150,7 +168,7 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, ViewKeys, FooterMod
         self.computing = True
         state = self.state
         words = len(state.text.split()) + len((state.context or "").split()) + (state.pad_to or 0)
-        if state.transformer is None and state.model in self._vectors and words <= INLINE_WORDS:
+        if state.transformer is None and state.causal_view is None and state.model in self._vectors and words <= INLINE_WORDS:
             self._finish(state, *self._compute_now(state))
         else:
             self._settings_line()
@@ -163,6 +181,8 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, ViewKeys, FooterMod
         try:
             if state.transformer is not None:
                 return checkpoint_state.compute(state, self._models), None
+            if state.causal_view is not None:  # G, D without --transformer: on attn's built-in LM
+                return compute_on_builtin(state, self._models), None
             return word_vector_matrix.compute(state.request(), vectors=self._vectors_for(state.model)), None
         except AttnError as exc:
             return None, str(exc)
@@ -237,7 +257,8 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, ViewKeys, FooterMod
             self.explanation = checkpoint_state.explain(res, state)
             why = res.explainable()
             self.query_one("#explain", Drawing).show(*(explanation_renderables(self.explanation) if why is None
-                                                       else [Text(visible(why), style="dim")]))
+                                                       else [Text(visible(why), style="dim")]),
+                                                     *self.qk_split_renderables())  # Q: the cell's QK split under it
             self._scroll_to_cursor(view)
             self._settings_line()
             return

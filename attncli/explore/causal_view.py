@@ -1,13 +1,18 @@
-"""Two views of ``attn explore --transformer`` (keys G and D) that replace the heatmap: the
-head-ablation grid (what ``attn ablate`` draws) and the direct logit attribution (``attn dla``) of
-the sentence's top prediction: a decoder's next token after the text, an encoder's token at the
-text's last mask. Computed in the app's worker from the model already loaded, as the commands'
-JSON documents with their drawing and their command line."""
+"""Two views of ``attn explore`` (keys G and D) that replace the heatmap: the head-ablation grid
+(what ``attn ablate`` draws) and the direct logit attribution (``attn dla``) of the sentence's top
+prediction: a decoder's next token after the text, an encoder's token at the text's last mask.
+With --transformer, on that model; without, on attn's built-in LM (attncli.tinylm.traced: offline,
+as ``attn ablate`` and ``attn dla`` without --transformer), of the word-vector model the app reads
+(--model; its command line then sets ``ATTN_MODEL``, which those commands read). Computed in the
+app's worker from the model already loaded, as the commands' JSON documents with their drawing
+and their command line."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+import shlex
 
 import numpy as np
 
@@ -17,6 +22,7 @@ from attncli.errors import BadInput
 from attncli.explore.drawing import Panel
 from attncli.causal.grids import missing
 from attncli.pipeline.causal_compute import compute_causal as run_causal
+from attncli.tinylm.traced import load_builtin
 
 
 @dataclass
@@ -25,6 +31,7 @@ class CausalResult(Panel):
     said as a command line by it."""
 
     result: Any  # an AblateResult or a DlaResult
+    builtin_model: str | None = None  # the built-in LM of this word-vector model (--model), not the default one
 
     @property
     def model(self) -> Any:
@@ -40,7 +47,8 @@ class CausalResult(Panel):
 
     @property
     def command(self) -> str:  # the attn ablate / attn dla command that prints this view
-        return self.result.command_line()
+        command = self.result.command_line()
+        return command if self.builtin_model is None else f"ATTN_MODEL={shlex.quote(self.builtin_model)} {command}"
 
     def renderables(self, width: int | None, lines: bool = True) -> list:
         return self.result.renderables(width)
@@ -71,6 +79,22 @@ def refusal(model: Any, kind: str, state=None) -> str | None:
         if reason:
             return reason
     return missing(model, kind)
+
+
+def builtin_lm(state, models: dict[tuple[str, str], Any]):
+    """The built-in LM of the state's word-vector model (--model; None: the default), loaded once
+    into ``models`` (the app's models, by (name, backend))."""
+    key = (state.model or "", "builtin")
+    if key not in models:
+        models[key] = load_builtin(state.model)
+    return models[key]
+
+
+def compute_on_builtin(state, models: dict[tuple[str, str], Any]) -> CausalResult:
+    """G or D without --transformer: ``attn ablate`` / ``attn dla`` of the built-in LM."""
+    result = compute_causal(builtin_lm(state, models), state)
+    result.builtin_model = state.model
+    return result
 
 
 def compute_causal(model: Any, state) -> CausalResult:

@@ -57,10 +57,12 @@ KEYS: tuple[Key, ...] = (
         "(attn lens); L again returns"),
     Key("C", "C", "compare", "--transformer: compare with a second text (typed in a box): both matrices at this layer "
         "and head, and B - A (attn compare); [ ] { } u change both; C again returns"),
-    Key("G", "G", "causal_test('ablate')", "--transformer: the head-ablation grid of the model's top prediction: each "
-        "head zeroed, the change in its log-probability (attn ablate); G again returns"),
-    Key("D", "D", "causal_test('dla')", "--transformer, decoders: direct logit attribution of the top prediction, each "
-        "head's and MLP's part of its logit (attn dla); D again returns"),
+    Key("Q", "Q", "qk_split", "--transformer, one head: the QK split of the cursor's cell beside its explanation, its "
+        "score as query-side x key-side component parts (attn qk; attn's NumPy pass); it follows the cursor; Q again hides it"),
+    Key("G", "G", "causal_test('ablate')", "the head-ablation grid of the model's top prediction: each head zeroed, the "
+        "change in its log-probability (attn ablate); without --transformer, of attn's built-in LM; G again returns"),
+    Key("D", "D", "causal_test('dla')", "decoders: direct logit attribution of the top prediction, each head's and "
+        "MLP's part of its logit (attn dla); without --transformer, of attn's built-in LM; D again returns"),
     Key("l", "l", "pane('lookup')", "lookup pane: type a query, see its weights over the dictionary's keys (--dict)", "lookup"),
     Key("m", "m", "pane('matrix')", "back to the matrix"),
     Key("x", "x", "export", "export the view: .svg, .html, .png or .json (the name's suffix picks), written atomically", "export"),
@@ -71,19 +73,22 @@ KEYS: tuple[Key, ...] = (
         "out of the box: back to the matrix"),
 )
 
-# The footer of each mode: the keys that work there (action: label), in this order; quit and help
-# first, so a narrow terminal, which cuts the footer's end, still shows them. The other keys still
-# answer (with a message saying why they do nothing there); they are only left out of it.
+# The footer of each mode: the keys that work there (action: label), in this order, the most
+# needed first: a narrow terminal's footer (two rows at most, attncli.explore.footer) leaves out
+# keys from the end, and help, second after quit, says how many it lists beside them. The other
+# keys still answer (with a message saying why they do nothing there); they are only left out of it.
 _FIRST = {"quit": "quit", "help": "help"}
 _COMMON = {"pane('lookup')": "lookup", "export": "export", "copy": "copy cmd"}
 FOOTER: dict[str, dict[str, str]] = {
     "word-vector": {**_FIRST, "edit('sentence')": "sentence", "edit('context')": "context", "variant(1)": "variant",
-                    "causal": "causal", "window(1)": "window", "projection(1)": "proj", "show(1)": "show", **_COMMON},
+                    "causal": "causal", "window(1)": "window", "projection(1)": "proj", "show(1)": "show", **_COMMON,
+                    "causal_test('ablate')": "ablate", "causal_test('dla')": "dla"},
     "transformer": {**_FIRST, "edit('sentence')": "sentence", "edit('context')": "pair", "layer(1)": "layer",
-                    "head(1)": "head", "model_view": "model view", "flag('words')": "words",
+                    "head(1)": "head", "model_view": "model view", "lens": "lens", "compare": "compare",
+                    "qk_split": "qk split", "export": "export", "copy": "copy cmd", "flag('words')": "words",
                     "flag('hide_special')": "specials", "flag('rollout')": "rollout", "flag('flow')": "flow",
-                    "lens": "lens", "compare": "compare", "filter(1)": "filter", "backend(1)": "backend",
-                    "transformer": "vectors", **_COMMON},
+                    "filter(1)": "filter", "backend(1)": "backend", "transformer": "vectors",
+                    "pane('lookup')": "lookup"},
     "model view": {**_FIRST, "layer(1)": "layer", "head(1)": "head", "model_view": "open head",
                    "export": "export", "copy": "copy cmd"},
     "lookup": {**_FIRST, "escape": "leave box / back", "pane('matrix')": "matrix"},

@@ -253,8 +253,9 @@ class ExploreState:
         """
         if self.transformer is not None and self.lens:
             return self.lens_request().command_line()
-        if self.transformer is not None and self.causal_view is not None:  # the target is the result's
-            return shlex.join(["attn", self.causal_view, self.text, "--transformer", self.transformer])
+        if self.causal_view is not None:  # the target is the result's; without --transformer, the built-in LM
+            transformer = [] if self.transformer is None else ["--transformer", self.transformer]
+            return shlex.join(["attn", self.causal_view, self.text, *transformer])
         if self.transformer is not None and self.compare_text is not None:
             return self.compare_request().command_line()
         return shlex.join(["attn", "matrix", *self.options(explain, cell)])
@@ -274,10 +275,12 @@ class ExploreState:
             return " · ".join(parts + ([f"layer {self.grid[0]} head {self.grid[1]}"] if self.grid else []))
         if self.transformer is not None and self.lens:
             return f"transformer {Path(self.transformer).name or self.transformer} · logit lens (L returns)"
-        if self.transformer is not None and self.causal_view is not None:
+        if self.causal_view is not None:
             key = "G" if self.causal_view == "ablate" else "D"
             what = "head ablation" if self.causal_view == "ablate" else "direct logit attribution"
-            return f"transformer {Path(self.transformer).name or self.transformer} · {what} ({key} returns)"
+            model = (f"transformer {Path(self.transformer).name or self.transformer}" if self.transformer is not None
+                     else f"built-in LM of {self.model or 'the default model'}")
+            return f"{model} · {what} ({key} returns)"
         if self.transformer is not None and self.compare_text is not None:
             which = "all heads" if self.head is None else f"head {self.head}"
             return " · ".join([f"transformer {Path(self.transformer).name or self.transformer}", f"compare with {self.compare_text!r}",

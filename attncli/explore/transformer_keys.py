@@ -1,7 +1,8 @@
 """The keys of a pretrained transformer's view in ``attn explore --transformer``: T (its attention
 <-> the word-vector matrix), [ ] (layer), { } (head), u z r (--words, --hide-special, --rollout),
-f F (--filter), b (--backend), o (--flow), and L and C, the logit lens and the comparison with a
-second text (attncli.explore.lens_compare). Part of the app (ExploreApp derives from it)."""
+f F (--filter), b (--backend), o (--flow), L and C, the logit lens and the comparison with a
+second text (attncli.explore.lens_compare), and G and D, the causal tests (attncli.explore.causal_view;
+without --transformer on attn's built-in LM). Part of the app (ExploreApp derives from it)."""
 
 from __future__ import annotations
 
@@ -118,14 +119,12 @@ class TransformerKeys(App):
 
     def action_causal_test(self, kind: str) -> None:
         """G: the head-ablation grid of the sentence's top prediction (attn ablate); D: its direct logit
-        attribution (attn dla); the same key again returns."""
-        what = {"ablate": "the ablation grid (G)", "dla": "direct logit attribution (D)"}[kind]
-        if not self._transformer_only(what):
-            return
+        attribution (attn dla); the same key again returns. Without --transformer, on attn's
+        built-in LM (the word-vector matrix's sentence, as attn ablate and attn dla read it)."""
         if self.state.causal_view == kind:
             self.recompute(replace(self.state, causal_view=None))
             return
-        model = getattr(self.result, "model", None)
+        model = getattr(self.result, "model", None) if kind_of(self.result) != WORD_VECTORS else None
         if model is not None:  # said at once, the view stays
             reason = refusal(model, kind, self.state)
             if reason:

@@ -36,12 +36,14 @@ SENTENCE = "time flies like an arrow"
 REPO = Path(__file__).resolve().parents[2]
 
 
-def drive(script, state: ExploreState | None = None, size=(120, 40), cwd: Path | None = None, app=None):
-    """Run ``await script(app, pilot)`` inside the app, headless; the app afterwards."""
+def drive(script, state: ExploreState | None = None, size=(120, 40), cwd: Path | None = None, app=None,
+          notifications: bool = False):
+    """Run ``await script(app, pilot)`` inside the app, headless (``notifications``: with the toasts
+    drawn, which the harness leaves out by default); the app afterwards."""
     app = app or ExploreApp(state or ExploreState(SENTENCE), cwd=cwd)
 
     async def main():
-        async with app.run_test(size=size) as pilot:
+        async with app.run_test(size=size, notifications=notifications) as pilot:
             await settle(app, pilot)
             await script(app, pilot)
 
