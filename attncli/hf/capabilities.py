@@ -55,6 +55,8 @@ def numpy_reasons(model: Any) -> dict[str, str]:
         "cache": "" if decoder else ENCODER,
         "stacks": "is not an encoder-decoder",
         "grad": "" if pre_norm else "is not GPT-2 or the Llama family, for which gradients on attn's NumPy pass are written",
+        "contributions": "" if hasattr(arch, "output_weight") else
+        f"is a '{model.model_type}', whose NumPy pass does not expose each head's output projection",
     }
 
 
@@ -81,4 +83,6 @@ def torch_reasons(model: Any) -> dict[str, str]:
         "cache": "runs on the torch backend, which keeps no key/value cache",
         "stacks": "is not an encoder-decoder",
         "grad": (untraced or ("" if model.is_decoder else "is an encoder: gradients are written for pre-norm decoders")),
+        "contributions": "runs on the torch backend, whose trace holds no weights or norms: add --backend numpy where "
+                         "it runs the model",
     }
