@@ -286,13 +286,13 @@ class ExploreState:
             return " · ".join([f"transformer {Path(self.transformer).name or self.transformer}", f"compare with {self.compare_text!r}",
                                f"layer {'last' if self.layer is None else self.layer}", which, "C returns"])
         if self.transformer is not None:
-            which = ("flow" if self.flow else "rollout" if self.rollout else "all heads" if self.head is None
-                     else f"head {self.head}")
+            which = ("flow" if self.flow else "rollout" if self.rollout else "the whole layer" if self.contribution
+                     else "all heads" if self.head is None else f"head {self.head}")
             parts = [f"transformer {Path(self.transformer).name or self.transformer}",
                      f"layer {'last' if self.layer is None else self.layer}", which]
             parts += [name for name, flag in (("pair", self.pair is not None), (f"filter {self.pair_filter}", self.pair_filter),
                                               ("words", self.words), ("hide special", self.hide_special),
-                                              ("show scores", self.scores),
+                                              ("show scores", self.scores), (f"show {self.contribution}", self.contribution),
                                               (f"backend {self.backend}", self.backend != "auto"),
                                               ("truncate", self.truncate)) if flag]
             return " · ".join(parts + [f"cell {self.cursor[0]},{self.cursor[1]}"])
