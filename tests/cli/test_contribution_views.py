@@ -126,3 +126,16 @@ def test_refusals_exit_2_with_one_line(tiny_bert_dir, args, needle):
 def test_without_a_transformer_it_is_refused(tmp_path):
     result = run("matrix", SENTENCE, "--show", "value-zeroing", code=2)
     assert "--show value-zeroing needs --transformer NAME_OR_PATH" in " ".join(result.stderr.split())
+
+
+def test_an_encoder_decoder_is_refused_by_name(tmp_path):
+    """Found out when the model loads (no --target or --stack typed): refused as the other --show
+    views are, exit 2."""
+    needed("torch")
+    needed("transformers")
+    from _seq2seq_fixtures import build_t5
+
+    t5 = build_t5(tmp_path / "t5")
+    result = run("matrix", SENTENCE, "--transformer", str(t5), "--show", "globenc", code=2)
+    assert ("--show globenc is not implemented for encoder-decoders (T5, BART): use --show weights"
+            in " ".join(result.stderr.split()))
