@@ -43,3 +43,14 @@ def test_s_cycles_into_the_contribution_methods_and_draws_the_command_s_numbers(
 
     # a head picked: the contribution methods are the whole layer's, so the key drops it
     drive(script, ExploreState(SENTENCE, transformer=str(tiny_bert_dir), head=1), size=(160, 50))
+
+
+def test_the_head_keys_are_disabled_with_the_table_s_reason_while_a_method_is_shown():
+    from attncli.explore.disabled_keys import key_refusal
+
+    state = ExploreState(SENTENCE, transformer="m", contribution="globenc")
+    why = key_refusal(state, "head", (1,), heads=4, layers=2)
+    assert why == ("--show globenc is one matrix per layer, each row summing to 1: drop --head (the residual and the "
+                   "norms are the whole layer's)")
+    assert key_refusal(state, "flag", ("rollout",), heads=4, layers=2) is None  # its rollout is the layers' product
+    assert key_refusal(ExploreState(SENTENCE, transformer="m"), "head", (1,), heads=4, layers=2) is None
