@@ -114,7 +114,7 @@ class Reads:
         contrib.check(self.model, method)
         todo = [l for l in layers if (method, l) not in self.contributed]
         if todo:
-            kept = self._has(*contrib.sites(todo)) and self.rows is None
+            kept = self._has(*contrib.sites(todo)) and self.rows is None and self.heads is None  # whole layers
             made = (contrib.of_trace(self.model, self.tr, method, todo) if kept
                     else contrib.contributions(self.model, self.enc, method, todo))
             self.contributed.update(((method, l), m) for l, m in zip(todo, made))

@@ -20,8 +20,8 @@ from attncli.attention import value_norms
 from attncli.attention.flow import check_tokens
 from attncli.attention.model_view import head_classes, layer_range
 from attncli.attention.view_rows import start_end
-from attncli.errors import BadInput
 from attncli.attention.contribution_views import formula
+from attncli.errors import BadInput
 from attncli.hf.contributions import check as check_contribution, rolled_out
 from attncli.hf.loader import load  # torch only when the torch backend runs
 from attncli.model.interface import has
