@@ -63,6 +63,8 @@ def main() -> None:
             model = load(str(path), backend="numpy")
             enc = model.encode(text)
             model.trace(enc, "logits" if model.is_decoder else "final_norm")  # the warm-up
+            plain = ViewRequest(text, transformer=str(path), backend="numpy")  # attn matrix's weights: the baseline
+            print(f"{name:<22} {'view weights (baseline)':<28} {len(enc.ids):>6} {best(lambda: compute(plain, model), args.runs):>8.3f}")
             for method in METHODS:
                 print(f"{name:<22} {method:<28} {len(enc.ids):>6} {best(lambda: contributions(model, enc, method), args.runs):>8.3f}")
                 for rollout in (False, True):  # the view: the pass, the method's layers, the table's matrix
