@@ -37,7 +37,8 @@ from attncli.fileio import atomic_write, read_text
 
 BACKENDS = ("auto", "numpy", "torch")
 STACKS = ("encoder", "decoder", "cross")
-TRANSFORMER_SHOWS = ("weights", "scores", "norms")
+CONTRIBUTIONS = ("alti", "globenc", "value-zeroing")  # --show's contribution methods (attncli.hf.contributions)
+TRANSFORMER_SHOWS = ("weights", "scores", "norms", *CONTRIBUTIONS)
 ALIGNS = ("same", "position")  # attn compare --align
 
 # the switches of a pretrained model's view, each declared once here beside its rows (its help): cli.options
@@ -82,16 +83,10 @@ NOT_FOR_TRANSFORMERS = {
 }
 
 PATHS = {  # path -> where it is (the docs' column)
-    "vectors": "attn matrix, attn explore (word vectors)",
-    "transformer": "attn matrix --transformer",
-    "explore": "attn explore --transformer, and its keys",
-    "seq2seq": "encoder-decoders (T5, BART; --target, --stack)",
-    "compare": "attn compare",
-    "heads": "attn heads",
-    "lens": "attn lens",
-    "causal": "attn ablate, attn patch, attn dla",
-    "stats": "attn stats",
-    "merge": "attn stats merge",
+    "vectors": "attn matrix, attn explore (word vectors)", "transformer": "attn matrix --transformer",
+    "explore": "attn explore --transformer, and its keys", "seq2seq": "encoder-decoders (T5, BART; --target, --stack)",
+    "compare": "attn compare", "heads": "attn heads", "lens": "attn lens", "causal": "attn ablate, attn patch, attn dla",
+    "stats": "attn stats", "merge": "attn stats merge",
 }
 V, T, E, S, C, H, LENS = ("vectors",), ("transformer",), ("explore",), ("seq2seq",), ("compare",), ("heads",), ("lens",)
 CA, ST, M = ("causal",), ("stats",), ("merge",)
@@ -220,6 +215,8 @@ LAYERS_NEED_MODEL_VIEW = "--layers A-B picks the layers of --model-view (one lay
 FLOW = "--flow is one matrix through every head of layers 0..--layer: drop {}"
 NORMS_WHY = {"rollout": "it multiplies weights through the layers", "words": "word rows sum and average weights",
              "hide_special": "it renormalises rows of weights", "model_view": "it classifies the heads by their weights"}
+CONTRIBUTION_WHY = {"head": "the residual and the norms are the whole layer's", "hide_special": NORMS_WHY["hide_special"],
+                    "model_view": NORMS_WHY["model_view"], "explain": "a cell is a share of the block's output, not a q.k"}
 LONG_VIEWS = ("rows", "top_k", "pool")  # a long text's options (attncli.attention.long_view)
 NOT_ACROSS = {  # option -> why it does not apply to the cross stack (rows and columns are other tokens)
     "rollout": "--rollout multiplies a stack's layers over one sequence: the cross stack's rows (the target) and "
@@ -238,8 +235,8 @@ def _or(choices: Iterable[str]) -> str:
 ROWS: tuple[Row, ...] = (
     # the word-vector matrix (no --transformer)
     *(Row((Given(p),), V, f"{flag(p)} needs --transformer NAME_OR_PATH (a pretrained model)") for p in TRANSFORMER_ONLY),
-    Row((Is("show", ("norms",)),), V,
-        "--show norms needs --transformer NAME_OR_PATH (the value vectors of a pretrained model)"),
+    Row((Is("show", ("norms", *CONTRIBUTIONS)),), V,
+        "--show {show} needs --transformer NAME_OR_PATH (the value vectors of a pretrained model)"),
     *(Row((On(p), Not("proj", ("trained",))), V, f"{flag(p)} needs --proj trained (it picks a learned layer or head)")
       for p in ("layer", "head")),
     # a pretrained model's attention
@@ -262,6 +259,8 @@ ROWS: tuple[Row, ...] = (
     *(Row((Is("show", ("scores", "norms")), On(p)), T + E,
           f"--show {{show}} draws one layer's heads token by token: drop {flag(p)} ({why})")
       for p, why in NORMS_WHY.items()),
+    *(Row((Is("show", CONTRIBUTIONS), On(p)), T + E, f"--show {{show}} is one matrix per layer, each row summing to 1: "
+          f"drop {flag(p)} ({why})") for p, why in CONTRIBUTION_WHY.items()),
     *(Row((On("flow"), cond), T if cond.name == "explain" else T + E, FLOW.format(flag(cond.name)))
       for cond in (On("head"), On("rollout"), On("explain"), Not("show", ("weights",)), On("words"),
                    On("hide_special"), On("model_view"))),

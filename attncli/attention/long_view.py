@@ -70,8 +70,9 @@ def rows_note(spec: str, positions: np.ndarray, T: int, *, computed: bool) -> st
 
 def rows_only(*, rollout: bool, flow: bool, explain: bool, page: bool, show: str) -> bool:
     """Whether a view of some --rows can run a pass that keeps only those rows: not the rollout or
-    the flow (they multiply whole layers), --explain, the --html page (every row) or norms."""
-    return not (rollout or flow or explain or page or show == "norms")
+    the flow (they multiply whole layers), --explain, the --html page (every row), norms or a
+    contribution method (each row reads every token's output)."""
+    return not (rollout or flow or explain or page or show not in ("weights", "scores"))
 
 
 def parse_pool(text: str) -> str | int:

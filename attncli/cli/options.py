@@ -33,6 +33,9 @@ class Show(str, Enum):
     scores = "scores"
     output = "output"
     norms = "norms"  # --transformer only: ||alpha f(x)|| (attncli.attention.value_norms)
+    alti = "alti"  # --transformer only, the contribution methods (attncli.hf.contributions): one matrix per layer
+    globenc = "globenc"
+    value_zeroing = "value-zeroing"
 
 
 class Positions(str, Enum):
@@ -84,7 +87,9 @@ HeadOpt = Annotated[Optional[int], typer.Option(help="One head of --proj trained
 HeadsOpt = Annotated[Optional[int], typer.Option(help="Heads of --variant multihead (default 4).")]
 MaxRelativeOpt = Annotated[int, typer.Option("--max-relative", help="Clipping distance k of --variant relative.")]
 ShowOpt = Annotated[Show, typer.Option(help="What the heatmap shows: weights, scores (before the softmax) or output (the output "
-                                       "vectors); with --transformer weights, scores or norms (||alpha f(x)||).", metavar="VIEW")]
+                                       "vectors); with --transformer weights, scores, norms (||alpha f(x)||) or a contribution method, one "
+                                       "matrix per layer with the residual and norms: alti, globenc, value-zeroing.",
+                  metavar="VIEW")]
 ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="Word-vector model (default: $ATTN_MODEL or the built-in one).")]
 
 # --- a pretrained transformer's attention ---------------------------------------------------------

@@ -28,7 +28,8 @@ KEYS: tuple[Key, ...] = (
     Key("P", "", "projection(-1)", "previous projection"),
     Key("n", "n", "positions", "positions: sinusoidal / none"),
     Key("s", "s / S", "show(1)", "next / previous view: weights, scores (before softmax) or the output vectors; with "
-        "--transformer: weights, scores (q.k x scale before the softmax, --show scores) or value norms (--show norms)",
+        "--transformer: weights, scores (q.k x scale before the softmax, --show scores), value norms (--show norms), "
+        "then the contribution methods, one matrix per layer (--show alti, globenc, value-zeroing)",
         "show"),
     Key("S", "", "show(-1)", "show the previous view"),
     Key("up", "arrows", "move(-1,0)", "move the cursor over the cells (or click a cell): the explanation follows"),

@@ -42,7 +42,8 @@ def compute_compare(model, state) -> CompareResult:
     the loaded ``model``: the view's options that the comparison does not carry are refused."""
     for on, option in ((state.pair is not None, "the --pair sentence (k, then an empty line)"),
                        (state.pair_filter, "--filter"), (state.rollout, "--rollout"), (state.flow, "--flow"),
-                       (state.norms, "--show norms (N)"), (state.scores, "--show scores (s)"), (state.hide_special, "--hide-special (z)")):
+                       (state.norms, "--show norms (N)"), (state.scores, "--show scores (s)"),
+                       (state.contribution, f"--show {state.contribution} (s)"), (state.hide_special, "--hide-special (z)")):
         if on:
             raise BadInput(f"compare draws one layer's weights of two texts (attn compare): drop {option}")
     if not state.compare_text.strip():

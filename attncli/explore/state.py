@@ -25,7 +25,7 @@ from attncli.errors import BadInput
 from attncli.explore import checkpoint_state
 from attncli.explore.drawing import WORD_VECTORS, export_drawing, view_kind
 from attncli.export_target import DESCRIPTOR, check_export, write_export
-from attncli.option_conflicts import BACKENDS, validate
+from attncli.option_conflicts import BACKENDS, CONTRIBUTIONS, TRANSFORMER_SHOWS, validate
 from attncli.pipeline.compare_compute import CompareRequest
 from attncli.pipeline.lens_compute import LensRequest
 from attncli.pipeline.view_request import ViewRequest
@@ -33,7 +33,6 @@ from attncli.views.explanation import explanation_renderables
 from attncli.views.render import matrix_renderables
 
 SHOWS = ("weights", "scores", "output")
-TRANSFORMER_SHOWS = ("weights", "scores", "norms")  # --show with --transformer
 FILTERS = ("all", "a-a", "a-b", "b-a", "b-b")  # --filter: "all" is no filter
 EXPORT_FORMATS = (".svg", ".html", ".json", ".png")
 DEFAULT_EXPORT = "attn-explore.svg"
@@ -91,6 +90,7 @@ class ExploreState:
     layers: str | None = None
     norms: bool = False  # --show norms: ||alpha f(x)|| instead of the weights
     scores: bool = False  # --show scores: q.k x scale before the softmax (never with norms)
+    contribution: str | None = None  # --show alti | globenc | value-zeroing (never with norms or scores)
     flow: bool = False  # --flow: the attention flow through layers 0..layer (attncli.attention.flow)
     lens: bool = False  # the logit lens of a decoder (attn lens) instead of the attention
     compare_text: str | None = None  # attn compare: this second text's matrix beside the sentence's, and B - A
@@ -184,7 +184,7 @@ class ExploreState:
 
     def toggle(self, name: str) -> ExploreState:
         on = not getattr(self, name)
-        return replace(self, **{name: on}, **({"scores": False} if name == "norms" and on else {}))
+        return replace(self, **{name: on}, **({"scores": False, "contribution": None} if name == "norms" and on else {}))
 
     def enter_model_view(self, layer: int) -> ExploreState:
         """The model view, its cursor on this view's layer and head (head 0 for all heads); it
@@ -208,12 +208,15 @@ class ExploreState:
                            **dict(self.view_options))
 
     def transformer_show(self) -> str:
-        return "norms" if self.norms else "scores" if self.scores else "weights"
+        return self.contribution or ("norms" if self.norms else "scores" if self.scores else "weights")
 
     def next_transformer_show(self, step: int = 1) -> ExploreState:
-        """s / S with --transformer: weights -> scores -> norms (--show)."""
+        """s / S with --transformer: weights -> scores -> norms -> alti -> globenc -> value-zeroing
+        (--show); a contribution method is the whole layer's, so the head picked is dropped."""
         show = _cycle(TRANSFORMER_SHOWS, self.transformer_show(), step)
-        return replace(self, scores=show == "scores", norms=show == "norms")
+        contribution = show if show in CONTRIBUTIONS else None
+        return replace(self, scores=show == "scores", norms=show == "norms", contribution=contribution,
+                       head=None if contribution else self.head)
 
     def transformer_options(self, explain: bool, cell: tuple[int, int] | None = None) -> list[str]:
         return self.view_request().options((cell or self.cursor) if explain else None)
@@ -286,13 +289,13 @@ class ExploreState:
             return " · ".join([f"transformer {Path(self.transformer).name or self.transformer}", f"compare with {self.compare_text!r}",
                                f"layer {'last' if self.layer is None else self.layer}", which, "C returns"])
         if self.transformer is not None:
-            which = ("flow" if self.flow else "rollout" if self.rollout else "all heads" if self.head is None
-                     else f"head {self.head}")
+            which = ("flow" if self.flow else "rollout" if self.rollout else "the whole layer" if self.contribution
+                     else "all heads" if self.head is None else f"head {self.head}")
             parts = [f"transformer {Path(self.transformer).name or self.transformer}",
                      f"layer {'last' if self.layer is None else self.layer}", which]
             parts += [name for name, flag in (("pair", self.pair is not None), (f"filter {self.pair_filter}", self.pair_filter),
                                               ("words", self.words), ("hide special", self.hide_special),
-                                              ("show scores", self.scores),
+                                              ("show scores", self.scores), (f"show {self.contribution}", self.contribution),
                                               (f"backend {self.backend}", self.backend != "auto"),
                                               ("truncate", self.truncate)) if flag]
             return " · ".join(parts + [f"cell {self.cursor[0]},{self.cursor[1]}"])

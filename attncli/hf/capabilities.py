@@ -46,12 +46,13 @@ def numpy_reasons(model: Any) -> dict[str, str]:
                                     "are written")
     else:
         grad = mlm  # BERT's family, DistilBERT and MPNet: through their masked-language-model head
+    output_weight = "" if hasattr(arch, "output_weight") else (
+        f"is a '{model.model_type}', whose NumPy pass does not expose each head's output projection")
     return {
         "trace": "", "resume": "", "batch": "", "rerun": "",
         "unembed": mlm,
         "dla": "" if pre_norm else POST_LN,
-        "output_weight": "" if hasattr(arch, "output_weight") else
-        f"is a '{model.model_type}', whose NumPy pass does not expose each head's output projection",
+        "output_weight": output_weight,
         "qk": "adds a relative position bias to q k^T" if getattr(arch, "position_bias", False) else "",
         "pairs": pairs_reason(model),
         "mlm": "is a decoder, with no masked-language-model head" if decoder else mlm,
@@ -60,6 +61,7 @@ def numpy_reasons(model: Any) -> dict[str, str]:
         "cache": "" if decoder else ENCODER,
         "stacks": "is not an encoder-decoder",
         "grad": grad,
+        "contributions": output_weight,  # ALTI, GlobEnc, value zeroing read each head's output projection
     }
 
 
@@ -86,4 +88,6 @@ def torch_reasons(model: Any) -> dict[str, str]:
         "cache": "runs on the torch backend, which keeps no key/value cache",
         "stacks": "is not an encoder-decoder",
         "grad": (untraced or ("" if model.is_decoder else "is an encoder: gradients are written for pre-norm decoders")),
+        "contributions": "runs on the torch backend, whose trace holds no weights or norms: add --backend numpy where "
+                         "it runs the model",
     }

@@ -34,16 +34,17 @@ Shapes: L layers, h heads, T tokens, d the model dimension.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
 from attncli.errors import BadInput
 from attncli.hf import bert, distilbert, gpt2, llama, mpnet, ops
-from attncli.hf.reads import value_sites
-from attncli.model.trace import site
+from attncli.model.interface import require
+from attncli.model.trace import Trace, site
+from attncli.option_conflicts import CONTRIBUTIONS
 
-METHODS = ("alti", "globenc", "value-zeroing")
+METHODS = CONTRIBUTIONS  # ("alti", "globenc", "value-zeroing"): --show's names, declared with the option table
 ZEROING_ROWS = 4096  # (query, key) rows per batched rerun of value zeroing's MLP
 
 
@@ -77,9 +78,13 @@ def frozen_ln(x: np.ndarray, at: np.ndarray, gamma: np.ndarray, eps: float) -> n
     return (x - x.mean(axis=-1, keepdims=True)) / s * gamma
 
 
-def _sites(layers: int) -> list[str]:
-    names = ["blocks.*.resid_pre", "blocks.*.attn.out", "blocks.*.resid_mid", "blocks.*.mlp.out", "blocks.*.resid_post"]
-    return names + [s for l in range(layers) for s in value_sites(l)]
+SITES = ("resid_pre", "attn.out", "resid_mid", "mlp.out", "resid_post", "attn.pattern", "attn.v")
+
+
+def sites(layers: Iterable[int]) -> list[str]:
+    """What a trace keeps for the methods at ``layers``: each one's streams around the attention
+    block, its pattern and its values."""
+    return [site(l, name) for l in layers for name in SITES]
 
 
 def transformed(model: Any, tr: Any, l: int) -> tuple[np.ndarray, np.ndarray]:
@@ -168,13 +173,21 @@ def value_zeroing_layer(model: Any, tr: Any, l: int) -> np.ndarray:
     return _rows(np.maximum(d, 0.0))  # rounding may give -1e-16 where zeroing changes nothing
 
 
+PER_LAYER = {"alti": alti_layer, "globenc": globenc_layer, "value-zeroing": value_zeroing_layer}
+
+
 def check(model: Any, method: str) -> None:
-    """BadInput for an unknown method, or a model whose layers attn's NumPy pass does not hold."""
+    """BadInput for an unknown method, or a model whose layers attn's NumPy pass does not hold (the
+    "contributions" capability: the torch backend, encoder-decoders, the built-in LM)."""
     if method not in METHODS:
         raise BadInput(f"no contribution method '{method}': choose one of {', '.join(METHODS)}")
-    if model.backend != "numpy":
-        raise BadInput(f"--show {method} runs on attn's NumPy pass, which holds each layer's weights and norms: "
-                       f"model '{model.name}' runs on the {model.backend} backend (transformers' own modules)")
+    require(model, "contributions", f"--show {method}")
+
+
+def of_trace(model: Any, tr: Trace, method: str, layers: Iterable[int]) -> np.ndarray:
+    """(len(layers), T, T) as :func:`contributions`, from a trace that kept ``sites(layers)``."""
+    check(model, method)
+    return np.stack([PER_LAYER[method](model, tr, l) for l in layers])
 
 
 def contributions(model: Any, enc: Any, method: str, layers: list[int] | None = None) -> np.ndarray:
@@ -183,11 +196,7 @@ def contributions(model: Any, enc: Any, method: str, layers: list[int] | None = 
     layers = list(range(model.layers)) if layers is None else layers
     for l in layers:
         model.check_layer(l)
-    tr = model.trace(enc, _sites(model.layers))
-    per = {"alti": alti_layer, "globenc": globenc_layer}
-    if method == "value-zeroing":
-        return np.stack([value_zeroing_layer(model, tr, l) for l in layers])
-    return np.stack([per[method](model, tr, l) for l in layers])
+    return of_trace(model, model.trace(enc, sites(layers)), method, layers)
 
 
 def rolled_out(per_layer: np.ndarray, upto: int | None = None) -> np.ndarray:

@@ -10,6 +10,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from attncli.hf import contributions as contrib
 from attncli.model.trace import Keep, Trace, site
 from attncli.model.interface import has, require
 
@@ -41,10 +42,12 @@ def stream_of(tr: Trace, layers: int) -> np.ndarray:
 
 
 def view_sites(layers: int, layer: int | None, *, qk: bool = False, scores: bool = False, values: bool = False,
-               every_layer: bool = False, only_layer: bool = False) -> list[str]:
+               every_layer: bool = False, only_layer: bool = False, contributions: Sequence[int] = ()) -> list[str]:
     """The sites a view of ``layer`` reads (every layer's with ``every_layer``: the page's extra views;
-    ``only_layer``: that layer's pattern, not every layer's)."""
+    ``only_layer``: that layer's pattern, not every layer's; ``contributions``: the layers whose
+    contribution matrices are read, attncli.hf.contributions)."""
     sites = [site(layer, "attn.pattern")] if only_layer and layer is not None else [PATTERNS]
+    sites += contrib.sites(contributions)
     chosen = range(layers) if every_layer else ([] if layer is None else [layer])
     for l in chosen:
         sites += qk_sites(l) if qk else []
@@ -66,6 +69,7 @@ class Reads:
         self.rows = None if rows is None else [int(r) for r in rows]
         self.heads = None if heads is None else [int(h) for h in heads]
         self.tr = None
+        self.contributed: dict[tuple[str, int], np.ndarray] = {}  # (method, layer) -> (T, T), each made once
         if has(model, "trace"):
             extra = {"on_layer": on_layer} if on_layer is not None and takes_on_layer(model) else {}
             self.tr = model.trace(enc, Keep.of(sites, heads=heads), rows=self.rows, **extra)
@@ -103,6 +107,18 @@ class Reads:
             self.model.check_value_vectors()
             return self.model.value_vectors_of(self.tr, layer)
         return self.model.value_vectors(self.enc, layer)
+
+    def contributions(self, method: str, layers: Sequence[int]) -> np.ndarray:
+        """(len(layers), T, T) ``method``'s matrix of each of ``layers`` (attncli.hf.contributions), from
+        this pass where it kept their sites, else from a pass of their own; each layer's made once."""
+        contrib.check(self.model, method)
+        todo = [l for l in layers if (method, l) not in self.contributed]
+        if todo:
+            kept = self._has(*contrib.sites(todo)) and self.rows is None and self.heads is None  # whole layers
+            made = (contrib.of_trace(self.model, self.tr, method, todo) if kept
+                    else contrib.contributions(self.model, self.enc, method, todo))
+            self.contributed.update(((method, l), m) for l, m in zip(todo, made))
+        return np.stack([self.contributed[(method, l)] for l in layers])
 
 
 def takes_on_layer(model) -> bool:

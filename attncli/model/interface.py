@@ -38,6 +38,8 @@ CAPABILITIES: dict[str, str] = {
     "cache": "next-token logits with a key/value cache (generation)",
     "stacks": "the encoder, decoder and cross stacks of an encoder-decoder",
     "grad": "gradients of a metric at the kept sites",
+    "contributions": "each layer's values, residual and norms as attn's NumPy pass holds them (ALTI, GlobEnc, "
+                     "value zeroing)",
 }
 
 

@@ -11,6 +11,7 @@ and columns. Shapes: ``L`` layers, ``h`` heads, ``T`` query tokens, ``S`` key to
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Optional
 
 from attncli.attention import long_view as lvm
@@ -19,10 +20,12 @@ from attncli.attention import value_norms
 from attncli.attention.flow import check_tokens
 from attncli.attention.model_view import head_classes, layer_range
 from attncli.attention.view_rows import start_end
+from attncli.attention.contribution_views import formula
 from attncli.errors import BadInput
-from attncli.model.interface import has
+from attncli.hf.contributions import check as check_contribution, rolled_out
 from attncli.hf.loader import load  # torch only when the torch backend runs
 from attncli.model.interface import has
+from attncli.option_conflicts import CONTRIBUTIONS
 from attncli.pipeline.view_request import ViewRequest, check_seq2seq_options
 from attncli.pipeline.view_result import ModelViewResult, PretrainedResult, ViewResult
 from attncli.textio import visible
@@ -78,13 +81,19 @@ def compute(request: ViewRequest, model: Any = None, *, on_layer=None) -> Pretra
     if request.flow:
         check_tokens(len(enc.ids))  # before the forward pass
     cursor_qk = (request.cursor and model.backend == "numpy" and has(model, "qk")
-                 and request.show != "norms")
+                 and request.show in ("weights", "scores"))
     qk = not request.model_view and (cursor_qk or (request.explain is not None and request.show != "norms"))
+    # a contribution method (one matrix per layer): layer L's, or layers 0..L's to roll out; the page every layer's
+    contributed = request.show in CONTRIBUTIONS and not request.model_view
+    layers_read = (range(model.layers) if page else range(layer + 1) if request.rollout else [layer]) if contributed else ()
+    if contributed:
+        check_contribution(model, request.show)  # the torch backend's refusal, before its pass
     # one traced pass: every layer's pattern, and what --explain, --show and the page read of it
     # (with --rows: the layer's pattern and scores, those rows only)
     sites = view_sites(model.layers, layer, qk=qk, scores=request.show == "scores",
                        values=request.show == "norms" and not request.model_view,
-                       every_layer=page and request.show != "weights", only_layer=one_layer)
+                       every_layer=page and request.show in ("scores", "norms"), only_layer=one_layer,
+                       contributions=layers_read)
     reads = Reads(model, enc, sites, rows=positions if rows_only else None, heads=one_head, on_layer=on_layer)
     # (L, h, T, T); with one_layer (1, h, R, T): the layer's kept heads (h = 1 with one_head) and rows (R = T
     # without rows_only)
@@ -97,7 +106,7 @@ def compute(request: ViewRequest, model: Any = None, *, on_layer=None) -> Pretra
         lo, hi = layer_range(request.layers, model.layers)
         return ModelViewResult(request, model, enc, layer, meta, attentions, title=title, reads=reads, lo=lo, hi=hi,
                                classes=head_classes(model, enc, attentions, request.hide_special))
-    shown, at, combined, values = attentions, 0 if one_layer else layer, None, None
+    shown, at, combined, values, rollout = attentions, 0 if one_layer else layer, None, None, request.rollout
     if request.show == "scores":
         per_head = reads.scores(layer)  # (h, T, T), -inf where masked; with rows_only (h, R, T)
         shown, at = per_head[None], 0
@@ -105,8 +114,12 @@ def compute(request: ViewRequest, model: Any = None, *, on_layer=None) -> Pretra
     elif request.show == "norms":
         values = reads.value_vectors(layer)  # (h, T, T), (h, T, d)
         shown, at, combined = value_norms.head_norms(*values)[None], 0, value_norms.summed_norms(*values)
+    elif contributed:  # (T, T): the layer's matrix, or R = C_L ... C_0 with --rollout
+        per_layer = reads.contributions(request.show, range(layer + 1) if request.rollout else [layer])  # (L', T, T)
+        shown, at, rollout = (rolled_out(per_layer) if request.rollout else per_layer[-1])[None, None], 0, False
+        meta["formula"] = formula(request.show, request.rollout)
     meta["show"] = request.show
-    view = _select(request, shown, at, enc, combined, query_rows=positions, head=head)
+    view = _select(replace(request, rollout=rollout), shown, at, enc, combined, query_rows=positions, head=head)
     long = lvm.apply_long_view(view, spec, enc, words=request.words)  # --top-k / --pool, None without
     if positions is not None:
         view.notes.append(lvm.rows_note(request.rows, positions, len(enc.ids), computed=rows_only))

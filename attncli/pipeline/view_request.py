@@ -41,7 +41,7 @@ class ViewRequest:
     model_view: bool = False
     layers: Optional[str] = None  # --layers A-B of the model view
     allow_missing_weights: bool = False
-    show: str = "weights"  # weights, scores (before the softmax) or norms (||alpha f(x)||)
+    show: str = "weights"  # weights, scores (before the softmax), norms (||alpha f(x)||), alti, globenc or value-zeroing
     flow: bool = False  # attention flow (max-flow through the layers) instead of one layer
     device: Optional[str] = None  # --device / --dtype: the torch backend's (None: cpu, float32)
     dtype: Optional[str] = None

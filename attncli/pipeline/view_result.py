@@ -26,6 +26,7 @@ from attncli.attention.model_view import head_classes, model_view_document
 from attncli.attention.value_norms import explain_norm
 from attncli.errors import BadInput
 from attncli.export_target import write_export
+from attncli.option_conflicts import CONTRIBUTIONS
 from attncli.pipeline.view_request import ViewRequest
 from attncli.views.long_view import long_renderables
 from attncli.views.model_view import model_view_renderables
@@ -136,6 +137,9 @@ class ViewResult(PretrainedResult):
             return "no explanation of a cell with --top-k or --pool (a cell there is no single query and key)"
         if r.show == "norms" and self.values is not None:
             return None
+        if r.show in CONTRIBUTIONS:
+            return (f"no explanation of a cell of --show {r.show}: a cell is token j's share of the whole block's "
+                    "output at token i (the JSON's formula says how it is made)")
         if self.qk is None:
             return NO_CELL_EXPLANATION
         for flag, option in ((r.words, "--words"), (r.rollout, "--rollout"), (r.hide_special, "--hide-special"),

@@ -38,6 +38,7 @@ WHY_NOT = {
     "pairs": "is a decoder, it reads one text",
     "mlm": "is a decoder, with no masked-language-model head",
     "stacks": "is not an encoder-decoder",
+    "contributions": "is the built-in LM, for which the contribution methods are not written",
 }
 
 

@@ -56,7 +56,7 @@ def pretrained_heatmaps(view, meta: dict[str, Any], enc, row_span=None, col_span
         seg_of = [enc.segments[g[0]] for g in w.groups]
         row_labels = [f"{n} {_mark(s, pair)}{t}" for n, t, s in zip(w.rows, w.tokens, seg_of)]  # n: the word's index
         col_labels, mats, heads = w.key_tokens, w.weights, w.head_weights
-        what = "words"
+        what = "words" if meta.get("show", "weights") == "weights" else f"{meta['show']} by word"
     else:
         row_labels = [f"{int(t)} {_mark(enc.segments[t], pair)}{tok}" for t, tok in zip(view.rows, view.tokens)]
         col_labels, mats, heads = view.key_tokens, view.weights, view.head_weights
@@ -77,6 +77,8 @@ def pretrained_heatmaps(view, meta: dict[str, Any], enc, row_span=None, col_span
     if meta.get("show") == "norms":
         notes.append("norms: ||alpha f(x_j)||, f(x) = (x W_V + b_V) W_O (Kobayashi et al. 2020); the layer's: "
                      "||sum over heads||, not their mean")
+    elif meta.get("formula"):  # a contribution method (attncli.hf.contributions): one matrix per layer
+        notes.append(f"{meta['show']}: {meta['formula']}")
     elif meta.get("show") == "scores":
         notes.append("scores: q.k x scale before the softmax; the layer's: the heads' mean")
     if (note := pair_note(enc)) is not None:

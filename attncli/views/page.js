@@ -34,6 +34,8 @@
   }
   // A view beyond the weights (--show norms / scores, --flow): token by token, one document per layer.
   function extra() { return S.show !== "weights" && D.extra[S.show] !== undefined; }
+  // A contribution method (--show alti / globenc / value-zeroing): one matrix per layer, no heads.
+  function contribution() { return extra() && D.extra[S.show][0].formula !== undefined; }
   function fmt(w) { return w === null ? "" : w.toFixed(3); }  // --show scores: a masked cell (null) is blank
 
   // The matrix shown: rows (queries) and columns (keys) with labels and segments, the block kept;
@@ -77,6 +79,10 @@
 
   function which() {
     if (S.show === "flow" && extra()) return "attention flow through layers 0-" + S.layer;
+    if (contribution()) {
+      const d = D.extra[S.show][S.layer];
+      return d.rollout ? d.show + " rolled out through layers 0-" + S.layer : "layer " + S.layer + " " + d.show + " (the whole layer)";
+    }
     if (S.rollout) return "rollout through layers 0-" + S.layer;
     const norms = S.show === "norms" && extra();
     const what = norms ? " ||alpha f(x)||," : S.show === "scores" && extra() ? " scores," : "";
@@ -197,7 +203,7 @@
     show.value = extra() ? S.show : "weights";
     $("show-label").style.display = Object.keys(D.extra).length ? "" : "none";
     const tokenwise = S.view === "head" && extra();  // norms, scores, flow: token by token, no row renormalised
-    head.disabled = S.rollout || (tokenwise && S.show === "flow");
+    head.disabled = S.rollout || (tokenwise && (S.show === "flow" || contribution()));
     $("words").checked = S.words; $("hide").checked = S.hide_special; $("rollout").checked = S.rollout;
     $("words").disabled = tokenwise; $("rollout").disabled = tokenwise || !D.square;  // T x S: no rollout
     $("hide").disabled = tokenwise || !D.input.special.concat(D.key_input.special).some((s) => s);
@@ -215,6 +221,7 @@
     const what = extra() ? { norms: "||alpha f(x_j)||, f(x) = (x W_V + b_V) W_O (Kobayashi et al. 2020); hover a cell: alpha, ||f(x_j)|| and their product",
                              scores: "scores before the softmax (a masked cell is blank)",
                              flow: "attention flow: max-flow from each input token through layers 0-" + S.layer + " (Abnar & Zuidema 2020)" }[S.show]
+                             || D.extra[S.show][S.layer].formula
                          : "weights";
     $("note").textContent = "rows: queries, columns: keys; " + what + " as attn matrix --json gives them" +
       (S.words ? "; word pieces merged (a word's row is the mean of its pieces' rows, its column the sum of their columns)" : "") +
@@ -231,7 +238,7 @@
   $("rollout").addEventListener("change", (e) => { S.rollout = e.target.checked; draw(); });
   $("show").addEventListener("change", (e) => {  // the token-level views drop what mixes tokens or layers
     S.show = e.target.value;
-    if (extra()) Object.assign(S, { words: false, hide_special: false, rollout: false, head: S.show === "flow" ? null : S.head });
+    if (extra()) Object.assign(S, { words: false, hide_special: false, rollout: false, head: S.show === "flow" || contribution() ? null : S.head });
     draw();
   });
   $("filter").addEventListener("change", (e) => { S.filter = e.target.value; draw(); });

@@ -21,7 +21,9 @@ import json
 from typing import Any, Optional
 
 from attncli.attention import checkpoint_views as pv
+from attncli.attention.contribution_views import formula, rollouts
 from attncli.attention.value_norms import head_norms, summed_norms
+from attncli.option_conflicts import CONTRIBUTIONS
 from attncli.errors import BadInput
 from attncli.textio import visible
 from attncli.views.export import NOT_MARKUP, markup_safe
@@ -32,6 +34,7 @@ MAX_NUMBERS = 4_000_000  # weights the page may embed (about 10 bytes each in it
 
 
 EXTRA_SHOWS = ("norms", "scores")  # --show views the page can add to the weights (token by token, one layer)
+# CONTRIBUTIONS (attncli.option_conflicts): one matrix per layer, and its rollout "NAME rollout"
 
 
 def check_size(layers: int, heads: int, tokens: int, has_special: bool, extra: int = 0) -> None:
@@ -69,7 +72,7 @@ def page_views(model, enc, attentions, meta: dict[str, Any], keys=None) -> dict[
 
 def extra_size(heads: int, show: str = "weights", flow: bool = False) -> int:
     """Matrices per layer that :func:`extra_views` adds (for :func:`check_size`)."""
-    return (heads + 1 if show in EXTRA_SHOWS else 0) + (1 if flow else 0)
+    return (heads + 1 if show in EXTRA_SHOWS else 2 if show in CONTRIBUTIONS else 0) + (1 if flow else 0)
 
 
 def extra_views(model, enc, attentions, meta: dict[str, Any], show: str = "weights",
@@ -77,9 +80,10 @@ def extra_views(model, enc, attentions, meta: dict[str, Any], show: str = "weigh
     """The views beyond the weights, one ``--json`` document per layer (index = layer): "norms"
     (``--show norms --layer L``: each head's ||alpha f(x)||, the whole layer's ||sum_h alpha f(x)||;
     each document also holds "value_norms" (h, T), ||f^h(x_j)||, for the page's tooltips),
-    "scores" (``--show scores``: masked -inf as null) and "flow" (``--flow --layer L``). ``reads``
-    (attncli.hf.reads.Reads) answers from the command's one traced pass; without it, the
-    model's own methods do."""
+    "scores" (``--show scores``: masked -inf as null), "flow" (``--flow --layer L``), and a
+    contribution method's "alti" (``--show alti --layer L``) and "alti rollout" (``--rollout``: R = C_L
+    ... C_0), each document with its "formula". ``reads`` (attncli.hf.reads.Reads) answers from the
+    command's one traced pass; without it, the model's own methods do (a contribution method needs it)."""
     import numpy as np
 
     def doc(mats, layer, combined=None, **options):
@@ -103,6 +107,11 @@ def extra_views(model, enc, attentions, meta: dict[str, Any], show: str = "weigh
         for layer in range(model.layers):
             per_head = reads.scores(layer) if reads else model.scores(enc, layer)  # (h, T, T), -inf where masked
             views["scores"].append(doc(per_head[None], layer, per_head.mean(axis=0), show="scores"))
+    elif show in CONTRIBUTIONS:  # (L, T, T), rows summing to 1; rolled out: each layer's product with those below
+        per_layer = reads.contributions(show, range(model.layers))
+        for name, mats, rolled in ((show, per_layer, False), (f"{show} rollout", rollouts(per_layer), True)):
+            views[name] = [doc(m[None, None], layer, show=show, formula=formula(show, rolled), rollout=rolled)
+                           for layer, m in enumerate(mats)]
     if flow:
         views["flow"] = [doc(np.asarray(attentions), layer, flow_view=True, flow=True) for layer in range(model.layers)]
     return views
@@ -126,8 +135,9 @@ def page_data(model, enc, attentions, meta: dict[str, Any], classes: list, *, la
         "viridis": _VIRIDIS,
         "start": {"layer": layer, "head": head, "words": words,
                   "hide_special": hide_special and (any(enc.special) or any(key_side.special)),
-                  "rollout": rollout, "filter": block or "all", "view": "model" if model_view else "head",
-                  "show": "flow" if flow else show},
+                  "rollout": rollout and show not in CONTRIBUTIONS, "filter": block or "all",
+                  "view": "model" if model_view else "head",
+                  "show": "flow" if flow else f"{show} rollout" if rollout and show in CONTRIBUTIONS else show},
         "views": page_views(model, enc, attentions, meta, keys),
         "extra": extra_views(model, enc, attentions, meta, show, flow, reads),
     }

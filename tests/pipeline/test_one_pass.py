@@ -1,5 +1,5 @@
 """One traced forward pass per input text: every view of attn matrix --transformer (--explain,
---show norms / scores, --flow, --html), attn lens, attn heads and each explore view compute what
+--show norms / scores / a contribution method, --flow, --html), attn lens, attn heads and each explore view compute what
 they show from one pass of attn's NumPy backend per text, counted on NumpyPretrained.forward (the
 one function every NumPy pass goes through)."""
 
@@ -41,6 +41,8 @@ def passes(monkeypatch):
     [], ["--explain", "1", "2"], ["--show", "norms"], ["--show", "norms", "--explain", "1", "2"],
     ["--show", "scores"], ["--show", "scores", "--explain", "1", "2"], ["--flow"], ["--model-view"],
     ["--show", "norms", "--html", "PAGE"], ["--show", "scores", "--html", "PAGE"], ["--json", "--flow"],
+    ["--show", "alti"], ["--show", "value-zeroing", "--rollout"], ["--show", "globenc", "--rows", "1:3", "--words"],
+    ["--show", "alti", "--rollout", "--html", "PAGE"],
 ])
 @pytest.mark.parametrize("kind", ["bert", "gpt2"])
 def test_matrix_runs_one_pass(passes, tiny_bert_dir, tiny_gpt2_dir, tmp_path, kind, extra):
