@@ -27,8 +27,7 @@ import numpy as np
 from attncli.causal.grids import PATCH_SITES, check_same_length
 from attncli.causal.target import Target
 from attncli.errors import BadInput
-from attncli.hf.backward import DecoderTape
-from attncli.model.interface import require
+from attncli.model.interface import Tape, require
 from attncli.model.trace import Intervention, site
 from attncli.numeric import softmax
 
@@ -47,7 +46,7 @@ class Attribution:
     verified: list[dict[str, Any]] | None = None  # the --verify cells: layer/row, column, estimate, exact
 
 
-def _sites(tape: DecoderTape) -> dict[str, np.ndarray]:
+def _sites(tape: Tape) -> dict[str, np.ndarray]:
     """resid/attn/mlp (L, T, d), head (L, T, h, d_head), key/query (L, h, T, d_head) of a tape's forward."""
     layers = tape.layers
     return {"resid": np.stack([t["x"] for t in layers]), "attn": np.stack([t["mid"] - t["x"] for t in layers]),
@@ -55,7 +54,7 @@ def _sites(tape: DecoderTape) -> dict[str, np.ndarray]:
             "key": np.stack([t["k"] for t in layers]), "query": np.stack([t["q"] for t in layers])}
 
 
-def _qk_fixed(tape: DecoderTape, clean: np.ndarray, where: str, grads: dict[str, np.ndarray]) -> np.ndarray:
+def _qk_fixed(tape: Tape, clean: np.ndarray, where: str, grads: dict[str, np.ndarray]) -> np.ndarray:
     """(L, h, T) AtP*: head h's pattern recomputed with position t's clean key (query) put in, its
     change times d metric / d pattern."""
     L, h, T = len(tape.layers), tape.arch.heads, tape.embed.shape[0]
@@ -77,7 +76,7 @@ def _qk_fixed(tape: DecoderTape, clean: np.ndarray, where: str, grads: dict[str,
     return out
 
 
-def _direct_qk_fix(tape: DecoderTape, where: str, delta: np.ndarray, grads: dict[str, np.ndarray]) -> np.ndarray:
+def _direct_qk_fix(tape: Tape, where: str, delta: np.ndarray, grads: dict[str, np.ndarray]) -> np.ndarray:
     """(L, C) AtP*'s QK fix for resid/attn/mlp/head nodes: for every later layer whose queries and
     keys read the node's change of the residual stream directly, the linear estimate of that path
     (the change . d metric / d resid_pre through those queries and keys) swapped for the exact one
@@ -110,7 +109,7 @@ def attribute(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int], 
     # float32 where the model's own pass runs in it (the Llama family): twice as fast, and AtP is an estimate
     require(model, "grad", "attribution patching")
     dtype = np.float32 if model.pass_dtype == np.float32 else np.float64
-    clean_tape, corrupt_tape = DecoderTape(model, dtype), DecoderTape(model, dtype)
+    clean_tape, corrupt_tape = model.tape(dtype), model.tape(dtype)
     clean_tape.forward(list(clean_ids))
     corrupt_tape.forward(list(corrupt_ids))
     m_clean = float(target.metric(clean_tape.logits(target.position)))

@@ -33,8 +33,8 @@ from attncli.causal.documents import target_document
 from attncli.causal.grids import check_same_length
 from attncli.causal.target import Target
 from attncli.errors import BadInput
-from attncli.hf.backward import DecoderTape
 from attncli.hf.edges import down_names, edge_mask, edge_patched_logits, node_outputs, up_names
+from attncli.model.interface import Tape
 
 MAX_STEPS = 256
 
@@ -62,14 +62,14 @@ class Circuit:
 
 
 def _tape(model: Any, ids: Sequence[int] | None = None, embed: np.ndarray | None = None,
-          like: DecoderTape | None = None) -> DecoderTape:
+          like: Tape | None = None) -> Tape:
     """A float64 pass of ``ids`` (or of the embeddings ``embed``), with ``like``'s widened weights reused."""
-    tape = DecoderTape(model, np.float64, None if like is None else [t["W"] for t in like.layers])
+    tape = model.tape(np.float64, None if like is None else [t["W"] for t in like.layers])
     tape.forward(list(ids or []), embed)
     return tape
 
 
-def input_gradients(tape: DecoderTape, target: Target) -> np.ndarray:
+def input_gradients(tape: Tape, target: Target) -> np.ndarray:
     """(D, T, d) d metric / d each reader's input on ``tape``'s pass (hf/edges.py's reader order)."""
     grads = tape.backward(target.position, target.gradient(tape.logits(target.position)), inputs=True)
     out = []
@@ -81,7 +81,7 @@ def input_gradients(tape: DecoderTape, target: Target) -> np.ndarray:
 
 
 def edge_scores(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int], target: Target,
-                steps: int = 1) -> tuple[np.ndarray, DecoderTape, DecoderTape]:
+                steps: int = 1) -> tuple[np.ndarray, Tape, Tape]:
     """(U, D) every edge's EAP (``steps`` 1) or EAP-IG score, 0 off the edge mask; and the clean and
     corrupted runs' tapes."""
     if not 1 <= steps <= MAX_STEPS:
@@ -99,7 +99,7 @@ def edge_scores(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int]
     return np.where(edge_mask(model.layers, model.heads), scores, 0.0), clean, corrupt
 
 
-def patched_metric(clean: DecoderTape, corrupt: DecoderTape, target: Target, kept: Sequence[tuple[int, int]],
+def patched_metric(clean: Tape, corrupt: Tape, target: Target, kept: Sequence[tuple[int, int]],
                    corrupt_outputs: np.ndarray | None = None) -> float:
     """The metric of the edge-patched forward with the edges ``kept`` (u, v) and every other one removed."""
     L, h = len(clean.layers), clean.arch.heads

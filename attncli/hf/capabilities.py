@@ -23,6 +23,8 @@ TORCH_WEIGHTS = ("runs on the torch backend, whose trace holds no weights: add -
                  "model (ablate and patch run on either backend)")
 TORCH_BATCH = "runs on the torch backend, which traces one text per pass: add --backend numpy where it runs the model"
 ENCODER = "is an encoder: it predicts no next token"
+TORCH_TAPE = ("runs on the torch backend: the recorded pass and its backward are attn's NumPy pass (add --backend numpy "
+              "where it runs the model)")
 
 
 def pairs_reason(model: Any) -> str:
@@ -55,6 +57,7 @@ def numpy_reasons(model: Any) -> dict[str, str]:
         "cache": "" if decoder else ENCODER,
         "stacks": "is not an encoder-decoder",
         "grad": "" if pre_norm else "is not GPT-2 or the Llama family, for which gradients on attn's NumPy pass are written",
+        "tape": "" if pre_norm else "is not a decoder attn's gradients are written for (GPT-2 and the Llama family)",
     }
 
 
@@ -81,4 +84,5 @@ def torch_reasons(model: Any) -> dict[str, str]:
         "cache": "runs on the torch backend, which keeps no key/value cache",
         "stacks": "is not an encoder-decoder",
         "grad": (untraced or ("" if model.is_decoder else "is an encoder: gradients are written for pre-norm decoders")),
+        "tape": TORCH_TAPE,
     }

@@ -18,7 +18,8 @@ from attncli.textio import visible
 from attncli.hf import config_defaults
 from attncli.hf.config_check import read_optional_json
 from attncli.hf.encoding import Encoding, check_text, from_tokenizers, tokenizer_errors, too_long
-from attncli.model.interface import refusal
+from attncli.hf.backward import DecoderTape
+from attncli.model.interface import refusal, require
 
 ROBERTA_TYPES = {"roberta", "xlm-roberta", "camembert"}
 EMBED_BATCH = 32  # texts per forward pass in embed(), fewer when long:
@@ -318,6 +319,11 @@ class Pretrained:
 
     def output_weight(self, layer: int) -> np.ndarray:
         raise BadInput(refusal(self, "output_weight", "a head's output weight"))
+
+    def tape(self, dtype: Any = np.float64, weights: list[dict[str, Any]] | None = None) -> DecoderTape:
+        """"tape": hf/backward.py's recorder of attn's NumPy pass (GPT-2, the Llama family); refused by name elsewhere."""
+        require(self, "tape", "gradients on a recorded forward pass")
+        return DecoderTape(self, dtype, weights)
 
     # backend-specific ----------------------------------------------------------------------
     def _tokenize(self, texts: list[str], max_length: int | None, special: bool = True) -> Any:
