@@ -19,7 +19,8 @@ The rows are checked in order, so the first refusal of a state is always the sam
 
 To add a conflict: add a Row where it should be checked, with its conditions (On, Off, Given, Is,
 Not, Below, Outside, Blank: attncli.option_conditions), its paths and a message that names the fix;
-run ``python -m attncli.option_conflicts --write``. The CLI test of every row, explore's keys and the docs follow (a new option: a sample in SAMPLES).
+run ``python -m attncli.option_conflicts --write``. The CLI test of every row, explore's keys and the
+docs follow (a new option: a sample in SAMPLES).
 
 A top-level helper: every wing may import it (the transformer wing reads :data:`BACKENDS`).
 """
@@ -30,8 +31,8 @@ import sys
 from typing import Any, Iterable, Mapping, Optional
 
 from attncli.errors import BadInput
-from attncli.option_conditions import (Below, Blank, Given, Is, Not, Off, On, Outside, Row,  # noqa: F401 (the table's words)
-                                       flag)
+from attncli.option_conditions import (Below, Blank, Given, Is, Not, Off, On, Outside, Row,  # noqa: F401
+                                       flag)  # the table's words, re-exported
 from attncli.fileio import atomic_write, read_text
 
 # --- choices, named once --------------------------------------------------------------------------

@@ -10,7 +10,8 @@ from typing import Annotated, Any
 import typer
 
 from attncli.causal.gradient_request import AttributeRequest
-from attncli.cli.causal import GRADIENT_OPTIONS, MODEL_OPTIONS, OPTIONS, OUTPUT_OPTIONS, _gradient_fields, _run_gradients
+from attncli.cli.causal import (GRADIENT_OPTIONS, MODEL_OPTIONS, OPTIONS, OUTPUT_OPTIONS, _gradient_fields,
+                                _run_gradients)
 from attncli.cli.common import app
 from attncli.cli.options import declared
 

@@ -11,13 +11,15 @@ from typing import Annotated, Any
 import typer
 
 from attncli.causal.gradient_request import CircuitRequest
-from attncli.cli.causal import GRADIENT_OPTIONS, MODEL_OPTIONS, OPTIONS, OUTPUT_OPTIONS, _gradient_fields, _run_gradients
+from attncli.cli.causal import (GRADIENT_OPTIONS, MODEL_OPTIONS, OPTIONS, OUTPUT_OPTIONS, _gradient_fields,
+                                _run_gradients)
 from attncli.cli.common import app
 from attncli.cli.options import declared
 
 
 @app.command("circuit")
-@declared("clean", "corrupt", *MODEL_OPTIONS, "steps", "faithfulness", *GRADIENT_OPTIONS, *OUTPUT_OPTIONS, table=OPTIONS)
+@declared("clean", "corrupt", *MODEL_OPTIONS, "steps", "faithfulness", *GRADIENT_OPTIONS, *OUTPUT_OPTIONS,
+          table=OPTIONS)
 def circuit_cmd(
     clean: Annotated[str, typer.Argument(help="The clean text.", show_default=False)],
     corrupt: Annotated[str, typer.Argument(help="The corrupted text (the same number of tokens).", show_default=False)],

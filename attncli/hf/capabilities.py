@@ -23,8 +23,8 @@ TORCH_WEIGHTS = ("runs on the torch backend, whose trace holds no weights: add -
                  "model (ablate and patch run on either backend)")
 TORCH_BATCH = "runs on the torch backend, which traces one text per pass: add --backend numpy where it runs the model"
 ENCODER = "is an encoder: it predicts no next token"
-TORCH_TAPE = ("runs on the torch backend: the recorded pass and its backward are attn's NumPy pass (add --backend numpy "
-              "where it runs the model)")
+TORCH_TAPE = ("runs on the torch backend: the recorded pass and its backward are attn's NumPy pass "
+              "(add --backend numpy where it runs the model)")
 
 
 def pairs_reason(model: Any) -> str:

@@ -321,7 +321,8 @@ class Pretrained:
         raise BadInput(refusal(self, "output_weight", "a head's output weight"))
 
     def tape(self, dtype: Any = np.float64, weights: list[dict[str, Any]] | None = None) -> DecoderTape:
-        """"tape": hf/backward.py's recorder of attn's NumPy pass (GPT-2, the Llama family); refused by name elsewhere."""
+        """"tape": hf/backward.py's recorder of attn's NumPy pass (GPT-2, the Llama family); refused by
+        name elsewhere (the torch backend, encoders)."""
         require(self, "tape", "gradients on a recorded forward pass")
         return DecoderTape(self, dtype, weights)
 

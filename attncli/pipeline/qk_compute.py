@@ -63,7 +63,8 @@ class QKRequest:
         """(flag, value) of each option that says this request, in the command line's order."""
         return [("--pair", self.pair), ("--transformer", self.transformer), ("--layer", self.layer),
                 ("--head", self.head), ("--query", self.query), ("--key", self.key),
-                ("--top", self.top if self.top != 12 else None), ("--allow-missing-weights", self.allow_missing_weights)]
+                ("--top", self.top if self.top != 12 else None),
+                ("--allow-missing-weights", self.allow_missing_weights)]
 
     @property
     def title(self) -> str:
