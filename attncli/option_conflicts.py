@@ -1,5 +1,5 @@
 """Which options of ``attn matrix``, ``attn explore``, the causal tests (``attn ablate``, ``patch``,
-``dla``) and ``attn stats`` go together: one table of refusals.
+``dla``, ``attribute``, ``circuit``), ``attn qk`` and ``attn stats`` go together: one table of refusals.
 
 Each row of :data:`ROWS` names the state it refuses (conditions on the options, all of which hold),
 the paths it applies to, and the message, which says what to do instead. Three things are made
@@ -18,8 +18,9 @@ The rows are checked in order, so the first refusal of a state is always the sam
     attncli.errors.BadInput: --rollout uses every head (the mean of each layer's heads): drop --head
 
 To add a conflict: add a Row where it should be checked, with its conditions (On, Off, Given, Is,
-Not, Below, Blank), its paths and a message that names the fix; run ``python -m attncli.option_conflicts
---write``. The CLI test of every row, explore's keys and the docs follow (a new option: a sample in SAMPLES).
+Not, Below, Outside, Blank: attncli.option_conditions), its paths and a message that names the fix;
+run ``python -m attncli.option_conflicts --write``. The CLI test of every row, explore's keys and the
+docs follow (a new option: a sample in SAMPLES).
 
 A top-level helper: every wing may import it (the transformer wing reads :data:`BACKENDS`).
 """
@@ -27,10 +28,11 @@ A top-level helper: every wing may import it (the transformer wing reads :data:`
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional
 
 from attncli.errors import BadInput
+from attncli.option_conditions import (Below, Blank, Given, Is, Not, Off, On, Outside, Row,  # noqa: F401
+                                       flag)  # the table's words, re-exported
 from attncli.fileio import atomic_write, read_text
 
 # --- choices, named once --------------------------------------------------------------------------
@@ -57,6 +59,8 @@ SWITCHES = {
 }
 ABLATE_MODES = ("zero", "mean")  # attn ablate --mode (attncli.causal.grids.MODES)
 PATCH_SITES = ("resid", "attn", "mlp", "head")  # attn patch --site (attncli.causal.grids.PATCH_SITES)
+ATTRIBUTE_SITES = (*PATCH_SITES, "key", "query")  # attn attribute --site (attncli.causal.attribution.SITES)
+MAX_STEPS = 256  # attn circuit --steps at most (attncli.causal.circuit.MAX_STEPS)
 PRECISIONS = ("float32", "float64")  # attn stats --precision
 
 # options that only --transformer gives a meaning to (attn matrix's parameter names)
@@ -83,128 +87,22 @@ NOT_FOR_TRANSFORMERS = {
 }
 
 PATHS = {  # path -> where it is (the docs' column)
-    "vectors": "attn matrix, attn explore (word vectors)", "transformer": "attn matrix --transformer",
-    "explore": "attn explore --transformer, and its keys", "seq2seq": "encoder-decoders (T5, BART; --target, --stack)",
-    "compare": "attn compare", "heads": "attn heads", "lens": "attn lens", "causal": "attn ablate, attn patch, attn dla",
-    "stats": "attn stats", "merge": "attn stats merge",
+    "vectors": "attn matrix, attn explore (word vectors)",
+    "transformer": "attn matrix --transformer",
+    "explore": "attn explore --transformer, and its keys",
+    "seq2seq": "encoder-decoders (T5, BART; --target, --stack)",
+    "compare": "attn compare",
+    "heads": "attn heads",
+    "lens": "attn lens",
+    "causal": "attn ablate, attn patch, attn dla",
+    "gradients": "attn attribute, attn circuit",
+    "qk": "attn qk",
+    "stats": "attn stats",
+    "merge": "attn stats merge",
 }
 V, T, E, S, C, H, LENS = ("vectors",), ("transformer",), ("explore",), ("seq2seq",), ("compare",), ("heads",), ("lens",)
-CA, ST, M = ("causal",), ("stats",), ("merge",)
+CA, GR, QK, ST, M = ("causal",), ("gradients",), ("qk",), ("stats",), ("merge",)
 PLACEMENT = ("device", "dtype", "device_map", "max_memory")  # where a --transformer model runs
-
-_FLAGS = {"block": "--filter", "pair_filter": "--filter", "block_specials": "--filter-specials",
-          "filter_specials": "--filter-specials", "text_b": "TEXT_B", "json_out": "--json",
-          "text": "TEXT", "corrupt": "CORRUPT"}  # the causal tests' texts are arguments
-
-
-def flag(name: str) -> str:
-    """'hide_special' -> '--hide-special' (block -> --filter)."""
-    return _FLAGS.get(name, "--" + name.replace("_", "-"))
-
-
-# --- conditions ---------------------------------------------------------------------------------
-
-
-def _on(value: Any) -> bool:
-    return value is not None and value is not False
-
-
-@dataclass(frozen=True)
-class On:
-    """The option is given (not absent, None or False)."""
-    name: str
-
-    def holds(self, options: Mapping[str, Any], given: set[str]) -> bool:
-        return _on(options.get(self.name))
-
-    def text(self) -> str:
-        return flag(self.name)
-
-
-@dataclass(frozen=True)
-class Given(On):
-    """The option was typed on the command line, whatever its value (even its default)."""
-
-    def holds(self, options: Mapping[str, Any], given: set[str]) -> bool:
-        return self.name in given
-
-
-@dataclass(frozen=True)
-class Off(On):
-    """The option is not given."""
-
-    def holds(self, options: Mapping[str, Any], given: set[str]) -> bool:
-        return not _on(options.get(self.name))
-
-    def text(self) -> str:
-        return f"no {flag(self.name)}"
-
-
-@dataclass(frozen=True)
-class Is:
-    """The option's value is one of ``values`` (None: not given)."""
-    name: str
-    values: tuple
-
-    def holds(self, options: Mapping[str, Any], given: set[str]) -> bool:
-        return options.get(self.name) in self.values
-
-    def text(self) -> str:
-        shown = [f"{flag(self.name)} {v}" if v is not None else f"no {flag(self.name)}" for v in self.values]
-        return " or ".join(shown)
-
-
-@dataclass(frozen=True)
-class Not(Is):
-    """The option is given, with a value outside ``values``."""
-
-    def holds(self, options: Mapping[str, Any], given: set[str]) -> bool:
-        value = options.get(self.name)
-        return value is not None and value not in self.values
-
-    def text(self) -> str:
-        return f"{flag(self.name)} other than {' or '.join(map(str, self.values))}"
-
-
-@dataclass(frozen=True)
-class Below(On):
-    """A number below 0."""
-
-    def holds(self, options: Mapping[str, Any], given: set[str]) -> bool:
-        value = options.get(self.name)
-        return isinstance(value, int) and not isinstance(value, bool) and value < 0
-
-    def text(self) -> str:
-        return f"{flag(self.name)} below 0"
-
-
-@dataclass(frozen=True)
-class Blank(On):
-    """A text given, but empty or only blanks."""
-
-    def holds(self, options: Mapping[str, Any], given: set[str]) -> bool:
-        value = options.get(self.name)
-        return isinstance(value, str) and not value.strip()
-
-    def text(self) -> str:
-        return f"an empty {flag(self.name)}"
-
-
-@dataclass(frozen=True)
-class Row:
-    """One refusal: when every condition of ``when`` holds on one of ``paths``, ``message``
-    (formatted with the options' values) is the error. ``when[0]`` is the option refused, the rest
-    what it is refused with."""
-    when: tuple
-    paths: tuple[str, ...]
-    message: str
-
-    def holds(self, options: Mapping[str, Any], given: set[str]) -> bool:
-        return all(c.holds(options, given) for c in self.when)
-
-    def text(self, options: Mapping[str, Any]) -> str:
-        return self.message.format_map({k: v for k, v in options.items()})
-
 
 # --- the table ------------------------------------------------------------------------------------
 
@@ -287,13 +185,21 @@ ROWS: tuple[Row, ...] = (
     Row((On("pool"), On("words")), T + E, "--pool merges tokens into spans itself: drop --words"),
     *(Row((On(p),), S, f"{flag(p)} is for one stack of tokens (BERT, GPT-2, Llama families); an encoder-decoder's "
                        "view takes --rows START:END") for p in LONG_VIEWS[1:]),
-    # the causal tests (attncli.causal.causal_request: attn ablate, patch and dla)
+    # the causal tests (attncli.causal.causal_request: attn ablate, patch and dla; attribute and circuit: gradients)
     Row((Not("mode", ABLATE_MODES),), CA, f"--mode {{mode!r}}: choose one of {', '.join(ABLATE_MODES)}"),
     Row((On("reference"), Is("mode", ("zero",))), CA,
         "--reference is the texts of --mode mean: add --mode mean, or drop --reference"),
     Row((Not("site", PATCH_SITES),), CA, f"--site {{site!r}}: choose one of {', '.join(PATCH_SITES)}"),
-    Row((Blank("text"),), CA, 'the text is empty: give the text the model reads, e.g. "time flies like an"'),
-    Row((Blank("corrupt"),), CA, "the corrupted text is empty: give a text of as many tokens as the clean one"),
+    Row((Not("site", ATTRIBUTE_SITES),), GR, f"--site {{site!r}}: choose one of {', '.join(ATTRIBUTE_SITES)}"),
+    Row((Outside("steps", 1, MAX_STEPS),), GR, f"--steps {{steps}}: give 1 (EAP) to {MAX_STEPS} points on the path"),
+    Row((Outside("faithfulness", 0, 1, above=True),), GR,
+        "--faithfulness {faithfulness}: a fraction above 0 and at most 1"),
+    Row((Blank("text"),), CA + GR, 'the text is empty: give the text the model reads, e.g. "time flies like an"'),
+    Row((Blank("corrupt"),), CA + GR, "the corrupted text is empty: give a text of as many tokens as the clean one"),
+    Row((Off("transformer"),), GR,
+        "give the model with --transformer NAME (a hub id or a directory: GPT-2 or the Llama family; attribute "
+        "also takes BERT, RoBERTa, DistilBERT or MPNet with its masked-language-model head)"),
+    Row((Off("transformer"),), QK, "give the model with --transformer NAME (a hub id or a directory)"),
     *(Row((Off("transformer"), c), CA, f"{flag(c.name)} places a --transformer model: without one, attn's built-in LM "
           "runs on its own pass") for c in (Not("backend", ("auto",)), *map(On, PLACEMENT))),
     # head statistics over a corpus (attncli.stats.stats_request: attn stats, attn stats merge)
@@ -351,7 +257,7 @@ def validate(options: Mapping[str, Any], *paths: str, given: Optional[Iterable[s
 # --- the docs' table -------------------------------------------------------------------------------
 
 _PLACEHOLDERS = {"show": "SHOW", "stack": "STACK", "backend": "NAME", "layer": "L", "head": "H", "align": "HOW",
-                 "mode": "MODE", "site": "SITE", "precision": "P"}
+                 "mode": "MODE", "site": "SITE", "precision": "P", "steps": "N", "faithfulness": "F"}
 BEGIN = "<!-- option conflicts: made by `python -m attncli.option_conflicts --write`; do not edit by hand -->"
 END = "<!-- end of option conflicts -->"
 

@@ -93,7 +93,6 @@ ALLOWED = {
         "the training loop's counters: ints",
     ("views/lookup_view.py", "lookup_renderables", "*cells"): "escape()d keys (built above) and formatted numbers",
     ("views/lookup_view.py", "lookup_renderables", "value"): "escape()d values (built above)",
-    ("cli/causal.py", "_show", "title"): "a result's title: visible()d by DocumentView (views/result.py)",
     ("views/result.py", "print_to", "part"): "a result's renderables: each result's drawing is checked where it is built",
     ("cli/panels.py", "_small_table", "title"): "the worked example's fixed captions",
     ("cli/panels.py", "_small_table", "c"): "the worked example's fixed words",

@@ -20,7 +20,7 @@ import pytest
 import attncli
 
 PKG = Path(attncli.__file__).parent
-TOP = {"errors", "paths", "textio", "messages", "lazy", "fileio", "export_target", "faultpoints", "option_conflicts", "numeric", "runtime",
+TOP = {"errors", "paths", "textio", "messages", "lazy", "fileio", "export_target", "faultpoints", "option_conflicts", "option_conditions", "numeric", "runtime",
        "__init__", "__main__"}
 # each wing with the wings it may import (besides itself and the top-level helpers)
 ALLOWED = {
@@ -39,6 +39,9 @@ ALLOWED = {
     "stats": {"model", "attention", "hf"},  # head statistics over a corpus (attn stats)
     "causal": {"model", "hf"},  # ablation, patching, direct logit attribution on the traced pass (attn ablate/patch/dla)
 }
+# the hf modules causal/ may import (the rest it reaches through the model interface: trace, tape, ...), with why
+CAUSAL_FROM_HF = {"attncli.hf.edges": "attn circuit's graph of a decoder's components and its edge-patched pass, "
+                                      "run on two of the model's tapes"}
 DRAWING = ("typer", "rich", "textual", "click")
 DRAWS = {"cli": DRAWING, "views": ("rich",), "explore": ("rich", "textual", "textual_serve")}  # who may import what
 
@@ -94,6 +97,13 @@ def violations(name: str, source: str) -> list[str]:
         if (top in DRAWING or top == "textual_serve") and top not in DRAWS.get(own, ()):
             found.append(f"{name}: a core module imports {imported}; only the cli, views and explore draw")
     return found
+
+
+def test_causal_reaches_a_model_through_its_interface():
+    """The causal tests run any model through attncli.model's interface (its trace and its tape,
+    Model.tape); the only hf module they import is the edge graph CAUSAL_FROM_HF names."""
+    reached = {b for a, b, _, _ in attn_edges() if a.startswith("attncli.causal.") and b.startswith("attncli.hf")}
+    assert reached <= set(CAUSAL_FROM_HF), sorted(reached - set(CAUSAL_FROM_HF))
 
 
 def test_every_module_lives_in_a_wing_or_is_a_top_level_helper():

@@ -36,6 +36,7 @@ CHOICES = {"proj": ("identity", "random", "trained"), "show": ("weights", "score
            "stack": oc.STACKS, "backend": oc.BACKENDS, "block_specials": ("none", "bertviz"), "align": oc.ALIGNS,
            "variant": ("scaled", "dot"),
            "mode": (*oc.ABLATE_MODES, "half"), "site": (*oc.PATCH_SITES, "embed"), "precision": (*oc.PRECISIONS, "float16")}
+OUTSIDE = {"steps": 0, "faithfulness": 1.5}  # a number outside each range of the gradient tests
 PARAM = {"pair_filter": "block", "filter_specials": "block_specials"}  # attn matrix's names -> the table's
 
 
@@ -51,6 +52,8 @@ def example(row: oc.Row, path: str) -> dict:
                 options[c.name] = c.values[0]
         elif isinstance(c, oc.Below):
             options[c.name] = -1
+        elif isinstance(c, oc.Outside):
+            options[c.name] = OUTSIDE[c.name]
         elif isinstance(c, oc.Blank):
             options[c.name] = " "
         elif not isinstance(c, oc.Off):
@@ -61,7 +64,7 @@ def example(row: oc.Row, path: str) -> dict:
     if path == "seq2seq" and "target" not in named and (options.get("stack") in ("decoder", "cross")
                                                          or "stack" not in options):  # the command's way in
         options["target"] = SAMPLES["target"]
-    if path in ("causal", "stats") and "transformer" not in named:  # their commands' way in (never loaded:
+    if path in ("causal", "gradients", "stats") and "transformer" not in named:  # their commands' way in (never loaded:
         options["transformer"] = "no-such-model"                    # the row refuses first)
     return options
 
@@ -88,7 +91,16 @@ def causal_command(row: oc.Row, options: dict) -> tuple[list[str], dict]:
     return ["ablate", *texts], options
 
 
-COMMANDS = {"causal": causal_command,
+def gradient_command(row: oc.Row, options: dict) -> tuple[list[str], dict]:
+    """attn circuit for its own rows (--steps, --faithfulness), attn attribute for the rest; both
+    texts are arguments."""
+    options = dict(options)
+    texts = [options.pop("text", SENTENCE), options.pop("corrupt", SENTENCE)]
+    return ["circuit" if {"steps", "faithfulness"} & set(options) else "attribute", *texts], options
+
+
+COMMANDS = {"causal": causal_command, "gradients": gradient_command,
+            "qk": lambda row, options: (["qk", SENTENCE], options),
             "stats": lambda row, options: (["stats", "no-such-corpus.txt"], options),
             "merge": lambda row, options: (["stats", "merge", "no-such-folder"], options)}
 

@@ -31,9 +31,7 @@ import numpy as np
 from attncli.causal.grids import PATCH_SITES, check_same_length
 from attncli.causal.target import Target
 from attncli.errors import BadInput
-from attncli.hf.backward import DecoderTape
-from attncli.hf.backward_encoder import EncoderTape
-from attncli.model.interface import require
+from attncli.model.interface import Tape, require
 from attncli.model.trace import Intervention, site
 from attncli.numeric import softmax
 
@@ -52,13 +50,10 @@ class Attribution:
     verified: list[dict[str, Any]] | None = None  # the --verify cells: layer/row, column, estimate, exact
 
 
-Tape = DecoderTape | EncoderTape
-
-
 def _sites(tape: Tape) -> dict[str, np.ndarray]:
     """resid/attn/mlp (L, T, d), head (L, T, h, d_head), key/query (L, h, T, d_head) of a tape's forward."""
     layers = tape.layers
-    post_ln = isinstance(tape, EncoderTape)  # its sublayers' outputs are kept: the stream is normed between them
+    post_ln = tape.post_ln  # its sublayers' outputs are kept: the stream is normed between them
     attn = [t["attn_out"] if post_ln else t["mid"] - t["x"] for t in layers]
     mlp = [t["mlp_out"] if post_ln else t["post"] - t["mid"] for t in layers]
     return {"resid": np.stack([t["x"] for t in layers]), "attn": np.stack(attn),
@@ -71,7 +66,7 @@ def _qk_fixed(tape: Tape, clean: np.ndarray, where: str, grads: dict[str, np.nda
     change times d metric / d pattern."""
     L, h, T = len(tape.layers), tape.arch.heads, tape.embed.shape[0]
     out = np.zeros((L, h, T))
-    bias = tape.position_bias if isinstance(tape, EncoderTape) else None  # (h, T, T) MPNet's, in every layer
+    bias = tape.position_bias  # (h, T, T) MPNet's, in every layer
     bias = np.zeros((h, T, T)) if bias is None else bias
     for l, t in enumerate(tape.layers):
         allowed = tape._allowed(l, T)  # (T, T)
@@ -100,7 +95,7 @@ def _direct_qk_fix(tape: Tape, where: str, delta: np.ndarray, grads: dict[str, n
     L = len(tape.layers)
     # a post-LN encoder's later layers read a node's change through the LayerNorms after it: no direct
     # path, the linear estimate stays; a resid node is its own layer's input, read directly
-    reach = (lambda l: l + 1) if isinstance(tape, EncoderTape) else (lambda l: L)  # noqa: E731
+    reach = (lambda l: l + 1) if tape.post_ln else (lambda l: L)  # noqa: E731
     cols = delta.shape[1]
     out = np.zeros((L, cols))
     for l in range(L):
@@ -126,8 +121,7 @@ def attribute(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int], 
     # float32 where the model's own pass runs in it (the Llama family): twice as fast, and AtP is an estimate
     require(model, "grad", "attribution patching")
     dtype = np.float32 if model.pass_dtype == np.float32 else np.float64
-    tape = DecoderTape if model.is_decoder else EncoderTape
-    clean_tape, corrupt_tape = tape(model, dtype), tape(model, dtype)
+    clean_tape, corrupt_tape = model.tape(dtype), model.tape(dtype)
     clean_tape.forward(list(clean_ids))
     corrupt_tape.forward(list(corrupt_ids))
     m_clean = float(target.metric(clean_tape.logits(target.position)))

@@ -36,8 +36,8 @@ from attncli.causal.documents import target_document
 from attncli.causal.grids import check_same_length
 from attncli.causal.target import Target
 from attncli.errors import BadInput
-from attncli.hf.backward import DecoderTape
 from attncli.hf.edges import down_names, edge_mask, edge_patched_logits, node_outputs, up_names
+from attncli.model.interface import Tape
 from attncli.textio import visible
 
 MAX_STEPS = 256
@@ -66,18 +66,18 @@ class Circuit:
 
 
 def _tape(model: Any, ids: Sequence[int] | None = None, embed: np.ndarray | None = None,
-          like: DecoderTape | None = None, dtype: Any = np.float64) -> DecoderTape:
+          like: Tape | None = None, dtype: Any = np.float64) -> Tape:
     """A pass of ``ids`` (or of the embeddings ``embed``) in ``dtype``, or in ``like``'s dtype with its
     widened weights reused."""
     if like is not None:
-        tape = DecoderTape(model, like.dtype, [t["W"] for t in like.layers])
+        tape = model.tape(like.dtype, [t["W"] for t in like.layers])
     else:
-        tape = DecoderTape(model, dtype)
+        tape = model.tape(dtype)
     tape.forward(list(ids or []), embed)
     return tape
 
 
-def input_gradients(tape: DecoderTape, target: Target) -> np.ndarray:
+def input_gradients(tape: Tape, target: Target) -> np.ndarray:
     """(D, T, d) d metric / d each reader's input on ``tape``'s pass (hf/edges.py's reader order)."""
     grads = tape.backward(target.position, target.gradient(tape.logits(target.position)), inputs=True)
     out = []
@@ -89,7 +89,7 @@ def input_gradients(tape: DecoderTape, target: Target) -> np.ndarray:
 
 
 def edge_scores(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int], target: Target,
-                steps: int = 1, dtype: Any = np.float64) -> tuple[np.ndarray, DecoderTape, DecoderTape]:
+                steps: int = 1, dtype: Any = np.float64) -> tuple[np.ndarray, Tape, Tape]:
     """(U, D) every edge's EAP (``steps`` 1) or EAP-IG score (float64), 0 off the edge mask; and the
     clean and corrupted runs' tapes. ``dtype``: the tapes' (their passes, gradients and the scores'
     product); float32 halves the time and carries float32's rounding (the module docstring)."""
@@ -113,7 +113,7 @@ def edge_scores(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int]
     return np.where(edge_mask(model.layers, model.heads), scores, 0.0).astype(np.float64), clean, corrupt
 
 
-def patched_metric(clean: DecoderTape, corrupt: DecoderTape, target: Target, kept: Sequence[tuple[int, int]],
+def patched_metric(clean: Tape, corrupt: Tape, target: Target, kept: Sequence[tuple[int, int]],
                    corrupt_outputs: np.ndarray | None = None) -> float:
     """The metric of the edge-patched forward with the edges ``kept`` (u, v) and every other one removed."""
     L, h = len(clean.layers), clean.arch.heads

@@ -1,7 +1,8 @@
 """Commands ``attn ablate``, ``attn patch`` and ``attn dla``: each builds its request
 (attncli.causal.causal_request), hands it to attncli.pipeline.compute_causal and prints the result with
-attncli.cli.output.show (--json, --svg, --png and --html as every view). The options the three
-share are declared once, in :data:`OPTIONS`. Nothing heavy is imported at module level."""
+attncli.cli.output.show (--json, --svg, --png and --html as every view); ``attn attribute`` and ``attn
+circuit`` (cli/attribute.py, cli/circuit.py) do the same through :func:`_run_gradients`. The options
+the causal commands share are declared once, in :data:`OPTIONS`. Nothing heavy is imported at module level."""
 
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from attncli.causal.causal_request import AblateRequest, CausalRequest, DlaRequest, PatchRequest
-from attncli.causal.grids import check_same_length, check_traced
-from attncli.causal.target import resolve
+from attncli.causal.gradient_request import GradientRequest
 from attncli.cli.common import app
 from attncli.cli.matrix import Exports, _check_exports
 from attncli.cli.options import (BackendOpt, DeviceMapOpt, DeviceOpt, DtypeOpt, ExportWidthOpt, HtmlOpt, MaxMemoryOpt, PngOpt,
@@ -20,10 +20,8 @@ from attncli.cli.options import (BackendOpt, DeviceMapOpt, DeviceOpt, DtypeOpt, 
 from attncli.cli.output import show
 from attncli.cli.progress import Stage
 from attncli.cli.transformer import load_model
-from attncli.errors import BadInput
-from attncli.option_conflicts import validate
 from attncli.pipeline.causal_compute import compute_causal
-from attncli.views.causal import causal_view
+from attncli.pipeline.gradient_compute import compute as compute_gradients
 
 ModelArg = Annotated[Optional[str], typer.Option("--transformer", help="A pretrained model: hub id or directory "
                                                  "(a decoder, or an encoder with its masked-LM head).", show_default=False)]
@@ -112,43 +110,23 @@ def dla_cmd(
     _run(DlaRequest(text, **_shared(options)), options)
 
 
-# --- what attn attribute and attn circuit (cli/attribute.py, cli/circuit.py) still build by hand ---
+# --- attn attribute and attn circuit (cli/attribute.py, cli/circuit.py): their gradients run on the NumPy pass ---
+
+GRADIENT_OPTIONS = ("allow_missing_weights",)  # after their own options (no --backend: the NumPy pass, always)
 
 
-def _gradient_pair(transformer: Optional[str], clean: str, corrupt: str, allow: bool, json_out: bool, exports: tuple,
-                   targets: tuple):
-    """(model, clean encoding, corrupted encoding, target) for a command whose gradients run on a
-    checkpoint's NumPy pass (hf/backward.py): the text, --transformer (the table's causal rows) and
-    the export targets (``exports``: svg, html, png, width; --json with one into stdout refused) are
-    checked before anything loads; the two texts must have as many tokens. ``targets``: --target,
-    --target-id, --contrast, --contrast-id."""
-    validate({"text": clean, "transformer": transformer}, "causal")
-    if not transformer:
-        raise BadInput("give the model with --transformer NAME (a hub id or a directory: GPT-2 or the Llama family; "
-                       "attribute also takes BERT, RoBERTa, DistilBERT or MPNet with its masked-language-model head)")
-    svg, html, png, width = exports
-    _check_exports(Exports(svg=svg, html=html, png=png, width=width), json_out)
-    model = load_model(transformer, "numpy", allow, json_out=json_out)
-    check_traced(model)
-    enc, bad = model.encode(clean), model.encode(corrupt)
-    check_same_length(model, enc.ids, bad.ids)
-    target, target_id, contrast, contrast_id = targets
-    t = resolve(model, enc.ids, target=target, target_id=target_id, contrast=contrast, contrast_id=contrast_id)
-    return model, enc, bad, t
+def _gradient_fields(options: dict[str, Any]) -> dict[str, Any]:
+    """The gradient request's shared fields from the command's options."""
+    return {name: options[name] for name in (*MODEL_OPTIONS, *GRADIENT_OPTIONS)}
 
 
-def _show(doc: dict[str, Any], title: str, json_out: bool, svg, html, png, width, positionals: list,
-          options: list) -> None:
-    view = causal_view(doc, title=title, command=doc["command"], positionals=positionals, options=options)
-    show(view, json_out=json_out, exports=Exports(svg=svg, html=html, png=png, width=width))
-
-
-def _options(transformer, target, target_id, contrast, contrast_id, backend, device, dtype, allow, *more) -> list:
-    """The options of a causal command, for the command line that reproduces its result."""
-    return [("--transformer", transformer), ("--target", target), ("--target-id", target_id), ("--contrast", contrast),
-            ("--contrast-id", contrast_id), *more, ("--backend", backend.value if backend else None),
-            ("--device", device), ("--dtype", dtype), ("--allow-missing-weights", allow)]
-
-
-def _progress(what: str, json_out: bool):
-    return Stage(what, json_out=json_out)
+def _run_gradients(request: GradientRequest, options: dict[str, Any]) -> None:
+    """Check, load (the checkpoint's NumPy pass, whose backward runs), compute and print ``request``;
+    the export targets are checked before any work (--json with an export into stdout refused)."""
+    request.check()
+    json_out = options["json_out"]
+    exports = Exports(svg=options["svg"], html=options["html"], png=options["png"], width=options["width"])
+    _check_exports(exports, json_out)
+    model = load_model(request.transformer, "numpy", request.allow_missing_weights, json_out=json_out)
+    result = compute_gradients(request, model, stage=lambda what: Stage(what, json_out=json_out))
+    show(result, json_out=json_out, exports=exports)

@@ -43,6 +43,8 @@ def _affine(x: np.ndarray, wb: tuple[np.ndarray, np.ndarray | None]) -> np.ndarr
 
 class DecoderTape:
     """The forward pass of a pre-norm decoder with what its backward reads (in ``dtype``), and the backward."""
+    post_ln = False  # the stream is a plain sum of the sublayers' outputs (hf/backward_encoder.py's is normed)
+    position_bias = None  # no relative position bias added to the scores (MPNet's, on the encoder tape)
 
     def __init__(self, model: Any, dtype: Any = np.float64, weights: list[dict[str, Any]] | None = None):
         """``weights``: another tape's ``[t["W"] for t in tape.layers]`` of the same model and dtype, reused

@@ -47,6 +47,7 @@ class EncoderTape:
     and the backward. The same fields as hf/backward.py's DecoderTape where they mean the same: each
     layer's x (its input), q, k, v (h, T, d_head), p (h, T, T), z (T, h, d_head), W (its weights); and
     attn_out, mlp_out (T, d), the two sublayers' outputs before their residual add and LayerNorm."""
+    post_ln = True  # the stream is normed after each sublayer: a later layer reads a node through LayerNorms
 
     def __init__(self, model: Any, dtype: Any = np.float64):
         arch = model.arch

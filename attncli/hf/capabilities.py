@@ -23,6 +23,8 @@ TORCH_WEIGHTS = ("runs on the torch backend, whose trace holds no weights: add -
                  "model (ablate and patch run on either backend)")
 TORCH_BATCH = "runs on the torch backend, which traces one text per pass: add --backend numpy where it runs the model"
 ENCODER = "is an encoder: it predicts no next token"
+TORCH_TAPE = ("runs on the torch backend: the recorded pass and its backward are attn's NumPy pass "
+              "(add --backend numpy where it runs the model)")
 
 
 def pairs_reason(model: Any) -> str:
@@ -62,6 +64,7 @@ def numpy_reasons(model: Any) -> dict[str, str]:
         "stacks": "is not an encoder-decoder",
         "grad": grad,
         "contributions": output_weight,  # ALTI, GlobEnc, value zeroing read each head's output projection
+        "tape": grad,  # the NumPy tapes: hf/backward.py (pre-norm decoders), hf/backward_encoder.py (MLM encoders)
     }
 
 
@@ -90,4 +93,5 @@ def torch_reasons(model: Any) -> dict[str, str]:
         "grad": (untraced or ("" if model.is_decoder else "is an encoder: gradients are written for pre-norm decoders")),
         "contributions": "runs on the torch backend, whose trace holds no weights or norms: add --backend numpy where "
                          "it runs the model",
+        "tape": TORCH_TAPE,
     }

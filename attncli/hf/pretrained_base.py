@@ -18,7 +18,9 @@ from attncli.textio import visible
 from attncli.hf import config_defaults
 from attncli.hf.config_check import read_optional_json
 from attncli.hf.encoding import Encoding, check_text, from_tokenizers, tokenizer_errors, too_long
-from attncli.model.interface import refusal
+from attncli.hf.backward import DecoderTape
+from attncli.hf.backward_encoder import EncoderTape
+from attncli.model.interface import refusal, require
 
 ROBERTA_TYPES = {"roberta", "xlm-roberta", "camembert"}
 EMBED_BATCH = 32  # texts per forward pass in embed(), fewer when long:
@@ -318,6 +320,16 @@ class Pretrained:
 
     def output_weight(self, layer: int) -> np.ndarray:
         raise BadInput(refusal(self, "output_weight", "a head's output weight"))
+
+    def tape(self, dtype: Any = np.float64,
+             weights: list[dict[str, Any]] | None = None) -> DecoderTape | EncoderTape:
+        """"tape": the recorder of attn's NumPy pass, hf/backward.py's (GPT-2, the Llama family) or
+        hf/backward_encoder.py's (BERT's family with its MLM head); refused by name elsewhere (the
+        torch backend, encoders without the head). ``weights``: a decoder tape's widened weights, reused."""
+        require(self, "tape", "gradients on a recorded forward pass")
+        if not self.is_decoder:
+            return EncoderTape(self, dtype)
+        return DecoderTape(self, dtype, weights)
 
     # backend-specific ----------------------------------------------------------------------
     def _tokenize(self, texts: list[str], max_length: int | None, special: bool = True) -> Any:

@@ -40,7 +40,10 @@ CAPABILITIES: dict[str, str] = {
     "grad": "gradients of a metric at the kept sites",
     "contributions": "each layer's values, residual and norms as attn's NumPy pass holds them (ALTI, GlobEnc, "
                      "value zeroing)",
+    "tape": "a forward pass that records what its backward reads, and the backward (attn's NumPy pass)",
 }
+Tape = Any  # "tape": what Model.tape returns (hf/backward.py's DecoderTape or hf/backward_encoder.py's
+#   EncoderTape: forward, backward, each layer's parts)
 
 
 @runtime_checkable
@@ -108,6 +111,11 @@ class Model(Protocol):
 
     def output_weight(self, layer: int) -> np.ndarray:
         """"output_weight": (h d_head, d) layer ``layer``'s W_O, rows in head order."""
+
+    def tape(self, dtype: Any = np.float64, weights: list[dict[str, Any]] | None = None) -> Tape:
+        """"tape": a recorder of this model's forward pass in ``dtype`` and its backward (attribution
+        patching, edge attribution patching); ``weights``: another tape's per-layer weights of the same
+        model and dtype, reused (not read and widened again)."""
 
 
 def has(model: Any, capability: str) -> bool:

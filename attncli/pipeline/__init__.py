@@ -1,7 +1,9 @@
 """One request, one compute, one result per command: a pretrained model's attention view (here),
 the logit lens (lens_compute: LensRequest, compute_lens), a comparison (compare_compute:
-CompareRequest, compute_compare) and the head report (heads_compute: HeadsRequest, compute_heads),
-each built the same by the command line, explore and the Python API.
+CompareRequest, compute_compare), the head report (heads_compute: HeadsRequest, compute_heads), the
+causal tests (causal_compute: AblateRequest, PatchRequest, DlaRequest, compute_causal; gradient_compute:
+AttributeRequest, CircuitRequest, compute_gradients) and one score's parts (qk_compute: QKRequest,
+compute_qk), each built the same by the command line, explore and the Python API.
 
 Every surface (``attn matrix --transformer``, ``attn explore --transformer``, the interactive page,
 the Python API) builds a :class:`ViewRequest` and calls :func:`compute`, which runs one traced
@@ -51,4 +53,9 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "MergeRequest": "stats_compute",
     "compute_stats": "stats_compute",
     "compute_merge": "stats_compute",
+    "AttributeRequest": "gradient_compute",
+    "CircuitRequest": "gradient_compute",
+    "compute_gradients": "gradient_compute:compute",
+    "QKRequest": "qk_compute",
+    "compute_qk": "qk_compute:compute",
 })

@@ -35,6 +35,7 @@ WHY_NOT = {
     "batch": "is the built-in LM, which traces one text per pass",
     "cache": "is the built-in LM, which keeps no key/value cache",
     "grad": "is the built-in LM, for which attn writes no gradients",
+    "tape": "is the built-in LM, for which attn writes no gradients",
     "pairs": "is a decoder, it reads one text",
     "mlm": "is a decoder, with no masked-language-model head",
     "stacks": "is not an encoder-decoder",
@@ -202,6 +203,9 @@ class BuiltinLM:
 
     def trace_batch(self, encs: Sequence[Any], keep: Any = None, **kwargs: Any) -> list[Trace]:
         self._refuse("batch", "a batched traced pass")
+
+    def tape(self, dtype: Any = None, weights: Any = None) -> Any:
+        self._refuse("tape", "gradients on a recorded forward pass")
 
     def unembedding(self) -> np.ndarray:
         return self._p("head.weight")  # (V, d)

@@ -2,7 +2,8 @@
 layers x positions) heatmap on PuOr, white at 0, every cell's signed number printed in it, so the
 sign and size read without colour; DLA as a table of parts. Input: the JSON documents of
 attncli/causal/documents.py. :class:`AblateResult`, :class:`PatchResult` and :class:`DlaResult` are
-the three commands' results (attncli.views.result's protocol), made by attncli.pipeline.compute_causal."""
+the three commands' results (attncli.views.result's protocol), made by attncli.pipeline.compute_causal;
+:class:`AttributeResult` is ``attn attribute``'s (attncli.pipeline.compute_gradients)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy as np
 
 from attncli.textio import visible
 from attncli.views.render import Heatmap, abbreviate, heatmap_renderables
-from attncli.views.result import DocumentView
+from attncli.views.result import DocumentView, Requested
 
 
 def grid_heatmap(doc: dict[str, Any]) -> Heatmap:
@@ -74,29 +75,23 @@ class DlaView(DocumentView):
     draw = staticmethod(dla_renderables)
 
 
-class _Requested:
-    """A causal result made from its request (attncli.causal.causal_request): the title and the command
-    line are the request's, so the CLI, explore and the Python API say the same one."""
-
-    def __init__(self, doc: dict[str, Any], request: Any) -> None:
-        self.request = request
-        super().__init__(doc, title=request.title, command=request.command, positionals=request.positionals(),
-                         options=request.options())
-
-
-class AblateResult(_Requested, GridView):
+class AblateResult(Requested, GridView):
     """``attn ablate``'s result: layers x heads, the change in the target's measure."""
 
 
-class PatchResult(_Requested, GridView):
+class PatchResult(Requested, GridView):
     """``attn patch``'s result: layers x positions (or heads), the fraction of the difference restored."""
 
 
-class DlaResult(_Requested, DlaView):
+class DlaResult(Requested, DlaView):
     """``attn dla``'s result: the parts of the logit and each head's heatmap."""
 
 
-RESULTS = {"ablate": AblateResult, "patch": PatchResult, "dla": DlaResult}
+class AttributeResult(Requested, GridView):
+    """``attn attribute``'s result: attn patch's grid, each cell estimated by attribution patching."""
+
+
+RESULTS = {"ablate": AblateResult, "patch": PatchResult, "dla": DlaResult, "attribute": AttributeResult}
 
 
 def causal_view(doc: dict[str, Any], **kwargs: Any) -> DocumentView:
@@ -105,5 +100,5 @@ def causal_view(doc: dict[str, Any], **kwargs: Any) -> DocumentView:
 
 
 def causal_result(doc: dict[str, Any], request: Any) -> DocumentView:
-    """The result of ``request`` (its ``command``: ablate, patch or dla), whose document is ``doc``."""
+    """The result of ``request`` (its ``command``: ablate, patch, dla or attribute), whose document is ``doc``."""
     return RESULTS[request.command](doc, request)

@@ -13,7 +13,7 @@ from typing import Any, Mapping, Optional
 from attncli.export_target import write_export
 from attncli.textio import visible
 from attncli.views.render import diverging_palette
-from attncli.views.result import DocumentView
+from attncli.views.result import DocumentView, Requested
 
 MIN_WIDTH = 720  # room for the title and the note
 MAX_ROWS = 200  # edges listed in the terminal (the JSON holds them all)
@@ -119,3 +119,8 @@ class CircuitView(DocumentView):
             if rest.get(fmt) is not None:
                 write_export(rest.pop(fmt), draw(self.doc), (options or {}).get(fmt) or f"--{fmt}")
         super().export_all(rest, width=width, options=options, command=command)
+
+
+class CircuitResult(Requested, CircuitView):
+    """``attn circuit``'s result, made from its request (attncli.causal.gradient_request.CircuitRequest)
+    by attncli.pipeline.compute_gradients: the CLI and the Python API say the same command line."""

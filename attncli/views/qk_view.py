@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from attncli.textio import visible
-from attncli.views.result import DocumentView
+from attncli.views.result import DocumentView, Requested
 
 SIDES = {"query_side": "by query side (summed over the other side)",
          "key_side": "by key side (summed over the other side)"}
@@ -50,3 +50,8 @@ def qk_renderables(doc: dict[str, Any], width: Optional[int] = None) -> list:
 
 class QKView(DocumentView):
     draw = staticmethod(qk_renderables)
+
+
+class QKResult(Requested, QKView):
+    """``attn qk``'s result, made from its request (attncli.pipeline.qk_compute.QKRequest, its positions
+    resolved) by attncli.pipeline.compute_qk."""

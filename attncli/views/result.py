@@ -171,6 +171,17 @@ class DocumentView(Result):
         return attn_command(self.command, self.positionals, self.options)
 
 
+class Requested:
+    """A result made from its request (a causal test's, attn attribute's, attn circuit's or attn qk's):
+    the title and the command line are the request's (``title``, ``command``, ``positionals()``,
+    ``options()``), so the CLI, explore and the Python API say the same one. Put it before the view."""
+
+    def __init__(self, doc: dict[str, Any], request: Any) -> None:
+        self.request = request
+        super().__init__(doc, title=request.title, command=request.command, positionals=request.positionals(),
+                         options=request.options())
+
+
 def attn_command(command: str, positionals: Sequence[str] = (), options: Sequence[tuple[str, Any]] = ()) -> str:
     """``attn COMMAND POSITIONAL... --OPTION VALUE...`` quoted for a POSIX shell (shlex), in the order
     given: an option whose value is None or False is left out, True is a flag, a tuple is several

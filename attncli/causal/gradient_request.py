@@ -1,0 +1,95 @@
+"""What ``attn attribute`` and ``attn circuit`` ask for: one frozen request per command, built the
+same way by the command line and the Python API and handed to
+:func:`attncli.pipeline.compute_gradients` (request -> result). Both run a checkpoint's NumPy pass
+forward and backward, so the model is a --transformer and nothing places it elsewhere.
+
+:meth:`GradientRequest.check` refuses what needs no model through the one table of
+attncli.option_conflicts (its "gradients" rows); :meth:`GradientRequest.options` says the request
+back as the command's options.
+
+    >>> from attncli.causal.gradient_request import AttributeRequest, CircuitRequest
+    >>> AttributeRequest("the cat sat", transformer="gpt2", corrupt="the dog sat", site="key").check()
+    >>> AttributeRequest("the cat sat", transformer="gpt2", corrupt="the dog sat", site="embed").check()
+    Traceback (most recent call last):
+    ...
+    attncli.errors.BadInput: --site 'embed': choose one of resid, attn, mlp, head, key, query
+    >>> CircuitRequest("the cat sat", corrupt="the dog sat", steps=4).check()  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    attncli.errors.BadInput: give the model with --transformer NAME (a hub id or a directory: GPT-2 or the Llama family; ...)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, Optional
+
+from attncli.option_conflicts import refusal, validate
+from attncli.textio import visible
+
+
+@dataclass(frozen=True)
+class GradientRequest:
+    """The options attn attribute and attn circuit share: the model, the two texts, the target."""
+
+    text: str  # the clean text
+    transformer: Optional[str] = None  # a hub id or a directory (GPT-2, the Llama family; attribute: an MLM encoder)
+    corrupt: str = ""  # the corrupted text (as many tokens as ``text``)
+    target: Optional[str] = None  # the token measured (None: --target-id, or the top prediction's)
+    target_id: Optional[int] = None
+    contrast: Optional[str] = None  # logit(target) - logit(contrast) instead of log p(target)
+    contrast_id: Optional[int] = None
+    allow_missing_weights: bool = False
+
+    command: ClassVar[str] = ""  # attribute or circuit
+    OWN: ClassVar[tuple[tuple[str, Any], ...]] = ()  # (field, default): the command's own options, --help's order
+
+    def check(self) -> None:
+        """The refusals that need no model (BadInput, exit 2): the table's "gradients" rows."""
+        validate(self._fields(), "gradients")
+
+    def refusal(self) -> Optional[str]:
+        """The message :meth:`check` would raise, or None."""
+        return refusal(self._fields(), "gradients")
+
+    def _fields(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def positionals(self) -> list[str]:
+        return [self.text, self.corrupt]
+
+    def options(self) -> list[tuple[str, Any]]:
+        """(flag, value) of each option that says this request (None or False: left out), in the
+        command line's order; a default is left out."""
+        own = [("--" + name.replace("_", "-"), None if getattr(self, name) == default else getattr(self, name))
+               for name, default in self.OWN]
+        return [("--transformer", self.transformer), ("--target", self.target), ("--target-id", self.target_id),
+                ("--contrast", self.contrast), ("--contrast-id", self.contrast_id), *own,
+                ("--allow-missing-weights", self.allow_missing_weights)]
+
+    @property
+    def title(self) -> str:
+        return f"attn {self.command}: {visible(self.text[:60])}"
+
+
+@dataclass(frozen=True)
+class AttributeRequest(GradientRequest):
+    """``attn attribute``: every cell of attn patch's grid estimated from one forward and one backward pass."""
+
+    site: str = "resid"  # resid, attn, mlp (per position), head, or key / query (a head's, per position)
+    no_qk_fix: bool = False  # plain AtP: the attention patterns a patch changes linearised
+    verify: int = 0  # also patch the K largest cells exactly
+
+    command: ClassVar[str] = "attribute"
+    OWN: ClassVar[tuple[tuple[str, Any], ...]] = (("site", "resid"), ("no_qk_fix", False), ("verify", 0))
+
+
+@dataclass(frozen=True)
+class CircuitRequest(GradientRequest):
+    """``attn circuit``: every edge scored (EAP, EAP-IG with ``steps`` > 1), the fewest that keep ``faithfulness``."""
+
+    steps: int = 1  # points on the path from the corrupted to the clean embeddings (1: EAP)
+    faithfulness: float = 0.9  # the fraction of the metric the circuit keeps
+
+    command: ClassVar[str] = "circuit"
+    OWN: ClassVar[tuple[tuple[str, Any], ...]] = (("steps", 1), ("faithfulness", 0.9))

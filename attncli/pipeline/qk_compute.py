@@ -1,0 +1,83 @@
+"""``attn qk`` as request -> compute -> result: :class:`QKRequest` says the head and the two
+positions, :func:`compute` splits that score into query-side x key-side parts
+(attncli.hf.qk_attribution) and returns views/qk_view.py's QKResult (attncli.views.result's
+protocol), whoever asked: the command line or Python::
+
+    from attncli.pipeline import QKRequest, compute_qk
+    result = compute_qk(QKRequest("the cat sat on the mat", transformer="gpt2", layer=3, head=2))
+    result.document()["score"]       # the score; result.document()["top"]: its largest parts
+
+    >>> QKRequest("time flies", layer=1).check()
+    Traceback (most recent call last):
+    ...
+    attncli.errors.BadInput: give the model with --transformer NAME (a hub id or a directory)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any, ClassVar, Optional
+
+from attncli.hf import qk_attribution
+from attncli.hf.loader import load
+from attncli.option_conflicts import refusal, validate
+from attncli.textio import visible
+from attncli.views.qk_view import QKResult
+
+
+@dataclass(frozen=True)
+class QKRequest:
+    """One head's score from one query token to one key token, to be split into parts."""
+
+    text: str  # the text the model reads
+    transformer: Optional[str] = None  # a hub id or a directory
+    pair: Optional[str] = None  # a second sentence read with ``text`` as one input (BERT-style pairs)
+    layer: int = 0
+    head: int = 0
+    query: int = -1  # the query token's position (below 0: the last token)
+    key: int = -1  # the key token's position (below 0: the query's)
+    top: int = 12  # how many parts to list
+    allow_missing_weights: bool = False
+
+    command: ClassVar[str] = "qk"
+
+    def check(self) -> None:
+        """The refusals that need no model (BadInput, exit 2): the table's "qk" rows."""
+        validate(self._fields(), "qk")
+
+    def refusal(self) -> Optional[str]:
+        return refusal(self._fields(), "qk")
+
+    def _fields(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def positions(self, tokens: int) -> tuple[int, int]:
+        """(query, key) in a text of ``tokens`` tokens: the last token, and the query itself, by default."""
+        i = tokens - 1 if self.query < 0 else self.query
+        return i, i if self.key < 0 else self.key
+
+    def positionals(self) -> list[str]:
+        return [self.text]
+
+    def options(self) -> list[tuple[str, Any]]:
+        """(flag, value) of each option that says this request, in the command line's order."""
+        return [("--pair", self.pair), ("--transformer", self.transformer), ("--layer", self.layer),
+                ("--head", self.head), ("--query", self.query), ("--key", self.key),
+                ("--top", self.top if self.top != 12 else None),
+                ("--allow-missing-weights", self.allow_missing_weights)]
+
+    @property
+    def title(self) -> str:
+        return f"attn qk: {visible(self.text[:60])}"
+
+
+def compute(request: QKRequest, model: Any = None) -> QKResult:
+    """The result of ``request`` on ``model`` (None: loaded here, on attn's NumPy pass); the result's
+    request has its positions resolved, so its command line names them."""
+    request.check()
+    if model is None:
+        model = load(request.transformer, backend="numpy", allow_missing_weights=request.allow_missing_weights)
+    enc = model.encode(request.text, pair=request.pair)
+    i, j = request.positions(len(enc.ids))
+    parts = qk_attribution.qk_parts(model, enc, request.layer, request.head, i, j)
+    return QKResult(qk_attribution.document(model, enc, parts, request.top), replace(request, query=i, key=j))
