@@ -125,13 +125,16 @@ CORRUPT = "the quick brown cat jumps over the lazy fox while the dog sat on the 
 
 def clean_corrupt(model, most: int | None = None):
     """(clean ids, corrupted ids, Target) of SENTENCE and CORRUPT on ``model``, cut to the same length
-    (at most ``most``): the metric is the clean last token's logit minus the corrupted one's."""
+    (at most ``most``): the metric, at the last position, is the logit of the clean token minus that
+    of the corrupted one at the last position where the two texts differ (a cut can end both on the
+    same token, whose logit difference would be 0 in every run)."""
     from attncli.causal.target import Target
 
     clean, corrupt = model.encode(SENTENCE).ids, model.encode(CORRUPT).ids
     n = min(len(clean), len(corrupt), most or len(clean))
     clean, corrupt = clean[:n], corrupt[:n]
-    return clean, corrupt, Target(n - 1, int(clean[-1]), "last", int(corrupt[-1]), "other")
+    j = max(i for i in range(n) if clean[i] != corrupt[i])
+    return clean, corrupt, Target(n - 1, int(clean[j]), "clean", int(corrupt[j]), "corrupt")
 
 
 def best(fn, runs: int) -> float:
