@@ -27,7 +27,7 @@ import numpy as np
 from attncli.causal.grids import PATCH_SITES, check_same_length
 from attncli.causal.target import Target
 from attncli.errors import BadInput
-from attncli.hf.backward import DecoderTape
+from attncli.hf.backward import DecoderTape, forward_together
 from attncli.model.interface import require
 from attncli.model.trace import Intervention, site
 from attncli.numeric import softmax
@@ -111,8 +111,7 @@ def attribute(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int], 
     require(model, "grad", "attribution patching")
     dtype = np.float32 if model.pass_dtype == np.float32 else np.float64
     clean_tape, corrupt_tape = DecoderTape(model, dtype), DecoderTape(model, dtype)
-    clean_tape.forward(list(clean_ids))
-    corrupt_tape.forward(list(corrupt_ids))
+    forward_together([clean_tape, corrupt_tape], [list(clean_ids), list(corrupt_ids)])  # each weight read once
     m_clean = float(target.metric(clean_tape.logits(target.position)))
     logits = corrupt_tape.logits(target.position)
     m_corrupt = float(target.metric(logits))

@@ -25,7 +25,7 @@ from typing import Any, Callable
 import numpy as np
 
 from attncli.errors import BadInput
-from attncli.hf import gpt2, llama, ops
+from attncli.hf import blas, gpt2, llama, ops
 from attncli.hf.backward_ops import DERIVATIVES, attention_back, layer_norm_back, rms_norm_back
 from attncli.model.trace import site
 from attncli.numeric import rms_norm, softmax
@@ -73,11 +73,12 @@ def _affine(x: np.ndarray, wb: tuple[np.ndarray, np.ndarray | None]) -> np.ndarr
 class DecoderTape:
     """The forward pass of a pre-norm decoder with what its backward reads (in ``dtype``), and the backward."""
 
-    def __init__(self, model: Any, dtype: Any = np.float64, weights: list[dict[str, Any]] | None = None):
+    def __init__(self, model: Any, dtype: Any = np.float64, weights: list[dict[str, Any]] | None = None,
+                 unembedding: np.ndarray | None = None):
         """``weights``: another tape's ``[t["W"] for t in tape.layers]`` of the same model and dtype, reused
-        (not read and widened again)."""
+        (not read and widened again); ``unembedding``: its ``tape.unembedding`` (V, d), likewise."""
         arch = model.arch
-        self.shared = weights
+        self.shared, self.unembedding = weights, unembedding
         if not isinstance(arch, (gpt2.GPT2, llama.Llama)):
             raise BadInput(f"gradients on attn's NumPy pass are written for GPT-2 and the Llama family; model "
                            f"'{model.name}' is {model.model_type}")
@@ -107,38 +108,39 @@ class DecoderTape:
 
     def forward(self, ids: list[int], embed: np.ndarray | None = None) -> None:
         """The pass of token ids ``ids``, or of the embeddings ``embed`` (T, d) given in their place."""
+        forward_together([self], [ids], [embed])
+
+    def _begin(self, ids: list[int], embed: np.ndarray | None) -> None:
+        """The embeddings (T, d) of the pass, before its first layer."""
         arch = self.arch
-        f = lambda a: np.asarray(a, dtype=self.dtype)  # noqa: E731
         if embed is None:
             arr = np.asarray([ids], dtype=np.int64)
-            x = f(arch.embeddings(arr, np.zeros_like(arr), np.ones_like(arr, dtype=bool))[0])  # (T, d)
+            x = arch.embeddings(arr, np.zeros_like(arr), np.ones_like(arr, dtype=bool))[0]  # (T, d)
         else:
-            x = f(embed)
-        T, h, dh = x.shape[0], arch.heads, arch.d_head
-        self.cos_sin = self._cos_sin(T) if self.rope else None
-        self.embed, self.layers = x, []
-        for l in range(arch.layers):
-            W = self.shared[l] if self.shared is not None else _weights(arch, l, self.dtype)
-            a = self._norm(W["norm"], x, W["n1"])  # (T, d)
-            q = _affine(a, W["q"]).reshape(T, h, dh).transpose(1, 0, 2)  # (h, T, d_head)
-            k, v = (_affine(a, W[n]).reshape(T, -1, dh).transpose(1, 0, 2) for n in "kv")  # (h_kv, T, d_head)
-            if self.rope:
-                q, k = (llama.rotate(t, *self.cos_sin) for t in (q, k))
-            k, v = np.repeat(k, self.group, axis=0), np.repeat(v, self.group, axis=0)  # (h, T, d_head)
-            s = np.where(self._allowed(l, T), q @ k.swapaxes(-1, -2) * arch.scale(l), -np.inf)  # (h, T, T)
-            p = softmax(s)  # (h, T, T)
-            z = (p @ v).transpose(1, 0, 2)  # (T, h, d_head)
-            mid = x + _affine(z.reshape(T, -1), W["o"])  # (T, d)
-            m = self._norm(W["norm"], mid, W["n2"])
-            up = _affine(m, W["up"])  # (T, I)
-            gate = _affine(m, W["gate"]) if W["gate"] is not None else None
-            inner = self.act(gate) * up if gate is not None else self.act(up)
-            post = mid + _affine(inner, W["down"])
-            self.layers.append(dict(W=W, x=x, a=a, q=q, k=k, v=v, p=p, z=z, mid=mid, m=m, up=up, gate=gate, post=post))
-            x = post
-        kind, w, b, eps = arch.final_norm_parts()
+            x = embed
+        self.embed, self.layers = np.asarray(x, dtype=self.dtype), []
+        self.cos_sin = self._cos_sin(self.embed.shape[0]) if self.rope else None
+
+    def _attend(self, l: int, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> tuple:
+        """Layer l's attention on this pass's q (T, h * d_head), k and v (T, h_kv * d_head), before the
+        rotation: (q, k, v) as kept (h, T, d_head; k and v repeated per query head), p (h, T, T), z (T, h, d_head)."""
+        arch = self.arch
+        T, dh = q.shape[0], arch.d_head
+        q = q.reshape(T, -1, dh).transpose(1, 0, 2)  # (h, T, d_head)
+        k, v = (t.reshape(T, -1, dh).transpose(1, 0, 2) for t in (k, v))  # (h_kv, T, d_head)
+        if self.rope:
+            q, k = (llama.rotate(t, *self.cos_sin) for t in (q, k))
+        k, v = np.repeat(k, self.group, axis=0), np.repeat(v, self.group, axis=0)  # (h, T, d_head)
+        s = np.where(self._allowed(l, T), q @ k.swapaxes(-1, -2) * arch.scale(l), -np.inf)  # (h, T, T)
+        p = softmax(s)  # (h, T, T)
+        return q, k, v, p, (p @ v).transpose(1, 0, 2)  # z: (T, h, d_head)
+
+    def _end(self) -> None:
+        f = lambda a: np.asarray(a, dtype=self.dtype)  # noqa: E731
+        kind, w, b, eps = self.arch.final_norm_parts()
         self.final = (kind, f(w), None if b is None else f(b), eps)
-        self.unembedding = f(arch.unembedding())  # (V, d)
+        if self.unembedding is None:
+            self.unembedding = f(self.arch.unembedding())  # (V, d), widened once per tape
 
     def patterns(self, l: int, x: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         """(h, T, T) layer l's pattern with its queries and keys made from ``x`` (T, d) in place of the
@@ -171,6 +173,10 @@ class DecoderTape:
         (through the frozen norm's Jacobian): ``blocks.l.head_in.q`` / ``.k`` / ``.v`` (h, T, d) each
         head's query, key and value input (k and v per query head, before a group's sum),
         ``blocks.l.mlp_in`` (T, d) and ``final_in`` (T, d), the unembedding's."""
+        with blas.for_rows(self.embed.shape[0]):  # one thread for a sentence (blas.py)
+            return self._backward(position, d_logits, inputs)
+
+    def _backward(self, position: int, d_logits: np.ndarray, inputs: bool) -> dict[str, np.ndarray]:
         arch, grads = self.arch, {}
         kind, w, b, eps = self.final
         T = self.embed.shape[0]
@@ -228,6 +234,49 @@ class DecoderTape:
             g_in = d @ w.transpose(1, 2, 0)  # (h, T, d) in the normed input's space
             out[f"blocks.{l}.head_in.{n}"] = self._norm_back(W["norm"], g_in, t["x"], W["n1"])
         return out
+
+
+def forward_together(tapes: list[DecoderTape], ids: list[list[int]],
+                     embeds: list[np.ndarray | None] | None = None) -> None:
+    """Each tape's pass of its ``ids`` (or its ``embeds`` entry, (T, d)), run layer by layer side by
+    side, so that each layer's weights are read (and widened) once for all of them, and used while
+    they are still in the cache. The tapes are of one model and dtype; the first one's weights
+    (its ``shared`` list, else read here) become every tape's."""
+    first, embeds = tapes[0], embeds if embeds is not None else [None] * len(tapes)
+    for tape, i, e in zip(tapes, ids, embeds):
+        tape._begin(list(i), e)
+    rows = max(t.embed.shape[0] for t in tapes) * len(tapes)
+    with blas.for_rows(rows):  # 20 tokens: one thread; two that spin on a busy machine cost 10x (blas.py)
+        for l in range(first.arch.layers):
+            W = first.shared[l] if first.shared is not None else _weights(first.arch, l, first.dtype)
+            _layer(tapes, l, W)
+    first._end()
+    for tape in tapes[1:]:
+        tape.unembedding = first.unembedding if tape.unembedding is None else tape.unembedding
+        tape._end()
+
+
+def _layer(tapes: list[DecoderTape], l: int, W: dict[str, Any]) -> None:
+    """Layer l of every tape's pass, with its weights ``W``, what the backward reads kept. The tapes'
+    rows are stacked (R = the sum of their T) for the projections and the MLP, so each weight matrix
+    is streamed from memory once for all of them (at a sentence's few rows that is what a product
+    costs); attention runs per tape."""
+    first, at = tapes[0], np.cumsum([0] + [t.embed.shape[0] for t in tapes])
+    x = np.concatenate([t.embed if l == 0 else t.layers[-1]["post"] for t in tapes])  # (R, d)
+    a = first._norm(W["norm"], x, W["n1"])  # (R, d)
+    q, k, v = (_affine(a, W[n]) for n in "qkv")  # (R, h * d_head), (R, h_kv * d_head) x 2
+    kept = [tape._attend(l, q[i:j], k[i:j], v[i:j]) for tape, i, j in zip(tapes, at, at[1:])]
+    z = np.concatenate([c[4] for c in kept])  # (R, h, d_head)
+    mid = x + _affine(z.reshape(len(x), -1), W["o"])  # (R, d)
+    m = first._norm(W["norm"], mid, W["n2"])
+    up = _affine(m, W["up"])  # (R, I)
+    gate = _affine(m, W["gate"]) if W["gate"] is not None else None
+    inner = first.act(gate) * up if gate is not None else first.act(up)
+    post = mid + _affine(inner, W["down"])  # (R, d)
+    for tape, (q_, k_, v_, p_, z_), i, j in zip(tapes, kept, at, at[1:]):
+        rows = slice(i, j)
+        tape.layers.append(dict(W=W, x=x[rows], a=a[rows], q=q_, k=k_, v=v_, p=p_, z=z_, mid=mid[rows], m=m[rows],
+                                up=up[rows], gate=None if gate is None else gate[rows], post=post[rows]))
 
 
 def head_columns(w: np.ndarray, heads: int, group: int) -> np.ndarray:
