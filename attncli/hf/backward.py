@@ -205,8 +205,9 @@ class DecoderTape:
             grads[site(l, "attn.z")] = g_z
             dq, dk, dv, dp = attention_back(g_z.transpose(1, 0, 2), t["q"], t["k"], t["v"], t["p"], arch.scale(l))
             grads.update({site(l, "attn.pattern"): dp, site(l, "attn.q"): dq, site(l, "attn.k"): dk, site(l, "attn.v"): dv})
-            if inputs:
-                grads.update(self._head_inputs(l, dq, dk, dv))
+            if inputs:  # each head's q, k, v input apart (the layer's sums below stay as without them)
+                g_in = self._norm_back(W["norm"], self._head_inputs(l, dq, dk, dv), t["x"], W["n1"])  # (3, h, T, d)
+                grads.update({f"blocks.{l}.head_in.{n}": g_in[i] for i, n in enumerate("qkv")})
             dk, dv = (d.reshape(-1, self.group, T, d.shape[-1]).sum(axis=1) for d in (dk, dv))  # (h_kv, T, d_head)
             if self.rope:  # the inverse rotation
                 cos, sin = self.cos_sin
@@ -220,19 +221,21 @@ class DecoderTape:
         grads["embed"] = g
         return grads
 
-    def _head_inputs(self, l: int, dq: np.ndarray, dk: np.ndarray, dv: np.ndarray) -> dict[str, np.ndarray]:
-        """{blocks.l.head_in.q/k/v: (h, T, d)} from d q, d k, d v per query head (h, T, d_head): each
-        back through the rotation (q, k), that head's own columns of W_Q / W_K / W_V (k and v: its
-        key-value head's) and the layer's input norm at the run's x."""
-        t, W, h = self.layers[l], self.layers[l]["W"], self.arch.heads
+    def _head_inputs(self, l: int, dq: np.ndarray, dk: np.ndarray, dv: np.ndarray) -> np.ndarray:
+        """(3, h, T, d) each query head's q, k and v input gradient in the normed input's space, from d q,
+        d k, d v per query head (h, T, d_head): each back through the rotation (q, k) and that head's
+        own rows of W_Q^T / W_K^T / W_V^T (k and v: its key-value head's), the heads of a key-value
+        group stacked in one product (no copy of the weights)."""
+        W, h = self.layers[l]["W"], self.arch.heads
+        T, width = dq.shape[1], self.embed.shape[1]
         if self.rope:
             cos, sin = self.cos_sin
             dq, dk = (llama.rotate(d, cos, -sin) for d in (dq, dk))
-        out = {}
-        for n, d in (("q", dq), ("k", dk), ("v", dv)):
-            w = head_columns(W[n][0], h, 1 if n == "q" else self.group)  # (d, h, d_head)
-            g_in = d @ w.transpose(1, 2, 0)  # (h, T, d) in the normed input's space
-            out[f"blocks.{l}.head_in.{n}"] = self._norm_back(W["norm"], g_in, t["x"], W["n1"])
+        out = np.empty((3, h, T, width), dtype=self.dtype)
+        for i, (n, d) in enumerate((("q", dq), ("k", dk), ("v", dv))):
+            kv = h if n == "q" else h // self.group  # the projection's heads
+            w = W[n][0].T.reshape(kv, -1, width)  # (kv, d_head, d)
+            out[i] = (d.reshape(kv, -1, d.shape[-1]) @ w).reshape(h, T, width)  # (kv, group T, d) -> (h, T, d)
         return out
 
 
