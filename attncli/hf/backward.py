@@ -234,7 +234,7 @@ class DecoderTape:
         out = np.empty((3, h, T, width), dtype=self.dtype)
         for i, (n, d) in enumerate((("q", dq), ("k", dk), ("v", dv))):
             kv = h if n == "q" else h // self.group  # the projection's heads
-            w = W[n][0].T.reshape(kv, -1, width)  # (kv, d_head, d)
+            w = head_projections(W[n][0], kv).swapaxes(-1, -2)  # (kv, d_head, d)
             out[i] = (d.reshape(kv, -1, d.shape[-1]) @ w).reshape(h, T, width)  # (kv, group T, d) -> (h, T, d)
         return out
 
@@ -282,11 +282,10 @@ def _layer(tapes: list[DecoderTape], l: int, W: dict[str, Any]) -> None:
                                 up=up[rows], gate=None if gate is None else gate[rows], post=post[rows]))
 
 
-def head_columns(w: np.ndarray, heads: int, group: int) -> np.ndarray:
-    """(d, h, d_head) each query head's columns of a projection ``w`` (d, heads // group * d_head):
-    a key or value projection (``group`` query heads per key-value head) its key-value head's, repeated."""
-    per = w.reshape(w.shape[0], heads // group, -1)  # (d, h_kv, d_head)
-    return np.repeat(per, group, axis=1)
+def head_projections(w: np.ndarray, heads: int) -> np.ndarray:
+    """(heads, d, d_head) each head's columns of a projection ``w`` (d, heads * d_head), as a view
+    (``heads``: the query heads, or a key or value projection's key-value heads)."""
+    return w.reshape(w.shape[0], heads, -1).transpose(1, 0, 2)
 
 
 def gradients(model: Any, ids: list[int], position: int,

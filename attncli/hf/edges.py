@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from attncli.hf import blas, llama, ops
-from attncli.hf.backward import DecoderTape, head_columns
+from attncli.hf.backward import DecoderTape, head_projections
 from attncli.numeric import rms_norm, softmax
 
 
@@ -77,12 +77,12 @@ def _heads(tape: DecoderTape, l: int, a: np.ndarray) -> np.ndarray:
     T = a.shape[1]
     proj = []
     for i, n in enumerate("qkv"):
-        group = 1 if n == "q" else tape.group
-        w = head_columns(W[n][0], h, group)  # (d, h, d_head)
-        y = a[i * h:(i + 1) * h] @ w.transpose(1, 0, 2)  # (h, T, d_head)
+        kv = h if n == "q" else h // tape.group  # the projection's heads; a key-value head's query heads in a row
+        w = head_projections(W[n][0], kv)  # (kv, d, d_head), a view
+        y = a[i * h:(i + 1) * h].reshape(kv, -1, a.shape[2]) @ w  # (kv, group T, d_head)
         if W[n][1] is not None:
-            y = y + np.repeat(W[n][1].reshape(h // group, 1, -1), group, axis=0)
-        proj.append(y)
+            y = y + W[n][1].reshape(kv, 1, -1)
+        proj.append(y.reshape(h, T, -1))  # (h, T, d_head)
     q, k, v = proj
     if tape.rope:
         q, k = (llama.rotate(t, *tape.cos_sin) for t in (q, k))
