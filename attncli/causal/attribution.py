@@ -27,6 +27,7 @@ import numpy as np
 from attncli.causal.grids import PATCH_SITES, check_same_length
 from attncli.causal.target import Target
 from attncli.errors import BadInput
+from attncli.hf import blas
 from attncli.hf.backward import DecoderTape, forward_together
 from attncli.model.interface import require
 from attncli.model.trace import Intervention, site
@@ -55,6 +56,7 @@ def _sites(tape: DecoderTape) -> dict[str, np.ndarray]:
             "key": np.stack([t["k"] for t in layers]), "query": np.stack([t["q"] for t in layers])}
 
 
+@blas.one_thread()  # thousands of (h, T, T) patterns: small products (blas.py)
 def _qk_fixed(tape: DecoderTape, clean: np.ndarray, where: str, grads: dict[str, np.ndarray]) -> np.ndarray:
     """(L, h, T) AtP*: head h's pattern recomputed with position t's clean key (query) put in, its
     change times d metric / d pattern."""
@@ -77,6 +79,7 @@ def _qk_fixed(tape: DecoderTape, clean: np.ndarray, where: str, grads: dict[str,
     return out
 
 
+@blas.one_thread()
 def _direct_qk_fix(tape: DecoderTape, where: str, delta: np.ndarray, grads: dict[str, np.ndarray]) -> np.ndarray:
     """(L, C) AtP*'s QK fix for resid/attn/mlp/head nodes: for every later layer whose queries and
     keys read the node's change of the residual stream directly, the linear estimate of that path
