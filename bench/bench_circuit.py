@@ -7,7 +7,7 @@ Run from the repository root with the project and its [transformers] extra insta
 
 The model is bench_llama.py's (30 layers x 9 heads, 3 key-value heads, hidden 576, random weights,
 bfloat16 on disk); the clean and corrupted texts are 20 tokens each. Timed, best of ``--runs``, once
-the model is loaded and warmed up: ``edge_scores`` (EAP: the clean and corrupted passes in float64,
+the model is loaded and warmed up (with the least CPU time of the runs beside): ``edge_scores`` (EAP: the clean and corrupted passes in float64,
 one backward with every reader's input gradient, and the (U, D) score matrix), EAP-IG with
 ``--steps`` points, and one edge-patched forward (every edge kept at random with probability 1/2),
 which is what each step of the circuit search costs.
@@ -26,7 +26,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
-from bench_llama import best, build, clean_corrupt  # noqa: E402
+from bench_llama import best, best_wall_cpu, build, clean_corrupt  # noqa: E402
 from attncli.causal.circuit import edge_scores  # noqa: E402
 from attncli.hf import load  # noqa: E402
 from attncli.hf.edges import edge_mask, edge_patched_logits, node_outputs  # noqa: E402
@@ -34,7 +34,7 @@ from attncli.hf.edges import edge_mask, edge_patched_logits, node_outputs  # noq
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--keep", type=Path, help="write (or reuse) the model here")
-    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--steps", type=int, default=5)
     args = ap.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
@@ -50,9 +50,12 @@ def main() -> None:
         print(f"{model.layers} layers x {model.heads} heads, {n} tokens: {mask.shape[0]} writers, "
               f"{mask.shape[1]} readers, {int(mask.sum())} edges")
         scores, ct, kt = edge_scores(model, clean, corrupt, target)  # warm-up
-        print(f"EAP, every edge: {best(lambda: edge_scores(model, clean, corrupt, target), args.runs):.2f} s")
-        ig = best(lambda: edge_scores(model, clean, corrupt, target, steps=args.steps), args.runs)
-        print(f"EAP-IG, {args.steps} steps: {ig:.2f} s")
+        print(f"{target.describe()}: clean {target.metric(ct.logits(target.position)):.4f}, "
+              f"corrupt {target.metric(kt.logits(target.position)):.4f}")
+        wall, cpu = best_wall_cpu(lambda: edge_scores(model, clean, corrupt, target), args.runs)
+        print(f"EAP, every edge: {wall:.2f} s ({cpu:.2f} s CPU)")
+        wall, cpu = best_wall_cpu(lambda: edge_scores(model, clean, corrupt, target, steps=args.steps), args.runs)
+        print(f"EAP-IG, {args.steps} steps: {wall:.2f} s ({cpu:.2f} s CPU)")
         corr = node_outputs(kt)
         w = (np.random.default_rng(0).random(mask.shape) < 0.5).astype(np.float64)
         one = best(lambda: edge_patched_logits(ct, kt, w, target.position, corr), args.runs)

@@ -31,6 +31,7 @@ import numpy as np
 from attncli.causal.grids import PATCH_SITES, check_same_length
 from attncli.causal.target import Target
 from attncli.errors import BadInput
+from attncli.hf import blas
 from attncli.model.interface import Tape, require
 from attncli.model.trace import Intervention, site
 from attncli.numeric import softmax
@@ -61,6 +62,7 @@ def _sites(tape: Tape) -> dict[str, np.ndarray]:
             "key": np.stack([t["k"] for t in layers]), "query": np.stack([t["q"] for t in layers])}
 
 
+@blas.one_thread()  # thousands of (h, T, T) patterns: small products (blas.py)
 def _qk_fixed(tape: Tape, clean: np.ndarray, where: str, grads: dict[str, np.ndarray]) -> np.ndarray:
     """(L, h, T) AtP*: head h's pattern recomputed with position t's clean key (query) put in, its
     change times d metric / d pattern."""
@@ -85,6 +87,7 @@ def _qk_fixed(tape: Tape, clean: np.ndarray, where: str, grads: dict[str, np.nda
     return out
 
 
+@blas.one_thread()
 def _direct_qk_fix(tape: Tape, where: str, delta: np.ndarray, grads: dict[str, np.ndarray]) -> np.ndarray:
     """(L, C) AtP*'s QK fix for resid/attn/mlp/head nodes: for every later layer whose queries and
     keys read the node's change of the residual stream directly, the linear estimate of that path
@@ -122,8 +125,7 @@ def attribute(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int], 
     require(model, "grad", "attribution patching")
     dtype = np.float32 if model.pass_dtype == np.float32 else np.float64
     clean_tape, corrupt_tape = model.tape(dtype), model.tape(dtype)
-    clean_tape.forward(list(clean_ids))
-    corrupt_tape.forward(list(corrupt_ids))
+    clean_tape.forward_pair(corrupt_tape, list(clean_ids), list(corrupt_ids))  # each weight read once
     m_clean = float(target.metric(clean_tape.logits(target.position)))
     logits = corrupt_tape.logits(target.position)
     m_corrupt = float(target.metric(logits))

@@ -36,6 +36,7 @@ from attncli.causal.documents import target_document
 from attncli.causal.grids import check_same_length
 from attncli.causal.target import Target
 from attncli.errors import BadInput
+from attncli.hf import blas
 from attncli.hf.edges import down_names, edge_mask, edge_patched_logits, node_outputs, up_names
 from attncli.model.interface import Tape
 from attncli.textio import visible
@@ -68,9 +69,9 @@ class Circuit:
 def _tape(model: Any, ids: Sequence[int] | None = None, embed: np.ndarray | None = None,
           like: Tape | None = None, dtype: Any = np.float64) -> Tape:
     """A pass of ``ids`` (or of the embeddings ``embed``) in ``dtype``, or in ``like``'s dtype with its
-    widened weights reused."""
+    widened weights and unembedding reused."""
     if like is not None:
-        tape = model.tape(like.dtype, [t["W"] for t in like.layers])
+        tape = model.tape(like.dtype, [t["W"] for t in like.layers], like.unembedding)
     else:
         tape = model.tape(dtype)
     tape.forward(list(ids or []), embed)
@@ -101,15 +102,16 @@ def edge_scores(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int]
     if not 1 <= steps <= MAX_STEPS:
         raise BadInput(f"--steps {steps}: give 1 (EAP) to {MAX_STEPS} points on the path")
     check_same_length(model, list(clean_ids), list(corrupt_ids))
-    clean = _tape(model, clean_ids, dtype=dtype)
-    corrupt = _tape(model, corrupt_ids, like=clean)
+    clean, corrupt = model.tape(dtype), model.tape(dtype)
+    clean.forward_pair(corrupt, list(clean_ids), list(corrupt_ids))  # each weight read once
     grad = np.zeros((len(down_names(model.layers, model.heads)),) + clean.embed.shape, dtype=clean.dtype)  # (D, T, d)
     for k in range(1, steps + 1):
         tape = clean if k == steps else _tape(model, embed=corrupt.embed + k / steps * (clean.embed - corrupt.embed),
                                                       like=clean)
         grad += input_gradients(tape, target) / steps
     delta = node_outputs(clean) - node_outputs(corrupt)  # (U, T, d)
-    scores = delta.reshape(len(delta), -1) @ grad.reshape(len(grad), -1).T  # (U, D), one matrix product
+    with blas.for_rows(len(delta)):
+        scores = delta.reshape(len(delta), -1) @ grad.reshape(len(grad), -1).T  # (U, D), one matrix product
     return np.where(edge_mask(model.layers, model.heads), scores, 0.0).astype(np.float64), clean, corrupt
 
 

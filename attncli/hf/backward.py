@@ -25,7 +25,7 @@ from typing import Any, Callable
 import numpy as np
 
 from attncli.errors import BadInput
-from attncli.hf import gpt2, llama, ops
+from attncli.hf import blas, gpt2, llama, ops
 from attncli.hf.layer_weights import layer_weights
 from attncli.hf.backward_ops import DERIVATIVES, attention_back, layer_norm_back, rms_norm_back
 from attncli.model.trace import site
@@ -46,11 +46,12 @@ class DecoderTape:
     post_ln = False  # the stream is a plain sum of the sublayers' outputs (hf/backward_encoder.py's is normed)
     position_bias = None  # no relative position bias added to the scores (MPNet's, on the encoder tape)
 
-    def __init__(self, model: Any, dtype: Any = np.float64, weights: list[dict[str, Any]] | None = None):
+    def __init__(self, model: Any, dtype: Any = np.float64, weights: list[dict[str, Any]] | None = None,
+                 unembedding: np.ndarray | None = None):
         """``weights``: another tape's ``[t["W"] for t in tape.layers]`` of the same model and dtype, reused
-        (not read and widened again)."""
+        (not read and widened again); ``unembedding``: its ``tape.unembedding`` (V, d), likewise."""
         arch = model.arch
-        self.shared = weights
+        self.shared, self.unembedding = weights, unembedding
         if not isinstance(arch, (gpt2.GPT2, llama.Llama)):
             raise BadInput(f"gradients on attn's NumPy pass are written for GPT-2 and the Llama family; model "
                            f"'{model.name}' is {model.model_type}")
@@ -80,38 +81,43 @@ class DecoderTape:
 
     def forward(self, ids: list[int], embed: np.ndarray | None = None) -> None:
         """The pass of token ids ``ids``, or of the embeddings ``embed`` (T, d) given in their place."""
+        forward_together([self], [ids], [embed])
+
+    def forward_pair(self, other: "DecoderTape", ids: list[int], other_ids: list[int]) -> None:
+        """This tape's pass of ``ids`` and ``other``'s of ``other_ids``, side by side (each weight read once)."""
+        forward_together([self, other], [ids, other_ids])
+
+    def _begin(self, ids: list[int], embed: np.ndarray | None) -> None:
+        """The embeddings (T, d) of the pass, before its first layer."""
         arch = self.arch
-        f = lambda a: np.asarray(a, dtype=self.dtype)  # noqa: E731
         if embed is None:
             arr = np.asarray([ids], dtype=np.int64)
-            x = f(arch.embeddings(arr, np.zeros_like(arr), np.ones_like(arr, dtype=bool))[0])  # (T, d)
+            x = arch.embeddings(arr, np.zeros_like(arr), np.ones_like(arr, dtype=bool))[0]  # (T, d)
         else:
-            x = f(embed)
-        T, h, dh = x.shape[0], arch.heads, arch.d_head
-        self.cos_sin = self._cos_sin(T) if self.rope else None
-        self.embed, self.layers = x, []
-        for l in range(arch.layers):
-            W = self.shared[l] if self.shared is not None else _weights(arch, l, self.dtype)
-            a = self._norm(W["norm"], x, W["n1"])  # (T, d)
-            q = _affine(a, W["q"]).reshape(T, h, dh).transpose(1, 0, 2)  # (h, T, d_head)
-            k, v = (_affine(a, W[n]).reshape(T, -1, dh).transpose(1, 0, 2) for n in "kv")  # (h_kv, T, d_head)
-            if self.rope:
-                q, k = (llama.rotate(t, *self.cos_sin) for t in (q, k))
-            k, v = np.repeat(k, self.group, axis=0), np.repeat(v, self.group, axis=0)  # (h, T, d_head)
-            s = np.where(self._allowed(l, T), q @ k.swapaxes(-1, -2) * arch.scale(l), -np.inf)  # (h, T, T)
-            p = softmax(s)  # (h, T, T)
-            z = (p @ v).transpose(1, 0, 2)  # (T, h, d_head)
-            mid = x + _affine(z.reshape(T, -1), W["o"])  # (T, d)
-            m = self._norm(W["norm"], mid, W["n2"])
-            up = _affine(m, W["up"])  # (T, I)
-            gate = _affine(m, W["gate"]) if W["gate"] is not None else None
-            inner = self.act(gate) * up if gate is not None else self.act(up)
-            post = mid + _affine(inner, W["down"])
-            self.layers.append(dict(W=W, x=x, a=a, q=q, k=k, v=v, p=p, z=z, mid=mid, m=m, up=up, gate=gate, post=post))
-            x = post
-        kind, w, b, eps = arch.final_norm_parts()
+            x = embed
+        self.embed, self.layers = np.asarray(x, dtype=self.dtype), []
+        self.cos_sin = self._cos_sin(self.embed.shape[0]) if self.rope else None
+
+    def _attend(self, l: int, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> tuple:
+        """Layer l's attention on this pass's q (T, h * d_head), k and v (T, h_kv * d_head), before the
+        rotation: (q, k, v) as kept (h, T, d_head; k and v repeated per query head), p (h, T, T), z (T, h, d_head)."""
+        arch = self.arch
+        T, dh = q.shape[0], arch.d_head
+        q = q.reshape(T, -1, dh).transpose(1, 0, 2)  # (h, T, d_head)
+        k, v = (t.reshape(T, -1, dh).transpose(1, 0, 2) for t in (k, v))  # (h_kv, T, d_head)
+        if self.rope:
+            q, k = (llama.rotate(t, *self.cos_sin) for t in (q, k))
+        k, v = np.repeat(k, self.group, axis=0), np.repeat(v, self.group, axis=0)  # (h, T, d_head)
+        s = np.where(self._allowed(l, T), q @ k.swapaxes(-1, -2) * arch.scale(l), -np.inf)  # (h, T, T)
+        p = softmax(s)  # (h, T, T)
+        return q, k, v, p, (p @ v).transpose(1, 0, 2)  # z: (T, h, d_head)
+
+    def _end(self) -> None:
+        f = lambda a: np.asarray(a, dtype=self.dtype)  # noqa: E731
+        kind, w, b, eps = self.arch.final_norm_parts()
         self.final = (kind, f(w), None if b is None else f(b), eps)
-        self.unembedding = f(arch.unembedding())  # (V, d)
+        if self.unembedding is None:
+            self.unembedding = f(self.arch.unembedding())  # (V, d), widened once per tape
 
     def patterns(self, l: int, x: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         """(h, T, T) layer l's pattern with its queries and keys made from ``x`` (T, d) in place of the
@@ -144,6 +150,10 @@ class DecoderTape:
         (through the frozen norm's Jacobian): ``blocks.l.head_in.q`` / ``.k`` / ``.v`` (h, T, d) each
         head's query, key and value input (k and v per query head, before a group's sum),
         ``blocks.l.mlp_in`` (T, d) and ``final_in`` (T, d), the unembedding's."""
+        with blas.for_rows(self.embed.shape[0]):  # one thread for a sentence (blas.py)
+            return self._backward(position, d_logits, inputs)
+
+    def _backward(self, position: int, d_logits: np.ndarray, inputs: bool) -> dict[str, np.ndarray]:
         arch, grads = self.arch, {}
         kind, w, b, eps = self.final
         T = self.embed.shape[0]
@@ -172,8 +182,9 @@ class DecoderTape:
             grads[site(l, "attn.z")] = g_z
             dq, dk, dv, dp = attention_back(g_z.transpose(1, 0, 2), t["q"], t["k"], t["v"], t["p"], arch.scale(l))
             grads.update({site(l, "attn.pattern"): dp, site(l, "attn.q"): dq, site(l, "attn.k"): dk, site(l, "attn.v"): dv})
-            if inputs:
-                grads.update(self._head_inputs(l, dq, dk, dv))
+            if inputs:  # each head's q, k, v input apart (the layer's sums below stay as without them)
+                g_in = self._norm_back(W["norm"], self._head_inputs(l, dq, dk, dv), t["x"], W["n1"])  # (3, h, T, d)
+                grads.update({f"blocks.{l}.head_in.{n}": g_in[i] for i, n in enumerate("qkv")})
             dk, dv = (d.reshape(-1, self.group, T, d.shape[-1]).sum(axis=1) for d in (dk, dv))  # (h_kv, T, d_head)
             if self.rope:  # the inverse rotation
                 cos, sin = self.cos_sin
@@ -187,27 +198,71 @@ class DecoderTape:
         grads["embed"] = g
         return grads
 
-    def _head_inputs(self, l: int, dq: np.ndarray, dk: np.ndarray, dv: np.ndarray) -> dict[str, np.ndarray]:
-        """{blocks.l.head_in.q/k/v: (h, T, d)} from d q, d k, d v per query head (h, T, d_head): each
-        back through the rotation (q, k), that head's own columns of W_Q / W_K / W_V (k and v: its
-        key-value head's) and the layer's input norm at the run's x."""
-        t, W, h = self.layers[l], self.layers[l]["W"], self.arch.heads
+    def _head_inputs(self, l: int, dq: np.ndarray, dk: np.ndarray, dv: np.ndarray) -> np.ndarray:
+        """(3, h, T, d) each query head's q, k and v input gradient in the normed input's space, from d q,
+        d k, d v per query head (h, T, d_head): each back through the rotation (q, k) and that head's
+        own rows of W_Q^T / W_K^T / W_V^T (k and v: its key-value head's), the heads of a key-value
+        group stacked in one product (no copy of the weights)."""
+        W, h = self.layers[l]["W"], self.arch.heads
+        T, width = dq.shape[1], self.embed.shape[1]
         if self.rope:
             cos, sin = self.cos_sin
             dq, dk = (llama.rotate(d, cos, -sin) for d in (dq, dk))
-        out = {}
-        for n, d in (("q", dq), ("k", dk), ("v", dv)):
-            w = head_columns(W[n][0], h, 1 if n == "q" else self.group)  # (d, h, d_head)
-            g_in = d @ w.transpose(1, 2, 0)  # (h, T, d) in the normed input's space
-            out[f"blocks.{l}.head_in.{n}"] = self._norm_back(W["norm"], g_in, t["x"], W["n1"])
+        out = np.empty((3, h, T, width), dtype=self.dtype)
+        for i, (n, d) in enumerate((("q", dq), ("k", dk), ("v", dv))):
+            kv = h if n == "q" else h // self.group  # the projection's heads
+            w = head_projections(W[n][0], kv).swapaxes(-1, -2)  # (kv, d_head, d)
+            out[i] = (d.reshape(kv, -1, d.shape[-1]) @ w).reshape(h, T, width)  # (kv, group T, d) -> (h, T, d)
         return out
 
 
-def head_columns(w: np.ndarray, heads: int, group: int) -> np.ndarray:
-    """(d, h, d_head) each query head's columns of a projection ``w`` (d, heads // group * d_head):
-    a key or value projection (``group`` query heads per key-value head) its key-value head's, repeated."""
-    per = w.reshape(w.shape[0], heads // group, -1)  # (d, h_kv, d_head)
-    return np.repeat(per, group, axis=1)
+def forward_together(tapes: list[DecoderTape], ids: list[list[int]],
+                     embeds: list[np.ndarray | None] | None = None) -> None:
+    """Each tape's pass of its ``ids`` (or its ``embeds`` entry, (T, d)), run layer by layer side by
+    side, so that each layer's weights are read (and widened) once for all of them, and used while
+    they are still in the cache. The tapes are of one model and dtype; the first one's weights
+    (its ``shared`` list, else read here) become every tape's."""
+    first, embeds = tapes[0], embeds if embeds is not None else [None] * len(tapes)
+    for tape, i, e in zip(tapes, ids, embeds):
+        tape._begin(list(i), e)
+    rows = max(t.embed.shape[0] for t in tapes) * len(tapes)
+    with blas.for_rows(rows):  # 20 tokens: one thread; two that spin on a busy machine cost 10x (blas.py)
+        for l in range(first.arch.layers):
+            W = first.shared[l] if first.shared is not None else _weights(first.arch, l, first.dtype)
+            _layer(tapes, l, W)
+    first._end()
+    for tape in tapes[1:]:
+        tape.unembedding = first.unembedding if tape.unembedding is None else tape.unembedding
+        tape._end()
+
+
+def _layer(tapes: list[DecoderTape], l: int, W: dict[str, Any]) -> None:
+    """Layer l of every tape's pass, with its weights ``W``, what the backward reads kept. The tapes'
+    rows are stacked (R = the sum of their T) for the projections and the MLP, so each weight matrix
+    is streamed from memory once for all of them (at a sentence's few rows that is what a product
+    costs); attention runs per tape."""
+    first, at = tapes[0], np.cumsum([0] + [t.embed.shape[0] for t in tapes])
+    x = np.concatenate([t.embed if l == 0 else t.layers[-1]["post"] for t in tapes])  # (R, d)
+    a = first._norm(W["norm"], x, W["n1"])  # (R, d)
+    q, k, v = (_affine(a, W[n]) for n in "qkv")  # (R, h * d_head), (R, h_kv * d_head) x 2
+    kept = [tape._attend(l, q[i:j], k[i:j], v[i:j]) for tape, i, j in zip(tapes, at, at[1:])]
+    z = np.concatenate([c[4] for c in kept])  # (R, h, d_head)
+    mid = x + _affine(z.reshape(len(x), -1), W["o"])  # (R, d)
+    m = first._norm(W["norm"], mid, W["n2"])
+    up = _affine(m, W["up"])  # (R, I)
+    gate = _affine(m, W["gate"]) if W["gate"] is not None else None
+    inner = first.act(gate) * up if gate is not None else first.act(up)
+    post = mid + _affine(inner, W["down"])  # (R, d)
+    for tape, (q_, k_, v_, p_, z_), i, j in zip(tapes, kept, at, at[1:]):
+        rows = slice(i, j)
+        tape.layers.append(dict(W=W, x=x[rows], a=a[rows], q=q_, k=k_, v=v_, p=p_, z=z_, mid=mid[rows], m=m[rows],
+                                up=up[rows], gate=None if gate is None else gate[rows], post=post[rows]))
+
+
+def head_projections(w: np.ndarray, heads: int) -> np.ndarray:
+    """(heads, d, d_head) each head's columns of a projection ``w`` (d, heads * d_head), as a view
+    (``heads``: the query heads, or a key or value projection's key-value heads)."""
+    return w.reshape(w.shape[0], heads, -1).transpose(1, 0, 2)
 
 
 def gradients(model: Any, ids: list[int], position: int,

@@ -70,6 +70,11 @@ class EncoderTape:
         s = q @ k.swapaxes(-1, -2) * self.arch.scale(l)
         return s if self.position_bias is None else s + self.position_bias
 
+    def forward_pair(self, other: "EncoderTape", ids: list[int], other_ids: list[int]) -> None:
+        """This tape's pass of ``ids`` and ``other``'s of ``other_ids`` (one after the other)."""
+        self.forward(ids)
+        other.forward(other_ids)
+
     def forward(self, ids: list[int]) -> None:
         arch, eps = self.arch, self.eps
         f = lambda a: np.asarray(a, dtype=self.dtype)  # noqa: E731

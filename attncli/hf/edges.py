@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncli.hf import llama, ops
-from attncli.hf.backward import DecoderTape, head_columns
+from attncli.hf import blas, llama, ops
+from attncli.hf.backward import DecoderTape, head_projections
 from attncli.numeric import rms_norm, softmax
 
 
@@ -63,10 +63,11 @@ def node_outputs(tape: DecoderTape) -> np.ndarray:
     """(U, T, d) every writer's output in a tape's forward (a head's without W_O's bias, which every
     run shares; an MLP's with its own)."""
     h, out = tape.arch.heads, [tape.embed]
-    for t in tape.layers:
-        w_o = t["W"]["o"][0].reshape(h, -1, t["x"].shape[1])  # (h, d_head, d)
-        out += list(t["z"].transpose(1, 0, 2) @ w_o)
-        out.append(t["post"] - t["mid"])
+    with blas.for_rows(tape.embed.shape[0]):  # a sentence: one thread (blas.py)
+        for t in tape.layers:
+            w_o = t["W"]["o"][0].reshape(h, -1, t["x"].shape[1])  # (h, d_head, d)
+            out += list(t["z"].transpose(1, 0, 2) @ w_o)
+            out.append(t["post"] - t["mid"])
     return np.stack(out)
 
 
@@ -76,12 +77,12 @@ def _heads(tape: DecoderTape, l: int, a: np.ndarray) -> np.ndarray:
     T = a.shape[1]
     proj = []
     for i, n in enumerate("qkv"):
-        group = 1 if n == "q" else tape.group
-        w = head_columns(W[n][0], h, group)  # (d, h, d_head)
-        y = a[i * h:(i + 1) * h] @ w.transpose(1, 0, 2)  # (h, T, d_head)
+        kv = h if n == "q" else h // tape.group  # the projection's heads; a key-value head's query heads in a row
+        w = head_projections(W[n][0], kv)  # (kv, d, d_head), a view
+        y = a[i * h:(i + 1) * h].reshape(kv, -1, a.shape[2]) @ w  # (kv, group T, d_head)
         if W[n][1] is not None:
-            y = y + np.repeat(W[n][1].reshape(h // group, 1, -1), group, axis=0)
-        proj.append(y)
+            y = y + W[n][1].reshape(kv, 1, -1)
+        proj.append(y.reshape(h, T, -1))  # (h, T, d_head)
     q, k, v = proj
     if tape.rope:
         q, k = (llama.rotate(t, *tape.cos_sin) for t in (q, k))
@@ -111,15 +112,16 @@ def edge_patched_logits(clean: DecoderTape, corrupt: DecoderTape, weights: np.nd
     h, L = clean.arch.heads, len(clean.layers)
     corr = node_outputs(corrupt) if corrupt_outputs is None else corrupt_outputs  # (U, T, d)
     w = np.where(edge_mask(L, h), weights, 0.0).astype(corr.dtype)
-    diff = np.zeros_like(corr)  # (U, T, d): u_run - u_corrupt, filled as the writers run
-    diff[0] = clean.embed - corr[0]
-    for l in range(L):
-        n, first = 1 + l * (h + 1), l * (3 * h + 1)
-        W = corrupt.layers[l]["W"]
-        inp = corrupt.layers[l]["x"] + np.tensordot(w[:n, first:first + 3 * h], diff[:n], axes=(0, 0))  # (3h, T, d)
-        diff[n:n + h] = _heads(clean, l, clean._norm(W["norm"], inp, W["n1"])) - corr[n:n + h]
-        x_mlp = corrupt.layers[l]["mid"] + np.tensordot(w[:n + h, first + 3 * h], diff[:n + h], axes=(0, 0))  # (T, d)
-        diff[n + h] = _mlp(clean, l, x_mlp) - corr[n + h]
+    with blas.for_rows(3 * h * clean.embed.shape[0]):  # (3h, T, d) the heads' inputs (blas.py's policy)
+        diff = np.zeros_like(corr)  # (U, T, d): u_run - u_corrupt, filled as the writers run
+        diff[0] = clean.embed - corr[0]
+        for l in range(L):
+            n, first = 1 + l * (h + 1), l * (3 * h + 1)
+            W = corrupt.layers[l]["W"]
+            inp = corrupt.layers[l]["x"] + np.tensordot(w[:n, first:first + 3 * h], diff[:n], axes=(0, 0))  # (3h, T, d)
+            diff[n:n + h] = _heads(clean, l, clean._norm(W["norm"], inp, W["n1"])) - corr[n:n + h]
+            x_mlp = corrupt.layers[l]["mid"] + np.tensordot(w[:n + h, first + 3 * h], diff[:n + h], axes=(0, 0))  # (T, d)
+            diff[n + h] = _mlp(clean, l, x_mlp) - corr[n + h]
     final = corrupt.layers[-1]["post"][position] + w[:, -1] @ diff[:, position]  # (d,)
     kind, fw, fb, eps = clean.final
     y = ops.layer_norm(final, fw, fb, eps) if kind == "layer" else rms_norm(final, fw, eps)

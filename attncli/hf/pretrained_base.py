@@ -321,15 +321,16 @@ class Pretrained:
     def output_weight(self, layer: int) -> np.ndarray:
         raise BadInput(refusal(self, "output_weight", "a head's output weight"))
 
-    def tape(self, dtype: Any = np.float64,
-             weights: list[dict[str, Any]] | None = None) -> DecoderTape | EncoderTape:
+    def tape(self, dtype: Any = np.float64, weights: list[dict[str, Any]] | None = None,
+             unembedding: np.ndarray | None = None) -> DecoderTape | EncoderTape:
         """"tape": the recorder of attn's NumPy pass, hf/backward.py's (GPT-2, the Llama family) or
         hf/backward_encoder.py's (BERT's family with its MLM head); refused by name elsewhere (the
-        torch backend, encoders without the head). ``weights``: a decoder tape's widened weights, reused."""
+        torch backend, encoders without the head). ``weights``, ``unembedding``: a decoder tape's widened
+        weights and unembedding (V, d), reused."""
         require(self, "tape", "gradients on a recorded forward pass")
         if not self.is_decoder:
             return EncoderTape(self, dtype)
-        return DecoderTape(self, dtype, weights)
+        return DecoderTape(self, dtype, weights, unembedding)
 
     # backend-specific ----------------------------------------------------------------------
     def _tokenize(self, texts: list[str], max_length: int | None, special: bool = True) -> Any:

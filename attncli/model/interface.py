@@ -112,10 +112,11 @@ class Model(Protocol):
     def output_weight(self, layer: int) -> np.ndarray:
         """"output_weight": (h d_head, d) layer ``layer``'s W_O, rows in head order."""
 
-    def tape(self, dtype: Any = np.float64, weights: list[dict[str, Any]] | None = None) -> Tape:
+    def tape(self, dtype: Any = np.float64, weights: list[dict[str, Any]] | None = None,
+             unembedding: Any = None) -> Tape:
         """"tape": a recorder of this model's forward pass in ``dtype`` and its backward (attribution
         patching, edge attribution patching); ``weights``: another tape's per-layer weights of the same
-        model and dtype, reused (not read and widened again)."""
+        model and dtype, reused (not read and widened again), and its ``unembedding``, likewise."""
 
 
 def has(model: Any, capability: str) -> bool:

@@ -204,7 +204,7 @@ class BuiltinLM:
     def trace_batch(self, encs: Sequence[Any], keep: Any = None, **kwargs: Any) -> list[Trace]:
         self._refuse("batch", "a batched traced pass")
 
-    def tape(self, dtype: Any = None, weights: Any = None) -> Any:
+    def tape(self, dtype: Any = None, weights: Any = None, unembedding: Any = None) -> Any:
         self._refuse("tape", "gradients on a recorded forward pass")
 
     def unembedding(self) -> np.ndarray:

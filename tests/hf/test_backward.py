@@ -20,7 +20,7 @@ from _transformer_fixtures import build_gpt2, every_parameter_drawn  # noqa: E40
 
 from attncli.errors import BadInput  # noqa: E402
 from attncli.hf import load  # noqa: E402
-from attncli.hf.backward import gradients  # noqa: E402
+from attncli.hf.backward import DecoderTape, forward_together, gradients  # noqa: E402
 
 TEXT = "the cat sat on the mat and the dog sat"
 KINDS = ("gpt2", "llama", "llama-bias", "llama3", "mistral", "qwen2", "gemma", "phi3")
@@ -113,3 +113,28 @@ def test_encoders_are_refused_by_name(tiny_bert_dir):
     model = load(str(tiny_bert_dir), backend="numpy")
     with pytest.raises(BadInput, match="GPT-2 and the Llama family"):
         gradients(model, model.encode("a b").ids, 0, lambda x: x)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_passes_run_side_by_side_equal_each_pass_alone(built, kind):
+    """forward_together stacks the texts' rows in each product: every kept activation, the logits and
+    the backward equal the separate passes' (float64: the same sums in another batch, 1e-12)."""
+    model = load(str(built(kind)), backend="numpy")
+    texts = [model.encode(TEXT).ids, model.encode(TEXT).ids[::-1][:-1]]  # two texts, lengths T and T - 1
+    alone = [DecoderTape(model) for _ in texts]
+    for tape, ids in zip(alone, texts):
+        tape.forward(ids)
+    together = [DecoderTape(model) for _ in texts]
+    forward_together(together, texts)
+    for a, b in zip(alone, together):
+        assert b.unembedding is together[0].unembedding  # widened once for both
+        for la, lb in zip(a.layers, b.layers):
+            for key in ("x", "q", "k", "v", "p", "z", "mid", "up", "post"):
+                np.testing.assert_allclose(lb[key], la[key], rtol=0, atol=1e-12 * max(1.0, np.abs(la[key]).max()))
+        pos = a.embed.shape[0] - 1
+        np.testing.assert_allclose(b.logits(pos), a.logits(pos), rtol=0, atol=1e-10)
+        d_logits = np.eye(model.config["vocab_size"])[7]
+        ga, gb = a.backward(pos, d_logits), b.backward(pos, d_logits)
+        for name in ga:
+            scale = max(1.0, np.abs(ga[name]).max())
+            np.testing.assert_allclose(gb[name], ga[name], rtol=0, atol=1e-12 * scale, err_msg=name)
