@@ -71,7 +71,7 @@ OPTIONAL: set[str] = set()
 
 def expected(config: dict) -> dict[str, tuple[int | None, ...]]:
     """Every tensor of the base model ("model." left out) this forward pass reads, with the shape
-    config.json implies: numpy_backend.check_weight_names reports a missing or unused one."""
+    config.json implies: weight_check.check_weight_names reports a missing or unused one."""
     kind = config["model_type"]
     s = sizes(config)
     d, h, kv, dh, i = (s[k] for k in ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
