@@ -276,6 +276,8 @@ class NumpyPretrained(Pretrained):
                 raise BadInput("trace_batch() takes Encodings from encode()")
             self._arrays(enc)  # its checks: not empty, within the model's limit
         ids, type_ids, mask = self.padded(encs)  # (B, T) each
+        if isinstance(self.arch.w, Weights):  # a corpus: widened half-precision weights kept across passes
+            self.arch.w.hold_widened()
         rec = Recorder(keep)
         self.forward(ids, type_ids, mask, rec, arch=self.arch32 if precision == "float32" else self.arch,
                      on_layer=on_layer)
@@ -298,9 +300,8 @@ class NumpyPretrained(Pretrained):
 
     @staticmethod
     def _encoding(enc: Any, method: str) -> Encoding:
-        """``enc`` if it is an Encoding: the API both backends share (attentions, qk, scores,
-        value_vectors) takes one, as the torch backend does; bare token ids (no special tokens, no
-        type ids) are for ``trace`` and a decoder's ``logits_and_attentions``."""
+        """``enc`` if it is an Encoding (attentions, qk, scores, value_vectors take one, as on the
+        torch backend; bare token ids are for ``trace`` and ``logits_and_attentions``)."""
         if not isinstance(enc, Encoding) or not enc.ids:
             raise BadInput(f"{method}() takes an Encoding from encode() (token ids: trace())")
         return enc
