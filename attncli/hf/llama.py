@@ -177,7 +177,9 @@ class Llama:
         else:
             gate = self._proj(p + "mlp.gate_proj", m, self.mlp_bias)  # (B, T, i)
             up = self._proj(p + "mlp.up_proj", m, self.mlp_bias)
-        return self._proj(p + "mlp.down_proj", self.act(gate) * up, self.mlp_bias)  # (B, T, d)
+        hidden = self.act(gate)  # a new array (B, T, i), multiplied by up in place
+        hidden *= up
+        return self._proj(p + "mlp.down_proj", hidden, self.mlp_bias)  # (B, T, d)
 
     def layer(self, l: int, x: np.ndarray, mask: Mask, rec: Recorder,
               past: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:

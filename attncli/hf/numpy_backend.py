@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -262,7 +263,7 @@ class NumpyPretrained(Pretrained):
         right with the model's pad id to the longest, the padding masked (no real token attends to
         it), each Trace cut to its own text's tokens. The same as one pass per text to float
         rounding (1e-12 in float64; tests/model/test_trace_batch.py). ``precision="float32"`` runs the
-        float32 weights (as ``embed``), the scores and pattern widened to float64 after."""
+        float32 weights (as ``embed``) and attention, the scores and pattern widened to float64 after."""
         if precision not in PRECISIONS:
             raise BadInput(f"unknown precision '{precision}': choose one of {', '.join(PRECISIONS)}")
         if not encs:
@@ -278,16 +279,14 @@ class NumpyPretrained(Pretrained):
         ids, type_ids, mask = self.padded(encs)  # (B, T) each
         if isinstance(self.arch.w, Weights):  # a corpus: widened half-precision weights kept across passes
             self.arch.w.hold_widened()
-        rec = Recorder(keep)
+        rec = Recorder(replace(keep, float32=True) if precision == "float32" else keep)  # float32 attention (Llama's too)
         self.forward(ids, type_ids, mask, rec, arch=self.arch32 if precision == "float32" else self.arch,
                      on_layer=on_layer)
+        widen = {"attn.scores", "attn.pattern"} if precision == "float32" and not keep.float32 else set()
         traces = []
-        for b, enc in enumerate(encs):
-            sites = rec.cut(b, len(enc.ids))
-            if precision == "float32" and not keep.float32:
-                for name in sites:
-                    if split(name)[1] in ("attn.scores", "attn.pattern"):
-                        sites[name] = sites[name].astype(np.float64)
+        for b, enc in enumerate(encs):  # each text's sites copied out of the batch once (float64 where widened)
+            sites = {name: x.astype(np.float64) if split(name)[1] in widen else x.copy()
+                     for name, x in rec.cut(b, len(enc.ids), copy=False).items()}
             traces.append(Trace(enc.ids, sites, backend=self.backend, heads=keep.heads))
         return traces
 

@@ -117,7 +117,11 @@ def quick_gelu(x: np.ndarray) -> np.ndarray:
 
 
 def silu(x: np.ndarray) -> np.ndarray:
-    return x / (1.0 + np.exp(-x))
+    """x / (1 + exp(-x)), computed in one new array (the same operations, the same bits)."""
+    out = np.negative(x)
+    np.exp(out, out=out)
+    out += 1.0
+    return np.divide(x, out, out=out)
 
 
 # transformers' ACT2FN names this backend computes exactly (gelu_python is the same erf GELU)
