@@ -118,4 +118,8 @@ def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) 
 def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float, offset: float = 0.0) -> np.ndarray:
     """RMSNorm over the last axis: x / sqrt(mean(x^2) + eps) * (offset + weight) (Gemma: offset 1);
     x (..., d), weight (d,)."""
-    return x / _scale(x, eps) * (offset + weight)
+    out, w = x / _scale(x, eps), offset + weight  # (..., d), (d,)
+    if np.result_type(out, w) != out.dtype:
+        return out * w
+    out *= w  # in place: the same operations, one array fewer
+    return out

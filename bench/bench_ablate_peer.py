@@ -18,8 +18,8 @@ after one warm-up pass each, the clean pass included in each figure:
 - attn's torch backend: ``trace`` with ``Intervention("blocks.{l}.attn.z", head=h)``, resumed at layer l
   from the clean pass's ``blocks.{l}.resid_pre``;
 - attn's NumPy grid: ``attncli.causal.grids.ablate`` (what ``attn ablate`` runs) on the model
-  loaded with --backend numpy (weights widened to float32, attention in float64), each layer's heads
-  as one batch rerun from the cached stream; always the whole grid (every layer), after a warm-up
+  loaded with --backend numpy, in its float32 pass (GPT-2's float32 twin; the Llama family's
+  weights widened to float32), each layer's heads as one batch rerun from the cached stream; always the whole grid (every layer), after a warm-up
   pass that widens the bfloat16 weights once.
 The grids are compared (largest difference) so a fast wrong grid shows. The figures are printed
 side by side with the ratio TransformerLens / attn NumPy.

@@ -8,8 +8,9 @@ package installed:
     python bench/bench_peers.py                 # everything (tens of minutes on a busy 2-core machine)
     python bench/bench_peers.py --quick         # fewer texts, 4 layers of the grids, 2,048 tokens
 
-- attn stats beside a plain transformers loop (eager, output_attentions, the same texts):
-  bench_stats.py, all-MiniLM-L6-v2 and the SmolLM2-135M shape;
+- attn stats beside a plain transformers loop (eager, output_attentions, the same inputs, one a
+  pass and in attn's own batches; wall clock and CPU time): bench_stats.py, all-MiniLM-L6-v2 and
+  the SmolLM2-135M shape;
 - the head-ablation grid beside TransformerLens: bench_ablate_peer.py, GPT-2 small and the
   SmolLM2-135M shape;
 - an 8,192-token pass on the SmolLM2-135M shape beside this machine's matrix-product rate:
@@ -44,7 +45,7 @@ def main() -> None:
     keep = ["--keep", str(args.keep)] if args.keep else []
     print(f"{platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}, load {' '.join(f'{v:.1f}' for v in os.getloadavg())}")
-    stats = ["--texts", "32", "--llama-texts", "4"] if args.quick else []
+    stats = ["--texts", "32", "--llama-texts", "8"] if args.quick else []
     step("attn stats vs a transformers loop", ["bench/bench_stats.py", "--threads", str(args.threads), *stats,
                                                 *[a for a in keep]])
     grid = ["--layers", "4"] if args.quick else []

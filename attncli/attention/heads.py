@@ -105,7 +105,12 @@ def row_scores(weights: np.ndarray, *, causal: bool, window: int, queries: Optio
             ent = entropy(A) / np.log(np.maximum(n_vis, 2))  # (h, T)
             out[name] = ent[:, use]
             continue
-        out[name] = (A * keys[name]).sum(axis=-1)[:, use]  # (h, n)
+        k = keys[name]  # (T, S)
+        if k.sum(axis=-1).max(initial=0) <= 1:  # at most one key a row (first, previous token): its weight,
+            has = k.any(axis=-1)  # (T,)                  # the sum of one term and zeros, read directly
+            out[name] = np.where(has, A[:, np.arange(T), k.argmax(axis=-1)], 0.0)[:, use]  # (h, n)
+            continue
+        out[name] = (A * k).sum(axis=-1)[:, use]  # (h, n)
     return out
 
 

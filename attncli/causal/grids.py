@@ -13,7 +13,8 @@ Shapes: L layers, h heads, T tokens, d the model dimension, d_head a head's, V t
 Each intervention at layer l reruns only layers l..L-1, from the cached residual stream into
 layer l (``start``). On attn's NumPy pass (the fast path) one layer's heads (or positions) run as
 one batch: B copies of the stream, each with its own intervention, and the final-norm rows of a
-whole grid are unembedded at once. Any other model with ``trace`` (the torch backend: transformers'
+whole grid are unembedded at once, in float32 (``in_float32``: GPT-2, BERT and MPNet's float64 pass
+gives way to its float32 twin; docs/transformers.md states the difference). Any other model with ``trace`` (the torch backend: transformers'
 own modules under hooks, one text per pass) runs one resumed ``trace`` per intervention and reads
 its logits: the same interventions, the same numbers.
 """
@@ -46,6 +47,13 @@ class Grid:
 def batched(model: Any) -> bool:
     """The model reruns B interventions as one batch (``rerun``; else one resumed ``trace`` each)."""
     return has(model, "rerun")
+
+
+def in_float32(model: Any) -> Any:
+    """The model whose passes a grid runs: a batched one's float32 pass (GPT-2, BERT and MPNet
+    otherwise run in float64; the Llama family and the built-in LM in float32 already: within
+    float32 rounding of float64, twice as fast), any other model itself (the torch backend: float32)."""
+    return model.float32_pass() if batched(model) else model
 
 
 def missing(model: Any, kind: str = "ablate") -> str | None:
@@ -145,6 +153,7 @@ def ablate(model: Any, ids: Sequence[int], target: Target, *, mode: str = "zero"
         raise BadInput("--mode mean needs --reference FILE: the texts a head's mean output is taken over")
     if position is not None and not -len(ids) <= position < len(ids):
         raise BadInput(f"--position {position} is outside the text's {len(ids)} tokens (0..{len(ids) - 1})")
+    model = in_float32(model)
     tr, clean = clean_run(model, ids, target, [])
     rows = []
     for l in range(model.layers):
@@ -175,6 +184,7 @@ def patch(model: Any, clean_ids: list[int], corrupt_ids: list[int], target: Targ
         raise BadInput(f"--site {where!r}: choose one of {', '.join(PATCH_SITES)}")
     check_same_length(model, clean_ids, corrupt_ids)
     name = PATCH_SITES[where]
+    model = in_float32(model)
     clean_tr, clean = clean_run(model, clean_ids, target, [f"blocks.*.{name}"])
     corrupt_tr, corrupt = clean_run(model, corrupt_ids, target, [])
     if abs(clean - corrupt) < 1e-9:

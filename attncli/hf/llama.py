@@ -71,7 +71,7 @@ OPTIONAL: set[str] = set()
 
 def expected(config: dict) -> dict[str, tuple[int | None, ...]]:
     """Every tensor of the base model ("model." left out) this forward pass reads, with the shape
-    config.json implies: numpy_backend.check_weight_names reports a missing or unused one."""
+    config.json implies: weight_check.check_weight_names reports a missing or unused one."""
     kind = config["model_type"]
     s = sizes(config)
     d, h, kv, dh, i = (s[k] for k in ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
@@ -177,7 +177,9 @@ class Llama:
         else:
             gate = self._proj(p + "mlp.gate_proj", m, self.mlp_bias)  # (B, T, i)
             up = self._proj(p + "mlp.up_proj", m, self.mlp_bias)
-        return self._proj(p + "mlp.down_proj", self.act(gate) * up, self.mlp_bias)  # (B, T, d)
+        hidden = self.act(gate)  # a new array (B, T, i), multiplied by up in place
+        hidden *= up
+        return self._proj(p + "mlp.down_proj", hidden, self.mlp_bias)  # (B, T, d)
 
     def layer(self, l: int, x: np.ndarray, mask: Mask, rec: Recorder,
               past: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:

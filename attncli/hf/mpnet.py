@@ -37,7 +37,7 @@ OPTIONAL: set[str] = set()
 
 def expected(config: dict) -> dict[str, tuple[int | None, ...]]:
     """Every tensor this forward pass reads (the base model's names), with the shape config.json
-    implies: numpy_backend.check_weight_names reports a missing or unused one."""
+    implies: weight_check.check_weight_names reports a missing or unused one."""
     d, i = int(field(config, "hidden_size")), int(field(config, "intermediate_size"))
     shapes: dict[str, tuple[int | None, ...]] = {
         "embeddings.word_embeddings.weight": (field(config, "vocab_size"), d),

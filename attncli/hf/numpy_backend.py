@@ -12,6 +12,8 @@ activations and the rows it keeps (tests/hf/test_chunked_attention.py); the gene
 from __future__ import annotations
 
 import contextlib
+import copy
+from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -31,7 +33,7 @@ from attncli.model.trace import Intervention, Keep, Trace, site, split
 from attncli.hf.config_check import TOKENIZER_BYTES, damaged, is_encoder_decoder
 from attncli.hf.source import SAFETENSORS, TOKENIZER
 from attncli.hf.numpy_cache import KVCache
-from attncli.hf.weight_check import check_activations, check_finite, check_shapes, report_unused
+from attncli.hf.weight_check import check_activations, check_finite, check_weight_names
 from attncli.hf.weights import Weights, WeightsAs, checkpoint_file
 
 ARCHITECTURES = {
@@ -65,20 +67,6 @@ def unsupported(path: Path, config: dict[str, Any]) -> str | None:
     except (KeyError, TypeError, ZeroDivisionError) as exc:
         return f"its config.json lacks or garbles {exc}"
     return f"its {reason} is not implemented" if reason else None
-
-
-def check_weight_names(name: str, module: Any, weights: Weights, config: dict[str, Any], allow: bool) -> None:
-    """The base model's tensors in the file are the ones this forward pass reads, in the shapes
-    config.json implies: a missing one is an error (the numpy path cannot make one up), an unused
-    one an error or, with ``allow``, a warning; a task head's (cls.*, lm_head) is never counted."""
-    present = weights.base_shapes()
-    wanted = module.expected(config)
-    check_shapes(present, wanted)
-    missing = [n for n in wanted if n not in present and n not in module.OPTIONAL]
-    unused = [n for n in present if n not in wanted
-              and not any(n == ok or n.startswith(ok) or n.endswith("." + ok) for ok in module.UNUSED_OK)]
-    report_unused(name, missing=missing, unexpected=unused, allow=allow, can_allow=not missing)
-    weights.check_finite(list(wanted))
 
 
 class NumpyPretrained(Pretrained):
@@ -145,6 +133,18 @@ class NumpyPretrained(Pretrained):
         module, cls = ARCHITECTURES[self.model_type]
         return cls(WeightsAs(self.arch.w, np.float32), self.config)
 
+    def float32_pass(self) -> "NumpyPretrained":
+        """This model with its pass in float32 (itself where it runs in float32 already: the Llama
+        family): the causal grids' pass, within float32 rounding of float64's (tests/causal/test_grids32.py)."""
+        return self if self.pass_dtype == np.float32 else self._twin32
+
+    @cached_property
+    def _twin32(self) -> "NumpyPretrained":
+        twin = copy.copy(self)  # the same tokenizer, weights file and caches; the float32 arch and MLM head
+        twin.__dict__.pop("mlm_head", None)
+        twin.arch = self.arch32
+        return twin
+
     @cached_property
     def mlm_head(self) -> MaskedLMHead:
         """An encoder's masked-language-model head (BadInput naming the model when it has none)."""
@@ -178,7 +178,7 @@ class NumpyPretrained(Pretrained):
         for s in range(0, len(per_batch), RERUN_BATCH):
             chunk = list(per_batch[s: s + RERUN_BATCH])
             arr = np.asarray(ids, dtype=np.int64)[None].repeat(len(chunk), axis=0)  # (B, T)
-            x = np.broadcast_to(resid, (len(chunk),) + resid.shape).copy()  # (B, T, d)
+            x = np.broadcast_to(resid, (len(chunk),) + resid.shape).astype(self.pass_dtype)  # (B, T, d)
             rec = Recorder(Keep(), per_batch=chunk)
             out.append(self.forward(arr, np.zeros_like(arr), np.ones_like(arr, dtype=bool), rec, start=(layer, x))[:, position])
         return np.concatenate(out)  # (B, d)
@@ -263,7 +263,7 @@ class NumpyPretrained(Pretrained):
         right with the model's pad id to the longest, the padding masked (no real token attends to
         it), each Trace cut to its own text's tokens. The same as one pass per text to float
         rounding (1e-12 in float64; tests/model/test_trace_batch.py). ``precision="float32"`` runs the
-        float32 weights (as ``embed``), the scores and pattern widened to float64 after."""
+        float32 weights (as ``embed``) and attention, the scores and pattern widened to float64 after."""
         if precision not in PRECISIONS:
             raise BadInput(f"unknown precision '{precision}': choose one of {', '.join(PRECISIONS)}")
         if not encs:
@@ -277,16 +277,16 @@ class NumpyPretrained(Pretrained):
                 raise BadInput("trace_batch() takes Encodings from encode()")
             self._arrays(enc)  # its checks: not empty, within the model's limit
         ids, type_ids, mask = self.padded(encs)  # (B, T) each
-        rec = Recorder(keep)
+        if isinstance(self.arch.w, Weights):  # a corpus: widened half-precision weights kept across passes
+            self.arch.w.hold_widened()
+        rec = Recorder(replace(keep, float32=True) if precision == "float32" else keep)  # float32 attention (Llama's too)
         self.forward(ids, type_ids, mask, rec, arch=self.arch32 if precision == "float32" else self.arch,
                      on_layer=on_layer)
+        widen = {"attn.scores", "attn.pattern"} if precision == "float32" and not keep.float32 else set()
         traces = []
-        for b, enc in enumerate(encs):
-            sites = rec.cut(b, len(enc.ids))
-            if precision == "float32" and not keep.float32:
-                for name in sites:
-                    if split(name)[1] in ("attn.scores", "attn.pattern"):
-                        sites[name] = sites[name].astype(np.float64)
+        for b, enc in enumerate(encs):  # each text's sites copied out of the batch once (float64 where widened)
+            sites = {name: x.astype(np.float64) if split(name)[1] in widen else x.copy()
+                     for name, x in rec.cut(b, len(enc.ids), copy=False).items()}
             traces.append(Trace(enc.ids, sites, backend=self.backend, heads=keep.heads))
         return traces
 
@@ -299,9 +299,8 @@ class NumpyPretrained(Pretrained):
 
     @staticmethod
     def _encoding(enc: Any, method: str) -> Encoding:
-        """``enc`` if it is an Encoding: the API both backends share (attentions, qk, scores,
-        value_vectors) takes one, as the torch backend does; bare token ids (no special tokens, no
-        type ids) are for ``trace`` and a decoder's ``logits_and_attentions``."""
+        """``enc`` if it is an Encoding (attentions, qk, scores, value_vectors take one, as on the
+        torch backend; bare token ids are for ``trace`` and ``logits_and_attentions``)."""
         if not isinstance(enc, Encoding) or not enc.ids:
             raise BadInput(f"{method}() takes an Encoding from encode() (token ids: trace())")
         return enc

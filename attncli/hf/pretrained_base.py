@@ -304,6 +304,9 @@ class Pretrained:
               position: int) -> np.ndarray:
         raise BadInput(refusal(self, "rerun", "a batch of resumed passes"))
 
+    def float32_pass(self) -> Any:
+        raise BadInput(refusal(self, "rerun", "a float32 batch of resumed passes"))
+
     def unembed(self, x: np.ndarray) -> np.ndarray:
         raise BadInput(refusal(self, "unembed", "unembedding"))
 

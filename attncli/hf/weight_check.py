@@ -5,7 +5,8 @@ NaN or infinity in a weight or an activation, on both backends.
 safetensors names with what its forward pass reads) into an error that names the tensors (exit 1),
 or, with ``allow`` (``--allow-missing-weights``), a warning on stderr. ``check_shapes`` compares the
 safetensors header with the shapes the config implies. ``check_finite`` refuses an array holding
-NaN or infinity with "damaged model: NaN in <where>".
+NaN or infinity with "damaged model: NaN in <where>". ``check_weight_names``: a NumPy family's
+tensors (hf.weights.Weights) against what its forward pass reads.
 """
 
 from __future__ import annotations
@@ -81,3 +82,17 @@ def check_activations(layer: int, x: np.ndarray) -> None:
     a row the load-time checks did not read); its attention is checked chunk by chunk where it is
     computed (chunked_attention.attend)."""
     check_finite(x, f"layer {layer}'s output")
+
+
+def check_weight_names(name: str, module: Any, weights: Any, config: dict[str, Any], allow: bool) -> None:
+    """The base model's tensors in the file are the ones this forward pass reads, in the shapes
+    config.json implies: a missing one is an error (the numpy path cannot make one up), an unused
+    one an error or, with ``allow``, a warning; a task head's (cls.*, lm_head) is never counted."""
+    present = weights.base_shapes()
+    wanted = module.expected(config)
+    check_shapes(present, wanted)
+    missing = [n for n in wanted if n not in present and n not in module.OPTIONAL]
+    unused = [n for n in present if n not in wanted
+              and not any(n == ok or n.startswith(ok) or n.endswith("." + ok) for ok in module.UNUSED_OK)]
+    report_unused(name, missing=missing, unexpected=unused, allow=allow, can_allow=not missing)
+    weights.check_finite(list(wanted))

@@ -97,6 +97,9 @@ class Model(Protocol):
         ``layer`` on, each starting from ``resid`` (T, d) with its own interventions
         ``per_batch[b]`` (one row each: a grid of T positions would otherwise hold B T d floats)."""
 
+    def float32_pass(self) -> "Model":
+        """"rerun": this model with its pass in float32 (itself when it is already), the causal grids'."""
+
     def unembed(self, x: np.ndarray) -> np.ndarray:
         """"unembed": (..., d) final-norm outputs -> (..., V) logits."""
 

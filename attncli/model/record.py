@@ -108,13 +108,14 @@ class Recorder:
         """The kept sites of batch element ``b``, per-text shapes."""
         return {name: x[b] for name, x in self.sites.items()}
 
-    def cut(self, b: int, n: int) -> dict[str, np.ndarray]:
+    def cut(self, b: int, n: int, copy: bool = True) -> dict[str, np.ndarray]:
         """The kept sites of batch element ``b`` of a right-padded batch, every token axis cut to
-        its first ``n`` tokens (its own text's): per-text shapes, copies (the batch is not held)."""
+        its first ``n`` tokens (its own text's): per-text shapes, copies (the batch is not held;
+        ``copy=False``: views, for a caller that copies them itself)."""
         out = {}
         for name, x in self.sites.items():
             where: list[slice] = [slice(None)] * (x.ndim - 1)
             for axis in TOKEN_AXES.get(split(name)[1], (0,)):
                 where[axis] = slice(0, n)
-            out[name] = x[b][tuple(where)].copy()
+            out[name] = x[b][tuple(where)].copy() if copy else x[b][tuple(where)]
         return out

@@ -183,6 +183,9 @@ class BuiltinLM:
         x = np.repeat(self._resid(layer, resid, len(ids))[None], len(per_batch), axis=0)  # (B, T, d)
         return self.forward(ids, Recorder(Keep(), per_batch=per_batch), start=(int(layer), x))[:, position]  # (B, d)
 
+    def float32_pass(self) -> "BuiltinLM":
+        return self  # its pass is float32
+
     def unembed(self, x: np.ndarray) -> np.ndarray:
         return x @ self._p("head.weight").T + self._p("head.bias")  # (..., V)
 

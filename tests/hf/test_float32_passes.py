@@ -99,3 +99,18 @@ def test_gelu_of_float32_matches_torchs_exact_gelu_within_float32_rounding():
     assert got.dtype == np.float32
     # erf32's 8 epsilons times x/2, and a few roundings of the product
     assert (np.abs(got - want) <= (8 * np.abs(x) / 2 + 4 * np.abs(want)) * 2 * U32 + 1e-45).all()
+
+
+def test_gelu_new_of_float32_matches_torchs_tanh_gelu_within_float32_rounding():
+    """GPT-2's gelu_new on float32 (its own in-place float32 order of operations) against torch's
+    tanh GELU in float64: a few roundings of x/2 (1 + tanh(t)), each half an epsilon of the size of
+    the terms (|x| and |x|/2 tanh'), and tanh's own (4 ulp): within 8 (|x| + |y|) u."""
+    torch = needed("torch")
+    from attncli.hf import ops
+
+    x = np.linspace(-12, 12, 40_001).astype(np.float32)
+    want = torch.nn.functional.gelu(torch.from_numpy(x.astype(np.float64)), approximate="tanh").numpy()
+    got = ops.gelu_new(x)
+    assert got.dtype == np.float32 and got.shape == x.shape
+    assert (np.abs(got - want) <= 8 * (np.abs(x) + np.abs(want)) * U32 + 1e-45).all()
+    assert ops.gelu_new(x.astype(np.float64)).dtype == np.float64
