@@ -4,7 +4,7 @@ between a decoder's components, and the fewest edges that keep --faithfulness of
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -12,6 +12,8 @@ from attncli.causal.circuit import MAX_STEPS, circuit_document, find_circuit
 from attncli.cli.causal import (AllowOpt, ContrastId, ContrastWord, JsonOpt, ModelArg, TargetId, TargetWord, _options,
                                 _gradient_pair, _progress)
 from attncli.cli.common import app
+from attncli.cli.pairs import (PairsOpt, PairsOutOpt, RayOpt, ShardPairsOpt, WorkersOpt, check_pairs_options,
+                               run_pairs_command)
 from attncli.cli.options import ExportWidthOpt, HtmlOpt, PngOpt, SvgOpt
 from attncli.cli.output import show
 from attncli.cli.matrix import Exports
@@ -22,8 +24,9 @@ from attncli.views.circuit_view import CircuitView
 
 @app.command("circuit")
 def circuit_cmd(
-    clean: Annotated[str, typer.Argument(help="The clean text.", show_default=False)],
-    corrupt: Annotated[str, typer.Argument(help="The corrupted text (the same number of tokens).", show_default=False)],
+    clean: Annotated[Optional[str], typer.Argument(help="The clean text (or --pairs FILE).", show_default=False)] = None,
+    corrupt: Annotated[Optional[str], typer.Argument(help="The corrupted text (the same number of tokens).",
+                                                     show_default=False)] = None,
     *,
     transformer: ModelArg = None,
     target: TargetWord = None,
@@ -34,6 +37,11 @@ def circuit_cmd(
                                        "from the corrupted to the clean embeddings (1: EAP).")] = 1,
     faithfulness: Annotated[float, typer.Option("--faithfulness", metavar="F", help="Keep the fewest top edges "
                                                 "that restore this fraction of the metric (checked by patching).")] = 0.9,
+    pairs: PairsOpt = None,
+    out: PairsOutOpt = None,
+    shard_pairs: ShardPairsOpt = 64,
+    workers: WorkersOpt = 1,
+    ray: RayOpt = None,
     allow_missing_weights: AllowOpt = False,
     json_out: JsonOpt = False,
     svg: SvgOpt = None,
@@ -46,6 +54,13 @@ def circuit_cmd(
         raise BadInput(f"--steps {steps}: give 1 (EAP) to {MAX_STEPS} points on the path")
     if not 0.0 < faithfulness <= 1.0:  # NaN fails too
         raise BadInput(f"--faithfulness {faithfulness}: a fraction above 0 and at most 1")
+    given = dict(pairs=pairs, out=out, shard_pairs=shard_pairs, workers=workers, ray=ray, transformer=transformer,
+                 target=target, target_id=target_id, contrast=contrast, contrast_id=contrast_id,
+                 allow_missing_weights=allow_missing_weights, json_out=json_out, svg=svg, html=html, png=png,
+                 width=width, faithfulness=None if faithfulness == 0.9 else faithfulness)
+    check_pairs_options(given, [clean, corrupt])
+    if pairs is not None:
+        return run_pairs_command("circuit", given, steps=steps)
     model, enc, bad, t = _gradient_pair(transformer, clean, corrupt, allow_missing_weights, json_out,
                                         (svg, html, png, width), (target, target_id, contrast, contrast_id))
     with _progress(f"scoring the edges of {model.layers} layers", json_out):
