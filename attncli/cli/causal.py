@@ -88,7 +88,9 @@ def ablate_cmd(
                                                     metavar="N")] = None,
     **options: Any,
 ) -> None:
-    """Knock each head out and see how the prediction moves: layers x heads (--pairs FILE: the mean over pairs)."""
+    """Knock each head out and see how the prediction moves: layers x heads.
+
+    --pairs FILE: the mean over a JSONL file of pairs (docs/causal.md)."""
     check_pairs_options({**options, "mode": mode, "reference": reference, "position": position}, [text])
     if options["pairs"] is not None:
         return run_pairs_command("ablate", options)
@@ -106,8 +108,9 @@ def patch_cmd(
                                       "per position; or head (a head's output at every position).")] = "resid",
     **options: Any,
 ) -> None:
-    """Copy clean activations into the corrupted run: the fraction of the logit difference restored
-    (--pairs FILE: the mean over pairs)."""
+    """Copy clean activations into the corrupted run: the fraction of the logit difference restored.
+
+    --pairs FILE: the mean over a JSONL file of pairs (docs/causal.md)."""
     check_pairs_options(options, [clean, corrupt])
     if options["pairs"] is not None:
         return run_pairs_command("patch", options, site=site)

@@ -82,5 +82,5 @@ def run_pairs_command(kind: str, options: dict[str, Any], **job: Any) -> None:
             ("--no-qk-fix", not job["qk_fix"]) if "qk_fix" in job else ("--no-qk-fix", None),
             ("--pairs", str(run.pairs)), ("--out", None if run.out is None else str(run.out)),
             ("--workers", run.workers if run.workers != 1 else None), ("--ray", run.ray)]
-    view = PairsView(doc, title=f"attn {kind} --pairs {visible(str(run.pairs))[:60]}", command=kind, options=opts)
+    view = PairsView(doc, title=visible(f"attn {kind} --pairs {str(run.pairs)[:60]}"), command=kind, options=opts)
     show(view, json_out=json_out, exports=exports)
