@@ -203,7 +203,7 @@ def run(model, texts: Iterator[str], *, spec: ModelSpec, settings: Settings, out
         elif workers > 1:
             pool = local_pool(workers, spec, settings, ident)
             try:
-                yield from bounded(todo, lambda s, t: pool.apply_async(process_chunk, (s, t)), _pool_get, 2 * workers)
+                yield from bounded(todo, lambda s, t: pool.apply_async(process_chunk, (s, t)), pool_get, 2 * workers)
             finally:
                 pool.terminate()
                 pool.join()
