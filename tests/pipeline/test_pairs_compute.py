@@ -249,3 +249,18 @@ def test_circuit_pairs_average_the_edge_scores(gpt2, tiny_gpt2_dir, tmp_path):
     mean = expected["scores"][0]
     top = doc["edges"][0]
     assert abs(top["mean"]) == pytest.approx(np.abs(mean).max(), abs=1e-12)
+
+
+def test_a_merge_of_folders_counts_a_repeated_shard_once(builtin, tmp_path):
+    path = write_pairs(tmp_path / "pairs.jsonl", BUILTIN_PAIRS)
+    expected = brute_force(builtin, BUILTIN_PAIRS, _ablate)
+    a, b = tmp_path / "a", tmp_path / "b"
+    compute_pairs(PairsRun(path, "ablate", out=a, shard_pairs=2), builtin)
+    b.mkdir()
+    name = "shard-000000000002-000000000004.json"
+    (b / name).write_text((a / name).read_text())  # the same pairs computed on a second machine
+    merged = merge_pairs([a, b])
+    assert merged.sums.count == 5 and merged.ranges == [(0, 2), (2, 4), (4, 5)]
+    assert np.abs(merged.sums.mean("grid") - expected["grid"][0]).max() <= TIGHT
+    with pytest.raises(BadInput, match="no shard to merge"):
+        merge_pairs([tmp_path / "pairs.jsonl"][:0])
