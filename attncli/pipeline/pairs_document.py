@@ -20,10 +20,12 @@ from attncli.hf.edges import down_names, edge_mask, up_names
 from attncli.stats.shards import Identity
 
 TOP_EDGES = 20
-WHAT = {"ablate": "change in the metric when the head is zeroed (ablated - clean)",
-        "patch": "restored fraction (patched - corrupt) / (clean - corrupt)",
-        "attribute": "estimated restored fraction (attribution patching)",
-        "circuit": "edge score (EAP): the first-order fall of the metric without the edge"}
+WHAT = {"ablate": "change in the metric", "patch": "restored fraction", "attribute": "estimated restored fraction",
+        "circuit": "edge scores"}  # the title's words
+CELL = {"ablate": "each cell: ablated - clean (the head zeroed)",
+        "patch": "each cell: (patched - corrupt) / (clean - corrupt)",
+        "attribute": "each cell: the AtP estimate of (patched - corrupt) / (clean - corrupt)",
+        "circuit": "score: the first-order fall of the metric when the edge alone carries the corrupted value"}
 
 
 def _list(x: Optional[np.ndarray]) -> Any:
@@ -56,7 +58,7 @@ def pairs_document(model: Any, run: Any, sums: PairSums, ident: Identity, ranges
     clean = sums.mean("clean")
     corrupt = sums.mean("corrupt") if "corrupt" in sums.sums else None
     said = f"mean clean metric {float(clean):.4f}" + ("" if corrupt is None else f", corrupt {float(corrupt):.4f}")
-    spread = "" if n < 2 else "; ± standard errors in --json (stderr)"
+    spread = "" if n < 2 else "; standard errors: --json"
     if job.kind == "circuit":
         edges = _edges(sums, model)
         doc["edges"] = edges
@@ -71,6 +73,8 @@ def pairs_document(model: Any, run: Any, sums: PairSums, ident: Identity, ranges
             job.site in ("key", "query") and job.kind == "attribute" else [f"L{l}" for l in range(L)]
         doc["column_labels"] = [f"H{c}" for c in range(grid.shape[1])] if heads else [str(t) for t in range(grid.shape[1])]
     site = f" {job.site}" if job.kind in ("patch", "attribute") else ""
-    doc["title"] = f"{model.name} · {job.kind}{site} · mean over {n:,} pairs · {WHAT[job.kind]}"
-    doc["notes"] = [said + spread]
+    method = {"attribute": " (AtP*)" if job.qk_fix else " (AtP)", "circuit": " (EAP)" if job.steps == 1 else
+              f" (EAP-IG, {job.steps} steps)"}.get(job.kind, "")
+    doc["title"] = f"{model.name} · {job.kind}{site}{method} · {WHAT[job.kind]} · mean over {n:,} pairs"
+    doc["notes"] = [said, CELL[job.kind] + spread]
     return doc
