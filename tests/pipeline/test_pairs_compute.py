@@ -264,3 +264,18 @@ def test_a_merge_of_folders_counts_a_repeated_shard_once(builtin, tmp_path):
     assert np.abs(merged.sums.mean("grid") - expected["grid"][0]).max() <= TIGHT
     with pytest.raises(BadInput, match="no shard to merge"):
         merge_pairs([tmp_path / "pairs.jsonl"][:0])
+
+
+def test_attribute_pairs_on_the_command_line_take_no_qk_fix(gpt2, tiny_gpt2_dir, tmp_path):
+    from attncli.causal.attribution import attribute
+
+    rows = gpt2_pairs(gpt2, 3)
+    path = write_pairs(tmp_path / "pairs.jsonl", rows)
+
+    def one(model, c, k, t):
+        a = attribute(model, c, k, t, where="head", qk_fix=False)
+        return {"grid": a.values, "clean": a.clean, "corrupt": a.corrupt}
+
+    doc = cli(["attribute", "--pairs", path, "--transformer", tiny_gpt2_dir, "--site", "head", "--no-qk-fix", "--json"])
+    assert doc["qk_fix"] is False and doc["site"] == "head" and doc["columns"] == "heads"
+    assert_equal_to(doc, brute_force(gpt2, rows, one), 3)
