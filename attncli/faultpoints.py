@@ -30,6 +30,9 @@ STAGES_OF = {
     "stats/runner.py": {
         "stats-shard-written": "attn stats --out: a shard written (atomically), before the next chunk's",
     },
+    "pipeline/pairs_compute.py": {
+        "pairs-shard-written": "--pairs FILE --out: a shard written (atomically), before the next chunk's",
+    },
 }
 STAGES = {stage: what for stages in STAGES_OF.values() for stage, what in stages.items()}
 

@@ -5,7 +5,7 @@ attncli.pipeline.compute_gradients through cli/causal.py's ``_run_gradients``.""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -14,14 +14,16 @@ from attncli.cli.causal import (GRADIENT_OPTIONS, MODEL_OPTIONS, OPTIONS, OUTPUT
                                 _run_gradients)
 from attncli.cli.common import app
 from attncli.cli.options import declared
+from attncli.cli.pairs import PAIRS_NAMES, check_pairs_options, run_pairs_command
 
 
 @app.command("attribute")
-@declared("clean", "corrupt", *MODEL_OPTIONS, "site", "no_qk_fix", "verify", *GRADIENT_OPTIONS, *OUTPUT_OPTIONS,
-          table=OPTIONS)
+@declared("clean", "corrupt", *MODEL_OPTIONS, "site", "no_qk_fix", "verify", *PAIRS_NAMES, *GRADIENT_OPTIONS,
+          *OUTPUT_OPTIONS, table=OPTIONS)
 def attribute_cmd(
-    clean: Annotated[str, typer.Argument(help="The clean text.", show_default=False)],
-    corrupt: Annotated[str, typer.Argument(help="The corrupted text (the same number of tokens).", show_default=False)],
+    clean: Annotated[Optional[str], typer.Argument(help="The clean text (or --pairs FILE).", show_default=False)] = None,
+    corrupt: Annotated[Optional[str], typer.Argument(help="The corrupted text (the same number of tokens).",
+                                                     show_default=False)] = None,
     *,
     site: Annotated[str, typer.Option("--site", help="resid, attn, mlp (per position), head (a head's output), or "
                                       "key / query (a head's, per position).")] = "resid",
@@ -31,6 +33,12 @@ def attribute_cmd(
                                         help="Also patch the K largest cells exactly and print the agreement.")] = 0,
     **options: Any,
 ) -> None:
-    """Estimate every cell of attn patch's grid from one forward and one backward pass (attribution patching)."""
+    """Estimate every cell of attn patch's grid from one forward and one backward pass (attribution patching).
+
+    --pairs FILE: the mean over a JSONL file of pairs (docs/causal.md)."""
+    check_pairs_options({**options, "verify_cells": verify}, [clean, corrupt])
+    if options["pairs"] is not None:
+        AttributeRequest("--pairs", corrupt="--pairs", transformer=options["transformer"], site=site).check()
+        return run_pairs_command("attribute", options, site=site, qk_fix=not no_qk_fix)
     _run_gradients(AttributeRequest(clean, corrupt=corrupt, **_gradient_fields(options), site=site, no_qk_fix=no_qk_fix,
                                     verify=verify), options)

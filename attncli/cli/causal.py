@@ -18,6 +18,7 @@ from attncli.cli.matrix import Exports, _check_exports
 from attncli.cli.options import (BackendOpt, DeviceMapOpt, DeviceOpt, DtypeOpt, ExportWidthOpt, HtmlOpt, MaxMemoryOpt, PngOpt,
                                  SvgOpt, declared)
 from attncli.cli.output import show
+from attncli.cli.pairs import PAIRS_NAMES, PAIRS_OPTIONS, check_pairs_options, run_pairs_command
 from attncli.cli.progress import Stage
 from attncli.cli.transformer import load_model
 from attncli.pipeline.causal_compute import compute_causal
@@ -40,6 +41,7 @@ OPTIONS: dict[str, tuple[Any, Any]] = {  # the options of the three commands: pa
     "device": (DeviceOpt, None), "dtype": (DtypeOpt, None), "device_map": (DeviceMapOpt, None),
     "max_memory": (MaxMemoryOpt, None), "allow_missing_weights": (AllowOpt, False), "json_out": (JsonOpt, False),
     "svg": (SvgOpt, None), "html": (HtmlOpt, None), "png": (PngOpt, None), "width": (ExportWidthOpt, None),
+    **PAIRS_OPTIONS,  # --pairs FILE and how its shards run (ablate, patch; cli/pairs.py)
 }
 MODEL_OPTIONS = ("transformer", "target", "target_id", "contrast", "contrast_id")  # before a command's own options
 RUN_OPTIONS = ("backend", "device", "dtype", "device_map", "max_memory", "allow_missing_weights")  # after them
@@ -71,9 +73,11 @@ def _run(request: CausalRequest, options: dict[str, Any]) -> None:
 
 
 @app.command("ablate")
-@declared("text", *MODEL_OPTIONS, "mode", "reference", "position", *RUN_OPTIONS, *OUTPUT_OPTIONS, table=OPTIONS)
+@declared("text", *MODEL_OPTIONS, "mode", "reference", "position", *PAIRS_NAMES, *RUN_OPTIONS, *OUTPUT_OPTIONS,
+          table=OPTIONS)
 def ablate_cmd(
-    text: Annotated[str, typer.Argument(help="The text the model reads.", show_default=False)],
+    text: Annotated[Optional[str], typer.Argument(help="The text the model reads (or --pairs FILE).",
+                                                  show_default=False)] = None,
     *,
     mode: Annotated[str, typer.Option(help="zero: the head's output set to 0; mean: to its mean over --reference.")] = "zero",
     reference: Annotated[Optional[Path], typer.Option(help="Texts (one a line) a head's mean output is taken over.",
@@ -82,21 +86,32 @@ def ablate_cmd(
                                                     metavar="N")] = None,
     **options: Any,
 ) -> None:
-    """Knock each head out and see how the prediction moves: layers x heads."""
+    """Knock each head out and see how the prediction moves: layers x heads.
+
+    --pairs FILE: the mean over a JSONL file of pairs (docs/causal.md)."""
+    check_pairs_options({**options, "mode": mode, "reference": reference, "position": position}, [text])
+    if options["pairs"] is not None:
+        return run_pairs_command("ablate", options)
     _run(AblateRequest(text, **_shared(options), mode=mode, reference=reference, position=position), options)
 
 
 @app.command("patch")
-@declared("clean", "corrupt", *MODEL_OPTIONS, "site", *RUN_OPTIONS, *OUTPUT_OPTIONS, table=OPTIONS)
+@declared("clean", "corrupt", *MODEL_OPTIONS, "site", *PAIRS_NAMES, *RUN_OPTIONS, *OUTPUT_OPTIONS, table=OPTIONS)
 def patch_cmd(
-    clean: Annotated[str, typer.Argument(help="The clean text.", show_default=False)],
-    corrupt: Annotated[str, typer.Argument(help="The corrupted text (the same number of tokens).", show_default=False)],
+    clean: Annotated[Optional[str], typer.Argument(help="The clean text (or --pairs FILE).", show_default=False)] = None,
+    corrupt: Annotated[Optional[str], typer.Argument(help="The corrupted text (the same number of tokens).",
+                                                     show_default=False)] = None,
     *,
     site: Annotated[str, typer.Option("--site", help="resid (the stream into a layer), attn, mlp (their outputs), "
                                       "per position; or head (a head's output at every position).")] = "resid",
     **options: Any,
 ) -> None:
-    """Copy clean activations into the corrupted run: the fraction of the logit difference restored."""
+    """Copy clean activations into the corrupted run: the fraction of the logit difference restored.
+
+    --pairs FILE: the mean over a JSONL file of pairs (docs/causal.md)."""
+    check_pairs_options(options, [clean, corrupt])
+    if options["pairs"] is not None:
+        return run_pairs_command("patch", options, site=site)
     _run(PatchRequest(clean, **_shared(options), corrupt=corrupt, site=site), options)
 
 

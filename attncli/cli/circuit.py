@@ -6,7 +6,7 @@ attncli.pipeline.compute_gradients through cli/causal.py's ``_run_gradients``.""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -15,14 +15,16 @@ from attncli.cli.causal import (GRADIENT_OPTIONS, MODEL_OPTIONS, OPTIONS, OUTPUT
                                 _run_gradients)
 from attncli.cli.common import app
 from attncli.cli.options import declared
+from attncli.cli.pairs import PAIRS_NAMES, check_pairs_options, run_pairs_command
 
 
 @app.command("circuit")
-@declared("clean", "corrupt", *MODEL_OPTIONS, "steps", "faithfulness", *GRADIENT_OPTIONS, *OUTPUT_OPTIONS,
+@declared("clean", "corrupt", *MODEL_OPTIONS, "steps", "faithfulness", *PAIRS_NAMES, *GRADIENT_OPTIONS, *OUTPUT_OPTIONS,
           table=OPTIONS)
 def circuit_cmd(
-    clean: Annotated[str, typer.Argument(help="The clean text.", show_default=False)],
-    corrupt: Annotated[str, typer.Argument(help="The corrupted text (the same number of tokens).", show_default=False)],
+    clean: Annotated[Optional[str], typer.Argument(help="The clean text (or --pairs FILE).", show_default=False)] = None,
+    corrupt: Annotated[Optional[str], typer.Argument(help="The corrupted text (the same number of tokens).",
+                                                     show_default=False)] = None,
     *,
     steps: Annotated[int, typer.Option("--steps", metavar="N", help="EAP-IG: average the gradients over N points "
                                        "from the corrupted to the clean embeddings (1: EAP).")] = 1,
@@ -30,6 +32,12 @@ def circuit_cmd(
                                                 "that restore this fraction of the metric (checked by patching).")] = 0.9,
     **options: Any,
 ) -> None:
-    """Score every edge between components (EAP / EAP-IG) and find the smallest circuit that keeps the metric."""
+    """Score every edge between components (EAP / EAP-IG) and find the smallest circuit that keeps the metric.
+
+    --pairs FILE: every edge's mean score over a JSONL file of pairs (docs/causal.md)."""
+    check_pairs_options({**options, "faithfulness": None if faithfulness == 0.9 else faithfulness}, [clean, corrupt])
+    if options["pairs"] is not None:
+        CircuitRequest("--pairs", corrupt="--pairs", transformer=options["transformer"], steps=steps).check()
+        return run_pairs_command("circuit", options, steps=steps)
     _run_gradients(CircuitRequest(clean, corrupt=corrupt, **_gradient_fields(options), steps=steps,
                                   faithfulness=faithfulness), options)

@@ -63,10 +63,11 @@ def check_reachable(address: str, seconds: Optional[float] = None) -> None:
 
 
 class StatsActor:
-    """A Ray actor's body: the model loaded once, chunks computed on call."""
+    """A Ray actor's body: the model loaded once (``loader(*args)``: the statistics' ChunkWork, or
+    any object with ``compute(start, texts)``), chunks computed on call."""
 
-    def __init__(self, spec, settings: Settings, ident: Identity):
-        self.work = load_work(spec, settings, ident)
+    def __init__(self, loader, args: tuple):
+        self.work = loader(*args)
 
     def compute(self, start: int, texts: list[str]) -> dict[str, Any]:
         return self.work.compute(start, texts)
@@ -83,9 +84,11 @@ def _get(ray, ref) -> dict[str, Any]:
 
 
 def ray_results(address: str, chunks: Iterable[tuple[int, list[str]]], spec, settings: Settings, ident: Identity,
-                workers: Optional[int], ran: Optional[dict[str, Any]] = None) -> Iterator[dict[str, Any]]:
+                workers: Optional[int], ran: Optional[dict[str, Any]] = None, *, loader=load_work
+                ) -> Iterator[dict[str, Any]]:
     """The shard document of each chunk, computed on the cluster at ``address``, in chunk order;
-    ``ran["workers"]`` is set to the number of actors."""
+    ``ran["workers"]`` is set to the number of actors. Each actor computes with
+    ``loader(spec, settings, ident)`` (the statistics' by default)."""
     check_reachable(address)
     try:
         import ray
@@ -100,7 +103,7 @@ def ray_results(address: str, chunks: Iterable[tuple[int, list[str]]], spec, set
         if ran is not None:
             ran["workers"] = n
         actor = ray.remote(num_cpus=1)(StatsActor)
-        actors = [actor.remote(spec, settings, ident) for _ in range(n)]
+        actors = [actor.remote(loader, (spec, settings, ident)) for _ in range(n)]
         turn = iter(range(1 << 62))
         yield from bounded(chunks, lambda s, t: actors[next(turn) % n].compute.remote(s, t),
                            lambda ref: _get(ray, ref), 2 * n)

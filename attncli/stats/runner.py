@@ -36,13 +36,15 @@ class Plan:
     stopped_at_shard: Optional[int] = None
 
 
-def existing_shards(out: Path, ident: Identity) -> dict[int, dict[str, Any]]:
+def existing_shards(out: Path, ident: Identity, read: Callable[[Path], dict[str, Any]] = read_shard
+                    ) -> dict[int, dict[str, Any]]:
     """The usable shards of an output folder by start; a damaged one is named and left to be
-    computed again; one of another model or settings is BadInput."""
+    computed again; one of another model or settings is BadInput. ``read``: a shard file's checked
+    document, or Damaged (the statistics' by default; --pairs has its own)."""
     found: dict[int, dict[str, Any]] = {}
     for path in shard_files([out]):
         try:
-            doc = read_shard(path)
+            doc = read(path)
             why = inconsistent(doc, ident)
             if why is not None:
                 raise Damaged(why)
@@ -109,11 +111,11 @@ def chunks(texts: Iterator[str], plan: Plan, *, shard_texts: int, max_texts: Opt
 
 # --- running them ----------------------------------------------------------------------------------
 
-_WORK: Optional[ChunkWork] = None
-_JOB: Optional[tuple[ModelSpec, Settings, Identity]] = None
+_WORK: Optional[Any] = None  # what the worker computes chunks with (a ChunkWork, or the loader's)
+_JOB: Optional[tuple[Callable[..., Any], tuple]] = None  # (loader, its arguments)
 
 
-def _init_process(spec: ModelSpec, settings: Settings, ident: Identity, threads: int, owns_allocator: bool) -> None:
+def _init_process(loader: Callable[..., Any], args: tuple, threads: int, owns_allocator: bool) -> None:
     global _JOB
     import signal
 
@@ -121,28 +123,32 @@ def _init_process(spec: ModelSpec, settings: Settings, ident: Identity, threads:
     runtime.choose_threads(threads)  # the workers are the parallelism: their own passes on the parent's --threads or 1
     if owns_allocator:
         runtime.own_allocator()  # a worker of the attn command line is the command line's, as its parent
-    _JOB = (spec, settings, ident)
+    _JOB = (loader, args)
 
 
-def _process_chunk(start: int, texts: list[str]) -> dict[str, Any]:
+def process_chunk(start: int, texts: list[str]) -> dict[str, Any]:
     """A chunk in a worker process; the model is loaded by the first (a failure there is the
     task's, reported to the parent: in the pool's initializer it would restart the worker forever)."""
     global _WORK
     if _WORK is None:
         assert _JOB is not None
-        _WORK = load_work(*_JOB)
+        loader, args = _JOB
+        _WORK = loader(*args)
     return _WORK.compute(start, texts)
 
 
-def local_pool(workers: int, spec: ModelSpec, settings: Settings, ident: Identity):
+def local_pool(workers: int, *args: Any, loader: Callable[..., Any] = load_work):
+    """``workers`` spawned processes, each computing chunks with ``loader(*args)`` (made once, by
+    its first chunk; a module-level function, so that it pickles): ``load_work``'s ChunkWork for
+    the statistics, or any object with ``compute(start, texts) -> shard document``."""
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")  # each worker imports attn afresh and loads the model once
     return ctx.Pool(workers, initializer=_init_process,
-                    initargs=(spec, settings, ident, runtime.threads or 1, runtime.owns_allocator))
+                    initargs=(loader, args, runtime.threads or 1, runtime.owns_allocator))
 
 
-def _pool_get(result) -> dict[str, Any]:
+def pool_get(result) -> dict[str, Any]:
     try:
         return result.get()
     except AttnError:
@@ -197,7 +203,7 @@ def run(model, texts: Iterator[str], *, spec: ModelSpec, settings: Settings, out
         elif workers > 1:
             pool = local_pool(workers, spec, settings, ident)
             try:
-                yield from bounded(todo, lambda s, t: pool.apply_async(_process_chunk, (s, t)), _pool_get, 2 * workers)
+                yield from bounded(todo, lambda s, t: pool.apply_async(process_chunk, (s, t)), pool_get, 2 * workers)
             finally:
                 pool.terminate()
                 pool.join()

@@ -82,7 +82,8 @@ class Identity:
     settings: dict[str, Any]
 
 
-def _checksum(doc: dict[str, Any]) -> str:
+def checksum(doc: dict[str, Any]) -> str:
+    """SHA-256 of a shard document without its "checksum" key (canonical JSON)."""
     body = {k: v for k, v in doc.items() if k != "checksum"}
     return hashlib.sha256(json.dumps(body, sort_keys=True, allow_nan=False, ensure_ascii=True).encode()).hexdigest()
 
@@ -98,7 +99,7 @@ def to_document(acc: Accumulator, ident: Identity, start: int, end: int, digest:
            "start": start, "end": end, "texts_sha256": digest, "texts": acc.texts, "scored": acc.scored,
            "tokens": acc.tokens, "probes": acc.probes,
            "sums": {n: acc.sums[n].tolist() for n in STATS}, "counts": dict(acc.counts), "top": top}
-    doc["checksum"] = _checksum(doc)
+    doc["checksum"] = checksum(doc)
     return doc
 
 
@@ -180,10 +181,11 @@ def _check_fields(doc: dict[str, Any]) -> None:
         raise ValueError("its model has no fingerprint")
 
 
-def read_shard(path: Path) -> dict[str, Any]:
-    """A shard's document, checked (format, checksum, every field's type and shape); Damaged saying
-    why otherwise. Bounded: the file's size, a double's range (1e999, NaN and Infinity are refused,
-    not read as infinities) and nesting (a deep one is refused, not a RecursionError)."""
+def read_document(path: Path, fmt: str, version: int, what: str) -> dict[str, Any]:
+    """A shard file's JSON document whose "format" is ``fmt`` (``what`` names it in the refusal),
+    of ``version``, its checksum matching; Damaged saying why otherwise. Bounded: the file's size,
+    a double's range (1e999, NaN and Infinity are refused, not read as infinities) and nesting
+    (a deep one is refused, not a RecursionError). The fields are the caller's to check."""
     try:
         doc = json.loads(read_text(path, SHARD_BYTES), parse_float=_finite, parse_constant=_no_constant)
     except FileProblem as exc:
@@ -191,12 +193,19 @@ def read_shard(path: Path) -> dict[str, Any]:
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         why = "it is nested too deep" if isinstance(exc, RecursionError) else str(exc)[:80]
         raise Damaged(f"it is not JSON ({why})") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise Damaged("it is not an attn statistics shard")
-    if doc.get("format_version") != FORMAT_VERSION:
-        raise Damaged(f"its format version {doc.get('format_version')!r} is not {FORMAT_VERSION}")
-    if doc.get("checksum") != _checksum(doc):
+    if not isinstance(doc, dict) or doc.get("format") != fmt:
+        raise Damaged(f"it is not {what}")
+    if doc.get("format_version") != version:
+        raise Damaged(f"its format version {doc.get('format_version')!r} is not {version}")
+    if doc.get("checksum") != checksum(doc):
         raise Damaged("its checksum does not match its contents")
+    return doc
+
+
+def read_shard(path: Path) -> dict[str, Any]:
+    """A statistics shard's document, checked (``read_document``, then every field's type and
+    shape); Damaged saying why otherwise."""
+    doc = read_document(path, FORMAT, FORMAT_VERSION, "an attn statistics shard")
     try:
         _check_fields(doc)
         from_document(doc)

@@ -22,7 +22,7 @@ DAMAGED = "shard-000000000005-000000000010.json"
 def _resealed(change):
     """A damage that keeps the checksum valid: ``change(doc)`` then the checksum computed again."""
     def damage(text: str) -> str:
-        from attncli.stats.shards import _checksum
+        from attncli.stats.shards import checksum as _checksum
 
         doc = json.loads(text)
         change(doc)

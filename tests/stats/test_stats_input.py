@@ -45,7 +45,7 @@ def test_bad_input_is_exit_2(tiny_gpt2_dir, tiny_bert_dir, tmp_path):
 
 
 def test_a_shard_of_another_attn_version_is_refused(tiny_gpt2_dir, tmp_path):
-    from attncli.stats.shards import _checksum
+    from attncli.stats.shards import checksum as _checksum
 
     corpus = write_corpus(tmp_path / "c.txt", 10)
     out = tmp_path / "out"
