@@ -32,3 +32,25 @@ def test_it_passes_float32_rounding_and_catches_a_wrong_scale():
     with pytest.raises(AssertionError, match="non-finite"):
         f32_close([1.0, math.inf], [1.0, -math.inf])
     f32_close([1.0, -math.inf], [1.0, -math.inf])  # a masked score on both sides
+
+
+def test_per_element_holds_each_probability_to_its_own_size():
+    """A softmax's small weights are as exact, relatively, as its large ones: per element, a small
+    weight scaled by 1.001 fails although it moves by far less than the tolerance sized for 1."""
+    rng = np.random.default_rng(1)
+    scores = rng.standard_normal((6, 9)) * 4  # (rows, keys)
+    f64 = np.exp(scores - scores.max(-1, keepdims=True))
+    f64 /= f64.sum(-1, keepdims=True)
+    s32 = scores.astype(np.float32)
+    f32 = np.exp(s32 - s32.max(-1, keepdims=True))
+    f32 = (f32 / f32.sum(-1, keepdims=True)).astype(np.float64)
+    f32_close(f32, f64, per_element=True, length=9)
+    small = f32.copy()
+    i = np.unravel_index(np.argmin(small), small.shape)  # the smallest weight
+    small[i] *= 1.001
+    f32_close(small, f64, length=9)  # sized for 1, the wrong small weight goes through
+    with pytest.raises(AssertionError, match="per element"):
+        f32_close(small, f64, per_element=True, length=9)
+    f32_close([0.0, 1e-45], [0.0, 0.0], per_element=True)  # under float32's smallest normal: no relative precision
+    with pytest.raises(ValueError):
+        f32_close(f32, f64, per_element=True, scale=1.0)
