@@ -64,7 +64,7 @@ def f32_atol(scale: float, *, depth: int = 1, length: int = 1) -> float:
     return PER_LAYER * EPS32 * depth * math.sqrt(length) * float(scale)
 
 
-def f32_close(actual, expected, *, depth: int = 1, length: int = 1, scale: float | None = None,
+def f32_close(actual, expected, depth: int = 1, length: int = 1, *, scale: float | None = None,
               per_element: bool = False, what: str = "") -> None:
     """Assert that two float32 computations of the same values agree within float32 rounding
     (``f32_atol``), ``scale`` defaulting to the largest magnitude on either side, or with
@@ -100,3 +100,29 @@ def f32_close(actual, expected, *, depth: int = 1, length: int = 1, scale: float
         raise AssertionError(f"{what or 'float32 values'} differ by {worst:.3g} at {at} "
                              f"(actual {a[at]!r}, expected {e[at]!r}); float32 rounding allows {tol:.3g} "
                              f"(scale {scale:.3g}, depth {depth}, length {length})")
+
+
+def f32_size(config) -> tuple[int, int]:
+    """A transformers config's ``depth`` and ``length`` for ``f32_atol``: its layers (an
+    encoder-decoder's two stacks together) and its widest reduction (the width or the MLP's).
+    ``config`` is a config.json's dict, a model directory holding one, or a model with ``.config``."""
+    import json
+    from pathlib import Path
+
+    if hasattr(config, "config"):
+        config = config.config
+    if isinstance(config, (str, Path)):
+        config = json.loads((Path(config) / "config.json").read_text(encoding="utf-8"))
+    if hasattr(config, "to_dict"):
+        config = config.to_dict()
+
+    def first(*keys):
+        return next((int(config[k]) for k in keys if config.get(k)), 0)
+
+    depth = first("num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_layers")
+    depth += first("num_decoder_layers", "decoder_layers") if config.get("is_encoder_decoder") else 0
+    width = first("hidden_size", "n_embd", "dim", "d_model")
+    mlp = first("intermediate_size", "n_inner", "hidden_dim", "d_ff", "ffn_dim", "encoder_ffn_dim") or 4 * width
+    if depth < 1 or width < 1:
+        raise ValueError(f"no layer count or width in the config: {sorted(config)}")
+    return depth, max(width, mlp)
