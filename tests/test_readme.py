@@ -6,8 +6,9 @@ BLAS kernels); everything else must match exactly, apart from trailing spaces.
 
 A command that names all-MiniLM-L6-v2 runs in a folder holding the model (from its pip package,
 extracted under that name, as the README says) and a link to the repository's data/; one that names
-tiny-t5 runs in a folder holding a tiny random T5 of that name (tests/_seq2seq_fixtures.py: there
-is no encoder-decoder in the test environment); every other command runs from the repository root.
+tiny-t5 runs in a folder holding a tiny random T5 of that name, made there by the command
+docs/transformers.md gives a reader (`python tests/_seq2seq_fixtures.py t5 tiny-t5`, tests/ linked
+beside it); every other command runs from the repository root.
 A command that reads the Brown corpus skips where it is missing and cannot be fetched (fails under
 CI), as the other Brown tests do.
 
@@ -154,16 +155,33 @@ def minilm_folder(minilm_dir) -> Path:
     return minilm_dir.parent
 
 
+def _environment(columns: int, home: Path) -> dict[str, str]:
+    """A documented command's environment: this Python's scripts first, no colour, an empty ATTN_HOME."""
+    bindir = str(Path(sys.executable).parent)
+    env = dict(os.environ, COLUMNS=str(columns), NO_COLOR="1", ATTN_HOME=str(home),
+               PATH=bindir + os.pathsep + os.environ.get("PATH", ""))
+    env.pop("ATTN_MODEL", None)
+    env.pop("FORCE_COLOR", None)
+    return env
+
+
+MAKE_T5 = [e for e in EXAMPLES if e.command.startswith("python tests/_seq2seq_fixtures.py") and e.needs_t5]
+
+
 @pytest.fixture(scope="module")
 def t5_folder(tmp_path_factory) -> Path:
-    """A folder holding a tiny random T5 (docs/transformers.md's encoder-decoder examples) as tiny-t5."""
+    """A folder holding a tiny random T5 as tiny-t5, made by the command docs/transformers.md gives
+    a reader (run there as written, tests/ linked beside it as a clone has it)."""
     from conftest import needed
 
     needed("transformers")
-    from _seq2seq_fixtures import build_t5
-
+    assert len(MAKE_T5) == 1, "docs/transformers.md shows how to make tiny-t5"
     folder = tmp_path_factory.mktemp("t5-docs")
-    build_t5(folder / TINY_T5)
+    (folder / "tests").symlink_to(REPO / "tests", target_is_directory=True)
+    proc = subprocess.run(["bash", "-o", "pipefail", "-c", MAKE_T5[0].command], cwd=folder,
+                          env=_environment(80, folder / "home"), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert (folder / TINY_T5 / "config.json").is_file()
     return folder
 
 
@@ -177,12 +195,8 @@ def test_documented_example(example, tmp_path, request):
         skip_without_brown()
     cwd = (request.getfixturevalue("minilm_folder") if example.needs_minilm
            else request.getfixturevalue("t5_folder") if example.needs_t5 else REPO)
-    bindir = str(Path(sys.executable).parent)
-    env = dict(os.environ, COLUMNS=str(example.columns), NO_COLOR="1", ATTN_HOME=str(tmp_path / "home"),
-               PATH=bindir + os.pathsep + os.environ.get("PATH", ""))
-    env.pop("ATTN_MODEL", None)
-    env.pop("FORCE_COLOR", None)
-    proc = subprocess.run(["bash", "-o", "pipefail", "-c", example.command], cwd=cwd, env=env,
+    proc = subprocess.run(["bash", "-o", "pipefail", "-c", example.command], cwd=cwd,
+                          env=_environment(example.columns, tmp_path / "home"),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     actual = [line.rstrip() for line in proc.stdout.splitlines()]
