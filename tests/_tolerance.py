@@ -65,11 +65,12 @@ def f32_atol(scale: float, *, depth: int = 1, length: int = 1) -> float:
 
 
 def f32_close(actual, expected, depth: int = 1, length: int = 1, *, scale: float | None = None,
-              per_element: bool = False, what: str = "") -> None:
+              per_element: bool = False, printed: float = 0.0, what: str = "") -> None:
     """Assert that two float32 computations of the same values agree within float32 rounding
     (``f32_atol``), ``scale`` defaulting to the largest magnitude on either side, or with
     ``per_element`` to each element's own magnitude (probabilities: see the module docstring).
-    Fails with the largest difference, the tolerance and where."""
+    ``printed`` adds the rounding of a number printed with few digits (5e-7 for 6 decimals in a
+    JSON document). Fails with the largest difference, the tolerance and where."""
     a = np.asarray(actual, dtype=np.float64)
     e = np.asarray(expected, dtype=np.float64)
     a, e = np.broadcast_arrays(a, e)
@@ -82,7 +83,7 @@ def f32_close(actual, expected, depth: int = 1, length: int = 1, *, scale: float
         p = np.maximum(np.abs(np.where(finite, a, 0.0)), np.abs(np.where(finite, e, 0.0)))
         top = p.max(axis=-1, keepdims=True) if p.ndim else p
         gap = np.log(np.maximum(top, TINY32) / np.maximum(p, TINY32))  # s_max - s_i, the score difference
-        tol_each = 2 * f32_atol(1.0, depth=depth, length=length) * np.maximum(gap, 1.0) * np.maximum(p, TINY32)
+        tol_each = 2 * f32_atol(1.0, depth=depth, length=length) * np.maximum(gap, 1.0) * np.maximum(p, TINY32) + printed
         diff = np.abs(np.subtract(a, e, out=np.zeros(a.shape), where=finite))
         if (diff > tol_each).any():
             at = np.unravel_index(int(np.argmax(diff / tol_each)), diff.shape) if diff.ndim else ()
@@ -92,7 +93,7 @@ def f32_close(actual, expected, depth: int = 1, length: int = 1, *, scale: float
         return
     if scale is None:
         scale = max(float(np.abs(e[finite]).max(initial=0.0)), float(np.abs(a[finite]).max(initial=0.0)), 1e-30)
-    tol = f32_atol(scale, depth=depth, length=length)
+    tol = f32_atol(scale, depth=depth, length=length) + printed
     diff = np.abs(np.subtract(a, e, out=np.zeros(a.shape), where=finite))  # 0 where both are the same inf
     worst = float(diff.max(initial=0.0))
     if not worst <= tol:
