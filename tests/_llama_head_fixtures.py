@@ -214,3 +214,12 @@ def build_head_llama(directory: Path) -> Path:
     tokenizer.save_pretrained(directory)
     (directory / "sentences.txt").write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
     return directory
+
+
+if __name__ == "__main__":  # docs/causal.md: `python tests/_llama_head_fixtures.py induction-llama` from a clone
+    import sys
+
+    if len(sys.argv) != 2:
+        sys.exit("usage: python tests/_llama_head_fixtures.py FOLDER")
+    build_head_llama(Path(sys.argv[1]))
+    print(f"{sys.argv[1]}: a 2-layer Llama built by hand (a previous-token head L0H1, an induction head L1H0)")

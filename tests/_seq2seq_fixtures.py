@@ -56,3 +56,14 @@ def build_bart(directory: Path) -> Path:
 
 
 BUILDERS = {"t5": build_t5, "bart": build_bart}
+
+
+if __name__ == "__main__":  # docs/transformers.md: `python tests/_seq2seq_fixtures.py t5 tiny-t5` from a clone
+    import sys
+
+    if len(sys.argv) != 3 or sys.argv[1] not in BUILDERS:
+        sys.exit(f"usage: python tests/_seq2seq_fixtures.py {{{'|'.join(BUILDERS)}}} FOLDER")
+    kind, folder = sys.argv[1], Path(sys.argv[2])
+    BUILDERS[kind](folder)
+    print(f"{folder}: a tiny random {kind.upper() if kind == 't5' else kind.capitalize()}, "
+          f"{SIZES['layers']} + {SIZES['layers']} layers of width {SIZES['d_model']} (seeded)")

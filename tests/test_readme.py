@@ -6,8 +6,10 @@ BLAS kernels); everything else must match exactly, apart from trailing spaces.
 
 A command that names all-MiniLM-L6-v2 runs in a folder holding the model (from its pip package,
 extracted under that name, as the README says) and a link to the repository's data/; one that names
-tiny-t5 runs in a folder holding a tiny random T5 of that name (tests/_seq2seq_fixtures.py: there
-is no encoder-decoder in the test environment); every other command runs from the repository root.
+tiny-t5 or induction-llama runs in a folder holding those tiny models, made there by the commands
+the documents give a reader (`python tests/_seq2seq_fixtures.py t5 tiny-t5`, `python
+tests/_llama_head_fixtures.py induction-llama`, tests/ linked beside them); every other command
+runs from the repository root.
 A command that reads the Brown corpus skips where it is missing and cannot be fetched (fails under
 CI), as the other Brown tests do.
 
@@ -32,6 +34,7 @@ NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 COLUMNS_MARK = re.compile(r"<!-- test: COLUMNS=(\d+) -->")
 MINILM = "all-MiniLM-L6-v2"
 TINY_T5 = "tiny-t5"
+MADE = (TINY_T5, "induction-llama")  # the tiny models a documented command makes from a clone
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
 
@@ -47,8 +50,9 @@ class Example:
         return MINILM in self.command
 
     @property
-    def needs_t5(self) -> bool:
-        return TINY_T5 in self.command
+    def needs_made(self) -> bool:
+        """It names a model that one of the documents' own commands makes (tiny-t5, induction-llama)."""
+        return any(name in self.command for name in MADE)
 
     @property
     def needs_brown(self) -> bool:
@@ -154,16 +158,35 @@ def minilm_folder(minilm_dir) -> Path:
     return minilm_dir.parent
 
 
+def _environment(columns: int, home: Path) -> dict[str, str]:
+    """A documented command's environment: this Python's scripts first, no colour, an empty ATTN_HOME."""
+    bindir = str(Path(sys.executable).parent)
+    env = dict(os.environ, COLUMNS=str(columns), NO_COLOR="1", ATTN_HOME=str(home),
+               PATH=bindir + os.pathsep + os.environ.get("PATH", ""))
+    env.pop("ATTN_MODEL", None)
+    env.pop("FORCE_COLOR", None)
+    return env
+
+
+MAKERS = {name: [e for e in EXAMPLES if e.command.startswith("python tests/_") and e.command.endswith(" " + name)]
+          for name in MADE}
+
+
 @pytest.fixture(scope="module")
-def t5_folder(tmp_path_factory) -> Path:
-    """A folder holding a tiny random T5 (docs/transformers.md's encoder-decoder examples) as tiny-t5."""
+def made_folder(tmp_path_factory) -> Path:
+    """A folder holding tiny-t5 and induction-llama, each made by the command the documents give a
+    reader (run there as written, tests/ linked beside it as a clone has it)."""
     from conftest import needed
 
     needed("transformers")
-    from _seq2seq_fixtures import build_t5
-
-    folder = tmp_path_factory.mktemp("t5-docs")
-    build_t5(folder / TINY_T5)
+    folder = tmp_path_factory.mktemp("made-docs")
+    (folder / "tests").symlink_to(REPO / "tests", target_is_directory=True)
+    for name, makers in MAKERS.items():
+        assert len(makers) == 1, f"the documents show one command that makes {name}"
+        proc = subprocess.run(["bash", "-o", "pipefail", "-c", makers[0].command], cwd=folder,
+                              env=_environment(80, folder / "home"), capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        assert (folder / name / "config.json").is_file()
     return folder
 
 
@@ -176,13 +199,9 @@ def test_documented_example(example, tmp_path, request):
 
         skip_without_brown()
     cwd = (request.getfixturevalue("minilm_folder") if example.needs_minilm
-           else request.getfixturevalue("t5_folder") if example.needs_t5 else REPO)
-    bindir = str(Path(sys.executable).parent)
-    env = dict(os.environ, COLUMNS=str(example.columns), NO_COLOR="1", ATTN_HOME=str(tmp_path / "home"),
-               PATH=bindir + os.pathsep + os.environ.get("PATH", ""))
-    env.pop("ATTN_MODEL", None)
-    env.pop("FORCE_COLOR", None)
-    proc = subprocess.run(["bash", "-o", "pipefail", "-c", example.command], cwd=cwd, env=env,
+           else request.getfixturevalue("made_folder") if example.needs_made else REPO)
+    proc = subprocess.run(["bash", "-o", "pipefail", "-c", example.command], cwd=cwd,
+                          env=_environment(example.columns, tmp_path / "home"),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     actual = [line.rstrip() for line in proc.stdout.splitlines()]
@@ -257,7 +276,7 @@ def test_the_test_command_is_portable_and_is_what_ci_runs():
     assert run[-1] == '.ci/test "$@"'
     test = [line.strip() for line in (REPO / ".ci" / "test").read_text().splitlines()
             if line.strip() and not line.lstrip().startswith("#")]
-    assert test[-1] == 'python -m pytest -q -n 2 "$@"'
+    assert test[-1] == 'python -m pytest -q -n 2 -m "slow or not slow" "$@"'  # CI runs the slow tests too
     assert os.access(REPO / ".ci" / "test", os.X_OK) and os.access(REPO / ".ci" / "run", os.X_OK)
 
 

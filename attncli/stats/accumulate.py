@@ -49,7 +49,7 @@ class Settings:
     probe_every: int = 4  # a probe for text indices 0, N, 2N, ...
     probe_length: int = 20  # random tokens per half of a probe
     seed: int = 0
-    precision: str = "float32"  # the NumPy pass's weights (attention weights within 1e-5 of float64's)
+    precision: str = "float32"  # the NumPy pass's weights (attention weights within float32 rounding of float64's: docs/stats.md)
 
     def as_dict(self) -> dict[str, Any]:
         return {"top_k": self.top_k, "probe_every": self.probe_every, "probe_length": self.probe_length,

@@ -14,6 +14,7 @@ import pytest
 from conftest import needed
 from typer.testing import CliRunner
 
+from _tolerance import f32_close, f32_size
 from attncli.cli.main import app
 
 SENTENCE, PAIR = "time flies like an arrow", "fruit flies like a banana"
@@ -52,38 +53,41 @@ def reference(path, text, pair=None):
     return _reference_cache[key]
 
 
-def check_every_layer(path, backend, pair, atol):
+def check_every_layer(path, backend, pair):
+    """Every layer's and head's weights in attn matrix --json against transformers' float32 eager
+    attention, within float32 rounding of each weight (tests/_tolerance.py, the model's size)."""
+    size = f32_size(path)
     att, tokens = reference(path, SENTENCE, pair)
     extra = ["--pair", pair] if pair is not None else []
     for layer in range(att.shape[0]):
         doc = matrix_json(path, SENTENCE, *extra, "--layer", str(layer), "--backend", backend)
         assert doc["tokens"] == tokens and doc["backend"] == backend and doc["layer"] == layer
         hw = np.array(doc["head_weights"])  # (h, T, T)
-        np.testing.assert_allclose(hw, att[layer], atol=atol, rtol=0)
-        np.testing.assert_allclose(np.array(doc["weights"]), att[layer].mean(axis=0), atol=atol, rtol=0)
+        f32_close(hw, att[layer], *size, per_element=True, what=f"layer {layer}")
+        f32_close(doc["weights"], att[layer].mean(axis=0), *size, per_element=True, what=f"layer {layer} mean")
     head = att.shape[1] - 1
     doc = matrix_json(path, SENTENCE, *extra, "--layer", "0", "--head", str(head), "--backend", backend)
     assert doc["head"] == head and doc["head_weights"] is None
-    np.testing.assert_allclose(np.array(doc["weights"]), att[0, head], atol=atol, rtol=0)
+    f32_close(doc["weights"], att[0, head], *size, per_element=True)
     return doc
 
 
-@pytest.mark.parametrize("backend,atol", [("torch", 1e-5), ("numpy", 1e-5)])  # torch: sdpa, weights from q, k
+@pytest.mark.parametrize("backend", ["torch", "numpy"])  # torch: sdpa, weights from q, k
 @pytest.mark.parametrize("pair", [None, PAIR])
-def test_minilm_weights_equal_transformers(minilm_dir, backend, atol, pair):
-    doc = check_every_layer(minilm_dir, backend, pair, atol)
+def test_minilm_weights_equal_transformers(minilm_dir, backend, pair):
+    doc = check_every_layer(minilm_dir, backend, pair)
     if pair is not None:
         assert doc["segments"][0] is None and doc["special"][0] is True
         assert doc["segments"][1] == "a" and doc["segments"][-2] == "b"
 
 
 @pytest.mark.parametrize("fixture", TINY)
-@pytest.mark.parametrize("backend,atol", [("torch", 1e-5), ("numpy", 1e-5)])  # torch: sdpa, weights from q, k
-def test_tiny_models_weights_equal_transformers(request, fixture, backend, atol):
+@pytest.mark.parametrize("backend", ["torch", "numpy"])  # torch: sdpa, weights from q, k
+def test_tiny_models_weights_equal_transformers(request, fixture, backend):
     path = request.getfixturevalue(fixture)
-    check_every_layer(path, backend, None, atol)
+    check_every_layer(path, backend, None)
     if fixture != "tiny_gpt2_dir":
-        check_every_layer(path, backend, PAIR, atol)
+        check_every_layer(path, backend, PAIR)
 
 
 def test_gpt2_is_causal_and_has_no_pairs(tiny_gpt2_dir):
@@ -98,7 +102,7 @@ def test_default_layer_is_the_last(tiny_bert_dir):
     att, _ = reference(tiny_bert_dir, SENTENCE)
     doc = matrix_json(tiny_bert_dir, SENTENCE)
     assert doc["layer"] == att.shape[0] - 1 and doc["head"] is None
-    np.testing.assert_allclose(np.array(doc["head_weights"]), att[-1], atol=1e-5)
+    f32_close(doc["head_weights"], att[-1], *f32_size(tiny_bert_dir), per_element=True)
 
 
 def words_by_formula(A: np.ndarray, groups: list[list[int]]) -> np.ndarray:
@@ -135,41 +139,42 @@ def test_words_hide_special_filter_and_rollout_from_the_reference(minilm_dir):
     from attncli.attention.words import hide_special, merge_words
 
     att, tokens = reference(minilm_dir, "the tokenization flies", None)
+    size = f32_size(minilm_dir)  # float32 weights against attn's: sums and products of weights, per element
     doc = matrix_json(minilm_dir, "the tokenization flies", "--layer", "2", "--head", "3", "--words")
     w = doc["words"]
     assert w["tokens"] == ["[CLS]", "the", "tokenization", "flies", "[SEP]"]
     groups = w["groups"]
     assert groups == [[0], [1], [2, 3], [4], [5]], tokens  # 'tokenization' = 'token', '##ization'
-    np.testing.assert_allclose(np.array(w["weights"]), merge_words(att[2, 3], groups, groups), atol=1e-5)
-    np.testing.assert_allclose(np.array(w["weights"]), words_by_formula(att[2, 3], groups), atol=1e-5)
+    f32_close(w["weights"], merge_words(att[2, 3], groups, groups), *size, per_element=True)
+    f32_close(w["weights"], words_by_formula(att[2, 3], groups), *size, per_element=True)
     np.testing.assert_allclose(np.array(w["weights"]).sum(-1), 1.0, atol=1e-5)
     # a one-piece word keeps its weights: 'the' attending to [SEP]
-    np.testing.assert_allclose(w["weights"][1][-1], att[2, 3, 1, -1], atol=1e-5)
+    f32_close(w["weights"][1][-1], att[2, 3, 1, -1], *size, per_element=True)
 
     hidden = matrix_json(minilm_dir, "the tokenization flies", "--layer", "2", "--head", "3", "--hide-special")
     keep = ~np.array([t in ("[CLS]", "[SEP]") for t in tokens])
     expected, share = hide_special(att[2, 3], keep, keep)
     assert hidden["tokens"] == [t for t, k in zip(tokens, keep) if k] and not any(hidden["special"])
-    np.testing.assert_allclose(np.array(hidden["weights"]), expected, atol=1e-5)
-    np.testing.assert_allclose(hidden["special_share"], share, atol=1e-5)
+    f32_close(hidden["weights"], expected, *size, per_element=True)
+    f32_close(hidden["special_share"], share, *size)
     by_formula, share_by_formula = hide_special_by_formula(att[2, 3], list(keep))
-    np.testing.assert_allclose(np.array(hidden["weights"]), by_formula, atol=1e-5)
-    np.testing.assert_allclose(hidden["special_share"], share_by_formula, atol=1e-5)
+    f32_close(hidden["weights"], by_formula, *size, per_element=True)
+    f32_close(hidden["special_share"], share_by_formula, *size)
 
     att2, tokens2 = reference(minilm_dir, SENTENCE, PAIR)
     block = matrix_json(minilm_dir, SENTENCE, "--pair", PAIR, "--filter", "b-a", "--layer", "5", "--head", "8")
     assert block["tokens"] == PAIR.split() and block["key_tokens"] == SENTENCE.split()
     rows, cols = block["rows"], block["cols"]
-    np.testing.assert_allclose(np.array(block["weights"]), att2[5, 8][np.ix_(rows, cols)], atol=1e-5)
+    f32_close(block["weights"], att2[5, 8][np.ix_(rows, cols)], *size, per_element=True)
 
     rolled = matrix_json(minilm_dir, SENTENCE, "--rollout")
     att1, _ = reference(minilm_dir, SENTENCE)
-    np.testing.assert_allclose(np.array(rolled["weights"]), rollout(att1), atol=1e-5)
-    np.testing.assert_allclose(np.array(rolled["weights"]), rollout_by_formula(att1, att1.shape[0] - 1), atol=1e-5)
+    f32_close(rolled["weights"], rollout(att1), *size, per_element=True)
+    f32_close(rolled["weights"], rollout_by_formula(att1, att1.shape[0] - 1), *size, per_element=True)
     np.testing.assert_allclose(np.array(rolled["weights"]).sum(-1), 1.0, atol=1e-5)
     partial = matrix_json(minilm_dir, SENTENCE, "--rollout", "--layer", "1")
-    np.testing.assert_allclose(np.array(partial["weights"]), rollout(att1, upto=1), atol=1e-5)
-    np.testing.assert_allclose(np.array(partial["weights"]), rollout_by_formula(att1, 1), atol=1e-5)
+    f32_close(partial["weights"], rollout(att1, upto=1), *size, per_element=True)
+    f32_close(partial["weights"], rollout_by_formula(att1, 1), *size, per_element=True)
 
 
 @pytest.mark.parametrize("args", [["--hide-special"], ["--words", "--hide-special"], ["--pair", "fruit flies", "--filter", "b-a"],
@@ -301,7 +306,7 @@ def test_model_view_json_and_classes(tiny_bert_dir):
     att, _ = reference(tiny_bert_dir, SENTENCE)
     doc = matrix_json(tiny_bert_dir, SENTENCE, "--model-view")
     a = np.array(doc["attentions"]).reshape(att.shape)
-    np.testing.assert_allclose(a, att, atol=1e-5)
+    f32_close(a, att, *f32_size(tiny_bert_dir), per_element=True)
     assert len(doc["classes"]) == att.shape[0] and all("label" in c for layer in doc["classes"] for c in layer)
 
 

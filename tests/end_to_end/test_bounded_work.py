@@ -110,6 +110,7 @@ def test_a_key_of_very_many_words_is_linear(tmp_path):
     assert_linear(*lines)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_query_of_very_many_words_and_one_enormous_token(tmp_path):
     lines = []

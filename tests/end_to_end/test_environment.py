@@ -163,6 +163,7 @@ def test_out_of_memory_is_one_line(monkeypatch):
 # -- 7. signals clean up like Ctrl-C; nothing lost silently ---------------------------------------
 
 
+@pytest.mark.slow  # six training runs, each stopped by a signal
 @pytest.mark.parametrize("stage", ["version-written", "link-made"])
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_signal_while_a_trained_model_is_written_cleans_up_like_ctrl_c(tmp_path, tiny_corpus, signum, stage):

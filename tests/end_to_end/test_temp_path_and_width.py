@@ -38,6 +38,7 @@ def basetemp_of_length(length: int) -> Path:
     return root / ("x" * room)
 
 
+@pytest.mark.slow  # a child pytest for each
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("length, columns", [(29, "80"), (72, "200")])
 def test_the_sample_passes_at_this_temp_path_length_and_width(length, columns):

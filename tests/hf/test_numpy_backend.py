@@ -1,9 +1,10 @@
 """The transformer wing against transformers itself: attentions, tokens, embeddings, logits.
 
 The oracle is the model run by transformers (eager attention, ``output_attentions=True``) on the
-same directory: in float32, as a user runs it (numpy backend within 1e-5), and in float64, where
-the numpy backend's float64 pass must agree to 1e-10 (so the 1e-6 left against float32 is torch's
-rounding, not a step done differently). On all-MiniLM-L6-v2 and on tiny random BERT, RoBERTa,
+same directory: in float32, as a user runs it (numpy backend within float32 rounding:
+tests/_tolerance.py, each attention weight against itself), and in float64, where the numpy
+backend's float64 pass must agree to 1e-10 (so what is left against float32 is torch's rounding,
+not a step done differently). On all-MiniLM-L6-v2 and on tiny random BERT, RoBERTa,
 DistilBERT, ELECTRA and GPT-2 models, for single sentences and (encoders) sentence pairs.
 """
 
@@ -25,6 +26,7 @@ torch = needed("torch")
 transformers = needed("transformers")
 
 from attncli.hf import load  # noqa: E402
+from _tolerance import f32_close, f32_size  # noqa: E402
 
 torch.set_num_threads(1)  # small models: one thread beats two that wait on each other (see _transformer_fixtures)
 
@@ -88,7 +90,7 @@ def test_numpy_attentions_equal_transformers_every_layer_and_head(model_dir):
         assert got.shape == (model.layers, model.heads, T, T) and got.dtype == np.float64
         np.testing.assert_allclose(got.sum(axis=-1), 1.0, atol=1e-12)
         want32 = reference_attentions(path, texts)
-        assert np.abs(got - want32).max() < 1e-5, texts
+        f32_close(got, want32, *f32_size(path), per_element=True, what=f"{path} {texts}")
         want64 = reference_attentions(path, texts, double=True)
         assert np.abs(got - want64).max() < 1e-10, texts
         assert got.max() > 0.3, "the test models' attention must be far from uniform for this check to bite"
@@ -104,7 +106,7 @@ def test_torch_backend_equals_transformers(model_dir):
         got = model.attentions(model.encode(*texts))
         # the torch backend runs transformers' sdpa attention and recomputes the weights from the q and
         # k it captured; in float32 sdpa's hidden states differ from eager's by up to 1.4e-6
-        np.testing.assert_allclose(got, reference_attentions(path, texts), atol=1e-5, rtol=0)
+        f32_close(got, reference_attentions(path, texts), *f32_size(path), per_element=True, what=f"{path} {texts}")
 
 
 def test_encoding_is_what_the_transformers_tokenizer_gives(model_dir):
@@ -141,7 +143,7 @@ def test_embed_is_mean_pooling_of_transformers_hidden_states(model_dir):
     for backend in ("numpy", "torch"):
         got = ours(path, backend).embed(texts)
         assert got.shape == want.shape
-        np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+        f32_close(got, want, *f32_size(path), what=f"{backend} embeddings")
     assert ours(path).embed([]).shape == (0, want.shape[1])
 
 
@@ -164,8 +166,8 @@ def test_gpt2_logits_and_attentions_equal_the_lm_head_model(tiny_gpt2_dir):
     for backend in ("numpy", "torch"):
         logits, att = ours(path, backend).logits_and_attentions(ids)
         assert logits.shape == (len(ids), model.config.vocab_size)
-        np.testing.assert_allclose(logits, want_logits, atol=1e-4, rtol=1e-5)
-        np.testing.assert_allclose(att, want_att, atol=1e-5, rtol=0)
+        f32_close(logits, want_logits, *f32_size(path), what=f"{backend} logits")
+        f32_close(att, want_att, *f32_size(path), per_element=True, what=f"{backend} attentions")
     m = ours(path)
     assert m.decode(ids) == OTHER and m.token_strings(ids) == tok.convert_ids_to_tokens(ids)
     assert int(np.argmax(logits[-1])) == int(np.argmax(want_logits[-1]))
@@ -195,7 +197,7 @@ def test_truncated_input_still_equals_transformers(tiny_bert_dir):
     enc = model.encode(long, PAIR[1], truncate=True)
     assert enc.truncated and len(enc.ids) == model.max_positions == 40
     want = reference_attentions(path, (long, PAIR[1]), truncation="longest_first", max_length=40)
-    assert np.abs(model.attentions(enc) - want).max() < 1e-5
+    f32_close(model.attentions(enc), want, *f32_size(path), per_element=True)
     assert ours(path, "torch").encode(long, PAIR[1], truncate=True) == enc
 
 
@@ -211,8 +213,8 @@ def test_half_precision_checkpoints(dtype, tiny_bert_dir, tmp_path):
     got = load(str(target), backend="numpy")
     assert got.arch.w._dtype_of("embeddings.word_embeddings.weight") == {"float16": "F16", "bfloat16": "BF16"}[dtype]
     want = reference_attentions(str(target), PAIR)
-    assert np.abs(got.attentions(got.encode(*PAIR)) - want).max() < 1e-5
-    assert np.abs(got.embed([SINGLE]) - ours(str(target), "torch").embed([SINGLE])).max() < 1e-5
+    f32_close(got.attentions(got.encode(*PAIR)), want, *f32_size(target), per_element=True)
+    f32_close(got.embed([SINGLE]), ours(str(target), "torch").embed([SINGLE]), *f32_size(target))
 
 
 def test_prefixed_checkpoint_names(tiny_bert_dir, tmp_path):
@@ -259,7 +261,7 @@ def test_embed_batches_and_padding_change_nothing(kind, request):
     texts = [" ".join(words[: 1 + (i * 7) % len(words)]) for i in range(45)]
     together = model.embed(texts)
     alone = np.stack([model.embed([t])[0] for t in texts])
-    np.testing.assert_allclose(together, alone, atol=1e-6, rtol=0)  # float32: only the rounding differs
+    f32_close(together, alone, *f32_size(model))  # float32: only the rounding differs
 
 
 def test_gpt2_key_value_cache_equals_the_full_recompute(tiny_gpt2_dir):

@@ -18,6 +18,7 @@ import pytest
 from conftest import needed
 from typer.testing import CliRunner
 
+from _tolerance import f32_close, f32_size
 from attncli.cli.main import app
 
 runner = CliRunner()
@@ -50,11 +51,14 @@ def test_embeddings_equal_transformers_mean_pooling(minilm, minilm_dir):
     from attncli.lookup.encoder import EncoderIndex, unit
 
     expected = transformers_mean_pooling(minilm_dir, TEXTS)
-    np.testing.assert_allclose(minilm.embed(TEXTS), expected, rtol=0, atol=1e-5)
+    # float32 on both sides: rounding at the model's depth and widest reduction, scaled by the values'
+    # own largest magnitude (a unit vector's elements, not 1: tests/_tolerance.py)
+    size = f32_size(minilm_dir)
+    f32_close(minilm.embed(TEXTS), expected, *size, what="embeddings")
     index = EncoderIndex(minilm, TEXTS, ngram_weight=0.0)
-    np.testing.assert_allclose(index.key_matrix, unit(expected), rtol=0, atol=2e-6)  # 1.2e-7 measured (was 1e-5)
+    f32_close(index.key_matrix, unit(expected), *size, what="keys")  # 1.2e-7 measured
     _, q = index.query_vector("colour")
-    np.testing.assert_allclose(q, unit(expected[:1])[0], rtol=0, atol=2e-6)
+    f32_close(q, unit(expected[:1])[0], *size, what="query")
 
 
 def test_embeddings_equal_sentence_transformers(minilm, minilm_dir):
@@ -63,7 +67,7 @@ def test_embeddings_equal_sentence_transformers(minilm, minilm_dir):
     from attncli.lookup.encoder import unit
 
     # all-MiniLM-L6-v2's pipeline ends with Normalize: compare unit vectors
-    np.testing.assert_allclose(unit(minilm.embed(TEXTS)), unit(reference), rtol=0, atol=2e-6)  # 2e-7 measured (was 1e-5)
+    f32_close(unit(minilm.embed(TEXTS)), unit(reference), *f32_size(minilm_dir))  # 2e-7 measured
 
 
 def test_similarity_is_cosine_blended_with_ngrams(minilm):
@@ -216,16 +220,16 @@ def test_the_models_own_pooling_is_used(tmp_path, tiny_bert_dir, flags, modes):
     expected = np.concatenate([reference[m] for m in modes], axis=1)  # (n, d * P)
     index = EncoderIndex(load_encoder(str(model_dir)), texts, ngram_weight=0.0)
     assert index.pooling == modes
-    np.testing.assert_allclose(index.key_matrix, unit(expected), rtol=0, atol=1e-5)
+    f32_close(index.key_matrix, unit(expected), *f32_size(model_dir))
     _, q = index.query_vector(texts[1])
-    np.testing.assert_allclose(q, unit(expected[1:2])[0], rtol=0, atol=1e-5)
+    f32_close(q, unit(expected[1:2])[0], *f32_size(model_dir))
     try:  # and sentence-transformers' own Pooling module, where it is installed
         from sentence_transformers import SentenceTransformer
     except ImportError:
         pass
     else:
         theirs = SentenceTransformer(str(model_dir), device="cpu").encode(texts, convert_to_numpy=True)
-        np.testing.assert_allclose(index.key_matrix, unit(theirs.astype(np.float64)), rtol=0, atol=1e-5)
+        f32_close(index.key_matrix, unit(theirs.astype(np.float64)), *f32_size(model_dir))
     explained = runner.invoke(app, ["lookup", "colour", "--encoder", str(model_dir), "--explain"])
     assert explained.exit_code == 0, explained.stderr
     assert f"(pooling: {'+'.join(modes)})" in " ".join(explained.stdout.split())

@@ -36,6 +36,7 @@ def cluster_address():
             os.environ["PYTHONPATH"] = before
 
 
+@pytest.mark.slow  # starts a local ray cluster
 def test_a_ray_cluster_gives_the_same_result_as_one_process(cluster_address, tiny_gpt2_dir, tmp_path):
     corpus = write_corpus(tmp_path / "c.txt", 20)
     whole = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--precision", "float64", "--json"])
