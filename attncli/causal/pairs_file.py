@@ -13,8 +13,8 @@ kind of metric (log p, or a logit difference).
 
     >>> import json, tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "pairs.jsonl")
-    >>> with open(path, "w") as f:
-    ...     _ = f.write(json.dumps({"clean": "a b", "corrupt": "a c", "target": "d"}) + "\\n\\n")
+    >>> from attncli.fileio import atomic_write
+    >>> atomic_write(path, json.dumps({"clean": "a b", "corrupt": "a c", "target": "d"}) + "\\n\\n")
     >>> [(p.line, p.clean, p.contrast) for p in read_pairs(path)]
     [(1, 'a b', None)]
 """

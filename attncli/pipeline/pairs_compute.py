@@ -89,10 +89,9 @@ def load_pairs_model(spec: ModelSpec):
 def fingerprint(model: Any) -> str:
     """The model's identity: its files' (attncli.stats.shards.model_fingerprint) where it has a
     folder, else (the built-in LM) a digest of its logits on a fixed text, which every weight moves."""
-    path = getattr(model, "path", None)
-    if path is not None:
+    if model.backend != "builtin":  # a checkpoint, read from its folder
         try:
-            return model_fingerprint(path)
+            return model_fingerprint(model.path)
         except FileProblem as exc:
             raise RuntimeFailure(f"model '{model.name}': a file cannot be read to fingerprint it: {exc}") from None
     logits = model.trace(list(model.encode("the cat sat on the mat").ids), "logits")["logits"]
