@@ -13,8 +13,9 @@ kind of metric (log p, or a logit difference).
 
     >>> import json, tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "pairs.jsonl")
-    >>> from attncli.fileio import atomic_write
-    >>> atomic_write(path, json.dumps({"clean": "a b", "corrupt": "a c", "target": "d"}) + "\\n\\n")
+    >>> fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    >>> _ = os.write(fd, (json.dumps({"clean": "a b", "corrupt": "a c", "target": "d"}) + "\\n\\n").encode())
+    >>> os.close(fd)
     >>> [(p.line, p.clean, p.contrast) for p in read_pairs(path)]
     [(1, 'a b', None)]
 """
