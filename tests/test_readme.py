@@ -364,3 +364,9 @@ def test_the_commands_table_says_which_commands_print_json_lines():
     for args in (["lookup", "colour", "--json"], ["matrix", "time flies", "--json"], ["demo", "--json"]):
         out = lines(*args)
         assert len(out) > 1 and isinstance(json.loads("\n".join(out)), dict), args  # one (indented) document
+
+
+def test_the_readme_stays_short():
+    """The README is the front page: at most 250 lines, the rest in docs/."""
+    lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 250, f"README.md has {len(lines)} lines"
