@@ -24,6 +24,7 @@ from attncli.explore.serve import DEFAULT_HOST, DEFAULT_PORT, serve as serve_app
 from attncli.explore.state import ExploreState
 from attncli.hf import source
 from attncli.option_conflicts import CONTRIBUTIONS, NEW_SWITCHES, TRANSFORMER_ONLY, validate
+from attncli.textio import check_length
 
 INSTALL = 'attn explore needs the "explore" extra (Textual and textual-serve): pip install "attncli[explore]"'
 DEFAULT_SENTENCE = "time flies like an arrow"
@@ -52,7 +53,7 @@ EXPLORE_HELP = "\n\n".join(" ".join(paragraph.split()) for paragraph in (
 
 @app.command("explore", help=EXPLORE_HELP)
 @declared("sentence", "file", *WORD_VECTOR_OPTIONS, "explain", "model", *VIEW_OPTIONS[:3], *VIEW_OPTIONS[4:], *LONG_OPTIONS,
-          "dict_path", "serve", "host", "port")
+          "corrupt", "dict_path", "serve", "host", "port")
 def explore_cmd(
     sentence: Annotated[Optional[str], typer.Argument(help=f"The starting sentence (default: {DEFAULT_SENTENCE!r}).",
                                                       show_default=False)] = None,
@@ -60,6 +61,9 @@ def explore_cmd(
     file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Read the starting sentence from a file.")] = None,
     explain: Annotated[Optional[tuple[int, int]], typer.Option(help="Start with the cursor on cell (I, J), 0-based.",
                                                                metavar="I J", show_default=False)] = None,
+    corrupt: Annotated[Optional[str], typer.Option(help="A corrupted text (as many tokens as the sentence): R draws "
+                                                   "attn patch's grid of the two, E attn attribute's.",
+                                                   metavar="TEXT", show_default=False)] = None,
     dict_path: Annotated[Optional[str], typer.Option("--dict", help="JSON object of the lookup pane (default: the shipped car.json).",
                                                      show_default=False)] = None,
     serve: Annotated[bool, typer.Option("--serve", help="Serve the app as a web page (textual-serve) instead of running it here.")] = False,
@@ -87,6 +91,8 @@ def explore_cmd(
     text = DEFAULT_SENTENCE if sentence is None and file is None else _read_text(sentence, file)
     if not text.strip():
         raise BadInput('the sentence is empty: give a sentence, e.g. attn explore "time flies like an arrow"')
+    if corrupt is not None:  # as attn patch and attn attribute refuse it (the table's "causal" rows), at start
+        validate(dict(text=text, corrupt=check_length(corrupt, "the corrupted text")), "causal")
     block = o.pair_filter.value if o.pair_filter else None
     checked = dict(pair=o.pair, block=block, words=o.words, hide_special=o.hide_special, rollout=o.rollout,
                    backend=o.backend.value if o.backend else None, truncate=o.truncate, model_view=o.model_view, layers=o.layers,
@@ -125,7 +131,7 @@ def explore_cmd(
         transformer=o.transformer, pair=o.pair, pair_filter=o.pair_filter.value if o.pair_filter else None, words=o.words,
         hide_special=o.hide_special, rollout=o.rollout, backend=o.backend.value if o.backend else "auto", truncate=o.truncate,
         model_view=o.model_view, layers=o.layers, allow_missing_weights=o.allow_missing_weights, flow=o.flow,
-        rows=o.rows, top_k=o.top_k, pool=o.pool,
+        rows=o.rows, top_k=o.top_k, pool=o.pool, corrupt=corrupt,
         view_options=tuple((name, True) for name in NEW_SWITCHES if options[name]),
     )
     if serve:

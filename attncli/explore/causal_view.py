@@ -1,6 +1,9 @@
-"""Two views of ``attn explore`` (keys G and D) that replace the heatmap: the head-ablation grid
-(what ``attn ablate`` draws) and the direct logit attribution (``attn dla``) of the sentence's top
-prediction: a decoder's next token after the text, an encoder's token at the text's last mask.
+"""Four views of ``attn explore`` that replace the heatmap: the head-ablation grid (key G, what
+``attn ablate`` draws), the direct logit attribution (D, ``attn dla``) and, with --corrupt, the
+restored-fraction grid of activation patching (R, ``attn patch CLEAN CORRUPT``) and its estimate by
+attribution patching (E, ``attn attribute CLEAN CORRUPT``, a --transformer's NumPy pass only) of
+the sentence's top prediction: a decoder's next token after the text, an encoder's token at the
+text's last mask.
 With --transformer, on that model; without, on attn's built-in LM (attncli.tinylm.traced: offline,
 as ``attn ablate`` and ``attn dla`` without --transformer), of the word-vector model the app reads
 (--model; its command line then sets ``ATTN_MODEL``, which those commands read). Computed in the
@@ -17,11 +20,15 @@ import shlex
 import numpy as np
 
 from attncli.causal.causal_request import REQUESTS
+from attncli.causal.gradient_request import AttributeRequest
 from attncli.causal.target import mask_position
 from attncli.errors import BadInput
+from attncli.explore.disabled_keys import NEEDS_CORRUPT, corrupt_refusal
 from attncli.explore.drawing import Panel
 from attncli.causal.grids import missing
+from attncli.model.interface import has, refusal as model_refusal
 from attncli.pipeline.causal_compute import compute_causal as run_causal
+from attncli.pipeline.gradient_compute import compute as run_gradients
 from attncli.tinylm.traced import load_builtin
 
 
@@ -30,7 +37,7 @@ class CausalResult(Panel):
     """The app's panel around the command's own result (attncli.views.causal): drawn, exported and
     said as a command line by it."""
 
-    result: Any  # an AblateResult or a DlaResult
+    result: Any  # an AblateResult, a DlaResult, a PatchResult or an AttributeResult
     builtin_model: str | None = None  # the built-in LM of this word-vector model (--model), not the default one
 
     @property
@@ -54,31 +61,55 @@ class CausalResult(Panel):
         return self.result.renderables(width)
 
     def notes(self) -> list[str]:
-        if self.doc["command"] == "dla":
-            return ["direct logit attribution: each head's and MLP's direct part of the top prediction's logit, "
-                    "through the final norm with its scale frozen; the parts add up to the logit. D returns."]
-        return ["head ablation: each head's output zeroed at every position, the change in the top prediction's "
-                "log-probability (negative: the head helped). G returns."]
+        return [NOTES[self.doc["command"]]]
 
     def document(self) -> dict[str, Any]:
         return self.doc
 
 
+ATTRIBUTION = "attribution patching (E, attn attribute)"  # what the model interface's refusal says is refused
+NOTES = {  # the explanation panel of each view: what a cell of it is
+    "ablate": "head ablation: each head's output zeroed at every position, the change in the top prediction's "
+              "log-probability (negative: the head helped). G returns.",
+    "dla": "direct logit attribution: each head's and MLP's direct part of the top prediction's logit, "
+           "through the final norm with its scale frozen; the parts add up to the logit. D returns.",
+    "patch": "activation patching: a cell is the corrupted text's run with that site (a layer's residual stream "
+             "at one position, by default) copied from the clean run, the fraction of the top prediction's "
+             "log-probability gap restored: (patched - corrupt) / (clean - corrupt); 1: that site alone carries "
+             "the difference, 0: nothing. R returns.",
+    "attribute": "attribution patching (AtP*): each cell of attn patch's grid (R) estimated from one forward and "
+                 "one backward pass, the gradient at the corrupted run times the clean - corrupt difference of "
+                 "that site, over the same gap; close to R's numbers where the model is near linear. E returns.",
+}
+
+
 def request_of(state, kind: str, target_id: int | None = None):
-    """The request of G or D (``kind``: "ablate" or "dla") for the state's sentence: what the command
-    line builds for ``attn ablate`` / ``attn dla`` with --target-id ``target_id``."""
-    return REQUESTS[kind](state.text, transformer=state.transformer, target_id=target_id, backend=state.backend)
+    """The request of G, D, R or E (``kind``: "ablate", "dla", "patch", "attribute") for the state's
+    sentence (and --corrupt): what the command line builds for ``attn ablate`` / ``attn dla`` /
+    ``attn patch`` / ``attn attribute`` with --target-id ``target_id``."""
+    if kind == "attribute":  # the NumPy pass always: no --backend
+        return AttributeRequest(state.text, transformer=state.transformer, corrupt=state.corrupt or "",
+                                target_id=target_id)
+    corrupt = {"corrupt": state.corrupt or ""} if kind == "patch" else {}
+    return REQUESTS[kind](state.text, transformer=state.transformer, target_id=target_id, backend=state.backend,
+                          **corrupt)
 
 
 def refusal(model: Any, kind: str, state=None) -> str | None:
-    """Why ``kind`` ("ablate", "dla") cannot run on ``model``, or None: with ``state``, first what the
-    command's request refuses (attncli.option_conflicts' "causal" rows); then the sentence
-    ``attn ablate`` and ``attn dla`` give for the model (causal.grids.missing)."""
+    """Why ``kind`` ("ablate", "dla", "patch", "attribute") cannot run on ``model``, or None: with
+    ``state``, first a missing --corrupt, then what the command's request refuses
+    (attncli.option_conflicts' "causal" and "gradients" rows); then the sentence the command gives
+    for the model (causal.grids.missing; attribution: the model interface's "grad")."""
     if state is not None:
+        if kind in NEEDS_CORRUPT and state.corrupt is None:
+            return corrupt_refusal(kind)
         reason = request_of(state, kind).refusal()
         if reason:
             return reason
-    return missing(model, kind)
+    reason = missing(model, kind)
+    if reason is None and kind == "attribute" and not has(model, "grad"):
+        return model_refusal(model, "grad", ATTRIBUTION)
+    return reason
 
 
 def builtin_lm(state, models: dict[tuple[str, str], Any]):
@@ -98,8 +129,9 @@ def compute_on_builtin(state, models: dict[tuple[str, str], Any]) -> CausalResul
 
 
 def compute_causal(model: Any, state) -> CausalResult:
-    """``attn ablate`` (G) or ``attn dla`` (D) of the sentence's top prediction: the command's request,
-    with that target, computed as the command computes it."""
+    """``attn ablate`` (G), ``attn dla`` (D), ``attn patch`` (R) or ``attn attribute`` (E) of the
+    sentence's top prediction: the command's request, with that target, computed as the command
+    computes it."""
     reason = refusal(model, state.causal_view, state)
     if reason:
         raise BadInput(reason)
@@ -109,4 +141,9 @@ def compute_causal(model: Any, state) -> CausalResult:
     ids = list(enc.ids)
     position = len(ids) - 1 if model.is_decoder else mask_position(model, ids)
     top = int(np.argmax(model.trace(ids, "logits")["logits"][position]))  # (V,) -> the top prediction
-    return CausalResult(run_causal(request_of(state, state.causal_view, top), model, truncate=state.truncate))
+    request = request_of(state, state.causal_view, top)
+    if state.causal_view == "attribute":  # attn attribute reads the whole text: no --truncate
+        result = run_gradients(request, model)
+        result.model, result.enc = model, enc
+        return CausalResult(result)
+    return CausalResult(run_causal(request, model, truncate=state.truncate))

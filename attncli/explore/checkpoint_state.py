@@ -11,8 +11,9 @@ ModelViewResult); the cursor's cell only adds ``--explain I J``.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
+from attncli.attention.checkpoint_views import write_document
 from attncli.explore import disabled_keys
 from attncli.explore.causal_view import compute_causal
 from attncli.explore.drawing import export_drawing, view_kind
@@ -21,6 +22,13 @@ from attncli.pipeline.compute_view import compute as compute_view
 from attncli.pipeline.compute_view import load_for
 from attncli.pipeline.view_result import ModelViewResult, ViewResult
 from attncli.views.explanation import explanation_renderables
+
+
+class Split(NamedTuple):
+    """The QK split of the cursor's cell as explore shows it (key Q: attncli.explore.qk_split)."""
+
+    document: dict[str, Any]  # attn qk --json's document
+    drawing: tuple  # its renderables, as the explanation panel draws them (the attn qk command line under them)
 
 
 def check(state) -> None:
@@ -81,15 +89,23 @@ def model_view_renderables(res: ModelViewResult, state, width: int, *, cursor=No
     return res.heatmaps(width, cursor=cursor, cell_meta=cell_meta)
 
 
-def export_text(res, state, fmt: str, width: int | None = None) -> str | bytes:
+def export_text(res, state, fmt: str, width: int | None = None, split: Optional[Split] = None) -> str | bytes:
     """The view as .json (``attn matrix --transformer ... --json``'s document, with the cursor's
-    --explain), .html (the interactive page), .svg or .png (the drawing and its command line)."""
-    if view_kind(res) == "panel":  # the logit lens, a comparison, G, D: the result protocol's
+    --explain), .html (the interactive page), .svg or .png (the drawing and its command line).
+    ``split``: the QK split on screen (key Q), added to the .json as "qk_split" (``attn qk --json``'s
+    document) and drawn under the explanation in .svg and .png (and a long view's .html)."""
+    if view_kind(res) == "panel":  # the logit lens, a comparison, G, D, R, E: the result protocol's
         return res.json_text() if fmt == ".json" else getattr(res, fmt[1:])(width)
     shown = at_cursor(res, state)
     if fmt == ".json":
-        return shown.json_text()
+        if split is None:
+            return shown.json_text()
+        parts: list[str] = []
+        write_document({**shown.document(), "qk_split": split.document}, parts.append)
+        return "".join(parts)
     if fmt == ".html" and not shown.request.long:  # a long view's .html is its drawing
         return shown.page()
     explained = explanation_renderables(shown.explanation) if shown.explanation is not None else []
-    return export_drawing(lambda w: [*shown.heatmaps(w), *explained], shown.command_line(), res.enc.text, fmt, width)
+    drawn = list(split.drawing) if split is not None else []
+    return export_drawing(lambda w: [*shown.heatmaps(w), *explained, *drawn], shown.command_line(), res.enc.text, fmt,
+                          width)

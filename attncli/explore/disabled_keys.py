@@ -1,6 +1,7 @@
-"""The transformer view's keys in ``attn explore`` that the options table refuses: a key that would
-make a state :mod:`attncli.option_conflicts` refuses (u with --head and --flow on, r with a head
-picked, M with --rollout on, ...) is shown disabled in the footer, and says the row's reason when
+"""The keys of ``attn explore`` that are disabled: the transformer view's keys the options table
+refuses (a key that would make a state :mod:`attncli.option_conflicts` refuses: u with --head and
+--flow on, r with a head picked, M with --rollout on, ...), and R and E (attn patch, attn attribute)
+without --corrupt. Each is shown disabled in the footer, and says why (and what enables it) when
 pressed, instead of failing after the forward pass. Plain data, no Textual: tested without a terminal.
 """
 
@@ -8,7 +9,17 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from attncli.explore.drawing import CAUSAL_VIEWS
 from attncli.option_conflicts import refusal, validate
+
+NEEDS_CORRUPT = ("patch", "attribute")  # the causal views of two texts: attn explore CLEAN --corrupt CORRUPT
+
+
+def corrupt_refusal(kind: str) -> str:
+    """What R and E (``kind``: "patch", "attribute") say without --corrupt: how to enable them."""
+    command = "attn patch" if kind == "patch" else "attn attribute"
+    return (f"{CAUSAL_VIEWS[kind][0]} draws {command}'s grid of the sentence against a corrupted text: start "
+            "with attn explore TEXT --corrupt CORRUPTED_TEXT (as many tokens as TEXT)")
 
 
 def state_options(state) -> dict[str, Any]:
@@ -43,8 +54,11 @@ def next_state(state, action: str, params: tuple, *, heads: Optional[int], layer
 
 def key_refusal(state, action: str, params: tuple, *, heads: Optional[int] = None, layers: Optional[int] = None,
                 in_model_view: bool = False) -> Optional[str]:
-    """Why the key (``action`` with ``params``) is disabled in ``state``, or None. A state that is
-    refused already (it cannot come from the keys) leaves every key on, as it was."""
+    """Why the key (``action`` with ``params``) is disabled in ``state``, or None: R and E without
+    --corrupt; a key to a state the table refuses. A state that is refused already (it cannot come
+    from the keys) leaves every key on, as it was."""
+    if action == "causal_test" and params and params[0] in NEEDS_CORRUPT and state.corrupt is None:
+        return corrupt_refusal(str(params[0]))
     new = next_state(state, action, params, heads=heads, layers=layers, in_model_view=in_model_view)
     if new is None or refusal(state_options(state), "explore") is not None:
         return None

@@ -12,6 +12,8 @@ from attncli.views.result import Result
 
 PRETRAINED_KINDS = ("pretrained", "model_view", "panel")  # the views of a transformer
 WORD_VECTORS = "word_vectors"
+CAUSAL_VIEWS = {"ablate": ("G", "head ablation"), "dla": ("D", "direct logit attribution"),  # causal_view: key, name
+                "patch": ("R", "activation patching"), "attribute": ("E", "attribution patching")}
 
 
 def export_drawing(draw, command: str, text: str, fmt: str, width: int | None = None) -> str | bytes:

@@ -64,6 +64,12 @@ KEYS: tuple[Key, ...] = (
         "change in its log-probability (attn ablate); without --transformer, of attn's built-in LM; G again returns"),
     Key("D", "D", "causal_test('dla')", "decoders: direct logit attribution of the top prediction, each head's and "
         "MLP's part of its logit (attn dla); without --transformer, of attn's built-in LM; D again returns"),
+    Key("R", "R", "causal_test('patch')", "with --corrupt TEXT: activation patching of the top prediction, each site "
+        "(a layer's residual stream at each position) copied from the sentence's run into the corrupted text's, the "
+        "fraction restored (attn patch CLEAN CORRUPT); without --transformer, of attn's built-in LM; R again returns"),
+    Key("E", "E", "causal_test('attribute')", "with --corrupt TEXT and --transformer: attribution patching (AtP*) of "
+        "the top prediction, every cell of R's grid estimated from one forward and one backward pass (attn "
+        "attribute CLEAN CORRUPT); E again returns"),
     Key("l", "l", "pane('lookup')", "lookup pane: type a query, see its weights over the dictionary's keys (--dict)", "lookup"),
     Key("m", "m", "pane('matrix')", "back to the matrix"),
     Key("x", "x", "export", "export the view: .svg, .html, .png or .json (the name's suffix picks), written atomically", "export"),
@@ -83,13 +89,15 @@ _COMMON = {"pane('lookup')": "lookup", "export": "export", "copy": "copy cmd"}
 FOOTER: dict[str, dict[str, str]] = {
     "word-vector": {**_FIRST, "edit('sentence')": "sentence", "edit('context')": "context", "variant(1)": "variant",
                     "causal": "causal", "window(1)": "window", "projection(1)": "proj", "show(1)": "show", **_COMMON,
-                    "causal_test('ablate')": "ablate", "causal_test('dla')": "dla"},
+                    "causal_test('ablate')": "ablate", "causal_test('dla')": "dla", "causal_test('patch')": "patch",
+                    "causal_test('attribute')": "AtP"},
     "transformer": {**_FIRST, "edit('sentence')": "sentence", "edit('context')": "pair", "layer(1)": "layer",
                     "head(1)": "head", "model_view": "model view", "lens": "lens", "compare": "compare",
                     "qk_split": "qk split", "export": "export", "copy": "copy cmd", "flag('words')": "words",
                     "flag('hide_special')": "specials", "flag('rollout')": "rollout", "flag('flow')": "flow",
                     "filter(1)": "filter", "backend(1)": "backend", "transformer": "vectors",
-                    "pane('lookup')": "lookup"},
+                    "pane('lookup')": "lookup", "causal_test('ablate')": "ablate", "causal_test('dla')": "dla",
+                    "causal_test('patch')": "patch", "causal_test('attribute')": "AtP"},
     "model view": {**_FIRST, "layer(1)": "layer", "head(1)": "head", "model_view": "open head",
                    "export": "export", "copy": "copy cmd"},
     "lookup": {**_FIRST, "escape": "leave box / back", "pane('matrix')": "matrix"},

@@ -17,6 +17,7 @@ from textual import work
 from textual.app import App
 
 from attncli.errors import AttnError
+from attncli.explore.checkpoint_state import Split
 from attncli.explore.drawing import view_kind
 from attncli.hf import qk_attribution
 from attncli.model.interface import has, refusal
@@ -88,6 +89,14 @@ class QKSplit(App):
                 return
             self.qk_on = True
         self._draw()
+
+    def split_shown(self) -> Split | None:
+        """The split on screen, for the export (x), or None: Q off, or the cursor's split not computed yet."""
+        if not self.qk_on or self.qk_doc is None or self._qk_for is None:
+            return None
+        if self._qk_for[0] is not self.result or self._qk_for[1] != self.state:
+            return None
+        return Split(self.qk_doc, tuple(self._qk_parts or ()))
 
     def qk_split_renderables(self) -> list:
         """What the explanation panel shows under the explanation: the split of the cursor's cell

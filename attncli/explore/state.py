@@ -23,7 +23,7 @@ from attncli.attention.projection import PROJECTIONS
 from attncli.attention.variants import VARIANTS
 from attncli.errors import BadInput
 from attncli.explore import checkpoint_state
-from attncli.explore.drawing import WORD_VECTORS, export_drawing, view_kind
+from attncli.explore.drawing import CAUSAL_VIEWS, WORD_VECTORS, export_drawing, view_kind
 from attncli.export_target import DESCRIPTOR, check_export, write_export
 from attncli.option_conflicts import BACKENDS, CONTRIBUTIONS, TRANSFORMER_SHOWS, validate
 from attncli.pipeline.compare_compute import CompareRequest
@@ -94,7 +94,8 @@ class ExploreState:
     flow: bool = False  # --flow: the attention flow through layers 0..layer (attncli.attention.flow)
     lens: bool = False  # the logit lens of a decoder (attn lens) instead of the attention
     compare_text: str | None = None  # attn compare: this second text's matrix beside the sentence's, and B - A
-    causal_view: str | None = None  # "ablate" (G) or "dla" (D): attn ablate / attn dla of the top prediction
+    causal_view: str | None = None  # "ablate" (G), "dla" (D), "patch" (R), "attribute" (E): that command's view
+    corrupt: str | None = None  # --corrupt: the corrupted text of attn patch (R) and attn attribute (E)
     grid: tuple[int, int] | None = None  # the model view's cursor (layer, head); None: the first head shown
     view_options: tuple[tuple[str, Any], ...] = ()  # the view's switches explore has no key for (name, value)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
@@ -258,14 +259,16 @@ class ExploreState:
             return self.lens_request().command_line()
         if self.causal_view is not None:  # the target is the result's; without --transformer, the built-in LM
             transformer = [] if self.transformer is None else ["--transformer", self.transformer]
-            return shlex.join(["attn", self.causal_view, self.text, *transformer])
+            corrupt = [self.corrupt or ""] if self.causal_view in ("patch", "attribute") else []
+            return shlex.join(["attn", self.causal_view, self.text, *corrupt, *transformer])
         if self.transformer is not None and self.compare_text is not None:
             return self.compare_request().command_line()
         return shlex.join(["attn", "matrix", *self.options(explain, cell)])
 
     def explore_args(self) -> list[str]:
         """The arguments of ``attn explore`` that start the app in this state."""
-        return self.options() + (["--dict", self.dict_path] if self.dict_path is not None else [])
+        return (self.options() + (["--dict", self.dict_path] if self.dict_path is not None else [])
+                + (["--corrupt", self.corrupt] if self.corrupt is not None else []))
 
     def summary(self) -> str:
         """One line of the current settings (the app's status bar)."""
@@ -279,8 +282,7 @@ class ExploreState:
         if self.transformer is not None and self.lens:
             return f"transformer {Path(self.transformer).name or self.transformer} · logit lens (L returns)"
         if self.causal_view is not None:
-            key = "G" if self.causal_view == "ablate" else "D"
-            what = "head ablation" if self.causal_view == "ablate" else "direct logit attribution"
+            key, what = CAUSAL_VIEWS[self.causal_view]
             model = (f"transformer {Path(self.transformer).name or self.transformer}" if self.transformer is not None
                      else f"built-in LM of {self.model or 'the default model'}")
             return f"{model} · {what} ({key} returns)"
@@ -329,11 +331,13 @@ def export_path(given: str, cwd: Path | None = None) -> Path:
     return path
 
 
-def export_text(res, state: ExploreState, fmt: str, width: int | None = None) -> str | bytes:
+def export_text(res, state: ExploreState, fmt: str, width: int | None = None,
+                split: checkpoint_state.Split | None = None) -> str | bytes:
     """The current view as ``fmt`` (.svg, .html, .png, .json): the JSON is ``attn matrix --json
-    --explain I J``'s document; SVG and HTML are the heatmap and the explanation as drawn."""
+    --explain I J``'s document; SVG and HTML are the heatmap and the explanation as drawn.
+    ``split``: a transformer's QK split on screen (key Q), which the export then holds too."""
     if view_kind(res) != WORD_VECTORS:
-        return checkpoint_state.export_text(res, state, fmt, width)
+        return checkpoint_state.export_text(res, state, fmt, width, split)
     explanation = explain(res, *state.cursor)
     if fmt == ".json":
         parts: list[str] = []
@@ -343,9 +347,10 @@ def export_text(res, state: ExploreState, fmt: str, width: int | None = None) ->
                           state.command_line(), " ".join(res.tokens), fmt, width)
 
 
-def export(res, state: ExploreState, given: str, cwd: Path | None = None, width: int | None = None) -> Path:
+def export(res, state: ExploreState, given: str, cwd: Path | None = None, width: int | None = None,
+           split: checkpoint_state.Split | None = None) -> Path:
     """Write the current view to ``given`` (format from its suffix), atomically; the path written.
     ``width`` None: laid out for the file (as wide as the view needs), not for the app's window."""
     path = export_path(given, cwd)
-    write_export(path, export_text(res, state, path.suffix.lower(), width), binary=path.suffix.lower() == ".png")
+    write_export(path, export_text(res, state, path.suffix.lower(), width, split), binary=path.suffix.lower() == ".png")
     return path

@@ -122,12 +122,12 @@ class ViewKeys(App):
 
     def _export_to(self, given: str | None) -> None:
         if given is not None:
-            self._export(self.result, self.state, given)
+            self._export(self.result, self.state, given, self.split_shown())
 
     @work(thread=True, exclusive=True, group="export", exit_on_error=False)
-    def _export(self, res, state: ExploreState, given: str) -> None:
+    def _export(self, res, state: ExploreState, given: str, split: checkpoint_state.Split | None = None) -> None:
         try:
-            path = export(res, state, given, self.cwd)  # laid out for the file, not this window
+            path = export(res, state, given, self.cwd, split=split)  # laid out for the file, not this window
         except AttnError as exc:
             self._from_thread(self._say, str(exc), error=True)
         except Exception as exc:
