@@ -28,7 +28,7 @@ from attncli.explore.drawing import Panel
 from attncli.causal.grids import missing
 from attncli.model.interface import has, refusal as model_refusal
 from attncli.pipeline.causal_compute import compute_causal as run_causal
-from attncli.pipeline.gradient_compute import compute as run_gradients
+from attncli.pipeline.gradient_compute import compute as run_gradients, load_gradients
 from attncli.tinylm.traced import load_builtin
 
 
@@ -107,9 +107,20 @@ def refusal(model: Any, kind: str, state=None) -> str | None:
         if reason:
             return reason
     reason = missing(model, kind)
-    if reason is None and kind == "attribute" and not has(model, "grad"):
-        return model_refusal(model, "grad", ATTRIBUTION)
+    if reason is None and kind == "attribute" and model.backend == "numpy":  # else E loads the NumPy pass
+        reason = next((model_refusal(model, need, ATTRIBUTION) for need in ("grad", "tape") if not has(model, need)), None)
     return reason
+
+
+def gradient_model(model: Any, state, models: dict[tuple[str, str], Any]) -> Any:
+    """The model E computes on: attn attribute's, the checkpoint's NumPy pass (its backward pass is
+    attn's own) whatever the view's --backend; loaded once into ``models`` beside the view's."""
+    if model.backend == "numpy":
+        return model
+    key = (state.transformer, "numpy")
+    if key not in models:
+        models[key] = load_gradients(request_of(state, "attribute"))
+    return models[key]
 
 
 def builtin_lm(state, models: dict[tuple[str, str], Any]):

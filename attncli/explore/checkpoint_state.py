@@ -15,7 +15,7 @@ from typing import Any, NamedTuple, Optional
 
 from attncli.attention.checkpoint_views import write_document
 from attncli.explore import disabled_keys
-from attncli.explore.causal_view import compute_causal
+from attncli.explore.causal_view import compute_causal, gradient_model
 from attncli.explore.drawing import export_drawing, view_kind
 from attncli.explore.lens_compare import compute_compare, compute_lens
 from attncli.pipeline.compute_view import compute as compute_view
@@ -49,7 +49,9 @@ def compute(state, models: dict[tuple[str, str], Any]):
     if key not in models:
         models[key] = load_for(request)
     model = models[key]
-    if state.causal_view is not None:  # G, D: attn ablate's or attn dla's view
+    if state.causal_view == "attribute":  # E: attn attribute's view, on the NumPy pass as the command
+        return compute_causal(gradient_model(model, state, models), state)
+    if state.causal_view is not None:  # G, D, R: attn ablate's, attn dla's or attn patch's view
         return compute_causal(model, state)
     if state.lens or state.compare_text is not None:  # L, C: attn lens's or attn compare's view
         return compute_lens(model, state) if state.lens else compute_compare(model, state)
