@@ -124,3 +124,51 @@ def test_on_the_torch_backend_the_split_is_refused_by_name(model_dir):
 
     drive(script, ExploreState(TEXT, transformer=str(model_dir("gpt2")), head=0, backend="torch"), size=(120, 40))
     assert "NumPy pass" in seen["message"] and "torch" in seen["message"]
+
+
+def test_the_split_on_screen_is_in_the_export(model_dir, tmp_path):
+    """x with the split shown: the .json holds attn qk --json's document of the cell under "qk_split"
+    beside attn matrix --json --explain's, the .svg draws it with its command line; a sentence's
+    control characters stay escaped in both; with Q off the export is the view's alone."""
+    import json
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from attncli.cli.main import app as cli
+    from attncli.explore.qk_split import command_line
+    from test_explore import settle
+
+    text = "the cat \x1b[2J sat on the mat"  # ESC would clear a terminal: escaped in every export
+    path = str(model_dir("gpt2"))
+    seen = {}
+
+    async def export(app, pilot, name):
+        await press(app, pilot, "x")
+        app.screen.query_one("#export-path").value = name
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert app.message == f"wrote {tmp_path / name}", app.message
+
+    async def script(app, pilot):
+        await press(app, pilot, "Q")
+        seen["doc"], seen["state"] = app.qk_doc, app.state
+        await export(app, pilot, "split.json")
+        await export(app, pilot, "split.svg")
+        await press(app, pilot, "Q")
+        await export(app, pilot, "plain.json")
+
+    drive(script, ExploreState(text, transformer=path, layer=1, head=2, cursor=(5, 2)), size=(160, 60), cwd=tmp_path)
+    doc, state = seen["doc"], seen["state"]
+    assert doc is not None and (doc["layer"], doc["head"]) == (1, 2)
+    raw = (tmp_path / "split.json").read_text(encoding="utf-8")
+    assert "\x1b" not in raw
+    exported, plain = json.loads(raw), json.loads((tmp_path / "plain.json").read_text(encoding="utf-8"))
+    qk = CliRunner().invoke(cli, [*shlex.split(command_line(doc, state))[1:], "--json"])
+    assert qk.exit_code == 0, qk.output
+    assert exported.pop("qk_split") == json.loads(qk.stdout) and "qk_split" not in plain
+    assert exported == plain  # the rest: the view's own document, as Q off exports it
+    svg = (tmp_path / "split.svg").read_text(encoding="utf-8")
+    assert "\x1b" not in svg and "\\x1b" in svg
+    assert "QK&#160;split&#160;of&#160;this&#160;cell" in svg or "QK split of this cell" in svg
+    assert f"{doc['top'][0]['value']:+.4f}" in svg
