@@ -26,7 +26,6 @@ from attncli.errors import BadInput
 from attncli.explore.disabled_keys import NEEDS_CORRUPT, corrupt_refusal
 from attncli.explore.drawing import Panel
 from attncli.causal.grids import missing
-from attncli.model.interface import has, refusal as model_refusal
 from attncli.pipeline.causal_compute import compute_causal as run_causal
 from attncli.pipeline.gradient_compute import compute as run_gradients, load_gradients
 from attncli.tinylm.traced import load_builtin
@@ -67,7 +66,6 @@ class CausalResult(Panel):
         return self.doc
 
 
-ATTRIBUTION = "attribution patching (E, attn attribute)"  # what the model interface's refusal says is refused
 NOTES = {  # the explanation panel of each view: what a cell of it is
     "ablate": "head ablation: each head's output zeroed at every position, the change in the top prediction's "
               "log-probability (negative: the head helped). G returns.",
@@ -99,17 +97,15 @@ def refusal(model: Any, kind: str, state=None) -> str | None:
     """Why ``kind`` ("ablate", "dla", "patch", "attribute") cannot run on ``model``, or None: with
     ``state``, first a missing --corrupt, then what the command's request refuses
     (attncli.option_conflicts' "causal" and "gradients" rows); then the sentence the command gives
-    for the model (causal.grids.missing; attribution: the model interface's "grad")."""
+    for the model (causal.grids.missing, from the model interface's capabilities; attn attribute's
+    own check of "grad" on the NumPy pass E loads is the pipeline's)."""
     if state is not None:
         if kind in NEEDS_CORRUPT and state.corrupt is None:
             return corrupt_refusal(kind)
         reason = request_of(state, kind).refusal()
         if reason:
             return reason
-    reason = missing(model, kind)
-    if reason is None and kind == "attribute" and model.backend == "numpy":  # else E loads the NumPy pass
-        reason = next((model_refusal(model, need, ATTRIBUTION) for need in ("grad", "tape") if not has(model, need)), None)
-    return reason
+    return missing(model, kind)
 
 
 def gradient_model(model: Any, state, models: dict[tuple[str, str], Any]) -> Any:
