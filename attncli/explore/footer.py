@@ -13,7 +13,7 @@ from textual.containers import HorizontalGroup
 from textual.widgets import ContentSwitcher, Footer, Input
 from textual.widgets._footer import FooterKey
 
-from attncli.explore.keys import FOOTER, KEYS
+from attncli.explore.keys import CORRUPT_FOOTER, FOOTER, KEYS
 
 
 FOOTER_ROWS = 2  # at most: the rest of the screen is the view's
@@ -119,6 +119,8 @@ class FooterModes(App):
             return
         self._footer_mode = mode
         shown = dict(FOOTER[mode])
+        if mode in ("word-vector", "transformer") and self.state.corrupt is not None:  # R and E after quit, help
+            shown = {**dict(list(shown.items())[:2]), **CORRUPT_FOOTER, **shown}
         if mode == "word-vector" and self.transformer_name is not None:
             shown["transformer"] = "transformer"
         ours = {(key, k.action) for k in KEYS for key in k.key.split(",")}  # not Textual's own ctrl+q

@@ -89,19 +89,22 @@ _COMMON = {"pane('lookup')": "lookup", "export": "export", "copy": "copy cmd"}
 FOOTER: dict[str, dict[str, str]] = {
     "word-vector": {**_FIRST, "edit('sentence')": "sentence", "edit('context')": "context", "variant(1)": "variant",
                     "causal": "causal", "window(1)": "window", "projection(1)": "proj", "show(1)": "show", **_COMMON,
-                    "causal_test('ablate')": "ablate", "causal_test('dla')": "dla", "causal_test('patch')": "patch",
-                    "causal_test('attribute')": "AtP"},
+                    "causal_test('ablate')": "ablate", "causal_test('dla')": "dla"},
     "transformer": {**_FIRST, "edit('sentence')": "sentence", "edit('context')": "pair", "layer(1)": "layer",
                     "head(1)": "head", "model_view": "model view", "lens": "lens", "compare": "compare",
                     "qk_split": "qk split", "export": "export", "copy": "copy cmd", "flag('words')": "words",
                     "flag('hide_special')": "specials", "flag('rollout')": "rollout", "flag('flow')": "flow",
                     "filter(1)": "filter", "backend(1)": "backend", "transformer": "vectors",
-                    "pane('lookup')": "lookup", "causal_test('ablate')": "ablate", "causal_test('dla')": "dla",
-                    "causal_test('patch')": "patch", "causal_test('attribute')": "AtP"},
+                    "pane('lookup')": "lookup"},
     "model view": {**_FIRST, "layer(1)": "layer", "head(1)": "head", "model_view": "open head",
                    "export": "export", "copy": "copy cmd"},
     "lookup": {**_FIRST, "escape": "leave box / back", "pane('matrix')": "matrix"},
 }
+
+
+# With --corrupt, R and E come right after quit and help in the word-vector and transformer footers
+# (what the app was started for); without it they are left out, and say how to enable them when pressed.
+CORRUPT_FOOTER = {"causal_test('patch')": "patch", "causal_test('attribute')": "AtP"}
 
 
 def help_rows() -> list[tuple[str, str]]:

@@ -90,12 +90,14 @@ def test_without_corrupt_the_keys_are_disabled_and_say_how(tiny_gpt2_dir, key):
         before = app.result
         action = "causal_test('patch')" if key == "R" else "causal_test('attribute')"
         seen["enabled"] = app.check_action("causal_test", ("patch" if key == "R" else "attribute",))
+        seen["footer"] = footer(app)
         await press(app, pilot, key)
         seen["message"], seen["view"], seen["same"] = app.message, app.state.causal_view, app.result is before
         seen["action"] = action
 
     drive(script, ExploreState(CLEAN, transformer=str(tiny_gpt2_dir)), size=(140, 40))
     assert seen["enabled"] is None and seen["view"] is None and seen["same"]
+    assert not {"patch", "AtP"} & seen["footer"]  # left out of the footer: only the help lists them
     assert "--corrupt" in seen["message"] and seen["message"].startswith(f"{key} draws")
 
 
@@ -104,12 +106,14 @@ def test_R_runs_on_the_builtin_lm_and_E_is_refused_by_name(monkeypatch):
     seen = {}
 
     async def script(app, pilot):
+        seen["footer"] = footer(app)  # R and E right after quit and help: in the footer at 50 columns
         await press(app, pilot, "R")
         seen["R"] = (app.message, app.state.causal_view, app.result.document(), app.result.command_line())
         await press(app, pilot, "R", "E")
         seen["E"] = (app.message, app.state.causal_view)
 
-    drive(script, ExploreState(clean, corrupt=corrupt), size=(140, 40))
+    drive(script, ExploreState(clean, corrupt=corrupt), size=(50, 40))
+    assert {"patch", "AtP"} <= seen["footer"]
     message, view, doc, command = seen["R"]
     assert message == "" and view == "patch"
     assert shlex.split(command)[:4] == ["attn", "patch", clean, corrupt] and "--transformer" not in command
