@@ -179,3 +179,15 @@ def test_corrupt_reaches_the_state_and_the_serve_arguments(monkeypatch):
     assert result.exit_code == 0, result.output
     state = started["state"]
     assert state.corrupt == CORRUPT and state.explore_args()[-2:] == ["--corrupt", CORRUPT]
+
+
+def test_every_key_is_bound_once_and_R_E_say_the_commands():
+    """R and E take letters no other key had (a second binding of a key would shadow the first), and
+    the state's command line of their views names both texts."""
+    from attncli.explore.keys import KEYS
+
+    keys = [key for k in KEYS for key in k.key.split(",")]
+    assert len(keys) == len(set(keys)) and {"R", "E"} <= set(keys)
+    for kind in ("patch", "attribute"):
+        state = ExploreState(CLEAN, transformer="gpt2", corrupt=CORRUPT, causal_view=kind)
+        assert shlex.split(state.command_line()) == ["attn", kind, CLEAN, CORRUPT, "--transformer", "gpt2"]
