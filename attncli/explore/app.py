@@ -181,7 +181,7 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, QKSplit, ViewKeys, 
         try:
             if state.transformer is not None:
                 return checkpoint_state.compute(state, self._models), None
-            if state.causal_view is not None:  # G, D without --transformer: on attn's built-in LM
+            if state.causal_view is not None:  # G, D, R, E without --transformer: on attn's built-in LM
                 return compute_on_builtin(state, self._models), None
             return word_vector_matrix.compute(state.request(), vectors=self._vectors_for(state.model)), None
         except AttnError as exc:
@@ -212,7 +212,7 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, QKSplit, ViewKeys, 
             return
         if kind_of(res) == "model_view":
             state = replace(state, grid=res.grid_cell(state.grid))
-        elif kind_of(res) != "panel":  # the lens, a comparison, G and D have no cursor: it waits
+        elif kind_of(res) != "panel":  # the lens, a comparison, G, D, R and E have no cursor: it waits
             T, S = self._shape(res)
             i, j = state.cursor
             state = replace(state, cursor=(min(i, T - 1), min(j, S - 1)))
@@ -246,7 +246,7 @@ class ExploreApp(LookupPane, ModelViewPane, TransformerKeys, QKSplit, ViewKeys, 
         if kind_of(res) == "model_view":
             self._draw_model_view(view, width)
             return
-        if kind_of(res) == "panel":  # the logit lens (L), a comparison (C), G, D
+        if kind_of(res) == "panel":  # the logit lens (L), a comparison (C), G, D, R, E
             view.show(*res.screen_renderables(width), width=width)
             self.explanation = None
             self.query_one("#explain", Drawing).show(*[Text(visible(note), style="dim") for note in panel_notes(res)])

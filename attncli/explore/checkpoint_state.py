@@ -1,8 +1,8 @@
 """A pretrained transformer's attention in ``attn explore`` (``--transformer``): the app's state
 made into the :class:`~attncli.pipeline.ViewRequest` that ``attn matrix --transformer`` builds,
 computed by the same :func:`attncli.pipeline.compute_view` (so the app's numbers are the command's),
-and the app's own views (the logit lens, a comparison, the causal tests), which replace the
-heatmap.
+and the app's own views (the logit lens, a comparison, the causal tests G, D, R and E), which
+replace the heatmap.
 
 The model is loaded once per (name, backend) and kept; a forward pass runs in the app's worker.
 What is drawn, exported and copied is the result's (attncli.pipeline.view_result: ViewResult,
@@ -74,8 +74,8 @@ def at_cursor(res: ViewResult, state) -> ViewResult:
 
 def command_line(res, state) -> str:
     """The command of this view, with ``--explain I J`` of the cursor's cell (as input positions)
-    where the command has an explanation; the panels' (lens, compare, G, D) their own."""
-    if view_kind(res) == "panel":  # the lens, a comparison, G, D: the result's own
+    where the command has an explanation; the panels' (lens, compare, G, D, R, E) their own."""
+    if view_kind(res) == "panel":  # the lens, a comparison, G, D, R, E: the result's own
         return res.command_line()
     return at_cursor(res, state).command_line()
 

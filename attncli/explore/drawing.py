@@ -1,7 +1,7 @@
 """A view of ``attn explore`` drawn for an export: the renderables and the command line under them,
 recorded by rich (attncli.views.export); and :func:`view_kind`, which of the app's views a result
 is: a pretrained model's view or model view (attncli.pipeline.view_result), a panel (any other
-result of the protocol, attncli.views.result: the lens, a comparison, G and D, which replace the
+result of the protocol, attncli.views.result: the lens, a comparison, G, D, R and E, which replace the
 heatmap and have no cursor), or the word vectors' matrix. One floor below the app's state and its views, so each of them
 (state.py, checkpoint_state.py, lens_compare.py, causal_view.py) reaches it without a circle."""
 
@@ -37,7 +37,7 @@ def view_kind(res) -> str:
 
 
 class Panel(Result):
-    """A result of the app's own (G, D) that replaces the heatmap: its ``command`` is its command
+    """A result of the app's own (G, D, R, E) that replaces the heatmap: its ``command`` is its command
     line."""
 
     command = ""

@@ -1,8 +1,8 @@
 """The keys of a pretrained transformer's view in ``attn explore --transformer``: T (its attention
 <-> the word-vector matrix), [ ] (layer), { } (head), u z r (--words, --hide-special, --rollout),
 f F (--filter), b (--backend), o (--flow), L and C, the logit lens and the comparison with a
-second text (attncli.explore.lens_compare), and G and D, the causal tests (attncli.explore.causal_view;
-without --transformer on attn's built-in LM). Part of the app (ExploreApp derives from it)."""
+second text (attncli.explore.lens_compare), and G, D, R and E, the causal tests (attncli.explore.causal_view;
+R and E with --corrupt; without --transformer on attn's built-in LM). Part of the app (ExploreApp derives from it)."""
 
 from __future__ import annotations
 
@@ -119,8 +119,10 @@ class TransformerKeys(App):
 
     def action_causal_test(self, kind: str) -> None:
         """G: the head-ablation grid of the sentence's top prediction (attn ablate); D: its direct logit
-        attribution (attn dla); the same key again returns. Without --transformer, on attn's
-        built-in LM (the word-vector matrix's sentence, as attn ablate and attn dla read it)."""
+        attribution (attn dla); with --corrupt, R: attn patch's restored-fraction grid of the two texts,
+        E: attn attribute's estimate of it (disabled without --corrupt: attncli.explore.disabled_keys);
+        the same key again returns. Without --transformer, on attn's built-in LM (the word-vector
+        matrix's sentence, as the commands read it; attn attribute refuses it by name)."""
         if self.state.causal_view == kind:
             self.recompute(replace(self.state, causal_view=None))
             return

@@ -24,7 +24,7 @@ from test_causal_builtin import run_command  # noqa: E402
 from test_explore import drive, lines_of, press  # noqa: E402
 from test_keys import footer  # noqa: E402
 from attncli.cli.main import app as cli  # noqa: E402
-from attncli.explore.state import ExploreState  # noqa: E402
+from attncli.explore.state import ExploreState, export_text  # noqa: E402
 from attncli.textio import MAX_TEXT_CHARS  # noqa: E402
 
 CLEAN, CORRUPT = "the cat sat on the mat and the dog", "the dog sat on the mat and the cat"  # 14 tokens each
@@ -46,7 +46,11 @@ def test_the_view_is_the_commands_json_with_the_top_prediction(tiny_gpt2_dir, ki
     res = compute(state, {})
     command = command_line(res, state)
     assert shlex.split(command)[:4] == ["attn", kind, CLEAN, CORRUPT] and "--target-id" in command
-    assert json.loads(json.dumps(res.doc)) == the_commands_json(command)
+    expected = the_commands_json(command)
+    assert json.loads(json.dumps(res.doc)) == expected
+    assert json.loads(export_text(res, state, ".json")) == expected  # x's .json: the command's --json
+    svg = export_text(res, state, ".svg")
+    assert "restored fraction" in svg.replace("&#160;", " ") and kind in svg
     assert res.doc["command"] == kind and np.asarray(res.doc["grid"]).shape == (res.model.layers, len(res.enc.ids))
     logits = res.model.trace(res.enc.ids, "logits")["logits"][-1]  # (V,): the clean text's next token
     assert res.doc["target"]["id"] == int(np.argmax(logits))
