@@ -1,8 +1,9 @@
 """The keys of ``attn explore`` that are disabled: the transformer view's keys the options table
 refuses (a key that would make a state :mod:`attncli.option_conflicts` refuses: u with --head and
---flow on, r with a head picked, M with --rollout on, ...), and R and E (attn patch, attn attribute)
-without --corrupt. Each is shown disabled in the footer, and says why (and what enables it) when
-pressed, instead of failing after the forward pass. Plain data, no Textual: tested without a terminal.
+--flow on, r with a head picked, M with --rollout on, ...), shown disabled in the footer, and R and
+E (attn patch, attn attribute) without --corrupt, left out of it (attncli.explore.keys.CORRUPT_FOOTER).
+Each says why (and what enables it) when pressed, instead of failing after the forward pass. Plain
+data, no Textual: tested without a terminal.
 """
 
 from __future__ import annotations
