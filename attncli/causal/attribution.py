@@ -122,7 +122,7 @@ def attribute(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int], 
         raise BadInput(f"--site {where!r}: choose one of {', '.join(SITES)}")
     check_same_length(model, list(clean_ids), list(corrupt_ids))
     # float32 where the model's own pass runs in it (the Llama family): twice as fast, and AtP is an estimate
-    require(model, "grad", "attribution patching")
+    require(model, "tape", "attribution patching")  # it runs on the tape (torch models have "grad" only)
     dtype = np.float32 if model.pass_dtype == np.float32 else np.float64
     clean_tape, corrupt_tape = model.tape(dtype), model.tape(dtype)
     clean_tape.forward_pair(corrupt_tape, list(clean_ids), list(corrupt_ids))  # each weight read once

@@ -242,3 +242,12 @@ def test_on_an_encoder_the_qk_fix_of_a_key_or_query_is_the_traced_patterns_chang
         want = ((new - k_tr[site(l, "attn.pattern")][head]) * grads[site(l, "attn.pattern")][head]).sum()
         assert res.values[l * h + head, pos] * (res.clean - res.corrupt) == pytest.approx(want, rel=1e-9, abs=1e-12)
         assert abs(want) > 1e-6
+
+
+def test_a_model_without_the_numpy_tape_is_refused_by_name(tiny_gpt2_dir):
+    """The torch backend has gradients ("grad") but not attn's tape, which attribution patching runs on:
+    it is refused naming the method and the reason, before any pass."""
+    model = load(str(tiny_gpt2_dir), backend="torch")
+    ids = list(model.encode("the cat sat on").ids)
+    with pytest.raises(BadInput, match=r"attribution patching.*torch backend"):
+        attribute(model, ids, ids, Target(len(ids) - 1, 7, "t"))
