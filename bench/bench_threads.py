@@ -17,12 +17,13 @@ The kinds of work, each a NumPy pass of attn as its command runs it:
   layer's 9 heads one batch of 180 rows);
 - corpus: ``attn stats`` over --texts sentences of all-MiniLM-L6-v2 (runner.run, one worker:
   batches of 8 texts, about 150 rows).
-The rounds interleave the settings (1, 2, policy, then again), so a change in the rest of the
-machine's load falls on all three; each cell is the best round's wall clock, with the worst in
+The rounds interleave the settings, each round in another order (1, 2, policy; then 2, policy, 1;
+...), so a change in the rest of the machine's load falls on all three and no setting always follows
+two threads (OpenBLAS's second thread spins on for a moment after its pass); each cell is the best round's wall clock, with the worst in
 brackets (their spread is what the rest of the machine did) and the CPU time of the best round. The
-policy's choice is printed from ``blas.threads_for`` at the work's rows as the run starts; it can
-change during the run when the machine's load does (the load average is printed too: the policy
-reads it). An idle machine is where two threads should pay on the long pass, a busy one where
+policy's choice is printed from ``blas.threads_for`` at the work's rows as the run starts and as it
+ends; it can change during the run when the machine's load does (the load average is printed too:
+the policy reads it), and this run's own two-thread passes raise that average too. An idle machine is where two threads should pay on the long pass, a busy one where
 they should not.
 """
 
@@ -105,22 +106,24 @@ def main() -> None:
           f"the policy: 1 thread up to {blas.SMALL_ROWS} rows, else the free cores (now {blas.free_cores()})")
     chose = {name: blas.threads_for(rows) for name, rows, _work in jobs}  # the policy's choice now
     wall: dict[tuple[str, str], list[tuple[float, float]]] = {}
-    for _ in range(args.rounds):
+    for r in range(args.rounds):
+        order = list(SETTINGS.items())
+        order = order[r % len(order):] + order[: r % len(order)]
         for name, _rows, work in jobs:
-            for setting, threads in SETTINGS.items():
+            for setting, threads in order:
                 runtime.choose_threads(threads)
                 start, cpu = time.perf_counter(), time.process_time()
                 work()
                 wall.setdefault((name, setting), []).append((time.perf_counter() - start, time.process_time() - cpu))
     runtime.choose_threads(None)
-    print(f"\n{'work':<8} {'rows':>6} {'policy chose':>12}" + "".join(f" {s:>24}" for s in SETTINGS)
+    print(f"\n{'work':<8} {'rows':>6} {'policy chose':>14}" + "".join(f" {s:>24}" for s in SETTINGS)
           + "   (seconds of wall clock: best round (worst round) CPU of the best round)")
     for name, rows, _work in jobs:
         cells = []
         for setting in SETTINGS:
             runs = sorted(wall[(name, setting)])
             cells.append(f"{runs[0][0]:.2f} ({runs[-1][0]:.2f}) cpu {runs[0][1]:.2f}")
-        print(f"{name:<8} {rows:>6} {chose[name]:>12}" + "".join(f" {c:>24}" for c in cells))
+        print(f"{name:<8} {rows:>6} {f'{chose[name]}, then {blas.threads_for(rows)}':>14}" + "".join(f" {c:>24}" for c in cells))
     print(f"load at the end {' '.join(f'{v:.1f}' for v in os.getloadavg())}")
 
 
