@@ -31,8 +31,8 @@ class PassDone(Exception):
 def attention_only(keep: Keep, layers: int) -> str | None:
     """The site a pass keeping ``keep`` may stop after, or None: the last layer's z when ``keep``
     holds nothing computed from it (no later site of that layer, no final norm, no logits). A
-    statistics pass keeps only the patterns: its last layer's output projection and MLP (an
-    encoder's sixth of the work for all-MiniLM-L6-v2) would be computed for nothing."""
+    statistics pass keeps only the patterns: its last layer's output projection and MLP (an eighth
+    of all-MiniLM-L6-v2's products: 16.5 GFLOP instead of 18.9 for 48 texts) would be for nothing."""
     last = [f"blocks.{layers - 1}.{name}" for name in AFTER_ATTENTION]
     return None if any(name in keep for name in [*last, "final_norm", "logits"]) else last[0]
 
