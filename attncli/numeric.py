@@ -84,10 +84,11 @@ def log_softmax(x: np.ndarray) -> np.ndarray:
 def entropy(p: np.ndarray, base: Optional[float] = None) -> np.ndarray:
     """(..., S) distributions -> (...,) -sum_j p_j log p_j (0 log 0 = 0); ``base`` 2 for bits, None
     for nats (another base b: nats / log b)."""
+    p = np.asarray(p)
     positive = p > 0  # (..., S)
-    safe = np.where(positive, p, 1.0)  # log 1 = 0 where p is 0
-    logs = np.log2(safe) if base == 2 else np.log(safe)
-    plogp = np.where(positive, p * logs, 0.0)  # (..., S)
+    plogp = np.zeros(p.shape, dtype=np.result_type(p, np.float16))  # (..., S): 0 where p is not positive (0 log 0)
+    (np.log2 if base == 2 else np.log)(p, out=plogp, where=positive)  # computed where p > 0 only, in place:
+    np.multiply(plogp, p, out=plogp, where=positive)  # the same products as two np.where, two passes fewer
     h = -plogp.sum(axis=-1)
     return h if base in (None, 2) else h / np.log(base)
 

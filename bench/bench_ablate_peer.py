@@ -22,7 +22,9 @@ after one warm-up pass each, the clean pass included in each figure:
   weights widened to float32), each layer's heads as one batch rerun from the cached stream; always the whole grid (every layer), after a warm-up
   pass that widens the bfloat16 weights once.
 The grids are compared (largest difference) so a fast wrong grid shows. The figures are printed
-side by side with the ratio TransformerLens / attn NumPy.
+side by side with the ratio TransformerLens / attn NumPy, of wall clock and (in brackets) of each
+side's CPU time: on one thread each the CPU ratio is the steady one on a busy machine, where the
+wall clock of a 45 s run and of a 5 s one meet different loads.
 """
 
 from __future__ import annotations
@@ -64,9 +66,11 @@ SHAPES = {"smollm2": build_smollm2, "gpt2": build_gpt2_small}
 
 
 def timed(fn, *args):
-    t0 = time.perf_counter()
+    """(seconds of wall clock, seconds of this process's CPU, fn(*args)): on one thread a side's CPU
+    time is its work alone, whatever the rest of a busy machine does to the wall clock."""
+    t0, c0 = time.perf_counter(), time.process_time()
     out = fn(*args)
-    return time.perf_counter() - t0, out
+    return time.perf_counter() - t0, time.process_time() - c0, out
 
 
 def bench(shape: str, directory: Path, layers: int | None) -> None:
@@ -85,23 +89,24 @@ def bench(shape: str, directory: Path, layers: int | None) -> None:
     with torch.inference_mode():
         bridge(torch.tensor([ids]))  # warm-ups
     model.trace(ids, "logits")
-    t_lens, g_lens = timed(lens_grid, bridge, ids, target, cut)
-    t_attn, g_attn = timed(trace_grid, model, ids, target, True, cut)
+    t_lens, c_lens, g_lens = timed(lens_grid, bridge, ids, target, cut)
+    t_attn, c_attn, g_attn = timed(trace_grid, model, ids, target, True, cut)
     passes = cut * model.heads
     print(f"\n{shape}: {cut} of {model.layers} layers x {model.heads} heads "
           f"= {passes} ablations, {len(ids)} tokens, float32, torch threads {torch.get_num_threads()}, "
           f"attn BLAS threads {runtime.threads}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
-    print(f"  TransformerLens 4 (hook_z zeroed per head)   {t_lens:7.2f} s  {1000 * t_lens / passes:6.1f} ms a pass")
+    print(f"  TransformerLens 4 (hook_z zeroed per head)   {t_lens:7.2f} s  {1000 * t_lens / passes:6.1f} ms a pass"
+          f"   (CPU {c_lens:.2f} s)")
     print(f"  attn torch trace (z intervention, resumed)   {t_attn:7.2f} s  {1000 * t_attn / passes:6.1f} ms a pass"
-          f"   TransformerLens / attn torch = {t_lens / t_attn:.2f}x")
+          f"   TransformerLens / attn torch = {t_lens / t_attn:.2f}x   (CPU {c_attn:.2f} s, {c_lens / c_attn:.2f}x)")
     print(f"  largest difference between the grids: {np.abs(g_lens - g_attn).max():.2e}")
     fast = load(str(directory), backend="numpy")
     fast.trace(ids, "logits")  # the warm-up: the weights widened once
-    t_numpy, g_numpy = timed(numpy_grid, fast, ids, target)
+    t_numpy, c_numpy, g_numpy = timed(numpy_grid, fast, ids, target)
     print(f"  attn numpy (attn ablate's grid, batched)     {t_numpy:7.2f} s  {1000 * t_numpy / (fast.layers * fast.heads):6.1f}"
           f" ms a head ({fast.layers} layers)   TransformerLens / attn numpy = "
           f"{t_lens / t_numpy * (fast.layers / cut):.2f}x" + (" (per head)" if cut < fast.layers else "")
-          + f"   load {os.getloadavg()[0]:.1f}")
+          + f"   (CPU {c_numpy:.2f} s, {c_lens / c_numpy * (fast.layers / cut):.2f}x)   load {os.getloadavg()[0]:.1f}")
     print(f"  largest difference, NumPy grid vs TransformerLens: {np.abs(g_numpy[:cut] - g_lens).max():.2e}")
 
 

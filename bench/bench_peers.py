@@ -15,6 +15,8 @@ package installed:
   SmolLM2-135M shape;
 - an 8,192-token pass on the SmolLM2-135M shape beside this machine's matrix-product rate:
   bench_long.py (its last row per length: the pass's products at that rate);
+- the BLAS thread policy beside 1 and 2 threads (a short pass, a long pass, the grid, a corpus):
+  bench_threads.py (its own threads: the policy is what it measures);
 - start-up: bench.py --quick.
 """
 
@@ -55,6 +57,8 @@ def main() -> None:
     long_keep = ["--keep", str(args.keep / "long")] if args.keep else []
     step("a long pass beside the machine's product rate", ["bench/bench_long.py", "--tokens", *tokens,
                                                            "--no-float64", *long_keep])
+    rounds = ["--rounds", "1", "--tokens", "1024", "--texts", "48", "--short", "5"] if args.quick else []
+    step("the thread policy beside 1 and 2 threads", ["bench/bench_threads.py", *rounds, *keep])
     if not args.skip_startup:
         step("start-up", ["bench/bench.py", "--quick"])
 

@@ -6,7 +6,12 @@ spin). Measured on this project's 2-core machine under load: MiniLM's forward pa
 pair 1.4 s with OpenBLAS's default two threads, 0.2 s with one. So a pass over at most SMALL_ROWS
 rows (batch x tokens) runs on one thread. A larger pass (a long text, a batch of texts) runs on
 the cores the machine has free: the cores this process may use, less the load average the rest of
-the machine puts on them (rounded down, at least 1), so a busy machine keeps it on one thread.
+the machine puts on them (rounded down, at least 1), so a busy machine keeps it on one thread. The
+rest of the machine's share is the 1-minute load average less this process's own (its CPU seconds
+per second, averaged over the same minute; at least 1, the process itself) less a quarter of a
+core of noise (LOAD_NOISE). Counted as one runnable thread whatever it runs, this process would
+drop to one thread for good in a long run on an idle 2-core machine once its own two threads had
+lifted the load average to 2 (2 cores less 2 - 1 others, rounded down: 1).
 
 The user's choice overrides the policy: ``choose(n)`` (the command line's ``--threads N``, held in
 runtime.py), else
@@ -21,7 +26,9 @@ Results do not change: OpenBLAS splits a product's output between threads, not i
 from __future__ import annotations
 
 import contextlib
+import math
 import os
+import time
 from typing import Any, Iterator
 
 from attncli import runtime
@@ -29,6 +36,9 @@ from attncli import runtime
 SMALL_ROWS = 256  # up to this many rows (batch x tokens) in a pass, one BLAS thread
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
 KMP_VARIABLE = "KMP_DUPLICATE_LIB_OK"  # threadpoolctl's import sets it (for Intel's OpenMP); undone
+LOAD_WINDOW = 60.0  # seconds: the time constant of the 1-minute load average (and of own_load's)
+LOAD_NOISE = 0.25  # of the load average left once this process's own is taken out, what counts as nothing
+# running (kernel threads, the load's 5-second sampling against own_load's): 2.05 less 1.97 is no process
 _controller: Any = False  # False: not made yet; None: threadpoolctl missing
 
 
@@ -56,11 +66,31 @@ def cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+class OwnLoad:
+    """This process's CPU seconds per second of wall clock, averaged as the kernel averages the load
+    (exponentially, LOAD_WINDOW seconds): its own threads' share of the load average. Sampled when
+    asked; each gap between two samples counts at its mean rate. Starts at 1 (one runnable process)."""
+
+    def __init__(self) -> None:
+        self.wall, self.cpu, self.average = time.monotonic(), time.process_time(), 1.0
+
+    def __call__(self) -> float:
+        wall, cpu = time.monotonic(), time.process_time()
+        if wall > self.wall:
+            keep = math.exp(-(wall - self.wall) / LOAD_WINDOW)
+            self.average = keep * self.average + (1.0 - keep) * (cpu - self.cpu) / (wall - self.wall)
+            self.wall, self.cpu = wall, cpu
+        return max(1.0, self.average)
+
+
+own_load = OwnLoad()
+
+
 def free_cores() -> int:
     """The cores the rest of the machine leaves free: ``cores()`` less the 1-minute load average
-    without this process's own (one runnable process, this one), at least 1."""
+    without this process's own (``own_load``, at least 1: this process) and LOAD_NOISE, at least 1."""
     try:
-        others = max(0.0, os.getloadavg()[0] - 1.0)
+        others = max(0.0, os.getloadavg()[0] - own_load() - LOAD_NOISE)
     except (AttributeError, OSError):
         return 1  # no load average: the safe choice on a machine we cannot see
     return max(1, min(cores(), int(cores() - others)))

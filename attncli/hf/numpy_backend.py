@@ -28,7 +28,7 @@ from attncli.hf.encoding import Encoding, tokenized, tokenizer_errors
 from attncli.hf.mlm import MaskedLMHead
 from attncli.hf.pretrained_base import Pretrained
 from attncli.hf.reads import qk_of, stream_of, value_sites
-from attncli.model.record import Recorder
+from attncli.model.record import PassDone, Recorder, attention_only
 from attncli.model.trace import Intervention, Keep, Trace, site, split
 from attncli.hf.config_check import TOKENIZER_BYTES, damaged, is_encoder_decoder
 from attncli.hf.source import SAFETENSORS, TOKENIZER
@@ -279,9 +279,11 @@ class NumpyPretrained(Pretrained):
         ids, type_ids, mask = self.padded(encs)  # (B, T) each
         if isinstance(self.arch.w, Weights):  # a corpus: widened half-precision weights kept across passes
             self.arch.w.hold_widened()
-        rec = Recorder(replace(keep, float32=True) if precision == "float32" else keep)  # float32 attention (Llama's too)
-        self.forward(ids, type_ids, mask, rec, arch=self.arch32 if precision == "float32" else self.arch,
-                     on_layer=on_layer)
+        rec = Recorder(replace(keep, float32=True) if precision == "float32" else keep,  # float32 attention (Llama's too)
+                       stop_after=None if on_layer else attention_only(keep, self.layers))
+        with contextlib.suppress(PassDone):  # nothing kept after the last layer's attention: not computed
+            self.forward(ids, type_ids, mask, rec, arch=self.arch32 if precision == "float32" else self.arch,
+                         on_layer=on_layer)
         widen = {"attn.scores", "attn.pattern"} if precision == "float32" and not keep.float32 else set()
         traces = []
         for b, enc in enumerate(encs):  # each text's sites copied out of the batch once (float64 where widened)

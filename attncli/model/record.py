@@ -21,15 +21,31 @@ from attncli.model.trace import Intervention, Keep, split
 ROW_SITES = ("attn.scores", "attn.pattern")  # the sites ``rows`` cuts (query axis 2 with the batch axis)
 # a site's token axes in its per-text shape (trace.py), for ``cut``; every other site: (0,)
 TOKEN_AXES = {"attn.q": (1,), "attn.k": (1,), "attn.v": (1,), "attn.scores": (1, 2), "attn.pattern": (1, 2)}
+AFTER_ATTENTION = ("attn.z", "attn.out", "resid_mid", "mlp.out", "resid_post")  # a layer's sites from z on
+
+
+class PassDone(Exception):
+    """Raised by a Recorder when it has recorded its ``stop_after`` site: nothing after it is read."""
+
+
+def attention_only(keep: Keep, layers: int) -> str | None:
+    """The site a pass keeping ``keep`` may stop after, or None: the last layer's z when ``keep``
+    holds nothing computed from it (no later site of that layer, no final norm, no logits). A
+    statistics pass keeps only the patterns: its last layer's output projection and MLP (an eighth
+    of all-MiniLM-L6-v2's products: 16.5 GFLOP instead of 18.9 for 48 texts) would be for nothing."""
+    last = [f"blocks.{layers - 1}.{name}" for name in AFTER_ATTENTION]
+    return None if any(name in keep for name in [*last, "final_norm", "logits"]) else last[0]
 
 
 class Recorder:
     """Interventions and kept sites of one pass. ``interventions`` apply to every batch element;
-    ``per_batch[b]`` (optional) are batch element b's own, after those."""
+    ``per_batch[b]`` (optional) are batch element b's own, after those. ``stop_after``: a site
+    (``attention_only``) whose recording raises PassDone, the pass's caller catching it."""
 
     def __init__(self, keep: Keep | None = None, interventions: Sequence[Intervention] = (),
-                 per_batch: Sequence[Sequence[Intervention]] | None = None):
+                 per_batch: Sequence[Sequence[Intervention]] | None = None, stop_after: str | None = None):
         self.keep = keep if keep is not None else Keep()
+        self.stop_after = stop_after  # the site whose recording ends the pass (PassDone), or None
         self.sites: dict[str, np.ndarray] = {}  # kept sites, with the batch axis
         self._kept: dict[str, bool] = {}  # the Keep's answer per site name, once
         self.on: dict[str, list[tuple[int | None, Intervention]]] = {}
@@ -60,6 +76,8 @@ class Recorder:
                     x[i] = iv.apply(x[i])
         if self.kept(full):
             self.sites[full] = self.select(x) if name in ROW_SITES else x
+        if full == self.stop_after:
+            raise PassDone(full)
         return x
 
     def select(self, x: np.ndarray) -> np.ndarray:

@@ -148,7 +148,8 @@ def add_text(acc: Accumulator, attentions: np.ndarray, *, text_id: int, tokens: 
     scores: dict[str, np.ndarray] = {}  # {name: (L*h, n)}, the layers of each window scored together
     for sliding in dict.fromkeys(windows):
         layers = [l for l in range(L) if windows[l] == sliding]
-        part = row_scores(attentions[layers].reshape(len(layers) * h, T, T), sliding=sliding, **kw)
+        mine = attentions if len(layers) == L else attentions[layers]  # every layer: no copy of the text's A
+        part = row_scores(mine.reshape(len(layers) * h, T, T), sliding=sliding, **kw)
         for name, values in part.items():
             scores.setdefault(name, np.zeros((L, h, values.shape[-1])))[layers] = values.reshape(len(layers), h, -1)
     scores = {name: values.reshape(L * h, -1) for name, values in scores.items()}

@@ -37,6 +37,31 @@ def test_policy_is_one_thread_for_short_work_and_the_free_cores_for_large(no_use
     assert blas.threads_for(10_000) == 1
 
 
+def test_this_process_s_own_threads_are_not_counted_as_the_rest_of_the_machine(no_user_choice, monkeypatch):
+    """The load average less this process's own CPU use (averaged over the same minute): a run
+    that has kept two threads busy on an idle 2-core machine (load 2) keeps two; the same load with
+    this process using one core is another process's, and leaves one."""
+    clock = {"wall": 100.0, "cpu": 5.0}
+    monkeypatch.setattr(blas.time, "monotonic", lambda: clock["wall"])
+    monkeypatch.setattr(blas.time, "process_time", lambda: clock["cpu"])
+    monkeypatch.setattr(blas, "own_load", blas.OwnLoad())
+    monkeypatch.setattr(blas, "cores", lambda: 2)
+    monkeypatch.setattr(blas.os, "getloadavg", lambda: (2.0, 2.0, 2.0))
+    assert blas.own_load() == 1.0 and blas.threads_for(10_000) == 1  # nothing known yet: this process is 1
+    clock["wall"] += 60.0
+    clock["cpu"] += 120.0  # a minute on two cores
+    assert blas.own_load() == pytest.approx(1.0 + (2.0 - 1.0) * (1.0 - np.exp(-1.0)), rel=1e-12)
+    clock["wall"] += 600.0
+    clock["cpu"] += 1200.0  # ten more: the average is this process's two threads
+    assert blas.own_load() == pytest.approx(2.0, abs=1e-4)
+    assert blas.threads_for(10_000) == 2
+    clock["wall"] += 600.0
+    clock["cpu"] += 600.0  # ten minutes on one core: the load's other 1 is another process's
+    assert blas.threads_for(10_000) == 1
+    clock["wall"] += 600.0  # idle ten minutes: at least 1, the process itself
+    assert blas.own_load() == 1.0
+
+
 def test_the_users_choice_overrides_the_policy(no_user_choice, monkeypatch):
     monkeypatch.setattr(blas.os, "getloadavg", lambda: (9.0, 9.0, 9.0))
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "3")

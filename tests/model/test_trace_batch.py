@@ -11,6 +11,8 @@ import pytest
 from conftest import needed
 from _llama_fixtures import BASE
 from _tolerance import f32_close
+from attncli.model.record import attention_only
+from attncli.model.trace import Keep
 
 needed("tokenizers")
 needed("safetensors")
@@ -88,6 +90,30 @@ def test_the_float32_pass_is_within_its_tolerance(request, kind):
         f32_close(b, a, depth=depth, length=width, per_element=True, what=f"{kind} float32 patterns")
         most = max(most, float(np.abs(b - a).max()))
     assert most > 0  # another pass: float32 weights and attention (Llama's weights are float32 in both)
+
+
+@pytest.mark.parametrize("kind", ["tiny_bert", "tiny_gpt2", "llama"])
+def test_a_patterns_only_pass_stops_after_the_last_layers_attention(request, kind, monkeypatch):
+    """Keeping only patterns (attn stats), the pass ends at the last layer's z: its output
+    projection, MLP and final norm are not run (``final`` never called), the patterns are the
+    whole pass's; a site after it (resid_post, final_norm) runs the pass to the end."""
+    model = _model(request, kind)
+    L = model.layers
+    assert attention_only(Keep.of("blocks.*.attn.pattern"), L) == f"blocks.{L - 1}.attn.z"
+    for later in (f"blocks.{L - 1}.resid_post", "blocks.*", "final_norm", "logits", f"blocks.{L - 1}.attn.z"):
+        assert attention_only(Keep.of(["blocks.*.attn.pattern", later]), L) is None, later
+    encs = [model.encode(t, truncate=True) for t in TEXTS]
+    whole = model.trace_batch(encs, ["blocks.*.attn.pattern", "final_norm"])  # run to the end
+    finals = []
+    arch = model.arch
+    monkeypatch.setattr(arch, "final", lambda x, f=arch.final: finals.append(1) or f(x))
+    stopped = model.trace_batch(encs, "blocks.*.attn.pattern")
+    assert finals == []
+    model.trace_batch(encs[:1], ["blocks.*.attn.pattern", f"blocks.{L - 1}.resid_post"])
+    assert finals == [1]
+    for a, b in zip(whole, stopped):
+        assert sorted(b) == [f"blocks.{l}.attn.pattern" for l in sorted(range(L), key=str)]
+        np.testing.assert_array_equal(b.stack("attn.pattern", L), a.stack("attn.pattern", L))
 
 
 def test_bad_calls_are_refused(tiny_gpt2_dir):
