@@ -19,7 +19,7 @@ import typer
 
 from attncli import messages as _messages
 from attncli.cli.commands import LazyGroup
-from attncli.errors import AttnError, Stopped
+from attncli.errors import AttnError, Stopped, TooLong
 from attncli.textio import visible
 
 _FRAMEWORK_EXCEPTIONS: tuple[type[BaseException], ...] = (typer.Exit, typer.Abort)
@@ -65,7 +65,8 @@ class _AttnGroup(LazyGroup):
         try:
             return super().invoke(ctx)
         except AttnError as exc:
-            print_error(f"[bold red]error:[/] {escape(str(exc))}")
+            said = exc.shorten() if isinstance(exc, TooLong) and not _has_option(self, ctx, "truncate") else str(exc)
+            print_error(f"[bold red]error:[/] {escape(said)}")
             sys.exit(exc.exit_code)
         except _FRAMEWORK_EXCEPTIONS:
             raise
@@ -88,6 +89,12 @@ class _AttnGroup(LazyGroup):
                 highlight=False,
             )
             sys.exit(1)
+
+
+def _has_option(group: Any, ctx: Any, name: str) -> bool:
+    """The command ``ctx`` ran (a subcommand of ``group``) has the option ``name``."""
+    command = group.get_command(ctx, ctx.invoked_subcommand) if ctx.invoked_subcommand else None
+    return command is not None and any(p.name == name for p in command.params)
 
 
 _ERRNO_ADVICE = {
