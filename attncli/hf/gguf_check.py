@@ -23,7 +23,7 @@ COUNTS = {"block_count": "num_hidden_layers", "context_length": "max_position_em
 REQUIRED = ("block_count", "embedding_length", "attention.head_count")  # no default would fit the tensors
 EPSILONS = ("attention.layer_norm_rms_epsilon", "attention.layer_norm_epsilon")
 TOKEN_IDS = ("bos_token_id", "eos_token_id", "padding_token_id", "unknown_token_id", "separator_token_id")
-BLOCK = re.compile(r"^blk\.(\d+)\.")
+BLOCK = re.compile(r"^blk\.(\d{1,9})\.")  # a longer number is no block of a model (int() of 5,000 digits fails)
 
 
 def _is_int(value: Any) -> bool:
@@ -102,5 +102,5 @@ def _check_blocks(gguf: GGUFFile, count: int, bad, arch: str) -> None:
     """block_count is the number of blk.N tensor groups the file holds, numbered 0 .. count - 1."""
     held = {int(m.group(1)) for m in map(BLOCK.match, gguf.tensors) if m}
     if held != set(range(count)):
-        got = f"blk.0 .. blk.{max(held)} ({len(held):,} numbers)" if held else "no blk.N tensors"
+        got = f"blk.{min(held)} .. blk.{max(held)} ({len(held):,} numbers)" if held else "no blk.N tensors"
         raise bad(f"{arch}.block_count", f"it says {count:,} blocks but the file's tensors hold {got}")

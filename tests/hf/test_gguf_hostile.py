@@ -179,3 +179,20 @@ def test_a_special_file_named_model_gguf_is_damage_at_once(tmp_path, kind, given
     what = "a FIFO" if kind == "fifo" else "a device"
     assert result.exit_code == 1, result.output
     assert f"damaged model: model.gguf: it is {what}, not a regular file" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("number, said", [
+    ("9" * 5000, "(5,030 characters)"),  # no block number: an unused tensor, its name cut in the message
+    ("99999999", "it says 2 blocks but the file's tensors hold blk.0 .. blk.99999999 (3 numbers)"),
+], ids=["5000-digits", "99999999"])
+def test_a_tensor_with_an_absurd_block_number(tmp_path, number, said):
+    """blk.<5,000 digits>: once an internal error (int() refuses 4,300+ digits); now an unused
+    tensor whose name is cut in the one-line message. blk.99999999: a block_count mismatch."""
+    needed("gguf")
+    import numpy as np
+
+    path = write_gguf(tmp_path / "m.gguf", "llama", extra={f"blk.{number}.attn_norm.weight": np.ones(4)})
+    result = CliRunner().invoke(app, ["matrix", "hello", "--transformer", str(path)])
+    said_out = " ".join(result.output.split())
+    assert result.exit_code == 1 and said in said_out and len(result.output) < 2000, result.output[-400:]
+    assert "internal error" not in said_out
