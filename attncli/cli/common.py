@@ -19,7 +19,7 @@ import typer
 
 from attncli import messages as _messages
 from attncli.cli.commands import LazyGroup
-from attncli.errors import AttnError, Stopped, TooLong
+from attncli.errors import AttnError, BadInput, Stopped, TooLong
 from attncli.textio import visible
 
 _FRAMEWORK_EXCEPTIONS: tuple[type[BaseException], ...] = (typer.Exit, typer.Abort)
@@ -60,6 +60,15 @@ class _AttnGroup(LazyGroup):
     message and an exit code, never a traceback. Every command registered on ``app`` (today's
     and any added later) runs inside ``invoke``, so it gets this for free."""
 
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """The subcommand, refused when a path option of it is given the empty string (which Path()
+        would make '.': --out '' writing into the current folder, --pairs '' named '.')."""
+        name, command, rest = super().resolve_command(ctx, args)
+        empty = None if ctx.resilient_parsing or command is None else _empty_path_option(command, rest)
+        if empty is not None:
+            raise BadInput(f"{empty} is empty: give a path (. for the current folder)")
+        return name, command, rest
+
     def invoke(self, ctx: Any) -> Any:
         _consoles.pop("quiet", None)  # a command's own choice (quiet_stdout), not the last one's
         try:
@@ -89,6 +98,19 @@ class _AttnGroup(LazyGroup):
                 highlight=False,
             )
             sys.exit(1)
+
+
+def _empty_path_option(command: Any, args: list[str]) -> str | None:
+    """The first path option of ``command`` that ``args`` (its raw arguments) give as ''."""
+    paths = {opt for p in command.params if p.param_type_name == "option" and getattr(p.type, "name", "") == "path"
+             for opt in p.opts}
+    for i, arg in enumerate(args):
+        if arg == "--":
+            return None
+        flag, eq, value = arg.partition("=")
+        if (arg in paths and i + 1 < len(args) and args[i + 1] == "") or (eq and flag in paths and not value):
+            return flag
+    return None
 
 
 def _has_option(group: Any, ctx: Any, name: str) -> bool:
