@@ -24,6 +24,21 @@ class RuntimeFailure(AttnError):
     exit_code = 1
 
 
+class TooLong(BadInput):
+    """A text longer than the model reads (``n`` tokens, special ones included, for ``limit``). Its
+    message names ``--truncate`` (``encode(truncate=True)``), the way out; a command that has no
+    --truncate reports :meth:`shorten` instead (attncli.cli.common), naming no option it lacks."""
+
+    def __init__(self, n: int, limit: int, pair: bool):
+        self.n, self.limit, self.pair = n, limit, pair
+        super().__init__(f"{self.shorten()}, or pass --truncate to cut it to {limit} tokens")
+
+    def shorten(self) -> str:
+        what = "the sentence pair" if self.pair else "the text"
+        return (f"{what} is {self.n} tokens long (special tokens included), more than the model's limit of "
+                f"{self.limit}: shorten it")
+
+
 class UnknownWord(BadInput):
     """A word has no vector in the model and cannot be built from subwords."""
 

@@ -47,8 +47,12 @@ def permute(w: np.ndarray, heads: int) -> np.ndarray:
 
 
 def write_gguf(path: Path, arch: str = "llama", qtype: str = "F32", *, d: int = D, inner: int = INNER,
-               layers: int = LAYERS, seed: int = 0, tied: bool = False, extra: dict | None = None) -> Path:
-    """A tiny random ``arch`` model as GGUF, its 2-D weights stored as ``qtype`` (norms F32)."""
+               layers: int = LAYERS, seed: int = 0, tied: bool = False, extra: dict | None = None,
+               meta: dict | None = None) -> Path:
+    """A tiny random ``arch`` model as GGUF, its 2-D weights stored as ``qtype`` (norms F32).
+    ``meta``: metadata keys replaced as given, each key -> None (left out) or (value, value type
+    name, e.g. "INT32", "FLOAT32", "STRING", "ARRAY"), so a test can write what the writer's typed
+    add_* methods would not (a negative head count, a NaN, a string where a count belongs)."""
     import gguf
 
     ctx = 1024 if arch == "gpt2" else CTX  # transformers reads a GPT-2 GGUF with its defaults: 1024 positions,
@@ -134,6 +138,15 @@ def write_gguf(path: Path, arch: str = "llama", qtype: str = "F32", *, d: int = 
         add("output.weight", (vocab, d))
     for name, tensor in (extra or {}).items():  # more tensors, as given (float32)
         w.add_tensor(name, np.asarray(tensor, dtype=np.float32))
+    for key, given in (meta or {}).items():
+        w.kv_data[0].pop(key, None)
+        if given is not None:
+            value, kind = given
+            sub = None
+            if kind == "ARRAY":
+                sub = gguf.GGUFValueType.STRING if value and isinstance(value[0], str) else \
+                    gguf.GGUFValueType.FLOAT32 if value and isinstance(value[0], float) else gguf.GGUFValueType.INT32
+            w.add_key_value(key, value, getattr(gguf.GGUFValueType, kind), sub)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

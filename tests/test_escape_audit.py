@@ -17,6 +17,7 @@ escape what they print), so their callers pass raw messages.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -384,3 +385,74 @@ def test_every_allowance_is_still_needed():
 ])
 def test_the_rule_catches_unescaped_data(source, flagged):
     assert bool(unproven(source, "x.py")) is flagged, unproven(source, "x.py")
+
+
+# --- the interactive page's script (attncli/views/page.js) ---------------------------------------
+# The page embeds the exact JSON; its script draws the data. Every DOM text or attribute it sets
+# goes through its door ``shown`` (textio.visible's escapes), or is one of these, argued for:
+PAGE_SINKS_ALLOWED = {
+    'e.setAttribute(k, shown(attrs[k]))': "the door",
+    'svg.setAttribute("height", String(22 * n))': "a number",
+    'line.setAttribute("x1", "0")': "a constant", 'line.setAttribute("y1", String(22 * i + 11))': "a number",
+    'line.setAttribute("x2", "160")': "a constant", 'line.setAttribute("y2", String(22 * j + 11))': "a number",
+    'line.setAttribute("stroke", "#2a6fdb")': "a constant", 'line.setAttribute("stroke-width", "2")': "a constant",
+    'line.setAttribute("stroke-opacity", String(strength(w)))': "a number",
+    'document.body.setAttribute("data-drawn", which() + " " + S.view)': "an attribute no one sees (tests read it)",
+    't.querySelector(".w").textContent = fi === null ? "" : fmt(m.W[fi][j])': "a number (fmt: toFixed)",
+    '$("note").textContent = "rows: queries, columns: keys; " + what + " as attn matrix --json gives them" +':
+        "constants and the --filter choice (a-a, a-b, ...)",
+}
+PAGE_SINK = re.compile(r"(\S+\.(?:textContent|title|innerHTML|outerHTML|innerText)\s*=[^=].*|\S*\.setAttribute\(.*\)"
+                       r"|insertAdjacentHTML|document\.write)")
+
+
+def _statements(script: str) -> list[str]:
+    """Each line's statements, split at the semicolons outside string literals (stripped)."""
+    out = []
+    for line in script.splitlines():
+        current, quote = "", None
+        for ch in line.strip():
+            if quote:
+                quote = None if ch == quote and not current.endswith("\\") else quote
+            elif ch in "\"'`":
+                quote = ch
+            elif ch == ";":
+                out.append(current.strip())
+                current = ""
+                continue
+            current += ch
+        if current.strip():
+            out.append(current.strip())
+    return out
+
+
+def page_sinks_unproven(script: str) -> list[str]:
+    """Each line of ``script`` that sets DOM text or an attribute neither through shown( nor allowed."""
+    bad = []
+    for statement in _statements(script):
+        for m in PAGE_SINK.finditer(statement):
+            sink = m.group(0)
+            if re.search(r"(textContent|title)\s*=\s*shown\(", sink) or sink in PAGE_SINKS_ALLOWED:
+                continue
+            if "JSON.parse(document.getElementById" in sink:  # reading the data, not drawing it
+                continue
+            bad.append(sink)
+    return bad
+
+
+def test_every_page_sink_goes_through_shown():
+    script = (PKG / "views" / "page.js").read_text(encoding="utf-8")
+    assert page_sinks_unproven(script) == []
+    for sink in PAGE_SINKS_ALLOWED:  # every allowance is still needed
+        assert sink in script, sink
+
+
+@pytest.mark.parametrize("line, flagged", [
+    ('$("sub").textContent = D.text;', True),
+    ('$("sub").textContent = shown(D.text);', False),
+    ('t.title = cellTitle(m, i, fj);', True),
+    ('e.innerHTML = label;', True),
+    ('e.setAttribute("title", D.tokens[i]);', True),
+])
+def test_the_page_rule_catches_unescaped_data(line, flagged):
+    assert bool(page_sinks_unproven(line)) is flagged, page_sinks_unproven(line)

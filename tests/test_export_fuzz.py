@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 from typer.testing import CliRunner
 
 import attncli.export_target as door
@@ -93,6 +93,38 @@ def snapshot(folder: Path) -> dict[str, tuple]:
 @given(kind=st.sampled_from(KINDS), option=st.sampled_from(["--svg", "--html", "--png"]),
        links=st.integers(0, 2), dangling=st.booleans(), loop=st.booleans())
 def test_an_export_onto_anything_ends_cleanly_and_changes_no_kind(attn_home, kind, option, links, dangling, loop):
+    export_onto(["matrix", "time flies"], kind, option, links, dangling, loop)
+
+
+CLEAN, CORRUPT = "the cat sat on the mat and the dog", "the dog sat on the mat and the cat"
+MODEL_COMMANDS = {  # the newest views of a checkpoint ({model}: a tiny GPT-2)
+    "attribute": ["attribute", CLEAN, CORRUPT, "--target", " the", "--transformer", "{model}"],
+    "circuit": ["circuit", CLEAN, CORRUPT, "--target", " the", "--transformer", "{model}"],
+    "qk": ["qk", CLEAN, "--transformer", "{model}"],
+    "alti": ["matrix", CLEAN, "--show", "alti", "--transformer", "{model}"],
+    "globenc": ["matrix", CLEAN, "--show", "globenc", "--transformer", "{model}"],
+    "value-zeroing": ["matrix", CLEAN, "--show", "value-zeroing", "--transformer", "{model}"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(MODEL_COMMANDS))
+@settings(FUZZ, max_examples=6)
+@given(kind=st.sampled_from(KINDS), option=st.sampled_from(["--svg", "--html", "--png"]), links=st.integers(0, 2),
+       dangling=st.booleans(), loop=st.booleans())
+@example(kind="fifo", option="--html", links=1, dangling=False, loop=False)
+@example(kind="regular", option="--png", links=0, dangling=False, loop=False)
+@example(kind="folder", option="--svg", links=2, dangling=True, loop=False)
+def test_the_model_views_export_onto_anything_alike(attn_home, tiny_gpt2_dir, command, kind, option, links,
+                                                    dangling, loop):
+    """attn attribute, circuit, qk and the contribution views (--show alti, globenc, value-zeroing)
+    write their exports through the same door as attn matrix, with the same guarantees (each
+    command onto a FIFO nobody reads, a regular file and a dangling link, and 6 drawn cases)."""
+    args = [str(tiny_gpt2_dir) if a == "{model}" else a for a in MODEL_COMMANDS[command]]
+    export_onto(args, kind, option, links, dangling, loop)
+
+
+def export_onto(args: list[str], kind: str, option: str, links: int, dangling: bool, loop: bool) -> None:
+    """Run ``attn ARGS OPTION PATH`` onto a path of ``kind`` (make) and check the module's promises."""
     if option == "--png":
         needed("PIL")
     folder = Path(tempfile.mkdtemp(prefix="attn-export-fuzz-"))
@@ -104,7 +136,7 @@ def test_an_export_onto_anything_ends_cleanly_and_changes_no_kind(attn_home, kin
         import attncli.cli.common as cli_app
 
         cli_app._consoles.clear()
-        result = CliRunner().invoke(app, ["matrix", "time flies", option, str(path)])  # (a hang: the test's timeout)
+        result = CliRunner().invoke(app, [*args, option, str(path)])  # (a hang: the test's timeout)
         err = result.stderr
         assert result.exit_code in (0, 1, 2), (result.exit_code, err[-600:], repr(result.exception))
         assert "Traceback" not in err and "internal error" not in err, err[-600:]

@@ -136,11 +136,12 @@ class KeySide:
     word_texts: Sequence[str]
 
 
-def check_texts(text: str, pair: Optional[str]) -> None:
+def check_texts(text: str, pair: Optional[str], command: str = "matrix") -> None:
     """The sentence, and the --pair sentence when given, must hold more than blanks: a model would
-    otherwise show its special tokens alone, as if that were the sentence's attention."""
+    otherwise show its special tokens alone, as if that were the sentence's attention. ``command``:
+    the one the example in the message names."""
     if not text.strip():
-        raise BadInput('the sentence is empty: give a sentence, e.g. attn matrix "time flies like an arrow" '
+        raise BadInput(f'the sentence is empty: give a sentence, e.g. attn {command} "time flies like an arrow" '
                        "--transformer NAME")
     if pair is not None and not pair.strip():
         raise BadInput("the --pair sentence is empty: give a second sentence, or drop --pair")

@@ -28,7 +28,7 @@ from attncli.causal.attribution import SITES as ATTRIBUTE_SITES, attribute
 from attncli.causal.circuit import MAX_STEPS, edge_scores
 from attncli.causal.pairs_file import Pair
 from attncli.causal.target import Target, resolve
-from attncli.errors import BadInput
+from attncli.errors import BadInput, TooLong
 
 KINDS = ("ablate", "patch", "attribute", "circuit")
 PER_POSITION = frozenset({"resid", "attn", "mlp", "key", "query"})  # sites whose grid has a column per position
@@ -71,7 +71,8 @@ class PairsJob:
 
 
 def _at(pair: Pair, exc: BadInput) -> BadInput:
-    return BadInput(f"--pairs line {pair.line}: {exc}")
+    said = exc.shorten() if isinstance(exc, TooLong) else str(exc)  # the --pairs commands have no --truncate
+    return BadInput(f"--pairs line {pair.line}: {said}")
 
 
 def encoded(model: Any, pair: Pair, job: PairsJob) -> tuple[list[int], list[int], Target]:

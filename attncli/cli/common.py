@@ -19,7 +19,7 @@ import typer
 
 from attncli import messages as _messages
 from attncli.cli.commands import LazyGroup
-from attncli.errors import AttnError, Stopped
+from attncli.errors import AttnError, BadInput, Stopped, TooLong
 from attncli.textio import visible
 
 _FRAMEWORK_EXCEPTIONS: tuple[type[BaseException], ...] = (typer.Exit, typer.Abort)
@@ -60,12 +60,22 @@ class _AttnGroup(LazyGroup):
     message and an exit code, never a traceback. Every command registered on ``app`` (today's
     and any added later) runs inside ``invoke``, so it gets this for free."""
 
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """The subcommand, refused when a path option of it is given the empty string (which Path()
+        would make '.': --out '' writing into the current folder, --pairs '' named '.')."""
+        name, command, rest = super().resolve_command(ctx, args)
+        empty = None if ctx.resilient_parsing or command is None else _empty_path_option(command, rest)
+        if empty is not None:
+            raise BadInput(f"{empty} is empty: give a path (. for the current folder)")
+        return name, command, rest
+
     def invoke(self, ctx: Any) -> Any:
         _consoles.pop("quiet", None)  # a command's own choice (quiet_stdout), not the last one's
         try:
             return super().invoke(ctx)
         except AttnError as exc:
-            print_error(f"[bold red]error:[/] {escape(str(exc))}")
+            said = exc.shorten() if isinstance(exc, TooLong) and not _has_option(self, ctx, "truncate") else str(exc)
+            print_error(f"[bold red]error:[/] {escape(said)}")
             sys.exit(exc.exit_code)
         except _FRAMEWORK_EXCEPTIONS:
             raise
@@ -88,6 +98,25 @@ class _AttnGroup(LazyGroup):
                 highlight=False,
             )
             sys.exit(1)
+
+
+def _empty_path_option(command: Any, args: list[str]) -> str | None:
+    """The first path option of ``command`` that ``args`` (its raw arguments) give as ''."""
+    paths = {opt for p in command.params if p.param_type_name == "option" and getattr(p.type, "name", "") == "path"
+             for opt in p.opts}
+    for i, arg in enumerate(args):
+        if arg == "--":
+            return None
+        flag, eq, value = arg.partition("=")
+        if (arg in paths and i + 1 < len(args) and args[i + 1] == "") or (eq and flag in paths and not value):
+            return flag
+    return None
+
+
+def _has_option(group: Any, ctx: Any, name: str) -> bool:
+    """The command ``ctx`` ran (a subcommand of ``group``) has the option ``name``."""
+    command = group.get_command(ctx, ctx.invoked_subcommand) if ctx.invoked_subcommand else None
+    return command is not None and any(p.name == name for p in command.params)
 
 
 _ERRNO_ADVICE = {

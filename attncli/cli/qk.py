@@ -4,7 +4,7 @@ the math) and shows the result (views/qk_view.py), with --json, --svg, --png and
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -27,9 +27,10 @@ def qk_cmd(
     *,
     layer: Annotated[int, typer.Option(min=0, help="The head's layer.", metavar="L")] = 0,
     head: Annotated[int, typer.Option(min=0, help="The head.", metavar="H")] = 0,
-    query: Annotated[int, typer.Option(help="The query token's position (0 = the first token).",
-                                       metavar="I", show_default=False)] = -1,
-    key: Annotated[int, typer.Option(help="The key token's position.", metavar="J", show_default=False)] = -1,
+    query: Annotated[Optional[int], typer.Option(min=0, help="The query token's position (0 = the first token; "
+                                                 "default: the last).", metavar="I", show_default=False)] = None,
+    key: Annotated[Optional[int], typer.Option(min=0, help="The key token's position (default: the query's).",
+                                               metavar="J", show_default=False)] = None,
     top: Annotated[int, typer.Option(min=1, max=1000, help="How many parts to list.", metavar="N")] = 12,
     **options: Any,
 ) -> None:

@@ -13,7 +13,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
-from attncli.errors import AttnError, BadInput, RuntimeFailure, Stopped
+from attncli.errors import AttnError, BadInput, RuntimeFailure, Stopped, TooLong
 from attncli.textio import check_length, visible
 
 SEGMENTS = ("a", "b")
@@ -75,10 +75,8 @@ def from_tokenizers(enc: Any, texts: Sequence[str], *, use_type_ids: bool, trunc
                     pair=texts[1] if len(texts) > 1 else None, truncated=truncated)
 
 
-def too_long(n: int, limit: int, pair: bool) -> BadInput:
-    what = "the sentence pair" if pair else "the text"
-    return BadInput(f"{what} is {n} tokens long (special tokens included), more than the model's limit of "
-                    f"{limit}: shorten it, or pass --truncate to cut it to {limit} tokens")
+def too_long(n: int, limit: int, pair: bool) -> TooLong:
+    return TooLong(n, limit, pair)  # its message names --truncate; a command without it says .shorten()
 
 
 def check_text(text: Any, name: str = "text") -> str:

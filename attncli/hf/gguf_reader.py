@@ -22,6 +22,7 @@ import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.hf.config_check import damaged
+from attncli.hf.gguf_check import check_metadata
 from attncli.hf.gguf_file import CONVERT_HINT, TYPES, GGUFFile, TensorInfo
 from attncli.hf.weight_check import check_finite
 
@@ -65,8 +66,10 @@ def _arch(gguf: GGUFFile) -> str:
 
 
 def config_of(gguf: GGUFFile) -> dict[str, Any]:
-    """config.json's fields from the file's metadata, as transformers' load_gguf_checkpoint builds them."""
+    """config.json's fields from the file's metadata, as transformers' load_gguf_checkpoint builds them
+    (each field checked first: gguf_check)."""
     arch = _arch(gguf)
+    check_metadata(gguf, arch)
     config: dict[str, Any] = {"model_type": ARCHITECTURES[arch]}
     for key, field in (GPT2_CONFIG if arch == "gpt2" else LLAMA_CONFIG).items():
         if f"{arch}.{key}" in gguf.metadata:

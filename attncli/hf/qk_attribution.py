@@ -28,12 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from attncli.errors import BadInput
+from attncli.errors import BadInput, RuntimeFailure
 from attncli.hf import bert, distilbert, gpt2, llama
 from attncli.hf.contributions import layer_norms
 from attncli.hf.layer_weights import layer_weights
 from attncli.model.trace import Keep, site
 from attncli.model.interface import has
+from attncli.textio import visible
 from attncli.numeric import norm_scale
 
 
@@ -154,7 +155,24 @@ def qk_parts(model: Any, enc: Any, layer: int, head: int, query: int, key: int) 
     if isinstance(arch, llama.Llama):  # RoPE: a fixed rotation at each position
         q, k = _rotate(arch, q, query), _rotate(arch, k, key)
     parts = arch.scale(layer) * (q @ k.T)  # (C + 1, C + 1)
+    _check_sum(model, parts, score)
     return QKParts(layer, head, query, key, labels + ["bias"], parts, score)
+
+
+ADD_UP = 64 * float(np.finfo(np.float32).eps)  # per layer: the parts' sum vs the pass's score, by the parts' sizes
+
+
+def _check_sum(model: Any, parts: np.ndarray, score: float) -> None:
+    """The parts add up to the score the pass computed, to float32 rounding of their sizes through
+    2 (layers + 1) matrix products and norms; a model whose activations leave float32's range or
+    precision (weights of 1e19) would otherwise get a split that silently does not add up
+    (RuntimeFailure, exit 1)."""
+    total, size = float(parts.sum()), float(np.abs(parts).sum())
+    tol = ADD_UP * (model.layers + 1) * max(size, abs(score), 1.0)
+    if not (np.isfinite(total) and np.isfinite(size)) or abs(total - score) > tol:
+        raise RuntimeFailure(f"model '{visible(str(model.name))}': the parts of the score do not add up to it "
+                             f"(their sum {total:.6g}, the score {score:.6g}): its activations are beyond float32's "
+                             "range or precision, so no split of this score would be right")
 
 
 def _rotate(arch: Any, x: np.ndarray, position: int) -> np.ndarray:

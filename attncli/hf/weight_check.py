@@ -23,9 +23,14 @@ ALLOW = "--allow-missing-weights"
 SHOWN = 4  # tensor names listed in a message, then "and N more"
 
 
+def _short(name: str, limit: int = 80) -> str:
+    """A stranger's tensor name cut for a message (a header may name a tensor with 5,000 characters)."""
+    return name if len(name) <= limit else f"{name[:limit - 3]}... ({len(name):,} characters)"
+
+
 def _names(keys: Iterable[str]) -> str:
     keys = sorted(keys)
-    shown = ", ".join(visible(k) for k in keys[:SHOWN])
+    shown = ", ".join(_short(visible(k)) for k in keys[:SHOWN])
     return shown + (f" and {len(keys) - SHOWN} more" if len(keys) > SHOWN else "")
 
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar, Optional
 
+from attncli.attention.checkpoint_views import check_texts
+from attncli.errors import BadInput
 from attncli.hf import qk_attribution
 from attncli.hf.loader import load
 from attncli.option_conflicts import refusal, validate
@@ -34,16 +36,23 @@ class QKRequest:
     pair: Optional[str] = None  # a second sentence read with ``text`` as one input (BERT-style pairs)
     layer: int = 0
     head: int = 0
-    query: int = -1  # the query token's position (below 0: the last token)
-    key: int = -1  # the key token's position (below 0: the query's)
+    query: Optional[int] = None  # the query token's position (None: the last token)
+    key: Optional[int] = None  # the key token's position (None: the query's)
     top: int = 12  # how many parts to list
     allow_missing_weights: bool = False
 
     command: ClassVar[str] = "qk"
 
     def check(self) -> None:
-        """The refusals that need no model (BadInput, exit 2): the table's "qk" rows."""
+        """The refusals that need no model (BadInput, exit 2): the table's "qk" rows, a blank text
+        (as attn matrix refuses it) and a position below 0 (a count from the end is not a position)."""
         validate(self._fields(), "qk")
+        check_texts(self.text, self.pair, "qk")
+        for name in ("query", "key"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+                raise BadInput(f"--{name} {visible(str(value)[:40])} is not a token position (0 = the first token; "
+                               f"leave --{name} out for the {'last token' if name == 'query' else 'query'})")
 
     def refusal(self) -> Optional[str]:
         return refusal(self._fields(), "qk")
@@ -53,8 +62,8 @@ class QKRequest:
 
     def positions(self, tokens: int) -> tuple[int, int]:
         """(query, key) in a text of ``tokens`` tokens: the last token, and the query itself, by default."""
-        i = tokens - 1 if self.query < 0 else self.query
-        return i, i if self.key < 0 else self.key
+        i = tokens - 1 if self.query is None else self.query
+        return i, i if self.key is None else self.key
 
     def positionals(self) -> list[str]:
         return [self.text]

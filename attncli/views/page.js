@@ -22,10 +22,18 @@
     const l = c.map((v) => { v /= 255; return v <= 0.04045 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
     return 0.2126 * l[0] + 0.7152 * l[1] + 0.0722 * l[2] > 0.179 ? "#000" : "#fff";
   }
+  // the text a model or a user gave, shown as attncli.textio.visible shows it: control, bidi and
+  // line-separator characters as visible escapes (\x1b, \u202e), so none reorders or hides the page
+  const NAMED = { "\t": "\\t", "\n": "\\n", "\r": "\\r" };
+  const INVISIBLE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+  function shown(s) {
+    return String(s).replace(INVISIBLE, (c) => NAMED[c] || (c.charCodeAt(0) < 0x100
+      ? "\\x" + c.charCodeAt(0).toString(16).padStart(2, "0") : "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0")));
+  }
   function el(tag, attrs, text) {
     const e = document.createElement(tag);
-    for (const k in attrs || {}) e.setAttribute(k, attrs[k]);
-    if (text !== undefined) e.textContent = text;
+    for (const k in attrs || {}) e.setAttribute(k, shown(attrs[k]));
+    if (text !== undefined) e.textContent = shown(text);
     return e;
   }
 
@@ -131,10 +139,10 @@
         t.classList.toggle("hot", j === fj);
         t.querySelector(".w").textContent = fi === null ? "" : fmt(m.W[fi][j]);
       });
-      if (fj !== null) q.querySelectorAll(".q").forEach((t, i) => { t.title = cellTitle(m, i, fj); });
-      $("readout").textContent = fi !== null
+      if (fj !== null) q.querySelectorAll(".q").forEach((t, i) => { t.title = shown(cellTitle(m, i, fj)); });
+      $("readout").textContent = shown(fi !== null
         ? m.rows[fi] + " attends: " + m.cols.map((c, j) => c + " " + fmt(m.W[fi][j])).join(", ")
-        : fj !== null ? m.cols[fj] + " is attended by: " + m.rows.map((r, i) => r + " " + fmt(m.W[i][fj])).join(", ") : "";
+        : fj !== null ? m.cols[fj] + " is attended by: " + m.rows.map((r, i) => r + " " + fmt(m.W[i][fj])).join(", ") : "");
     }
     drawMatrix(m);
   }
@@ -216,8 +224,8 @@
 
   function draw() {
     controls();
-    $("title").textContent = D.model + " \u00b7 " + (S.view === "head" ? which() : "model view: " + D.layers + " layers x " + D.heads + " heads");
-    $("sub").textContent = D.pair === null ? D.text : "A: " + D.text + "  \u00b7  B: " + D.pair;
+    $("title").textContent = shown(D.model + " \u00b7 " + (S.view === "head" ? which() : "model view: " + D.layers + " layers x " + D.heads + " heads"));
+    $("sub").textContent = shown(D.pair === null ? D.text : "A: " + D.text + "  \u00b7  B: " + D.pair);
     const what = extra() ? { norms: "||alpha f(x_j)||, f(x) = (x W_V + b_V) W_O (Kobayashi et al. 2020); hover a cell: alpha, ||f(x_j)|| and their product",
                              scores: "scores before the softmax (a masked cell is blank)",
                              flow: "attention flow: max-flow from each input token through layers 0-" + S.layer + " (Abnar & Zuidema 2020)" }[S.show]

@@ -28,3 +28,41 @@ def test_json_with_an_export_into_a_file_or_an_export_alone_pass(tmp_path):
     refuse_json_into_stdout(SimpleNamespace(svg=tmp_path / "a.svg", html=None, png=None), True)
     refuse_json_into_stdout(SimpleNamespace(svg="/dev/stdout", html=None, png=None), False)
     refuse_json_into_stdout(None, True)
+
+
+def _path_options() -> list[tuple[str, str]]:
+    """(command, option) for every option of every attn command whose value is a path."""
+    import typer.main
+
+    from attncli.cli.main import app
+
+    group = typer.main.get_command(app)
+    ctx = group.make_context("attn", ["lookup", "x"], resilient_parsing=True)
+    found = []
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        for p in command.params:
+            if p.param_type_name == "option" and getattr(p.type, "name", "") == "path":
+                found.append((name, p.opts[0]))
+    return found
+
+
+PATH_OPTIONS = _path_options()
+
+
+def test_the_path_options_are_found():
+    assert {("attribute", "--pairs"), ("attribute", "--out"), ("matrix", "--svg"), ("circuit", "--pairs")} \
+        <= set(PATH_OPTIONS), PATH_OPTIONS
+
+
+@pytest.mark.parametrize("command, option", PATH_OPTIONS)
+@pytest.mark.parametrize("form", ["separate", "equals"])
+def test_an_empty_path_is_refused_not_read_as_the_current_folder(command, option, form):
+    """Path('') is '.': --out '' once wrote shards into the current folder, --pairs '' was named '.'."""
+    from typer.testing import CliRunner
+
+    from attncli.cli.main import app
+
+    args = [command, option, ""] if form == "separate" else [command, f"{option}="]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and f"{option} is empty: give a path" in result.output, (args, result.output)

@@ -66,3 +66,36 @@ def test_a_masked_key_is_refused(tiny_gpt2_dir):
 def test_without_a_model_it_says_how_to_give_one():
     code, out = run("qk", TEXT)
     assert code == 2 and "--transformer" in out
+
+
+@pytest.mark.parametrize("flag", ["--query", "--key"])
+def test_a_negative_position_is_refused_not_counted_from_the_end(tiny_gpt2_dir, flag):
+    """--query -2 once meant the last token: a count from the end is not a position."""
+    code, out = run("qk", "the cat sat on the mat", "--transformer", str(tiny_gpt2_dir), flag, "-2")
+    assert code == 2 and f"{flag}" in out and "-2" in out and ">=0" in out.replace(" ", ""), out
+
+
+@pytest.mark.parametrize("name", ["query", "key"])
+def test_a_negative_position_in_python_is_refused(name):
+    from attncli.errors import BadInput
+    from attncli.pipeline.qk_compute import QKRequest
+
+    with pytest.raises(BadInput, match=f"--{name} -2 is not a token position"):
+        QKRequest("the cat", transformer="m", **{name: -2}).check()
+
+
+def test_the_positions_default_to_the_last_token_and_the_query(tiny_gpt2_dir):
+    code, out = run("qk", "the cat sat on the mat", "--transformer", str(tiny_gpt2_dir), "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["query"] == doc["key"] == {"position": 9, "token": "at"}, out  # the last of 10 tokens
+
+
+@pytest.mark.parametrize("args, said", [
+    (("   ",), "the sentence is empty"),
+    (("",), "the sentence is empty"),
+    (("the cat", "--pair", ""), "the --pair sentence is empty"),
+    (("the cat", "--pair", " \t\n"), "the --pair sentence is empty"),
+])
+def test_a_blank_text_or_pair_is_refused_as_attn_matrix_refuses_it(tiny_gpt2_dir, args, said):
+    code, out = run("qk", *args, "--transformer", str(tiny_gpt2_dir))
+    assert code == 2 and said in out and "attn matrix" not in " ".join(out.split()), out

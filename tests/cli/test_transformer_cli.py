@@ -276,6 +276,24 @@ def test_too_long_says_the_limit_and_truncate_cuts(tiny_bert_dir):
     assert result.exit_code == 0 and "cut the input" not in result.stderr
 
 
+LONG, LONG_B = " ".join(["time flies like an arrow"] * 20), " ".join(["time flies like an apple"] * 20)
+
+
+@pytest.mark.parametrize("args", [
+    ("qk", LONG), ("ablate", LONG, "--target", " time"), ("dla", LONG, "--target", " time"),
+    ("patch", LONG, LONG_B, "--target", " time"), ("attribute", LONG, LONG_B, "--target", " time"),
+    ("circuit", LONG, LONG_B, "--target", " time"), ("attribute", "--pairs", "PAIRS"),
+])
+def test_too_long_names_only_options_the_command_has(tiny_gpt2_dir, tmp_path, args):
+    """A command without --truncate says "shorten it" and no more (it once said "pass --truncate")."""
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"clean": LONG, "corrupt": LONG_B, "target": " time"}) + "\n")
+    result = run(*[str(pairs) if a == "PAIRS" else a for a in args], "--transformer", str(tiny_gpt2_dir))
+    said = " ".join(result.stderr.split())
+    assert result.exit_code == 2 and said.endswith("more than the model's limit of 40: shorten it"), said
+    assert "--truncate" not in said
+
+
 def _views(path, pair_ok=True):
     views = [["--layer", "1", "--head", "0"], ["--layer", "0"], ["--words", "--hide-special"], ["--rollout"],
              ["--layer", "1", "--head", "2", "--explain", "2", "1", "--backend", "numpy"], ["--model-view"],

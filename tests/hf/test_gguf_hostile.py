@@ -90,3 +90,109 @@ def test_nan_weight_refused(tmp_path):
     path.write_bytes(bytes(data))
     result = CliRunner().invoke(app, ["matrix", "hello", "--transformer", str(path)])
     assert result.exit_code == 1 and "NaN in the weight layers.1.post_attention_layernorm" in result.output, result.output
+
+
+# metadata a stranger's file may hold: key -> (value, GGUF value type), and what the refusal names
+A = "llama."
+BAD_METADATA = {
+    "head_count_0": ({A + "attention.head_count": (0, "UINT32")}, "llama.attention.head_count: 0 is outside"),
+    "head_count_negative": ({A + "attention.head_count": (-4, "INT32")}, "llama.attention.head_count: -4 is outside"),
+    "head_count_nan": ({A + "attention.head_count": (float("nan"), "FLOAT32")}, "nan is not a whole number"),
+    "head_count_string": ({A + "attention.head_count": ("4", "STRING")}, "'4' is not a whole number"),
+    "head_count_bool": ({A + "attention.head_count": (True, "BOOL")}, "True is not a whole number"),
+    "head_count_array": ({A + "attention.head_count": ([4, 4], "ARRAY")}, "[4, 4] is not a whole number"),
+    "head_count_missing": ({A + "attention.head_count": None}, "llama.attention.head_count: the key is missing"),
+    "head_count_kv_0": ({A + "attention.head_count_kv": (0, "UINT32")}, "head_count_kv: 0 is outside"),
+    "head_count_kv_3": ({A + "attention.head_count_kv": (3, "UINT32")}, "3 key-value heads do not divide"),
+    "block_count_huge": ({A + "block_count": (10**9, "UINT32")}, "block_count: 1,000,000,000 is outside 1..1,024"),
+    "block_count_3": ({A + "block_count": (3, "UINT32")}, "it says 3 blocks but the file's tensors hold blk.0 .. blk.1"),
+    "block_count_1": ({A + "block_count": (1, "UINT32")}, "it says 1 blocks but the file's tensors hold blk.0 .. blk.1"),
+    "block_count_missing": ({A + "block_count": None}, "llama.block_count: the key is missing"),
+    "context_length_0": ({A + "context_length": (0, "UINT32")}, "llama.context_length: 0 is outside"),
+    "context_length_huge": ({A + "context_length": (2**40, "UINT64")}, "llama.context_length: 1,099,511,627,776"),
+    "embedding_length_0": ({A + "embedding_length": (0, "UINT32")}, "llama.embedding_length: 0 is outside"),
+    "embedding_length_huge": ({A + "embedding_length": (2**30, "UINT32")}, "embedding_length: 1,073,741,824 is"),
+    "feed_forward_length_0": ({A + "feed_forward_length": (0, "UINT32")}, "llama.feed_forward_length: 0 is outside"),
+    "rope_dimension_count_0": ({A + "rope.dimension_count": (0, "UINT32")}, "rope.dimension_count: 0 is outside"),
+    "rope_freq_base_nan": ({A + "rope.freq_base": (float("nan"), "FLOAT32")}, "rope.freq_base: nan is not a number"),
+    "rope_freq_base_inf": ({A + "rope.freq_base": (float("inf"), "FLOAT32")}, "rope.freq_base: inf is not a number"),
+    "rope_freq_base_0": ({A + "rope.freq_base": (0.0, "FLOAT32")}, "rope.freq_base: 0.0 is not a number above 1"),
+    "rope_freq_base_string": ({A + "rope.freq_base": ("abc", "STRING")}, "rope.freq_base: 'abc' is not a number"),
+    "epsilon_nan": ({A + "attention.layer_norm_rms_epsilon": (float("nan"), "FLOAT32")}, "epsilon: nan is not a small"),
+    "epsilon_negative": ({A + "attention.layer_norm_rms_epsilon": (-1.0, "FLOAT32")}, "epsilon: -1.0 is not a small"),
+    "vocab_size_0": ({A + "vocab_size": (0, "UINT32")}, "llama.vocab_size: 0 is outside"),
+    "vocab_size_nan": ({A + "vocab_size": (float("nan"), "FLOAT32")}, "llama.vocab_size: nan is not a whole number"),
+    "bos_token_id_huge": ({"tokenizer.ggml.bos_token_id": (2**32 - 1, "UINT32")}, "bos_token_id: 4294967295 is not a"),
+    "bos_token_id_negative": ({"tokenizer.ggml.bos_token_id": (-5, "INT32")}, "bos_token_id: -5 is not a token id"),
+    "eos_token_id_nan": ({"tokenizer.ggml.eos_token_id": (float("nan"), "FLOAT32")}, "eos_token_id: nan is not"),
+    "tokens_numbers": ({"tokenizer.ggml.tokens": ([1, 2, 3], "ARRAY")}, "tokenizer.ggml.tokens: it is not a list of"),
+    "tokens_a_string": ({"tokenizer.ggml.tokens": ("abc", "STRING")}, "tokenizer.ggml.tokens: it is not a list of"),
+    "token_types_strings": ({"tokenizer.ggml.token_type": (["a"], "ARRAY")}, "token_type: it is not a list of whole"),
+    "token_types_short": ({"tokenizer.ggml.token_type": ([1], "ARRAY")}, "token_type: it has 1 entries for 262 tokens"),
+    "scores_nan": ({"tokenizer.ggml.scores": ([float("nan")] * 262, "ARRAY")}, "scores: it is not a list of finite"),
+    "merges_numbers": ({"tokenizer.ggml.merges": ([1, 2], "ARRAY")}, "tokenizer.ggml.merges: it is not a list of"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_METADATA))
+def test_bad_metadata_is_damage_naming_file_and_key(tmp_path, case):
+    """Each key config_of and tokenizer_of read is checked (gguf_check): exit 1, the file and the
+    key named, no internal error and no hang (block_count 10^9 is refused before any layer)."""
+    needed("gguf")
+    meta, expected = BAD_METADATA[case]
+    path = write_gguf(tmp_path / f"{case}.gguf", "llama", meta=meta)
+    result = CliRunner().invoke(app, ["matrix", "hello", "--transformer", str(path)])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1, result.output
+    assert f"damaged model: {case}.gguf: " in said and expected in said, said
+    assert "internal error" not in said and "Traceback" not in said
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "qwen2", "phi3", "mistral"])
+def test_block_count_mismatch_in_every_architecture(tmp_path, arch):
+    needed("gguf")
+    path = write_gguf(tmp_path / "m.gguf", arch, meta={f"{arch}.block_count": (5, "UINT32")})
+    result = CliRunner().invoke(app, ["matrix", "hello", "--transformer", str(path)])
+    assert result.exit_code == 1, result.output
+    assert f"{arch}.block_count: it says 5 blocks" in " ".join(result.output.split()), result.output
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+@pytest.mark.parametrize("given", ["file", "folder"])
+def test_a_special_file_named_model_gguf_is_damage_at_once(tmp_path, kind, given):
+    """A FIFO (or /dev/zero) named model.gguf, passed itself or as the one .gguf of a folder, is
+    refused without being opened for reading (no wait on the FIFO, no endless read)."""
+    import os
+
+    from _special_files import machine_device
+
+    if kind == "fifo" and not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs here")
+    path = tmp_path / "model.gguf"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to(machine_device("/dev/zero"))
+    target = path if given == "file" else tmp_path
+    result = CliRunner().invoke(app, ["matrix", "hello", "--transformer", str(target)])
+    what = "a FIFO" if kind == "fifo" else "a device"
+    assert result.exit_code == 1, result.output
+    assert f"damaged model: model.gguf: it is {what}, not a regular file" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("number, said", [
+    ("9" * 5000, "(5,030 characters)"),  # no block number: an unused tensor, its name cut in the message
+    ("99999999", "it says 2 blocks but the file's tensors hold blk.0 .. blk.99999999 (3 numbers)"),
+], ids=["5000-digits", "99999999"])
+def test_a_tensor_with_an_absurd_block_number(tmp_path, number, said):
+    """blk.<5,000 digits>: once an internal error (int() refuses 4,300+ digits); now an unused
+    tensor whose name is cut in the one-line message. blk.99999999: a block_count mismatch."""
+    needed("gguf")
+    import numpy as np
+
+    path = write_gguf(tmp_path / "m.gguf", "llama", extra={f"blk.{number}.attn_norm.weight": np.ones(4)})
+    result = CliRunner().invoke(app, ["matrix", "hello", "--transformer", str(path)])
+    said_out = " ".join(result.output.split())
+    assert result.exit_code == 1 and said in said_out and len(result.output) < 2000, result.output[-400:]
+    assert "internal error" not in said_out

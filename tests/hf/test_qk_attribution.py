@@ -130,3 +130,22 @@ def test_refusals_name_the_problem(models):
     enc = mistral.encode(TEXT)
     with pytest.raises(BadInput, match="masked"):
         qk_parts(mistral, enc, 0, 0, len(enc.ids) - 1, 0)
+
+
+def test_a_score_its_parts_cannot_add_up_to_is_refused(tmp_path):
+    """Weights of 1e19 in c_attn: the float32 pass's score is rounding noise (its queries are sums
+    of values near 1e19 that cancel) that no float64 split adds up to; refused, not shown."""
+    from safetensors.numpy import load_file, save_file
+
+    from attncli.errors import RuntimeFailure
+
+    path = build_gpt2(tmp_path / "gpt2")
+    weights = load_file(path / "model.safetensors")
+    for name in weights:
+        if "attn.c_attn.weight" in name:
+            weights[name] = np.full(weights[name].shape, 1e19, np.float32)
+    save_file(weights, path / "model.safetensors", metadata={"format": "pt"})
+    model = load(str(path), backend="numpy")
+    enc = model.encode(TEXT)
+    with pytest.raises(RuntimeFailure, match="the parts of the score do not add up to it"):
+        qk_parts(model, enc, 1, 0, len(enc.ids) - 1, 2)

@@ -279,3 +279,37 @@ def test_attribute_pairs_on_the_command_line_take_no_qk_fix(gpt2, tiny_gpt2_dir,
     doc = cli(["attribute", "--pairs", path, "--transformer", tiny_gpt2_dir, "--site", "head", "--no-qk-fix", "--json"])
     assert doc["qk_fix"] is False and doc["site"] == "head" and doc["columns"] == "heads"
     assert_equal_to(doc, brute_force(gpt2, rows, one), 3)
+
+
+@pytest.mark.parametrize("signum, code, said", [(signal.SIGINT, 130, "interrupted"),
+                                                (signal.SIGTERM, 143, "terminated by SIGTERM")])
+def test_attribute_pairs_stopped_by_a_signal_keep_their_shards_and_resume(gpt2, tiny_gpt2_dir, tmp_path, signum,
+                                                                         code, said):
+    """Ctrl-C (or SIGTERM) in an attn attribute --pairs run after its first shard: one line, the
+    exit code of the signal, the written shard kept whole (no .tmp left), and the run started
+    again computes only the rest and equals a loop over the pairs."""
+    from _pause import PYTHON, paused
+
+    from attncli.causal.attribution import attribute
+
+    rows = gpt2_pairs(gpt2)
+    path = write_pairs(tmp_path / "pairs.jsonl", rows)
+    out = tmp_path / "run"
+    argv = [PYTHON, "-m", "attncli", "attribute", "--pairs", str(path), "--transformer", str(tiny_gpt2_dir),
+            "--out", str(out), "--shard-pairs", "1", "--json"]
+    with paused(argv, tmp_path / "home", "pairs-shard-written") as proc:
+        proc.send_signal(signum)
+        stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == code and stderr.strip().splitlines()[-1] == said and stdout == "", (proc.returncode,
+                                                                                                   stderr[-600:])
+    assert "Traceback" not in stderr
+    assert [p.name for p in out.iterdir()] == ["shard-000000000000-000000000001.json"]
+    resumed = cli(["attribute", "--pairs", path, "--transformer", tiny_gpt2_dir, "--out", out, "--shard-pairs", 1,
+                   "--json"])
+    assert resumed["computed"] == len(rows) - 1 and resumed["shards"] == len(rows)
+
+    def one(model, c, k, t):
+        a = attribute(model, c, k, t, where="resid")
+        return {"grid": a.values, "clean": a.clean, "corrupt": a.corrupt}
+
+    assert_equal_to(resumed, brute_force(gpt2, rows, one), len(rows))

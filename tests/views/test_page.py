@@ -259,3 +259,27 @@ def test_the_flow_view_is_attn_matrix_flow_of_each_layer(tiny_bert_dir, tmp_path
     assert got[0] == [fmt(row) for row in last["weights"]]
     assert got[2] == [fmt(row) for row in first["weights"]] != got[0]
     assert got[3] is True and got[4] == fmt(first["weights"][2])
+
+
+INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+@pytest.mark.parametrize("show", ["weights", "alti", "value-zeroing"])
+def test_control_and_bidi_characters_are_shown_escaped_on_the_page(tiny_gpt2_dir, tmp_path, show):
+    """The page's data is the JSON's exact text; what it draws (the title line, the token labels,
+    their tooltips, the hover readout) shows ESC and U+202E as attncli.textio.visible does."""
+    from _chromium import evaluate_in_page
+
+    chromium = chromium_or_skip()
+    page = tmp_path / "page.html"
+    text = "the cat\x1b[2J sat on the mat\u202e and the dog"
+    run("matrix", text, "--transformer", str(tiny_gpt2_dir), "--show", show, "--html", str(page))
+    data = re.search(r'<script type="application/json" id="attn-data">(.*?)</script>', page.read_text(), re.S).group(1)
+    assert json.loads(data)["text"] == text  # the data is exact
+    tooltips = "[...document.querySelectorAll('[title]')].map(e => e.getAttribute('title')).join(' ')"
+    got = evaluate_in_page(chromium, page.as_uri(), [
+        "document.body.innerText", hovered(6), "document.getElementById('readout').textContent", tooltips,
+        "document.getElementById('sub').textContent"], [])
+    for drawn in (got[0], got[2], got[3]):
+        assert not INVISIBLE.search(drawn), INVISIBLE.findall(drawn)
+    assert got[4] == "the cat\\x1b[2J sat on the mat\\u202e and the dog"
