@@ -64,7 +64,7 @@ class _AttnGroup(LazyGroup):
         """The subcommand, refused when a path option of it is given the empty string (which Path()
         would make '.': --out '' writing into the current folder, --pairs '' named '.')."""
         name, command, rest = super().resolve_command(ctx, args)
-        empty = None if ctx.resilient_parsing or command is None else _empty_path_option(command, rest)
+        empty = None if ctx.resilient_parsing or command is None else empty_path_option(command, rest)
         if empty is not None:
             raise BadInput(f"{empty} is empty: give a path (. for the current folder)")
         return name, command, rest
@@ -100,7 +100,7 @@ class _AttnGroup(LazyGroup):
             sys.exit(1)
 
 
-def _empty_path_option(command: Any, args: list[str]) -> str | None:
+def empty_path_option(command: Any, args: list[str]) -> str | None:
     """The first path option of ``command`` that ``args`` (its raw arguments) give as ''."""
     paths = {opt for p in command.params if p.param_type_name == "option" and getattr(p.type, "name", "") == "path"
              for opt in p.opts}

@@ -41,9 +41,12 @@ def _path_options() -> list[tuple[str, str]]:
     found = []
     for name in group.list_commands(ctx):
         command = group.get_command(ctx, name)
-        for p in command.params:
-            if p.param_type_name == "option" and getattr(p.type, "name", "") == "path":
-                found.append((name, p.opts[0]))
+        subcommands = getattr(command, "commands", None)  # a group (attn stats): its commands' options
+        for words, cmd in ([(f"{name} {sub}", c) for sub, c in subcommands.items()] if subcommands
+                           else [(name, command)]):
+            for p in cmd.params:
+                if p.param_type_name == "option" and getattr(p.type, "name", "") == "path":
+                    found.append((words, p.opts[0]))
     return found
 
 
@@ -51,7 +54,8 @@ PATH_OPTIONS = _path_options()
 
 
 def test_the_path_options_are_found():
-    assert {("attribute", "--pairs"), ("attribute", "--out"), ("matrix", "--svg"), ("circuit", "--pairs")} \
+    assert {("attribute", "--pairs"), ("attribute", "--out"), ("matrix", "--svg"), ("circuit", "--pairs"),
+            ("stats run", "--out"), ("stats merge", "--svg")} \
         <= set(PATH_OPTIONS), PATH_OPTIONS
 
 
@@ -63,6 +67,6 @@ def test_an_empty_path_is_refused_not_read_as_the_current_folder(command, option
 
     from attncli.cli.main import app
 
-    args = [command, option, ""] if form == "separate" else [command, f"{option}="]
+    args = [*command.split(), option, ""] if form == "separate" else [*command.split(), f"{option}="]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2 and f"{option} is empty: give a path" in result.output, (args, result.output)
