@@ -4,7 +4,8 @@ A sentence is a few dozen tokens: each product is (T, 384) x (384, 1536) or so, 
 second thread to pay, and on a busy machine two threads wait on each other (OpenBLAS's threads
 spin). Measured on this project's 2-core machine under load: MiniLM's forward pass on one sentence
 pair 1.4 s with OpenBLAS's default two threads, 0.2 s with one. So a pass over at most SMALL_ROWS
-rows (batch x tokens) runs on one thread. A larger pass (a long text, a batch of texts) runs on
+rows (batch x tokens) runs on one thread (idle, a second thread would save 0.1 s of twenty
+sentences' 0.5 s; busy, lose 0.5 s: docs/benchmarks.md). A larger pass (a long text, a batch of texts) runs on
 the cores the machine has free: the cores this process may use, less the load average the rest of
 the machine puts on them (rounded down, at least 1), so a busy machine keeps it on one thread. The
 rest of the machine's share is the 1-minute load average less this process's own (its CPU seconds
@@ -33,7 +34,7 @@ from typing import Any, Iterator
 
 from attncli import runtime
 
-SMALL_ROWS = 256  # up to this many rows (batch x tokens) in a pass, one BLAS thread
+SMALL_ROWS = 128  # up to this many rows (batch x tokens) in a pass, one BLAS thread (bench_threads.py)
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
 KMP_VARIABLE = "KMP_DUPLICATE_LIB_OK"  # threadpoolctl's import sets it (for Intel's OpenMP); undone
 LOAD_WINDOW = 60.0  # seconds: the time constant of the 1-minute load average (and of own_load's)
