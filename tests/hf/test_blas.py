@@ -53,7 +53,7 @@ def test_this_process_s_own_threads_are_not_counted_as_the_rest_of_the_machine(n
     assert blas.own_load() == pytest.approx(1.0 + (2.0 - 1.0) * (1.0 - np.exp(-1.0)), rel=1e-12)
     clock["wall"] += 600.0
     clock["cpu"] += 1200.0  # ten more: the average is this process's two threads
-    assert blas.own_load() == pytest.approx(2.0, abs=1e-4)
+    assert blas.own_load() == pytest.approx(2.0 - np.exp(-1.0) * np.exp(-10.0), rel=1e-12)  # e^-10 of the gap left
     assert blas.threads_for(10_000) == 2
     clock["wall"] += 600.0
     clock["cpu"] += 600.0  # ten minutes on one core: the load's other 1 is another process's
