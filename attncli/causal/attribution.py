@@ -118,21 +118,46 @@ def _direct_qk_fix(tape: Tape, where: str, delta: np.ndarray, grads: dict[str, n
 def attribute(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int], target: Target, *,
               where: str = "resid", qk_fix: bool = True) -> Attribution:
     """The attribution-patching grid of ``where`` (see the module docstring)."""
+    return attribute_together(model, [(clean_ids, corrupt_ids, target)], where=where, qk_fix=qk_fix)[0]
+
+
+def attribute_together(model: Any, pairs: Sequence[tuple[Sequence[int], Sequence[int], Target]], *,
+                       where: str = "resid", qk_fix: bool = True) -> list[Attribution]:
+    """``attribute`` of each (clean ids, corrupted ids, target) of ``pairs``, every pair of as many
+    tokens: the clean and corrupted passes of all of them run side by side and one backward for all
+    the corrupted ones (the tape's forward_all and backward_all: a decoder's weight products take
+    every pair's rows at once), for attn attribute --pairs. Equal to one pair at a time to float
+    rounding."""
     if where not in SITES:
         raise BadInput(f"--site {where!r}: choose one of {', '.join(SITES)}")
-    check_same_length(model, list(clean_ids), list(corrupt_ids))
+    for clean_ids, corrupt_ids, _ in pairs:
+        check_same_length(model, list(clean_ids), list(corrupt_ids))
+    if len({len(clean) for clean, _, _ in pairs}) > 1:
+        raise BadInput("attribute_together takes pairs of as many tokens")
     # float32 where the model's own pass runs in it (the Llama family): twice as fast, and AtP is an estimate
     require(model, "tape", "attribution patching")  # it runs on the tape (torch models have "grad" only)
     dtype = np.float32 if model.pass_dtype == np.float32 else np.float64
-    clean_tape, corrupt_tape = model.tape(dtype), model.tape(dtype)
-    clean_tape.forward_pair(corrupt_tape, list(clean_ids), list(corrupt_ids))  # each weight read once
-    m_clean = float(target.metric(clean_tape.logits(target.position)))
-    logits = corrupt_tape.logits(target.position)
-    m_corrupt = float(target.metric(logits))
-    if abs(m_clean - m_corrupt) < 1e-9:
-        raise BadInput(f"the clean and corrupted texts give the same {target.describe()} ({m_clean:.6g}): the "
-                       "restored fraction is undefined; choose texts that differ in it")
-    grads = corrupt_tape.backward(target.position, target.gradient(logits))
+    tapes = [model.tape(dtype) for _ in range(2 * len(pairs))]  # clean, corrupted, clean, corrupted, ...
+    tapes[0].forward_all(tapes, [list(ids) for clean, corrupt, _ in pairs for ids in (clean, corrupt)])  # each weight read once
+    metrics, d_logits = [], []
+    for (_, _, target), clean_tape, corrupt_tape in zip(pairs, tapes[::2], tapes[1::2]):
+        m_clean = float(target.metric(clean_tape.logits(target.position)))
+        logits = corrupt_tape.logits(target.position)
+        m_corrupt = float(target.metric(logits))
+        if abs(m_clean - m_corrupt) < 1e-9:
+            raise BadInput(f"the clean and corrupted texts give the same {target.describe()} ({m_clean:.6g}): the "
+                           "restored fraction is undefined; choose texts that differ in it")
+        metrics.append((m_clean, m_corrupt))
+        d_logits.append(target.gradient(logits))
+    corrupt_tapes = tapes[1::2]
+    all_grads = corrupt_tapes[0].backward_all(corrupt_tapes, [t.position for _, _, t in pairs], d_logits)
+    return [_estimate(model, clean_tape, corrupt_tape, grads, where, qk_fix, *m)
+            for clean_tape, corrupt_tape, grads, m in zip(tapes[::2], corrupt_tapes, all_grads, metrics)]
+
+
+def _estimate(model: Any, clean_tape: Tape, corrupt_tape: Tape, grads: dict[str, np.ndarray], where: str,
+              qk_fix: bool, m_clean: float, m_corrupt: float) -> Attribution:
+    """One pair's grid from its two tapes and the corrupted one's gradients."""
     before, after = _sites(corrupt_tape)[where], _sites(clean_tape)[where]
     L, h = model.layers, model.heads
     g = np.stack([grads[site(l, SITE_NAMES[where])] for l in range(L)])

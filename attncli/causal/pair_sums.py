@@ -19,12 +19,12 @@ Shapes: L layers, h heads, T tokens, U writers, D readers (hf/edges.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 
 from attncli.causal import grids
-from attncli.causal.attribution import SITES as ATTRIBUTE_SITES, attribute
+from attncli.causal.attribution import SITES as ATTRIBUTE_SITES, attribute, attribute_together
 from attncli.causal.circuit import MAX_STEPS, edge_scores
 from attncli.causal.pairs_file import Pair
 from attncli.causal.target import Target, resolve
@@ -32,6 +32,8 @@ from attncli.errors import BadInput, TooLong
 
 KINDS = ("ablate", "patch", "attribute", "circuit")
 PER_POSITION = frozenset({"resid", "attn", "mlp", "key", "query"})  # sites whose grid has a column per position
+BATCH_ROWS = 256  # attribute: corrupted tokens of the pairs run side by side at most (their passes and one
+# backward), e.g. 17 pairs of 15 tokens; a pair longer than this runs alone
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,36 @@ def one_pair(model: Any, job: PairsJob, pair: Pair) -> dict[str, np.ndarray]:
                 "corrupt": np.float64(t.metric(corrupt_tape.logits(t.position)))}
     except BadInput as exc:
         raise _at(pair, exc) from None
+
+
+def pair_values(model: Any, job: PairsJob, pairs: Sequence[Pair]) -> Iterator[dict[str, np.ndarray]]:
+    """``one_pair`` of each pair, in order. attribute runs each stretch of consecutive pairs of as
+    many tokens (up to BATCH_ROWS tokens) side by side (attribution.attribute_together), equal to
+    one pair at a time to float rounding; a batch that fails runs again pair by pair, so the error
+    names its pair's line."""
+    if job.kind != "attribute":
+        yield from (one_pair(model, job, pair) for pair in pairs)
+        return
+    batch: list[tuple[Pair, tuple[list[int], list[int], Target]]] = []
+
+    def flush() -> Iterator[dict[str, np.ndarray]]:
+        try:
+            done = attribute_together(model, [item for _, item in batch], where=job.site, qk_fix=job.qk_fix)
+        except BadInput:
+            done = None
+        if done is None:
+            yield from (one_pair(model, job, pair) for pair, _ in batch)
+        else:
+            yield from ({"grid": a.values, "clean": np.float64(a.clean), "corrupt": np.float64(a.corrupt)} for a in done)
+        batch.clear()
+
+    for pair in pairs:
+        item = encoded(model, pair, job)
+        if batch and (len(item[0]) != len(batch[0][1][0]) or (len(batch) + 1) * len(item[0]) > BATCH_ROWS):
+            yield from flush()
+        batch.append((pair, item))
+    if batch:
+        yield from flush()
 
 
 @dataclass

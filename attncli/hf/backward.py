@@ -87,6 +87,17 @@ class DecoderTape:
         """This tape's pass of ``ids`` and ``other``'s of ``other_ids``, side by side (each weight read once)."""
         forward_together([self, other], [ids, other_ids])
 
+    @staticmethod
+    def forward_all(tapes: list["DecoderTape"], ids: list[list[int]]) -> None:
+        """Each tape's pass of its ``ids``, all side by side (forward_together)."""
+        forward_together(tapes, ids)
+
+    @staticmethod
+    def backward_all(tapes: list["DecoderTape"], positions: list[int], d_logits: list[np.ndarray]
+                     ) -> list[dict[str, np.ndarray]]:
+        """Each tape's ``backward(positions[i], d_logits[i])``, all in one (backward_together: as many tokens each)."""
+        return backward_together(tapes, positions, d_logits)
+
     def _begin(self, ids: list[int], embed: np.ndarray | None) -> None:
         """The embeddings (T, d) of the pass, before its first layer."""
         arch = self.arch
@@ -150,53 +161,7 @@ class DecoderTape:
         (through the frozen norm's Jacobian): ``blocks.l.head_in.q`` / ``.k`` / ``.v`` (h, T, d) each
         head's query, key and value input (k and v per query head, before a group's sum),
         ``blocks.l.mlp_in`` (T, d) and ``final_in`` (T, d), the unembedding's."""
-        with blas.for_rows(self.embed.shape[0]):  # one thread for a sentence (blas.py)
-            return self._backward(position, d_logits, inputs)
-
-    def _backward(self, position: int, d_logits: np.ndarray, inputs: bool) -> dict[str, np.ndarray]:
-        arch, grads = self.arch, {}
-        kind, w, b, eps = self.final
-        T = self.embed.shape[0]
-        g_final = np.zeros((T, self.embed.shape[1]), dtype=self.dtype)
-        g_final = g_final.astype(self.dtype)
-        g_final[position] = d_logits.astype(self.dtype) @ self.unembedding  # (d,)
-        grads["final_norm"] = g_final
-        post = self.layers[-1]["post"]
-        g = layer_norm_back(g_final, post, w, eps) if kind == "layer" else rms_norm_back(g_final, post, w, eps)
-        if inputs:
-            grads["final_in"] = g
-        for l in range(arch.layers - 1, -1, -1):
-            t, W = self.layers[l], self.layers[l]["W"]
-            grads[site(l, "resid_post")] = grads[site(l, "mlp.out")] = g
-            g_inner = g @ W["down"][0].T  # (T, I)
-            if t["gate"] is not None:
-                g_m = (g_inner * t["up"] * self.d_act(t["gate"])) @ W["gate"][0].T + (g_inner * self.act(t["gate"])) @ W["up"][0].T
-            else:
-                g_m = (g_inner * self.d_act(t["up"])) @ W["up"][0].T  # (T, d)
-            g_mlp = self._norm_back(W["norm"], g_m, t["mid"], W["n2"])  # (T, d) through the MLP alone
-            if inputs:
-                grads[f"blocks.{l}.mlp_in"] = g_mlp
-            g = g + g_mlp  # d resid_mid
-            grads[site(l, "resid_mid")] = grads[site(l, "attn.out")] = g
-            g_z = (g @ W["o"][0].T).reshape(T, arch.heads, -1)  # (T, h, d_head)
-            grads[site(l, "attn.z")] = g_z
-            dq, dk, dv, dp = attention_back(g_z.transpose(1, 0, 2), t["q"], t["k"], t["v"], t["p"], arch.scale(l))
-            grads.update({site(l, "attn.pattern"): dp, site(l, "attn.q"): dq, site(l, "attn.k"): dk, site(l, "attn.v"): dv})
-            if inputs:  # each head's q, k, v input apart (the layer's sums below stay as without them)
-                g_in = self._norm_back(W["norm"], self._head_inputs(l, dq, dk, dv), t["x"], W["n1"])  # (3, h, T, d)
-                grads.update({f"blocks.{l}.head_in.{n}": g_in[i] for i, n in enumerate("qkv")})
-            dk, dv = (d.reshape(-1, self.group, T, d.shape[-1]).sum(axis=1) for d in (dk, dv))  # (h_kv, T, d_head)
-            if self.rope:  # the inverse rotation
-                cos, sin = self.cos_sin
-                dq, dk = (llama.rotate(d, cos, -sin) for d in (dq, dk))
-            g_qk, g_v = (sum(d.transpose(1, 0, 2).reshape(T, -1) @ W[n][0].T for n, d in pairs)
-                         for pairs in ((("q", dq), ("k", dk)), (("v", dv),)))  # (T, d) each, in the normed input's space
-            g_qk = self._norm_back(W["norm"], g_qk, t["x"], W["n1"])  # the norm's backward is linear in g: split
-            grads[f"blocks.{l}.qk_in"] = g_qk  # d resid_pre through this layer's queries and keys alone
-            g = g + g_qk + self._norm_back(W["norm"], g_v, t["x"], W["n1"])  # d resid_pre
-            grads[site(l, "resid_pre")] = g
-        grads["embed"] = g
-        return grads
+        return backward_together([self], [position], [d_logits], inputs)[0]
 
     def _head_inputs(self, l: int, dq: np.ndarray, dk: np.ndarray, dv: np.ndarray) -> np.ndarray:
         """(3, h, T, d) each query head's q, k and v input gradient in the normed input's space, from d q,
@@ -257,6 +222,69 @@ def _layer(tapes: list[DecoderTape], l: int, W: dict[str, Any]) -> None:
         rows = slice(i, j)
         tape.layers.append(dict(W=W, x=x[rows], a=a[rows], q=q_, k=k_, v=v_, p=p_, z=z_, mid=mid[rows], m=m[rows],
                                 up=up[rows], gate=None if gate is None else gate[rows], post=post[rows]))
+
+
+def backward_together(tapes: list[DecoderTape], positions: list[int], d_logits: list[np.ndarray],
+                      inputs: bool = False) -> list[dict[str, np.ndarray]]:
+    """Each tape's ``backward(positions[i], d_logits[i], inputs)``, the tapes (of one model and dtype,
+    as many tokens T each, layer l's weights the first tape's) side by side: their B T rows go
+    through each weight product at once (forward_together's stacking, for the backward), attention
+    per tape as a batch. A tape alone is the same arithmetic as one tape's backward.
+    Arrays carry the tapes first: (B, T, d) rows, (B, h, T, d_head) heads."""
+    first, B = tapes[0], len(tapes)
+    arch, dtype = first.arch, first.dtype
+    T, width = first.embed.shape
+    if any(t.embed.shape != (T, width) for t in tapes[1:]):
+        raise ValueError("backward_together takes tapes of as many tokens")
+    R, h = B * T, arch.heads
+    rows = lambda l, key: np.concatenate([t.layers[l][key] for t in tapes])  # noqa: E731  (R, ...)
+    heads = lambda l, key: np.stack([t.layers[l][key] for t in tapes])  # noqa: E731  (B, h, T, ...)
+    kind, w, _, eps = first.final
+    g_final = np.zeros((B, T, width), dtype=dtype)
+    for i, (tape, position, d) in enumerate(zip(tapes, positions, d_logits)):
+        g_final[i, position] = d.astype(dtype) @ tape.unembedding  # (d,)
+    grads = {"final_norm": g_final}
+    g_final, post = g_final.reshape(R, width), rows(-1, "post")
+    g = layer_norm_back(g_final, post, w, eps) if kind == "layer" else rms_norm_back(g_final, post, w, eps)  # (R, d)
+    by_tape = lambda x: x.reshape(B, T, *x.shape[1:])  # noqa: E731  (R, ...) -> (B, T, ...)
+    if inputs:
+        grads["final_in"] = by_tape(g)
+    with blas.for_rows(R):  # a sentence's rows: one thread (blas.py)
+        for l in range(arch.layers - 1, -1, -1):
+            W, gate, x = first.layers[l]["W"], None, rows(l, "x")
+            grads[site(l, "resid_post")] = grads[site(l, "mlp.out")] = by_tape(g)
+            g_inner = g @ W["down"][0].T  # (R, I)
+            if first.layers[l]["gate"] is not None:
+                gate, up = rows(l, "gate"), rows(l, "up")
+                g_m = (g_inner * up * first.d_act(gate)) @ W["gate"][0].T + (g_inner * first.act(gate)) @ W["up"][0].T
+            else:
+                g_m = (g_inner * first.d_act(rows(l, "up"))) @ W["up"][0].T  # (R, d)
+            g_mlp = first._norm_back(W["norm"], g_m, rows(l, "mid"), W["n2"])  # (R, d) through the MLP alone
+            if inputs:
+                grads[f"blocks.{l}.mlp_in"] = by_tape(g_mlp)
+            g = g + g_mlp  # d resid_mid
+            grads[site(l, "resid_mid")] = grads[site(l, "attn.out")] = by_tape(g)
+            g_z = (g @ W["o"][0].T).reshape(B, T, h, -1)  # (B, T, h, d_head)
+            grads[site(l, "attn.z")] = g_z
+            dq, dk, dv, dp = attention_back(g_z.transpose(0, 2, 1, 3), heads(l, "q"), heads(l, "k"), heads(l, "v"),
+                                            heads(l, "p"), arch.scale(l))  # (B, h, T, d_head) x 3, (B, h, T, T)
+            grads.update({site(l, "attn.pattern"): dp, site(l, "attn.q"): dq, site(l, "attn.k"): dk, site(l, "attn.v"): dv})
+            if inputs:  # each head's q, k, v input apart (the layer's sums below stay as without them)
+                g_in = np.stack([t._norm_back(W["norm"], t._head_inputs(l, dq[i], dk[i], dv[i]), t.layers[l]["x"],
+                                              W["n1"]) for i, t in enumerate(tapes)])  # (B, 3, h, T, d)
+                grads.update({f"blocks.{l}.head_in.{n}": g_in[:, i] for i, n in enumerate("qkv")})
+            dk, dv = (d.reshape(B, -1, first.group, T, d.shape[-1]).sum(axis=2) for d in (dk, dv))  # (B, h_kv, T, d_head)
+            if first.rope:  # the inverse rotation
+                cos, sin = first.cos_sin
+                dq, dk = (llama.rotate(d, cos, -sin) for d in (dq, dk))
+            g_qk, g_v = (sum(d.transpose(0, 2, 1, 3).reshape(R, -1) @ W[n][0].T for n, d in pairs)
+                         for pairs in ((("q", dq), ("k", dk)), (("v", dv),)))  # (R, d) each, in the normed input's space
+            g_qk = first._norm_back(W["norm"], g_qk, x, W["n1"])  # the norm's backward is linear in g: split
+            grads[f"blocks.{l}.qk_in"] = by_tape(g_qk)  # d resid_pre through this layer's queries and keys alone
+            g = g + g_qk + first._norm_back(W["norm"], g_v, x, W["n1"])  # d resid_pre
+            grads[site(l, "resid_pre")] = by_tape(g)
+    grads["embed"] = by_tape(g)
+    return [{name: value[i] for name, value in grads.items()} for i in range(B)]
 
 
 def head_projections(w: np.ndarray, heads: int) -> np.ndarray:

@@ -75,6 +75,18 @@ class EncoderTape:
         self.forward(ids)
         other.forward(other_ids)
 
+    @staticmethod
+    def forward_all(tapes: list["EncoderTape"], ids: list[list[int]]) -> None:
+        """Each tape's pass of its ``ids``, two by two (clean and corrupted: forward_pair)."""
+        for i in range(0, len(tapes), 2):
+            tapes[i].forward_pair(tapes[i + 1], ids[i], ids[i + 1])
+
+    @staticmethod
+    def backward_all(tapes: list["EncoderTape"], positions: list[int], d_logits: list[np.ndarray]
+                     ) -> list[dict[str, np.ndarray]]:
+        """Each tape's ``backward(positions[i], d_logits[i])``, one by one."""
+        return [tape.backward(position, d) for tape, position, d in zip(tapes, positions, d_logits)]
+
     def forward(self, ids: list[int]) -> None:
         arch, eps = self.arch, self.eps
         f = lambda a: np.asarray(a, dtype=self.dtype)  # noqa: E731

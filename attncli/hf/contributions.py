@@ -92,7 +92,9 @@ def transformed(model: Any, tr: Any, l: int) -> tuple[np.ndarray, np.ndarray]:
     block's output they add up to (with L_i(b_O) + beta), in float64."""
     f64 = lambda name: np.asarray(tr[name], dtype=np.float64)  # noqa: E731
     A, fx = model.value_vectors_of(tr, l)  # (h, T, T), (h, T, d)
-    mixed = np.einsum("hij,hjd->ijd", np.asarray(A, dtype=np.float64), np.asarray(fx, dtype=np.float64))  # (T, T, d)
+    A, fx = np.asarray(A, dtype=np.float64), np.asarray(fx, dtype=np.float64)
+    # sum_h A^h_ij f^h_j as T products over j, (T_i, h) @ (h, d), a view of (T, T, d): einsum took 10x longer
+    mixed = (A.transpose(2, 1, 0) @ fx.transpose(1, 0, 2)).transpose(1, 0, 2)  # (j, i, d) -> (T, T, d)
     x = f64(site(l, "resid_pre"))  # (T, d)
     T = x.shape[0]
     mixed[np.arange(T), np.arange(T)] += x  # the residual: delta_ij x_i

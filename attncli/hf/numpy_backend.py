@@ -351,7 +351,7 @@ class NumpyPretrained(Pretrained):
         h, d_head = self.heads, self.arch.d_head
         w_o = self.arch.output_weight(layer).astype(np.float64).reshape(h, d_head, -1)  # (h, d_head, d)
         v = tr[site(layer, "attn.v")].astype(np.float64)  # (h, T, d_head)
-        return tr[site(layer, "attn.pattern")], np.einsum("htk,hkd->htd", v, w_o)  # (h, T, T), (h, T, d)
+        return tr[site(layer, "attn.pattern")], v @ w_o  # (h, T, T), (h, T, d): one product per head (einsum: 5x slower)
 
     def _last_hidden(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """For ``embed``: in float32, twice as fast as float64 and within 1e-6 of it."""

@@ -5,9 +5,10 @@ The file is a little-endian u64 header length, a JSON header, then the raw tenso
 memory-mapped once (``fileio.map_regular``: a regular file) and a floating tensor is a read-only
 NumPy view of its bytes, its offsets checked against the header's shape and the map's size: a
 float32 tensor in a float32 pass is never copied (pages are read as the pass touches them);
-bfloat16, which NumPy lacks, is widened to float32 (float16 converted) when a layer asks, and kept only
-while that layer runs: a half-precision checkpoint stays mapped in its own dtype and a pass holds
-one layer in float32, not the model.
+bfloat16, which NumPy lacks, is widened to float32 (float16 converted) when a layer asks. A
+half-precision checkpoint whose widened tensors fit in HOLD_BYTES (1 GiB: SmolLM2-135M's 540 MB)
+keeps each one once widened, so a loaded model widens once, not on every call; a larger one stays
+mapped in its own dtype and a pass holds one layer in float32 at a time, never the model.
 ``safetensors``' ``safe_open`` validates each header too and reads the rare non-float tensor.
 Every floating tensor is returned in the compute dtype (a view of the file is read-only).
 Checkpoints name their tensors with or without the head model's prefix ("bert.", "roberta.",
@@ -39,7 +40,8 @@ FLOAT_VIEWS = {"F64": "<f8", "F32": "<f4", "F16": "<f2"}  # safetensors' floats 
 RAW_VIEWS = {**FLOAT_VIEWS, "BF16": "<u2"}  # how each floating kind is viewed in the file (bfloat16: its bits)
 LAYER = re.compile(r"(?:^|\.)(?:layers?|h|blocks?)\.\d+\.")  # a tensor's layer: "layers.3.", "h.3.", "layer.3."
 BF16_EXPONENT = 0x7F80  # all eight set: infinity or NaN
-HOLD_BYTES = 2**30  # widened layer tensors a corpus run keeps across passes at most (Weights.hold_widened)
+HOLD_BYTES = 2**30  # widened tensors kept across passes at most: a whole model within it (Weights.__init__),
+# else a corpus run's share (Weights.hold_widened)
 
 
 INDEX_SUFFIX = ".safetensors.index.json"  # a sharded checkpoint: model.safetensors.index.json
@@ -108,7 +110,10 @@ class Weights:
         self._names = set(self._where)
         self._cache: dict[tuple[str, np.dtype], np.ndarray] = {}  # views of the file, 1-D tensors
         self._widened: tuple[str | None, dict[tuple[str, np.dtype], np.ndarray]] = (None, {})  # one layer's
-        self._hold = self._held = 0  # bytes of widened layer tensors kept across passes at most, and kept
+        self._held = 0  # bytes of widened tensors kept across passes
+        # at most: all of a half-precision model that fits (once loaded is once widened), else none (one layer)
+        widened = self.widened_bytes()
+        self._hold = HOLD_BYTES if 0 < widened <= HOLD_BYTES else 0
         self.prefix = _prefix(list(self._where), anchors, self.path)
 
     def _file(self, full: str):
@@ -148,11 +153,18 @@ class Weights:
             finally:
                 self._release(full)
 
+    def widened_bytes(self) -> int:
+        """Bytes of every half-precision (bfloat16, float16) matrix of the checkpoint widened to the
+        compute dtype: what holding the whole model widened costs (from the headers; nothing read)."""
+        return sum(math.prod(info["shape"]) * self.dtype.itemsize for header, _ in self._headers.values()
+                   for name, info in header.items()
+                   if name != "__metadata__" and info.get("dtype") in ("BF16", "F16") and len(info["shape"]) >= 2)
+
     def hold_widened(self, budget: int | None = None) -> None:
         """From now on keep widened layer tensors across passes, up to ``budget`` bytes in all, the
-        rest one layer at a time (_kept): for a corpus's many passes (trace_batch), where widening
-        every pass again was 16% of attn stats on a bfloat16 SmolLM2-135M (cProfile)."""
-        self._hold = HOLD_BYTES if budget is None else budget
+        rest one layer at a time (_kept): for a corpus's many passes (trace_batch) on a model too
+        large to hold whole, where widening every pass again was 16% of attn stats (cProfile)."""
+        self._hold = max(self._hold, HOLD_BYTES if budget is None else budget)
 
     def get(self, name: str, dtype: type | None = None) -> np.ndarray:
         """The whole tensor ``name`` (prefix left out) in the compute dtype (or ``dtype``): see _kept."""
@@ -167,10 +179,11 @@ class Weights:
 
     def _kept(self, key: str, full: str, dtype: type | None) -> np.ndarray:
         """Tensor ``full`` in ``dtype``. A view of the file (float32 in a float32 pass) or a 1-D one
-        is kept (it costs no memory of its own, or little); a widened one (bfloat16, float16) is
-        kept only while its layer runs: asking for another layer's drops it, and a widened table
-        outside the layers (a tied head) is widened per use. So a half-precision checkpoint stays
-        mapped in its own dtype and a pass holds one layer in float32, not the model."""
+        is kept (it costs no memory of its own, or little); a widened one (bfloat16, float16) is kept
+        while the bytes held stay within the hold (__init__, hold_widened), and past it only while its
+        layer runs: asking for another layer's drops it, and a widened table outside the layers (a
+        tied head) is widened per use. So a half-precision checkpoint over the hold stays mapped in
+        its own dtype and a pass holds one layer in float32, not the model."""
         dtype = self.dtype if dtype is None else np.dtype(dtype)
         if (key, dtype) in self._cache:
             return self._cache[key, dtype]
@@ -181,7 +194,7 @@ class Weights:
         tensor = self._read(full, dtype)[()]
         if tensor.ndim < 2 or _in_file(tensor):
             self._cache[key, dtype] = tensor
-        elif layer is not None and self._held + tensor.nbytes <= self._hold:  # hold_widened's
+        elif self._held + tensor.nbytes <= self._hold:  # within the hold: kept across passes
             self._cache[key, dtype] = tensor
             self._held += tensor.nbytes
         elif layer is not None:

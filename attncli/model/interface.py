@@ -43,7 +43,7 @@ CAPABILITIES: dict[str, str] = {
     "tape": "a forward pass that records what its backward reads, and the backward (attn's NumPy pass)",
 }
 Tape = Any  # "tape": what Model.tape returns (hf/backward.py's DecoderTape or hf/backward_encoder.py's
-#   EncoderTape: forward, backward, each layer's parts)
+#   EncoderTape: forward, backward, each layer's parts; forward_all and backward_all run a list of tapes)
 
 
 @runtime_checkable

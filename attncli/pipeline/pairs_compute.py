@@ -24,7 +24,7 @@ from typing import Any, Callable, ContextManager, Iterator, Optional, Union
 import numpy as np
 
 from attncli import faultpoints
-from attncli.causal.pair_sums import PairSums, PairsJob, check_pairs, one_pair
+from attncli.causal.pair_sums import PairSums, PairsJob, check_pairs, pair_values
 from attncli.causal.pairs_file import Pair, read_pairs
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.fileio import FileProblem
@@ -124,8 +124,8 @@ class PairsWork:
 
     def compute(self, start: int, texts: list[str]) -> dict[str, Any]:
         sums = PairSums()
-        for key in texts:
-            sums.add(one_pair(self.model, self.job, _pair_of(key)))
+        for values in pair_values(self.model, self.job, [_pair_of(key) for key in texts]):  # attribute: batched
+            sums.add(values)
         return to_document(sums, self.ident, start, start + len(texts), texts_digest(texts))
 
 

@@ -1,6 +1,8 @@
-"""A bfloat16 / float16 safetensors checkpoint stays mapped in its own dtype: a pass widens one
-layer at a time, and keeps at most one layer's float32 tensors (weights.py's _kept), with the
-same numbers as before (a widened tensor is the same whether kept or widened again)."""
+"""A bfloat16 / float16 safetensors checkpoint stays mapped in its own dtype. One whose widened
+tensors fit in weights.HOLD_BYTES keeps each tensor once widened: a loaded model widens once, and
+every later call (a trace, the gradient tape) widens nothing. One over it widens one layer at a
+time and keeps at most one layer's float32 tensors (weights.py's _kept). The numbers are the same
+either way (a widened tensor is the same whether kept or widened again)."""
 
 from __future__ import annotations
 
@@ -12,48 +14,99 @@ from conftest import needed
 from _tolerance import f32_close, f32_size
 
 
-@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-def test_half_checkpoint_keeps_one_layer_widened(tmp_path, dtype):
-    needed("torch")
-    needed("transformers")
+def _loaded(path, monkeypatch, hold=None):
+    """The model at ``path`` loaded with ``hold`` as weights.HOLD_BYTES (None: the default)."""
+    from attncli.hf import weights as weights_module
     from attncli.hf.loader import load
 
+    if hold is not None:
+        monkeypatch.setattr(weights_module, "HOLD_BYTES", hold)
+    return load(str(path), backend="numpy")
+
+
+def _count_reads(w, monkeypatch) -> list[str]:
+    """The tensors ``w`` reads (and widens) from its file from now on."""
+    calls, read = [], w._read
+    monkeypatch.setattr(w, "_read", lambda full, dtype=None: calls.append(full) or read(full, dtype))
+    return calls
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_checkpoint_over_the_hold_keeps_one_layer_widened(tmp_path, monkeypatch, dtype):
+    needed("torch")
+    needed("transformers")
     build_decoder("llama", tmp_path, dtype=dtype)
-    model = load(str(tmp_path), backend="numpy")
-    w = model.arch.w.weights if hasattr(model.arch.w, "weights") else model.arch.w
+    widened = _loaded(tmp_path, monkeypatch).arch.w.widened_bytes()
+    model = _loaded(tmp_path, monkeypatch, hold=widened - 1)  # one byte short of the whole model
+    w = model.arch.w
     enc = model.encode("the cat sat on the mat")
     first = model.attentions(enc)
-    layer, widened = w._widened
-    assert layer is not None and widened, "a half-precision pass widens its layers"
-    assert {key.split(".")[1] for key, _ in widened} == {str(model.layers - 1)}  # "layers.N.": the last only
-    assert all(t.ndim < 2 for t in w._cache.values())  # no widened matrix kept outside the layer
+    layer, held = w._widened
+    assert layer is not None and held, "a half-precision pass widens its layers"
+    assert {key.split(".")[1] for key, _ in held} == {str(model.layers - 1)}  # "layers.N.": the last only
+    assert all(t.ndim < 2 for t in w._cache.values()) and w._held == 0  # no widened matrix kept outside the layer
+    calls = _count_reads(w, monkeypatch)
     np.testing.assert_array_equal(model.attentions(enc), first)  # widened again: the same numbers
+    assert len(calls) >= 7 * (model.layers - 1)  # q, k, v, o, gate, up, down of every layer but the one at hand
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_checkpoint_within_the_hold_is_widened_once(tmp_path, monkeypatch, dtype):
+    """Within the hold (here exactly the model's widened bytes), the first call widens every matrix
+    once and keeps it: a second trace and the gradient tape (hf/backward.py, attn attribute's) read
+    nothing from the file, and give the numbers of a model that widens layer by layer."""
+    needed("torch")
+    needed("transformers")
+    from attncli.hf.backward import gradients
+
+    build_decoder("llama", tmp_path, dtype=dtype)
+    widened = _loaded(tmp_path, monkeypatch).arch.w.widened_bytes()
+    streamed = _loaded(tmp_path, monkeypatch, hold=widened - 1)
+    model = _loaded(tmp_path, monkeypatch, hold=widened)
+    w = model.arch.w
+    ids = model.encode("the cat sat on the mat").ids
+    first = model.trace(ids, ["logits", "blocks.*.attn.pattern"])
+    matrices = [t for t in w._cache.values() if t.ndim == 2]  # every layer's 7 and the LM head, widened once
+    assert len(matrices) == 7 * model.layers + 1 and w._held == sum(t.nbytes for t in matrices)
+    vocab, width = w.base_shapes()["embed_tokens.weight"]  # the one matrix a pass reads only rows of
+    assert widened == w._held + vocab * width * 4
+    calls = _count_reads(w, monkeypatch)
+    again = model.trace(ids, ["logits", "blocks.*.attn.pattern"])
+    grads, logits = gradients(model, ids, len(ids) - 1, lambda z: np.eye(len(z))[3])
+    assert calls == []
+    for name in ("logits", "blocks.0.attn.pattern", f"blocks.{model.layers - 1}.attn.pattern"):
+        np.testing.assert_array_equal(again[name], first[name])
+        np.testing.assert_array_equal(streamed.trace(ids, name)[name], first[name])
+    grads_streamed, logits_streamed = gradients(streamed, ids, len(ids) - 1, lambda z: np.eye(len(z))[3])
+    np.testing.assert_array_equal(logits, logits_streamed)
+    for name in ("embed", "blocks.0.attn.z", "final_norm"):
+        np.testing.assert_array_equal(grads[name], grads_streamed[name])
 
 
 @pytest.mark.parametrize("budget", ["all", "one matrix"])
 def test_a_corpus_run_keeps_widened_matrices_within_its_budget(tmp_path, monkeypatch, budget):
     """trace_batch (attn stats' passes) asks the weights to keep widened matrices across passes
-    (Weights.hold_widened) up to a budget: with room for all, a second batch widens nothing; with
-    room for one matrix, one is kept and the rest go a layer at a time; the numbers are the same.
+    (Weights.hold_widened) up to a budget: with room for all (a model within the hold, held since
+    its first pass), a second batch widens nothing; a model over the hold with room for one matrix
+    keeps one and the rest go a layer at a time; the numbers are the same.
     (The last layer's stay as the layer at hand, weights.py's _kept, when a pass before held them.)"""
     needed("torch")
     needed("transformers")
-    from attncli.hf import weights as weights_module
-    from attncli.hf.loader import load
-
     build_decoder("llama", tmp_path, dtype="bfloat16")
-    model = load(str(tmp_path), backend="numpy")
+    model = _loaded(tmp_path, monkeypatch)
     w = model.arch.w
     encs = [model.encode("the cat sat on the mat"), model.encode("a dog")]
-    alone = model.attentions(encs[0])  # a single pass first: nothing held
-    assert all(t.ndim < 2 for t in w._cache.values())
+    alone = model.attentions(encs[0])  # a single pass first
     if budget == "one matrix":
-        monkeypatch.setattr(weights_module, "HOLD_BYTES", min(t.nbytes for t in w._widened[1].values()))
+        model = _loaded(tmp_path, monkeypatch, hold=min(t.nbytes for t in w._cache.values() if t.ndim == 2))
+        w = model.arch.w
+        np.testing.assert_array_equal(model.attentions(encs[0]), alone)
+        assert all(t.ndim < 2 for t in w._cache.values())  # over the hold: nothing held by a single pass
+    else:
+        assert len([t for t in w._cache.values() if t.ndim == 2]) == 7 * model.layers  # within it: all
     first = model.trace_batch(encs, "blocks.*.attn.pattern", precision="float32")
     held = [t for t in w._cache.values() if t.ndim == 2] + list(w._widened[1].values())  # and the layer at hand
-    calls = []
-    read = w._read
-    monkeypatch.setattr(w, "_read", lambda full, dtype=None: calls.append(full) or read(full, dtype))
+    calls = _count_reads(w, monkeypatch)
     again = model.trace_batch(encs, "blocks.*.attn.pattern", precision="float32")
     if budget == "all":
         assert len(held) == 7 * model.layers and not calls  # q, k, v, o, gate, up, down of every layer
