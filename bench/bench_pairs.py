@@ -3,7 +3,7 @@ TransformerLens loop doing the same AtP, in one run, on the SmolLM2-135M-shaped 
 
 Run from the repository root with the [transformers] extra and transformer-lens installed:
 
-    python bench/bench_pairs.py --pairs 1000            # the full figure (about an hour on 2 busy cores)
+    python bench/bench_pairs.py --pairs 1000            # the full figure (most of it TransformerLens's loop)
     python bench/bench_pairs.py --pairs 100 --keep DIR  # fewer pairs; the model reused from DIR
 
 The model is bench_llama.py's (30 layers x 9 heads, 3 key-value heads, hidden 576, random weights,
@@ -15,7 +15,8 @@ threads (1 by default; attn's BLAS held to them by threadpoolctl), the model loa
 
 - attn: ``compute_pairs(PairsRun(FILE, "attribute", site="resid", qk_fix=False))``, what
   ``attn attribute --pairs FILE --site resid --no-qk-fix`` runs in one process (plain AtP, the
-  method TransformerLens users write; --workers 1, no --out);
+  method TransformerLens users write; --workers 1, no --out): consecutive pairs of one token length
+  run side by side through the tape, up to BATCH_ROWS tokens a batch (causal/pair_sums.pair_values);
 - TransformerLens 4 (``TransformerBridge.boot_transformers``): per pair, ``run_with_cache`` of the
   clean text keeping ``blocks.{l}.hook_in`` (the residual stream into layer l), then the corrupted
   text under forward hooks keeping the same activations and backward hooks keeping their
