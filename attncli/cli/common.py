@@ -55,19 +55,23 @@ def print_error(markup: str) -> None:
     console.file.flush()
 
 
-class _AttnGroup(LazyGroup):
-    """Turns the core's AttnError, a signal and a failure of the environment into a one-line
-    message and an exit code, never a traceback. Every command registered on ``app`` (today's
-    and any added later) runs inside ``invoke``, so it gets this for free."""
+class RefusesEmptyPaths:
+    """A group whose subcommand is refused when a path option of it is given the empty string (which
+    Path() would make '.': --out '' writing into the current folder, --pairs '' named '.'): attn's
+    top group and every group under it (attn stats)."""
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
-        """The subcommand, refused when a path option of it is given the empty string (which Path()
-        would make '.': --out '' writing into the current folder, --pairs '' named '.')."""
-        name, command, rest = super().resolve_command(ctx, args)
-        empty = None if ctx.resilient_parsing or command is None else empty_path_option(command, rest)
+        name, command, rest = super().resolve_command(ctx, args)  # type: ignore[misc]
+        empty = None if ctx.resilient_parsing or command is None else _empty_path_option(command, rest)
         if empty is not None:
             raise BadInput(f"{empty} is empty: give a path (. for the current folder)")
         return name, command, rest
+
+
+class _AttnGroup(RefusesEmptyPaths, LazyGroup):
+    """Turns the core's AttnError, a signal and a failure of the environment into a one-line
+    message and an exit code, never a traceback. Every command registered on ``app`` (today's
+    and any added later) runs inside ``invoke``, so it gets this for free."""
 
     def invoke(self, ctx: Any) -> Any:
         _consoles.pop("quiet", None)  # a command's own choice (quiet_stdout), not the last one's
@@ -100,7 +104,7 @@ class _AttnGroup(LazyGroup):
             sys.exit(1)
 
 
-def empty_path_option(command: Any, args: list[str]) -> str | None:
+def _empty_path_option(command: Any, args: list[str]) -> str | None:
     """The first path option of ``command`` that ``args`` (its raw arguments) give as ''."""
     paths = {opt for p in command.params if p.param_type_name == "option" and getattr(p.type, "name", "") == "path"
              for opt in p.opts}

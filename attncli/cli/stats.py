@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 import typer
 from typer.core import TyperGroup
 
-from attncli.cli.common import app, empty_path_option, err_console, escape, info, warn
+from attncli.cli.common import RefusesEmptyPaths, app, err_console, escape, info, warn
 from attncli.cli.matrix import Exports, _check_exports
 from attncli.cli.options import BackendOpt, ExportWidthOpt, HtmlOpt, PngOpt, SvgOpt, declared
 from attncli.cli.output import show, write_exports
@@ -22,22 +22,13 @@ from attncli.pipeline.stats_compute import compute_merge, compute_stats
 from attncli.stats.stats_request import MergeRequest, StatsRequest
 
 
-class _StatsGroup(TyperGroup):
+class _StatsGroup(RefusesEmptyPaths, TyperGroup):
     """A group with a default: arguments that do not start with a command name go to ``run``."""
 
     def parse_args(self, ctx, args):
         if not args or args[0] not in self.commands:
             args = ["run", *args]
         return super().parse_args(ctx, args)
-
-    def resolve_command(self, ctx, args):
-        """As the top group's: a path option given '' is refused (Path('') would be '.': --out ''
-        writing shards into the current folder)."""
-        name, command, rest = super().resolve_command(ctx, args)
-        empty = None if ctx.resilient_parsing or command is None else empty_path_option(command, rest)
-        if empty is not None:
-            raise BadInput(f"{empty} is empty: give a path (. for the current folder)")
-        return name, command, rest
 
 
 stats_app = typer.Typer(cls=_StatsGroup, help="Head statistics over a corpus (attn stats CORPUS; attn stats merge DIR...).")
