@@ -184,6 +184,24 @@ def build_opt(gpt2_dir: Path, directory: Path) -> Path:
     return directory
 
 
+def build_opt_lm(directory: Path) -> Path:
+    """A tiny OPT causal LM with tests/_llama_fixtures' tokenizer (BOS, EOS, a pad id): a decoder
+    attn's NumPy pass does not run, which loads on the transformers path (attn lens refuses it there)."""
+    import torch
+    import transformers
+
+    from _llama_fixtures import build_tokenizer
+
+    tok = build_tokenizer()
+    torch.manual_seed(0)
+    config = transformers.OPTConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, ffn_dim=37,
+                                    num_attention_heads=4, max_position_embeddings=64, word_embed_proj_dim=32,
+                                    pad_token_id=0, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    transformers.OPTForCausalLM(config).save_pretrained(directory)
+    tok.save_pretrained(directory)
+    return directory
+
+
 BUILDERS = {"bert": build_bert, "roberta": build_roberta, "distilbert": build_distilbert, "gpt2": build_gpt2,
             "electra": build_electra}
 
