@@ -6,6 +6,8 @@ biases, sliding windows, Gemma's offset norms, Phi-3's fused projections)."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -60,14 +62,10 @@ def autograd(path, ids, position, target):
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    made = {}
-
+    @functools.cache
     def get(kind):
-        if kind not in made:
-            d = tmp_path_factory.mktemp(kind)
-            made[kind] = (every_parameter_drawn(build_gpt2(d / "base"), d / kind) if kind == "gpt2"
-                          else build_decoder(kind, d / kind))
-        return made[kind]
+        d = tmp_path_factory.mktemp(kind)
+        return every_parameter_drawn(build_gpt2(d / "base"), d / kind) if kind == "gpt2" else build_decoder(kind, d / kind)
     return get
 
 

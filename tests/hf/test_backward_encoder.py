@@ -7,6 +7,8 @@ parameter drawn (so a LayerNorm's weight read as its bias, or a dropped bias, sh
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -63,12 +65,9 @@ def autograd(path, kind, ids, position, target):
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    made = {}
-
+    @functools.cache
     def get(kind):
-        if kind not in made:
-            made[kind] = drawn_mlm(kind, tmp_path_factory.mktemp(kind) / kind)
-        return made[kind]
+        return drawn_mlm(kind, tmp_path_factory.mktemp(kind) / kind)
     return get
 
 
