@@ -48,6 +48,20 @@ SIZES = dict(hidden=32, layers=2, heads=4, intermediate=37, positions=40)
 INIT = 0.4  # initializer_range: peaked attention, so a wrong step cannot hide in near-uniform rows
 
 
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte-level alphabet: each byte's character in a byte-level BPE vocabulary (as
+    transformers builds it, written here from its definition): the printable bytes stand for
+    themselves, the rest are moved up to 256 + n in byte order."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
 def _seed() -> None:
     """Seed torch, and run it on one thread: for models this small, two threads only wait on each
     other (a tiny forward pass took 0.5 s instead of 2 ms on a busy 2-core machine)."""
