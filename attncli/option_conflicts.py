@@ -28,7 +28,8 @@ A top-level helper: every wing may import it (the transformer wing reads :data:`
 from __future__ import annotations
 
 import sys
-from typing import Any, Iterable, Mapping, Optional
+from dataclasses import fields
+from typing import Any, ClassVar, Iterable, Mapping, Optional
 
 from attncli.errors import BadInput
 from attncli.option_conditions import (Below, Blank, Given, Is, Not, Off, On, Outside, Row,  # noqa: F401
@@ -252,6 +253,43 @@ def validate(options: Mapping[str, Any], *paths: str, given: Optional[Iterable[s
     message = refusal(options, *paths, given=given)
     if message is not None:
         raise BadInput(message)
+
+
+class TableRequest:
+    """A command's request that this table checks: mixed into a dataclass whose fields are the
+    command's options by their parameter names, ``table_path`` its path (a key of :data:`PATHS`).
+    The requests of attn ablate, patch, dla, attribute, circuit, qk, lens, compare and heads; one
+    with refusals of its own besides the table's adds them in its ``check`` around ``super().check()``.
+
+        >>> from dataclasses import dataclass
+        >>> @dataclass
+        ... class Lens(TableRequest):
+        ...     text: str
+        ...     transformer: Optional[str] = None
+        ...     model: Optional[str] = None
+        ...     table_path: ClassVar[str] = "lens"
+        >>> print(Lens("time flies", transformer="gpt2", model="brown").refusal())
+        --model names a word-vector model with a built-in LM; --transformer a pretrained one: give one of them
+        >>> Lens("time flies", transformer="gpt2").positionals()
+        ['time flies']
+    """
+
+    table_path: ClassVar[str] = ""
+    POSITIONALS: ClassVar[tuple[str, ...]] = ("text",)  # the fields the command takes as arguments, in order
+
+    def check(self) -> None:
+        """The refusals that need no model (BadInput, exit 2): the table's rows of ``table_path``."""
+        validate(self._fields(), self.table_path)
+
+    def refusal(self) -> Optional[str]:
+        """The table's message that :meth:`check` would raise, or None (explore's keys say it)."""
+        return refusal(self._fields(), self.table_path)
+
+    def _fields(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def positionals(self) -> list[str]:
+        return [getattr(self, name) for name in self.POSITIONALS]
 
 
 # --- the docs' table -------------------------------------------------------------------------------

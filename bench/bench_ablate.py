@@ -16,20 +16,14 @@ widens the bfloat16 weights once) is not counted.
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
-import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
-from bench_llama import SENTENCE, build  # noqa: E402
-from attncli.causal import grids  # noqa: E402
-from attncli.causal.target import Target  # noqa: E402
-from attncli.hf import load  # noqa: E402
+from bench_llama import SENTENCE, smol_folder, smol_parser  # first: this checkout's attncli
+from attncli.causal import grids
+from attncli.causal.target import Target
+from attncli.hf import load
 
 
 def attn_grid_seconds(model_dir: str | Path, ids: list[int], cpu: bool = False) -> float:
@@ -49,15 +43,8 @@ def attn_grid_seconds(model_dir: str | Path, ids: list[int], cpu: bool = False) 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--keep", type=Path, help="write (or reuse) the model here instead of a temp folder")
-    ap.add_argument("--runs", type=int, default=2)
-    args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        directory = args.keep or Path(tmp) / "smol"
-        if not (directory / "config.json").is_file():
-            directory.mkdir(parents=True, exist_ok=True)
-            build(directory)
+    args = smol_parser(__doc__, runs=2).parse_args()
+    with smol_folder(args.keep) as directory:
         ids = load(str(directory), backend="numpy").encode(SENTENCE).ids[:20]  # 20 tokens, <s> first
         print(f"{len(ids)} tokens; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
         for run in range(args.runs):

@@ -14,33 +14,20 @@ warmed up; and plain AtP's CPU time (the least of the runs: the work, whatever t
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
-import tempfile
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
-from bench_llama import best, best_wall_cpu, build, clean_corrupt  # noqa: E402
-from attncli.causal import grids  # noqa: E402
-from attncli.causal.attribution import attribute  # noqa: E402
-from attncli.hf import load  # noqa: E402
+from bench_llama import best, best_wall_cpu, clean_corrupt, smol_folder, smol_parser  # first: this checkout's attncli
+from attncli.causal import grids
+from attncli.causal.attribution import attribute
+from attncli.hf import load
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--keep", type=Path, help="write (or reuse) the model here")
-    ap.add_argument("--runs", type=int, default=3)
+    ap = smol_parser(__doc__, runs=3)
     ap.add_argument("--tokens", type=int, default=20, help="cut both texts to this many tokens")
     ap.add_argument("--sites", nargs="+", default=["head", "resid", "attn", "mlp"])
     args = ap.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
-    with tempfile.TemporaryDirectory() as tmp:
-        directory = args.keep or Path(tmp) / "smol"
-        if not (directory / "config.json").is_file():
-            directory.mkdir(parents=True, exist_ok=True)
-            build(directory)
+    with smol_folder(args.keep) as directory:
         model = load(str(directory), backend="numpy")
         clean, corrupt, target = clean_corrupt(model, args.tokens)
         n = len(clean)

@@ -15,7 +15,6 @@ a user types it (python -m attncli qk ... on MiniLM). The machine's load is prin
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import os
 import subprocess
@@ -24,14 +23,11 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
-from bench_llama import SENTENCE, best, build  # noqa: E402
-from attncli.hf import load  # noqa: E402
-from attncli.hf.contributions import METHODS, contributions  # noqa: E402
-from attncli.hf.qk_attribution import qk_parts  # noqa: E402
-from attncli.pipeline import ViewRequest, compute  # noqa: E402
+from bench_llama import SENTENCE, best, smol_folder, smol_parser  # first: this checkout's attncli
+from attncli.hf import load
+from attncli.hf.contributions import METHODS, contributions
+from attncli.hf.qk_attribution import qk_parts
+from attncli.pipeline import ViewRequest, compute
 
 TEXT = "the quick brown fox jumps over the lazy dog while the cat sleeps on the warm mat today"
 
@@ -47,16 +43,9 @@ def minilm(tmp: Path) -> Path:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--keep", type=Path, help="write (or reuse) the SmolLM2-shaped model here")
-    ap.add_argument("--runs", type=int, default=3)
-    args = ap.parse_args()
+    args = smol_parser(__doc__, runs=3).parse_args()
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
-    with tempfile.TemporaryDirectory() as tmp:
-        smol = args.keep or Path(tmp) / "smol"
-        if not (smol / "config.json").is_file():
-            smol.mkdir(parents=True, exist_ok=True)
-            build(smol)
+    with smol_folder(args.keep) as smol, tempfile.TemporaryDirectory() as tmp:
         mini = minilm(Path(tmp))
         print(f"{'model':<22} {'what':<28} {'tokens':>6} {'seconds':>8}")
         for name, path, text in (("SmolLM2-135M shape", smol, SENTENCE), ("all-MiniLM-L6-v2", mini, TEXT)):

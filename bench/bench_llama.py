@@ -23,15 +23,18 @@ from __future__ import annotations
 import time
 
 import argparse
+import contextlib
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Iterator
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent))  # this checkout's attncli, for the scripts that import this one first
 from _long_fixtures import byte_bpe  # noqa: E402
 from bench_speed import ATTN, Table, alternate, compile_attn, has_option  # noqa: E402
 
@@ -56,6 +59,27 @@ def build(directory: Path) -> None:
     model = LlamaForCausalLM(config).to(torch.bfloat16).eval()
     model.save_pretrained(directory)
     fast.save_pretrained(directory)
+
+
+def smol_parser(doc: str, runs: int) -> argparse.ArgumentParser:
+    """The parser every benchmark on this model opens with (its docstring's first line, --keep DIR,
+    --runs N); a script adds its own options to it."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--keep", type=Path, help="write (or reuse) the model here instead of a temp folder")
+    ap.add_argument("--runs", type=int, default=runs)
+    return ap
+
+
+@contextlib.contextmanager
+def smol_folder(keep: Path | None) -> Iterator[Path]:
+    """The model's folder: ``keep`` (built there unless it holds a model already), else a temporary
+    folder, removed on leaving."""
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = keep or Path(tmp) / "smol"
+        if not (directory / "config.json").is_file():
+            directory.mkdir(parents=True, exist_ok=True)
+            build(directory)
+        yield directory
 
 
 def parameters(directory: Path) -> int:

@@ -8,20 +8,16 @@ from pathlib import Path
 
 import numpy as np
 
+from _transformer_fixtures import bytes_to_unicode
+
 D, HEADS, KV_HEADS, LAYERS, INNER, CTX = 64, 4, 2, 2, 96, 64  # Q4_K needs rows of 256: see k_quant
 MERGES = [("h", "e"), ("l", "l"), ("he", "ll"), ("\u0120", "w"), ("o", "r")]  # byte-level BPE merges (\u0120: a space)
 
 
 def _byte_tokens() -> list[str]:
-    """GPT-2's byte-to-unicode alphabet (256 tokens) + <|endoftext|>: a byte-level BPE vocabulary."""
-    bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
-    cs, n = bs[:], 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return [chr(c) for _, c in sorted(zip(bs, cs))] + [a + b for a, b in MERGES] + ["<|endoftext|>"]
+    """GPT-2's byte-to-unicode alphabet (256 tokens, in byte order), the merges and <|endoftext|>: a
+    byte-level BPE vocabulary."""
+    return [c for _, c in sorted(bytes_to_unicode().items())] + [a + b for a, b in MERGES] + ["<|endoftext|>"]
 
 
 # ggml's K-quant blocks of 256 weights (ggml-common.h), which gguf-py reads but cannot write:

@@ -61,11 +61,14 @@ shells" repeated up to its last "he", that "he" has three earlier copies, follow
 and "Ġs"; the induction head splits its weight over the three, and "Ġs" wins.
 
     build_head_llama(dir) -> dir   (with sentences.txt: the sentences the heads are scored on)
+    induction_pair(model) -> (clean ids, corrupted ids, Target)   the induction head's patching pair
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+
+from attncli.causal.target import Target
 
 SENTENCES = ["the cat sat on the mat", "a dog and a cat", "she sells sea shells", "time flies like an arrow"]
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, CODE = 128, 4, 2, 128, 32
@@ -214,6 +217,24 @@ def build_head_llama(directory: Path) -> Path:
     tokenizer.save_pretrained(directory)
     (directory / "sentences.txt").write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
     return directory
+
+
+def induction_pair(model) -> tuple[list[int], list[int], Target]:
+    """The pair on which patching finds the two heads of the copy (layer 1 head 0, the induction head,
+    and layer 0 head 1, the previous-token head it reads), for ``model`` loaded from build_head_llama:
+    clean = BOS, a run of 8 coded tokens, the run again but its last; corrupted = the same with
+    another run first (nothing to copy). The metric is a logit difference (the copied token against
+    the corrupted first half's last one) at the last position: log p's own log-softmax saturates on
+    the corrupted run (p of the copy ~1/V), which no linear estimate follows."""
+    import numpy as np
+
+    coded = sorted({i for s in SENTENCES for i in model.encode(s).ids[1:]})
+    bos = model.encode(SENTENCES[0]).ids[0]
+    rng = np.random.default_rng(1)
+    run = [int(i) for i in rng.choice(coded, size=8, replace=False)]
+    other = [int(i) for i in rng.choice([c for c in coded if c not in run], size=8, replace=False)]
+    clean, corrupt = [bos] + run + run[:-1], [bos] + other + run[:-1]
+    return clean, corrupt, Target(len(clean) - 1, run[-1], "copied", other[-1], "other")
 
 
 if __name__ == "__main__":  # docs/causal.md: `python tests/_llama_head_fixtures.py induction-llama` from a clone

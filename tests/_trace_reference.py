@@ -8,6 +8,9 @@ neither torch nor transformers.
     drawn_mlm(kind, dir)                the same with every parameter drawn
     reference_sites(model, kind, ids)   {site: array (per-text shape)} float64
     hooked_logits(model, kind, ids, z=..., site=...)   logits (T, V) with hooks replacing slices
+    d_log_p(target)                     d log softmax(logits)[target] / d logits, a tape's d_logits
+    autograd_sites(ref, ids, position, target, hook_sites)   {site: d log p / d site} by torch autograd
+    assert_gradients_close(ours, want, atol)   every site of autograd's within atol x its size
 """
 
 from __future__ import annotations
@@ -264,3 +267,57 @@ def bias_gpt2(directory: Path) -> Path:
                 param.add_(torch.randn_like(param) * 0.2)
     model.save_pretrained(directory)
     return directory
+
+
+# --- gradients: torch autograd through transformers' own modules, the reference of attn's tapes ---
+
+
+def d_log_p(target: int):
+    """The gradient of log softmax(logits)[target] with respect to the logits (V,): the d_logits a
+    tape's backward takes for the metric log p(target)."""
+    def grad(logits):
+        p = np.exp(logits - logits.max())
+        return np.eye(len(logits))[target] - p / p.sum()
+    return grad
+
+
+def autograd_sites(ref, ids: list[int], position: int, target: int, hook_sites) -> tuple[dict, np.ndarray]:
+    """d log p(target) at ``position`` / d site by torch autograd through ``ref`` (a transformers model
+    in float64), for each tensor the hooks that ``hook_sites(keep)`` registers (and returns) hand to
+    ``keep(name, tensor)`` (a tuple: its first), and for each layer's pattern; per-text shapes, a
+    head's z (T, h, d_head) and q, k, v (h, T, d_head) as the trace names them. Also the logits at
+    ``position`` (V,)."""
+    import torch
+
+    kept = {}
+
+    def keep(name, t):
+        t = t[0] if isinstance(t, tuple) else t
+        t.retain_grad()
+        kept[name] = t
+
+    handles = hook_sites(keep)
+    try:
+        out = ref(input_ids=torch.tensor([ids]), output_attentions=True)
+        for l, a in enumerate(out.attentions):
+            keep(f"blocks.{l}.attn.pattern", a)
+        torch.log_softmax(out.logits[0, position], dim=-1)[target].backward()
+    finally:
+        for handle in handles:
+            handle.remove()
+    got = {name: t.grad[0].numpy() for name, t in kept.items()}
+    T, heads = len(ids), ref.config.num_attention_heads
+    for name in list(got):
+        if name.endswith("attn.z"):
+            got[name] = got[name].reshape(T, heads, -1)  # (T, h, d_head)
+        elif name[-6:-1] == "attn.":  # q, k, v
+            got[name] = got[name].reshape(T, heads, -1).transpose(1, 0, 2)  # (h, T, d_head)
+    return got, out.logits[0, position].detach().numpy()
+
+
+def assert_gradients_close(ours: dict, want: dict, atol: float) -> None:
+    """Every site of ``want`` (autograd's) in ``ours`` within ``atol`` times the site's largest
+    gradient (at least 1), the site named on failure."""
+    for name, g in want.items():
+        scale = max(1.0, np.abs(g).max())
+        np.testing.assert_allclose(ours[name], g, rtol=0, atol=atol * scale, err_msg=name)

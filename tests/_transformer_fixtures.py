@@ -48,6 +48,20 @@ SIZES = dict(hidden=32, layers=2, heads=4, intermediate=37, positions=40)
 INIT = 0.4  # initializer_range: peaked attention, so a wrong step cannot hide in near-uniform rows
 
 
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte-level alphabet: each byte's character in a byte-level BPE vocabulary (as
+    transformers builds it, written here from its definition): the printable bytes stand for
+    themselves, the rest are moved up to 256 + n in byte order."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
 def _seed() -> None:
     """Seed torch, and run it on one thread: for models this small, two threads only wait on each
     other (a tiny forward pass took 0.5 s instead of 2 ms on a busy 2-core machine)."""
@@ -180,6 +194,24 @@ def build_opt(gpt2_dir: Path, directory: Path) -> Path:
     config = transformers.OPTConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=1, ffn_dim=20,
                                     num_attention_heads=2, max_position_embeddings=40, word_embed_proj_dim=16)
     transformers.OPTForCausalLM(config).eval().save_pretrained(directory)
+    tok.save_pretrained(directory)
+    return directory
+
+
+def build_opt_lm(directory: Path) -> Path:
+    """A tiny OPT causal LM with tests/_llama_fixtures' tokenizer (BOS, EOS, a pad id): a decoder
+    attn's NumPy pass does not run, which loads on the transformers path (attn lens refuses it there)."""
+    import torch
+    import transformers
+
+    from _llama_fixtures import build_tokenizer
+
+    tok = build_tokenizer()
+    torch.manual_seed(0)
+    config = transformers.OPTConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, ffn_dim=37,
+                                    num_attention_heads=4, max_position_embeddings=64, word_embed_proj_dim=32,
+                                    pad_token_id=0, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    transformers.OPTForCausalLM(config).save_pretrained(directory)
     tok.save_pretrained(directory)
     return directory
 

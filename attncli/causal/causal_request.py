@@ -20,16 +20,17 @@ needs no model through the one table of attncli.option_conflicts (its "causal" r
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Optional, Union
 
-from attncli.option_conflicts import refusal, validate
+from attncli.option_conflicts import TableRequest
 
 
 @dataclass(frozen=True)
-class CausalRequest:
-    """The options every causal test shares (the model, the target, where the pass runs)."""
+class CausalRequest(TableRequest):
+    """The options every causal test shares (the model, the target, where the pass runs); its
+    refusals are the table's "causal" rows."""
 
     text: str  # the text the model reads (patch: the clean text)
     transformer: Optional[str] = None  # a hub id or a directory
@@ -46,27 +47,13 @@ class CausalRequest:
 
     command: ClassVar[str] = ""  # ablate, patch or dla
     OWN: ClassVar[tuple[tuple[str, Any], ...]] = ()  # (field, default): the command's own options, --help's order
-
-    def check(self) -> None:
-        """The refusals that need no model (BadInput, exit 2): the table's "causal" rows."""
-        validate(self._fields(), "causal")
-
-    def refusal(self) -> Optional[str]:
-        """The message :meth:`check` would raise, or None (explore's G and D keys say it)."""
-        return refusal(self._fields(), "causal")
-
-    def _fields(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    def positionals(self) -> list[str]:
-        return [self.text]
+    table_path: ClassVar[str] = "causal"
 
     def options(self) -> list[tuple[str, Any]]:
         """(flag, value) of each option that says this request (None or False: left out), in the
         command line's order; a default is left out."""
-        own = [(_flag(name), None if getattr(self, name) == default else getattr(self, name)) for name, default in self.OWN]
         return [("--transformer", self.transformer), ("--target", self.target), ("--target-id", self.target_id),
-                ("--contrast", self.contrast), ("--contrast-id", self.contrast_id), *own,
+                ("--contrast", self.contrast), ("--contrast-id", self.contrast_id), *own_options(self),
                 ("--backend", None if self.backend == "auto" else self.backend), ("--device", self.device),
                 ("--dtype", self.dtype), ("--allow-missing-weights", self.allow_missing_weights)]
 
@@ -96,9 +83,7 @@ class PatchRequest(CausalRequest):
 
     command: ClassVar[str] = "patch"
     OWN: ClassVar[tuple[tuple[str, Any], ...]] = (("site", "resid"),)
-
-    def positionals(self) -> list[str]:
-        return [self.text, self.corrupt]
+    POSITIONALS: ClassVar[tuple[str, ...]] = ("text", "corrupt")
 
 
 @dataclass(frozen=True)
@@ -111,5 +96,8 @@ class DlaRequest(CausalRequest):
 REQUESTS = {"ablate": AblateRequest, "patch": PatchRequest, "dla": DlaRequest}
 
 
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+def own_options(request: Any) -> list[tuple[str, Any]]:
+    """(flag, value) of each of the command's own options (its class's ``OWN``), None for a default:
+    a causal test's and attn attribute's and attn circuit's."""
+    return [("--" + name.replace("_", "-"), None if getattr(request, name) == default else getattr(request, name))
+            for name, default in request.OWN]

@@ -21,16 +21,18 @@ back as the command's options.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, ClassVar, Optional
 
-from attncli.option_conflicts import refusal, validate
+from attncli.causal.causal_request import own_options
+from attncli.option_conflicts import TableRequest
 from attncli.textio import visible
 
 
 @dataclass(frozen=True)
-class GradientRequest:
-    """The options attn attribute and attn circuit share: the model, the two texts, the target."""
+class GradientRequest(TableRequest):
+    """The options attn attribute and attn circuit share: the model, the two texts, the target; its
+    refusals are the table's "gradients" rows."""
 
     text: str  # the clean text
     transformer: Optional[str] = None  # a hub id or a directory (GPT-2, the Llama family; attribute: an MLM encoder)
@@ -43,28 +45,14 @@ class GradientRequest:
 
     command: ClassVar[str] = ""  # attribute or circuit
     OWN: ClassVar[tuple[tuple[str, Any], ...]] = ()  # (field, default): the command's own options, --help's order
-
-    def check(self) -> None:
-        """The refusals that need no model (BadInput, exit 2): the table's "gradients" rows."""
-        validate(self._fields(), "gradients")
-
-    def refusal(self) -> Optional[str]:
-        """The message :meth:`check` would raise, or None."""
-        return refusal(self._fields(), "gradients")
-
-    def _fields(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    def positionals(self) -> list[str]:
-        return [self.text, self.corrupt]
+    table_path: ClassVar[str] = "gradients"
+    POSITIONALS: ClassVar[tuple[str, ...]] = ("text", "corrupt")
 
     def options(self) -> list[tuple[str, Any]]:
         """(flag, value) of each option that says this request (None or False: left out), in the
         command line's order; a default is left out."""
-        own = [("--" + name.replace("_", "-"), None if getattr(self, name) == default else getattr(self, name))
-               for name, default in self.OWN]
         return [("--transformer", self.transformer), ("--target", self.target), ("--target-id", self.target_id),
-                ("--contrast", self.contrast), ("--contrast-id", self.contrast_id), *own,
+                ("--contrast", self.contrast), ("--contrast-id", self.contrast_id), *own_options(self),
                 ("--allow-missing-weights", self.allow_missing_weights)]
 
     @property

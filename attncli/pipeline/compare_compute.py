@@ -11,7 +11,7 @@ attncli.views.compare_view). Two texts under one model, one text under two pretr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, ClassVar, Optional
 
 from attncli.attention import checkpoint_views as pv
 from attncli.attention.compare import compare, transformer_side
@@ -19,13 +19,13 @@ from attncli.attention.masks import MaskSpec
 from attncli.attention.matrix import MatrixRequest
 from attncli.attention.matrix import compute as compute_matrix
 from attncli.hf.loader import load  # torch only when the torch backend runs
-from attncli.option_conflicts import ALIGNS, validate  # noqa: F401 (ALIGNS: the choices)
+from attncli.option_conflicts import ALIGNS, TableRequest  # noqa: F401 (ALIGNS: the choices)
 from attncli.views.compare_view import CompareView
 from attncli.views.result import attn_command
 
 
 @dataclass
-class CompareRequest:
+class CompareRequest(TableRequest):
     """Everything ``attn compare`` needs (its options, by their parameter names)."""
 
     text: str  # A
@@ -43,10 +43,7 @@ class CompareRequest:
     model: Optional[str] = None  # the word-vector model
     align: str = "same"  # same: equal counts; position: the first N of each
 
-    def check(self) -> None:
-        """The refusals that need no model (bad input: exit 2): the table's rows of attn compare
-        (attncli.option_conflicts)."""
-        validate(vars(self), "compare")
+    table_path: ClassVar[str] = "compare"  # check(): the table's rows of attn compare (attncli.option_conflicts)
 
     def options(self) -> list[tuple[str, Any]]:
         return [("--transformer", self.transformer), ("--transformer-b", self.transformer_b), ("--layer", self.layer),

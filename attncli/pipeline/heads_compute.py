@@ -12,12 +12,12 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Optional
+from typing import Any, Callable, ClassVar, ContextManager, Optional
 
 from attncli.model.interface import has
 from attncli.errors import BadInput
 from attncli.hf.loader import load
-from attncli.option_conflicts import validate
+from attncli.option_conflicts import TableRequest
 from attncli.pipeline.heads_scoring import score_transformer_heads
 from attncli.textio import read_user_text, visible
 from attncli.tinylm.data import brown_texts
@@ -34,7 +34,7 @@ STACK_READS = {"encoder": "its self-attention over each sentence",
 
 
 @dataclass
-class HeadsRequest:
+class HeadsRequest(TableRequest):
     """Everything ``attn heads`` needs (its options, by their parameter names)."""
 
     model: Optional[str] = None  # attn's own LM of this word-vector model (None: the default)
@@ -47,6 +47,9 @@ class HeadsRequest:
     allow_missing_weights: bool = False
     stack: Optional[str] = None  # an encoder-decoder's encoder, decoder or cross heads
 
+    table_path: ClassVar[str] = "heads"
+    POSITIONALS: ClassVar[tuple[str, ...]] = ()  # every input is an option
+
     def check(self) -> None:
         """The refusals that need no model (bad input: exit 2), in the order the command reads them."""
         if self.sentences is not None and self.sentences < 1:
@@ -54,7 +57,7 @@ class HeadsRequest:
         if self.sentences is not None and self.sentences > 10**9:
             raise BadInput(f"--sentences must be in [1, 1,000,000,000] (got {self.sentences})")
         check_window(self.window)
-        validate(vars(self), "heads")  # how the options go together: the table's rows of attn heads
+        super().check()  # how the options go together: the table's rows of attn heads
 
     def options(self) -> list[tuple[str, Any]]:
         return [("--model", self.model), ("--transformer", self.transformer), ("--file", self.file),
@@ -63,7 +66,7 @@ class HeadsRequest:
                 ("--allow-missing-weights", self.allow_missing_weights), ("--stack", self.stack)]
 
     def command_line(self) -> str:
-        return attn_command("heads", [], self.options())
+        return attn_command("heads", self.positionals(), self.options())
 
 
 class HeadsResult(HeadsView):

@@ -10,10 +10,10 @@ lens document is built here only. Shapes: ``L`` layers, ``T`` positions, ``k`` t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 from attncli.errors import BadInput
-from attncli.option_conflicts import validate
+from attncli.option_conflicts import TableRequest
 from attncli.generate.decoders import load_decoder
 from attncli.generate.hf_decoder import PretrainedLM
 from attncli.views.lens import LensView
@@ -24,7 +24,7 @@ ROWS = "lens[l][t]: after l layers (0 = the embeddings) at position t, the top_k
 
 
 @dataclass
-class LensRequest:
+class LensRequest(TableRequest):
     """Everything ``attn lens`` needs (its options, by their parameter names)."""
 
     text: str
@@ -33,18 +33,20 @@ class LensRequest:
     top_k: int = 1  # next tokens per layer and position
     token: Optional[str] = None  # follow this token's rank and probability through the layers
 
+    table_path: ClassVar[str] = "lens"
+
     def check(self) -> None:
         """The refusals that need no model (bad input: exit 2)."""
         if not 1 <= self.top_k <= MAX_TOP_K:
             raise BadInput(f"--top-k must be between 1 and {MAX_TOP_K} (got {self.top_k})")
-        validate(vars(self), "lens")  # how the options go together: the table's rows of attn lens
+        super().check()  # how the options go together: the table's rows of attn lens
 
     def options(self) -> list[tuple[str, Any]]:
         return [("--transformer", self.transformer), ("--model", self.model),
                 ("--top-k", self.top_k if self.top_k != 1 else None), ("--token", self.token)]
 
     def command_line(self) -> str:
-        return attn_command("lens", [self.text], self.options())
+        return attn_command("lens", self.positionals(), self.options())
 
 
 class LensResult(LensView):

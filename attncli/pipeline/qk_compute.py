@@ -15,20 +15,20 @@ protocol), whoever asked: the command line or Python::
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Optional
 
 from attncli.attention.checkpoint_views import check_texts
 from attncli.errors import BadInput
 from attncli.hf import qk_attribution
 from attncli.hf.loader import load
-from attncli.option_conflicts import refusal, validate
+from attncli.option_conflicts import TableRequest
 from attncli.textio import visible
 from attncli.views.qk_view import QKResult
 
 
 @dataclass(frozen=True)
-class QKRequest:
+class QKRequest(TableRequest):
     """One head's score from one query token to one key token, to be split into parts."""
 
     text: str  # the text the model reads
@@ -42,11 +42,12 @@ class QKRequest:
     allow_missing_weights: bool = False
 
     command: ClassVar[str] = "qk"
+    table_path: ClassVar[str] = "qk"
 
     def check(self) -> None:
         """The refusals that need no model (BadInput, exit 2): the table's "qk" rows, a blank text
         (as attn matrix refuses it) and a position below 0 (a count from the end is not a position)."""
-        validate(self._fields(), "qk")
+        super().check()
         check_texts(self.text, self.pair, "qk")
         for name in ("query", "key"):
             value = getattr(self, name)
@@ -54,19 +55,10 @@ class QKRequest:
                 raise BadInput(f"--{name} {visible(str(value)[:40])} is not a token position (0 = the first token; "
                                f"leave --{name} out for the {'last token' if name == 'query' else 'query'})")
 
-    def refusal(self) -> Optional[str]:
-        return refusal(self._fields(), "qk")
-
-    def _fields(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
     def positions(self, tokens: int) -> tuple[int, int]:
         """(query, key) in a text of ``tokens`` tokens: the last token, and the query itself, by default."""
         i = tokens - 1 if self.query is None else self.query
         return i, i if self.key is None else self.key
-
-    def positionals(self) -> list[str]:
-        return [self.text]
 
     def options(self) -> list[tuple[str, Any]]:
         """(flag, value) of each option that says this request, in the command line's order."""

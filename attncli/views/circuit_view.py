@@ -28,9 +28,10 @@ def circuit_renderables(doc: dict[str, Any], width: Optional[int] = None) -> lis
     for name, justify in (("layer", "right"), ("from", "left"), ("to", "left"), ("input", "left"), ("score", "right")):
         table.add_column(visible(name), justify=justify)
     layers = doc["layers"]
-    by_layer = sorted(doc["edges"], key=lambda e: (_row(e["to"], layers), -abs(e["score"])))
+    layer_of = {n["name"]: n["layer"] for n in doc["nodes"]}  # embed -1, L{l}H{x} and L{l}MLP l, logits ``layers``
+    by_layer = sorted(doc["edges"], key=lambda e: (layer_of[e["to"]], -abs(e["score"])))
     for e in by_layer[:MAX_ROWS]:
-        row = _row(e["to"], layers)
+        row = layer_of[e["to"]]
         table.add_row(visible("out" if row == layers else str(row)), visible(e["from"]), visible(e["to"]), visible(e["input"]),
                       Text(f"{e['score']:+.4f}", style="bold" if e["score"] >= 0 else ""))
     more = len(by_layer) - MAX_ROWS
@@ -38,14 +39,6 @@ def circuit_renderables(doc: dict[str, Any], width: Optional[int] = None) -> lis
     notes = list(doc["notes"]) + ([f"{more} more edges: see --json"] if more > 0 else [])
     out += [Text(visible(n), style="dim") for n in notes]
     return out
-
-
-def _row(node: str, layers: int) -> int:
-    if node == "embed":
-        return -1
-    if node == "logits":
-        return layers
-    return int(node[1:].split("H")[0].split("M")[0])
 
 
 def circuit_svg(doc: dict[str, Any]) -> str:

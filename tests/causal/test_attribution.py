@@ -111,18 +111,10 @@ def test_the_qk_fix_is_exact_for_a_last_layer_key(gpt2):
 
 
 def test_on_the_induction_llama_atp_and_patching_agree_on_the_two_heads(tmp_path):
-    from _llama_head_fixtures import SENTENCES, build_head_llama
+    from _llama_head_fixtures import build_head_llama, induction_pair
 
     model = load(str(build_head_llama(tmp_path / "llama")), backend="numpy")
-    coded = sorted({i for s in SENTENCES for i in model.encode(s).ids[1:]})
-    bos = model.encode(SENTENCES[0]).ids[0]
-    rng = np.random.default_rng(1)
-    run = [int(i) for i in rng.choice(coded, size=8, replace=False)]
-    other = [int(i) for i in rng.choice([c for c in coded if c not in run], size=8, replace=False)]
-    clean, corrupt = [bos] + run + run[:-1], [bos] + other + run[:-1]  # the corrupt first half: nothing to copy
-    # a logit difference (the copied token against the corrupted first half's last one): log p's own
-    # log-softmax saturates on the corrupted run (p of the copy ~1/V), which no linear estimate follows
-    target = Target(len(clean) - 1, run[-1], "copied", other[-1], "other")
+    clean, corrupt, target = induction_pair(model)  # a logit difference: log p saturates on the corrupted run
     exact = grids.patch(model, clean, corrupt, target, where="head").values  # (L, h)
     atp = attribute(model, clean, corrupt, target, where="head").values
     top = lambda g: set(map(tuple, np.argwhere(np.abs(g) >= np.sort(np.abs(g), axis=None)[-2])))  # noqa: E731

@@ -37,16 +37,10 @@ def gpt2(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def llama(tmp_path_factory):
-    from _llama_head_fixtures import SENTENCES, build_head_llama
+    from _llama_head_fixtures import build_head_llama, induction_pair
 
     model = load(str(build_head_llama(tmp_path_factory.mktemp("llama") / "llama")), backend="numpy")
-    coded = sorted({i for s in SENTENCES for i in model.encode(s).ids[1:]})
-    bos = model.encode(SENTENCES[0]).ids[0]
-    rng = np.random.default_rng(1)
-    run = [int(i) for i in rng.choice(coded, size=8, replace=False)]
-    other = [int(i) for i in rng.choice([c for c in coded if c not in run], size=8, replace=False)]
-    clean, corrupt = [bos] + run + run[:-1], [bos] + other + run[:-1]  # the corrupt first half: nothing to copy
-    return model, clean, corrupt, Target(len(clean) - 1, run[-1], "copied", other[-1], "other")
+    return (model, *induction_pair(model))
 
 
 def _pair(model):

@@ -12,17 +12,7 @@ from conftest import needed
 needed("torch")
 needed("transformers")
 
-from typer.testing import CliRunner  # noqa: E402
-
-from attncli.cli.main import app  # noqa: E402
-
-runner = CliRunner()
-CLEAN, CORRUPT = "the cat sat on the mat and the dog", "the dog sat on the mat and the cat"
-
-
-def run(*args):
-    result = runner.invoke(app, list(args))
-    return result.exit_code, result.output
+from _gradient_cli import CLEAN, CORRUPT, run  # noqa: E402
 
 
 @pytest.mark.parametrize("site, rows", [("resid", "layers"), ("head", "layers"), ("key", "heads")])

@@ -44,18 +44,11 @@ def test_generate_on_an_encoder_still_names_attn_generate(tiny_bert_dir):
 
 
 def test_lens_on_a_decoder_the_numpy_pass_does_not_run_names_the_families(tmp_path):
-    torch = needed("torch")
-    transformers = needed("transformers")
-    from _llama_fixtures import build_tokenizer
+    needed("torch")
+    needed("transformers")
+    from _transformer_fixtures import build_opt_lm
 
-    tok = build_tokenizer()
-    torch.manual_seed(0)
-    config = transformers.OPTConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, ffn_dim=37,
-                                    num_attention_heads=4, max_position_embeddings=64, word_embed_proj_dim=32,
-                                    pad_token_id=0, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
-    transformers.OPTForCausalLM(config).save_pretrained(tmp_path / "opt")
-    tok.save_pretrained(tmp_path / "opt")
-    result = runner.invoke(app, ["lens", "the cat sat", "--transformer", str(tmp_path / "opt")])
+    result = runner.invoke(app, ["lens", "the cat sat", "--transformer", str(build_opt_lm(tmp_path / "opt"))])
     assert result.exit_code == 2, result.output
     said = flat(result.stderr)
     assert f"the logit lens reads attn's own NumPy forward pass, which runs {FAMILIES};" in said

@@ -90,22 +90,11 @@ def test_several_poolings_concatenate_in_sentence_transformers_order():
 def test_embed_is_each_pooling_of_transformers_hidden_state_unnormalised(tiny_bert_dir, mode):
     """attn's NumPy forward pass + pool, before any normalisation, against transformers' own last
     hidden state pooled by the formula written here."""
-    from conftest import needed
-
-    torch = needed("torch")
-    transformers = needed("transformers")
+    from _lookup_fixtures import transformers_poolings
     from attncli.hf import load
 
     texts = ["colour", "top speed", "The price of a car, in US dollars (before taxes)."]
-    tok = transformers.AutoTokenizer.from_pretrained(str(tiny_bert_dir))
-    model = transformers.AutoModel.from_pretrained(str(tiny_bert_dir), attn_implementation="eager").eval()
-    batch = tok(texts, padding=True, return_tensors="pt")
-    with torch.no_grad():
-        hidden = model(**batch).last_hidden_state.double()  # (n, T, d)
-    mask = batch["attention_mask"].unsqueeze(-1).double()  # (n, T, 1)
-    total, count = (hidden * mask).sum(1), mask.sum(1)  # (n, d), (n, 1)
-    expected = {"cls": hidden[:, 0], "max": hidden.masked_fill(mask == 0, -torch.inf).max(1).values,
-                "mean": total / count, "mean_sqrt_len": total / count.sqrt()}[mode].numpy()
+    expected = transformers_poolings(tiny_bert_dir, texts)[mode]  # (n, d)
     got = load(str(tiny_bert_dir)).embed(texts, (mode,))  # (n, d)
     assert np.abs(expected).max() > 0.1  # a scale to lose
     np.testing.assert_allclose(got, expected, rtol=0, atol=2e-6 * max(1.0, np.abs(expected).max()))

@@ -40,18 +40,6 @@ def assert_inert(text: str, where: str) -> None:
     assert "\x1b]52" not in text and "\x1b[2J" not in text, where
 
 
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte-level alphabet: each byte's character in the vocabulary (as transformers builds it)."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs, n = bs[:], 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, map(chr, cs)))
-
-
 @pytest.fixture(scope="module")
 def hostile_gpt2(tmp_path_factory) -> Path:
     """A tiny random GPT-2 in a directory named with control sequences, whose vocabulary has one
@@ -62,10 +50,10 @@ def hostile_gpt2(tmp_path_factory) -> Path:
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel, GPT2Tokenizer
 
-    from _transformer_fixtures import INIT, SIZES, _finish, _seed, train_byte_bpe
+    from _transformer_fixtures import INIT, SIZES, _finish, _seed, bytes_to_unicode, train_byte_bpe
 
     vocab, merges = train_byte_bpe(["<|endoftext|>"])
-    byte_char = _bytes_to_unicode()
+    byte_char = bytes_to_unicode()
     piece = "".join(byte_char[b] for b in INJECTED.encode("utf-8"))
     vocab[piece] = len(vocab)
     tokenizer = GPT2Tokenizer(vocab=vocab, merges=merges)

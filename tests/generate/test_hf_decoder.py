@@ -204,21 +204,15 @@ def test_a_gpt2_config_without_vocab_size_means_gpt2s_own_and_a_smaller_table_is
 def test_lens_token_on_the_transformers_path_gets_the_lens_refusal(tmp_path):
     """A model type attn's NumPy pass does not run (OPT) loads on the transformers path: --token is
     found there, so the refusal is the lens's own (it said the token was not in the vocabulary)."""
-    torch = needed("torch")
-    transformers = needed("transformers")
+    needed("torch")
+    needed("transformers")
     from typer.testing import CliRunner
 
-    from _llama_fixtures import build_tokenizer
+    from _transformer_fixtures import build_opt_lm
     from attncli.cli.main import app
 
-    tok = build_tokenizer()
-    torch.manual_seed(0)
-    config = transformers.OPTConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, ffn_dim=37,
-                                    num_attention_heads=4, max_position_embeddings=64, word_embed_proj_dim=32,
-                                    pad_token_id=0, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
-    transformers.OPTForCausalLM(config).save_pretrained(tmp_path / "opt")
-    tok.save_pretrained(tmp_path / "opt")
-    result = CliRunner().invoke(app, ["lens", "the cat sat", "--transformer", str(tmp_path / "opt"), "--token", "sat"])
+    opt = build_opt_lm(tmp_path / "opt")
+    result = CliRunner().invoke(app, ["lens", "the cat sat", "--transformer", str(opt), "--token", "sat"])
     assert result.exit_code == 2, result.output
     stderr = " ".join(result.stderr.split())
     assert "runs on the torch backend" in stderr and "not one token" not in stderr

@@ -6,6 +6,8 @@ biases, sliding windows, Gemma's offset norms, Phi-3's fused projections)."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -16,6 +18,7 @@ transformers = needed("transformers")
 needed("tokenizers")
 
 from _llama_fixtures import build_decoder  # noqa: E402
+from _trace_reference import assert_gradients_close, autograd_sites, d_log_p  # noqa: E402
 from _transformer_fixtures import build_gpt2, every_parameter_drawn  # noqa: E402
 
 from attncli.errors import BadInput  # noqa: E402
@@ -38,46 +41,31 @@ def _parts(block):
 
 
 def autograd(path, ids, position, target):
+    """{site: d log p(target) / d site} and the logits at ``position``, by torch autograd."""
     ref = transformers.AutoModelForCausalLM.from_pretrained(str(path), attn_implementation="eager",
                                                             dtype=torch.float64).eval()
-    kept, handles = {}, []
 
-    def keep(name, t):
-        t.retain_grad()
-        kept[name] = t
+    def hook_sites(keep):
+        handles = []
+        for l, block in enumerate(_blocks(ref)):
+            attn, mlp, o = _parts(block)
+            handles.append(block.register_forward_pre_hook(
+                lambda m, args, kw, l=l: keep(f"blocks.{l}.resid_pre", (args[0] if args else kw["hidden_states"])),
+                with_kwargs=True))
+            handles.append(attn.register_forward_hook(lambda m, a, out, l=l: keep(f"blocks.{l}.attn.out", out[0])))
+            handles.append(mlp.register_forward_hook(lambda m, a, out, l=l: keep(f"blocks.{l}.mlp.out", out)))
+            handles.append(o.register_forward_pre_hook(lambda m, args, l=l: keep(f"blocks.{l}.attn.z", args[0])))
+        return handles
 
-    for l, block in enumerate(_blocks(ref)):
-        attn, mlp, o = _parts(block)
-        handles.append(block.register_forward_pre_hook(
-            lambda m, args, kw, l=l: keep(f"blocks.{l}.resid_pre", (args[0] if args else kw["hidden_states"])),
-            with_kwargs=True))
-        handles.append(attn.register_forward_hook(lambda m, a, out, l=l: keep(f"blocks.{l}.attn.out", out[0])))
-        handles.append(mlp.register_forward_hook(lambda m, a, out, l=l: keep(f"blocks.{l}.mlp.out", out)))
-        handles.append(o.register_forward_pre_hook(lambda m, args, l=l: keep(f"blocks.{l}.attn.z", args[0])))
-    out = ref(input_ids=torch.tensor([ids]), output_attentions=True)
-    for l, a in enumerate(out.attentions):
-        keep(f"blocks.{l}.attn.pattern", a)
-    metric = torch.log_softmax(out.logits[0, position], dim=-1)[target]
-    metric.backward()
-    for h in handles:
-        h.remove()
-    got = {name: t.grad[0].numpy() for name, t in kept.items()}
-    heads = ref.config.num_attention_heads
-    for name in [n for n in got if n.endswith("attn.z")]:
-        got[name] = got[name].reshape(len(ids), heads, -1)  # (T, h, d_head) as the trace names it
-    return got, out.logits[0, position].detach().numpy()
+    return autograd_sites(ref, ids, position, target, hook_sites)
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    made = {}
-
+    @functools.cache
     def get(kind):
-        if kind not in made:
-            d = tmp_path_factory.mktemp(kind)
-            made[kind] = (every_parameter_drawn(build_gpt2(d / "base"), d / kind) if kind == "gpt2"
-                          else build_decoder(kind, d / kind))
-        return made[kind]
+        d = tmp_path_factory.mktemp(kind)
+        return every_parameter_drawn(build_gpt2(d / "base"), d / kind) if kind == "gpt2" else build_decoder(kind, d / kind)
     return get
 
 
@@ -87,13 +75,7 @@ def test_gradients_equal_torch_autograd(built, kind):
     model = load(str(path), backend="numpy")
     ids = model.encode(TEXT).ids
     position, target = len(ids) - 1, 7
-
-    def d_log_p(logits):
-        p = np.exp(logits - logits.max())
-        p /= p.sum()
-        return np.eye(len(logits))[target] - p
-
-    ours, logits = gradients(model, ids, position, d_log_p)
+    ours, logits = gradients(model, ids, position, d_log_p(target))
     want, want_logits = autograd(path, ids, position, target)
     # transformers computes RoPE's cos and sin in float32 even in a float64 model (its rotary
     # embedding casts inv_freq and the positions to float); attn's tape keeps them in float64: the
@@ -101,9 +83,7 @@ def test_gradients_equal_torch_autograd(built, kind):
     rope = 0 if kind == "gpt2" else 64 * 2.0 ** -23
     np.testing.assert_allclose(logits, want_logits, rtol=1e-9 + rope, atol=1e-9 + rope)
     assert len(want) == 5 * model.layers
-    for name, g in want.items():
-        scale = max(1.0, np.abs(g).max())
-        np.testing.assert_allclose(ours[name], g, rtol=0, atol=(1e-6 + 4 * rope) * scale, err_msg=name)
+    assert_gradients_close(ours, want, atol=(1e-6 + 4 * rope))
     # the embeddings: what layer 0's stream gets
     first = want["blocks.0.resid_pre"]
     np.testing.assert_allclose(ours["embed"], first, rtol=0, atol=(1e-6 + 4 * rope) * max(1.0, np.abs(first).max()))

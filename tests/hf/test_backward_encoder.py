@@ -7,6 +7,8 @@ parameter drawn (so a LayerNorm's weight read as its bias, or a dropped bias, sh
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -18,6 +20,7 @@ needed("tokenizers")
 
 from _tolerance import f32_close  # noqa: E402
 from _trace_reference import FAMILIES, _base, _get, drawn_mlm  # noqa: E402
+from _trace_reference import assert_gradients_close, autograd_sites, d_log_p  # noqa: E402
 
 from attncli.causal.target import Target, mask_position, vocab_id  # noqa: E402
 from attncli.errors import BadInput  # noqa: E402
@@ -33,55 +36,38 @@ def autograd(path, kind, ids, position, target):
     """{site: d log p(target) / d site} (per-text shapes) and the logits at ``position``, by torch autograd."""
     ref = transformers.AutoModelForMaskedLM.from_pretrained(str(path), attn_implementation="eager",
                                                             dtype=torch.float64).eval()
-    fam, heads = FAMILIES[kind], ref.config.num_attention_heads
-    kept, handles = {}, []
+    fam = FAMILIES[kind]
 
-    def keep(name, t):
-        t = t[0] if isinstance(t, tuple) else t
-        t.retain_grad()
-        kept[name] = t
+    def hook_sites(keep):
+        handles = []
 
-    def on(module, name, where):
-        if where == "in":
-            handles.append(module.register_forward_pre_hook(
-                lambda m, args, kw: keep(name, args[0] if args else next(iter(kw.values()))), with_kwargs=True))
-        else:
-            handles.append(module.register_forward_hook(lambda m, a, out: keep(name, out)))
+        def on(module, name, where):
+            if where == "in":
+                handles.append(module.register_forward_pre_hook(
+                    lambda m, args, kw: keep(name, args[0] if args else next(iter(kw.values()))), with_kwargs=True))
+            else:
+                handles.append(module.register_forward_hook(lambda m, a, out: keep(name, out)))
 
-    for l, layer in enumerate(fam["layers"](ref)):
-        on(layer, f"blocks.{l}.resid_pre", "in")
-        on(layer, f"blocks.{l}.resid_post", "out")
-        for name in "qkv":
-            on(_get(layer, fam[name]), f"blocks.{l}.attn.{name}", "out")
-        on(_get(layer, fam["o"]), f"blocks.{l}.attn.z", "in")
-        on(_get(layer, fam["o"]), f"blocks.{l}.attn.out", "out")
-        on(_get(layer, fam["mid"][0]), f"blocks.{l}.resid_mid", "out")
-        on(_get(layer, fam["mlp"]), f"blocks.{l}.mlp.out", "out")
-    on(_base(ref).embeddings, "embed", "out")
-    out = ref(input_ids=torch.tensor([ids]), output_attentions=True)
-    for l, a in enumerate(out.attentions):
-        keep(f"blocks.{l}.attn.pattern", a)
-    torch.log_softmax(out.logits[0, position], dim=-1)[target].backward()
-    for h in handles:
-        h.remove()
-    got = {name: t.grad[0].numpy() for name, t in kept.items()}
-    T = len(ids)
-    for name in list(got):
-        if name.endswith("attn.z"):
-            got[name] = got[name].reshape(T, heads, -1)  # (T, h, d_head)
-        elif name[-6:-1] == "attn.":
-            got[name] = got[name].reshape(T, heads, -1).transpose(1, 0, 2)  # (h, T, d_head)
-    return got, out.logits[0, position].detach().numpy()
+        for l, layer in enumerate(fam["layers"](ref)):
+            on(layer, f"blocks.{l}.resid_pre", "in")
+            on(layer, f"blocks.{l}.resid_post", "out")
+            for name in "qkv":
+                on(_get(layer, fam[name]), f"blocks.{l}.attn.{name}", "out")
+            on(_get(layer, fam["o"]), f"blocks.{l}.attn.z", "in")
+            on(_get(layer, fam["o"]), f"blocks.{l}.attn.out", "out")
+            on(_get(layer, fam["mid"][0]), f"blocks.{l}.resid_mid", "out")
+            on(_get(layer, fam["mlp"]), f"blocks.{l}.mlp.out", "out")
+        on(_base(ref).embeddings, "embed", "out")
+        return handles
+
+    return autograd_sites(ref, ids, position, target, hook_sites)
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    made = {}
-
+    @functools.cache
     def get(kind):
-        if kind not in made:
-            made[kind] = drawn_mlm(kind, tmp_path_factory.mktemp(kind) / kind)
-        return made[kind]
+        return drawn_mlm(kind, tmp_path_factory.mktemp(kind) / kind)
     return get
 
 
@@ -92,19 +78,12 @@ def test_encoder_gradients_equal_torch_autograd(built, kind):
     ids = model.encode(TEXT.replace("[MASK]", "<mask>") if kind in ("roberta", "mpnet") else TEXT).ids
     position, target = mask_position(model, ids), 7
     assert 0 < position < len(ids) - 1  # a read position inside the text: the other rows' gradients are not 0
-
-    def d_log_p(logits):
-        p = np.exp(logits - logits.max())
-        return np.eye(len(logits))[target] - p / p.sum()
-
-    ours, logits = gradients(model, ids, position, d_log_p)
+    ours, logits = gradients(model, ids, position, d_log_p(target))
     want, want_logits = autograd(path, kind, ids, position, target)
     np.testing.assert_allclose(logits, want_logits, rtol=1e-9, atol=1e-9)
     assert len(want) == 10 * model.layers + 1
-    for name, g in want.items():
-        scale = max(1.0, np.abs(g).max())
-        assert np.abs(g).max() > 1e-6, name  # every site is on the metric's path
-        np.testing.assert_allclose(ours[name], g, rtol=0, atol=1e-6 * scale, err_msg=name)
+    assert [name for name, g in want.items() if not np.abs(g).max() > 1e-6] == []  # every site is on the metric's path
+    assert_gradients_close(ours, want, atol=1e-6)
     np.testing.assert_array_equal(ours["final_norm"], ours[f"blocks.{model.layers - 1}.resid_post"])
 
 

@@ -4,6 +4,8 @@ zeroing against a brute-force transformers run with a hook that zeroes one token
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -27,20 +29,17 @@ TEXT = "the cat sat on the mat and the dog"
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    made = {}
-
+    @functools.cache
     def get(kind):
-        if kind not in made:
-            d = tmp_path_factory.mktemp(kind)
-            if kind == "llama3":
-                path = build_decoder(kind, d / kind)
-            else:  # every weight drawn, LayerNorm biases and gains too: each term of the formulas bites
-                path = every_parameter_drawn(BUILD[kind](d / "base"), d / kind)
-            model = load(str(path), backend="numpy")
-            ref = transformers.AutoModel.from_pretrained(str(path), attn_implementation="eager",
-                                                         dtype=torch.float64).eval()
-            made[kind] = (model, ref)
-        return made[kind]
+        d = tmp_path_factory.mktemp(kind)
+        if kind == "llama3":
+            path = build_decoder(kind, d / kind)
+        else:  # every weight drawn, LayerNorm biases and gains too: each term of the formulas bites
+            path = every_parameter_drawn(BUILD[kind](d / "base"), d / kind)
+        model = load(str(path), backend="numpy")
+        ref = transformers.AutoModel.from_pretrained(str(path), attn_implementation="eager",
+                                                     dtype=torch.float64).eval()
+        return model, ref
     return get
 
 

@@ -8,6 +8,8 @@ cancels), an independent reference for the frozen norms, the weights' slices and
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -31,17 +33,14 @@ DECODERS = ("llama3", "llama-bias", "qwen2", "gemma", "phi3", "mistral")
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    made = {}
-
+    @functools.cache
     def get(kind):
-        if kind not in made:
-            d = tmp_path_factory.mktemp(kind)
-            if kind in BUILD:  # every weight drawn (LayerNorm biases too, which start at 0): each part bites
-                path = every_parameter_drawn(BUILD[kind](d / "base"), d / kind)
-            else:
-                path = build_decoder(kind, d / kind)
-            made[kind] = load(str(path), backend="numpy")
-        return made[kind]
+        d = tmp_path_factory.mktemp(kind)
+        if kind in BUILD:  # every weight drawn (LayerNorm biases too, which start at 0): each part bites
+            path = every_parameter_drawn(BUILD[kind](d / "base"), d / kind)
+        else:
+            path = build_decoder(kind, d / kind)
+        return load(str(path), backend="numpy")
     return get
 
 

@@ -14,6 +14,7 @@ needed("transformers")
 needed("tokenizers")
 
 from _llama_fixtures import build_decoder  # noqa: E402
+from _trace_reference import d_log_p  # noqa: E402
 
 from attncli.errors import BadInput  # noqa: E402
 from attncli.hf import load  # noqa: E402
@@ -22,13 +23,6 @@ from attncli.hf.torch_grad import gradients  # noqa: E402
 
 EPS32 = 2.0 ** -23
 TEXT = "the cat sat on the mat and the dog sat"
-
-
-def d_log_p(target):
-    def grad(logits):
-        p = np.exp(logits - logits.max())
-        return np.eye(len(logits))[target] - p / p.sum()
-    return grad
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "llama", "qwen2", "phi3"])

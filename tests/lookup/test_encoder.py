@@ -18,6 +18,7 @@ import pytest
 from conftest import needed
 from typer.testing import CliRunner
 
+from _lookup_fixtures import transformers_poolings
 from _tolerance import f32_close, f32_size
 from attncli.cli.main import app
 
@@ -170,22 +171,6 @@ def test_encoder_path_imports_no_torch(minilm_dir, attn_home):
     without = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert without.returncode == 0, without.stderr
     assert "HEAVY []" in without.stderr
-
-
-def transformers_poolings(model_dir: Path, texts: list[str]) -> dict[str, np.ndarray]:
-    """Each of sentence-transformers' poolings, by its formula over transformers' own last hidden
-    state (the reference for attn's ``pool``): name -> (n, d)."""
-    torch = needed("torch")
-    transformers = needed("transformers")
-    tok = transformers.AutoTokenizer.from_pretrained(str(model_dir))
-    model = transformers.AutoModel.from_pretrained(str(model_dir), attn_implementation="eager").eval()
-    batch = tok(texts, padding=True, return_tensors="pt")
-    with torch.no_grad():
-        hidden = model(**batch).last_hidden_state.double()  # (n, T, d)
-    mask = batch["attention_mask"].unsqueeze(-1).double()  # (n, T, 1)
-    total, count = (hidden * mask).sum(1), mask.sum(1)
-    return {"cls": hidden[:, 0].numpy(), "max": hidden.masked_fill(mask == 0, -1e9).max(1).values.numpy(),
-            "mean": (total / count).numpy(), "mean_sqrt_len": (total / count.sqrt()).numpy()}
 
 
 def with_pooling(tmp_path: Path, model_dir: Path, flags: dict) -> Path:
