@@ -70,6 +70,7 @@ class Stopped(BaseException):
 
         self.signum = signum
         self.name = signal.Signals(signum).name
+        self.resume: str | None = None  # the --out folder whose finished shards a run started again reuses
         super().__init__(self.name)
 
     @property
@@ -80,4 +81,7 @@ class Stopped(BaseException):
     def message(self) -> str:
         import signal
 
-        return "interrupted" if self.signum == signal.SIGINT else f"terminated by {self.name}"
+        said = "interrupted" if self.signum == signal.SIGINT else f"terminated by {self.name}"
+        if self.resume is not None:
+            said += f"; the finished shards are kept in {self.resume}: the same command resumes from them"
+        return said

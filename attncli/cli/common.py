@@ -10,10 +10,11 @@ every option's annotation string twice (``inspect.signature(eval_str=True)`` and
 ``get_type_hints``) on every run, about 10 ms of each command's start-up (issue 12).
 """
 
+import contextlib
 import json
 import os
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 import typer
 
@@ -160,6 +161,19 @@ def environment_message(exc: BaseException) -> str | None:
             return f"{advice}{what}"
         return f"{exc.strerror or exc}{what}"
     return None
+
+
+@contextlib.contextmanager
+def resumable(out: Any) -> Iterator[None]:
+    """A run writing shards into ``out`` (None: none) that a signal stops says, in its one line,
+    that the same command resumes from them."""
+    try:
+        yield
+    except (KeyboardInterrupt, Stopped) as exc:
+        stopped = exc if isinstance(exc, Stopped) else Stopped(2)
+        if out is not None:
+            stopped.resume = str(out)
+        raise stopped from None
 
 
 def say(line: str) -> None:

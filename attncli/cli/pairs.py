@@ -10,6 +10,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from attncli.cli.common import resumable
 from attncli.cli.matrix import Exports, _check_exports
 from attncli.cli.output import show
 from attncli.cli.progress import Stage
@@ -76,7 +77,8 @@ def run_pairs_command(kind: str, options: dict[str, Any], **job: Any) -> None:
                    allow_missing_weights=bool(options.get("allow_missing_weights")), out=options.get("out"),
                    shard_pairs=options.get("shard_pairs", 64), workers=options.get("workers", 1), ray=options.get("ray"),
                    **job)
-    doc = compute_pairs(run, stage=lambda what: Stage(what, json_out=json_out))
+    with resumable(run.out):
+        doc = compute_pairs(run, stage=lambda what: Stage(what, json_out=json_out))
     extra = [(f"--{k.replace('_', '-')}", v) for k, v in job.items()]
     opts = [("--transformer", run.transformer), *[(k, v) for k, v in extra if k != "--qk-fix"],
             ("--no-qk-fix", not job["qk_fix"]) if "qk_fix" in job else ("--no-qk-fix", None),

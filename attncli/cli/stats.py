@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 import typer
 from typer.core import TyperGroup
 
-from attncli.cli.common import RefusesEmptyPaths, app, err_console, escape, info, warn
+from attncli.cli.common import RefusesEmptyPaths, app, err_console, escape, info, resumable, warn
 from attncli.cli.matrix import Exports, _check_exports
 from attncli.cli.options import BackendOpt, ExportWidthOpt, HtmlOpt, PngOpt, SvgOpt, declared
 from attncli.cli.output import show, write_exports
@@ -146,9 +146,10 @@ def stats_cmd(
                            precision=precision, backend=backend.value if backend else "auto",
                            allow_missing_weights=allow_missing_weights)
     exports = _output(request, json_out, options)
-    result = compute_stats(request, loader=lambda r: load_model(r.transformer, r.backend, r.allow_missing_weights,
-                                                                json_out=json_out),
-                           progress=lambda message: _Progress(message, json_out), say=_say)
+    with resumable(out):
+        result = compute_stats(request, loader=lambda r: load_model(r.transformer, r.backend, r.allow_missing_weights,
+                                                                    json_out=json_out),
+                               progress=lambda message: _Progress(message, json_out), say=_say)
     _show(result, json_out, exports, options["explore"])
 
 

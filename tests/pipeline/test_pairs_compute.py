@@ -300,8 +300,9 @@ def test_attribute_pairs_stopped_by_a_signal_keep_their_shards_and_resume(gpt2, 
     with paused(argv, tmp_path / "home", "pairs-shard-written") as proc:
         proc.send_signal(signum)
         stdout, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == code and stderr.strip().splitlines()[-1] == said and stdout == "", (proc.returncode,
-                                                                                                   stderr[-600:])
+    last = stderr.strip().splitlines()[-1]
+    assert proc.returncode == code and stdout == "", (proc.returncode, stderr[-600:])
+    assert last == f"{said}; the finished shards are kept in {out}: the same command resumes from them", last
     assert "Traceback" not in stderr
     assert [p.name for p in out.iterdir()] == ["shard-000000000000-000000000001.json"]
     resumed = cli(["attribute", "--pairs", path, "--transformer", tiny_gpt2_dir, "--out", out, "--shard-pairs", 1,

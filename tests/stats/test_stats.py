@@ -95,6 +95,23 @@ def test_killed_after_a_shard_and_resumed_equals_an_uninterrupted_run(one_proces
     assert_docs_equal(again, whole)
 
 
+def test_ctrl_c_after_a_shard_says_the_same_command_resumes(tiny_gpt2_dir, tmp_path):
+    """Ctrl-C with --out: exit 130 and one line that names the folder and says the run resumes."""
+    from _pause import PYTHON, paused
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"the cat sat on mat {i}\n" for i in range(16)), encoding="utf-8")
+    out = tmp_path / "run"
+    argv = [PYTHON, "-m", "attncli", "stats", str(corpus), "--transformer", str(tiny_gpt2_dir), *EXACT, "--out",
+            str(out), "--shard-texts", "8"]
+    with paused(argv, tmp_path / "home", "stats-shard-written") as proc:
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr[-600:]
+    assert stderr.strip().splitlines()[-1] == (f"interrupted; the finished shards are kept in {out}: the same "
+                                               "command resumes from them")
+
+
 def test_a_resume_with_other_chunks_never_overlaps_a_shard(one_process, tiny_gpt2_dir, tmp_path):
     corpus, whole = one_process
     out = tmp_path / "run"
