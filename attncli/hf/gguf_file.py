@@ -35,6 +35,8 @@ MAX_TENSORS = 65_536
 MAX_METADATA = 65_536
 MAX_STRING = 16 * 2**20  # one string's bytes (a chat template is the longest)
 MAX_ARRAY = 2**24  # elements of one array (a vocabulary of 128k tokens and its merges fit)
+MAX_ELEMENTS = 2**22  # elements of every array together (each one a Python object once read: about 200 MB at
+# most; Llama 3's 128,256 tokens with their scores, types and 280,147 merges are about 0.7 million)
 MAX_DIMS = 4
 DEFAULT_ALIGNMENT = 32
 CONVERT_HINT = ("where transformers reads it, convert it to a folder attn runs: python -c \"import sys, transformers as t; "
@@ -67,6 +69,7 @@ class _Cursor:
 
     def __init__(self, data: Any, name: str):
         self.data, self.pos, self.name, self.size = data, 0, name, len(data)
+        self.elements = 0  # array elements read so far (MAX_ELEMENTS)
 
     def fail(self, why: str) -> Exception:
         return damaged(self.name, why)
@@ -108,6 +111,10 @@ class _Cursor:
             if count > MAX_ARRAY or count * least > self.size - self.pos:
                 raise self.fail(f"{what} claims an array of {count:,} elements (the file has {self.size - self.pos:,} "
                                 "bytes left)")
+            self.elements += count
+            if self.elements > MAX_ELEMENTS:
+                raise self.fail(f"its metadata arrays hold over {MAX_ELEMENTS:,} elements together (at {what}): no "
+                                "model's vocabulary needs as many")
             if inner == STRING:
                 return [self.string(what) for _ in range(count)]
             dtype = np.dtype(SCALARS[inner])

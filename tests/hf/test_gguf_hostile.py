@@ -50,6 +50,24 @@ HOSTILE = {
 }
 
 
+def test_arrays_each_within_bounds_but_too_many_together(tmp_path):
+    """Two byte arrays of 2^21 + 1 elements (4 MB of file): each under MAX_ARRAY, together over
+    MAX_ELEMENTS (each element a Python object once read): damage naming the file, before the second is read."""
+    from attncli.hf.gguf_file import MAX_ARRAY, MAX_ELEMENTS
+
+    n = MAX_ELEMENTS // 2 + 1
+    assert n < MAX_ARRAY
+    array = struct.pack("<IIQ", 9, 0, n) + b"\0" * n  # an array (9) of uint8 (0)
+    path = tmp_path / "many.gguf"
+    path.write_bytes(header(n_meta=2) + string("a") + array + string("b") + array)
+    result = CliRunner().invoke(app, ["matrix", "hello", "--transformer", str(path)])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1 and "many.gguf" in said and "elements together (at" in said, result.output
+    path.write_bytes(header(n_meta=1) + string("a") + array)  # one of them alone: read, refused for what it lacks
+    said = " ".join(CliRunner().invoke(app, ["matrix", "hello", "--transformer", str(path)]).output.split())
+    assert "elements together" not in said and "many.gguf" in said, said
+
+
 @pytest.mark.parametrize("case", sorted(HOSTILE))
 def test_hostile_gguf_exit_1_names_file(tmp_path, case):
     path = tmp_path / f"{case}.gguf"
