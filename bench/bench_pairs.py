@@ -20,10 +20,12 @@ threads (1 by default; attn's BLAS held to them by threadpoolctl), the model loa
 - TransformerLens 4 (``TransformerBridge.boot_transformers``): per pair, ``run_with_cache`` of the
   clean text keeping ``blocks.{l}.hook_in`` (the residual stream into layer l), then the corrupted
   text under forward hooks keeping the same activations and backward hooks keeping their
-  gradients, ``metric.backward()``, and (clean - corrupt) . grad summed over the width, divided by
-  (metric(clean) - metric(corrupt)); the mean over the pairs.
+  gradients, ``metric.backward()``, and (clean - corrupt) . grad summed over the width: its sum over
+  the pairs divided by the sum of metric(clean) - metric(corrupt), and (the second grid) each
+  pair's divided by its own difference, averaged.
 
-The two means are compared (largest difference) so a fast wrong one shows, and the throughput of
+The grids are compared (largest difference; both the fraction of the mean difference that attn
+draws and the mean of each pair's fraction) so a fast wrong one shows, and the throughput of
 each (pairs a second) is printed side by side.
 """
 
@@ -79,13 +81,15 @@ def make_pairs(model, n: int, seed: int = 0) -> list[dict[str, str]]:
 
 
 def lens_atp(bridge, model, rows):
-    """(L, T) the mean plain-AtP resid grid over ``rows``, by TransformerLens hooks (module docstring)."""
+    """(L, T) twice: the plain-AtP resid grid over ``rows`` as the fraction of the mean difference
+    (sum of the changes / sum of clean - corrupt, what attn draws) and as the mean of each pair's own
+    fraction, by TransformerLens hooks (module docstring)."""
     import numpy as np
     import torch
 
     L = model.layers
     names = [f"blocks.{l}.hook_in" for l in range(L)]
-    total = None
+    total, change, gap = None, None, 0.0
     for row in rows:
         clean, corrupt = model.encode(row["clean"]).ids, model.encode(row["corrupt"]).ids
         t = resolve(model, clean, target=row["target"], contrast=row["contrast"])
@@ -105,10 +109,12 @@ def lens_atp(bridge, model, rows):
             metric = out[0, -1, t.token] - out[0, -1, t.contrast]
             metric.backward()
         m_corrupt = float(metric.detach())
-        grid = torch.stack([((cache[n] - acts[n]) * grads[n]).sum(-1)[0] for n in names])  # (L, T)
-        grid = grid.double().numpy() / (m_clean - m_corrupt)
+        moved = torch.stack([((cache[n] - acts[n]) * grads[n]).sum(-1)[0] for n in names]).double().numpy()  # (L, T)
+        grid = moved / (m_clean - m_corrupt)
         total = grid if total is None else total + grid
-    return total / len(rows)
+        change = moved if change is None else change + moved
+        gap += m_clean - m_corrupt
+    return change / gap, total / len(rows)
 
 
 def main() -> None:
@@ -146,14 +152,17 @@ def main() -> None:
         doc = compute_pairs(run, model)
         t_attn = time.perf_counter() - t0
         t0 = time.perf_counter()
-        lens = lens_atp(bridge, model, rows)
+        lens, lens_each = lens_atp(bridge, model, rows)
         t_lens = time.perf_counter() - t0
-        diff = np.abs(np.asarray(doc["mean"]["grid"]) - lens).max()
+        diff = np.abs(np.asarray(doc["grid"]) - lens).max()
+        diff_each = np.abs(np.asarray(doc["mean"]["grid"]) - lens_each).max()
         print(f"{'':<44} {'seconds':>8} {'pairs/s':>8}")
         print(f"{'attn attribute --pairs --no-qk-fix':<44} {t_attn:>8.1f} {len(rows) / t_attn:>8.2f}")
         print(f"{'TransformerLens loop (run_with_cache + bwd)':<44} {t_lens:>8.1f} {len(rows) / t_lens:>8.2f}")
-        print(f"attn / TransformerLens throughput: {t_lens / t_attn:.2f}x; largest difference of the mean grids "
-              f"{diff:.2e} (of values up to {np.abs(lens).max():.2f}); load {os.getloadavg()[0]:.1f}")
+        print(f"attn / TransformerLens throughput: {t_lens / t_attn:.2f}x; load {os.getloadavg()[0]:.1f}")
+        print(f"largest difference of the grids: fraction of the mean difference (drawn) {diff:.2e} (of values up to "
+              f"{np.abs(lens).max():.3g}); mean of each pair's fraction {diff_each:.2e} (of values up to "
+              f"{np.abs(lens_each).max():.3g})")
 
 
 if __name__ == "__main__":

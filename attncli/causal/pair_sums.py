@@ -6,6 +6,12 @@ single-pair code, kept as sums, so that any split of the pairs merges exactly.
     attribute  attribution.attribute (AtP / AtP*)    grid (L | L h, T | h)  clean, corrupt
     circuit    circuit.edge_scores (EAP / EAP-IG)    scores (U, D)     clean, corrupt
 
+patch and attribute also keep each cell as a change of the metric (``effect``, the fraction times
+clean - corrupt), so that the dataset's restored fraction is the mean change over the mean
+difference, sum(effect) / sum(clean - corrupt) (the pairs' mean of their own fractions is kept too:
+a pair whose two metrics nearly agree makes its own fraction huge and float32's rounding of its
+denominator part of the mean).
+
 Each value v of a pair is added to ``sums`` and v * v to ``squares``; the mean over n pairs is
 sums / n and its standard error sqrt((squares / n - mean^2) * n / (n - 1) / n). A grid over
 positions (patch and attribute at resid, attn, mlp, key, query) needs every pair to have the same
@@ -107,6 +113,15 @@ def check_pairs(model: Any, pairs: Sequence[Pair], job: PairsJob) -> Optional[in
     return tokens
 
 
+def fractions(grid: np.ndarray, clean: float, corrupt: float) -> dict[str, np.ndarray]:
+    """A patch or attribute pair's values: its restored fractions (``grid``), the same cells as
+    changes of the metric (``effect``: grid (clean - corrupt), what patching moved it by), and the
+    two metrics. The dataset's fraction is sum(effect) / sum(clean - corrupt) (pairs_document)."""
+    grid = np.asarray(grid, dtype=np.float64)
+    return {"grid": grid, "effect": grid * (float(clean) - float(corrupt)), "clean": np.float64(clean),
+            "corrupt": np.float64(corrupt)}
+
+
 def one_pair(model: Any, job: PairsJob, pair: Pair) -> dict[str, np.ndarray]:
     """The pair's values by name (module docstring), float64."""
     clean, corrupt, t = encoded(model, pair, job)
@@ -116,10 +131,10 @@ def one_pair(model: Any, job: PairsJob, pair: Pair) -> dict[str, np.ndarray]:
             return {"grid": g.values, "clean": np.float64(g.clean)}
         if job.kind == "patch":
             g = grids.patch(model, clean, corrupt, t, where=job.site)
-            return {"grid": g.values, "clean": np.float64(g.clean), "corrupt": np.float64(g.corrupt)}
+            return fractions(g.values, g.clean, g.corrupt)
         if job.kind == "attribute":
             a = attribute(model, clean, corrupt, t, where=job.site, qk_fix=job.qk_fix)
-            return {"grid": a.values, "clean": np.float64(a.clean), "corrupt": np.float64(a.corrupt)}
+            return fractions(a.values, a.clean, a.corrupt)
         scores, clean_tape, corrupt_tape = edge_scores(model, clean, corrupt, t, job.steps)
         return {"scores": scores, "clean": np.float64(t.metric(clean_tape.logits(t.position))),
                 "corrupt": np.float64(t.metric(corrupt_tape.logits(t.position)))}
@@ -145,7 +160,7 @@ def pair_values(model: Any, job: PairsJob, pairs: Sequence[Pair]) -> Iterator[di
         if done is None:
             yield from (one_pair(model, job, pair) for pair, _ in batch)
         else:
-            yield from ({"grid": a.values, "clean": np.float64(a.clean), "corrupt": np.float64(a.corrupt)} for a in done)
+            yield from (fractions(a.values, a.clean, a.corrupt) for a in done)
         batch.clear()
 
     for pair in pairs:

@@ -5,6 +5,8 @@ the mean over the pairs of each value, its standard error, how many pairs, and h
      "columns": "heads", "tokens": null, "mean": {"grid", "clean", "corrupt"}, "stderr": {...},
      "grid", "row_labels", "column_labels", "title", "notes", "shards", "computed", "ranges", "ran"}
 
+For ``patch`` and ``attribute`` the grid is the fraction of the mean difference restored,
+sum(effect) / sum(clean - corrupt); ``mean.grid`` the mean of each pair's own fraction.
 For ``circuit``: ``mean.scores`` (writers x readers, 0 off the edge mask) and ``edges``, the
 strongest TOP_EDGES by the size of their mean score, each with its standard error.
 """
@@ -16,6 +18,7 @@ from typing import Any, Optional
 import numpy as np
 
 from attncli.causal.pair_sums import PairSums
+from attncli.errors import BadInput
 from attncli.hf.edges import down_names, edge_mask, up_names
 from attncli.stats.shards import Identity
 
@@ -23,8 +26,8 @@ TOP_EDGES = 20
 WHAT = {"ablate": "change in the metric", "patch": "restored fraction", "attribute": "estimated restored fraction",
         "circuit": "edge scores"}  # the title's words
 CELL = {"ablate": "each cell: ablated - clean (the head zeroed)",
-        "patch": "each cell: (patched - corrupt) / (clean - corrupt)",
-        "attribute": "each cell: the AtP estimate of (patched - corrupt) / (clean - corrupt)",
+        "patch": "each cell: mean(patched - corrupt) / mean(clean - corrupt)",
+        "attribute": "each cell: AtP's mean(patched - corrupt) / mean(clean - corrupt)",
         "circuit": "score: the first-order fall of the metric when the edge alone carries the corrupted value"}
 
 
@@ -41,6 +44,16 @@ def _edges(sums: PairSums, model: Any) -> list[dict[str, Any]]:
     up, down = up_names(L, h), down_names(L, h)
     return [{"from": up[u], "to": down[v], "mean": float(mean[u, v]),
              "stderr": None if err is None else float(err[u, v])} for u, v in order]
+
+
+def restored(sums: PairSums) -> np.ndarray:
+    """patch's and attribute's grid over the pairs: the mean change each patch makes over the mean
+    clean - corrupt difference, sum(effect) / sum(clean - corrupt) (causal/pair_sums.py)."""
+    gap = float(sums.mean("clean")) - float(sums.mean("corrupt"))
+    if not abs(gap) > 1e-9:
+        raise BadInput(f"the pairs' mean clean and corrupted metrics are equal ({float(sums.mean('clean')):.6g}): "
+                       "the restored fraction over them is undefined; choose pairs whose texts differ in it")
+    return sums.mean("effect") / gap
 
 
 def pairs_document(model: Any, run: Any, sums: PairSums, ident: Identity, ranges: list[tuple[int, int]], *,
@@ -65,7 +78,7 @@ def pairs_document(model: Any, run: Any, sums: PairSums, ident: Identity, ranges
         doc.update(grid=[[e["mean"]] for e in edges], row_labels=[f"{e['from']} -> {e['to']}" for e in edges],
                    column_labels=["mean score"], columns="edges")
     else:
-        grid = sums.mean("grid")  # (rows, C)
+        grid = sums.mean("grid") if job.kind == "ablate" else restored(sums)  # (rows, C)
         heads = job.kind == "ablate" or job.site == "head"
         doc["columns"] = "heads" if heads else "positions"
         doc["grid"] = _list(grid)
@@ -76,5 +89,5 @@ def pairs_document(model: Any, run: Any, sums: PairSums, ident: Identity, ranges
     method = {"attribute": " (AtP*)" if job.qk_fix else " (AtP)", "circuit": " (EAP)" if job.steps == 1 else
               f" (EAP-IG, {job.steps} steps)"}.get(job.kind, "")
     doc["title"] = f"{model.name} · {job.kind}{site}{method} · {WHAT[job.kind]} · mean over {n:,} pairs"
-    doc["notes"] = [said, CELL[job.kind] + spread]
+    doc["notes"] = [said + spread, CELL[job.kind]]
     return doc

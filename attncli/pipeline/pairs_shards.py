@@ -31,7 +31,7 @@ from attncli.stats.shards import (Damaged, Identity, checksum, identity_of, inco
 
 FORMAT, FORMAT_VERSION = "attn-pairs-shard", 1
 PAIRS_VERSION = 1  # what each value means (attncli.causal.pair_sums); a change refuses older shards
-NAMES = frozenset({"grid", "scores", "clean", "corrupt"})
+NAMES = frozenset({"grid", "effect", "scores", "clean", "corrupt"})
 MAX_CELLS = 50_000_000  # the most numbers a shard's value may hold
 
 

@@ -57,6 +57,12 @@ def brute_force(model, rows, one) -> dict[str, np.ndarray]:
     return {name: (np.mean(vs, axis=0), np.std(vs, axis=0, ddof=1) / np.sqrt(len(vs))) for name, vs in values.items()}
 
 
+def moved(grid, clean, corrupt) -> dict:
+    """A patch or attribute pair's restored fractions, the same cells as the change patching makes
+    (fraction x (clean - corrupt)), and its two metrics."""
+    return {"grid": grid, "effect": np.asarray(grid) * (clean - corrupt), "clean": clean, "corrupt": corrupt}
+
+
 def assert_equal_to(doc, expected, n):
     assert doc["pairs"] == n
     for name, (mean, err) in expected.items():
@@ -64,6 +70,9 @@ def assert_equal_to(doc, expected, n):
         assert got.shape == mean.shape, name
         assert np.abs(got - mean).max() <= TIGHT * max(1.0, np.abs(mean).max()), name
         assert np.abs(np.asarray(doc["stderr"][name]) - err).max() <= 1e-9 * max(1.0, err.max()), name
+    if "effect" in expected:  # the grid: the mean change over the mean difference, not the mean of fractions
+        want = expected["effect"][0] / (expected["clean"][0] - expected["corrupt"][0])
+        assert np.abs(np.asarray(doc["grid"]) - want).max() <= TIGHT * max(1.0, np.abs(want).max())
 
 
 def _ablate(model, c, k, t):
@@ -74,7 +83,7 @@ def _ablate(model, c, k, t):
 def _patch(site):
     def one(model, c, k, t):
         g = grids.patch(model, c, k, t, where=site)
-        return {"grid": g.values, "clean": g.clean, "corrupt": g.corrupt}
+        return moved(g.values, g.clean, g.corrupt)
     return one
 
 
@@ -119,7 +128,8 @@ def test_the_command_line_prints_the_mean_and_two_workers_give_it(builtin, tmp_p
     assert two["ran"] == {"on": "processes", "workers": 2} and two["shards"] == 3
     assert_equal_to(two, expected, 5)
     table = cli(["patch", "--pairs", path, "--site", "head"]).stdout
-    assert "mean over 5 pairs" in table and f"{expected['grid'][0][0, 1]:.3f}" in table
+    fraction = expected["effect"][0] / (expected["clean"][0] - expected["corrupt"][0])  # (L, h)
+    assert "mean over 5 pairs" in table and f"{fraction[0, 1]:.3f}" in table
 
 
 def test_killed_after_a_shard_and_resumed_equals_an_uninterrupted_run(builtin, tmp_path):
@@ -220,7 +230,7 @@ def test_attribute_pairs_equal_a_loop_and_merged_shards(gpt2, tiny_gpt2_dir, sit
 
     def one(model, c, k, t):
         a = attribute(model, c, k, t, where=site)
-        return {"grid": a.values, "clean": a.clean, "corrupt": a.corrupt}
+        return moved(a.values, a.clean, a.corrupt)
 
     expected = brute_force(gpt2, rows, one)
     whole = compute_pairs(PairsRun(path, "attribute", site=site, transformer=str(tiny_gpt2_dir)), gpt2)
@@ -274,7 +284,7 @@ def test_attribute_pairs_on_the_command_line_take_no_qk_fix(gpt2, tiny_gpt2_dir,
 
     def one(model, c, k, t):
         a = attribute(model, c, k, t, where="head", qk_fix=False)
-        return {"grid": a.values, "clean": a.clean, "corrupt": a.corrupt}
+        return moved(a.values, a.clean, a.corrupt)
 
     doc = cli(["attribute", "--pairs", path, "--transformer", tiny_gpt2_dir, "--site", "head", "--no-qk-fix", "--json"])
     assert doc["qk_fix"] is False and doc["site"] == "head" and doc["columns"] == "heads"
@@ -311,6 +321,21 @@ def test_attribute_pairs_stopped_by_a_signal_keep_their_shards_and_resume(gpt2, 
 
     def one(model, c, k, t):
         a = attribute(model, c, k, t, where="resid")
-        return {"grid": a.values, "clean": a.clean, "corrupt": a.corrupt}
+        return moved(a.values, a.clean, a.corrupt)
 
     assert_equal_to(resumed, brute_force(gpt2, rows, one), len(rows))
+
+
+def test_the_fraction_over_pairs_whose_differences_cancel_is_refused():
+    """Two pairs, clean - corrupt +1 and -1: the mean difference is 0 and no fraction of it is defined."""
+    from attncli.causal.pair_sums import PairSums, fractions
+    from attncli.errors import BadInput
+    from attncli.pipeline.pairs_document import restored
+
+    sums = PairSums()
+    sums.add(fractions(np.array([[0.5]]), 2.0, 1.0))
+    sums.add(fractions(np.array([[0.25]]), 1.0, 2.0))
+    with pytest.raises(BadInput, match="mean clean and corrupted metrics are equal"):
+        restored(sums)
+    sums.add(fractions(np.array([[1.0]]), 3.0, 0.0))  # differences 1, -1, 3; changes 0.5, -0.25, 3
+    assert restored(sums)[0, 0] == pytest.approx((0.5 - 0.25 + 3.0) / 3 / ((1 - 1 + 3) / 3), rel=1e-15)
