@@ -219,7 +219,7 @@ def build_head_llama(directory: Path) -> Path:
     return directory
 
 
-def induction_pair(model) -> tuple[list[int], list[int], Target]:
+def induction_pair(model, seed: int = 1) -> tuple[list[int], list[int], Target]:
     """The pair on which patching finds the two heads of the copy (layer 1 head 0, the induction head,
     and layer 0 head 1, the previous-token head it reads), for ``model`` loaded from build_head_llama:
     clean = BOS, a run of 8 coded tokens, the run again but its last; corrupted = the same with
@@ -230,7 +230,7 @@ def induction_pair(model) -> tuple[list[int], list[int], Target]:
 
     coded = sorted({i for s in SENTENCES for i in model.encode(s).ids[1:]})
     bos = model.encode(SENTENCES[0]).ids[0]
-    rng = np.random.default_rng(1)
+    rng = np.random.default_rng(seed)  # another seed: another run of coded tokens
     run = [int(i) for i in rng.choice(coded, size=8, replace=False)]
     other = [int(i) for i in rng.choice([c for c in coded if c not in run], size=8, replace=False)]
     clean, corrupt = [bos] + run + run[:-1], [bos] + other + run[:-1]

@@ -34,10 +34,12 @@ def circuit_cmd(
 ) -> None:
     """Score every edge between components (EAP / EAP-IG) and find the smallest circuit that keeps the metric.
 
-    --pairs FILE: every edge's mean score over a JSONL file of pairs (docs/causal.md)."""
-    check_pairs_options({**options, "faithfulness": None if faithfulness == 0.9 else faithfulness}, [clean, corrupt])
+    --pairs FILE: every edge's mean score over a JSONL file of pairs, and the circuit that keeps
+    --faithfulness of their mean difference, every pair patched (docs/causal.md)."""
+    check_pairs_options(options, [clean, corrupt])
     if options["pairs"] is not None:
-        CircuitRequest("--pairs", corrupt="--pairs", transformer=options["transformer"], steps=steps).check()
-        return run_pairs_command("circuit", options, steps=steps)
+        CircuitRequest("--pairs", corrupt="--pairs", transformer=options["transformer"], steps=steps,
+                       faithfulness=faithfulness).check()
+        return run_pairs_command("circuit", options, steps=steps, faithfulness=faithfulness)
     _run_gradients(CircuitRequest(clean, corrupt=corrupt, **_gradient_fields(options), steps=steps,
                                   faithfulness=faithfulness), options)

@@ -17,6 +17,7 @@ from attncli.cli.progress import Stage
 from attncli.errors import BadInput
 from attncli.pipeline.pairs_compute import PairsRun, compute_pairs
 from attncli.textio import visible
+from attncli.views.circuit_view import CircuitView
 from attncli.views.pairs_view import PairsView
 
 PairsOpt = Annotated[Optional[Path], typer.Option(
@@ -39,7 +40,7 @@ PAIRS_NAMES = tuple(PAIRS_OPTIONS)
 NOT_WITH_PAIRS = {"target": "--target", "target_id": "--target-id", "contrast": "--contrast",
                   "contrast_id": "--contrast-id", "reference": "--reference", "position": "--position",
                   "verify_cells": "--verify", "device": "--device", "dtype": "--dtype", "device_map": "--device-map",
-                  "max_memory": "--max-memory", "faithfulness": "--faithfulness"}
+                  "max_memory": "--max-memory"}
 ONLY_WITH_PAIRS = {"out": "--out", "ray": "--ray"}
 
 
@@ -79,10 +80,11 @@ def run_pairs_command(kind: str, options: dict[str, Any], **job: Any) -> None:
                    **job)
     with resumable(run.out):
         doc = compute_pairs(run, stage=lambda what: Stage(what, json_out=json_out))
-    extra = [(f"--{k.replace('_', '-')}", v) for k, v in job.items()]
+    extra = [(f"--{k.replace('_', '-')}", v) for k, v in job.items() if (k, v) != ("faithfulness", 0.9)]
     opts = [("--transformer", run.transformer), *[(k, v) for k, v in extra if k != "--qk-fix"],
             ("--no-qk-fix", not job["qk_fix"]) if "qk_fix" in job else ("--no-qk-fix", None),
             ("--pairs", str(run.pairs)), ("--out", None if run.out is None else str(run.out)),
             ("--workers", run.workers if run.workers != 1 else None), ("--ray", run.ray)]
-    view = PairsView(doc, title=visible(f"attn {kind} --pairs {str(run.pairs)[:60]}"), command=kind, options=opts)
+    drawn = CircuitView if kind == "circuit" else PairsView  # a circuit's document is attn circuit's, over the pairs
+    view = drawn(doc, title=visible(f"attn {kind} --pairs {str(run.pairs)[:60]}"), command=kind, options=opts)
     show(view, json_out=json_out, exports=exports)

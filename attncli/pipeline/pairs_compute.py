@@ -24,7 +24,8 @@ from typing import Any, Callable, ContextManager, Iterator, Optional, Union
 import numpy as np
 
 from attncli import faultpoints
-from attncli.causal.pair_sums import PairSums, PairsJob, check_pairs, pair_values
+from attncli.causal.pair_sums import PairSums, PairsJob, check_pairs, encoded, pair_values
+from attncli.causal.pairs_circuit import find_pairs_circuit
 from attncli.causal.pairs_file import Pair, read_pairs
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.fileio import FileProblem
@@ -51,6 +52,7 @@ class PairsRun:
     site: str = "resid"
     qk_fix: bool = True
     steps: int = 1
+    faithfulness: float = 0.9  # circuit: the fraction of the mean difference its circuit keeps (not in the shards)
     transformer: Optional[str] = None  # None: attn's built-in LM (ablate, patch)
     backend: str = "auto"
     allow_missing_weights: bool = False
@@ -65,6 +67,8 @@ class PairsRun:
 
     def check(self) -> None:
         self.job.check()
+        if not 0.0 < self.faithfulness <= 1.0 or not np.isfinite(self.faithfulness):
+            raise BadInput(f"--faithfulness {self.faithfulness}: a fraction above 0 and at most 1")
         for name, (lo, hi) in LIMITS.items():
             if not lo <= getattr(self, name) <= hi:
                 raise BadInput(f"--{name.replace('_', '-')} must be between {lo:,} and {hi:,} (got {getattr(self, name)})")
@@ -216,8 +220,15 @@ def compute_pairs(run: PairsRun, model: Any = None, *, stage: Optional[Stage] = 
     around = stage or (lambda message: nullcontext())
     with around(f"{run.kind} over {len(pairs):,} pairs"):
         outcome = run_pairs(model, pairs, run)
+    circuit = None
+    if run.kind == "circuit":  # the circuit of the merged mean scores, every pair patched at each step
+        sums = outcome.sums
+        with around(f"the circuit over {len(pairs):,} pairs (exact edge patching)"):
+            circuit = find_pairs_circuit(model, [encoded(model, p, run.job) for p in pairs], sums.mean("scores"),
+                                         float(sums.mean("clean")), float(sums.mean("corrupt")),
+                                         faithfulness=run.faithfulness)
     return pairs_document(model, run, outcome.sums, outcome.ident, outcome.ranges, computed=outcome.computed,
-                          ran=outcome.ran)
+                          ran=outcome.ran, circuit=circuit)
 
 
 def merge_pairs(folders: list[Path]) -> MergedPairs:

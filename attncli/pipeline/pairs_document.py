@@ -7,17 +7,21 @@ the mean over the pairs of each value, its standard error, how many pairs, and h
 
 For ``patch`` and ``attribute`` the grid is the fraction of the mean difference restored,
 sum(effect) / sum(clean - corrupt); ``mean.grid`` the mean of each pair's own fraction.
-For ``circuit``: ``mean.scores`` (writers x readers, 0 off the edge mask) and ``edges``, the
-strongest TOP_EDGES by the size of their mean score, each with its standard error.
+For ``circuit``: ``mean.scores`` (writers x readers, 0 off the edge mask), the circuit found over
+the pairs (causal/pairs_circuit.py) under attn circuit's keys (``edges`` strongest first with their
+mean score and its standard error, ``nodes``, ``faithfulness``...), and ``top``, the TOP_EDGES
+strongest edges.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from attncli.causal.circuit import layer_of, ranked, reader_node
 from attncli.causal.pair_sums import PairSums
+from attncli.causal.pairs_circuit import PairsCircuit
 from attncli.errors import BadInput
 from attncli.hf.edges import down_names, edge_mask, up_names
 from attncli.stats.shards import Identity
@@ -35,15 +39,33 @@ def _list(x: Optional[np.ndarray]) -> Any:
     return None if x is None else np.asarray(x, dtype=np.float64).tolist()
 
 
-def _edges(sums: PairSums, model: Any) -> list[dict[str, Any]]:
+def _edges(sums: PairSums, model: Any, edges: Sequence[tuple[int, int]]) -> list[dict[str, Any]]:
+    """The edges (u, v) as circuit.circuit_document lists them (the reader's node and input apart),
+    their mean score (as ``score`` and ``mean``) and its standard error."""
     L, h = model.layers, model.heads
     mean, err = sums.mean("scores"), sums.stderr("scores")
-    mask = edge_mask(L, h)
-    edges = np.argwhere(mask)  # (E, 2)
-    order = edges[np.argsort(-np.abs(mean[mask]), kind="stable")][:TOP_EDGES]
     up, down = up_names(L, h), down_names(L, h)
-    return [{"from": up[u], "to": down[v], "mean": float(mean[u, v]),
-             "stderr": None if err is None else float(err[u, v])} for u, v in order]
+    out = []
+    for u, v in edges:
+        node, which = reader_node(down[v])
+        out.append({"from": up[u], "to": node, "input": which, "score": float(mean[u, v]), "mean": float(mean[u, v]),
+                    "stderr": None if err is None else float(err[u, v])})
+    return out
+
+
+def circuit_fields(model: Any, sums: PairSums, found: PairsCircuit) -> dict[str, Any]:
+    """A --pairs circuit's keys, those of attn circuit's document (circuit.circuit_document: the
+    circuit view draws either): its edges strongest first, their nodes, the mean metrics, the
+    faithfulness reached and asked, the edge-patched search; ``top``: the TOP_EDGES strongest edges."""
+    L, h = model.layers, model.heads
+    mask = edge_mask(L, h)
+    edges = _edges(sums, model, found.kept)
+    nodes = sorted({e["from"] for e in edges} | {e["to"] for e in edges}, key=lambda n: (layer_of(n, L), n))
+    return {"edges": edges, "top": _edges(sums, model, [tuple(e) for e in ranked(sums.mean("scores"), mask)[:TOP_EDGES]]),
+            "nodes": [{"name": n, "layer": layer_of(n, L)} for n in nodes], "layers": L,
+            "clean": found.clean, "corrupt": found.corrupt, "patched": found.patched,
+            "faithfulness": found.faithfulness, "faithfulness_asked": found.target_faithfulness,
+            "edges_total": int(mask.sum()), "checks": found.checks}
 
 
 def restored(sums: PairSums) -> np.ndarray:
@@ -57,8 +79,9 @@ def restored(sums: PairSums) -> np.ndarray:
 
 
 def pairs_document(model: Any, run: Any, sums: PairSums, ident: Identity, ranges: list[tuple[int, int]], *,
-                   computed: int, ran: dict[str, Any]) -> dict[str, Any]:
-    """The document of the sums over ``sums.count`` pairs of ``run`` (a PairsRun) on ``model``."""
+                   computed: int, ran: dict[str, Any], circuit: Optional[PairsCircuit] = None) -> dict[str, Any]:
+    """The document of the sums over ``sums.count`` pairs of ``run`` (a PairsRun) on ``model``
+    (``circuit``: the circuit a circuit run found over them)."""
     job, n = run.job, sums.count
     settings = ident.settings
     doc: dict[str, Any] = {"command": job.kind, "pairs": n, "model": str(model.name),
@@ -73,10 +96,7 @@ def pairs_document(model: Any, run: Any, sums: PairSums, ident: Identity, ranges
     said = f"mean clean metric {float(clean):.4f}" + ("" if corrupt is None else f", corrupt {float(corrupt):.4f}")
     spread = "" if n < 2 else "; standard errors: --json"
     if job.kind == "circuit":
-        edges = _edges(sums, model)
-        doc["edges"] = edges
-        doc.update(grid=[[e["mean"]] for e in edges], row_labels=[f"{e['from']} -> {e['to']}" for e in edges],
-                   column_labels=["mean score"], columns="edges")
+        doc.update(circuit_fields(model, sums, circuit))
     else:
         grid = sums.mean("grid") if job.kind == "ablate" else restored(sums)  # (rows, C)
         heads = job.kind == "ablate" or job.site == "head"
@@ -90,4 +110,10 @@ def pairs_document(model: Any, run: Any, sums: PairSums, ident: Identity, ranges
               f" (EAP-IG, {job.steps} steps)"}.get(job.kind, "")
     doc["title"] = f"{model.name} · {job.kind}{site}{method} · {WHAT[job.kind]} · mean over {n:,} pairs"
     doc["notes"] = [said + spread, CELL[job.kind]]
+    if job.kind == "circuit":
+        doc["title"] += f" · {len(doc['edges'])} of {doc['edges_total']:,} edges"
+        doc["notes"] = [f"mean clean {doc['clean']:.4f}, corrupt {doc['corrupt']:.4f}, the circuit alone "
+                        f"{doc['patched']:.4f}: faithfulness {doc['faithfulness']:.3f} (asked {run.faithfulness:g}; "
+                        f"every edge outside the circuit patched exactly in every pair, {doc['checks']} steps of "
+                        f"{n:,} edge-patched passes){spread}", CELL["circuit"] + " (its mean over the pairs)"]
     return doc

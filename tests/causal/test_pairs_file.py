@@ -86,7 +86,7 @@ def test_pairs_and_one_texts_options_do_not_mix(tmp_path):
                        (["ablate"], "give the text(s) to read, or --pairs FILE"),
                        (["patch", "--pairs", path, "--site", "nowhere"], "--site 'nowhere'"),
                        (["attribute", "--pairs", path], "give the model with --transformer"),
-                       (["circuit", "--pairs", path, "--transformer", "x", "--faithfulness", 0.5], "drop --faithfulness"),
+                       (["circuit", "--pairs", path, "--transformer", "x", "--faithfulness", 1.5], "--faithfulness"),
                        (["patch", "--pairs", path, "--shard-pairs", 0], "--shard-pairs must be between"),
                        (["patch", "--pairs", path, "--ray", "nohost"], "expected HOST:PORT")):
         r = cli(args, code=2)

@@ -257,8 +257,27 @@ def test_circuit_pairs_average_the_edge_scores(gpt2, tiny_gpt2_dir, tmp_path):
     doc = cli(["circuit", "--pairs", path, "--transformer", tiny_gpt2_dir, "--json", "--shard-pairs", 2])
     assert_equal_to(doc, expected, 3)
     mean = expected["scores"][0]
-    top = doc["edges"][0]
-    assert abs(top["mean"]) == pytest.approx(np.abs(mean).max(), abs=1e-12)
+    top = doc["top"][0]
+    assert abs(top["mean"]) == pytest.approx(np.abs(mean).max(), abs=1e-12) and doc["edges"][0] == top
+    # the circuit over the pairs: the core's search on the same pairs, its keys those of attn circuit
+    from attncli.hf.edges import down_names, up_names
+    from attncli.causal.pairs_circuit import find_pairs_circuit
+
+    items = []
+    for clean, corrupt, target, contrast in rows:
+        c, k = gpt2.encode(clean).ids, gpt2.encode(corrupt).ids
+        items.append((c, k, resolve(gpt2, c, target=target, contrast=contrast)))
+    for f in (0.9, 0.5):
+        got = doc if f == 0.9 else cli(["circuit", "--pairs", path, "--transformer", tiny_gpt2_dir, "--json",
+                                        "--faithfulness", f])
+        found = find_pairs_circuit(gpt2, items, mean, expected["clean"][0], expected["corrupt"][0], faithfulness=f)
+        up, down = up_names(gpt2.layers, gpt2.heads), down_names(gpt2.layers, gpt2.heads)
+        assert [(e["from"], e["to"] + ("" if e["input"] in ("mlp", "logits") else "." + e["input"]))
+                for e in got["edges"]] == [(up[u], down[v]) for u, v in found.kept]
+        assert got["faithfulness"] == pytest.approx(found.faithfulness, abs=1e-12) and got["faithfulness"] >= f
+        assert got["faithfulness_asked"] == f and got["checks"] == found.checks
+    table = cli(["circuit", "--pairs", path, "--transformer", tiny_gpt2_dir]).stdout
+    assert f"{len(doc['edges'])} of {doc['edges_total']:,} edges" in table and "faithfulness" in table
 
 
 def test_a_merge_of_folders_counts_a_repeated_shard_once(builtin, tmp_path):
