@@ -35,8 +35,8 @@ from attncli.stats.cluster import host_port, ray_results
 from attncli.stats.runner import Plan, chunks, existing_shards, local_pool, pool_get, process_chunk
 from attncli.stats.shards import Identity, model_fingerprint, shard_folder, texts_digest, write_shard
 from attncli.pipeline.pairs_document import pairs_document
-from attncli.pipeline.pairs_shards import (MergedPairs, from_document, merge_pair_shards, read_pairs_shard,
-                                          to_document)
+from attncli.pipeline.pairs_shards import (PAIRS_VERSION, MergedPairs, from_document, merge_pair_shards,
+                                          read_pairs_shard, to_document)
 from attncli.tinylm.traced import load_builtin
 
 SHARD_PAIRS = 64  # pairs per shard by default
@@ -159,7 +159,7 @@ def run_pairs(model: Any, pairs: list[Pair], run: PairsRun, *, on_shard: Optiona
     tokens = check_pairs(model, pairs, job)
     ident = identity(model, job, tokens, pairs[0].contrast is not None)
     out = None if run.out is None else Path(run.out)
-    existing = existing_shards(out, ident, read=read_pairs_shard) if out is not None else {}
+    existing = existing_shards(out, ident, read=read_pairs_shard, version=PAIRS_VERSION) if out is not None else {}
     plan = Plan()
     todo = chunks(iter([_key(p) for p in pairs]), plan, shard_texts=run.shard_pairs, max_texts=None,
                   max_tokens=None, existing=existing, count_tokens=lambda t: 0)

@@ -24,13 +24,10 @@ import numpy as np
 
 from attncli import __version__
 from attncli.causal.pair_sums import PairSums
-from attncli.errors import BadInput
-from attncli.messages import warn
-from attncli.stats.shards import (Damaged, Identity, checksum, identity_of, inconsistent, mismatch, read_document,
-                                  shard_files)
+from attncli.stats.shards import Damaged, Identity, checksum, read_document, usable_shards
 
 FORMAT, FORMAT_VERSION = "attn-pairs-shard", 1
-PAIRS_VERSION = 1  # what each value means (attncli.causal.pair_sums); a change refuses older shards
+PAIRS_VERSION = 2  # what each value means (attncli.causal.pair_sums); a change refuses older shards
 NAMES = frozenset({"grid", "effect", "scores", "clean", "corrupt"})
 MAX_CELLS = 50_000_000  # the most numbers a shard's value may hold
 
@@ -102,35 +99,13 @@ class MergedPairs:
 
 
 def merge_pair_shards(paths: Iterable[Path], ident: Optional[Identity] = None) -> MergedPairs:
-    """The --pairs shards of the folders (or files) given, added up: of one model, attn version and
-    settings (``ident``'s when given; else the first shard's), BadInput otherwise; a damaged shard
-    is named and skipped, one that repeats a range is counted once."""
-    files = shard_files(paths)
-    if not files:
-        raise BadInput("no shard to merge: give folders written by --pairs FILE --out DIR (shard-*.json files)")
-    total, ranges, skipped, seen = PairSums(), [], [], set()
-    for path in files:
-        try:
-            doc = read_pairs_shard(path)
-            why = inconsistent(doc, ident) if ident is not None else None
-            if why is not None:
-                raise Damaged(why)
-        except Damaged as exc:
-            warn(f"skipping the damaged shard {path}: {exc}")
-            skipped.append(f"{path}: {exc}")
-            continue
-        if ident is None:
-            ident = identity_of(doc)
-        why = mismatch(doc, ident)
-        if why is not None:
-            raise BadInput(f"cannot merge {path}: {why}")
-        key = (doc["start"], doc["end"], doc["texts_sha256"])
-        if key in seen:
-            warn(f"the shard {path} repeats pairs {doc['start']}-{doc['end'] - 1}: counted once")
-            continue
-        seen.add(key)
+    """The --pairs shards of the folders (or files) given, added up in the order of their pairs: of
+    one model, attn version and settings (``ident``'s when given; else the first shard's), BadInput
+    otherwise; a damaged shard is named and skipped, one that repeats a range is counted once
+    (attncli.stats.shards.usable_shards, the same for attn stats)."""
+    found = usable_shards(paths, read_pairs_shard, version=PAIRS_VERSION, written_by="--pairs FILE --out DIR",
+                          ident=ident)
+    total = PairSums()
+    for doc in sorted(found.docs, key=lambda d: d["start"]):
         total.merge(from_document(doc))
-        ranges.append((doc["start"], doc["end"]))
-    if ident is None or not total.count:
-        raise BadInput("no usable shard to merge (every one was damaged)")
-    return MergedPairs(total, ident, sorted(ranges), skipped)
+    return MergedPairs(total, found.ident, found.ranges, found.skipped)

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable
 
 from attncli import __version__
-from attncli.errors import BadInput
-from attncli.messages import warn
 from attncli.stats.accumulate import STATS, STATS_VERSION, TOP_STATS, Accumulator
-from attncli.stats.shards import (Damaged, Identity, from_document, identity_of, inconsistent, mismatch, read_shard,
-                                  shard_files)
+from attncli.stats.shards import Identity, from_document, read_shard, usable_shards
 
 
 @dataclass
@@ -29,47 +26,14 @@ class Merged:
 
 
 def merge_shards(paths: Iterable[Path]) -> Merged:
-    """The shards of the folders (or files) given, merged (see the module docstring)."""
-    files = shard_files(paths)
-    if not files:
-        raise BadInput("no shard to merge: give folders written by 'attn stats --out' (shard-*.json files)")
-    acc: Optional[Accumulator] = None
-    ident: Optional[Identity] = None
-    first = ""
-    seen: set[tuple[int, int, str]] = set()
-    ranges: list[tuple[int, int]] = []
-    skipped: list[str] = []
-    for path in files:
-        try:
-            doc = read_shard(path)
-            why = inconsistent(doc, ident) if ident is not None else None
-            if why is not None:
-                raise Damaged(why)
-        except Damaged as exc:
-            warn(f"skipping the damaged shard {path}: {exc}")
-            skipped.append(f"{path}: {exc}")
-            continue
-        if ident is None:
-            if doc["attn_version"] != __version__ or doc["stats_version"] != STATS_VERSION:
-                raise BadInput(f"cannot merge {path}: it was written by attn {doc['attn_version']} (definitions "
-                               f"version {doc['stats_version']}), this is attn {__version__} (version {STATS_VERSION})")
-            ident, first = identity_of(doc), str(path)
-            acc = Accumulator(int(doc["model"]["layers"]), int(doc["model"]["heads"]), int(doc["settings"]["top_k"]))
-        else:
-            why = mismatch(doc, ident)
-            if why is not None:
-                raise BadInput(f"cannot merge {path} with {first}: {why}")
-        key = (doc["start"], doc["end"], doc["texts_sha256"])
-        if key in seen:
-            warn(f"the shard {path} repeats texts {doc['start']}-{doc['end'] - 1} already merged: counted once")
-            skipped.append(f"{path}: a repeat")
-            continue
-        seen.add(key)
+    """The shards of the folders (or files) given, merged (see the module docstring; which shards:
+    attncli.stats.shards.usable_shards, the same for --pairs)."""
+    found = usable_shards(paths, read_shard, version=STATS_VERSION, written_by="'attn stats --out'")
+    first = found.docs[0]
+    acc = Accumulator(int(first["model"]["layers"]), int(first["model"]["heads"]), int(first["settings"]["top_k"]))
+    for doc in found.docs:
         acc.merge(from_document(doc))
-        ranges.append((doc["start"], doc["end"]))
-    if acc is None or ident is None:
-        raise BadInput("no shard could be merged: every one given is damaged")
-    return Merged(acc, ident, sorted(ranges), skipped)
+    return Merged(acc, found.ident, found.ranges, found.skipped)
 
 
 def spans(ranges: list[tuple[int, int]]) -> list[list[int]]:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator, Optional
 from attncli import faultpoints, runtime
 from attncli.errors import AttnError, BadInput, RuntimeFailure
 from attncli.messages import warn
-from attncli.stats.accumulate import Accumulator, Settings
+from attncli.stats.accumulate import STATS_VERSION, Accumulator, Settings
 from attncli.stats.chunk_work import ChunkWork, ModelSpec, bounded, identity, load_work
 from attncli.stats.cluster import ray_results
 from attncli.stats.shards import (Damaged, Identity, from_document, inconsistent, mismatch, read_shard, shard_files,
@@ -36,11 +36,12 @@ class Plan:
     stopped_at_shard: Optional[int] = None
 
 
-def existing_shards(out: Path, ident: Identity, read: Callable[[Path], dict[str, Any]] = read_shard
-                    ) -> dict[int, dict[str, Any]]:
+def existing_shards(out: Path, ident: Identity, read: Callable[[Path], dict[str, Any]] = read_shard,
+                    version: int = STATS_VERSION) -> dict[int, dict[str, Any]]:
     """The usable shards of an output folder by start; a damaged one is named and left to be
     computed again; one of another model or settings is BadInput. ``read``: a shard file's checked
-    document, or Damaged (the statistics' by default; --pairs has its own)."""
+    document, or Damaged (the statistics' by default; --pairs has its own, and its own definitions
+    ``version``)."""
     found: dict[int, dict[str, Any]] = {}
     for path in shard_files([out]):
         try:
@@ -51,7 +52,7 @@ def existing_shards(out: Path, ident: Identity, read: Callable[[Path], dict[str,
         except Damaged as exc:
             warn(f"shard {path} is damaged ({exc}): its texts are computed again")
             continue
-        why = mismatch(doc, ident)
+        why = mismatch(doc, ident, version)
         if why is not None:
             raise BadInput(f"the output folder {str(out)!r} holds shards of another run: {path.name}: {why}; "
                            "use another --out (or empty it)")

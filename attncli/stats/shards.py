@@ -26,13 +26,14 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 
 from attncli import __version__
 from attncli.errors import BadInput
 from attncli.fileio import FileProblem, atomic_write, open_regular, read_text
+from attncli.messages import warn
 from attncli.stats.accumulate import MAX_TOP_K, STATS, STATS_VERSION, TOP_STATS, Accumulator
 
 FORMAT, FORMAT_VERSION = "attn-stats-shard", 1
@@ -227,18 +228,70 @@ def inconsistent(doc: dict[str, Any], ident: Identity) -> Optional[str]:
     return None
 
 
-def mismatch(doc: dict[str, Any], ident: Identity) -> Optional[str]:
+def mismatch(doc: dict[str, Any], ident: Identity, version: int = STATS_VERSION) -> Optional[str]:
     """Why a checked shard does not belong with ``ident`` (another model, attn version,
-    definitions or settings), or None."""
+    definitions ``version`` (its "stats_version") or settings), or None."""
     if doc["model"].get("fingerprint") != ident.model["fingerprint"]:
         return f"it is of another model ({doc['model'].get('name')!r}, fingerprint {str(doc['model'].get('fingerprint'))[:12]})"
     if doc["attn_version"] != __version__:
         return f"it was written by attn {doc['attn_version']}, this is attn {__version__}"
-    if doc["stats_version"] != STATS_VERSION:
-        return f"its statistics are definitions version {doc['stats_version']!r}, these are {STATS_VERSION}"
+    if doc["stats_version"] != version:
+        return f"its values are definitions version {doc['stats_version']!r}, these are {version}"
     if doc["settings"] != ident.settings:
         return f"it was made with other settings ({doc['settings']} instead of {ident.settings})"
     return None
+
+
+@dataclass
+class Usable:
+    """The shards a merge adds: their documents (one per range of texts), the identity they share,
+    their ranges, and the ones skipped ("path: why")."""
+    docs: list[dict[str, Any]]
+    ident: Identity
+    ranges: list[tuple[int, int]]
+    skipped: list[str]
+
+
+def usable_shards(paths: Iterable[Path], read: Callable[[Path], dict[str, Any]], *, version: int, written_by: str,
+                  ident: Optional[Identity] = None) -> Usable:
+    """The shards of the folders (or files) ``paths`` that a merge adds, for attn stats and --pairs
+    alike (``read``: a file's checked document or Damaged; ``version``: their definitions): a
+    damaged one (or one whose model's sizes contradict its fingerprint) is named and skipped; all
+    must be of one model, attn version, definitions and settings (``ident``'s, else the first
+    usable one's), BadInput naming the file otherwise; one that repeats a range of the same texts
+    is named and counted once. BadInput when none is given or none is usable."""
+    files = shard_files(paths)
+    if not files:
+        raise BadInput(f"no shard to merge: give folders written by {written_by} (shard-*.json files)")
+    docs: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    seen: set[tuple[int, int, str]] = set()
+    first: Optional[Path] = None
+    for path in files:
+        try:
+            doc = read(path)
+            why = inconsistent(doc, ident) if ident is not None else None
+            if why is not None:
+                raise Damaged(why)
+        except Damaged as exc:
+            warn(f"skipping the damaged shard {path}: {exc}")
+            skipped.append(f"{path}: {exc}")
+            continue
+        if ident is None:
+            ident, first = identity_of(doc), path
+        why = mismatch(doc, ident, version)
+        if why is not None:
+            raise BadInput(f"cannot merge {path}{'' if path == first or first is None else f' with {first}'}: {why}")
+        key = (doc["start"], doc["end"], doc["texts_sha256"])
+        if key in seen:
+            warn(f"the shard {path} repeats texts {doc['start']}-{doc['end'] - 1} already merged: counted once")
+            skipped.append(f"{path}: a repeat")
+            continue
+        seen.add(key)
+        docs.append(doc)
+    if ident is None or not docs:
+        raise BadInput("no shard could be merged: every one given is damaged")
+    return Usable(docs, ident, sorted((d["start"], d["end"]) for d in docs), skipped)
 
 
 def identity_of(doc: dict[str, Any]) -> Identity:

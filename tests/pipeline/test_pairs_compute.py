@@ -276,7 +276,7 @@ def test_circuit_pairs_average_the_edge_scores(gpt2, tiny_gpt2_dir, tmp_path):
                 for e in got["edges"]] == [(up[u], down[v]) for u, v in found.kept]
         assert got["faithfulness"] == pytest.approx(found.faithfulness, abs=1e-12) and got["faithfulness"] >= f
         assert got["faithfulness_asked"] == f and got["checks"] == found.checks
-    table = cli(["circuit", "--pairs", path, "--transformer", tiny_gpt2_dir]).stdout
+    table = " ".join(cli(["circuit", "--pairs", path, "--transformer", tiny_gpt2_dir]).stdout.split())  # wrapped anywhere
     assert f"{len(doc['edges'])} of {doc['edges_total']:,} edges" in table and "faithfulness" in table
 
 
@@ -358,3 +358,26 @@ def test_the_fraction_over_pairs_whose_differences_cancel_is_refused():
         restored(sums)
     sums.add(fractions(np.array([[1.0]]), 3.0, 0.0))  # differences 1, -1, 3; changes 0.5, -0.25, 3
     assert restored(sums)[0, 0] == pytest.approx((0.5 - 0.25 + 3.0) / 3 / ((1 - 1 + 3) / 3), rel=1e-15)
+
+
+def test_shards_of_other_definitions_are_refused_by_their_own_version(builtin, tmp_path):
+    """A --pairs shard whose values are of another definitions version (an older attn's, checksum
+    valid): a resume and a merge refuse it by name, whatever version attn stats' shards are at."""
+    from attncli.pipeline.pairs_shards import PAIRS_VERSION
+    from attncli.stats.accumulate import STATS_VERSION
+    from attncli.stats.shards import checksum
+
+    path = write_pairs(tmp_path / "pairs.jsonl", BUILTIN_PAIRS)
+    out = tmp_path / "run"
+    compute_pairs(PairsRun(path, "ablate", out=out, shard_pairs=2), builtin)
+    assert compute_pairs(PairsRun(path, "ablate", out=out, shard_pairs=2), builtin)["computed"] == 0
+    shard = out / "shard-000000000000-000000000002.json"
+    doc = json.loads(shard.read_text())
+    assert doc["stats_version"] == PAIRS_VERSION
+    doc["stats_version"] = PAIRS_VERSION - 1 if PAIRS_VERSION - 1 != STATS_VERSION else PAIRS_VERSION + 1
+    doc["checksum"] = checksum(doc)
+    shard.write_text(json.dumps(doc))
+    with pytest.raises(BadInput, match=f"definitions version {doc['stats_version']}, these are {PAIRS_VERSION}"):
+        compute_pairs(PairsRun(path, "ablate", out=out, shard_pairs=2), builtin)
+    with pytest.raises(BadInput, match="definitions version"):
+        merge_pairs([out])
