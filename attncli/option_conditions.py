@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 _FLAGS = {"block": "--filter", "pair_filter": "--filter", "block_specials": "--filter-specials",
           "filter_specials": "--filter-specials", "text_b": "TEXT_B", "json_out": "--json",
-          "text": "TEXT", "corrupt": "CORRUPT"}  # the causal tests' texts are arguments
+          "text": "TEXT", "corrupt": "CORRUPT", "verify_cells": "--verify"}  # the causal tests' texts are arguments
 
 
 def flag(name: str) -> str:

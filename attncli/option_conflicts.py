@@ -100,10 +100,15 @@ PATHS = {  # path -> where it is (the docs' column)
     "qk": "attn qk",
     "stats": "attn stats",
     "merge": "attn stats merge",
+    "pairs": "attn ablate, patch, attribute, circuit: --pairs FILE",
 }
 V, T, E, S, C, H, LENS = ("vectors",), ("transformer",), ("explore",), ("seq2seq",), ("compare",), ("heads",), ("lens",)
-CA, GR, QK, ST, M = ("causal",), ("gradients",), ("qk",), ("stats",), ("merge",)
+CA, GR, QK, ST, M, PA = ("causal",), ("gradients",), ("qk",), ("stats",), ("merge",), ("pairs",)
 PLACEMENT = ("device", "dtype", "device_map", "max_memory")  # where a --transformer model runs
+# one text's options, which a --pairs run refuses (each pair brings its texts and its target; the model runs on
+# attn's own pass, placed by none of these)
+NOT_WITH_PAIRS = ("target", "target_id", "contrast", "contrast_id", "reference", "position", "verify_cells", *PLACEMENT)
+PAIRS_RUN = {"workers": 1, "shard_pairs": 64}  # a --pairs run's options with a default, and the default
 
 # --- the table ------------------------------------------------------------------------------------
 
@@ -203,6 +208,14 @@ ROWS: tuple[Row, ...] = (
     Row((Off("transformer"),), QK, "give the model with --transformer NAME (a hub id or a directory)"),
     *(Row((Off("transformer"), c), CA, f"{flag(c.name)} places a --transformer model: without one, attn's built-in LM "
           "runs on its own pass") for c in (Not("backend", ("auto",)), *map(On, PLACEMENT))),
+    # a dataset of prompt pairs (attncli.cli.pairs: --pairs FILE on attn ablate, patch, attribute and circuit)
+    *(Row((On("pairs"), On(p)), PA, f"{flag(p)} is one text's option; with --pairs each pair brings its own texts "
+          f"and target: drop {flag(p)}") for p in NOT_WITH_PAIRS),
+    Row((On("pairs"), Not("mode", ("zero",))), PA,
+        "--mode mean needs --reference, one text's option: --pairs ablates with --mode zero"),
+    *(Row((Off("pairs"), On(p)), PA, f"{flag(p)} goes with --pairs FILE: drop it, or add --pairs") for p in ("out", "ray")),
+    *(Row((Off("pairs"), Not(p, (default,))), PA, "--workers and --shard-pairs go with --pairs FILE: drop them, or add "
+          "--pairs") for p, default in PAIRS_RUN.items()),
     # head statistics over a corpus (attncli.stats.stats_request: attn stats, attn stats merge)
     Row((On("explore"), On("json_out")), ST + M,
         "--explore opens the statistics in an interactive view; --json prints them: choose one"),

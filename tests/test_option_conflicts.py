@@ -31,11 +31,14 @@ SAMPLES = {"pair": "fruit flies", "block": "a-b", "pair_filter": "a-b", "block_s
            "model": "m", "top_k": 3, "pool": "sentence", "device_map": "auto",
            "max_memory": "cpu=1GB", "rows": "last:2", "transformer": "no-such-model", "transformer_b": "other-model",
            "variant_b": "dot", "causal_b": True, "align": "position",
-           "exclude_first": True, "reference": "refs.txt", "explore": True, "json_out": True}
+           "exclude_first": True, "reference": "refs.txt", "explore": True, "json_out": True,
+           "pairs": "pairs.jsonl", "target_id": 3, "contrast": "dog", "contrast_id": 4, "position": 1, "verify_cells": 2,
+           "out": "run", "ray": "127.0.0.1:6379"}
 CHOICES = {"proj": ("identity", "random", "trained"), "show": ("weights", "scores", "norms", "output"),
            "stack": oc.STACKS, "backend": oc.BACKENDS, "block_specials": ("none", "bertviz"), "align": oc.ALIGNS,
            "variant": ("scaled", "dot"),
-           "mode": (*oc.ABLATE_MODES, "half"), "site": (*oc.PATCH_SITES, "embed"), "precision": (*oc.PRECISIONS, "float16")}
+           "mode": (*oc.ABLATE_MODES, "half"), "site": (*oc.PATCH_SITES, "embed"), "precision": (*oc.PRECISIONS, "float16"),
+           "workers": (1, 2), "shard_pairs": (64, 2)}
 OUTSIDE = {"steps": 0, "faithfulness": 1.5}  # a number outside each range of the gradient tests
 PARAM = {"pair_filter": "block", "filter_specials": "block_specials"}  # attn matrix's names -> the table's
 
@@ -99,7 +102,15 @@ def gradient_command(row: oc.Row, options: dict) -> tuple[list[str], dict]:
     return ["circuit" if {"steps", "faithfulness"} & set(options) else "attribute", *texts], options
 
 
-COMMANDS = {"causal": causal_command, "gradients": gradient_command,
+def pairs_command(row: oc.Row, options: dict) -> tuple[list[str], dict]:
+    """attn attribute for --verify (its option), attn ablate for the rest; the text only without --pairs."""
+    options = dict(options)
+    command = "attribute" if "verify_cells" in options else "ablate"
+    texts = [] if "pairs" in options else [SENTENCE] * (2 if command == "attribute" else 1)
+    return [command, *texts], options
+
+
+COMMANDS = {"causal": causal_command, "gradients": gradient_command, "pairs": pairs_command,
             "qk": lambda row, options: (["qk", SENTENCE], options),
             "stats": lambda row, options: (["stats", "no-such-corpus.txt"], options),
             "merge": lambda row, options: (["stats", "merge", "no-such-folder"], options)}

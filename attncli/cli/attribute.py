@@ -36,7 +36,7 @@ def attribute_cmd(
     """Estimate every cell of attn patch's grid from one forward and one backward pass (attribution patching).
 
     --pairs FILE: the mean over a JSONL file of pairs (docs/causal.md)."""
-    check_pairs_options({**options, "verify_cells": verify}, [clean, corrupt])
+    check_pairs_options({**options, "verify_cells": verify or None}, [clean, corrupt])  # --verify 0: none
     if options["pairs"] is not None:
         AttributeRequest("--pairs", corrupt="--pairs", transformer=options["transformer"], site=site).check()
         return run_pairs_command("attribute", options, site=site, qk_fix=not no_qk_fix)

@@ -1,5 +1,5 @@
 """``--pairs FILE`` on ``attn ablate``, ``patch``, ``attribute`` and ``circuit``: the options declared
-once (:data:`PAIRS_OPTIONS`), what they exclude (:data:`NOT_WITH_PAIRS`), and the run: a
+once (:data:`PAIRS_OPTIONS`), what they exclude (attncli.option_conflicts' rows of path "pairs"), and the run: a
 attncli.pipeline.pairs_compute.PairsRun computed and shown as the single pair's grid is
 (attncli.views.pairs_view), "mean over N pairs" in its title."""
 
@@ -15,6 +15,7 @@ from attncli.cli.matrix import Exports, _check_exports
 from attncli.cli.output import show
 from attncli.cli.progress import Stage
 from attncli.errors import BadInput
+from attncli.option_conflicts import validate
 from attncli.pipeline.pairs_compute import PairsRun, compute_pairs
 from attncli.textio import visible
 from attncli.views.circuit_view import CircuitView
@@ -36,34 +37,17 @@ PAIRS_OPTIONS: dict[str, tuple[Any, Any]] = {
     "workers": (WorkersOpt, 1), "ray": (RayOpt, None),
 }
 PAIRS_NAMES = tuple(PAIRS_OPTIONS)
-# options a --pairs run refuses: each pair brings its texts and its target; one pair's choices
-NOT_WITH_PAIRS = {"target": "--target", "target_id": "--target-id", "contrast": "--contrast",
-                  "contrast_id": "--contrast-id", "reference": "--reference", "position": "--position",
-                  "verify_cells": "--verify", "device": "--device", "dtype": "--dtype", "device_map": "--device-map",
-                  "max_memory": "--max-memory"}
-ONLY_WITH_PAIRS = {"out": "--out", "ray": "--ray"}
 
 
 def check_pairs_options(options: dict[str, Any], positionals: list[Optional[str]]) -> None:
-    """BadInput for a mix of --pairs and one pair's texts or options, or the run options without
-    --pairs; or neither texts nor --pairs."""
-    if options.get("pairs") is None:
-        if any(p is None for p in positionals):
-            raise BadInput("give the text(s) to read, or --pairs FILE (a JSONL file of clean/corrupt/target pairs)")
-        for name, flag in ONLY_WITH_PAIRS.items():
-            if options.get(name) is not None:
-                raise BadInput(f"{flag} goes with --pairs FILE: drop it, or add --pairs")
-        if options.get("workers", 1) != 1 or options.get("shard_pairs", 64) != 64:
-            raise BadInput("--workers and --shard-pairs go with --pairs FILE: drop them, or add --pairs")
-        return
-    if any(p is not None for p in positionals):
+    """BadInput for a mix of --pairs and one pair's options, or the run options without --pairs
+    (the table's rows, attncli.option_conflicts, path "pairs"); or for --pairs beside the texts, or
+    neither."""
+    if options.get("pairs") is None and any(p is None for p in positionals):
+        raise BadInput("give the text(s) to read, or --pairs FILE (a JSONL file of clean/corrupt/target pairs)")
+    if options.get("pairs") is not None and any(p is not None for p in positionals):
         raise BadInput("--pairs FILE brings the texts: drop the text arguments")
-    for name, flag in NOT_WITH_PAIRS.items():
-        if options.get(name) not in (None, False, 0):
-            raise BadInput(f"{flag} is one text's option; with --pairs each pair brings its own texts and target: "
-                           f"drop {flag}")
-    if options.get("mode", "zero") != "zero":
-        raise BadInput("--mode mean needs --reference, one text's option: --pairs ablates with --mode zero")
+    validate(options, "pairs")
 
 
 def run_pairs_command(kind: str, options: dict[str, Any], **job: Any) -> None:
