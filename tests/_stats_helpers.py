@@ -1,9 +1,11 @@
 """What the ``attn stats`` tests share: a CLI call, a corpus with repeated words, and the
-statistics counted plainly, query by query, from a model's attention (the reference)."""
+statistics counted plainly, query by query, from a model's attention (the reference); the local
+Ray cluster the --ray tests of attn stats and --pairs start."""
 
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 
@@ -134,3 +136,24 @@ def assert_docs_equal(a: dict, b: dict, tol: float = 1e-12) -> None:
                    [(e["text"], e["position"], e["context"]) for e in y["examples"]], name
             np.testing.assert_allclose([e["score"] for e in x["examples"]], [e["score"] for e in y["examples"]],
                                        rtol=0, atol=tol)
+
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def local_ray_cluster():
+    """A module fixture's body: a local Ray cluster of 2 CPUs owned by this test process, its
+    workers importing this attn (PYTHONPATH, restored after); yields the address attn joins."""
+    import ray
+
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([REPO, before or ""])  # the cluster's workers import this attn
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+        yield ray.get_runtime_context().gcs_address
+    finally:
+        ray.shutdown()
+        if before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = before

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from _stats_helpers import cli
+from _stats_helpers import cli, local_ray_cluster
 from conftest import needed
 
 ray = needed("ray")
@@ -24,17 +24,7 @@ PAIRS = [("the president of the united", "the president of the new", "states", "
 
 @pytest.fixture(scope="module")
 def cluster_address():
-    before = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join([REPO, before or ""])  # the cluster's workers import this attn
-    try:
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
-        yield ray.get_runtime_context().gcs_address
-    finally:
-        ray.shutdown()
-        if before is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = before
+    yield from local_ray_cluster()
 
 
 def test_a_ray_cluster_gives_the_same_mean_as_one_process(cluster_address, tmp_path):

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from _stats_helpers import assert_docs_equal, cli, write_corpus
+from _stats_helpers import assert_docs_equal, cli, local_ray_cluster, write_corpus
 from conftest import needed
 
 needed("tokenizers")
@@ -23,17 +23,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 @pytest.fixture(scope="module")
 def cluster_address():
-    before = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join([REPO, before or ""])  # the cluster's workers import this attn
-    try:
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
-        yield ray.get_runtime_context().gcs_address
-    finally:
-        ray.shutdown()
-        if before is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = before
+    yield from local_ray_cluster()
 
 
 @pytest.mark.slow  # starts a local ray cluster
