@@ -77,7 +77,7 @@ STILL_FIXED = {
     "attention/test_value_norms_llama_mpnet.py": 9,
     "causal/test_attribution.py": 2, "causal/test_causal.py": 1, "causal/test_circuit.py": 1,
     "cli/test_attribute_cli.py": 2, "cli/test_circuit_cli.py": 1, "cli/test_contribution_views.py": 1,
-    "cli/test_matrix_cli.py": 12, "cli/test_transformer_cli.py": 3, "cli/test_transformer_heads.py": 1,
+    "cli/test_transformer_cli.py": 3, "cli/test_transformer_heads.py": 1,
     "cli/test_vectors_cli.py": 1, "end_to_end/test_last_guards.py": 1, "explore/test_causal_view.py": 2,
     "explore/test_explore.py": 4, "explore/test_explore_beyond.py": 5,
     "explore/test_explore_contributions.py": 3, 

@@ -68,7 +68,7 @@ def test_json_keys_and_shapes(tiny):
     w = np.array(doc["weights"])
     assert w.shape == (5, 5) and np.array(doc["output"]).shape == (5, DIM)
     assert np.all(np.triu(w, 1) == 0.0)
-    np.testing.assert_allclose(w.sum(axis=1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(w.sum(axis=1), 1.0, atol=1e-5)  # fixed: float64 weights (attention/matrix.py) printed with 6 digits: 5 of them sum to 1 within 5 x 5e-6 x w
     for i in range(5):
         for j in range(5):
             assert (doc["scores"][i][j] is None) == (j > i)
@@ -83,8 +83,8 @@ def test_pipeline_matches_an_independent_computation(tiny, positions):
         x = x + _sinusoidal(5, DIM) * typical / math.sqrt(DIM / 2)
     causal = np.tril(np.ones((5, 5), dtype=bool))
     expected = _softmax_rows(x @ x.T / math.sqrt(DIM), causal)
-    np.testing.assert_allclose(np.array(doc["weights"]), expected, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(np.array(doc["output"]), expected @ x, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.array(doc["weights"]), expected, rtol=1e-5, atol=1e-6)  # fixed: a float64 pass against float64; the JSON's %.6g moves each number by 5e-6 of itself
+    np.testing.assert_allclose(np.array(doc["output"]), expected @ x, rtol=1e-5, atol=1e-5)  # fixed: float64 against float64, through the JSON's %.6g (5e-6 relative)
 
 
 def test_random_projection_is_seeded_and_sized(tiny):
@@ -109,7 +109,7 @@ def test_self_attention_padding_adds_query_rows_and_masks_pad_keys(tiny):
     assert doc["tokens"][-1] == "<pad>" and len(doc["weights"]) == 6
     w = np.array(doc["weights"])
     assert np.all(w[:, 5] == 0.0)
-    np.testing.assert_allclose(w.sum(axis=1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(w.sum(axis=1), 1.0, atol=1e-5)  # fixed: float64 weights printed with 6 digits: a row sums to 1 within 5e-6
     assert doc["empty_rows"] == []
 
 
@@ -117,7 +117,7 @@ def test_multihead_json(tiny):
     doc = matrix_json(SENTENCE, "--variant", "multihead", "--heads", "3", "--proj", "random", "--causal")
     hw = np.array(doc["head_weights"])
     assert doc["heads"] == 3 and hw.shape == (3, 5, 5)
-    np.testing.assert_allclose(np.array(doc["weights"]), hw.mean(axis=0), atol=2e-6)
+    np.testing.assert_allclose(np.array(doc["weights"]), hw.mean(axis=0), atol=2e-6)  # fixed: float64 heads and their mean, each printed with %.6g (<= 5e-7 for weights <= 1)
     assert np.all(hw[:, np.triu_indices(5, 1)[0], np.triu_indices(5, 1)[1]] == 0.0)
 
 
@@ -127,7 +127,7 @@ def test_every_variant_and_mask_through_the_cli(tiny, variant, mask):
     heads = ["--heads", "2"] if variant == "multihead" else []
     doc = matrix_json(SENTENCE, "--variant", variant, *heads, *mask)
     w = np.array(doc["weights"])
-    np.testing.assert_allclose(w.sum(axis=1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(w.sum(axis=1), 1.0, atol=1e-5)  # fixed: float64 weights printed with 6 digits: a row sums to 1 within 5e-6
     scores = doc["scores"]
     masked = np.array([[s is None for s in row] for row in scores])
     assert np.all(w[masked] == 0.0)
@@ -139,8 +139,8 @@ def test_explain_recomputes_the_cell(tiny):
     doc = matrix_json(SENTENCE, "--variant", "relative", "--explain", "3", "1")
     ex = doc["explanation"]
     assert ex["query"] == {"index": 3, "token": "an"} and ex["key"] == {"index": 1, "token": "flies"}
-    assert ex["weight"] == pytest.approx(doc["weights"][3][1], rel=1e-5)
-    assert ex["score"] == pytest.approx(doc["scores"][3][1], rel=1e-5)
+    assert ex["weight"] == pytest.approx(doc["weights"][3][1], rel=1e-5)  # fixed: float64 recomputation against the %.6g-printed matrix (5e-6 relative)
+    assert ex["score"] == pytest.approx(doc["scores"][3][1], rel=1e-5)  # fixed: float64 recomputation against the %.6g-printed matrix (5e-6 relative)
     assert any("relative" in s["name"] for s in ex["steps"])
     masked = matrix_json(SENTENCE, "--causal", "--explain", "1", "3")["explanation"]
     assert masked["masked"] and masked["weight"] == 0.0 and "causal" in masked["mask_reasons"][0]
@@ -364,7 +364,7 @@ def test_numbers_keep_six_significant_digits():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((3, 300)) * 10.0 ** rng.integers(-12, 12, (3, 300))
     back = np.array([json.loads(line) for line in Rows(x).lines()])
-    np.testing.assert_allclose(back, x, rtol=5e-6)
+    np.testing.assert_allclose(back, x, rtol=5e-6)  # fixed: %.6g's own bound, half a unit in the 6th digit
     with pytest.raises(ValueError):
         Rows(np.array([[1.0, np.nan]]))
 
@@ -389,7 +389,7 @@ def test_proj_trained_through_the_cli_without_torch(attn_home):
     assert doc["projection"] == "trained" and doc["heads"] == 4 and "layer 1" in doc["settings"]["projection"]
     one = json.loads(run("matrix", "the old man saw the cat", "--proj", "trained", "--model", "rand", "--layer", "1",
                          "--head", "2", "--causal", "--json").stdout)
-    np.testing.assert_allclose(np.array(one["weights"]), np.array(doc["head_weights"][2]), atol=2e-6)
+    np.testing.assert_allclose(np.array(one["weights"]), np.array(doc["head_weights"][2]), atol=2e-6)  # fixed: one q, k, v (tinylm project), head 2 alone or split from all, float64 attention; %.6g printing
     whole_layer_one_head = run("matrix", "the old man", "--proj", "trained", "--model", "rand")
     assert whole_layer_one_head.exit_code == 2 and "--variant multihead" in whole_layer_one_head.stderr
 
