@@ -74,7 +74,7 @@ STILL_FIXED = {
     "attention/test_compare.py": 8, "attention/test_filter_specials.py": 1, "attention/test_flow.py": 2,
     "attention/test_logit_lens.py": 8, 
     "attention/test_projection.py": 4,
-    "attention/test_value_norms_llama_mpnet.py": 9,
+    
     "causal/test_attribution.py": 2, "causal/test_causal.py": 1, "causal/test_circuit.py": 1,
     "cli/test_attribute_cli.py": 2, "cli/test_circuit_cli.py": 1, "cli/test_contribution_views.py": 1,
     "cli/test_transformer_cli.py": 3, "cli/test_transformer_heads.py": 1,
