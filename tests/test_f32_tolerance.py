@@ -71,7 +71,7 @@ def test_per_element_holds_each_probability_to_its_own_size():
 FIXED = re.compile(r"(?:\b(?:atol|rtol|abs|rel|tol)\s*=\s*|<=?\s*)(\d(?:\.\d+)?e-(\d+))\b")
 STILL_FIXED = {
     "_llama_head_fixtures.py": 1, "_transformer_fixtures.py": 1, "attention/test_checkpoint_views.py": 2,
-    "attention/test_compare.py": 8, "attention/test_filter_specials.py": 1, "attention/test_flow.py": 2,
+    "attention/test_filter_specials.py": 1, "attention/test_flow.py": 2,
     "attention/test_logit_lens.py": 8, 
     "attention/test_projection.py": 4,
     
