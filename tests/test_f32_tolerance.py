@@ -73,7 +73,7 @@ STILL_FIXED = {
     "_llama_head_fixtures.py": 1, "_transformer_fixtures.py": 1, "attention/test_checkpoint_views.py": 2,
     "attention/test_filter_specials.py": 1, "attention/test_flow.py": 2,
     
-    "attention/test_projection.py": 4,
+    
     
     "causal/test_attribution.py": 2, "causal/test_causal.py": 1, "causal/test_circuit.py": 1,
     "cli/test_attribute_cli.py": 2, "cli/test_circuit_cli.py": 1, "cli/test_contribution_views.py": 1,
