@@ -75,7 +75,7 @@ STILL_FIXED = {
     
     
     
-    "causal/test_attribution.py": 2, "causal/test_causal.py": 1, "causal/test_circuit.py": 1,
+    
     "cli/test_attribute_cli.py": 2, "cli/test_circuit_cli.py": 1, "cli/test_contribution_views.py": 1,
     "cli/test_transformer_cli.py": 3, "cli/test_transformer_heads.py": 1,
     "cli/test_vectors_cli.py": 1, "end_to_end/test_last_guards.py": 1, 

@@ -233,7 +233,7 @@ def test_cli_ablate_json_and_exports(models, tmp_path):
                                  "--contrast-id", str(diff.contrast), "--json", "--svg", str(tmp_path / "a.svg")])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    np.testing.assert_allclose(doc["grid"], grids.ablate(model, ids, diff).values, atol=1e-7)
+    np.testing.assert_allclose(doc["grid"], grids.ablate(model, ids, diff).values, atol=1e-7)  # fixed: same pass, 8 decimals printed
     assert doc["target"]["metric"] == "logit_diff" and (tmp_path / "a.svg").stat().st_size > 1000
     shown = runner.invoke(app, ["ablate", TEXT["gpt2"], "--transformer", str(path), "--target-id", str(diff.token)],
                           env={"COLUMNS": "120", "NO_COLOR": "1"})
