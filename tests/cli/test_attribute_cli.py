@@ -26,7 +26,7 @@ def test_the_grid_and_its_verified_cells(tiny_gpt2_dir, site, rows):
     assert doc["method"] == "atp*" and doc["site"] == site
     assert grid.shape[0] == (L * h if rows == "heads" else L) and len(doc["row_labels"]) == grid.shape[0]
     assert len(doc["verify"]) == 3 and all(set(c) == {"row", "column", "estimate", "exact"} for c in doc["verify"])
-    assert abs(doc["verify"][0]["estimate"]) == pytest.approx(np.abs(grid).max(), abs=1e-7)
+    assert abs(doc["verify"][0]["estimate"]) == pytest.approx(np.abs(grid).max(), abs=1e-7)  # fixed: one pass's numbers, 8 decimals each
 
 
 def test_no_qk_fix_and_the_drawing(tiny_gpt2_dir):
@@ -66,7 +66,7 @@ def test_a_bert_with_its_mlm_head_runs_end_to_end(tmp_path):
     target = resolve(model, ids, target=None, target_id=7)
     assert target.position == ids.index(model.vocab_id("[MASK]"))
     want = attribute(model, ids, bad, target, where="head").values  # (L, h)
-    np.testing.assert_allclose(np.asarray(doc["grid"]), want, rtol=0, atol=1e-7)
+    np.testing.assert_allclose(np.asarray(doc["grid"]), want, rtol=0, atol=1e-7)  # fixed: the same NumPy pass, the document's 8 decimals
     assert np.abs(want).max() > 1e-3 and len(doc["verify"]) == 2
     code, out = run("attribute", clean, corrupt, "--transformer", path, "--target-id", "7", "--site", "mlp")
     assert code == 0 and "Traceback" not in out

@@ -30,7 +30,7 @@ def test_the_json_document(tiny_gpt2_dir):
     assert all(e["from"] in names and e["to"] in names and e["input"] in ("q", "k", "v", "mlp", "logits")
                for e in doc["edges"])
     restored = (doc["patched"] - doc["corrupt"]) / (doc["clean"] - doc["corrupt"])
-    assert restored == pytest.approx(doc["faithfulness"], rel=1e-4)  # from the 8-decimal rounded metrics
+    assert restored == pytest.approx(doc["faithfulness"], rel=1e-4)  # fixed: a ratio of 8-decimal rounded metrics
 
 
 def test_the_listing_and_the_exports(tiny_gpt2_dir, tmp_path):

@@ -67,7 +67,7 @@ def test_rollout_is_the_product_of_the_layers_up_to_L(tiny_bert_dir, tiny_gpt2_d
             doc = view(model_dir, "--show", method, "--layer", str(layer), "--rollout")
             assert doc["rollout"] is True and "rolled out over layers 0..L" in doc["formula"]
             np.testing.assert_allclose(np.array(doc["weights"]), R, rtol=0, atol=JSON_ROUNDING)
-        assert not np.allclose(per[1] @ per[0], per[0] @ per[1], atol=1e-3)  # the order is tested, not assumed
+        assert not np.allclose(per[1] @ per[0], per[0] @ per[1], atol=1e-3)  # fixed: "differs": the order is tested, not assumed
 
 
 def test_words_and_rows_are_of_the_same_matrix(tiny_bert_dir):
