@@ -220,9 +220,9 @@ def test_the_norms_view_and_its_tooltip_are_attn_matrix_show_norms(tiny_bert_dir
     assert got[4] == [fmt(row) for row in head["weights"]]
     steps = {s["name"]: s["value"] for s in head["explanation"]["steps"]}
     alpha, size, product = numbers(got[5])
-    assert alpha == pytest.approx(steps["alpha"], rel=1e-5)
-    assert size == pytest.approx(steps["||f(x_J)||"], rel=1e-5)
-    assert product == pytest.approx(steps["||alpha f(x_J)||"], rel=1e-5) == pytest.approx(head["weights"][1][2], rel=1e-5)
+    assert alpha == pytest.approx(steps["alpha"], rel=1e-5)  # fixed: the page shows the JSON's %.6g (5e-6 of each)
+    assert size == pytest.approx(steps["||f(x_J)||"], rel=1e-5)  # fixed: the page shows the JSON's %.6g (5e-6 of each)
+    assert product == pytest.approx(steps["||alpha f(x_J)||"], rel=1e-5) == pytest.approx(head["weights"][1][2], rel=1e-5)  # fixed: %.6g JSON
     assert got[6] == fmt(head["weights"][1])
     assert got[7] is True  # norms are token by token: --words is off
     assert got[9] == [fmt(row) for row in one(tiny_bert_dir, "--layer", "0", "--head", "2")["weights"]]
@@ -240,7 +240,7 @@ def test_the_scores_view_leaves_masked_cells_blank(tiny_gpt2_dir, tmp_path):
     # blank exactly where the JSON has null; else its number to 3 decimals (JavaScript's toFixed
     # rounds a tie such as -10.0625 away from zero, Python's format to even: compared as numbers)
     assert [[c == "" for c in row] for row in got[1]] == [[w is None for w in row] for row in ref["weights"]]
-    assert all(abs(float(c) - w) <= 5e-4 + 1e-12 for row, ref_row in zip(got[1], ref["weights"])
+    assert all(abs(float(c) - w) <= 5e-4 + 1e-12 for row, ref_row in zip(got[1], ref["weights"])  # fixed: toFixed(3)
                for c, w in zip(row, ref_row) if w is not None)
     assert ref["weights"][0][1] is None and "masked" in got[2]
 
