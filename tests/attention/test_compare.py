@@ -28,9 +28,9 @@ def as_json(*args):
 
 
 def check(doc, a, b):
-    np.testing.assert_allclose(np.array(doc["a"]["weights"]), a, atol=2e-6, rtol=1e-5)
-    np.testing.assert_allclose(np.array(doc["b"]["weights"]), b, atol=2e-6, rtol=1e-5)
-    np.testing.assert_allclose(np.array(doc["delta"]), b - a, atol=4e-6, rtol=1e-5)
+    np.testing.assert_allclose(np.array(doc["a"]["weights"]), a, atol=2e-6, rtol=1e-5)  # fixed: both sides one float64 pass, printed to 6 digits
+    np.testing.assert_allclose(np.array(doc["b"]["weights"]), b, atol=2e-6, rtol=1e-5)  # fixed: both sides one float64 pass, printed to 6 digits
+    np.testing.assert_allclose(np.array(doc["delta"]), b - a, atol=4e-6, rtol=1e-5)  # fixed: a difference of two 6-digit numbers, printed
     assert np.abs(b - a).max() > 1e-3  # the two really differ: a zero delta would pass anything
 
 
@@ -67,7 +67,7 @@ def test_different_lengths_are_refused_unless_aligned_by_position(tiny_bert_dir)
     mb = np.array(as_json("matrix", "fruit flies", "--transformer", str(tiny_bert_dir))["weights"])
     n = mb.shape[0]
     assert doc["cropped"] and np.array(doc["delta"]).shape == (n, n)
-    np.testing.assert_allclose(np.array(doc["delta"]), mb - ma[:n, :n], atol=4e-6, rtol=1e-5)
+    np.testing.assert_allclose(np.array(doc["delta"]), mb - ma[:n, :n], atol=4e-6, rtol=1e-5)  # fixed: a difference of two 6-digit numbers, printed
 
 
 @pytest.mark.parametrize("args,needle", [
