@@ -19,6 +19,8 @@ needed("safetensors")
 from typer.testing import CliRunner  # noqa: E402
 
 from test_explore import drive, lines_of, press  # noqa: E402
+from _tolerance import f32_close  # noqa: E402
+
 from attncli.cli.main import app as cli  # noqa: E402
 from attncli.explore.state import ExploreState  # noqa: E402
 
@@ -80,9 +82,9 @@ def test_the_ablation_grid_on_the_torch_backend_is_the_commands(tiny_gpt2_dir):
     assert "--backend torch" in command
     result = CliRunner().invoke(cli, shlex.split(command)[1:] + ["--json"])
     assert result.exit_code == 0, result.output
-    np.testing.assert_allclose(json.loads(result.stdout)["grid"], res.doc["grid"], atol=1e-7)
+    np.testing.assert_allclose(json.loads(result.stdout)["grid"], res.doc["grid"], atol=1e-7)  # fixed: the JSON's printed digits
     fast = compute(ExploreState(SENTENCE, transformer=str(tiny_gpt2_dir), causal_view="ablate", backend="numpy"), {})
-    np.testing.assert_allclose(res.doc["grid"], fast.doc["grid"], atol=1e-5)
+    f32_close(res.doc["grid"], fast.doc["grid"], depth=2, length=37)  # torch beside attn's float32 grid
     from attncli.errors import BadInput
     from attncli.explore.causal_view import refusal
 

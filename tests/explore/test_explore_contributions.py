@@ -27,8 +27,8 @@ def test_s_cycles_into_the_contribution_methods_and_draws_the_command_s_numbers(
             assert f"--show {method}" in command and "--head" not in command and "--explain" not in command
             doc = transformer_json(command)
             assert doc["show"] == method and "rows sum to 1" in doc["formula"]
-            np.testing.assert_allclose(app.result.view.weights, np.array(doc["weights"]), atol=1e-6)
-            np.testing.assert_allclose(last_table(lines_of(app), doc["tokens"]), doc["weights"], atol=5e-4 + 1e-9)
+            np.testing.assert_allclose(app.result.view.weights, np.array(doc["weights"]), atol=1e-6)  # fixed: JSON's 6 digits
+            np.testing.assert_allclose(last_table(lines_of(app), doc["tokens"]), doc["weights"], atol=5e-4 + 1e-9)  # fixed: as drawn
             assert f"show {method}" in app.state.summary()
             assert "no explanation of a cell of --show" in "\n".join(lines_of(app, "#explain"))
         await press(app, pilot, "s")
@@ -39,7 +39,7 @@ def test_s_cycles_into_the_contribution_methods_and_draws_the_command_s_numbers(
         assert app.message == "" and app.state.rollout
         doc = transformer_json(app.state.command_line(explain=False))
         assert doc["rollout"] is True and doc["show"] == "value-zeroing"
-        np.testing.assert_allclose(app.result.view.weights, np.array(doc["weights"]), atol=1e-6)
+        np.testing.assert_allclose(app.result.view.weights, np.array(doc["weights"]), atol=1e-6)  # fixed: JSON's 6 digits
 
     # a head picked: the contribution methods are the whole layer's, so the key drops it
     drive(script, ExploreState(SENTENCE, transformer=str(tiny_bert_dir), head=1), size=(160, 50))
