@@ -187,7 +187,8 @@ def forward_together(tapes: list[DecoderTape], ids: list[list[int]],
     side, so that each layer's weights are read (and widened) once for all of them, and used while
     they are still in the cache. The tapes are of one model and dtype; the first one's weights
     (its ``shared`` list, else read here) become every tape's."""
-    first, embeds = tapes[0], embeds if embeds is not None else [None] * len(tapes)
+    embeds = embeds if embeds is not None else [None] * len(tapes)
+    first = _one_model(tapes, ids, embeds)
     for tape, i, e in zip(tapes, ids, embeds):
         tape._begin(list(i), e)
     rows = max(t.embed.shape[0] for t in tapes) * len(tapes)
@@ -199,6 +200,18 @@ def forward_together(tapes: list[DecoderTape], ids: list[list[int]],
     for tape in tapes[1:]:
         tape.unembedding = first.unembedding if tape.unembedding is None else tape.unembedding
         tape._end()
+
+
+def _one_model(tapes: list[DecoderTape], *per_tape: list[Any]) -> DecoderTape:
+    """The first of ``tapes``, once they are one or more of one model and dtype with an entry each in
+    every list of ``per_tape`` (the first tape's weights serve them all: another model's tape would
+    take them silently, and zip would drop a tape without its entry)."""
+    if not tapes or any(len(entries) != len(tapes) for entries in per_tape):
+        raise ValueError(f"{len(tapes)} tapes with {[len(entries) for entries in per_tape]} entries: give one each")
+    first = tapes[0]
+    if any(t.model is not first.model or t.dtype != first.dtype for t in tapes[1:]):
+        raise ValueError("the tapes run side by side are of one model and dtype (the first one's weights serve all)")
+    return first
 
 
 def _layer(tapes: list[DecoderTape], l: int, W: dict[str, Any]) -> None:
@@ -231,7 +244,7 @@ def backward_together(tapes: list[DecoderTape], positions: list[int], d_logits: 
     through each weight product at once (forward_together's stacking, for the backward), attention
     per tape as a batch. A tape alone is the same arithmetic as one tape's backward.
     Arrays carry the tapes first: (B, T, d) rows, (B, h, T, d_head) heads."""
-    first, B = tapes[0], len(tapes)
+    first, B = _one_model(tapes, positions, d_logits), len(tapes)
     arch, dtype = first.arch, first.dtype
     T, width = first.embed.shape
     if any(t.embed.shape != (T, width) for t in tapes[1:]):
