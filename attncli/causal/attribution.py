@@ -127,9 +127,11 @@ def attribute_together(model: Any, pairs: Sequence[tuple[Sequence[int], Sequence
     tokens: the clean and corrupted passes of all of them run side by side and one backward for all
     the corrupted ones (the tape's forward_all and backward_all: a decoder's weight products take
     every pair's rows at once), for attn attribute --pairs. Equal to one pair at a time to float
-    rounding."""
+    rounding. No pairs: no grids."""
     if where not in SITES:
         raise BadInput(f"--site {where!r}: choose one of {', '.join(SITES)}")
+    if not pairs:
+        return []
     for clean_ids, corrupt_ids, _ in pairs:
         check_same_length(model, list(clean_ids), list(corrupt_ids))
     if len({len(clean) for clean, _, _ in pairs}) > 1:
