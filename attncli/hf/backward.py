@@ -28,6 +28,7 @@ from attncli.errors import BadInput
 from attncli.hf import blas, gpt2, llama, ops
 from attncli.hf.layer_weights import layer_weights
 from attncli.hf.backward_ops import DERIVATIVES, attention_back, layer_norm_back, rms_norm_back
+from attncli.hf.weight_check import check_finite
 from attncli.model.trace import site
 from attncli.numeric import rms_norm, softmax
 
@@ -152,8 +153,11 @@ class DecoderTape:
         """(V,) the logits at ``position``, in float64."""
         kind, w, b, eps = self.final
         x = self.layers[-1]["post"][position]
-        y = ops.layer_norm(x, w, b, eps) if kind == "layer" else rms_norm(x, w, eps)
-        return (self.unembedding @ y).astype(np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            y = ops.layer_norm(x, w, b, eps) if kind == "layer" else rms_norm(x, w, eps)
+            out = (self.unembedding @ y).astype(np.float64)
+        check_finite(out, f"the logits on the {self.dtype} gradient tape")
+        return out
 
     def backward(self, position: int, d_logits: np.ndarray, inputs: bool = False) -> dict[str, np.ndarray]:
         """d metric / d site at every site, from d metric / d logits[position] (V,). ``inputs``: also
@@ -192,7 +196,9 @@ def forward_together(tapes: list[DecoderTape], ids: list[list[int]],
     for tape, i, e in zip(tapes, ids, embeds):
         tape._begin(list(i), e)
     rows = max(t.embed.shape[0] for t in tapes) * len(tapes)
-    with blas.for_rows(rows):  # 20 tokens: one thread; two that spin on a busy machine cost 10x (blas.py)
+    # 20 tokens: one thread; two that spin on a busy machine cost 10x (blas.py); an overflow is damage
+    # (check_finite per layer, as the model's own pass), not a RuntimeWarning
+    with blas.for_rows(rows), np.errstate(over="ignore", invalid="ignore"):
         for l in range(first.arch.layers):
             W = first.shared[l] if first.shared is not None else _weights(first.arch, l, first.dtype)
             _layer(tapes, l, W)
@@ -231,6 +237,7 @@ def _layer(tapes: list[DecoderTape], l: int, W: dict[str, Any]) -> None:
     gate = _affine(m, W["gate"]) if W["gate"] is not None else None
     inner = first.act(gate) * up if gate is not None else first.act(up)
     post = mid + _affine(inner, W["down"])  # (R, d)
+    check_finite(post, f"layer {l}'s output on the {first.dtype} gradient tape")  # finite weights that overflow
     for tape, (q_, k_, v_, p_, z_), i, j in zip(tapes, kept, at, at[1:]):
         rows = slice(i, j)
         tape.layers.append(dict(W=W, x=x[rows], a=a[rows], q=q_, k=k_, v=v_, p=p_, z=z_, mid=mid[rows], m=m[rows],
@@ -262,7 +269,7 @@ def backward_together(tapes: list[DecoderTape], positions: list[int], d_logits: 
     by_tape = lambda x: x.reshape(B, T, *x.shape[1:])  # noqa: E731  (R, ...) -> (B, T, ...)
     if inputs:
         grads["final_in"] = by_tape(g)
-    with blas.for_rows(R):  # a sentence's rows: one thread (blas.py)
+    with blas.for_rows(R), np.errstate(over="ignore", invalid="ignore"):  # a sentence's rows: one thread (blas.py)
         for l in range(arch.layers - 1, -1, -1):
             W, gate, x = first.layers[l]["W"], None, rows(l, "x")
             grads[site(l, "resid_post")] = grads[site(l, "mlp.out")] = by_tape(g)
@@ -295,6 +302,7 @@ def backward_together(tapes: list[DecoderTape], positions: list[int], d_logits: 
             g_qk = first._norm_back(W["norm"], g_qk, x, W["n1"])  # the norm's backward is linear in g: split
             grads[f"blocks.{l}.qk_in"] = by_tape(g_qk)  # d resid_pre through this layer's queries and keys alone
             g = g + g_qk + first._norm_back(W["norm"], g_v, x, W["n1"])  # d resid_pre
+            check_finite(g, f"layer {l}'s gradient on the {dtype} gradient tape")
             grads[site(l, "resid_pre")] = by_tape(g)
     grads["embed"] = by_tape(g)
     return [{name: value[i] for name, value in grads.items()} for i in range(B)]
