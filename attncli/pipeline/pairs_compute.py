@@ -6,7 +6,8 @@ the mean over the pairs made from the added sums::
 
     from attncli.pipeline.pairs_compute import PairsRun, compute_pairs
     doc = compute_pairs(PairsRun("pairs.jsonl", kind="patch", site="head"))   # the --json document
-    doc["mean"]["grid"]        # (layers, heads): the mean restored fraction over the pairs
+    doc["grid"]                # (layers, heads): the fraction of the mean clean - corrupt difference restored
+    doc["mean"]["grid"]        # (layers, heads): the mean of each pair's own restored fraction
 
     pairs file -> check every pair (tokens, target) -> the chunks (stats.runner.chunks: a chunk
     whose shard is in --out is read, not computed) -> each chunk's sums -> added -> the document
