@@ -8,8 +8,10 @@ edge-patched forwards keep ``faithfulness`` of the mean difference:
 
 with patched_i(n) pair i's metric when only the n top edges carry its clean values (every other edge
 its corrupted run's: circuit.patched_metric). Each step of the search (circuit.shortest_prefix, about
-log2(E) steps) patches every pair exactly, in float64: pairs x steps edge-patched forwards, each pair's
-two tapes made again each step unless the pairs' tapes fit TAPE_BYTES together.
+log2(E) steps) patches every pair exactly, in float64: pairs x steps edge-patched forwards. The
+weights are widened to float64 once and every pair's tapes share them; the pairs' tapes (their
+activations, measured as they are made) are kept across the steps while they fit TAPE_BYTES
+together, and the pairs past that budget have their two forwards run again at each step.
 
 Shapes: U writers, D readers (hf/edges.py), E edges, T tokens, d width.
 """
@@ -17,6 +19,7 @@ Shapes: U writers, D readers (hf/edges.py), E edges, T tokens, d width.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -27,7 +30,7 @@ from attncli.errors import BadInput
 from attncli.hf.edges import edge_mask, node_outputs
 from attncli.model.interface import Tape
 
-TAPE_BYTES = 256 * 2**20  # the pairs' float64 tapes kept across the search's steps when they fit this together
+TAPE_BYTES = 256 * 2**20  # the pairs' own tape bytes (held_bytes) kept across the search's steps, at most
 
 
 @dataclass
@@ -45,13 +48,26 @@ class PairsCircuit:
         return (self.patched - self.corrupt) / (self.clean - self.corrupt)
 
 
-def _tapes(model: Any, items: Sequence[tuple[list[int], list[int], Target]]
+def _tapes(model: Any, items: Sequence[tuple[list[int], list[int], Target]], shared: Tape
            ) -> Iterator[tuple[Tape, Tape, np.ndarray, Target]]:
-    """Each pair's float64 clean and corrupted tapes, the corrupted run's writer outputs (U, T, d) and its target."""
+    """Each pair's float64 clean and corrupted tapes (reusing ``shared``'s widened weights and
+    unembedding), the corrupted run's writer outputs (U, T, d) and its target."""
     for clean_ids, corrupt_ids, target in items:
-        clean = _tape(model, clean_ids)
-        corrupt = _tape(model, corrupt_ids, like=clean)
+        clean = _tape(model, clean_ids, like=shared)
+        corrupt = _tape(model, corrupt_ids, like=shared)
         yield clean, corrupt, node_outputs(corrupt), target
+
+
+def held_bytes(run: tuple[Tape, Tape, np.ndarray, Target]) -> int:
+    """The bytes one pair's kept tapes hold of their own: every recorded activation (the weights,
+    shared by every pair, not counted) and the corrupted run's writer outputs."""
+    clean, corrupt, outputs, _ = run
+    total = outputs.nbytes
+    for tape in (clean, corrupt):
+        total += tape.embed.nbytes
+        for layer in tape.layers:
+            total += sum(a.nbytes for k, a in layer.items() if k != "W" and isinstance(a, np.ndarray))
+    return total
 
 
 def find_pairs_circuit(model: Any, items: Sequence[tuple[list[int], list[int], Target]], scores: np.ndarray,
@@ -61,16 +77,25 @@ def find_pairs_circuit(model: Any, items: Sequence[tuple[list[int], list[int], T
     docstring)."""
     if not 0.0 < faithfulness <= 1.0 or not np.isfinite(faithfulness):
         raise BadInput(f"--faithfulness {faithfulness}: a fraction above 0 and at most 1")
+    if not items:
+        raise BadInput("no pairs: a circuit over a dataset needs at least one pair")
     if not abs(clean - corrupt) >= 1e-9:
         raise BadInput(f"the pairs' mean clean and corrupted metrics are equal ({clean:.6g}): faithfulness is "
                        "undefined; choose pairs whose texts differ in it")
     order = ranked(scores, edge_mask(model.layers, model.heads))  # (E, 2)
-    size = sum(2 * len(c) * model.layers * 16 * model.hidden_size * 8 for c, _, _ in items)  # about, float64
-    kept = list(_tapes(model, items)) if size <= TAPE_BYTES else None
+    shared = _tape(model, items[0][0])  # the float64 weights, widened once for every pair's tapes
+    kept: list[tuple[Tape, Tape, np.ndarray, Target]] = []
+    spent = 0
+    for run in _tapes(model, items, shared):
+        spent += held_bytes(run)
+        if spent > TAPE_BYTES:
+            break
+        kept.append(run)
+    rest = items[len(kept):]  # made again at each step
 
     def mean_patched(n: int) -> float:
         edges = [tuple(e) for e in order[:n]]
-        runs = kept if kept is not None else _tapes(model, items)
+        runs = chain(kept, _tapes(model, rest, shared))
         return float(np.mean([patched_metric(c, k, t, edges, out) for c, k, out, t in runs]))
 
     n, best, checks = shortest_prefix(mean_patched, len(order), clean, corrupt, faithfulness)

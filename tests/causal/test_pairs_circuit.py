@@ -104,6 +104,58 @@ def test_tapes_made_again_each_step_give_the_same_circuit(gpt2, monkeypatch):
     assert again.kept == kept.kept and again.patched == kept.patched
 
 
+def test_the_weights_are_widened_once_and_the_tapes_past_the_budget_made_again(gpt2, monkeypatch):
+    """Every pair's tapes share one float64 copy of the weights (a copy a pair would be the whole
+    model's weights in float64 per pair: 1.1 GB on SmolLM2-135M), and exactly the pairs whose tapes
+    no longer fit TAPE_BYTES are made again at each step, the circuit unchanged."""
+    from attncli.causal import pairs_circuit
+
+    items = gpt2_items(gpt2)
+    scores, clean, corrupt = mean_scores(gpt2, items)
+    every = find_pairs_circuit(gpt2, items, scores, clean, corrupt)
+    real, made = pairs_circuit._tape, []
+
+    def recording(model, ids=None, embed=None, like=None, dtype=np.float64):
+        tape = real(model, ids, embed, like, dtype)
+        made.append((list(ids), like, tape))
+        return tape
+
+    shared = real(gpt2, items[0][0])
+    sizes = [pairs_circuit.held_bytes(run) for run in pairs_circuit._tapes(gpt2, items, shared)]
+    monkeypatch.setattr(pairs_circuit, "_tape", recording)
+    monkeypatch.setattr(pairs_circuit, "TAPE_BYTES", sizes[0] + sizes[1])  # two pairs' tapes fit, the third's not
+    found = find_pairs_circuit(gpt2, items, scores, clean, corrupt)
+    assert found.kept == every.kept and found.patched == every.patched
+    assert made[0][1] is None and all(like is made[0][2] for _, like, _ in made[1:])  # widened once
+    assert len(made) == 1 + 2 * len(items) + 2 * found.checks  # the third pair's two tapes, each step
+    assert all(ids in (items[2][0], items[2][1]) for ids, _, _ in made[1 + 2 * len(items):])
+
+
+def test_held_bytes_is_what_a_pairs_tapes_hold(gpt2):
+    """held_bytes against the memory Python's allocator traces while one pair's tapes are made (the
+    shared weights made before): every recorded activation counted, the attention patterns (h, T, T)
+    included, and little besides (the arrays' headers, RoPE's tables)."""
+    import gc
+    import tracemalloc
+
+    from attncli.causal import pairs_circuit
+    from attncli.causal.circuit import _tape
+
+    items = gpt2_items(gpt2, 1, length=40)
+    shared = _tape(gpt2, items[0][0])
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        run = next(pairs_circuit._tapes(gpt2, items, shared))
+        gc.collect()
+        traced = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    held = pairs_circuit.held_bytes(run)
+    assert held <= traced <= 1.1 * held + 65536  # fixed: bytes, not floats (headers and small tables on top)
+
+
 def test_refusals(gpt2):
     items = gpt2_items(gpt2, 2)
     scores, clean, _ = mean_scores(gpt2, items)
