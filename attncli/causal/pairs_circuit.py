@@ -48,14 +48,23 @@ class PairsCircuit:
         return (self.patched - self.corrupt) / (self.clean - self.corrupt)
 
 
+PATCHING_READS = ("W", "x", "mid", "post")  # what edge_patched_logits reads of a corrupted run's layers
+
+
 def _tapes(model: Any, items: Sequence[tuple[list[int], list[int], Target]], shared: Tape
            ) -> Iterator[tuple[Tape, Tape, np.ndarray, Target]]:
     """Each pair's float64 clean and corrupted tapes (reusing ``shared``'s widened weights and
-    unembedding), the corrupted run's writer outputs (U, T, d) and its target."""
+    unembedding), the corrupted run's writer outputs (U, T, d) and its target. The tapes keep only
+    what the edge-patched pass reads (hf/edges.py): the clean run's embeddings and weights, the
+    corrupted run's streams (x, mid, post); the rest of what a forward records (the backward's)
+    is dropped, a third of a kept pair's bytes left."""
     for clean_ids, corrupt_ids, target in items:
         clean = _tape(model, clean_ids, like=shared)
         corrupt = _tape(model, corrupt_ids, like=shared)
-        yield clean, corrupt, node_outputs(corrupt), target
+        outputs = node_outputs(corrupt)  # (U, T, d)
+        clean.layers = [{"W": t["W"]} for t in clean.layers]
+        corrupt.layers = [{k: t[k] for k in PATCHING_READS} for t in corrupt.layers]
+        yield clean, corrupt, outputs, target
 
 
 def held_bytes(run: tuple[Tape, Tape, np.ndarray, Target]) -> int:

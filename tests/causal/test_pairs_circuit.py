@@ -154,6 +154,14 @@ def test_held_bytes_is_what_a_pairs_tapes_hold(gpt2):
         tracemalloc.stop()
     held = pairs_circuit.held_bytes(run)
     assert held <= traced <= 1.1 * held + 65536  # fixed: bytes, not floats (headers and small tables on top)
+    # what is kept is what the edge-patched pass reads (the search's results above are made from it):
+    # the clean run's weights, the corrupted run's streams, well under a whole forward's record
+    clean, corrupt, _, _ = run
+    assert all(set(t) == {"W"} for t in clean.layers)
+    assert all(set(t) == set(pairs_circuit.PATCHING_READS) for t in corrupt.layers)
+    whole = _tape(gpt2, items[0][0], like=shared)
+    recorded = sum(a.nbytes for t in whole.layers for k, a in t.items() if k != "W" and isinstance(a, np.ndarray))
+    assert held < run[2].nbytes + recorded
 
 
 def test_refusals(gpt2):
