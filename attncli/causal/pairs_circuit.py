@@ -93,6 +93,7 @@ def find_pairs_circuit(model: Any, items: Sequence[tuple[list[int], list[int], T
                        "undefined; choose pairs whose texts differ in it")
     order = ranked(scores, edge_mask(model.layers, model.heads))  # (E, 2)
     shared = _tape(model, items[0][0])  # the float64 weights, widened once for every pair's tapes
+    shared.layers = [{"W": t["W"]} for t in shared.layers]  # its pass's record is not kept through the search
     kept: list[tuple[Tape, Tape, np.ndarray, Target]] = []
     spent = 0
     for run in _tapes(model, items, shared):

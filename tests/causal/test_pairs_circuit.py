@@ -127,6 +127,7 @@ def test_the_weights_are_widened_once_and_the_tapes_past_the_budget_made_again(g
     found = find_pairs_circuit(gpt2, items, scores, clean, corrupt)
     assert found.kept == every.kept and found.patched == every.patched
     assert made[0][1] is None and all(like is made[0][2] for _, like, _ in made[1:])  # widened once
+    assert all(set(t) == {"W"} for t in made[0][2].layers)  # the tape that widened them keeps no record
     assert len(made) == 1 + 2 * len(items) + 2 * found.checks  # the third pair's two tapes, each step
     assert all(ids in (items[2][0], items[2][1]) for ids, _, _ in made[1 + 2 * len(items):])
 
