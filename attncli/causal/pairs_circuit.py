@@ -53,17 +53,19 @@ PATCHING_READS = ("W", "x", "mid", "post")  # what edge_patched_logits reads of 
 
 def _tapes(model: Any, items: Sequence[tuple[list[int], list[int], Target]], shared: Tape
            ) -> Iterator[tuple[Tape, Tape, np.ndarray, Target]]:
-    """Each pair's float64 clean and corrupted tapes (reusing ``shared``'s widened weights and
-    unembedding), the corrupted run's writer outputs (U, T, d) and its target. The tapes keep only
-    what the edge-patched pass reads (hf/edges.py): the clean run's embeddings and weights, the
-    corrupted run's streams (x, mid, post); the rest of what a forward records (the backward's)
-    is dropped, a third of a kept pair's bytes left."""
+    """Each pair's float64 clean and corrupted tapes, run side by side (reusing ``shared``'s widened
+    weights and unembedding), the corrupted run's writer outputs (U, T, d) and its target. The
+    tapes keep only what the edge-patched pass reads (hf/edges.py): the clean run's embeddings and
+    weights, the corrupted run's streams (x, mid, post); the rest of what a forward records (the
+    backward's) is dropped, a third of a kept pair's bytes left."""
+    weights = [t["W"] for t in shared.layers]
     for clean_ids, corrupt_ids, target in items:
-        clean = _tape(model, clean_ids, like=shared)
-        corrupt = _tape(model, corrupt_ids, like=shared)
+        clean, corrupt = (model.tape(shared.dtype, weights, shared.unembedding) for _ in range(2))
+        clean.forward_pair(corrupt, list(clean_ids), list(corrupt_ids))  # each weight read once for both passes
         outputs = node_outputs(corrupt)  # (U, T, d)
         clean.layers = [{"W": t["W"]} for t in clean.layers]
-        corrupt.layers = [{k: t[k] for k in PATCHING_READS} for t in corrupt.layers]
+        corrupt.layers = [{k: t[k] if k == "W" else t[k].copy() for k in PATCHING_READS}  # copies: the pair's
+                          for t in corrupt.layers]  # stacked rows (2T, d) the views would keep are freed
         yield clean, corrupt, outputs, target
 
 
