@@ -10,7 +10,9 @@ bfloat16 on disk); the clean and corrupted texts are 20 tokens each. Timed, best
 the model is loaded and warmed up (with the least CPU time of the runs beside): ``edge_scores`` (EAP: the clean and corrupted passes in float64,
 one backward with every reader's input gradient, and the (U, D) score matrix), EAP-IG with
 ``--steps`` points, and one edge-patched forward (every edge kept at random with probability 1/2),
-which is what each step of the circuit search costs.
+which is what each step of the circuit search costs; for ``attn circuit --pairs``, what one pair
+adds to each step beyond that pass: its two float64 tapes made again (when they are past the
+search's TAPE_BYTES) and the bytes they hold when kept.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import os
 import numpy as np
 
 from bench_llama import best, best_wall_cpu, clean_corrupt, smol_folder, smol_parser  # first: this checkout's attncli
-from attncli.causal.circuit import edge_scores
+from attncli.causal.circuit import _tape, edge_scores
+from attncli.causal.pairs_circuit import TAPE_BYTES, _tapes, held_bytes
 from attncli.hf import load
 from attncli.hf.edges import edge_mask, edge_patched_logits, node_outputs
 
@@ -47,6 +50,12 @@ def main() -> None:
         w = (np.random.default_rng(0).random(mask.shape) < 0.5).astype(np.float64)
         one = best(lambda: edge_patched_logits(ct, kt, w, target.position, corr), args.runs)
         print(f"one edge-patched forward: {one:.2f} s")
+        shared, item = _tape(model, clean), [(clean, corrupt, target)]
+        remade = best(lambda: next(_tapes(model, item, shared)), args.runs)
+        held = held_bytes(next(_tapes(model, item, shared)))
+        steps = int(np.ceil(np.log2(int(mask.sum()) + 1)))
+        print(f"--pairs: a pair's two tapes made again {remade:.2f} s; kept they hold {held / 2**20:.0f} MiB "
+              f"({TAPE_BYTES // held} pairs fit TAPE_BYTES); at most {steps} search steps")
     print(f"load average {os.getloadavg()[0]:.2f} after")
 
 

@@ -70,8 +70,7 @@ def test_per_element_holds_each_probability_to_its_own_size():
 # table was made, the files added by work alongside included.)
 FIXED = re.compile(r"(?:\b(?:atol|rtol|abs|rel|tol)\s*=\s*|<=?\s*)(\d(?:\.\d+)?e-(\d+))\b")
 STILL_FIXED = {
-    "end_to_end/test_last_guards.py": 1,
-    "generate/test_decoders.py": 2, "generate/test_generate.py": 8,
+    "end_to_end/test_last_guards.py": 1, "generate/test_decoders.py": 2, "generate/test_generate.py": 8,
     "generate/test_generate_transformer.py": 4, "generate/test_run.py": 3, "hf/test_backward_encoder.py": 1,
     "hf/test_chunked_attention.py": 1, "hf/test_config_defaults.py": 1, "hf/test_config_drop.py": 2,
     "hf/test_contributions.py": 2, "hf/test_families.py": 2, "hf/test_gguf.py": 2, "hf/test_llama.py": 2,

@@ -8,7 +8,7 @@ A command that names all-MiniLM-L6-v2 runs in a folder holding the model (from i
 extracted under that name, as the README says) and a link to the repository's data/; one that names
 tiny-t5 or induction-llama runs in a folder holding those tiny models, made there by the commands
 the documents give a reader (`python tests/_seq2seq_fixtures.py t5 tiny-t5`, `python
-tests/_llama_head_fixtures.py induction-llama`, tests/ linked beside them); every other command
+tests/_llama_head_fixtures.py induction-llama`, tests/ and data/ linked beside them); every other command
 runs from the repository root.
 A command that reads the Brown corpus skips where it is missing and cannot be fetched (fails under
 CI), as the other Brown tests do.
@@ -177,12 +177,13 @@ MAKERS = {name: [e for e in EXAMPLES if e.command.startswith("python tests/_") a
 @pytest.fixture(scope="module")
 def made_folder(tmp_path_factory) -> Path:
     """A folder holding tiny-t5 and induction-llama, each made by the command the documents give a
-    reader (run there as written, tests/ linked beside it as a clone has it)."""
+    reader (run there as written, tests/ and data/ linked beside it as a clone has them)."""
     from conftest import needed
 
     needed("transformers")
     folder = tmp_path_factory.mktemp("made-docs")
-    (folder / "tests").symlink_to(REPO / "tests", target_is_directory=True)
+    for linked in ("tests", "data"):
+        (folder / linked).symlink_to(REPO / linked, target_is_directory=True)
     for name, makers in MAKERS.items():
         assert len(makers) == 1, f"the documents show one command that makes {name}"
         proc = subprocess.run(["bash", "-o", "pipefail", "-c", makers[0].command], cwd=folder,

@@ -30,7 +30,7 @@ import numpy as np
 
 from attncli.causal.grids import PATCH_SITES, check_same_length
 from attncli.causal.target import Target
-from attncli.errors import BadInput
+from attncli.errors import BadInput, RuntimeFailure
 from attncli.hf import blas
 from attncli.model.interface import Tape, require
 from attncli.model.trace import Intervention, site
@@ -127,9 +127,11 @@ def attribute_together(model: Any, pairs: Sequence[tuple[Sequence[int], Sequence
     tokens: the clean and corrupted passes of all of them run side by side and one backward for all
     the corrupted ones (the tape's forward_all and backward_all: a decoder's weight products take
     every pair's rows at once), for attn attribute --pairs. Equal to one pair at a time to float
-    rounding."""
+    rounding. No pairs: no grids."""
     if where not in SITES:
         raise BadInput(f"--site {where!r}: choose one of {', '.join(SITES)}")
+    if not pairs:
+        return []
     for clean_ids, corrupt_ids, _ in pairs:
         check_same_length(model, list(clean_ids), list(corrupt_ids))
     if len({len(clean) for clean, _, _ in pairs}) > 1:
@@ -151,8 +153,9 @@ def attribute_together(model: Any, pairs: Sequence[tuple[Sequence[int], Sequence
         d_logits.append(target.gradient(logits))
     corrupt_tapes = tapes[1::2]
     all_grads = corrupt_tapes[0].backward_all(corrupt_tapes, [t.position for _, _, t in pairs], d_logits)
-    return [_estimate(model, clean_tape, corrupt_tape, grads, where, qk_fix, *m)
-            for clean_tape, corrupt_tape, grads, m in zip(tapes[::2], corrupt_tapes, all_grads, metrics)]
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is damage (_estimate), not a RuntimeWarning
+        return [_estimate(model, clean_tape, corrupt_tape, grads, where, qk_fix, *m)
+                for clean_tape, corrupt_tape, grads, m in zip(tapes[::2], corrupt_tapes, all_grads, metrics)]
 
 
 def _estimate(model: Any, clean_tape: Tape, corrupt_tape: Tape, grads: dict[str, np.ndarray], where: str,
@@ -173,6 +176,9 @@ def _estimate(model: Any, clean_tape: Tape, corrupt_tape: Tape, grads: dict[str,
         est = np.einsum("ltd,ltd->lt", after - before, g)
         if qk_fix:
             est = est + _direct_qk_fix(corrupt_tape, where, after - before, grads)
+    if not np.isfinite(est).all():  # the QK fix's patterns, recomputed with clean keys or queries, overflowed
+        raise RuntimeFailure(f"damaged model: NaN or infinity in the --site {where} attribution (an overflow "
+                             f"on the {corrupt_tape.dtype} gradient tape)")
     rows = [f"L{l}H{x}" for l in range(L) for x in range(h)] if where in ("key", "query") else [f"L{l}" for l in range(L)]
     return Attribution(est / (m_clean - m_corrupt), m_clean, m_corrupt, where, qk_fix, rows)
 

@@ -8,8 +8,10 @@ edge-patched forwards keep ``faithfulness`` of the mean difference:
 
 with patched_i(n) pair i's metric when only the n top edges carry its clean values (every other edge
 its corrupted run's: circuit.patched_metric). Each step of the search (circuit.shortest_prefix, about
-log2(E) steps) patches every pair exactly, in float64: pairs x steps edge-patched forwards, each pair's
-two tapes made again each step unless the pairs' tapes fit TAPE_BYTES together.
+log2(E) steps) patches every pair exactly, in float64: pairs x steps edge-patched forwards. The
+weights are widened to float64 once and every pair's tapes share them; the pairs' tapes (their
+activations, measured as they are made) are kept across the steps while they fit TAPE_BYTES
+together, and the pairs past that budget have their two forwards run again at each step.
 
 Shapes: U writers, D readers (hf/edges.py), E edges, T tokens, d width.
 """
@@ -17,6 +19,7 @@ Shapes: U writers, D readers (hf/edges.py), E edges, T tokens, d width.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -27,7 +30,7 @@ from attncli.errors import BadInput
 from attncli.hf.edges import edge_mask, node_outputs
 from attncli.model.interface import Tape
 
-TAPE_BYTES = 256 * 2**20  # the pairs' float64 tapes kept across the search's steps when they fit this together
+TAPE_BYTES = 256 * 2**20  # the pairs' own tape bytes (held_bytes) kept across the search's steps, at most
 
 
 @dataclass
@@ -45,13 +48,37 @@ class PairsCircuit:
         return (self.patched - self.corrupt) / (self.clean - self.corrupt)
 
 
-def _tapes(model: Any, items: Sequence[tuple[list[int], list[int], Target]]
+PATCHING_READS = ("W", "x", "mid", "post")  # what edge_patched_logits reads of a corrupted run's layers
+
+
+def _tapes(model: Any, items: Sequence[tuple[list[int], list[int], Target]], shared: Tape
            ) -> Iterator[tuple[Tape, Tape, np.ndarray, Target]]:
-    """Each pair's float64 clean and corrupted tapes, the corrupted run's writer outputs (U, T, d) and its target."""
+    """Each pair's float64 clean and corrupted tapes, run side by side (reusing ``shared``'s widened
+    weights and unembedding), the corrupted run's writer outputs (U, T, d) and its target. The
+    tapes keep only what the edge-patched pass reads (hf/edges.py): the clean run's embeddings and
+    weights, the corrupted run's streams (x, mid, post); the rest of what a forward records (the
+    backward's) is dropped, a third of a kept pair's bytes left."""
+    weights = [t["W"] for t in shared.layers]
     for clean_ids, corrupt_ids, target in items:
-        clean = _tape(model, clean_ids)
-        corrupt = _tape(model, corrupt_ids, like=clean)
-        yield clean, corrupt, node_outputs(corrupt), target
+        clean, corrupt = (model.tape(shared.dtype, weights, shared.unembedding) for _ in range(2))
+        clean.forward_pair(corrupt, list(clean_ids), list(corrupt_ids))  # each weight read once for both passes
+        outputs = node_outputs(corrupt)  # (U, T, d)
+        clean.layers = [{"W": t["W"]} for t in clean.layers]
+        corrupt.layers = [{k: t[k] if k == "W" else t[k].copy() for k in PATCHING_READS}  # copies: the pair's
+                          for t in corrupt.layers]  # stacked rows (2T, d) the views would keep are freed
+        yield clean, corrupt, outputs, target
+
+
+def held_bytes(run: tuple[Tape, Tape, np.ndarray, Target]) -> int:
+    """The bytes one pair's kept tapes hold of their own: every recorded activation (the weights,
+    shared by every pair, not counted) and the corrupted run's writer outputs."""
+    clean, corrupt, outputs, _ = run
+    total = outputs.nbytes
+    for tape in (clean, corrupt):
+        total += tape.embed.nbytes
+        for layer in tape.layers:
+            total += sum(a.nbytes for k, a in layer.items() if k != "W" and isinstance(a, np.ndarray))
+    return total
 
 
 def find_pairs_circuit(model: Any, items: Sequence[tuple[list[int], list[int], Target]], scores: np.ndarray,
@@ -61,16 +88,26 @@ def find_pairs_circuit(model: Any, items: Sequence[tuple[list[int], list[int], T
     docstring)."""
     if not 0.0 < faithfulness <= 1.0 or not np.isfinite(faithfulness):
         raise BadInput(f"--faithfulness {faithfulness}: a fraction above 0 and at most 1")
+    if not items:
+        raise BadInput("no pairs: a circuit over a dataset needs at least one pair")
     if not abs(clean - corrupt) >= 1e-9:
         raise BadInput(f"the pairs' mean clean and corrupted metrics are equal ({clean:.6g}): faithfulness is "
                        "undefined; choose pairs whose texts differ in it")
     order = ranked(scores, edge_mask(model.layers, model.heads))  # (E, 2)
-    size = sum(2 * len(c) * model.layers * 16 * model.hidden_size * 8 for c, _, _ in items)  # about, float64
-    kept = list(_tapes(model, items)) if size <= TAPE_BYTES else None
+    shared = _tape(model, items[0][0])  # the float64 weights, widened once for every pair's tapes
+    shared.layers = [{"W": t["W"]} for t in shared.layers]  # its pass's record is not kept through the search
+    kept: list[tuple[Tape, Tape, np.ndarray, Target]] = []
+    spent = 0
+    for run in _tapes(model, items, shared):
+        spent += held_bytes(run)
+        if spent > TAPE_BYTES:
+            break
+        kept.append(run)
+    rest = items[len(kept):]  # made again at each step
 
     def mean_patched(n: int) -> float:
         edges = [tuple(e) for e in order[:n]]
-        runs = kept if kept is not None else _tapes(model, items)
+        runs = chain(kept, _tapes(model, rest, shared))
         return float(np.mean([patched_metric(c, k, t, edges, out) for c, k, out, t in runs]))
 
     n, best, checks = shortest_prefix(mean_patched, len(order), clean, corrupt, faithfulness)

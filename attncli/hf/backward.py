@@ -28,6 +28,7 @@ from attncli.errors import BadInput
 from attncli.hf import blas, gpt2, llama, ops
 from attncli.hf.layer_weights import layer_weights
 from attncli.hf.backward_ops import DERIVATIVES, attention_back, layer_norm_back, rms_norm_back
+from attncli.hf.weight_check import check_finite
 from attncli.model.trace import site
 from attncli.numeric import rms_norm, softmax
 
@@ -152,8 +153,11 @@ class DecoderTape:
         """(V,) the logits at ``position``, in float64."""
         kind, w, b, eps = self.final
         x = self.layers[-1]["post"][position]
-        y = ops.layer_norm(x, w, b, eps) if kind == "layer" else rms_norm(x, w, eps)
-        return (self.unembedding @ y).astype(np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            y = ops.layer_norm(x, w, b, eps) if kind == "layer" else rms_norm(x, w, eps)
+            out = (self.unembedding @ y).astype(np.float64)
+        check_finite(out, f"the logits on the {self.dtype} gradient tape")
+        return out
 
     def backward(self, position: int, d_logits: np.ndarray, inputs: bool = False) -> dict[str, np.ndarray]:
         """d metric / d site at every site, from d metric / d logits[position] (V,). ``inputs``: also
@@ -187,11 +191,14 @@ def forward_together(tapes: list[DecoderTape], ids: list[list[int]],
     side, so that each layer's weights are read (and widened) once for all of them, and used while
     they are still in the cache. The tapes are of one model and dtype; the first one's weights
     (its ``shared`` list, else read here) become every tape's."""
-    first, embeds = tapes[0], embeds if embeds is not None else [None] * len(tapes)
+    embeds = embeds if embeds is not None else [None] * len(tapes)
+    first = _one_model(tapes, ids, embeds)
     for tape, i, e in zip(tapes, ids, embeds):
         tape._begin(list(i), e)
     rows = max(t.embed.shape[0] for t in tapes) * len(tapes)
-    with blas.for_rows(rows):  # 20 tokens: one thread; two that spin on a busy machine cost 10x (blas.py)
+    # 20 tokens: one thread; two that spin on a busy machine cost 10x (blas.py); an overflow is damage
+    # (check_finite per layer, as the model's own pass), not a RuntimeWarning
+    with blas.for_rows(rows), np.errstate(over="ignore", invalid="ignore"):
         for l in range(first.arch.layers):
             W = first.shared[l] if first.shared is not None else _weights(first.arch, l, first.dtype)
             _layer(tapes, l, W)
@@ -199,6 +206,18 @@ def forward_together(tapes: list[DecoderTape], ids: list[list[int]],
     for tape in tapes[1:]:
         tape.unembedding = first.unembedding if tape.unembedding is None else tape.unembedding
         tape._end()
+
+
+def _one_model(tapes: list[DecoderTape], *per_tape: list[Any]) -> DecoderTape:
+    """The first of ``tapes``, once they are one or more of one model and dtype with an entry each in
+    every list of ``per_tape`` (the first tape's weights serve them all: another model's tape would
+    take them silently, and zip would drop a tape without its entry)."""
+    if not tapes or any(len(entries) != len(tapes) for entries in per_tape):
+        raise ValueError(f"{len(tapes)} tapes with {[len(entries) for entries in per_tape]} entries: give one each")
+    first = tapes[0]
+    if any(t.model is not first.model or t.dtype != first.dtype for t in tapes[1:]):
+        raise ValueError("the tapes run side by side are of one model and dtype (the first one's weights serve all)")
+    return first
 
 
 def _layer(tapes: list[DecoderTape], l: int, W: dict[str, Any]) -> None:
@@ -218,6 +237,7 @@ def _layer(tapes: list[DecoderTape], l: int, W: dict[str, Any]) -> None:
     gate = _affine(m, W["gate"]) if W["gate"] is not None else None
     inner = first.act(gate) * up if gate is not None else first.act(up)
     post = mid + _affine(inner, W["down"])  # (R, d)
+    check_finite(post, f"layer {l}'s output on the {first.dtype} gradient tape")  # finite weights that overflow
     for tape, (q_, k_, v_, p_, z_), i, j in zip(tapes, kept, at, at[1:]):
         rows = slice(i, j)
         tape.layers.append(dict(W=W, x=x[rows], a=a[rows], q=q_, k=k_, v=v_, p=p_, z=z_, mid=mid[rows], m=m[rows],
@@ -231,7 +251,7 @@ def backward_together(tapes: list[DecoderTape], positions: list[int], d_logits: 
     through each weight product at once (forward_together's stacking, for the backward), attention
     per tape as a batch. A tape alone is the same arithmetic as one tape's backward.
     Arrays carry the tapes first: (B, T, d) rows, (B, h, T, d_head) heads."""
-    first, B = tapes[0], len(tapes)
+    first, B = _one_model(tapes, positions, d_logits), len(tapes)
     arch, dtype = first.arch, first.dtype
     T, width = first.embed.shape
     if any(t.embed.shape != (T, width) for t in tapes[1:]):
@@ -249,7 +269,7 @@ def backward_together(tapes: list[DecoderTape], positions: list[int], d_logits: 
     by_tape = lambda x: x.reshape(B, T, *x.shape[1:])  # noqa: E731  (R, ...) -> (B, T, ...)
     if inputs:
         grads["final_in"] = by_tape(g)
-    with blas.for_rows(R):  # a sentence's rows: one thread (blas.py)
+    with blas.for_rows(R), np.errstate(over="ignore", invalid="ignore"):  # a sentence's rows: one thread (blas.py)
         for l in range(arch.layers - 1, -1, -1):
             W, gate, x = first.layers[l]["W"], None, rows(l, "x")
             grads[site(l, "resid_post")] = grads[site(l, "mlp.out")] = by_tape(g)
@@ -282,6 +302,7 @@ def backward_together(tapes: list[DecoderTape], positions: list[int], d_logits: 
             g_qk = first._norm_back(W["norm"], g_qk, x, W["n1"])  # the norm's backward is linear in g: split
             grads[f"blocks.{l}.qk_in"] = by_tape(g_qk)  # d resid_pre through this layer's queries and keys alone
             g = g + g_qk + first._norm_back(W["norm"], g_v, x, W["n1"])  # d resid_pre
+            check_finite(g, f"layer {l}'s gradient on the {dtype} gradient tape")
             grads[site(l, "resid_pre")] = by_tape(g)
     grads["embed"] = by_tape(g)
     return [{name: value[i] for name, value in grads.items()} for i in range(B)]

@@ -6,7 +6,8 @@ the mean over the pairs made from the added sums::
 
     from attncli.pipeline.pairs_compute import PairsRun, compute_pairs
     doc = compute_pairs(PairsRun("pairs.jsonl", kind="patch", site="head"))   # the --json document
-    doc["mean"]["grid"]        # (layers, heads): the mean restored fraction over the pairs
+    doc["grid"]                # (layers, heads): the fraction of the mean clean - corrupt difference restored
+    doc["mean"]["grid"]        # (layers, heads): the mean of each pair's own restored fraction
 
     pairs file -> check every pair (tokens, target) -> the chunks (stats.runner.chunks: a chunk
     whose shard is in --out is read, not computed) -> each chunk's sums -> added -> the document
@@ -29,6 +30,7 @@ from attncli.causal.pairs_circuit import find_pairs_circuit
 from attncli.causal.pairs_file import Pair, read_pairs
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.fileio import FileProblem
+from attncli.hf.edges import edge_mask
 from attncli.hf.loader import load
 from attncli.stats.chunk_work import ModelSpec, bounded
 from attncli.stats.cluster import host_port, ray_results
@@ -223,7 +225,8 @@ def compute_pairs(run: PairsRun, model: Any = None, *, stage: Optional[Stage] = 
     circuit = None
     if run.kind == "circuit":  # the circuit of the merged mean scores, every pair patched at each step
         sums = outcome.sums
-        with around(f"the circuit over {len(pairs):,} pairs (exact edge patching)"):
+        steps = int(np.ceil(np.log2(int(edge_mask(model.layers, model.heads).sum()) + 1)))  # the search's, at most
+        with around(f"the circuit over {len(pairs):,} pairs: up to {steps} steps x {len(pairs):,} edge-patched passes"):
             circuit = find_pairs_circuit(model, [encoded(model, p, run.job) for p in pairs], sums.mean("scores"),
                                          float(sums.mean("clean")), float(sums.mean("corrupt")),
                                          faithfulness=run.faithfulness)

@@ -56,7 +56,8 @@ def _edges(sums: PairSums, model: Any, edges: Sequence[tuple[int, int]]) -> list
 def circuit_fields(model: Any, sums: PairSums, found: PairsCircuit) -> dict[str, Any]:
     """A --pairs circuit's keys, those of attn circuit's document (circuit.circuit_document: the
     circuit view draws either): its edges strongest first, their nodes, the mean metrics, the
-    faithfulness reached and asked, the edge-patched search; ``top``: the TOP_EDGES strongest edges."""
+    faithfulness reached and asked, the edge-patched search (``checks``: its edge-patched passes, as
+    attn circuit's, search_steps x pairs); ``top``: the TOP_EDGES strongest edges."""
     L, h = model.layers, model.heads
     mask = edge_mask(L, h)
     edges = _edges(sums, model, found.kept)
@@ -65,7 +66,7 @@ def circuit_fields(model: Any, sums: PairSums, found: PairsCircuit) -> dict[str,
             "nodes": [{"name": n, "layer": layer_of(n, L)} for n in nodes], "layers": L,
             "clean": found.clean, "corrupt": found.corrupt, "patched": found.patched,
             "faithfulness": found.faithfulness, "faithfulness_asked": found.target_faithfulness,
-            "edges_total": int(mask.sum()), "checks": found.checks}
+            "edges_total": int(mask.sum()), "checks": found.checks * found.pairs, "search_steps": found.checks}
 
 
 def restored(sums: PairSums) -> np.ndarray:
@@ -114,6 +115,6 @@ def pairs_document(model: Any, run: Any, sums: PairSums, ident: Identity, ranges
         doc["title"] += f" · {len(doc['edges'])} of {doc['edges_total']:,} edges"
         doc["notes"] = [f"mean clean {doc['clean']:.4f}, corrupt {doc['corrupt']:.4f}, the circuit alone "
                         f"{doc['patched']:.4f}: faithfulness {doc['faithfulness']:.3f} (asked {run.faithfulness:g}; "
-                        f"every edge outside the circuit patched exactly in every pair, {doc['checks']} steps of "
-                        f"{n:,} edge-patched passes){spread}", CELL["circuit"] + " (its mean over the pairs)"]
+                        f"every edge outside the circuit patched exactly in every pair: {doc['search_steps']} steps x "
+                        f"{n:,} pairs = {doc['checks']:,} edge-patched passes){spread}", CELL["circuit"] + " (its mean over the pairs)"]
     return doc

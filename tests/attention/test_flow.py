@@ -8,9 +8,10 @@ import json
 import numpy as np
 import pytest
 
-from _tolerance import f32_close, f32_size
 from conftest import needed
 from typer.testing import CliRunner
+
+from _tolerance import f32_close
 
 from attncli.attention.flow import MAX_TOKENS, attention_flow, max_flow
 from attncli.cli.main import app
@@ -84,8 +85,7 @@ def test_flow_json_equals_networkx_on_transformers_attentions(request, fixture):
         assert result.exit_code == 0, result.stderr
         doc = json.loads(result.stdout)
         assert doc["flow"] is True and doc["head_weights"] is None
-        want = nx_flow(A, layer)  # flows: sums of float32 weights of layers 0..layer; the JSON's %.6g
-        f32_close(doc["weights"], want, layer + 1, f32_size(path)[1], printed=5e-6 * np.abs(want).max(), what="flow")
+        f32_close(np.array(doc["weights"]), nx_flow(A, layer), depth=layer + 1, length=37, printed=5e-7)
     text = " ".join(run("matrix", SENTENCE, "--transformer", str(path), "--flow").stdout.split())  # lines wrap with the path
     assert "attention flow through layers 0-1 · max-flow" in text
 

@@ -9,8 +9,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from _attention_fixtures import make_random_attention
-from _tolerance import f32_close
 from test_tinylm_reference import reference_forward, stored
+
+from _tolerance import f32_close
 
 from attncli.attention import matrix
 from attncli.attention.masks import MaskSpec
@@ -21,7 +22,6 @@ from attncli.vectors import store
 
 
 TEXT = "the old man saw the cat"
-LENGTH = 64  # make_random_attention's widest reduction: d_ff = 4 d, d = 16 (float32 on both sides)
 
 
 def _trained_matrix(variant: str = "multihead", **options) -> matrix.MatrixResult:
@@ -39,8 +39,8 @@ def test_the_trained_projection_gives_the_layers_attention_output_as_torch():
     weights, _, outputs, _ = reference_forward(*stored("rand"), TEXT.split(), everything=True)
     for layer in range(2):
         res = _trained_matrix(layer=layer)
-        f32_close(res.attention.head_weights, weights[layer], layer + 1, LENGTH, per_element=True)  # layers 0..layer
-        f32_close(res.attention.output, outputs[layer], layer + 1, LENGTH, what="attention output")
+        f32_close(res.attention.head_weights, weights[layer], depth=layer + 1, length=16, per_element=True)  # d 16, float32
+        f32_close(res.attention.output, outputs[layer], depth=layer + 1, length=16)
         assert res.projected.label == f"trained (rand, layer {layer} of 2, 4 heads)"
         assert res.positions == "the trained model's own (sinusoidal)"  # not --positions: the weights' own
 
@@ -53,7 +53,7 @@ def test_one_head_of_the_trained_projection_is_that_head_alone(head):
         res = _trained_matrix(variant, layer=1, head=head)
         got = res.attention.weights if variant == "scaled" else res.attention.head_weights[0]
         assert res.attention.weights.shape == (6, 6)
-        f32_close(got, weights[1][head], 2, LENGTH, per_element=True)  # layer 1: depth 2
+        f32_close(got, weights[1][head], depth=2, length=16, per_element=True)
         assert res.projected.label == f"trained (rand, layer 1 of 2, head {head} of 4)"
         assert res.positions == "the trained model's own (sinusoidal)"
 
@@ -116,4 +116,4 @@ def test_the_trained_projection_reads_the_directory_its_vectors_came_from(tmp_pa
     old = load_vectors("rand", directory=snapshot)
     p = trained.projection(_projection_input(old))
     q, k = (m.reshape(6, 2, 8).transpose(1, 0, 2) for m in (p.q, p.k))  # (h, T, d_k): head i = columns i*8..
-    f32_close(_causal_softmax(q, k), before[0], 1, LENGTH, per_element=True)  # layer 0
+    f32_close(_causal_softmax(q, k), before[0], length=16, per_element=True)

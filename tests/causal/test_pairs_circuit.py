@@ -22,6 +22,7 @@ from attncli.causal.pairs_circuit import find_pairs_circuit  # noqa: E402
 from attncli.causal.target import Target  # noqa: E402
 from attncli.errors import BadInput  # noqa: E402
 from attncli.hf import load  # noqa: E402
+from attncli.hf.backward import DecoderTape  # noqa: E402
 from attncli.hf.edges import down_index, edge_mask, up_index  # noqa: E402
 
 
@@ -102,6 +103,73 @@ def test_tapes_made_again_each_step_give_the_same_circuit(gpt2, monkeypatch):
     monkeypatch.setattr(pairs_circuit, "TAPE_BYTES", 0)
     again = find_pairs_circuit(gpt2, items, scores, clean, corrupt)
     assert again.kept == kept.kept and again.patched == kept.patched
+
+
+def test_the_weights_are_widened_once_and_the_tapes_past_the_budget_made_again(gpt2, monkeypatch):
+    """Every pair's tapes share one float64 copy of the weights (a copy a pair would be the whole
+    model's weights in float64 per pair: 1.1 GB on SmolLM2-135M), and exactly the pairs whose tapes
+    no longer fit TAPE_BYTES are made again at each step, the circuit unchanged."""
+    from attncli.causal import pairs_circuit
+
+    items = gpt2_items(gpt2)
+    scores, clean, corrupt = mean_scores(gpt2, items)
+    every = find_pairs_circuit(gpt2, items, scores, clean, corrupt)
+    real_tape, real_pass = pairs_circuit._tape, DecoderTape.forward_pair
+    widened, passes = [], []
+
+    def widening(model, ids=None, embed=None, like=None, dtype=np.float64):
+        widened.append(real_tape(model, ids, embed, like, dtype))
+        return widened[-1]
+
+    def recording(self, other, ids, other_ids):
+        real_pass(self, other, ids, other_ids)
+        passes.append((list(ids), self, other))
+
+    shared = real_tape(gpt2, items[0][0])
+    sizes = [pairs_circuit.held_bytes(run) for run in pairs_circuit._tapes(gpt2, items, shared)]
+    monkeypatch.setattr(pairs_circuit, "_tape", widening)
+    monkeypatch.setattr(DecoderTape, "forward_pair", recording)
+    monkeypatch.setattr(pairs_circuit, "TAPE_BYTES", sizes[0] + sizes[1])  # two pairs' tapes fit, the third's not
+    found = find_pairs_circuit(gpt2, items, scores, clean, corrupt)
+    assert found.kept == every.kept and found.patched == every.patched
+    assert len(widened) == 1 and all(set(t) == {"W"} for t in widened[0].layers)  # widened once, no record kept
+    weights = [t["W"] for t in widened[0].layers]
+    assert all(t.layers[l]["W"] is weights[l] for _, a, b in passes for t in (a, b) for l in range(gpt2.layers))
+    assert len(passes) == len(items) + found.checks  # the third pair's two tapes again, each step
+    assert all(ids == items[2][0] for ids, _, _ in passes[len(items):])
+
+
+def test_held_bytes_is_what_a_pairs_tapes_hold(gpt2):
+    """held_bytes against the memory Python's allocator traces while one pair's tapes are made (the
+    shared weights made before): every recorded activation counted, the attention patterns (h, T, T)
+    included, and little besides (the arrays' headers): no view keeping a larger array alive."""
+    import gc
+    import tracemalloc
+
+    from attncli.causal import pairs_circuit
+    from attncli.causal.circuit import _tape
+
+    items = gpt2_items(gpt2, 1, length=40)
+    shared = _tape(gpt2, items[0][0])
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        run = next(pairs_circuit._tapes(gpt2, items, shared))
+        gc.collect()
+        traced = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    held = pairs_circuit.held_bytes(run)
+    assert held <= traced <= held + 32768  # fixed: bytes, not floats (the arrays' headers on top; measured 15 kB)
+    # what is kept is what the edge-patched pass reads (the search's results above are made from it):
+    # the clean run's weights, the corrupted run's streams, well under a whole forward's record
+    clean, corrupt, _, _ = run
+    assert all(set(t) == {"W"} for t in clean.layers)
+    assert all(set(t) == set(pairs_circuit.PATCHING_READS) for t in corrupt.layers)
+    whole = _tape(gpt2, items[0][0], like=shared)
+    recorded = sum(a.nbytes for t in whole.layers for k, a in t.items() if k != "W" and isinstance(a, np.ndarray))
+    assert held < run[2].nbytes + recorded
 
 
 def test_refusals(gpt2):

@@ -1,5 +1,6 @@
 """attn circuit through the command line (a tiny GPT-2): the listing, JSON, the graph's exports
-(every label escaped), EAP-IG's --steps, refusals."""
+(every label escaped), EAP-IG's --steps, refusals; --pairs: the circuit over the pairs' document and
+the refusal of pairs whose mean metrics agree."""
 
 from __future__ import annotations
 
@@ -86,3 +87,43 @@ def test_a_bert_with_its_mlm_head_is_refused_for_its_post_ln_stream(tmp_path):
     code, out = run("circuit", "the cat [MASK] .", "the dog [MASK] .", "--transformer", path, "--target-id", "5")
     out = " ".join(out.split())
     assert code == 2 and "pre-norm decoders" in out and "attn attribute" in out and "Traceback" not in out
+
+
+def _pairs_file(path, model_dir, rows):
+    """A --pairs file of (clean, corrupt) texts, every pair's target and contrast two of the tiny GPT-2's tokens."""
+    from attncli.hf import load
+
+    target, contrast = load(str(model_dir), backend="numpy").token_strings([7, 5])
+    path.write_text("".join(json.dumps({"clean": c, "corrupt": k, "target": target, "contrast": contrast}) + "\n"
+                            for c, k in rows), encoding="utf-8")
+    return str(path)
+
+
+def test_the_pairs_circuit_document(tiny_gpt2_dir, tmp_path):
+    """attn circuit --pairs: the circuit over the pairs under attn circuit's keys, its edges the head of
+    the ranking by mean |score| (``top``), its faithfulness the document's own metrics' fraction, its
+    checks the edge-patched passes (search steps x pairs, the steps a binary search's at most)."""
+    import math
+
+    rows = [(CLEAN, CORRUPT), (CORRUPT, CLEAN), ("the mat sat on the cat and the dog", CLEAN)]
+    path = _pairs_file(tmp_path / "pairs.jsonl", tiny_gpt2_dir, rows)
+    code, out = run("circuit", "--pairs", path, "--transformer", str(tiny_gpt2_dir), "--faithfulness", "0.8", "--json")
+    assert code == 0, out
+    doc = json.loads(out)
+    assert doc["pairs"] == 3 and doc["faithfulness_asked"] == 0.8 and doc["faithfulness"] >= 0.8
+    assert doc["faithfulness"] == pytest.approx((doc["patched"] - doc["corrupt"]) / (doc["clean"] - doc["corrupt"]),
+                                                rel=1e-12)
+    key = lambda e: (e["from"], e["to"], e["input"])  # noqa: E731
+    n = len(doc["edges"])
+    head = min(n, len(doc["top"]))  # top: the 20 strongest
+    assert 0 < n < doc["edges_total"] and [key(e) for e in doc["edges"][:head]] == [key(e) for e in doc["top"][:head]]
+    sizes = [abs(e["mean"]) for e in doc["edges"]]
+    assert sizes == sorted(sizes, reverse=True)  # strongest first
+    assert doc["checks"] == doc["search_steps"] * 3
+    assert doc["search_steps"] <= math.ceil(math.log2(doc["edges_total"] + 1))  # a binary search's at most
+
+
+def test_pairs_whose_mean_metrics_agree_are_refused_in_one_line(tiny_gpt2_dir, tmp_path):
+    path = _pairs_file(tmp_path / "same.jsonl", tiny_gpt2_dir, [(CLEAN, CLEAN), (CORRUPT, CORRUPT)])
+    code, out = run("circuit", "--pairs", path, "--transformer", str(tiny_gpt2_dir), "--json")
+    assert code == 2 and "mean clean and corrupted metrics are equal" in out and "Traceback" not in out, out

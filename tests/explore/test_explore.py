@@ -113,7 +113,7 @@ def test_the_drawn_matrix_is_attn_matrix_json(keys, expect):
         doc = matrix_json(app.state.command_line())
         assert doc["tokens"] == app.result.tokens
         weights = np.array(doc["weights"], dtype=float)
-        np.testing.assert_allclose(app.result.attention.weights, weights, atol=1e-6)  # fixed: the same float64 word-vector pass (the app runs matrix's code), printed with %.6g: <= 5e-7 for weights <= 1
+        np.testing.assert_allclose(app.result.attention.weights, weights, atol=1e-6)  # fixed: JSON's 6 digits
         what = "scores" if app.state.show == "scores" else "weights"
         expected = np.array([[np.nan if x is None else x for x in row] for row in doc[what]], dtype=float)
         if what == "weights":
@@ -161,7 +161,7 @@ def test_the_explanation_follows_the_cursor_keys_and_clicks():
         doc = matrix_json(app.state.command_line())  # the copied command carries --explain 1 2
         assert doc["explanation"]["query"] == {"index": 1, "token": "flies"}
         assert doc["explanation"]["key"] == {"index": 2, "token": "like"}
-        assert doc["explanation"]["weight"] == pytest.approx(app.explanation["weight"], abs=1e-6)  # fixed: float64 word-vector pass on both sides; only the JSON's printing can differ
+        assert doc["explanation"]["weight"] == pytest.approx(app.explanation["weight"], abs=1e-6)  # fixed: JSON's 6 digits
         panel = "\n".join(lines_of(app, "#explain"))
         assert "cell (1, 2): query 'flies' -> key 'like'" in panel
         assert f"{app.explanation['weight']:.6g}" in panel
@@ -199,7 +199,7 @@ def test_editing_the_sentence_and_the_context():
         await settle(app, pilot)
         assert app.state.context == "a dog" and app.result.key_tokens == ["a", "dog"]
         doc = matrix_json(app.state.command_line())
-        np.testing.assert_allclose(app.result.attention.weights, np.array(doc["weights"]), atol=1e-6)  # fixed: the same float64 pass, printed with %.6g (<= 5e-7 for weights <= 1)
+        np.testing.assert_allclose(app.result.attention.weights, np.array(doc["weights"]), atol=1e-6)  # fixed: JSON's 6 digits
 
     drive(script)
 
@@ -401,7 +401,7 @@ def test_forty_columns_stack_the_panels():
         assert matrix.region.width >= 38 and explanation.region.width >= 38
         assert explanation.region.y >= matrix.region.bottom
         drawn = drawn_matrix(lines_of(app), app.result.tokens)
-        np.testing.assert_allclose(drawn, app.result.attention.weights, atol=5e-3)  # fixed: the table drawn narrow prints 2 decimals
+        np.testing.assert_allclose(drawn, app.result.attention.weights, atol=5e-3)  # fixed: as drawn; 2 decimals when narrow
         await press(app, pilot, "c", "down")
         assert app.explanation["query"]["index"] == 1
 

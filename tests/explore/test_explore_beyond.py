@@ -18,7 +18,7 @@ needed("textual", reason="attn explore needs the explore extra (textual)")
 needed("safetensors", reason="the NumPy transformer path needs the pretrained extra")
 
 from test_explore import drive, lines_of, press, settle  # noqa: E402
-from test_explore_transformer import last_table, same_pass, transformer_json  # noqa: E402
+from test_explore_transformer import last_table, transformer_json  # noqa: E402
 
 from attncli.explore.state import ExploreState  # noqa: E402
 
@@ -48,10 +48,10 @@ def test_o_draws_attention_flow_as_the_core_computes_it(tiny_bert_dir):
         await press(app, pilot, "o", "left_square_bracket")
         assert app.message == "" and app.state.flow and app.state.layer == 0
         drawn = last_table(lines_of(app), enc.tokens)
-        np.testing.assert_allclose(drawn, expected, atol=5e-4 + 1e-9)  # fixed: each cell as drawn, 3 decimals
+        np.testing.assert_allclose(drawn, expected, atol=5e-4 + 1e-9)  # fixed: as drawn; each cell as drawn, 3 decimals
         assert "--flow" in app.state.command_line(explain=False) and app.result.meta["flow"] is True
         doc = transformer_json(app.state.command_line(explain=False))
-        same_pass(expected, doc["weights"])  # matrix's --flow of the same pass: only its %.6g printing differs
+        np.testing.assert_allclose(np.array(doc["weights"]), expected, atol=1e-6)  # fixed: JSON's 6 digits
         assert "no explanation of a cell with --flow" in "\n".join(lines_of(app, "#explain"))
         await press(app, pilot, "z")  # --flow with --hide-special: attn matrix's refusal, the view stays
         assert "--flow is one matrix" in app.message and not app.state.hide_special and app.state.flow
@@ -82,7 +82,7 @@ def test_L_draws_the_logit_lens_of_a_decoder(tiny_gpt2_dir):
         await press(app, pilot, "L")
         assert app.message == "" and app.state.lens
         drawn = np.array(lens_rows(lines_of(app), len(ids)))  # (T, L + 1): the top token's probability
-        np.testing.assert_allclose(drawn, lens.top_probs[:, :, 0].T, atol=5e-3 + 1e-9)  # fixed: the lens table prints 2 decimals
+        np.testing.assert_allclose(drawn, lens.top_probs[:, :, 0].T, atol=5e-3 + 1e-9)  # fixed: as drawn
         cells = app.result.doc["lens"]
         assert [[c[0]["id"] for c in layer] for layer in cells] == lens.top_ids[:, :, 0].tolist()
         assert app.state.command_line() == f"attn lens '{SENTENCE}' --transformer {tiny_gpt2_dir}"
@@ -159,11 +159,11 @@ def test_C_compares_with_a_second_text_as_the_core_computes_it(tiny_bert_dir):
         assert app.message == "" and app.state.compare_text == OTHER
         np.testing.assert_allclose(app.result.comparison.delta, expected, atol=1e-9)
         drawn = np.array(delta_table(lines_of(app)))
-        np.testing.assert_allclose(drawn, expected, atol=5e-4 + 1e-9)  # fixed: the delta table prints 3 decimals
+        np.testing.assert_allclose(drawn, expected, atol=5e-4 + 1e-9)  # fixed: as drawn
         command = app.state.command_line()
         assert command.startswith(f"attn compare '{SENTENCE}' '{OTHER}'") and "--layer 0 --head 2" in command
         doc = run_copied(command)  # the command y copies prints the same comparison
-        same_pass(expected, doc["delta"])  # attn compare runs the same pass: only its %.6g printing differs
+        np.testing.assert_allclose(np.array(doc["delta"]), expected, atol=1e-6)  # fixed: JSON's 6 digits
         assert doc["cropped"] == app.result.comparison.cropped
         await press(app, pilot, "left_curly_bracket")  # head 1: both sides follow
         np.testing.assert_allclose(app.result.comparison.a, model.attentions(model.encode(SENTENCE))[0, 1][:R, :C],

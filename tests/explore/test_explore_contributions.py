@@ -11,7 +11,7 @@ needed("textual", reason="attn explore needs the explore extra (textual)")
 needed("safetensors", reason="the NumPy transformer path needs the pretrained extra")
 
 from test_explore import drive, lines_of, press  # noqa: E402
-from test_explore_transformer import SENTENCE, last_table, same_pass, transformer_json  # noqa: E402
+from test_explore_transformer import SENTENCE, last_table, transformer_json  # noqa: E402
 
 from attncli.explore.state import ExploreState  # noqa: E402
 
@@ -27,8 +27,8 @@ def test_s_cycles_into_the_contribution_methods_and_draws_the_command_s_numbers(
             assert f"--show {method}" in command and "--head" not in command and "--explain" not in command
             doc = transformer_json(command)
             assert doc["show"] == method and "rows sum to 1" in doc["formula"]
-            same_pass(app.result.view.weights, doc["weights"])
-            np.testing.assert_allclose(last_table(lines_of(app), doc["tokens"]), doc["weights"], atol=5e-4 + 1e-9)  # fixed: the table prints 3 decimals
+            np.testing.assert_allclose(app.result.view.weights, np.array(doc["weights"]), atol=1e-6)  # fixed: JSON's 6 digits
+            np.testing.assert_allclose(last_table(lines_of(app), doc["tokens"]), doc["weights"], atol=5e-4 + 1e-9)  # fixed: as drawn
             assert f"show {method}" in app.state.summary()
             assert "no explanation of a cell of --show" in "\n".join(lines_of(app, "#explain"))
         await press(app, pilot, "s")
@@ -39,7 +39,7 @@ def test_s_cycles_into_the_contribution_methods_and_draws_the_command_s_numbers(
         assert app.message == "" and app.state.rollout
         doc = transformer_json(app.state.command_line(explain=False))
         assert doc["rollout"] is True and doc["show"] == "value-zeroing"
-        same_pass(app.result.view.weights, doc["weights"])
+        np.testing.assert_allclose(app.result.view.weights, np.array(doc["weights"]), atol=1e-6)  # fixed: JSON's 6 digits
 
     # a head picked: the contribution methods are the whole layer's, so the key drops it
     drive(script, ExploreState(SENTENCE, transformer=str(tiny_bert_dir), head=1), size=(160, 50))

@@ -81,7 +81,7 @@ def test_the_split_is_attn_qks_and_adds_up_to_the_views_score(model_dir, kind):
     assert abs(np.sum(doc["parts"]) - seen["explained"]) <= atol  # the explanation's score, beside it
     values, drawn_sum, drawn_score = drawn_split(seen["lines"])
     assert values == [round(p["value"], 4) for p in doc["top"]] and len(values) == 8
-    assert abs(drawn_sum - doc["sum"]) <= 1e-6 and abs(drawn_score - doc["score"]) <= 1e-6  # fixed: the panel prints them with 6 decimals (views/qk_view.py)
+    assert abs(drawn_sum - doc["sum"]) <= 1e-6 and abs(drawn_score - doc["score"]) <= 1e-6  # fixed: as drawn
     moved = qk_parts(model, enc, layer, head, i, j - 1)
     assert seen["moved"]["key"]["position"] == j - 1
     np.testing.assert_allclose(seen["moved"]["parts"], moved.parts, rtol=0, atol=1e-12)

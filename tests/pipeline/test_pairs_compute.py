@@ -275,7 +275,8 @@ def test_circuit_pairs_average_the_edge_scores(gpt2, tiny_gpt2_dir, tmp_path):
         assert [(e["from"], e["to"] + ("" if e["input"] in ("mlp", "logits") else "." + e["input"]))
                 for e in got["edges"]] == [(up[u], down[v]) for u, v in found.kept]
         assert got["faithfulness"] == pytest.approx(found.faithfulness, abs=1e-12) and got["faithfulness"] >= f
-        assert got["faithfulness_asked"] == f and got["checks"] == found.checks
+        assert got["faithfulness_asked"] == f and got["search_steps"] == found.checks
+        assert got["checks"] == found.checks * len(rows)  # edge-patched passes, as attn circuit's checks
     table = " ".join(cli(["circuit", "--pairs", path, "--transformer", tiny_gpt2_dir]).stdout.split())  # wrapped anywhere
     assert f"{len(doc['edges'])} of {doc['edges_total']:,} edges" in table and "faithfulness" in table
 
