@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from attncli.tinylm import checkpoint, torch_model
-from _attention_fixtures import SENTENCES, make_random_attention, make_vectors, random_config
+from _attention_fixtures import SENTENCES, make_random_attention, make_vectors, random_config, widest
 from conftest import needed
-from test_tinylm_reference import reference_forward, stored, widest
+from test_tinylm_reference import reference_forward, stored
 from _tolerance import f32_close
 from typer.testing import CliRunner
 

@@ -16,18 +16,13 @@ import numpy as np
 import pytest
 from conftest import needed
 
-from _attention_fixtures import SENTENCES, make_random_attention
+from _attention_fixtures import SENTENCES, make_random_attention, widest
 from _tolerance import f32_close
 from attncli.tinylm import model as trained
 from attncli.vectors import store
 
 torch = needed("torch")
 F = torch.nn.functional
-
-
-def widest(config) -> int:
-    """The LM's widest float32 reduction (tests/_tolerance.py's ``length``): its width or its MLP's."""
-    return max(config["d_model"], config["d_ff"])
 
 
 def paper_positions(T: int, d: int) -> "torch.Tensor":

@@ -10,7 +10,7 @@ import pytest
 from conftest import needed
 from typer.testing import CliRunner
 
-from _attention_fixtures import SENTENCES, make_random_attention, tiny_brown, tiny_brown_model
+from _attention_fixtures import SENTENCES, make_random_attention, tiny_brown, tiny_brown_model, widest
 from _tolerance import f32_close
 from attncli.tinylm import checkpoint, data as lm_data, model as trained, torch_model, training_loop
 from attncli import paths
@@ -20,13 +20,6 @@ from attncli.cli.main import app
 torch = needed("torch")
 
 runner = CliRunner()
-
-
-def widest(config) -> int:
-    """The widest reduction of a trained attention model (tests/_tolerance.py's ``length``): its width or MLP's."""
-    return max(config["d_model"], config["d_ff"])
-
-
 SMALL = ["--epochs", "1", "--vocab-size", "60", "--batch-tokens", "512", "--layers", "2", "--heads", "4"]
 
 
