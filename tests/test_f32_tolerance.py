@@ -70,7 +70,7 @@ def test_per_element_holds_each_probability_to_its_own_size():
 # table was made, the files added by work alongside included.)
 FIXED = re.compile(r"(?:\b(?:atol|rtol|abs|rel|tol)\s*=\s*|<=?\s*)(\d(?:\.\d+)?e-(\d+))\b")
 STILL_FIXED = {
-    "_llama_head_fixtures.py": 1, "_transformer_fixtures.py": 1, "attention/test_checkpoint_views.py": 2,
+    "attention/test_checkpoint_views.py": 2,
     "attention/test_compare.py": 8, "attention/test_filter_specials.py": 1, "attention/test_flow.py": 2,
     "attention/test_logit_lens.py": 8, "attention/test_long_view.py": 14,
     "attention/test_long_view_bounds.py": 1, "attention/test_projection.py": 4,
@@ -78,7 +78,7 @@ STILL_FIXED = {
     "causal/test_attribution.py": 2, "causal/test_causal.py": 1, "causal/test_circuit.py": 1,
     "cli/test_attribute_cli.py": 2, "cli/test_circuit_cli.py": 1, "cli/test_contribution_views.py": 1,
     "cli/test_matrix_cli.py": 12, "cli/test_transformer_cli.py": 3, "cli/test_transformer_heads.py": 1,
-    "cli/test_vectors_cli.py": 1, "end_to_end/test_last_guards.py": 1, "explore/test_causal_view.py": 2,
+    "cli/test_vectors_cli.py": 1, "explore/test_causal_view.py": 2,
     "explore/test_explore.py": 4, "explore/test_explore_beyond.py": 5,
     "explore/test_explore_contributions.py": 3, "explore/test_explore_transformer.py": 20,
     "explore/test_qk_split.py": 2, "hf/test_backward_encoder.py": 1,
