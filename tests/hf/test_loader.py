@@ -10,7 +10,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import numpy as np
 import pytest
 from conftest import needed
 from _tolerance import f32_close, f32_size
