@@ -20,7 +20,7 @@ turns by Delta * theta_p between query and key, theta_p = 1e6 ** (-p / 64): thet
 to theta_63 = 1.2e-6. The score of one pair is Re(z_q conj(z_k) e^(i Delta theta_p)) for the pair
 read as a complex number z = x_p + i x_(p+64). So:
 
-* content (which token) goes into the slow pairs 32-63 (theta <= 1e-3: over the <= 24 positions
+* content (which token) goes into the slow pairs 32-63 (theta at most 1e-3: over the <= 24 positions
   used they turn by at most 0.024 rad), where q . k is the plain dot product of two token codes;
 * position goes into the fast pairs 0-15 with k = 1 (a constant) and z_q chosen: z_q = e^(-i theta)
   scores cos((Delta - 1) theta), largest one token back; z_q = 1 scores cos(Delta theta), largest
