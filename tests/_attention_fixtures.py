@@ -43,6 +43,12 @@ def step_values(steps: list[dict]) -> dict:
     return {s["name"]: s["value"] for s in steps}
 
 
+def widest(config) -> int:
+    """A trained attention model's widest float32 reduction (tests/_tolerance.py's ``length``): its
+    width or its MLP's."""
+    return max(config["d_model"], config["d_ff"])
+
+
 def random_config(d: int, layers: int, heads: int, n_out: int) -> dict:
     return {
         "format": checkpoint.FORMAT, "format_version": checkpoint.FORMAT_VERSION, "d_model": d, "layers": layers,

@@ -134,8 +134,8 @@ def test_cli_json_with_gpt2(tiny_gpt2_dir):
     assert "".join(doc["prompt_tokens"]) == PROMPT  # byte-level BPE: the pieces' text joins to the text
     W = np.array(doc["weights"])
     assert W.shape == (len(doc["tokens"]),) * 2
-    for s in doc["steps"]:
-        np.testing.assert_allclose(s["attention"], W[s["query"], : s["query"] + 1], atol=1e-6)
+    for s in doc["steps"]:  # float32 passes over q + 1 and T tokens, weights printed in full
+        f32_close(s["attention"], W[s["query"], : s["query"] + 1], *f32_size(tiny_gpt2_dir), per_element=True)
 
 
 def test_terminal_view_with_gpt2(tiny_gpt2_dir):
@@ -194,7 +194,9 @@ def test_the_key_value_cache_changes_nothing(tiny_gpt2_dir):
     full = generate(PretrainedLM(model, use_cache=False), PROMPT, Settings(n=12, seed=8, ignore_eos=True, rollout=True))
     assert cached.ids == full.ids
     assert len(cached.decoder.cache) == len(cached.tokens) and full.decoder.cache is None  # the cache did the work
-    np.testing.assert_allclose(cached.weights, full.weights, atol=1e-6, rtol=0)
+    size = f32_size(tiny_gpt2_dir)  # float32 passes with and without the cache; rollout rows: products of weights
+    f32_close(cached.weights, full.weights, *size)
     for a, b in zip(cached.steps, full.steps):
-        assert a.prob == pytest.approx(b.prob, abs=1e-6)
-        np.testing.assert_allclose(a.attention, b.attention, atol=1e-6, rtol=0)
+        # the probability per element, in a row holding the most probable (the first candidate)
+        f32_close([a.prob] + [p for _, p in a.candidates], [b.prob] + [p for _, p in b.candidates], *size, per_element=True)
+        f32_close(a.attention, b.attention, *size)

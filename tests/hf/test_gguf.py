@@ -9,6 +9,7 @@ import pytest
 
 from _gguf_fixtures import write_gguf
 from conftest import needed
+from _tolerance import f32_close, f32_size
 
 CASES = [("llama", "F32", 64), ("llama", "Q8_0", 64), ("qwen2", "F16", 64), ("llama", "Q4_0", 64),
          ("llama", "Q4_K", 256), ("qwen2", "Q6_K", 256), ("llama", "Q5_K", 256), ("gpt2", "Q8_0", 64),
@@ -38,10 +39,9 @@ def test_gguf_equals_transformers(tmp_path, case):
         out = ref(torch.tensor([enc.ids]), output_attentions=True)
     want = np.stack([a[0].numpy() for a in out.attentions])  # (L, h, T, T)
     logits, att = ours.logits_and_attentions(enc.ids)
-    np.testing.assert_allclose(ours.attentions(enc), want, atol=1e-4, rtol=0)
-    want_logits = out.logits[0].numpy()  # (T, V)
-    scale = np.abs(want_logits).max()
-    np.testing.assert_allclose(logits, want_logits, atol=1e-4 * max(1.0, scale), rtol=0)
+    size = f32_size(ref)  # the same dequantised weights, float32 on both sides
+    f32_close(ours.attentions(enc), want, *size, per_element=True)
+    f32_close(logits, out.logits[0].numpy(), *size)
 
 
 def test_folder_holding_one_gguf(tmp_path):

@@ -10,9 +10,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-import numpy as np
 import pytest
 from conftest import needed
+from _tolerance import f32_close, f32_size
 
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.hf import load, source
@@ -42,7 +42,7 @@ def test_auto_picks_numpy_when_it_can_and_torch_otherwise(tiny_bert_dir, tmp_pat
     enc = model.encode("time flies like an arrow", "fruit flies like a banana")
     numpy_model = load(str(tiny_bert_dir), backend="numpy")
     assert enc.tokens == numpy_model.encode(enc.text, enc.pair).tokens
-    np.testing.assert_allclose(model.attentions(enc), numpy_model.attentions(enc), atol=1e-5)
+    f32_close(model.attentions(enc), numpy_model.attentions(enc), *f32_size(tiny_bert_dir), per_element=True)  # torch float32
     with pytest.raises(BadInput, match="no tokenizer.json.*--backend torch"):
         load(str(no_fast), backend="numpy")
 

@@ -23,7 +23,7 @@ needed("accelerate")
 from typer.testing import CliRunner  # noqa: E402
 
 from _llama_fixtures import build_decoder  # noqa: E402
-from _tolerance import f32_close, f32_size  # noqa: E402
+from _tolerance import f32_atol, f32_close, f32_size  # noqa: E402
 from attncli.cli.main import app  # noqa: E402
 from attncli.errors import BadInput  # noqa: E402
 from attncli.hf import load, torch_rows  # noqa: E402
@@ -58,18 +58,18 @@ def test_the_budget_forces_cpu_and_disk_offload(mistral):
     assert any(p.device.type == "meta" for p in model.model.parameters())  # accelerate holds the disk's weights
 
 
-def same_document(a, b, where="") -> None:
-    """``a`` equals ``b``: every number to 1e-6, everything else exactly."""
+def same_document(a, b, where="", tol: float = 0.0) -> None:
+    """``a`` equals ``b``: every number to ``tol``, everything else exactly."""
     if isinstance(a, dict):
         assert isinstance(b, dict) and a.keys() == b.keys(), where
         for k in a:
-            same_document(a[k], b[k], f"{where}.{k}")
+            same_document(a[k], b[k], f"{where}.{k}", tol)
     elif isinstance(a, list):
         assert isinstance(b, list) and len(a) == len(b), where
         for i, (x, y) in enumerate(zip(a, b)):
-            same_document(x, y, f"{where}[{i}]")
+            same_document(x, y, f"{where}[{i}]", tol)
     elif isinstance(a, float) and not isinstance(b, bool):
-        assert isinstance(b, (int, float)) and abs(a - b) <= 1e-6, (where, a, b)
+        assert isinstance(b, (int, float)) and abs(a - b) <= tol, (where, a, b)
     else:
         assert a == b, (where, a, b)
 
@@ -84,7 +84,11 @@ def test_offloaded_runs_give_the_numbers_of_the_plain_run(command, mistral):
     base = command + ["--transformer", str(mistral), "--backend", "torch", "--json"]
     plain = run_json(base)
     split = run_json(base + ["--device-map", "auto", "--max-memory", budget(mistral)])
-    same_document(split, plain)
+    # two float32 torch passes, rows recomputed in chunks: float32 rounding at the model's size and the
+    # document's largest number
+    depth, length = f32_size(mistral)
+    largest = max(abs(x) for x in _numbers(plain) if isinstance(x, float))
+    same_document(split, plain, tol=f32_atol(largest, depth=depth, length=length))
     assert "[" in json.dumps(plain) and any(isinstance(x, float) for x in _numbers(plain))  # numbers were compared
 
 

@@ -71,7 +71,7 @@ def test_embeddings_equal_sentence_transformers(minilm, minilm_dir):
     f32_close(unit(minilm.embed(TEXTS)), unit(reference), *f32_size(minilm_dir))  # 2e-7 measured
 
 
-def test_similarity_is_cosine_blended_with_ngrams(minilm):
+def test_similarity_is_cosine_blended_with_ngrams(minilm, minilm_dir):
     from attncli.lookup.encoder import EncoderIndex, unit
     from attncli.lookup.keyindex import KeyIndex
     from attncli.vectors.model import load_vectors
@@ -87,7 +87,7 @@ def test_similarity_is_cosine_blended_with_ngrams(minilm):
     # padded text another length); 7.8e-8 measured, and 4e-8 before the batch's one flat product with a
     # two-word key (a batch of equal lengths, each its own product, had hidden it)
     e = unit(minilm.embed(keys + ["colour"]))
-    np.testing.assert_allclose(cosine, e[:3] @ e[3], rtol=0, atol=1e-6)
+    f32_close(cosine, e[:3] @ e[3], *f32_size(minilm_dir), scale=1.0)  # cosines of unit vectors: terms of size 1
     np.testing.assert_allclose(ngram, KeyIndex(load_vectors(), keys).ngram_scores(["colour"]))
     np.testing.assert_allclose(similarity, 0.4 * cosine + 0.6 * ngram)
     assert keys[int(np.argmax(similarity))] == "color"

@@ -15,7 +15,8 @@ from conftest import needed, under_ci
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _lookup_fixtures import save_axes, save_fasttext_like, save_plain
+from _lookup_fixtures import DIM, WORDS, save_axes, save_fasttext_like, save_plain
+from _tolerance import f32_close
 from attncli.lookup import dictionary as core
 from attncli.errors import BadInput
 from attncli.lookup.keyindex import KeyIndex, key_tokens
@@ -26,6 +27,9 @@ from attncli.vectors.subword import ft_hash, ngram_buckets, ngrams_bytes
 from attncli.vectors.tokenize import tokenize
 from attncli.vectors.model import load_vectors, unit_rows
 
+# the float32 vectors' widest reduction (tests/_tolerance.py's length): a dot product over DIM, or
+# the centring mean over the vocabulary
+LENGTH = max(DIM, len(WORDS))  # cosines of unit vectors compare at scale 1, the size of the terms they sum
 SEED = {"brand": "Porche", "model": "Taycan", "color": "black"}
 
 
@@ -89,7 +93,7 @@ def test_centring_by_hand(axes):
     index = KeyIndex(axes, ["brand", "model", "color"], ngram_weight=0.0)
     assert index.mu == pytest.approx([0.25] * 4)
     _, cosine, _, _ = index.score("color")
-    assert cosine == pytest.approx([-1 / 3, -1 / 3, 1.0], abs=1e-6)
+    f32_close(cosine, [-1 / 3, -1 / 3, 1.0], length=4)  # float32 vectors of 4 dimensions
 
 
 def test_phrase_vector_is_mean_of_centred_unit_vectors(tiny):
@@ -97,7 +101,7 @@ def test_phrase_vector_is_mean_of_centred_unit_vectors(tiny):
     mu = unit_rows(np.asarray(tiny.vectors, dtype=np.float32)).mean(axis=0)
     top, speed = (unit_rows(tiny.vector(w)[None, :])[0] - mu for w in ("top", "speed"))
     expected = (top + speed) / 2
-    assert index.key_matrix[0] == pytest.approx(expected / np.linalg.norm(expected), abs=1e-6)
+    f32_close(index.key_matrix[0], expected / np.linalg.norm(expected), length=LENGTH, scale=1.0)
 
 
 def _grams(token):
@@ -118,10 +122,11 @@ def test_ngram_dice_by_hand(axes):
 def test_repeated_token_does_not_raise_the_ngram_score(tiny):
     index = KeyIndex(tiny, ["color", "color color"])
     _, cosine, ngram, sim = index.score("colour")
-    assert cosine[0] == pytest.approx(cosine[1], abs=1e-6)
-    assert ngram[0] == pytest.approx(ngram[1]) and sim[0] == pytest.approx(sim[1], abs=1e-6)
+    f32_close(cosine[0], cosine[1], length=LENGTH, scale=1.0)
+    assert ngram[0] == pytest.approx(ngram[1])
+    f32_close(sim[0], sim[1], length=LENGTH, scale=1.0)
     # the same on the query side: "colour colour" scores like "colour"
-    assert index.score("colour colour")[3] == pytest.approx(sim, abs=1e-6)
+    f32_close(index.score("colour colour")[3], sim, length=LENGTH, scale=1.0)
 
 
 # ---------------------------------------------------------------- the vectorised index
@@ -147,14 +152,14 @@ def test_vectorised_index_equals_naive(tiny):
     for query in ("colour", "fast speed", "hue", "naive", "price price top"):
         _, _, _, sim = index.score(query)
         expected = [naive_similarity(tiny, query, k, index.ngram_weight) for k in keys]
-        assert sim == pytest.approx(expected, abs=1e-5), query
+        f32_close(sim, expected, length=LENGTH, scale=1.0, what=query)
 
 
 def test_many_unknown_keys_match_the_one_word_path(tiny):
     keys = [f"item{i} color" for i in range(3000)]  # >= 2000 unknown tokens: the float32 table path
     index = KeyIndex(tiny, keys, ngram_weight=0.0)
     for i in (0, 1234, 2999):
-        assert index.score("colour")[1][i] == pytest.approx(naive_similarity(tiny, "colour", keys[i], 0.0), abs=1e-5)
+        f32_close(index.score("colour")[1][i], naive_similarity(tiny, "colour", keys[i], 0.0), length=LENGTH, scale=1.0)
 
 
 @settings(max_examples=60, deadline=None)
@@ -186,7 +191,8 @@ def test_subword_vectors_equal_vectors_vector(tiny, chunk_rows):
     words = ["colour", "zzqx", "naïve", "a" * 30]
     out = subword_vectors(tiny.ngrams, ngram_hashes(words, 3, 6), tiny.subword["bucket"], chunk_rows=chunk_rows)
     for i, w in enumerate(words):
-        assert out[i] == pytest.approx(tiny.ngrams[ngram_buckets(w, 3, 6, 2000)].mean(axis=0), abs=1e-5)  # float32 order
+        grams = tiny.ngrams[ngram_buckets(w, 3, 6, 2000)]  # (n-grams, DIM) float32, summed in another order
+        f32_close(out[i], grams.mean(axis=0), length=len(grams), scale=np.abs(grams).max(), what=w)
 
 
 # ---------------------------------------------------------------- exact keys, top-k, soft value
@@ -384,7 +390,7 @@ def test_ngram_hashes_only_keeps_the_asked_lengths():
 
 def test_model_with_other_ngram_lengths(attn_home):
     """A model hashing 4-6-grams (like the built-in one): subword vectors use 4-6, the overlap 3-6."""
-    from _lookup_fixtures import BUCKET, DIM, WORDS
+    from _lookup_fixtures import BUCKET
     from attncli.vectors import store
 
     rng = np.random.default_rng(3)
@@ -395,7 +401,7 @@ def test_model_with_other_ngram_lengths(attn_home):
     keys = ["colour scheme", "zzqx", "top speed", "naïve"]
     index = KeyIndex(v, keys)
     for query in ("colour", "naive"):
-        assert index.score(query)[3] == pytest.approx([naive_similarity(v, query, k, index.ngram_weight) for k in keys], abs=1e-5)
+        f32_close(index.score(query)[3], [naive_similarity(v, query, k, index.ngram_weight) for k in keys], length=LENGTH, scale=1.0)
     unknown_only = ["zzqx", "qqqy wwzz", "naïveté"]  # every token unknown: no select() step
     index = KeyIndex(v, unknown_only)
-    assert index.score("zzq")[3] == pytest.approx([naive_similarity(v, "zzq", k, index.ngram_weight) for k in unknown_only], abs=1e-5)
+    f32_close(index.score("zzq")[3], [naive_similarity(v, "zzq", k, index.ngram_weight) for k in unknown_only], length=LENGTH, scale=1.0)

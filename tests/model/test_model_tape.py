@@ -28,7 +28,7 @@ def test_a_numpy_decoder_records_its_own_forward_pass(tiny_gpt2_dir):
     last = len(ids) - 1
     want = model.trace(ids, "logits")["logits"][last]  # (V,)
     got = tape.logits(last)  # (V,)
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * float(np.abs(want).max()))
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12 * float(np.abs(want).max()))  # both float64
     again = model.tape(np.float64, [t["W"] for t in tape.layers])  # another tape reusing its weights
     again.forward(ids)
     np.testing.assert_array_equal(again.logits(last), got)

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from conftest import needed
-from _attention_fixtures import SENTENCES, make_random_attention
+from _attention_fixtures import SENTENCES, make_random_attention, widest
+from _tolerance import f32_close
 from attncli.causal import grids
 from attncli.causal.target import resolve
 from attncli.errors import BadInput
@@ -29,9 +30,9 @@ def lm():
 
 
 def close(a, b, scale=None):
-    """Equal within float32 rounding, scaled by the size of the numbers and a few layers' depth."""
-    scale = max(1.0, float(np.abs(b).max())) if scale is None else scale
-    np.testing.assert_allclose(a, b, rtol=0, atol=1e-5 * scale)
+    """Equal within float32 rounding (tests/_tolerance.py) through every layer and the unembedding, at the
+    size of the numbers (or ``scale``)."""
+    f32_close(a, b, LAYERS + 1, widest(trained.load_trained("rand").config), scale=scale)
 
 
 def test_the_builtin_lm_is_a_model_whose_trace_is_its_forward_pass(lm):
@@ -106,11 +107,13 @@ def test_patching_the_embeddings_is_the_pass_over_mixed_embeddings(lm):
     e_clean, e_bad = (lm.att.embed(t) for t in (clean_tokens, corrupt_tokens))  # (T, d)
     m_clean = target.metric(lm.att.logits(e_clean)[-1])
     m_bad = target.metric(lm.att.logits(e_bad)[-1])
+    size = max(float(np.abs(lm.att.logits(e)[-1]).max()) for e in (e_clean, e_bad))  # the logits differenced
     for x in range(len(clean)):
         mixed = e_bad.copy()
         mixed[x] = e_clean[x]
         want = (target.metric(lm.att.logits(mixed)[-1]) - m_bad) / (m_clean - m_bad)
-        assert grid.values[0, x] == pytest.approx(want, abs=1e-4 * max(1.0, abs(want)))
+        # (m - m_bad) / (m_clean - m_bad): the two differences' float32 rounding at the logits' size, over the gap
+        close(grid.values[0, x], want, scale=2 * size * (1 + abs(want)) / abs(m_clean - m_bad))
 
 
 def test_the_builtin_lm_refuses_what_it_lacks_with_the_one_sentence(lm):
@@ -130,8 +133,9 @@ def test_dla_on_the_builtin_lm_adds_up_to_its_own_logit(lm, contrast):
     res = dla(lm, ids, target)
     logits = lm.att.logits(tokens)[target.position].astype(np.float64)
     want = logits[target.token] - (0 if contrast is None else logits[target.contrast])
-    assert res["sum"] == pytest.approx(want, abs=1e-4 * max(1.0, abs(want)))
-    assert res["logit"] == pytest.approx(want, abs=1e-4 * max(1.0, abs(want)))
+    size = float(np.abs(logits).max())  # the logits (of which ``want`` is one, or a difference of two)
+    close(res["sum"], want, scale=size)
+    close(res["logit"], want, scale=size)
     assert res["head_bias"] != 0
     close(res["per_token"].sum(axis=-1), res["heads"])
 

@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 from attncli.tinylm import checkpoint, torch_model
-from _attention_fixtures import SENTENCES, make_random_attention, make_vectors, random_config
+from _attention_fixtures import SENTENCES, make_random_attention, make_vectors, random_config, widest
 from conftest import needed
 from test_tinylm_reference import reference_forward, stored
+from _tolerance import f32_close
 from typer.testing import CliRunner
 
 from attncli.errors import BadInput, UnknownWord
@@ -40,22 +41,22 @@ def test_every_entry_point_of_the_numpy_lm_equals_the_papers_model():
     tokens = SENTENCES[4].split()  # 9 tokens
     ref_w, ref_logits, _, ref_stream = reference_forward(config, weights, vectors, tokens, everything=True)
     logits, per_layer = att.logits_and_attentions(tokens)
-    tol = 1e-5 * max(1.0, np.abs(ref_logits).max())
-    np.testing.assert_allclose(logits, ref_logits, rtol=0, atol=tol)
+    n = widest(config)  # float32 against the float64 torch model: 2 layers, then the unembedding
+    f32_close(logits, ref_logits, depth=3, length=n)
     assert len(per_layer) == 2
-    for got, ref in zip(per_layer, ref_w):
-        np.testing.assert_allclose(got, ref, rtol=0, atol=2e-5)
+    for layer, (got, ref) in enumerate(zip(per_layer, ref_w)):
+        f32_close(got, ref, depth=layer + 1, length=n, per_element=True)
     stream = att.residual_stream(tokens)
     assert stream.shape == (3, 9, 16)
-    np.testing.assert_allclose(stream, ref_stream, rtol=0, atol=1e-4 * max(1.0, np.abs(ref_stream).max()))
-    np.testing.assert_allclose(att.lens_logits(stream[-1]), ref_logits, rtol=0, atol=tol)  # the last layer's lens = the logits
-    np.testing.assert_allclose(att.lens_logits(stream)[-1], ref_logits, rtol=0, atol=tol)  # leading axes pass through
+    f32_close(stream, ref_stream, depth=2, length=n)
+    f32_close(att.lens_logits(stream[-1]), ref_logits, depth=3, length=n)  # the last layer's lens = the logits
+    f32_close(att.lens_logits(stream)[-1], ref_logits, depth=3, length=n)  # leading axes pass through
     free_w, _ = reference_forward(config, weights, vectors, tokens, causal=False)
     assert np.triu(free_w[1], k=1).max() > 0.01  # without the mask the future is seen
-    np.testing.assert_allclose(att.attention(tokens, 1, causal=False), free_w[1], rtol=0, atol=2e-5)
-    np.testing.assert_allclose(att.attention(tokens, 1, 2, causal=False), free_w[1][2], rtol=0, atol=2e-5)
-    for tr, ref in zip(att.trace(tokens, causal=False), free_w):
-        np.testing.assert_allclose(tr.weights, ref, rtol=0, atol=2e-5)
+    f32_close(att.attention(tokens, 1, causal=False), free_w[1], depth=2, length=n, per_element=True)
+    f32_close(att.attention(tokens, 1, 2, causal=False), free_w[1][2], depth=2, length=n, per_element=True)
+    for layer, (tr, ref) in enumerate(zip(att.trace(tokens, causal=False), free_w)):
+        f32_close(tr.weights, ref, depth=layer + 1, length=n, per_element=True)
 
 
 @pytest.mark.parametrize("head, message", [(4, "--head 4 is out of range: model 'rand' has heads 0..3"),
@@ -80,9 +81,9 @@ def test_batch_weights_gives_every_sentence_every_layer():
         assert len(out) == len(sentences)
         for s, per_layer in zip(sentences, out):
             assert len(per_layer) == 2
-            for got, ref in zip(per_layer, reference_forward(config, weights, vectors, s)[0]):
+            for layer, (got, ref) in enumerate(zip(per_layer, reference_forward(config, weights, vectors, s)[0])):
                 assert got.shape == (4, len(s), len(s))
-                np.testing.assert_allclose(got, ref, rtol=0, atol=2e-5)
+                f32_close(got, ref, depth=layer + 1, length=widest(config), per_element=True)
     assert len(att.batch_weights(sentences)[-1]) == 2  # the default batch size
 
 
@@ -326,7 +327,6 @@ def test_every_field_of_a_layer_trace_is_the_papers_model():
     """LayerTrace's fields against torch (tests/tinylm/test_tinylm_reference.py's model written from the papers):
     the stream entering each layer, Q, K, V split into heads, the scaled scores (-inf above the
     diagonal), the weights, the context and the attention output; the stream float32, as stored."""
-    from test_tinylm_reference import reference_forward, stored
 
     F = torch.nn.functional
     make_random_attention("rand", layers=2, heads=4)
@@ -343,11 +343,11 @@ def test_every_field_of_a_layer_trace_is_the_papers_model():
         scores = q @ k.transpose(0, 2, 1) / math.sqrt(d_k)  # (h, T, T)
         for got, want in [(tr.x, stream[layer]), (tr.q, q), (tr.k, k), (tr.v, v), (tr.weights, weights[layer]),
                           (tr.context, weights[layer] @ v), (tr.output, outputs[layer])]:
-            assert got.shape == want.shape
-            np.testing.assert_allclose(got, want, rtol=0, atol=1e-4)
+            assert got.shape == want.shape  # float32 against float64, through this layer
+            f32_close(got, want, depth=layer + 1, length=widest(config), per_element=got is tr.weights)
         assert tr.x.dtype == np.float32  # each layer hands the next a float32 stream
         assert np.isneginf(tr.scores[:, above]).all() and np.isfinite(tr.scores[:, ~above]).all()
-        np.testing.assert_allclose(tr.scores[:, ~above], scores[:, ~above], rtol=0, atol=1e-4)
+        f32_close(tr.scores[:, ~above], scores[:, ~above], depth=layer + 1, length=widest(config))
 
 
 def test_the_first_layer_input_is_the_same_from_float64_and_float32_vectors():

@@ -10,7 +10,8 @@ import pytest
 from conftest import needed
 from typer.testing import CliRunner
 
-from _attention_fixtures import SENTENCES, make_random_attention, tiny_brown, tiny_brown_model
+from _attention_fixtures import SENTENCES, make_random_attention, tiny_brown, tiny_brown_model, widest
+from _tolerance import f32_close
 from attncli.tinylm import checkpoint, data as lm_data, model as trained, torch_model, training_loop
 from attncli import paths
 from attncli.vectors import store
@@ -58,16 +59,17 @@ def test_numpy_attention_equals_torch(layers, heads):
     assert len(traces) == layers
     for layer, (tr, ref) in enumerate(zip(traces, ref_weights)):
         assert tr.weights.shape == ref.shape == (heads, len(tokens), len(tokens))
-        np.testing.assert_allclose(tr.weights, ref, atol=1e-5, rtol=0)
-        np.testing.assert_allclose(att.attention(tokens, layer), ref, atol=1e-5, rtol=0)
-        np.testing.assert_allclose(att.attention(tokens, layer, heads - 1), ref[heads - 1], atol=1e-5, rtol=0)
+        size = dict(depth=layer + 1, length=widest(config), per_element=True)  # float32 on both sides
+        f32_close(tr.weights, ref, **size)
+        f32_close(att.attention(tokens, layer), ref, **size)
+        f32_close(att.attention(tokens, layer, heads - 1), ref[heads - 1], **size)
         assert np.all(np.triu(tr.weights, k=1) == 0)  # causal: exactly zero above the diagonal
-        np.testing.assert_allclose(tr.weights.sum(-1), 1.0, atol=1e-6)
+        f32_close(tr.weights.sum(-1), 1.0, length=len(tokens))  # a float32 sum of T weights
     # the weights are not trivially uniform or one-hot, so the comparison means something
     assert 0.05 < traces[0].weights[:, -1].max(-1).mean() < 0.99
-    # tolerances 10x what holds (issue 24): 5.8e-6 and 4.1e-6 measured (float32 on both sides)
-    np.testing.assert_allclose(att.logits(tokens), ref_logits, atol=6e-5, rtol=0)
-    np.testing.assert_allclose(att.logits(tokens), fast_logits, atol=6e-5, rtol=0)
+    # float32 on both sides, through every layer and the unembedding
+    f32_close(att.logits(tokens), ref_logits, depth=layers + 1, length=widest(config))
+    f32_close(att.logits(tokens), fast_logits, depth=layers + 1, length=widest(config))
 
 
 def test_project_splits_heads_like_torch():
@@ -81,7 +83,7 @@ def test_project_splits_heads_like_torch():
                                         torch.tensor(weights["blocks.0.ln1.bias"])).numpy()
     W, b = weights["blocks.0.attn.in_proj_weight"], weights["blocks.0.attn.in_proj_bias"]
     k_full = ln @ W[16:32].T + b[16:32]  # (T, d)
-    np.testing.assert_allclose(k[2], k_full[:, 8:12], atol=1e-5)
+    f32_close(k[2], k_full[:, 8:12], length=16)  # one float32 layer norm and projection, d = 16
 
 
 def test_train_attention_cli_small(brown_tiny):
@@ -107,8 +109,8 @@ def test_train_attention_cli_small(brown_tiny):
     assert sentences and all(sentences)
     # the trained weights, run by torch and by NumPy, agree
     ref_weights, _, _ = torch_reference(att.config, att.w, att.vectors, sentences[0])
-    for tr, ref in zip(att.trace(sentences[0]), ref_weights):
-        np.testing.assert_allclose(tr.weights, ref, atol=1e-6, rtol=0)  # 8.9e-8 measured
+    for layer, (tr, ref) in enumerate(zip(att.trace(sentences[0]), ref_weights)):
+        f32_close(tr.weights, ref, depth=layer + 1, length=widest(att.config), per_element=True)
 
 
 def test_stored_perplexity_matches_numpy_forward(brown_tiny):
@@ -240,11 +242,11 @@ def test_projection_adapter_through_matrix(monkeypatch):
                                    model="rand", projection_options={"layer": layer})
         res = matrix.compute(req)
         assert res.projected.heads == 4 and res.attention.head_weights.shape == (4, 6, 6)
-        np.testing.assert_allclose(res.attention.head_weights, ref_weights[layer], atol=1e-5, rtol=0)
+        f32_close(res.attention.head_weights, ref_weights[layer], depth=layer + 1, length=widest(config), per_element=True)
         req = matrix.MatrixRequest(text=text, variant="scaled", mask=MaskSpec(causal=True), projection="trained",
                                    model="rand", projection_options={"layer": layer, "head": 3})
         res = matrix.compute(req)
-        np.testing.assert_allclose(res.attention.weights, ref_weights[layer][3], atol=1e-5, rtol=0)
+        f32_close(res.attention.weights, ref_weights[layer][3], depth=layer + 1, length=widest(config), per_element=True)
         assert "layer" in res.projected.label and "head 3" in res.projected.label
     from attncli.errors import BadInput
 
@@ -277,9 +279,10 @@ def test_shipped_default_attention():
     assert a["perplexity"] == att.config["training"]["perplexity"]
     sentence = att.heldout_sentences()[0][:30]
     ref_weights, ref_logits, _ = torch_reference(att.config, att.w, att.vectors, sentence)
-    for tr, ref in zip(att.trace(sentence), ref_weights):
-        np.testing.assert_allclose(tr.weights, ref, atol=1e-5, rtol=0)
-    np.testing.assert_allclose(att.logits(sentence), ref_logits, atol=5e-5, rtol=0)  # 4.8e-6 measured (was 1e-3)
+    size = dict(length=widest(att.config))
+    for layer, (tr, ref) in enumerate(zip(att.trace(sentence), ref_weights)):
+        f32_close(tr.weights, ref, depth=layer + 1, per_element=True, **size)
+    f32_close(att.logits(sentence), ref_logits, depth=att.layers + 1, **size)
 
 
 @pytest.mark.parametrize("threads, said", [(1, "on 1 thread"), (2, "on 2 threads")])
