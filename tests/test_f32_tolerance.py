@@ -61,19 +61,13 @@ def test_per_element_holds_each_probability_to_its_own_size():
 # --- the audit: no new fixed tolerance where float32 rounding should size one ------------------------
 
 # A tolerance literal between 1e-3 and 1e-7 (atol=, rtol=, abs=, rel=, tol=, or a bound after < or
-# <=) is the size a fixed float32 tolerance takes; float64 comparisons keep 1e-9 and below. The files
-# below still hold this many each: float32 comparisons not yet moved to f32_close, and tolerances of
-# another kind (an approximation's error, a printed number's rounding, a statistic over random
-# draws). A file holds exactly its count (one moved to f32_close lowers it here), and no other file may hold one: compare float32 results
-# with f32_close, or, for a tolerance that is not float32 rounding, say on its line, in a comment
-# "# fixed: <where its size comes from>", why (such a line is not counted). (Counted on the branches merged by the time this
-# table was made, the files added by work alongside included.)
+# <=) is the size a fixed float32 tolerance takes; float64 comparisons keep 1e-9 and below. No test
+# file holds one unless its line says, in a comment "# fixed: <where its size comes from>", why it is
+# not float32's rounding (a number printed with few digits, a finite difference's error, a check that
+# two things really differ): compare float32 results with f32_close.
 FIXED = re.compile(r"(?:\b(?:atol|rtol|abs|rel|tol)\s*=\s*|<=?\s*)(\d(?:\.\d+)?e-(\d+))\b")
-STILL_FIXED: dict[str, int] = {}  # every file done: none may hold one now
-TESTS = Path(__file__).resolve().parent
-
-
 REASON = re.compile(r"#\s*fixed:\s*\S")  # "# fixed: <where the size comes from>" on the literal's line
+TESTS = Path(__file__).resolve().parent
 
 
 def fixed_tolerances(text: str) -> int:
@@ -89,9 +83,6 @@ def test_no_new_fixed_tolerance_where_float32_rounding_should_size_it():
     assert fixed_tolerances("assert err < 1e-3  # fixed:\n") == 1  # a tag without its reason counts
     found = {str(p.relative_to(TESTS)): fixed_tolerances(p.read_text(encoding="utf-8"))
              for p in sorted(TESTS.rglob("*.py")) if p.name not in ("_tolerance.py", Path(__file__).name)}
-    grown = {name: (n, STILL_FIXED.get(name, 0)) for name, n in found.items() if n > STILL_FIXED.get(name, 0)}
-    assert not grown, (f"fixed tolerances (file: (found, allowed)) {grown}: compare float32 results with "
-                       "tests/_tolerance.py's f32_close, or see the comment above STILL_FIXED")
-    shrunk = {name: (found.get(name, 0), n) for name, n in STILL_FIXED.items() if found.get(name, 0) < n}
-    assert not shrunk, (f"fixed tolerances (file: (found, in the table)) {shrunk}: fewer than STILL_FIXED says; "
-                        "lower its entries (a ratchet: a tolerance moved to f32_close must not come back)")
+    untagged = {name: n for name, n in found.items() if n}
+    assert not untagged, (f"fixed tolerances (file: how many) {untagged}: compare float32 results with "
+                          "tests/_tolerance.py's f32_close, or say why on the line (see the comment above FIXED)")
