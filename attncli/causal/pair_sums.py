@@ -34,7 +34,7 @@ from attncli.causal.attribution import SITES as ATTRIBUTE_SITES, attribute, attr
 from attncli.causal.circuit import MAX_STEPS, edge_scores
 from attncli.causal.pairs_file import Pair
 from attncli.causal.target import Target, resolve
-from attncli.errors import BadInput, TooLong
+from attncli.errors import BadInput, RuntimeFailure, TooLong
 
 KINDS = ("ablate", "patch", "attribute", "circuit")
 PER_POSITION = frozenset({"resid", "attn", "mlp", "key", "query"})  # sites whose grid has a column per position
@@ -140,13 +140,15 @@ def one_pair(model: Any, job: PairsJob, pair: Pair) -> dict[str, np.ndarray]:
                 "corrupt": np.float64(t.metric(corrupt_tape.logits(t.position)))}
     except BadInput as exc:
         raise _at(pair, exc) from None
+    except RuntimeFailure as exc:  # a damaged model: the pair it showed in
+        raise RuntimeFailure(f"--pairs line {pair.line}: {exc}") from None
 
 
 def pair_values(model: Any, job: PairsJob, pairs: Sequence[Pair]) -> Iterator[dict[str, np.ndarray]]:
     """``one_pair`` of each pair, in order. attribute runs each stretch of consecutive pairs of as
     many tokens (up to BATCH_ROWS tokens) side by side (attribution.attribute_together), equal to
-    one pair at a time to float rounding; a batch that fails runs again pair by pair, so the error
-    names its pair's line."""
+    one pair at a time to float rounding; a batch that fails (bad input or a damaged model) runs
+    again pair by pair, so the error names its pair's line."""
     if job.kind != "attribute":
         yield from (one_pair(model, job, pair) for pair in pairs)
         return
@@ -155,7 +157,7 @@ def pair_values(model: Any, job: PairsJob, pairs: Sequence[Pair]) -> Iterator[di
     def flush() -> Iterator[dict[str, np.ndarray]]:
         try:
             done = attribute_together(model, [item for _, item in batch], where=job.site, qk_fix=job.qk_fix)
-        except BadInput:
+        except (BadInput, RuntimeFailure):
             done = None
         if done is None:
             yield from (one_pair(model, job, pair) for pair, _ in batch)

@@ -88,4 +88,5 @@ def test_attn_attribute_pairs_says_damaged_model_and_exits_1(overflowing, tmp_pa
     (tmp_path / "pairs.jsonl").write_text(line * 2)
     code, out = run("attribute", "--pairs", str(tmp_path / "pairs.jsonl"), "--transformer", str(overflowing),
                     "--site", "head", "--out", str(tmp_path / "out"))
-    assert code == 1 and SAID in out and "Traceback" not in out and len(out.strip().splitlines()) == 1, out
+    said = " ".join(out.split())  # one message, wrapped at the terminal's width
+    assert code == 1 and said == "error: --pairs line 1: " + SAID and "Traceback" not in out, out  # the pair it showed in
