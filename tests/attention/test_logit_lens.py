@@ -13,11 +13,25 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from _tolerance import f32_close
-
 from attncli.cli.main import app
+from _tolerance import f32_close, f32_size
 
 TEXT = "time flies like an arrow"
+PRINTED = 5e-7  # the JSON's probabilities: round(p, 6) (pipeline/lens_compute.py)
+BUILTIN_SIZE = (2, 64)  # make_random_attention(layers=2, d=16): layers, widest reduction (d_ff = 4 d)
+
+
+def size_of(path, probs):
+    """(depth of the last layer's lens, widest reduction: the model's, or the vocabulary's softmax sum)."""
+    depth, length = f32_size(path)
+    return depth, max(length, probs.shape[-1])
+
+
+def by_layer(got, probs, size, printed=0.0):
+    """Lens probabilities (L + 1, T, V) per element: layer l's went through l layers and the head
+    (ln_f, the unembedding): depth l + 1."""
+    for l in range(probs.shape[0]):
+        f32_close(got[l], probs[l], l + 1, size[1], per_element=True, printed=printed, what=f"layer {l}")
 
 
 def run(*args):
@@ -51,7 +65,8 @@ def gpt2_reference(path, text):
         hs = out.hidden_states  # L + 1 tensors; the last already through ln_f
         logits = [model.lm_head(model.transformer.ln_f(h)) for h in hs[:-1]] + [model.lm_head(hs[-1])]
     probs = np.stack([softmax(x[0].double().numpy()) for x in logits])  # (L + 1, T, V)
-    f32_close(probs[-1], softmax(out.logits[0].double().numpy()), length=probs.shape[-1], per_element=True)  # its own
+    f32_close(probs[-1], softmax(out.logits[0].double().numpy()), 1, model.config.n_embd,  # the model's own
+              per_element=True, what="lm_head of the last hidden state")
     return probs
 
 
@@ -75,28 +90,32 @@ def builtin_reference(att, tokens):
     return probs
 
 
-def check_against(doc, probs, k):
+def check_against(doc, probs, k, size):
     L1, T, V = probs.shape
     assert doc["layers"] == L1 - 1 and len(doc["tokens"]) == T
     for l in range(L1):
         for t in range(T):
             cell = doc["lens"][l][t]
-            f32_close([c["prob"] for c in cell], np.sort(probs[l, t])[::-1][:k], depth=L1, length=V, per_element=True,
-                      printed=5e-7)  # the softmax sums V; the top k of a row, its largest first
+            # the top k hold the row's largest, which sizes each one's rounding (per element)
+            f32_close([c["prob"] for c in cell], np.sort(probs[l, t])[::-1][:k], l + 1, size[1], per_element=True,
+                      printed=PRINTED, what=f"layer {l} position {t}")
             assert [c["id"] for c in cell][:1] == [int(np.argmax(probs[l, t]))]
 
 
 def test_gpt2_lens_equals_transformers_hidden_states(tiny_gpt2_dir):
     probs = gpt2_reference(tiny_gpt2_dir, TEXT)
     doc = lens_json(TEXT, "--transformer", str(tiny_gpt2_dir), "-k", "3")
-    check_against(doc, probs, 3)
-    assert not np.allclose(probs[0], probs[-1], atol=1e-3)  # fixed: the layers really differ (far above rounding)
+    check_against(doc, probs, 3, size_of(tiny_gpt2_dir, probs))
+    assert not np.allclose(probs[0], probs[-1], atol=1e-3)  # fixed: "differs": the layers really differ (float64 reference)
     from attncli.generate.hf_decoder import load_pretrained  # full precision, through the API
 
     dec = load_pretrained(str(tiny_gpt2_dir))
     lens = dec.lens(dec.encode(TEXT).inputs, 4, follow=7)
-    f32_close(lens.top_probs, -np.sort(-probs, axis=-1)[..., :4], depth=3, length=probs.shape[-1], per_element=True)
-    f32_close(lens.follow_prob, probs[..., 7], depth=3, length=probs.shape[-1])
+    size = size_of(tiny_gpt2_dir, probs)
+    by_layer(lens.top_probs, -np.sort(-probs, axis=-1)[..., :4], size)  # the top 4 hold the row's largest
+    follow = probs.copy()  # (L + 1, T, V): token 7's probability in its row, whose largest sizes its rounding
+    follow[..., 7] = lens.follow_prob
+    by_layer(follow, probs, size)
     assert (lens.follow_rank == (probs > probs[..., 7:8]).sum(-1)).all()
 
 
@@ -108,14 +127,16 @@ def test_builtin_lm_lens_equals_the_torch_model():
     make_random_attention("rand", layers=2, heads=4)
     att = trained.load_trained("rand")
     doc = lens_json("the cat sat on", "--model", "rand", "-k", "3")
-    check_against(doc, builtin_reference(att, doc["tokens"]), 3)
+    check_against(doc, builtin_reference(att, doc["tokens"]), 3, BUILTIN_SIZE)
 
 
 def test_token_follows_rank_and_probability(tiny_gpt2_dir):
     probs = gpt2_reference(tiny_gpt2_dir, TEXT)
     doc = lens_json(TEXT, "--transformer", str(tiny_gpt2_dir), "--token", "like")
     i = doc["follow"]["id"]
-    f32_close(np.array(doc["follow"]["prob"]), probs[..., i], depth=3, length=probs.shape[-1], printed=5e-7)
+    follow = probs.copy()  # (L + 1, T, V): the token's probability in its row (see above)
+    follow[..., i] = doc["follow"]["prob"]
+    by_layer(follow, probs, size_of(tiny_gpt2_dir, probs), printed=PRINTED)
     assert np.array_equal(np.array(doc["follow"]["rank"]), (probs > probs[..., i:i + 1]).sum(-1))
     text = " ".join(run("lens", TEXT, "--transformer", str(tiny_gpt2_dir), "--token", "like").stdout.split())
     assert "logit lens" in text and "--token" in text and "L2" in text
