@@ -73,6 +73,11 @@ class Stopped(BaseException):
         self.resume: str | None = None  # the --out folder whose finished shards a run started again reuses
         super().__init__(self.name)
 
+    @classmethod
+    def of(cls, exc: BaseException) -> "Stopped":
+        """``exc`` itself, or a KeyboardInterrupt as the SIGINT it stands for."""
+        return exc if isinstance(exc, Stopped) else cls(2)
+
     @property
     def exit_code(self) -> int:
         return 128 + self.signum  # the shell's convention: 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP

@@ -129,8 +129,7 @@ def find_circuit(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int
                  steps: int = 1, faithfulness: float = 0.9, dtype: Any = np.float64) -> Circuit:
     """The edges' scores (in ``dtype``: edge_scores) and the circuit, searched in float64 (the module's
     docstring)."""
-    if not 0.0 < faithfulness <= 1.0 or not np.isfinite(faithfulness):
-        raise BadInput(f"--faithfulness {faithfulness}: a fraction above 0 and at most 1")
+    check_faithfulness(faithfulness)
     scores, clean, corrupt = edge_scores(model, clean_ids, corrupt_ids, target, steps, dtype)
     if clean.dtype != np.float64:  # the search's edge-patched passes stay exact
         clean = _tape(model, clean_ids)
@@ -149,6 +148,12 @@ def find_circuit(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int
     kept = [(int(u), int(v)) for u, v in order[:n]]
     return Circuit(scores, mask, up_names(model.layers, model.heads), down_names(model.layers, model.heads),
                    m_clean, m_corrupt, steps, kept, best, faithfulness, checks)
+
+
+def check_faithfulness(faithfulness: float) -> None:
+    """BadInput unless ``faithfulness`` is a fraction above 0 and at most 1 (the circuit's, one pair's or a dataset's)."""
+    if not 0.0 < faithfulness <= 1.0 or not np.isfinite(faithfulness):
+        raise BadInput(f"--faithfulness {faithfulness}: a fraction above 0 and at most 1")
 
 
 def ranked(scores: np.ndarray, mask: np.ndarray) -> np.ndarray:

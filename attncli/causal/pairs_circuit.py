@@ -24,7 +24,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from attncli.causal.circuit import _tape, patched_metric, ranked, shortest_prefix
+from attncli.causal.circuit import _tape, check_faithfulness, patched_metric, ranked, shortest_prefix
 from attncli.causal.target import Target
 from attncli.errors import BadInput
 from attncli.hf.edges import edge_mask, node_outputs
@@ -86,8 +86,7 @@ def find_pairs_circuit(model: Any, items: Sequence[tuple[list[int], list[int], T
     """The circuit of the mean ``scores`` (U, D) over the pairs ``items`` ((clean ids, corrupted ids,
     target) each), whose mean clean and corrupted metrics are ``clean`` and ``corrupt`` (the module's
     docstring)."""
-    if not 0.0 < faithfulness <= 1.0 or not np.isfinite(faithfulness):
-        raise BadInput(f"--faithfulness {faithfulness}: a fraction above 0 and at most 1")
+    check_faithfulness(faithfulness)
     if not items:
         raise BadInput("no pairs: a circuit over a dataset needs at least one pair")
     if not abs(clean - corrupt) >= 1e-9:

@@ -85,7 +85,7 @@ class _AttnGroup(RefusesEmptyPaths, LazyGroup):
         except _FRAMEWORK_EXCEPTIONS:
             raise
         except (KeyboardInterrupt, Stopped) as exc:
-            stopped = exc if isinstance(exc, Stopped) else Stopped(2)
+            stopped = Stopped.of(exc)
             say(stopped.message)
             sys.exit(stopped.exit_code)
         except BrokenPipeError:
@@ -170,7 +170,7 @@ def resumable(out: Any) -> Iterator[None]:
     try:
         yield
     except (KeyboardInterrupt, Stopped) as exc:
-        stopped = exc if isinstance(exc, Stopped) else Stopped(2)
+        stopped = Stopped.of(exc)
         if out is not None:
             stopped.resume = str(out)
         raise stopped from None

@@ -53,7 +53,7 @@ def main() -> None:
         pause_at("start-up")  # (tests only: a signal delivered during start-up, on cue)
         run()
     except (Stopped, KeyboardInterrupt) as exc:
-        stopped = exc if isinstance(exc, Stopped) else Stopped(2)
+        stopped = Stopped.of(exc)
         _say(stopped.message)
         sys.exit(stopped.exit_code)
 

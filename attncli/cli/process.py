@@ -45,7 +45,7 @@ def run(command: Any) -> None:
                 code = 0
         _finish(code)
     except (KeyboardInterrupt, Stopped) as exc:
-        stopped = exc if isinstance(exc, Stopped) else Stopped(2)
+        stopped = Stopped.of(exc)
         say(stopped.message)
         sys.exit(stopped.exit_code)
     except AttnError as exc:  # raised by an option's callback, outside any command

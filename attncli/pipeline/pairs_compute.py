@@ -26,6 +26,7 @@ import numpy as np
 
 from attncli import faultpoints
 from attncli.causal.pair_sums import PairSums, PairsJob, check_pairs, encoded, pair_values
+from attncli.causal.circuit import check_faithfulness
 from attncli.causal.pairs_circuit import find_pairs_circuit
 from attncli.causal.pairs_file import Pair, read_pairs
 from attncli.errors import BadInput, RuntimeFailure
@@ -37,8 +38,8 @@ from attncli.stats.cluster import host_port, ray_results
 from attncli.stats.runner import Plan, chunks, existing_shards, local_pool, pool_get, process_chunk
 from attncli.stats.shards import Identity, model_fingerprint, shard_folder, texts_digest, write_shard
 from attncli.pipeline.pairs_document import pairs_document
-from attncli.pipeline.pairs_shards import (PAIRS_VERSION, MergedPairs, from_document, merge_pair_shards,
-                                          read_pairs_shard, to_document)
+from attncli.pipeline.pairs_shards import (PAIRS_VERSION, MergedPairs, added, merge_pair_shards, read_pairs_shard,
+                                          to_document)
 from attncli.tinylm.traced import load_builtin
 
 SHARD_PAIRS = 64  # pairs per shard by default
@@ -69,8 +70,7 @@ class PairsRun:
 
     def check(self) -> None:
         self.job.check()
-        if not 0.0 < self.faithfulness <= 1.0 or not np.isfinite(self.faithfulness):
-            raise BadInput(f"--faithfulness {self.faithfulness}: a fraction above 0 and at most 1")
+        check_faithfulness(self.faithfulness)
         for name, (lo, hi) in LIMITS.items():
             if not lo <= getattr(self, name) <= hi:
                 raise BadInput(f"--{name.replace('_', '-')} must be between {lo:,} and {hi:,} (got {getattr(self, name)})")
@@ -196,16 +196,7 @@ def run_pairs(model: Any, pairs: list[Pair], run: PairsRun, *, on_shard: Optiona
         if on_shard is not None:
             on_shard(doc["end"] - doc["start"])
     docs += plan.done
-    merged = _added(docs, ident)
-    return PairsOutcome(merged.sums, ident, merged.ranges, computed, ran)
-
-
-def _added(docs: list[dict[str, Any]], ident: Identity) -> MergedPairs:
-    """The shard documents added in the order of their pairs (the same order a merge of the folder uses)."""
-    total = PairSums()
-    for doc in sorted(docs, key=lambda d: d["start"]):
-        total.merge(from_document(doc))
-    return MergedPairs(total, ident, sorted((d["start"], d["end"]) for d in docs))
+    return PairsOutcome(added(docs), ident, sorted((d["start"], d["end"]) for d in docs), computed, ran)
 
 
 Stage = Callable[[str], ContextManager[Any]]

@@ -110,8 +110,9 @@ def pairs_document(model: Any, run: Any, sums: PairSums, ident: Identity, ranges
     method = {"attribute": " (AtP*)" if job.qk_fix else " (AtP)", "circuit": " (EAP)" if job.steps == 1 else
               f" (EAP-IG, {job.steps} steps)"}.get(job.kind, "")
     doc["title"] = f"{model.name} · {job.kind}{site}{method} · {WHAT[job.kind]} · mean over {n:,} pairs"
-    doc["notes"] = [said + spread, CELL[job.kind]]
-    if job.kind == "circuit":
+    if job.kind != "circuit":
+        doc["notes"] = [said + spread, CELL[job.kind]]
+    else:
         doc["title"] += f" · {len(doc['edges'])} of {doc['edges_total']:,} edges"
         doc["notes"] = [f"mean clean {doc['clean']:.4f}, corrupt {doc['corrupt']:.4f}, the circuit alone "
                         f"{doc['patched']:.4f}: faithfulness {doc['faithfulness']:.3f} (asked {run.faithfulness:g}; "

@@ -105,7 +105,13 @@ def merge_pair_shards(paths: Iterable[Path], ident: Optional[Identity] = None) -
     (attncli.stats.shards.usable_shards, the same for attn stats)."""
     found = usable_shards(paths, read_pairs_shard, version=PAIRS_VERSION, written_by="--pairs FILE --out DIR",
                           ident=ident)
+    return MergedPairs(added(found.docs), found.ident, found.ranges, found.skipped)
+
+
+def added(docs: Iterable[dict[str, Any]]) -> PairSums:
+    """Shard documents' sums added in the order of their pairs (so a run and a merge of its folder
+    add the same numbers in the same order: equal to the last bit)."""
     total = PairSums()
-    for doc in sorted(found.docs, key=lambda d: d["start"]):
+    for doc in sorted(docs, key=lambda d: d["start"]):
         total.merge(from_document(doc))
-    return MergedPairs(total, found.ident, found.ranges, found.skipped)
+    return total
