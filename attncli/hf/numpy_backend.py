@@ -22,7 +22,7 @@ import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.fileio import FileProblem, read_text
-from attncli.hf import bert, blas, capabilities, distilbert, gpt2, heap, llama, mpnet
+from attncli.hf import bert, blas, capabilities, distilbert, gemma3, gpt2, heap, llama, mpnet
 from attncli.hf.chunked_attention import Mask
 from attncli.hf.encoding import Encoding, tokenized, tokenizer_errors
 from attncli.hf.mlm import MaskedLMHead
@@ -41,6 +41,7 @@ ARCHITECTURES = {
     **{t: (distilbert, distilbert.DistilBert) for t in distilbert.MODEL_TYPES},
     **{t: (gpt2, gpt2.GPT2) for t in gpt2.MODEL_TYPES},
     **{t: (llama, llama.Llama) for t in llama.MODEL_TYPES},
+    **{t: (gemma3, gemma3.Gemma3) for t in gemma3.MODEL_TYPES},
     **{t: (mpnet, mpnet.MPNet) for t in mpnet.MODEL_TYPES},
 }
 NUMPY_MODEL_TYPES = frozenset(ARCHITECTURES)

@@ -1,0 +1,314 @@
+"""Gemma 3's text decoder in NumPy, step for step as transformers' ``modeling_gemma3.py``
+(Gemma3ForCausalLM, config Gemma3TextConfig, model_type "gemma3_text"):
+
+    embeddings  x = embed_tokens[ids] * sqrt(d)            sqrt(d) rounded to the weights' dtype first
+    per layer   every norm an RMSNorm of weight (1 + w):    n(x) = x / sqrt(mean(x^2) + eps) * (1 + w)
+                a = input_layernorm(x)
+                q, k, v = q_proj(a), k_proj(a), v_proj(a)
+                q, k = q_norm(q), k_norm(k)                 per head, over d_head, before RoPE
+                q, k = RoPE_l(q), RoPE_l(k)                 local (sliding_attention) layers: theta
+                                                            rope_local_base_freq; global (full_attention)
+                                                            layers: rope_theta, with rope_scaling if any
+                A = softmax(q k^T / sqrt(query_pre_attn_scalar) + mask)   local layers: a sliding window,
+                                                            key j only if i - j < sliding_window
+                x = x + post_attention_layernorm(o_proj(concat_heads(A v)))
+                m = pre_feedforward_layernorm(x)
+                x = x + post_feedforward_layernorm(down_proj(gelu_tanh(gate_proj(m)) * up_proj(m)))
+    last        logits = norm(x) lm_head^T; c tanh(logits / c) when final_logit_softcapping c is set
+
+Which layers are local: ``layer_types``, else every ``sliding_window_pattern``-th layer (default 6)
+is global, the others local. ``attn_logit_softcapping`` is read but not applied: transformers'
+Gemma 3 stores it and never passes it to its attention (Gemma 2 did), and attn does what it does.
+Every field config.json leaves out is Gemma3TextConfig's default (config_defaults.DEFAULTS).
+
+The pass is the Llama family's (llama.py: row blocks, chunked attention, the recorded sites), with
+the sites where transformers' Gemma 3 differs: ``attn.out`` is what the layer adds to its
+residual stream, after post_attention_layernorm, and ``mlp.out`` after post_feedforward_layernorm.
+Shapes: B texts, T queries, S keys, d hidden_size, h heads, h_kv key-value heads, d_head head_dim,
+I intermediate_size, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from attncli.hf import llama, ops
+from attncli.hf.chunked_attention import Mask, Queries, attend
+from attncli.hf.config_defaults import field
+from attncli.hf.llama_config import inverse_frequencies, sizes
+from attncli.hf.weights import Weights
+from attncli.model.record import Recorder
+from attncli.numeric import rms_norm
+
+MODEL_TYPES = {"gemma3_text"}
+ANCHORS = llama.ANCHORS
+DTYPE = llama.DTYPE
+UNUSED_OK = llama.UNUSED_OK
+OPTIONAL: set[str] = set()
+LAYER_TYPES = ("sliding_attention", "full_attention")
+DEFAULT_THETA = {"full_attention": 1_000_000.0, "sliding_attention": 10_000.0}  # Gemma3TextConfig.default_theta
+SLIDING_WINDOW_PATTERN = 6  # Gemma3TextConfig's when neither layer_types nor sliding_window_pattern is given
+ROPE_TYPES = ("default", "linear", "llama3")  # those llama_config computes; others refused by name
+NORMS = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm")
+
+
+def _number(value: Any, key: str, *, integer: bool = False) -> float:
+    """``value`` as a positive finite number (a TypeError naming ``key`` otherwise)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    if not ok or (integer and int(value) != value):
+        raise TypeError(f"'{key}' ({value!r}: a positive {'integer' if integer else 'number'} is needed)")
+    return int(value) if integer else float(value)
+
+
+def _flag(config: dict, key: str) -> bool:
+    value = field(config, key)
+    if not isinstance(value, bool):
+        raise TypeError(f"'{key}' ({value!r}: true or false is needed)")
+    return value
+
+
+def layer_types(config: dict) -> list[str]:
+    """Each layer's kind, sliding_attention (local) or full_attention (global), as Gemma3TextConfig
+    makes them: ``layer_types``, else layer i is global when (i + 1) % sliding_window_pattern == 0."""
+    layers = _number(field(config, "num_hidden_layers"), "num_hidden_layers", integer=True)
+    kinds = field(config, "layer_types")
+    if kinds is None:
+        pattern = config.get("sliding_window_pattern", SLIDING_WINDOW_PATTERN)
+        pattern = _number(pattern, "sliding_window_pattern", integer=True)
+        kinds = ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(layers)]
+    if not isinstance(kinds, list) or len(kinds) != layers or not all(k in LAYER_TYPES for k in kinds):
+        raise TypeError("'layer_types' (one of full_attention / sliding_attention per layer)")
+    return kinds
+
+
+def windows(config: dict) -> list[int | None]:
+    """Per layer, the sliding window (a query sees the keys less than ``window`` positions back), or None."""
+    window = field(config, "sliding_window")
+    kinds = layer_types(config)
+    if window is None:
+        if "sliding_attention" in kinds:  # transformers' mask fails on a window of None
+            raise TypeError("'sliding_window' (null, but layer_types has sliding_attention layers)")
+        return [None] * len(kinds)
+    window = _number(window, "sliding_window", integer=True)
+    return [window if kind == "sliding_attention" else None for kind in kinds]
+
+
+def rope_parameters(config: dict) -> dict[str, dict]:
+    """Each layer kind's RoPE settings as Gemma3TextConfig's convert_rope_params_to_dict makes them:
+    ``rope_parameters`` holds one dict per kind (a kind left out: default RoPE); ``rope_scaling``
+    (older configs) updates the global one; rope_theta defaults to the top-level ``rope_theta`` (else
+    1e6) for global layers and to ``rope_local_base_freq`` (else 1e4) for local ones. TypeError
+    naming a garbled field."""
+    given = config.get("rope_parameters")
+    if given is None:
+        given = {}
+    if not isinstance(given, dict):
+        raise TypeError("'rope_parameters' (a dict of one dict per layer type is needed)")
+    out = {}
+    for kind in LAYER_TYPES:
+        params = given.get(kind)
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise TypeError(f"'rope_parameters.{kind}' (a dict is needed)")
+        out[kind] = dict(params) if params else {"rope_type": "default"}
+    scaling = config.get("rope_scaling")
+    if scaling is not None:
+        if not isinstance(scaling, dict):
+            raise TypeError("'rope_scaling' (a dict is needed)")
+        out["full_attention"].update(scaling)
+    out["full_attention"].setdefault("rope_theta", config.get("rope_theta", DEFAULT_THETA["full_attention"]))
+    out["sliding_attention"].setdefault("rope_theta", config.get("rope_local_base_freq",
+                                                                 DEFAULT_THETA["sliding_attention"]))
+    for kind, params in out.items():  # standardize_rope_params, per layer type
+        params.setdefault("rope_type", params.get("type", "default"))
+        if config.get("partial_rotary_factor") is not None:
+            params.setdefault("partial_rotary_factor", config["partial_rotary_factor"])
+        if params["rope_type"] == "llama3":
+            params.setdefault("original_max_position_embeddings", field(config, "max_position_embeddings"))
+    return out
+
+
+def _as_flat(config: dict, params: dict) -> dict:
+    """One layer kind's RoPE settings as a Llama config llama_config reads (its own precedence
+    resolved already), so the frequencies are llama_config's, written once."""
+    return {"model_type": "llama", "rope_parameters": params, "rope_theta": params["rope_theta"],
+            "max_position_embeddings": field(config, "max_position_embeddings")}
+
+
+def frequencies(config: dict, d_head: int) -> dict[str, np.ndarray]:
+    """Each layer kind's RoPE inverse frequencies (d_head / 2,), float64."""
+    return {kind: inverse_frequencies(_as_flat(config, params), d_head)
+            for kind, params in rope_parameters(config).items()}
+
+
+def unsupported(config: dict) -> str | None:
+    """Why attn's NumPy path cannot run this config (None when it can); TypeError / KeyError for a
+    missing or garbled field (the caller reports "lacks or garbles")."""
+    s = sizes(config)
+    heads, kv = s["num_attention_heads"], s["num_key_value_heads"]
+    if s["hidden_size"] % heads:  # Gemma3TextConfig.validate_architecture, head_dim or not
+        return f"hidden_size ({s['hidden_size']}) not a multiple of num_attention_heads ({heads})"
+    if heads % kv:
+        return f"num_attention_heads ({heads}) not a multiple of num_key_value_heads ({kv})"
+    _number(field(config, "rms_norm_eps"), "rms_norm_eps")
+    _number(field(config, "query_pre_attn_scalar"), "query_pre_attn_scalar")
+    for key in ("final_logit_softcapping", "attn_logit_softcapping"):
+        if field(config, key) is not None:
+            _number(field(config, key), key)
+    act = field(config, "hidden_activation")
+    if act not in ops.ACTIVATIONS:
+        return f"hidden_activation {act!r}"
+    if field(config, "use_bidirectional_attention"):
+        return "use_bidirectional_attention (a Gemma 3 encoder)"
+    for flag in ("attention_bias", "tie_word_embeddings"):
+        _flag(config, flag)
+    for kind, params in rope_parameters(config).items():
+        if params["rope_type"] not in ROPE_TYPES:
+            return f"{kind} layers' rope type {params['rope_type']!r} (it runs {', '.join(ROPE_TYPES)})"
+        _number(params["rope_theta"], f"rope_parameters.{kind}.rope_theta")
+        factor = _number(params.get("partial_rotary_factor", 1.0), "partial_rotary_factor")
+        if factor != 1:
+            return f"partial_rotary_factor {factor} (transformers' Gemma 3 rotates whole heads by default)"
+        reason = llama.unsupported(_as_flat(config, params))  # the RoPE type's own fields (factor, bands)
+        if reason:
+            return f"{kind} layers' {reason}"
+    windows(config)
+    return None
+
+
+def expected(config: dict) -> dict[str, tuple[int | None, ...]]:
+    """Every tensor of the base model ("model." left out) the pass reads, with its shape."""
+    s = sizes(config)
+    d, h, kv, dh, i = (s[k] for k in ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+                                       "intermediate_size"))
+    bias = _flag(config, "attention_bias")
+    shapes: dict[str, tuple[int | None, ...]] = {"embed_tokens.weight": (s["vocab_size"], d), "norm.weight": (d,)}
+    for l in range(s["num_hidden_layers"]):
+        p = f"layers.{l}."
+        shapes.update({p + n + ".weight": (d,) for n in NORMS})
+        shapes.update({p + f"self_attn.{n}_norm.weight": (dh,) for n in "qk"})
+        for name, out, inp, b in (("q_proj", h * dh, d, bias), ("k_proj", kv * dh, d, bias),
+                                  ("v_proj", kv * dh, d, bias), ("o_proj", d, h * dh, bias),
+                                  ("gate_proj", i, d, False), ("up_proj", i, d, False), ("down_proj", d, i, False)):
+            group = "self_attn" if name[0] in "qkvo" else "mlp"
+            shapes[f"{p}{group}.{name}.weight"] = (out, inp)
+            if b:
+                shapes[f"{p}{group}.{name}.bias"] = (out,)
+    return shapes
+
+
+class Gemma3(llama.Llama):
+    """The Llama family's pass (llama.Llama) with Gemma 3's parts: four norms a layer, q and k
+    normed per head, each layer kind's RoPE and window, the attention scale and the logits' cap."""
+
+    def __init__(self, weights: Weights, config: dict):  # noqa: D107 - not Llama's: Gemma 3's fields
+        self.w = weights
+        self.config = config
+        self.model_type = config["model_type"]
+        s = sizes(config)
+        self.layers, self.heads, self.kv_heads = s["num_hidden_layers"], s["num_attention_heads"], s["num_key_value_heads"]
+        self.d, self.d_head, self.intermediate = s["hidden_size"], s["head_dim"], s["intermediate_size"]
+        self.eps = float(field(config, "rms_norm_eps"))
+        self.gemma = True  # sqrt(d) embeddings and (1 + w) norms (llama.Llama's Gemma steps)
+        self.act = ops.ACTIVATIONS[field(config, "hidden_activation")]
+        self.layer_types = layer_types(config)
+        by_kind = frequencies(config, self.d_head)
+        self.inv_freqs = [by_kind[kind] for kind in self.layer_types]  # (d_head / 2,) per layer
+        self.inv_freq = by_kind["full_attention"]
+        self.windows = windows(config)
+        bias = _flag(config, "attention_bias")
+        self.qkv_bias, self.o_bias, self.mlp_bias = bias, bias, False
+        self.tied = bool(field(config, "tie_word_embeddings"))
+        self.query_scale = float(field(config, "query_pre_attn_scalar")) ** -0.5
+        cap = field(config, "final_logit_softcapping")
+        self.logit_cap = None if cap is None else float(cap)
+
+    def scale(self, layer: int) -> float:
+        return self.query_scale
+
+    def _shape(self, name: str) -> tuple[int, ...]:
+        part = name.split(".")[-2]
+        if part in NORMS:
+            return (self.d,)
+        if part in ("q_norm", "k_norm"):
+            return (self.d_head,)
+        return super()._shape(name)
+
+    def layer(self, l: int, x: np.ndarray, mask: Mask, rec: Recorder,
+              past: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+        """One decoder layer, x (B, T, d) -> (B, T, d), its sites recorded by ``rec`` (llama.Llama.layer's):
+        x + post_attention_layernorm(attention), then + post_feedforward_layernorm(MLP)."""
+        p = f"layers.{l}."
+        attn = self._norm(p + "post_attention_layernorm.weight", self._attention(l, x, mask, rec, past))
+        resid = self._own(rec, l, "attn.out", rec("attn.out", l, attn))
+        resid += x  # (B, T, d) resid_mid
+        resid = rec("resid_mid", l, resid)
+
+        def mlp(rows: np.ndarray) -> np.ndarray:  # (B, c, d) -> (B, c, d)
+            out = self._mlp(p, self._norm(p + "pre_feedforward_layernorm.weight", rows))
+            return self._norm(p + "post_feedforward_layernorm.weight", out)
+
+        if rec.wants(f"blocks.{l}.mlp.out"):
+            return resid + rec("mlp.out", l, ops.by_rows(mlp, resid, self.intermediate, llama.ROW_BLOCK_BYTES))
+        out = self._own(rec, l, "resid_mid", resid)  # (B, T, d)
+        B, T, _ = out.shape
+        c = max(1, llama.ROW_BLOCK_BYTES // (B * self.intermediate * out.itemsize))
+        for a in range(0, T, c):  # a row's MLP reads that row alone: each block's is added in place
+            rows = out[:, a: a + c]
+            rows += mlp(rows)
+        return out
+
+    def _head_norm(self, name: str, t: np.ndarray) -> np.ndarray:
+        """q_norm or k_norm over each head's d_head, t (B, n, c, d_head)."""
+        return rms_norm(t, self._get(name), self.eps, 1.0)
+
+    def _attention(self, l: int, x: np.ndarray, mask: Mask, rec: Recorder,
+                   past: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+        """o_proj(z) (B, T, d), before post_attention_layernorm; k and v made by blocks of rows, q
+        chunk by chunk (llama.Llama._attention's plan), q and k normed per head before RoPE."""
+        p = f"layers.{l}."
+        B, T, _ = x.shape
+        P = 0 if past is None else past[0].shape[2]  # tokens before these: positions P .. P+T-1
+        inv_freq = self.inv_freqs[l]
+        normed = lambda rows: self._norm(p + "input_layernorm.weight", rows)  # noqa: E731
+
+        def rope(a: int, b: int) -> tuple[np.ndarray, np.ndarray]:  # cos, sin (b - a, d_head) of rows a..b-1
+            angles = np.arange(P + a, P + b, dtype=np.float64)[:, None] * inv_freq[None]  # (c, d_head/2)
+            angles = np.concatenate([angles, angles], axis=-1)  # (c, d_head)
+            return np.cos(angles).astype(x.dtype), np.sin(angles).astype(x.dtype)
+
+        def heads(t: np.ndarray, n: int) -> np.ndarray:  # (B, c, n d_head) -> (B, n, c, d_head)
+            return t.reshape(B, t.shape[1], n, self.d_head).transpose(0, 2, 1, 3)
+
+        def queries(a: int, b: int) -> np.ndarray:  # query rows a..b-1, (B, h, b - a, d_head) normed, rotated
+            q = heads(self._qkv(p, normed(x[:, a:b]), "q")[0], self.heads)
+            return llama.rotate(self._head_norm(p + "self_attn.q_norm.weight", q), *rope(a, b))
+
+        c = max(1, llama.ROW_BLOCK_BYTES // (B * self.d * x.itemsize))
+        for a in range(0, max(T, 1), c):  # k, v by blocks of rows
+            kc, vc = (heads(t, self.kv_heads) for t in self._qkv(p, normed(x[:, a: a + c]), "kv"))  # (B, h_kv, c, d_head)
+            kc = llama.rotate(self._head_norm(p + "self_attn.k_norm.weight", kc), *rope(a, a + kc.shape[2]))
+            if a == 0:
+                k, v = (np.empty((B, self.kv_heads, T, self.d_head), dtype=t.dtype) for t in (kc, vc))
+            k[:, :, a: a + c], v[:, :, a: a + c] = kc, vc  # (B, h_kv, T, d_head)
+        if past is not None:  # the cache holds them repeated per query head, as the k, v sites
+            group = self.heads // self.kv_heads
+            k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)  # (B, h, T, d_head)
+            k = np.concatenate([past[0], k], axis=2)  # (B, h, S, d_head)
+            v = np.concatenate([past[1], v], axis=2)
+        q = Queries((B, self.heads, T, self.d_head), k.dtype, queries)
+        z = attend(rec, l, q, k, v, self.scale(l), mask.windowed(self.windows[l]), score_dtype=np.float64)
+        del q, k, v  # (B, T, h d_head) z is all the output projection needs
+        return self._proj(p + "self_attn.o_proj", z, self.o_bias)  # (B, T, d)
+
+    def logits(self, hidden: np.ndarray) -> np.ndarray:
+        """(..., d) -> (..., V) float64: the LM head's (llama.Llama.logits), capped c tanh(logits / c)
+        when final_logit_softcapping is c."""
+        out = super().logits(hidden)
+        if self.logit_cap is not None:
+            out = self.logit_cap * np.tanh(out / self.logit_cap)
+        return out
