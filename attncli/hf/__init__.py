@@ -96,5 +96,5 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "load": "loader",
     "Pretrained": "pretrained_base",
     "Encoding": "encoding",
-    "NUMPY_MODEL_TYPES": "numpy_backend",
+    "NUMPY_MODEL_TYPES": "families.registry",
 })

@@ -25,7 +25,8 @@ from typing import Any, Callable
 import numpy as np
 
 from attncli.errors import BadInput
-from attncli.hf import blas, gpt2, llama, ops
+from attncli.hf import blas, ops
+from attncli.hf.families import gpt2, llama
 from attncli.hf.layer_weights import layer_weights
 from attncli.hf.backward_ops import DERIVATIVES, attention_back, layer_norm_back, rms_norm_back
 from attncli.hf.weight_check import check_finite

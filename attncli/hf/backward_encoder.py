@@ -29,7 +29,8 @@ from typing import Any, Callable
 import numpy as np
 
 from attncli.errors import BadInput
-from attncli.hf import bert, distilbert, mpnet, ops
+from attncli.hf import ops
+from attncli.hf.families import bert, distilbert, mpnet
 from attncli.hf.backward_ops import DERIVATIVES, attention_back, layer_norm_back
 from attncli.hf.layer_weights import encoder_eps, layer_weights
 from attncli.model.trace import site

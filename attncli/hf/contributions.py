@@ -39,7 +39,8 @@ from typing import Any, Iterable
 import numpy as np
 
 from attncli.errors import BadInput
-from attncli.hf import bert, distilbert, gpt2, llama, mpnet, ops
+from attncli.hf import ops
+from attncli.hf.families import bert, distilbert, gpt2, llama, mpnet
 from attncli.model.interface import require
 from attncli.model.trace import Trace, site
 from attncli.option_conflicts import CONTRIBUTIONS

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncli.hf import blas, llama, ops
+from attncli.hf import blas, ops
+from attncli.hf.families import llama
 from attncli.hf.backward import DecoderTape, head_projections
 from attncli.numeric import rms_norm, softmax
 

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from attncli.errors import BadInput
-from attncli.hf import bert, distilbert, gpt2, llama, mpnet
+from attncli.hf.families import bert, distilbert, gpt2, llama, mpnet
 
 ROLES = ("n1", "n2", "q", "k", "v", "o", "gate", "up", "down")
 Pair = tuple[np.ndarray, "np.ndarray | None"]

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
-from attncli.hf import bert, distilbert, gpt2, llama
+from attncli.hf.families import bert, distilbert, gpt2, llama
 from attncli.hf.contributions import layer_norms
 from attncli.hf.layer_weights import layer_weights
 from attncli.model.trace import Keep, site

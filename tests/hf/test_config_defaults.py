@@ -23,7 +23,8 @@ from _tolerance import EPS32
 torch = needed("torch")
 transformers = needed("transformers")
 
-from attncli.hf import config_defaults, llama  # noqa: E402
+from attncli.hf import config_defaults
+from attncli.hf.families import llama  # noqa: E402
 from attncli.hf.config_defaults import DEFAULTS, DERIVED, NULLABLE, field  # noqa: E402
 
 SMALL = {"vocab_size": 50, "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 3,

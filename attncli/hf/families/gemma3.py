@@ -35,10 +35,11 @@ from typing import Any
 
 import numpy as np
 
-from attncli.hf import llama, ops
+from attncli.hf import ops
 from attncli.hf.chunked_attention import Mask, Queries, attend
 from attncli.hf.config_defaults import field
-from attncli.hf.llama_config import inverse_frequencies, sizes
+from attncli.hf.families import llama
+from attncli.hf.families.llama_config import inverse_frequencies, sizes
 from attncli.hf.weights import Weights
 from attncli.model.record import Recorder
 from attncli.numeric import rms_norm

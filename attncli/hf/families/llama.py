@@ -37,8 +37,8 @@ from attncli.errors import RuntimeFailure
 from attncli.hf import ops
 from attncli.hf.chunked_attention import Mask, Queries, attend
 from attncli.hf.config_defaults import field
-from attncli.hf.llama_config import MODEL_TYPES, unsupported  # noqa: F401 - the family protocol numpy_backend reads
-from attncli.hf.llama_config import biases, inverse_frequencies, sizes, windows
+from attncli.hf.families.llama_config import MODEL_TYPES, unsupported  # noqa: F401 - the family protocol numpy_backend reads
+from attncli.hf.families.llama_config import biases, inverse_frequencies, sizes, windows
 from attncli.model.record import Recorder
 from attncli.hf.weights import Weights
 from attncli.numeric import rms_norm

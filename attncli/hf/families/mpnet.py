@@ -21,7 +21,7 @@ import numpy as np
 from attncli.hf import ops
 from attncli.hf.chunked_attention import Mask, attend
 from attncli.model.record import Recorder
-from attncli.hf.bert import PostNormEncoder
+from attncli.hf.families.bert import PostNormEncoder
 from attncli.hf.config_defaults import field
 from attncli.hf.weights import Weights
 
