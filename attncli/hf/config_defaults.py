@@ -16,8 +16,8 @@ from typing import Any
 
 DERIVED = None  # computed from other fields, as transformers' __post_init__ or modeling file does
 DERIVED_AS = {"num_key_value_heads": "num_attention_heads", "head_dim": "hidden_size / num_attention_heads",
-              "n_inner": "4 n_embd",
-              "layer_types": "sliding from max_window_layers on (gemma3_text: full every sliding_window_pattern-th)"}  # what a DERIVED one is
+              "n_inner": "4 n_embd", "layer_types": "sliding from max_window_layers on"}
+DERIVED_AS_OF = {"gemma3_text": {"layer_types": "full every sliding_window_pattern-th (6), the others sliding"}}  # what a DERIVED one is
 DEFAULT_ROPE_THETA = 10000.0  # RotaryEmbeddingConfigMixin.default_theta
 
 _LLAMA = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
@@ -97,8 +97,10 @@ def field(config: dict, key: str) -> Any:
     return value
 
 
-def shown(key: str, value: Any) -> str:
-    """A default as docs/transformers.md shows it: derived ones by what they are, JSON's true / false."""
+def shown(key: str, value: Any, kind: str = "") -> str:
+    """A default as docs/transformers.md shows it: derived ones by what they are (for family ``kind``),
+    JSON's true / false."""
+    derived = {**DERIVED_AS, **DERIVED_AS_OF.get(kind, {})}
     if value is None:
-        return f"= {DERIVED_AS[key]}" if key in DERIVED_AS else "none"
+        return f"= {derived[key]}" if key in derived else "none"
     return str(value).lower() if isinstance(value, bool) else str(value)
