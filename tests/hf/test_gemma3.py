@@ -1,0 +1,167 @@
+"""Gemma 3 (attncli/hf/families/gemma3.py) against transformers' Gemma3ForCausalLM itself (eager
+attention): a tiny random model of six layers whose every third is global (the others local, a
+window of 3 tokens shorter than the texts), grouped-query attention, head_dim apart from
+hidden / heads, its four norms a layer and q/k norms moved off their init so they bite; from
+safetensors and from GGUF (transformers reading the same file), attentions, hidden states and
+logits within float32 rounding (tests/_tolerance.py). The Llama family's shared tests run over
+the fixture "gemma3" too (tests/hf/test_llama.py, test_config_drop.py, test_config_defaults.py).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import needed
+
+needed("tokenizers")
+needed("safetensors")
+torch = needed("torch")
+transformers = needed("transformers")
+
+from typer.testing import CliRunner  # noqa: E402
+
+from _gguf_fixtures import write_gguf  # noqa: E402
+from _llama_fixtures import build_decoder  # noqa: E402
+from _tolerance import f32_close, f32_size  # noqa: E402
+from attncli.cli.main import app  # noqa: E402
+from attncli.hf import load  # noqa: E402
+
+torch.set_num_threads(1)
+runner = CliRunner()
+TEXTS = ["the cat sat on the mat and the dog sat on the log", "She sells sea shells, said the paper in 2017!"]
+SIX = dict(num_hidden_layers=6, num_key_value_heads=2, layer_types=None, sliding_window_pattern=3,
+           rope_parameters=None, rope_theta=3000.0, rope_local_base_freq=40.0)  # layers 2 and 5 global
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    base, built = tmp_path_factory.mktemp("gemma3"), {}
+
+    def build(name: str, **changes) -> Path:  # one folder per name
+        if name not in built:
+            built[name] = build_decoder("gemma3", base / name, **{**SIX, **changes})
+        return built[name]
+    return build
+
+
+def reference(path: Path, ids: list[int]):
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(path), attn_implementation="eager",
+                                                              dtype=torch.float32).eval()
+    with torch.no_grad():
+        out = model(torch.tensor([ids]), output_attentions=True, output_hidden_states=True)
+    return model, out
+
+
+def allowed(T: int, window: int | None) -> np.ndarray:
+    i, j = np.arange(T)[:, None], np.arange(T)[None]
+    return (j <= i) & ((i - j < window) if window else True)
+
+
+def test_six_layers_of_both_kinds_equal_transformers_attentions_hidden_states_and_logits(folders):
+    path = folders("six")
+    config = json.loads((path / "config.json").read_text())
+    assert config["layer_types"] == ["sliding_attention", "sliding_attention", "full_attention"] * 2
+    model = load(str(path), backend="numpy")
+    assert model.layers == 6 and model.arch.windows == [3, 3, None, 3, 3, None]
+    size = f32_size(path)
+    for text in TEXTS:
+        ids = model.encode(text).ids
+        T = len(ids)
+        assert T > 3 * 3  # the window bites
+        ref, out = reference(path, ids)
+        logits, att = model.logits_and_attentions(ids)  # (T, V), (L, h, T, T)
+        want = np.stack([a[0].double().numpy() for a in out.attentions])
+        f32_close(att, want, *size, per_element=True, what=f"attentions of {text!r}")
+        for l, window in enumerate(model.arch.windows):
+            assert np.all(att[l][:, ~allowed(T, window)] == 0.0)
+        assert not np.allclose(att[0], att[2], atol=0.05)  # fixed: a local and a global layer differ in kind
+        f32_close(logits, out.logits[0].double().numpy(), *size, what="logits")
+        stream = model.residual_stream(ids)  # (L + 1, T, d): the embeddings, then each layer's output
+        hs = [h[0].double().numpy() for h in out.hidden_states]  # the last one through the final norm
+        f32_close(stream[:-1], np.stack(hs[:-1]), *size, what="hidden states")
+        with torch.no_grad():
+            normed = ref.model.norm(torch.tensor(stream[-1], dtype=torch.float32)).double().numpy()
+        f32_close(normed, hs[-1], *size, what="the last hidden state")
+
+
+def test_final_logit_softcapping_caps_the_logits_as_transformers_does(folders):
+    path = folders("capped", final_logit_softcapping=0.7)
+    model = load(str(path), backend="numpy")
+    ids = model.encode(TEXTS[0]).ids
+    logits, _ = model.logits_and_attentions(ids)
+    _, out = reference(path, ids)
+    f32_close(logits, out.logits[0].double().numpy(), *f32_size(path))
+    assert np.abs(logits).max() < 0.7
+    assert np.abs(logits).max() > 0.5  # fixed: the cap bites (the uncapped logits are larger)
+
+
+def test_linear_rope_scaling_reaches_the_global_layers_only(folders):
+    path = folders("scaled", rope_scaling={"rope_type": "linear", "factor": 4.0})
+    model = load(str(path), backend="numpy")
+    ids = model.encode(TEXTS[1]).ids
+    _, att = model.logits_and_attentions(ids)
+    _, out = reference(path, ids)
+    f32_close(att, np.stack([a[0].double().numpy() for a in out.attentions]), *f32_size(path), per_element=True)
+    np.testing.assert_allclose(model.arch.inv_freqs[2] * 4.0, load(str(folders("six")), backend="numpy").arch.inv_freqs[2])
+    np.testing.assert_array_equal(model.arch.inv_freqs[0], load(str(folders("six")), backend="numpy").arch.inv_freqs[0])
+
+
+def _edited(src: Path, dst: Path, **changes) -> Path:
+    shutil.copytree(src, dst)
+    config = json.loads((src / "config.json").read_text())
+    config.update(changes)
+    (dst / "config.json").write_text(json.dumps(config))
+    return dst
+
+
+@pytest.mark.parametrize("changes, words", [
+    ({"query_pre_attn_scalar": 0}, "'query_pre_attn_scalar' (0"),
+    ({"query_pre_attn_scalar": "big"}, "'query_pre_attn_scalar' ('big'"),
+    ({"final_logit_softcapping": -1.0}, "'final_logit_softcapping' (-1.0"),
+    ({"sliding_window": 0}, "'sliding_window' (0"),
+    ({"sliding_window": None}, "'sliding_window' (null"),
+    ({"layer_types": None, "sliding_window_pattern": 0}, "'sliding_window_pattern' (0"),
+    ({"layer_types": ["sliding_attention"] * 5 + ["chunked_attention"]}, "'layer_types'"),
+    ({"layer_types": ["full_attention"] * 3}, "'layer_types'"),
+    ({"rope_local_base_freq": -5.0, "rope_parameters": None}, "rope_theta' (-5.0"),
+    ({"rope_parameters": {"sliding_attention": {"rope_type": "yarn", "factor": 2.0}}}, "rope type 'yarn'"),
+    ({"rope_parameters": {"full_attention": {"rope_type": "linear", "rope_theta": 10.0}}}, "'factor' (None"),
+    ({"rope_parameters": [1, 2]}, "'rope_parameters'"),
+    ({"hidden_activation": "relu6"}, "hidden_activation 'relu6'"),
+    ({"use_bidirectional_attention": True}, "use_bidirectional_attention"),
+    ({"num_attention_heads": 3, "num_key_value_heads": 1}, "not a multiple of num_attention_heads"),
+])
+def test_configs_it_cannot_run_are_refused_by_name(changes, words, folders, tmp_path):
+    path = _edited(folders("six"), tmp_path / "m", **changes)
+    result = runner.invoke(app, ["matrix", "a cat", "--transformer", str(path), "--backend", "numpy"])
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.stderr.split())
+    assert "the numpy backend cannot run" in text and words in text and "Traceback" not in result.output, text
+
+
+@pytest.mark.parametrize("qtype, d", [("F32", 64), ("Q4_K", 256)])
+def test_a_gemma3_gguf_of_both_layer_kinds_equals_transformers_reading_the_same_file(qtype, d, tmp_path):
+    """Six layers: transformers reads a GGUF's layer kinds from Gemma3TextConfig's pattern (every
+    sixth global; the file holds the window, not the pattern) and its local RoPE base from the
+    default (10000; the file's rope.freq_base is the global one's), as attn does."""
+    needed("gguf")
+    write_gguf(tmp_path / "m.gguf", "gemma3", qtype, d=d, inner=d, layers=6, tied=True)
+    ours = load(str(tmp_path / "m.gguf"))
+    assert ours.model_type == "gemma3_text" and ours.arch.windows == [3] * 5 + [None]
+    assert ours.arch.d_head == 2 * d // 4 and ours.arch.eps == pytest.approx(1e-6)
+    ids = ours.encode("hello world, or hell o world").ids
+    ref = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path), gguf_file="m.gguf",
+                                                            attn_implementation="eager").eval()
+    with torch.no_grad():
+        out = ref(torch.tensor([ids]), output_attentions=True)
+    logits, att = ours.logits_and_attentions(ids)
+    size = f32_size(ref)
+    f32_close(att, np.stack([a[0].numpy() for a in out.attentions]), *size, per_element=True)
+    f32_close(logits, out.logits[0].numpy(), *size)
+    norm = ref.model.layers[0].post_feedforward_layernorm.weight.detach().double().numpy()
+    np.testing.assert_array_equal(ours.arch.w.get("layers.0.post_feedforward_layernorm.weight"), norm)  # w, not 1 + w
