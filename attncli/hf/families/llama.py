@@ -36,9 +36,10 @@ import numpy as np
 from attncli.errors import RuntimeFailure
 from attncli.hf import ops
 from attncli.hf.chunked_attention import Mask, Queries, attend
-from attncli.hf.config_defaults import field
-from attncli.hf.families.llama_config import MODEL_TYPES, unsupported  # noqa: F401 - the family protocol numpy_backend reads
-from attncli.hf.families.llama_config import biases, inverse_frequencies, sizes, windows
+from attncli.hf.families import llama_config
+from attncli.hf.families.llama_config import MODEL_TYPES  # noqa: F401 - the registry reads it here
+from attncli.hf.families.llama_config import Variant, biases, inverse_frequencies, sizes, variant_of, windows
+from attncli.hf.families.parts import Parts, Tensor, shapes
 from attncli.model.record import Recorder
 from attncli.hf.weights import Weights
 from attncli.numeric import rms_norm
@@ -49,81 +50,80 @@ ROW_BLOCK_BYTES = 2 * 2**20  # a block of rows of the MLP (its (B, c, intermedia
 # normed (B, c, d)) at most; 8 MiB (ops') took about 12% less CPU at 8,192 tokens and held 11 MiB more
 
 
-def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-    """RoPE on the first rotary_dim dims of x (B, h, T, d_head); cos, sin (T, rotary_dim), halves alike:
-    x cos + rotate_half(x) sin = x1 cos - x2 sin | x2 cos + x1 sin, written into one new array."""
-    r = cos.shape[-1]
-    half = r // 2
-    x1, x2 = x[..., :half], x[..., half:r]
-    c, s = cos[..., :half], sin[..., :half]  # (T, r/2)
-    out = np.empty(x.shape, dtype=np.result_type(x, cos))  # (B, h, T, d_head)
-    np.multiply(x1, c, out=out[..., :half])
-    out[..., :half] -= x2 * s
-    np.multiply(x2, c, out=out[..., half:r])
-    out[..., half:r] += x1 * s
-    out[..., r:] = x[..., r:]
-    return out
-
-
 UNUSED_OK = ("rotary_emb.inv_freq",)  # a buffer some checkpoints carry; attn computes the frequencies
 OPTIONAL: set[str] = set()
 
 
-def expected(config: dict) -> dict[str, tuple[int | None, ...]]:
-    """Every tensor of the base model ("model." left out) this forward pass reads, with the shape
-    config.json implies: weight_check.check_weight_names reports a missing or unused one."""
-    kind = config["model_type"]
-    s = sizes(config)
+def unsupported(config: dict, variant: Variant | None = None) -> str | None:
+    """Why this pass cannot run the config, or None (llama_config.unsupported)."""
+    return llama_config.unsupported(config, variant)
+
+
+def parts(config: dict, variant: Variant | None = None) -> Parts:
+    """The description methods read (families/parts.py): RMSNorm before each sublayer, RoPE, the
+    variant's biases, fused projections, q / k norms and windows; every layer tensor's name and shape."""
+    v = variant_of(config, variant)
+    s = sizes(config, v)
     d, h, kv, dh, i = (s[k] for k in ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
                                        "intermediate_size"))
-    qkv_bias, o_bias, mlp_bias = biases(config)
-    shapes: dict[str, tuple[int | None, ...]] = {"embed_tokens.weight": (s["vocab_size"], d), "norm.weight": (d,)}
+    qkv_bias, o_bias, mlp_bias = biases(config, v)
+    p = "layers.{l}."
+    roles = {"n1": Tensor(p + "input_layernorm", (d,)), "n2": Tensor(p + "post_attention_layernorm", (d,))}
+    if v.fused:  # Phi-3: the rows of q | k | v in one qkv_proj, of gate | up in one gate_up_proj
+        nq, nk = h * dh, kv * dh
+        qkv, gate_up = p + "self_attn.qkv_proj", p + "mlp.gate_up_proj"
+        roles.update(q=Tensor(qkv, (nq + 2 * nk, d), out=(0, nq)), k=Tensor(qkv, (nq + 2 * nk, d), out=(nq, nq + nk)),
+                     v=Tensor(qkv, (nq + 2 * nk, d), out=(nq + nk, nq + 2 * nk)),
+                     gate=Tensor(gate_up, (2 * i, d), out=(0, i)), up=Tensor(gate_up, (2 * i, d), out=(i, 2 * i)))
+    else:
+        roles.update({n: Tensor(p + f"self_attn.{n}_proj", (out, d), qkv_bias)
+                      for n, out in (("q", h * dh), ("k", kv * dh), ("v", kv * dh))})
+        roles.update(gate=Tensor(p + "mlp.gate_proj", (i, d), mlp_bias), up=Tensor(p + "mlp.up_proj", (i, d), mlp_bias))
+    roles.update(o=Tensor(p + "self_attn.o_proj", (d, h * dh), o_bias), down=Tensor(p + "mlp.down_proj", (d, i), mlp_bias))
+    if v.qk_norm:
+        roles.update(q_norm=Tensor(p + "self_attn.q_norm", (dh,)), k_norm=Tensor(p + "self_attn.k_norm", (dh,)))
+    layers = s["num_hidden_layers"]
+    return Parts(layers=layers, heads=h, kv_heads=kv, d_head=dh, norm="rms", place="pre",
+                 eps=float(v.field(config, "rms_norm_eps")), roles=roles, norm_offset=v.norm_offset,
+                 qk_norm="rms" if v.qk_norm else None, position="rotary",
+                 inv_freq=(inverse_frequencies(config, dh, v),) * layers, windows=tuple(windows(config, v)))
 
-    def linear(name: str, out: int, inp: int, bias: bool) -> None:
-        shapes[name + ".weight"] = (out, inp)
-        if bias:
-            shapes[name + ".bias"] = (out,)
 
-    for l in range(s["num_hidden_layers"]):
-        p = f"layers.{l}."
-        shapes[p + "input_layernorm.weight"] = shapes[p + "post_attention_layernorm.weight"] = (d,)
-        if kind == "phi3":  # fused projections
-            linear(p + "self_attn.qkv_proj", (h + 2 * kv) * dh, d, False)
-            linear(p + "mlp.gate_up_proj", 2 * i, d, False)
-        else:
-            for name, out in (("q", h * dh), ("k", kv * dh), ("v", kv * dh)):
-                linear(p + f"self_attn.{name}_proj", out, d, qkv_bias)
-            linear(p + "mlp.gate_proj", i, d, mlp_bias)
-            linear(p + "mlp.up_proj", i, d, mlp_bias)
-        linear(p + "self_attn.o_proj", d, h * dh, o_bias)
-        linear(p + "mlp.down_proj", d, i, mlp_bias)
-    return shapes
+def expected(config: dict, variant: Variant | None = None) -> dict[str, tuple[int | None, ...]]:
+    """Every tensor of the base model ("model." left out) this forward pass reads, with the shape
+    config.json implies (the roles' of ``parts``, written there once): weight_check.check_weight_names
+    reports a missing or unused one, ``Llama.tensor`` one of another shape."""
+    s = sizes(config, variant)
+    d = s["hidden_size"]
+    return {"embed_tokens.weight": (s["vocab_size"], d), "norm.weight": (d,),
+            **shapes(parts(config, variant).roles, s["num_hidden_layers"])}
 
 
 class Llama:
     causal = True
 
-    def __init__(self, weights: Weights, config: dict):
+    def __init__(self, weights: Weights, config: dict, variant: Variant | None = None):
         self.w = weights
         self.config = config
         self.model_type = config["model_type"]
-        s = sizes(config)
-        self.layers, self.heads, self.kv_heads = s["num_hidden_layers"], s["num_attention_heads"], s["num_key_value_heads"]
-        self.d, self.d_head, self.intermediate = s["hidden_size"], s["head_dim"], s["intermediate_size"]
-        self.eps = float(field(config, "rms_norm_eps"))
-        self.gemma = self.model_type == "gemma"
-        act = field(config, "hidden_act")
-        if self.gemma and act == "gelu":  # GemmaConfig reads the official releases' legacy "gelu" as
-            act = "gelu_pytorch_tanh"     # the tanh approximation they were trained with
+        self.variant = v = variant_of(config, variant)
+        self.parts = parts(config, v)
+        self.shapes = expected(config, v)  # every tensor's shape, as config.json implies it
+        pt = self.parts
+        self.layers, self.heads, self.kv_heads, self.d_head = pt.layers, pt.heads, pt.kv_heads, pt.d_head
+        self.d, self.intermediate = self.shapes["norm.weight"][0], pt.roles["down"].shape[1]
+        self.eps = pt.eps
+        act = v.field(config, "hidden_act")
+        if v.tanh_gelu and act == "gelu":  # GemmaConfig reads the official releases' legacy "gelu" as
+            act = "gelu_pytorch_tanh"      # the tanh approximation they were trained with
         self.act = ops.ACTIVATIONS[act]
-        self.inv_freq = inverse_frequencies(config, self.d_head)  # (rotary_dim / 2,)
-        self.windows = windows(config)
-        self.qkv_bias, self.o_bias, self.mlp_bias = biases(config)
-        self.tied = bool(field(config, "tie_word_embeddings"))
+        self.inv_freq = pt.inv_freq[0]  # (rotary_dim / 2,)
+        self.windows = list(pt.windows)
+        self.tied = bool(v.field(config, "tie_word_embeddings"))
 
     def kv_head(self, head: int) -> int:
         """The key-value head query head ``head`` reads (grouped-query attention)."""
-        return head // (self.heads // self.kv_heads)
+        return self.parts.kv_head(head)
 
     def scale(self, layer: int) -> float:
         return self.d_head ** -0.5
@@ -133,53 +133,49 @@ class Llama:
         if x.shape[-1] != self.d:
             raise RuntimeFailure(f"embed_tokens.weight has rows of {x.shape[-1]}, config.json's hidden_size is {self.d}: "
                                  "the checkpoint does not match its config")
-        if self.gemma:
+        if self.variant.embed_scale:
             x = x * np.asarray(math.sqrt(self.d), dtype=x.dtype)
         return x
 
-    def _shape(self, name: str) -> tuple[int, ...]:
-        """The shape config.json implies for tensor ``name`` (a stranger's checkpoint may disagree)."""
-        h, kv, dh, d, i = self.heads, self.kv_heads, self.d_head, self.d, self.intermediate
-        part, kind = name.split(".")[-2:]
-        if part in ("input_layernorm", "post_attention_layernorm", "norm"):
-            return (d,)
-        out, inp = {"q_proj": (h * dh, d), "k_proj": (kv * dh, d), "v_proj": (kv * dh, d), "o_proj": (d, h * dh),
-                    "qkv_proj": ((h + 2 * kv) * dh, d), "gate_proj": (i, d), "up_proj": (i, d), "down_proj": (d, i),
-                    "gate_up_proj": (2 * i, d)}[part]
-        return (out, inp) if kind == "weight" else (out,)
-
-    def _get(self, name: str) -> np.ndarray:
+    def tensor(self, name: str) -> np.ndarray:
+        """Tensor ``name`` of the base model, in the shape config.json implies (a stranger's checkpoint
+        may disagree: a clear failure)."""
         tensor = self.w.get(name)
-        want = self._shape(name)
+        want = self.shapes[name]
         if tensor.shape != want:
             raise RuntimeFailure(f"{name} has shape {tensor.shape}, config.json implies {want}: "
                                  "the checkpoint does not match its config")
         return tensor
 
-    def _norm(self, name: str, x: np.ndarray) -> np.ndarray:
-        return rms_norm(x, self._get(name), self.eps, 1.0 if self.gemma else 0.0)
+    def _norm(self, role: str, l: int, x: np.ndarray) -> np.ndarray:
+        """RMSNorm ``role`` of layer l on x (..., n) (Gemma's weight 1 + w)."""
+        return rms_norm(x, self.tensor(self.parts.roles[role].at(l) + ".weight"), self.eps, self.parts.norm_offset)
 
-    def _proj(self, name: str, x: np.ndarray, bias: bool) -> np.ndarray:
-        return ops.linear(x, self._get(name + ".weight"), self._get(name + ".bias") if bias else None)
+    def _project(self, role: str, l: int, x: np.ndarray) -> np.ndarray:
+        """x (..., in) through layer l's projection ``role`` (its rows of a fused tensor): (..., out)."""
+        t = self.parts.roles[role]
+        w = self.tensor(t.at(l) + ".weight")  # (out, in)
+        b = self.tensor(t.at(l) + ".bias") if t.bias else None
+        if t.out is not None:
+            w, b = w[slice(*t.out)], None if b is None else b[slice(*t.out)]
+        return ops.linear(x, w, b)
 
-    def _qkv(self, p: str, a: np.ndarray, which: str = "qkv") -> tuple[np.ndarray, ...]:
-        """The projections ``which`` names, in its order: q (B, T, h d_head), k and v (B, T, h_kv d_head)."""
-        if self.model_type == "phi3":
-            w = self._get(p + "self_attn.qkv_proj.weight")  # ((h + 2 h_kv) d_head, d): the rows of q | k | v
-            nq, nk = self.heads * self.d_head, self.kv_heads * self.d_head
-            rows = {"q": slice(0, nq), "k": slice(nq, nq + nk), "v": slice(nq + nk, None)}
-            return tuple(ops.linear(a, w[rows[n]], None) for n in which)
-        return tuple(self._proj(p + f"self_attn.{n}_proj", a, self.qkv_bias) for n in which)
-
-    def _mlp(self, p: str, m: np.ndarray) -> np.ndarray:
-        if self.model_type == "phi3":
-            gate, up = np.split(self._proj(p + "mlp.gate_up_proj", m, False), 2, axis=-1)  # (B, T, i) each
+    def _mlp(self, l: int, m: np.ndarray) -> np.ndarray:
+        """down(act(gate(m)) * up(m)): m (B, c, d) normed -> (B, c, d)."""
+        roles = self.parts.roles
+        if roles["gate"].name == roles["up"].name:  # Phi-3's gate_up_proj: one product, split
+            t = roles["gate"]
+            gate, up = np.split(ops.linear(m, self.tensor(t.at(l) + ".weight"), None), 2, axis=-1)  # (B, c, i) each
         else:
-            gate = self._proj(p + "mlp.gate_proj", m, self.mlp_bias)  # (B, T, i)
-            up = self._proj(p + "mlp.up_proj", m, self.mlp_bias)
-        hidden = self.act(gate)  # a new array (B, T, i), multiplied by up in place
+            gate, up = self._project("gate", l, m), self._project("up", l, m)  # (B, c, i)
+        hidden = self.act(gate)  # a new array (B, c, i), multiplied by up in place
         hidden *= up
-        return self._proj(p + "mlp.down_proj", hidden, self.mlp_bias)  # (B, T, d)
+        return self._project("down", l, hidden)  # (B, c, d)
+
+    def _heads_normed(self, role: str, l: int, t: np.ndarray) -> np.ndarray:
+        """q or k (B, n, c, d_head) through its per-head RMSNorm (``role`` q_norm / k_norm) when the
+        family has one (Qwen3), before RoPE."""
+        return self._norm(role, l, t) if self.parts.qk_norm else t
 
     def layer(self, l: int, x: np.ndarray, mask: Mask, rec: Recorder,
               past: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
@@ -189,11 +185,10 @@ class Llama:
         cache, repeated per query head); ``mask`` is the caller's, this layer's window added.
         The sums go into arrays the layer owns, in place (never into the caller's x, which a trace
         may hold as resid_pre), so a long text holds x and one other (B, T, d) array between steps."""
-        p = f"layers.{l}."
         resid = self._own(rec, l, "attn.out", rec("attn.out", l, self._attention(l, x, mask, rec, past)))
         resid += x  # (B, T, d) resid_mid
         resid = rec("resid_mid", l, resid)
-        mlp = lambda rows: self._mlp(p, self._norm(p + "post_attention_layernorm.weight", rows))  # noqa: E731
+        mlp = lambda rows: self._mlp(l, self._norm("n2", l, rows))  # noqa: E731
         if rec.wants(f"blocks.{l}.mlp.out"):
             return resid + rec("mlp.out", l, ops.by_rows(mlp, resid, self.intermediate, ROW_BLOCK_BYTES))
         out = self._own(rec, l, "resid_mid", resid)  # (B, T, d)
@@ -214,10 +209,9 @@ class Llama:
         """o_proj(z) (B, T, d), in a function of its own: what it allocates is let go before the MLP.
         The normed x is never held whole: k and v are made by blocks of rows, q chunk by chunk of
         the attention's query rows (``Queries``; whole when a site or an intervention asks)."""
-        p = f"layers.{l}."
         B, T, _ = x.shape
         P = 0 if past is None else past[0].shape[2]  # tokens before these: positions P .. P+T-1
-        normed = lambda rows: self._norm(p + "input_layernorm.weight", rows)  # noqa: E731
+        normed = lambda rows: self._norm("n1", l, rows)  # noqa: E731
 
         def rope(a: int, b: int) -> tuple[np.ndarray, np.ndarray]:  # cos, sin (b - a, r) of rows a..b-1
             angles = np.arange(P + a, P + b, dtype=np.float64)[:, None] * self.inv_freq[None]  # (c, r/2)
@@ -228,12 +222,14 @@ class Llama:
             return t.reshape(B, t.shape[1], n, self.d_head).transpose(0, 2, 1, 3)
 
         def queries(a: int, b: int) -> np.ndarray:  # query rows a..b-1, (B, h, b - a, d_head) rotated
-            return rotate(heads(self._qkv(p, normed(x[:, a:b]), "q")[0], self.heads), *rope(a, b))
+            q = heads(self._project("q", l, normed(x[:, a:b])), self.heads)  # (B, h, b - a, d_head)
+            return ops.rotate(self._heads_normed("q_norm", l, q), *rope(a, b))
 
         c = max(1, ROW_BLOCK_BYTES // (B * self.d * x.itemsize))
         for a in range(0, max(T, 1), c):  # k, v by blocks of rows
-            kc, vc = (heads(t, self.kv_heads) for t in self._qkv(p, normed(x[:, a: a + c]), "kv"))  # (B, h_kv, c, d_head)
-            kc = rotate(kc, *rope(a, a + kc.shape[2]))
+            rows = normed(x[:, a: a + c])  # (B, c, d)
+            kc, vc = (heads(self._project(n, l, rows), self.kv_heads) for n in "kv")  # (B, h_kv, c, d_head)
+            kc = ops.rotate(self._heads_normed("k_norm", l, kc), *rope(a, a + kc.shape[2]))
             if a == 0:
                 k, v = (np.empty((B, self.kv_heads, T, self.d_head), dtype=t.dtype) for t in (kc, vc))
             k[:, :, a: a + c], v[:, :, a: a + c] = kc, vc  # (B, h_kv, T, d_head)
@@ -245,19 +241,20 @@ class Llama:
         q = Queries((B, self.heads, T, self.d_head), k.dtype, queries)
         z = attend(rec, l, q, k, v, self.scale(l), mask.windowed(self.windows[l]), score_dtype=np.float64)
         del q, k, v  # (B, T, h d_head) z is all the output projection needs
-        return self._proj(p + "self_attn.o_proj", z, self.o_bias)  # (B, T, d)
+        return self._project("o", l, z)  # (B, T, d)
 
     def output_weight(self, l: int) -> np.ndarray:
         """W_O (h d_head, d) as x @ W_O (rows h*d_head..(h+1)*d_head belong to query head h): o_proj,
         stored (out, in). Its bias (Llama with attention_bias) is b_O, the same for every token."""
-        return self._get(f"layers.{l}.self_attn.o_proj.weight").T
+        return self.tensor(self.parts.roles["o"].at(l) + ".weight").T
 
     def final(self, x: np.ndarray) -> np.ndarray:
-        return ops.by_rows(lambda rows: self._norm("norm.weight", rows), x, self.d, ROW_BLOCK_BYTES)  # (B, T, d)
+        final = lambda rows: rms_norm(rows, self.tensor("norm.weight"), self.eps, self.parts.norm_offset)  # noqa: E731
+        return ops.by_rows(final, x, self.d, ROW_BLOCK_BYTES)  # (B, T, d)
 
     def final_norm_parts(self) -> tuple[str, np.ndarray, np.ndarray | None, float]:
         """The final norm as (kind, weight, bias, eps): an RMSNorm (Gemma's weight is 1 + w)."""
-        return "rms", self._get("norm.weight") + (1.0 if self.gemma else 0.0), None, self.eps
+        return "rms", self.tensor("norm.weight") + self.parts.norm_offset, None, self.eps
 
     def unembedding(self) -> np.ndarray:
         """(V, d) the LM head: the checkpoint's lm_head.weight, else embed_tokens when the config
@@ -274,12 +271,9 @@ class Llama:
 
     def logits(self, hidden: np.ndarray) -> np.ndarray:
         """(..., d) final hidden states -> (..., V) float64 logits through the LM head (``unembedding``)."""
-        blocks = getattr(self.w, "head_blocks", None)  # a GGUF reader: the head dequantized by blocks of rows
-        if blocks is None:
-            return (hidden @ self.unembedding().T).astype(np.float64)  # (..., V)
         tied = not (self.w.has_exact("lm_head.weight") or not self.tied)
         out = None
-        for start, rows in blocks("embed_tokens.weight" if tied else "/lm_head.weight"):  # rows (n, d)
+        for start, rows in self.w.head_blocks("embed_tokens.weight" if tied else "/lm_head.weight"):  # rows (n, d)
             if rows.shape[1:] != (self.d,):
                 raise RuntimeFailure(f"the LM head has rows of {rows.shape[1:]}, config.json's hidden_size is {self.d}: "
                                      "the checkpoint does not match its config")

@@ -5,7 +5,8 @@ cannot (None when it can), what neither attn nor transformers runs.
 A new family is a file in this folder and one row of FAMILIES. A family file offers:
 ``MODEL_TYPES`` (the config model_types it runs), ``ANCHORS`` (tensor names that find the base
 model's prefix), ``expected(config)`` (every tensor it reads, with its shape), ``UNUSED_OK`` and
-``OPTIONAL`` (weight_check.check_weight_names), ``unsupported(config)`` (why not, or None; KeyError
+``OPTIONAL`` (weight_check.check_weight_names), ``parts(config)`` (the description methods read,
+families/parts.py), ``unsupported(config)`` (why not, or None; KeyError
 / TypeError / ZeroDivisionError for a garbled field), optionally ``DTYPE`` (its pass's weights'
 dtype), and its pass's class (constructed as ``cls(weights, config)``).
 """
@@ -49,6 +50,10 @@ class Family:
         """The family file's reason this config is beyond its pass (None when it runs it)."""
         return self.module.unsupported(config)
 
+    def parts(self, config: dict) -> Any:
+        """The family's description of a config's model (families/parts.py's Parts)."""
+        return self.module.parts(config)
+
 
 FAMILIES: tuple[Family, ...] = (
     Family(bert, bert.BertFamily, refused=bert.not_in_transformers),
@@ -61,6 +66,16 @@ FAMILIES: tuple[Family, ...] = (
 BY_MODEL_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in sorted(f.model_types)}
 NUMPY_MODEL_TYPES = frozenset(BY_MODEL_TYPE)
 DECODER_FAMILIES = f"GPT-2 and the Llama family ({', '.join(sorted(llama.MODEL_TYPES))})"  # its causal LMs, in messages
+
+
+def windows(config: dict[str, Any], layers: int) -> list[int | None]:
+    """(L,) each layer's sliding window as the family's pass reads it from ``config``, or None (every
+    layer of a model_type no family runs)."""
+    fam = BY_MODEL_TYPE.get(config.get("model_type"))
+    if fam is None:
+        return [None] * layers
+    parts = fam.parts(config)
+    return [parts.window(l) for l in range(layers)]
 
 
 def family(model_type: str) -> Family:
