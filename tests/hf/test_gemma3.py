@@ -107,8 +107,8 @@ def test_linear_rope_scaling_reaches_the_global_layers_only(folders):
     _, att = model.logits_and_attentions(ids)
     _, out = reference(path, ids)
     f32_close(att, np.stack([a[0].double().numpy() for a in out.attentions]), *f32_size(path), per_element=True)
-    np.testing.assert_allclose(model.arch.inv_freqs[2] * 4.0, load(str(folders("six")), backend="numpy").arch.inv_freqs[2])
-    np.testing.assert_array_equal(model.arch.inv_freqs[0], load(str(folders("six")), backend="numpy").arch.inv_freqs[0])
+    np.testing.assert_allclose(model.arch.parts.inv_freq[2] * 4.0, load(str(folders("six")), backend="numpy").arch.parts.inv_freq[2])
+    np.testing.assert_array_equal(model.arch.parts.inv_freq[0], load(str(folders("six")), backend="numpy").arch.parts.inv_freq[0])
 
 
 def _edited(src: Path, dst: Path, **changes) -> Path:

@@ -39,10 +39,10 @@ from attncli.hf import ops
 from attncli.hf.chunked_attention import Mask, Queries, attend
 from attncli.hf.config_defaults import field
 from attncli.hf.families import llama
-from attncli.hf.families.llama_config import inverse_frequencies, sizes
+from attncli.hf.families.llama_config import Variant, inverse_frequencies, sizes
+from attncli.hf.families.parts import Parts, Tensor, shapes
 from attncli.hf.weights import Weights
 from attncli.model.record import Recorder
-from attncli.numeric import rms_norm
 
 MODEL_TYPES = {"gemma3_text"}
 ANCHORS = llama.ANCHORS
@@ -53,7 +53,9 @@ LAYER_TYPES = ("sliding_attention", "full_attention")
 DEFAULT_THETA = {"full_attention": 1_000_000.0, "sliding_attention": 10_000.0}  # Gemma3TextConfig.default_theta
 SLIDING_WINDOW_PATTERN = 6  # Gemma3TextConfig's when neither layer_types nor sliding_window_pattern is given
 ROPE_TYPES = ("default", "linear", "llama3")  # those llama_config computes; others refused by name
-NORMS = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm")
+# what Gemma 3 shares with the Llama family's pass (llama.py reads it): Gemma's (1 + w) norms and
+# sqrt(d) embeddings, q and k normed per head; its own config fields are read here
+VARIANT = Variant(norm_offset=1.0, embed_scale=True, qk_norm=True, encoder_flag="use_bidirectional_attention")
 
 
 def _number(value: Any, key: str, *, integer: bool = False) -> float:
@@ -149,7 +151,7 @@ def frequencies(config: dict, d_head: int) -> dict[str, np.ndarray]:
 def unsupported(config: dict) -> str | None:
     """Why attn's NumPy path cannot run this config (None when it can); TypeError / KeyError for a
     missing or garbled field (the caller reports "lacks or garbles")."""
-    s = sizes(config)
+    s = sizes(config, VARIANT)
     heads, kv = s["num_attention_heads"], s["num_key_value_heads"]
     if s["hidden_size"] % heads:  # Gemma3TextConfig.validate_architecture, head_dim or not
         return f"hidden_size ({s['hidden_size']}) not a multiple of num_attention_heads ({heads})"
@@ -181,25 +183,36 @@ def unsupported(config: dict) -> str | None:
     return None
 
 
-def expected(config: dict) -> dict[str, tuple[int | None, ...]]:
-    """Every tensor of the base model ("model." left out) the pass reads, with its shape."""
-    s = sizes(config)
+def parts(config: dict) -> Parts:
+    """The description methods read (families/parts.py): RMSNorms (1 + w) before each sublayer and on
+    each sublayer's output, q and k normed per head before RoPE, each layer's RoPE frequencies and window."""
+    s = sizes(config, VARIANT)
     d, h, kv, dh, i = (s[k] for k in ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
                                        "intermediate_size"))
     bias = _flag(config, "attention_bias")
-    shapes: dict[str, tuple[int | None, ...]] = {"embed_tokens.weight": (s["vocab_size"], d), "norm.weight": (d,)}
-    for l in range(s["num_hidden_layers"]):
-        p = f"layers.{l}."
-        shapes.update({p + n + ".weight": (d,) for n in NORMS})
-        shapes.update({p + f"self_attn.{n}_norm.weight": (dh,) for n in "qk"})
-        for name, out, inp, b in (("q_proj", h * dh, d, bias), ("k_proj", kv * dh, d, bias),
-                                  ("v_proj", kv * dh, d, bias), ("o_proj", d, h * dh, bias),
-                                  ("gate_proj", i, d, False), ("up_proj", i, d, False), ("down_proj", d, i, False)):
-            group = "self_attn" if name[0] in "qkvo" else "mlp"
-            shapes[f"{p}{group}.{name}.weight"] = (out, inp)
-            if b:
-                shapes[f"{p}{group}.{name}.bias"] = (out,)
-    return shapes
+    p = "layers.{l}."
+    roles = {"n1": Tensor(p + "input_layernorm", (d,)), "n2": Tensor(p + "pre_feedforward_layernorm", (d,)),
+             "attn_out_norm": Tensor(p + "post_attention_layernorm", (d,)),
+             "mlp_out_norm": Tensor(p + "post_feedforward_layernorm", (d,)),
+             "q_norm": Tensor(p + "self_attn.q_norm", (dh,)), "k_norm": Tensor(p + "self_attn.k_norm", (dh,)),
+             **{n: Tensor(p + f"self_attn.{n}_proj", (out, d), bias) for n, out in (("q", h * dh), ("k", kv * dh),
+                                                                                     ("v", kv * dh))},
+             "o": Tensor(p + "self_attn.o_proj", (d, h * dh), bias),
+             "gate": Tensor(p + "mlp.gate_proj", (i, d)), "up": Tensor(p + "mlp.up_proj", (i, d)),
+             "down": Tensor(p + "mlp.down_proj", (d, i))}
+    by_kind = frequencies(config, dh)
+    return Parts(layers=s["num_hidden_layers"], heads=h, kv_heads=kv, d_head=dh, norm="rms", place="pre",
+                 eps=float(field(config, "rms_norm_eps")), roles=roles, norm_offset=1.0, qk_norm="rms",
+                 position="rotary", inv_freq=tuple(by_kind[kind] for kind in layer_types(config)),
+                 windows=tuple(windows(config)))
+
+
+def expected(config: dict) -> dict[str, tuple[int | None, ...]]:
+    """Every tensor of the base model ("model." left out) the pass reads, with its shape (the roles' of
+    ``parts``, written there once)."""
+    s = sizes(config, VARIANT)
+    return {"embed_tokens.weight": (s["vocab_size"], s["hidden_size"]), "norm.weight": (s["hidden_size"],),
+            **shapes(parts(config).roles, s["num_hidden_layers"])}
 
 
 class Gemma3(llama.Llama):
@@ -210,19 +223,15 @@ class Gemma3(llama.Llama):
         self.w = weights
         self.config = config
         self.model_type = config["model_type"]
-        s = sizes(config)
-        self.layers, self.heads, self.kv_heads = s["num_hidden_layers"], s["num_attention_heads"], s["num_key_value_heads"]
-        self.d, self.d_head, self.intermediate = s["hidden_size"], s["head_dim"], s["intermediate_size"]
-        self.eps = float(field(config, "rms_norm_eps"))
-        self.gemma = True  # sqrt(d) embeddings and (1 + w) norms (llama.Llama's Gemma steps)
+        self.variant = VARIANT
+        self.parts = pt = parts(config)
+        self.shapes = expected(config)  # every tensor's shape, as config.json implies it
+        self.layers, self.heads, self.kv_heads, self.d_head = pt.layers, pt.heads, pt.kv_heads, pt.d_head
+        self.d, self.intermediate = self.shapes["norm.weight"][0], pt.roles["down"].shape[1]
+        self.eps = pt.eps
         self.act = ops.ACTIVATIONS[field(config, "hidden_activation")]
-        self.layer_types = layer_types(config)
-        by_kind = frequencies(config, self.d_head)
-        self.inv_freqs = [by_kind[kind] for kind in self.layer_types]  # (d_head / 2,) per layer
-        self.inv_freq = by_kind["full_attention"]
-        self.windows = windows(config)
-        bias = _flag(config, "attention_bias")
-        self.qkv_bias, self.o_bias, self.mlp_bias = bias, bias, False
+        self.inv_freq = pt.inv_freq[0]  # (d_head / 2,) layer 0's; each layer's: parts.inv_freq[l]
+        self.windows = list(pt.windows)
         self.tied = bool(field(config, "tie_word_embeddings"))
         self.query_scale = float(field(config, "query_pre_attn_scalar")) ** -0.5
         cap = field(config, "final_logit_softcapping")
@@ -231,27 +240,17 @@ class Gemma3(llama.Llama):
     def scale(self, layer: int) -> float:
         return self.query_scale
 
-    def _shape(self, name: str) -> tuple[int, ...]:
-        part = name.split(".")[-2]
-        if part in NORMS:
-            return (self.d,)
-        if part in ("q_norm", "k_norm"):
-            return (self.d_head,)
-        return super()._shape(name)
-
     def layer(self, l: int, x: np.ndarray, mask: Mask, rec: Recorder,
               past: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """One decoder layer, x (B, T, d) -> (B, T, d), its sites recorded by ``rec`` (llama.Llama.layer's):
         x + post_attention_layernorm(attention), then + post_feedforward_layernorm(MLP)."""
-        p = f"layers.{l}."
-        attn = self._norm(p + "post_attention_layernorm.weight", self._attention(l, x, mask, rec, past))
+        attn = self._norm("attn_out_norm", l, self._attention(l, x, mask, rec, past))
         resid = self._own(rec, l, "attn.out", rec("attn.out", l, attn))
         resid += x  # (B, T, d) resid_mid
         resid = rec("resid_mid", l, resid)
 
         def mlp(rows: np.ndarray) -> np.ndarray:  # (B, c, d) -> (B, c, d)
-            out = self._mlp(p, self._norm(p + "pre_feedforward_layernorm.weight", rows))
-            return self._norm(p + "post_feedforward_layernorm.weight", out)
+            return self._norm("mlp_out_norm", l, self._mlp(l, self._norm("n2", l, rows)))
 
         if rec.wants(f"blocks.{l}.mlp.out"):
             return resid + rec("mlp.out", l, ops.by_rows(mlp, resid, self.intermediate, llama.ROW_BLOCK_BYTES))
@@ -263,19 +262,14 @@ class Gemma3(llama.Llama):
             rows += mlp(rows)
         return out
 
-    def _head_norm(self, name: str, t: np.ndarray) -> np.ndarray:
-        """q_norm or k_norm over each head's d_head, t (B, n, c, d_head)."""
-        return rms_norm(t, self._get(name), self.eps, 1.0)
-
     def _attention(self, l: int, x: np.ndarray, mask: Mask, rec: Recorder,
                    past: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
         """o_proj(z) (B, T, d), before post_attention_layernorm; k and v made by blocks of rows, q
         chunk by chunk (llama.Llama._attention's plan), q and k normed per head before RoPE."""
-        p = f"layers.{l}."
         B, T, _ = x.shape
         P = 0 if past is None else past[0].shape[2]  # tokens before these: positions P .. P+T-1
-        inv_freq = self.inv_freqs[l]
-        normed = lambda rows: self._norm(p + "input_layernorm.weight", rows)  # noqa: E731
+        inv_freq = self.parts.inv_freq[l]  # (d_head / 2,) this layer kind's
+        normed = lambda rows: self._norm("n1", l, rows)  # noqa: E731
 
         def rope(a: int, b: int) -> tuple[np.ndarray, np.ndarray]:  # cos, sin (b - a, d_head) of rows a..b-1
             angles = np.arange(P + a, P + b, dtype=np.float64)[:, None] * inv_freq[None]  # (c, d_head/2)
@@ -286,13 +280,14 @@ class Gemma3(llama.Llama):
             return t.reshape(B, t.shape[1], n, self.d_head).transpose(0, 2, 1, 3)
 
         def queries(a: int, b: int) -> np.ndarray:  # query rows a..b-1, (B, h, b - a, d_head) normed, rotated
-            q = heads(self._qkv(p, normed(x[:, a:b]), "q")[0], self.heads)
-            return llama.rotate(self._head_norm(p + "self_attn.q_norm.weight", q), *rope(a, b))
+            q = heads(self._project("q", l, normed(x[:, a:b])), self.heads)
+            return ops.rotate(self._norm("q_norm", l, q), *rope(a, b))
 
         c = max(1, llama.ROW_BLOCK_BYTES // (B * self.d * x.itemsize))
         for a in range(0, max(T, 1), c):  # k, v by blocks of rows
-            kc, vc = (heads(t, self.kv_heads) for t in self._qkv(p, normed(x[:, a: a + c]), "kv"))  # (B, h_kv, c, d_head)
-            kc = llama.rotate(self._head_norm(p + "self_attn.k_norm.weight", kc), *rope(a, a + kc.shape[2]))
+            rows = normed(x[:, a: a + c])  # (B, c, d)
+            kc, vc = (heads(self._project(n, l, rows), self.kv_heads) for n in "kv")  # (B, h_kv, c, d_head)
+            kc = ops.rotate(self._norm("k_norm", l, kc), *rope(a, a + kc.shape[2]))
             if a == 0:
                 k, v = (np.empty((B, self.kv_heads, T, self.d_head), dtype=t.dtype) for t in (kc, vc))
             k[:, :, a: a + c], v[:, :, a: a + c] = kc, vc  # (B, h_kv, T, d_head)
@@ -304,7 +299,7 @@ class Gemma3(llama.Llama):
         q = Queries((B, self.heads, T, self.d_head), k.dtype, queries)
         z = attend(rec, l, q, k, v, self.scale(l), mask.windowed(self.windows[l]), score_dtype=np.float64)
         del q, k, v  # (B, T, h d_head) z is all the output projection needs
-        return self._proj(p + "self_attn.o_proj", z, self.o_bias)  # (B, T, d)
+        return self._project("o", l, z)  # (B, T, d)
 
     def logits(self, hidden: np.ndarray) -> np.ndarray:
         """(..., d) -> (..., V) float64: the LM head's (llama.Llama.logits), capped c tanh(logits / c)
