@@ -50,10 +50,14 @@ def numpy_reasons(model: Any) -> dict[str, str]:
         grad = mlm  # BERT's family, DistilBERT and MPNet: through their masked-language-model head
     output_weight = "" if hasattr(arch, "output_weight") else (
         f"is a '{model.model_type}', whose NumPy pass does not expose each head's output projection")
+    extra = arch.parts.extra_norms  # a norm on a sublayer's output (Gemma 3): no plain sum of the heads' parts
+    sandwich = (f"normalises each sublayer's output before its residual add ({', '.join(extra)}), which attn's "
+                "gradients and additive splits do not take yet") if extra else ""
+    grad = grad or sandwich
     return {
         "trace": "", "resume": "", "batch": "", "rerun": "",
         "unembed": mlm,
-        "dla": "" if pre_norm else POST_LN,
+        "dla": sandwich if pre_norm else POST_LN,
         "output_weight": output_weight,
         "qk": "adds a relative position bias to q k^T" if arch.parts.position == "relative" else "",
         "pairs": pairs_reason(model),
@@ -63,7 +67,7 @@ def numpy_reasons(model: Any) -> dict[str, str]:
         "cache": "" if decoder else ENCODER,
         "stacks": "is not an encoder-decoder",
         "grad": grad,
-        "contributions": output_weight,  # ALTI, GlobEnc, value zeroing read each head's output projection
+        "contributions": output_weight or sandwich,  # ALTI, GlobEnc, value zeroing read each head's output projection
         "tape": grad,  # the NumPy tapes: hf/backward.py (pre-norm decoders), hf/backward_encoder.py (MLM encoders)
     }
 
