@@ -52,8 +52,7 @@ def numpy_reasons(model: Any) -> dict[str, str]:
         f"is a '{model.model_type}', whose NumPy pass does not expose each head's output projection")
     extra = arch.parts.extra_norms  # a norm on a sublayer's output (Gemma 3): no plain sum of the heads' parts
     sandwich = (f"normalises each sublayer's output before its residual add ({', '.join(extra)}), which attn's "
-                "gradients and additive splits do not take yet") if extra else ""
-    grad = grad or sandwich
+                "additive splits of the residual stream do not take yet") if extra else ""
     return {
         "trace": "", "resume": "", "batch": "", "rerun": "",
         "unembed": mlm,

@@ -201,10 +201,11 @@ def parts(config: dict) -> Parts:
              "gate": Tensor(p + "mlp.gate_proj", (i, d)), "up": Tensor(p + "mlp.up_proj", (i, d)),
              "down": Tensor(p + "mlp.down_proj", (d, i))}
     by_kind = frequencies(config, dh)
+    cap = field(config, "final_logit_softcapping")
     return Parts(layers=s["num_hidden_layers"], heads=h, kv_heads=kv, d_head=dh, norm="rms", place="pre",
                  eps=float(field(config, "rms_norm_eps")), roles=roles, norm_offset=1.0, qk_norm="rms",
                  position="rotary", inv_freq=tuple(by_kind[kind] for kind in layer_types(config)),
-                 windows=tuple(windows(config)))
+                 windows=tuple(windows(config)), logit_cap=None if cap is None else float(cap))
 
 
 def expected(config: dict) -> dict[str, tuple[int | None, ...]]:
@@ -234,8 +235,6 @@ class Gemma3(llama.Llama):
         self.windows = list(pt.windows)
         self.tied = bool(field(config, "tie_word_embeddings"))
         self.query_scale = float(field(config, "query_pre_attn_scalar")) ** -0.5
-        cap = field(config, "final_logit_softcapping")
-        self.logit_cap = None if cap is None else float(cap)
 
     def scale(self, layer: int) -> float:
         return self.query_scale
@@ -305,6 +304,5 @@ class Gemma3(llama.Llama):
         """(..., d) -> (..., V) float64: the LM head's (llama.Llama.logits), capped c tanh(logits / c)
         when final_logit_softcapping is c."""
         out = super().logits(hidden)
-        if self.logit_cap is not None:
-            out = self.logit_cap * np.tanh(out / self.logit_cap)
-        return out
+        cap = self.parts.logit_cap
+        return out if cap is None else cap * np.tanh(out / cap)
