@@ -64,7 +64,8 @@ FAMILIES: tuple[Family, ...] = (
 )
 BY_MODEL_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in sorted(f.model_types)}
 NUMPY_MODEL_TYPES = frozenset(BY_MODEL_TYPE)
-DECODER_FAMILIES = f"GPT-2 and the Llama family ({', '.join(sorted(llama.MODEL_TYPES))})"  # its causal LMs, in messages
+LLAMA_LIKE = sorted(t for f in FAMILIES if f.cls.causal and f.module is not gpt2 for t in f.model_types)
+DECODER_FAMILIES = f"GPT-2 and the Llama family ({', '.join(LLAMA_LIKE)})"  # its causal LMs, in messages
 
 
 def windows(config: dict[str, Any], layers: int) -> list[int | None]:
