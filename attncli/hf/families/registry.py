@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from attncli.hf.config_check import is_encoder_decoder
-from attncli.hf.families import bert, distilbert, gpt2, llama, mpnet
+from attncli.hf.families import bert, distilbert, gpt2, llama, mpnet, qwen3
 
 DTYPE = np.float64  # a pass's weights' dtype unless the family file sets its own DTYPE (llama: float32)
 
@@ -61,6 +61,7 @@ FAMILIES: tuple[Family, ...] = (
     Family(gpt2, gpt2.GPT2),
     Family(llama, llama.Llama),
     Family(mpnet, mpnet.MPNet),
+    Family(qwen3, qwen3.Qwen3),
 )
 BY_MODEL_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in sorted(f.model_types)}
 NUMPY_MODEL_TYPES = frozenset(BY_MODEL_TYPE)
