@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from attncli.hf.config_check import is_encoder_decoder
-from attncli.hf.families import bert, distilbert, gemma3, gpt2, llama, mpnet
+from attncli.hf.families import bert, distilbert, gemma3, gpt2, llama, mpnet, qwen3
 
 DTYPE = np.float64  # a pass's weights' dtype unless the family file sets its own DTYPE (llama: float32)
 
@@ -62,10 +62,12 @@ FAMILIES: tuple[Family, ...] = (
     Family(llama, llama.Llama),
     Family(gemma3, gemma3.Gemma3),
     Family(mpnet, mpnet.MPNet),
+    Family(qwen3, qwen3.Qwen3),
 )
 BY_MODEL_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in sorted(f.model_types)}
 NUMPY_MODEL_TYPES = frozenset(BY_MODEL_TYPE)
-DECODER_FAMILIES = f"GPT-2 and the Llama family ({', '.join(sorted(llama.MODEL_TYPES))})"  # its causal LMs, in messages
+LLAMA_LIKE = sorted(t for f in FAMILIES if f.cls.causal and f.module is not gpt2 for t in f.model_types)
+DECODER_FAMILIES = f"GPT-2 and the Llama family ({', '.join(LLAMA_LIKE)})"  # its causal LMs, in messages
 
 
 def windows(config: dict[str, Any], layers: int) -> list[int | None]:
