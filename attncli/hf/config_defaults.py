@@ -16,8 +16,7 @@ from typing import Any
 
 DERIVED = None  # computed from other fields, as transformers' __post_init__ or modeling file does
 DERIVED_AS = {"num_key_value_heads": "num_attention_heads", "head_dim": "hidden_size / num_attention_heads",
-              "n_inner": "4 n_embd", "layer_types": "sliding from max_window_layers on"}
-DERIVED_AS_OF = {"gemma3_text": {"layer_types": "full every sliding_window_pattern-th (6), the others sliding"}}  # what a DERIVED one is
+              "n_inner": "4 n_embd", "layer_types": "sliding from max_window_layers on"}  # what a DERIVED one is
 DEFAULT_ROPE_THETA = 10000.0  # RotaryEmbeddingConfigMixin.default_theta
 
 _LLAMA = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
@@ -42,11 +41,6 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                   num_attention_heads=16, num_key_value_heads=16, head_dim=256, hidden_act="gelu_pytorch_tanh",
                   max_position_embeddings=8192, rms_norm_eps=1e-6, tie_word_embeddings=True, attention_bias=False,
                   use_bidirectional_attention=None),
-    "gemma3_text": dict(vocab_size=262208, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26,
-                        num_attention_heads=8, num_key_value_heads=4, head_dim=256, hidden_activation="gelu_pytorch_tanh",
-                        max_position_embeddings=131072, rms_norm_eps=1e-6, tie_word_embeddings=True,
-                        attention_bias=False, query_pre_attn_scalar=256, sliding_window=4096, layer_types=DERIVED,
-                        final_logit_softcapping=None, attn_logit_softcapping=None, use_bidirectional_attention=False),
     "phi3": dict(vocab_size=32064, hidden_size=3072, intermediate_size=8192, num_hidden_layers=32,
                  num_attention_heads=32, num_key_value_heads=DERIVED, head_dim=DERIVED, hidden_act="silu",
                  max_position_embeddings=4096, rms_norm_eps=1e-5,
@@ -74,8 +68,6 @@ NULLABLE: dict[str, set[str]] = {
     "mistral": {"head_dim", "sliding_window"},
     "qwen2": {"num_key_value_heads", "sliding_window", "layer_types"},
     "gemma": {"use_bidirectional_attention"},
-    "gemma3_text": {"sliding_window", "layer_types", "final_logit_softcapping", "attn_logit_softcapping",
-                    "use_bidirectional_attention"},
     "phi3": {"num_key_value_heads", "sliding_window"},
     "gpt2": {"n_inner"},
     **{kind: {"pad_token_id"} for kind in ("bert", "roberta", "xlm-roberta", "camembert", "electra")},
@@ -99,10 +91,8 @@ def field(config: dict, key: str, defaults: dict[str, Any] | None = None, nullab
     return value
 
 
-def shown(key: str, value: Any, kind: str = "") -> str:
-    """A default as docs/transformers.md shows it: derived ones by what they are (for family ``kind``),
-    JSON's true / false."""
-    derived = {**DERIVED_AS, **DERIVED_AS_OF.get(kind, {})}
+def shown(key: str, value: Any) -> str:
+    """A default as docs/transformers.md shows it: derived ones by what they are, JSON's true / false."""
     if value is None:
-        return f"= {derived[key]}" if key in derived else "none"
+        return f"= {DERIVED_AS[key]}" if key in DERIVED_AS else "none"
     return str(value).lower() if isinstance(value, bool) else str(value)

@@ -24,12 +24,12 @@ torch = needed("torch")
 transformers = needed("transformers")
 
 from attncli.hf import config_defaults
-from attncli.hf.families import gemma3, llama  # noqa: E402
+from attncli.hf.families import llama  # noqa: E402
 from attncli.hf.config_defaults import DEFAULTS, DERIVED, NULLABLE, field  # noqa: E402
 
 SMALL = {"vocab_size": 50, "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 3,
          "intermediate_size": 8, "num_key_value_heads": 2}
-SMALL_OF = {**{k: SMALL for k in llama.MODEL_TYPES | gemma3.MODEL_TYPES},
+SMALL_OF = {**{k: SMALL for k in llama.MODEL_TYPES},
             "gpt2": {"vocab_size": 50, "n_embd": 16, "n_head": 4, "n_layer": 3},
             "distilbert": {"vocab_size": 50, "dim": 16, "n_heads": 4, "n_layers": 3, "hidden_dim": 8},
             **{k: {**SMALL, "embedding_size": 16} for k in ("bert", "roberta", "xlm-roberta", "camembert", "electra",
@@ -47,7 +47,7 @@ def derived(kind: str, key: str, config) -> object:
     if key == "num_key_value_heads":
         return config.num_attention_heads
     if key == "layer_types":
-        return config.layer_types  # Qwen2: made from sliding_window and max_window_layers; Gemma 3: its pattern
+        return config.layer_types  # Qwen2: made from sliding_window and max_window_layers
     raise AssertionError(f"no derivation for {kind}.{key}")
 
 
@@ -79,12 +79,7 @@ def test_every_default_attn_reads_is_transformers_own(kind):
         else:
             assert key in declared, (kind, key)
             assert theirs == ours and type(theirs) is type(ours), (kind, key, theirs, ours)
-    if kind in gemma3.MODEL_TYPES:  # one RoPE base per layer kind
-        assert config_class(kind).default_theta == {"global": gemma3.DEFAULT_THETA["full_attention"],
-                                                    "local": gemma3.DEFAULT_THETA["sliding_attention"]}
-        assert ref.layer_types == gemma3.layer_types(dict(SMALL_OF[kind], model_type=kind, num_hidden_layers=26))
-    else:
-        assert config_class(kind).default_theta == config_defaults.DEFAULT_ROPE_THETA
+    assert config_class(kind).default_theta == config_defaults.DEFAULT_ROPE_THETA
 
 
 @pytest.mark.parametrize("kind", sorted(DEFAULTS))
@@ -250,7 +245,7 @@ def test_the_table_in_the_docs_lists_every_field_with_its_default():
         row = next((line for line in section.splitlines() if line.startswith(f"| {kind} ")), None)
         assert row is not None, kind
         for key, value in defaults.items():
-            assert f"`{key}` {config_defaults.shown(key, value, kind)}" in row, (kind, key)
+            assert f"`{key}` {config_defaults.shown(key, value)}" in row, (kind, key)
 
 
 @pytest.mark.parametrize("kind, field_name, limit", [("gpt2", "n_positions", 1024), ("llama", "max_position_embeddings",

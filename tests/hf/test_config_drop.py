@@ -32,6 +32,7 @@ from _tolerance import f32_close, f32_size  # noqa: E402
 from attncli.errors import BadInput, RuntimeFailure  # noqa: E402
 from attncli.hf import load  # noqa: E402
 from attncli.hf.config_defaults import DEFAULTS, ROPE_FIELDS  # noqa: E402
+from attncli.hf.families import gemma3  # noqa: E402
 
 torch.set_num_threads(1)
 TEXT = "the cat sat on the mat and the dog sat on the log"
@@ -134,8 +135,8 @@ def check(path: Path, what: str, shaping: bool) -> str:
 
 
 def optional_fields(config: dict) -> list[str]:
-    read = set(DEFAULTS[config["model_type"]])
-    if config["model_type"] in DEFAULTS and "rope_parameters" in config:
+    read = set(DEFAULTS.get(config["model_type"]) or gemma3.DEFAULTS)  # a family file's own table: Gemma 3's
+    if "rope_parameters" in config:
         read |= set(ROPE_FIELDS)
     return sorted(k for k in config if k in read)
 

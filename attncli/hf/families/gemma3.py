@@ -19,7 +19,7 @@
 Which layers are local: ``layer_types``, else every ``sliding_window_pattern``-th layer (default 6)
 is global, the others local. ``attn_logit_softcapping`` is read but not applied: transformers'
 Gemma 3 stores it and never passes it to its attention (Gemma 2 did), and attn does what it does.
-Every field config.json leaves out is Gemma3TextConfig's default (config_defaults.DEFAULTS).
+Every field config.json leaves out is Gemma3TextConfig's default (DEFAULTS).
 
 The pass is the Llama family's (llama.py: row blocks, chunked attention, the recorded sites), with
 the sites where transformers' Gemma 3 differs: ``attn.out`` is what the layer adds to its
@@ -37,7 +37,8 @@ import numpy as np
 
 from attncli.hf import ops
 from attncli.hf.chunked_attention import Mask, Queries, attend
-from attncli.hf.config_defaults import field
+from attncli.hf.config_defaults import DERIVED
+from attncli.hf.config_defaults import field as _field
 from attncli.hf.families import llama
 from attncli.hf.families.llama_config import Variant, inverse_frequencies, sizes
 from attncli.hf.families.parts import Parts, Tensor, shapes
@@ -45,6 +46,14 @@ from attncli.hf.weights import Weights
 from attncli.model.record import Recorder
 
 MODEL_TYPES = {"gemma3_text"}
+# Gemma3TextConfig's defaults for every field the pass reads (layer_types: made from sliding_window_pattern)
+DEFAULTS = dict(vocab_size=262208, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26, num_attention_heads=8,
+                num_key_value_heads=4, head_dim=256, hidden_activation="gelu_pytorch_tanh", max_position_embeddings=131072,
+                rms_norm_eps=1e-6, tie_word_embeddings=True, attention_bias=False, query_pre_attn_scalar=256,
+                sliding_window=4096, layer_types=DERIVED, final_logit_softcapping=None, attn_logit_softcapping=None,
+                use_bidirectional_attention=False)
+NULLABLE = frozenset({"sliding_window", "layer_types", "final_logit_softcapping", "attn_logit_softcapping",
+                      "use_bidirectional_attention"})  # the fields whose null Gemma3TextConfig accepts
 ANCHORS = llama.ANCHORS
 DTYPE = llama.DTYPE
 UNUSED_OK = llama.UNUSED_OK
@@ -55,7 +64,13 @@ SLIDING_WINDOW_PATTERN = 6  # Gemma3TextConfig's when neither layer_types nor sl
 ROPE_TYPES = ("default", "linear", "llama3")  # those llama_config computes; others refused by name
 # what Gemma 3 shares with the Llama family's pass (llama.py reads it): Gemma's (1 + w) norms and
 # sqrt(d) embeddings, q and k normed per head; its own config fields are read here
-VARIANT = Variant(norm_offset=1.0, embed_scale=True, qk_norm=True, encoder_flag="use_bidirectional_attention")
+VARIANT = Variant(norm_offset=1.0, embed_scale=True, qk_norm=True, encoder_flag="use_bidirectional_attention",
+                  defaults=DEFAULTS, nullable=NULLABLE)
+
+
+def field(config: dict, key: str) -> Any:
+    """config.json's ``key``, else Gemma3TextConfig's default (config_defaults.field, with this family's tables)."""
+    return _field(config, key, DEFAULTS, set(NULLABLE))
 
 
 def _number(value: Any, key: str, *, integer: bool = False) -> float:
