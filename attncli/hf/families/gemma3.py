@@ -81,6 +81,17 @@ def _number(value: Any, key: str, *, integer: bool = False) -> float:
     return int(value) if integer else float(value)
 
 
+def _typed(config: dict, key: str, kind: type) -> float | None:
+    """Gemma 3's own field ``key``, positive and of Gemma3TextConfig's declared type (its strict class
+    refuses 256.0 for an int and 30 for a float: attn refuses them too), or None where it is null."""
+    value = field(config, key)
+    if value is None:
+        return None
+    if type(value) is not kind:
+        raise TypeError(f"'{key}' ({value!r}: transformers' Gemma3TextConfig needs {'an integer' if kind is int else 'a float'})")
+    return _number(value, key)
+
+
 def _flag(config: dict, key: str) -> bool:
     value = field(config, key)
     if not isinstance(value, bool):
@@ -110,7 +121,7 @@ def windows(config: dict) -> list[int | None]:
         if "sliding_attention" in kinds:  # transformers' mask fails on a window of None
             raise TypeError("'sliding_window' (null, but layer_types has sliding_attention layers)")
         return [None] * len(kinds)
-    window = _number(window, "sliding_window", integer=True)
+    window = int(_typed(config, "sliding_window", int))
     return [window if kind == "sliding_attention" else None for kind in kinds]
 
 
@@ -137,6 +148,9 @@ def rope_parameters(config: dict) -> dict[str, dict]:
     if scaling is not None:
         if not isinstance(scaling, dict):
             raise TypeError("'rope_scaling' (a dict is needed)")
+        if config.get("rope_parameters") is not None and given.get("full_attention") is None:
+            raise TypeError("'rope_scaling' (beside a rope_parameters without a full_attention dict to update: "
+                            "transformers' Gemma3TextConfig fails on it)")
         out["full_attention"].update(scaling)
     out["full_attention"].setdefault("rope_theta", config.get("rope_theta", DEFAULT_THETA["full_attention"]))
     out["sliding_attention"].setdefault("rope_theta", config.get("rope_local_base_freq",
@@ -173,10 +187,9 @@ def unsupported(config: dict) -> str | None:
     if heads % kv:
         return f"num_attention_heads ({heads}) not a multiple of num_key_value_heads ({kv})"
     _number(field(config, "rms_norm_eps"), "rms_norm_eps")
-    _number(field(config, "query_pre_attn_scalar"), "query_pre_attn_scalar")
+    _typed(config, "query_pre_attn_scalar", int)
     for key in ("final_logit_softcapping", "attn_logit_softcapping"):
-        if field(config, key) is not None:
-            _number(field(config, key), key)
+        _typed(config, key, float)
     act = field(config, "hidden_activation")
     if act not in ops.ACTIVATIONS:
         return f"hidden_activation {act!r}"
