@@ -30,6 +30,7 @@ key-value heads, d_head head_dim, V vocabulary.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 
@@ -97,6 +98,31 @@ def expected(config: dict, variant: Variant | None = None) -> dict[str, tuple[in
     d = s["hidden_size"]
     return {"embed_tokens.weight": (s["vocab_size"], d), "norm.weight": (d,),
             **shapes(parts(config, variant).roles, s["num_hidden_layers"])}
+
+
+def residual(rec: Recorder, l: int, x: np.ndarray, y: np.ndarray, name: str, total: str) -> np.ndarray:
+    """x + y (B, T, d), y recorded as site ``name`` of layer l and the sum as ``total``: summed in
+    place into y (into a copy of it when the trace keeps y), never into the caller's x."""
+    y = rec(name, l, y)
+    out = y.copy() if rec.kept(f"blocks.{l}.{name}") else y
+    out += x
+    return rec(total, l, out)
+
+
+def residual_by_rows(rec: Recorder, l: int, x: np.ndarray, f: Callable[[np.ndarray], np.ndarray], name: str,
+                     x_name: str, width: int) -> np.ndarray:
+    """x + f(x) (B, T, d), f reading each row alone (an MLP of ``width``), run by blocks of rows of
+    ROW_BLOCK_BYTES: f(x) recorded as site ``name`` of layer l when the trace wants it (then made
+    whole), else each block's added in place into x (the layer's own ``x_name``; a copy when kept)."""
+    if rec.wants(f"blocks.{l}.{name}"):
+        return x + rec(name, l, ops.by_rows(f, x, width, ROW_BLOCK_BYTES))
+    out = x.copy() if rec.kept(f"blocks.{l}.{x_name}") else x  # (B, T, d)
+    B, T, _ = out.shape
+    c = max(1, ROW_BLOCK_BYTES // (B * width * out.itemsize))
+    for a in range(0, T, c):  # a row's f reads that row alone: each block's is added in place
+        rows = out[:, a: a + c]
+        rows += f(rows)
+    return out
 
 
 class Llama:
@@ -179,39 +205,32 @@ class Llama:
 
     def layer(self, l: int, x: np.ndarray, mask: Mask, rec: Recorder,
               past: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
-        """One decoder layer: x (B, T, d) -> the new x (B, T, d), its sites recorded by ``rec``:
-        q (B, h, T, d_head), k, v (B, h, S, d_head) rotated and repeated per query head, the
-        scores and pattern (B, h, T, S) float64. ``past`` holds k, v of the S - T tokens before (a
-        cache, repeated per query head); ``mask`` is the caller's, this layer's window added.
-        The sums go into arrays the layer owns, in place (never into the caller's x, which a trace
-        may hold as resid_pre), so a long text holds x and one other (B, T, d) array between steps."""
-        resid = self._own(rec, l, "attn.out", rec("attn.out", l, self._attention(l, x, mask, rec, past)))
-        resid += x  # (B, T, d) resid_mid
-        resid = rec("resid_mid", l, resid)
-        mlp = lambda rows: self._mlp(l, self._norm("n2", l, rows))  # noqa: E731
-        if rec.wants(f"blocks.{l}.mlp.out"):
-            return resid + rec("mlp.out", l, ops.by_rows(mlp, resid, self.intermediate, ROW_BLOCK_BYTES))
-        out = self._own(rec, l, "resid_mid", resid)  # (B, T, d)
-        B, T, _ = out.shape
-        c = max(1, ROW_BLOCK_BYTES // (B * self.intermediate * out.itemsize))
-        for a in range(0, T, c):  # a row's MLP reads that row alone: each block's is added in place
-            rows = out[:, a: a + c]
-            rows += mlp(rows)
-        return out
+        """One decoder layer, x (B, T, d) -> the new x (B, T, d), as the paper writes it:
 
-    @staticmethod
-    def _own(rec: Recorder, l: int, name: str, x: np.ndarray) -> np.ndarray:
-        """x to change in place: a copy when the trace keeps it as site ``name`` of layer l."""
-        return x.copy() if rec.kept(f"blocks.{l}.{name}") else x
+            x = x + attn(norm_1(x))      attn.out (B, T, d), resid_mid
+            x = x + mlp(norm_2(x))       mlp.out (B, T, d), run by blocks of rows
 
-    def _attention(self, l: int, x: np.ndarray, mask: Mask, rec: Recorder,
-                   past: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
-        """o_proj(z) (B, T, d), in a function of its own: what it allocates is let go before the MLP.
-        The normed x is never held whole: k and v are made by blocks of rows, q chunk by chunk of
-        the attention's query rows (``Queries``; whole when a site or an intervention asks)."""
+        its sites recorded by ``rec``: q (B, h, T, d_head), k, v (B, h, S, d_head) rotated and
+        repeated per query head, the scores and pattern (B, h, T, S) float64. ``past`` holds k, v of
+        the S - T tokens before (a cache, repeated per query head); ``mask`` is the caller's, this
+        layer's window added. The sums go into arrays the layer owns, in place (never into the
+        caller's x, which a trace may hold as resid_pre: ``residual``), so a long text holds x and
+        one other (B, T, d) array between steps."""
+        norm_1 = lambda rows: self._norm("n1", l, rows)  # noqa: E731  RMSNorm of rows (B, c, d)
+        norm_2 = lambda rows: self._norm("n2", l, rows)  # noqa: E731
+        x = residual(rec, l, x, self._attention(l, norm_1, x, mask, rec, past), "attn.out", "resid_mid")
+        x = residual_by_rows(rec, l, x, lambda rows: self._mlp(l, norm_2(rows)), "mlp.out", "resid_mid",
+                             self.intermediate)
+        return x
+
+    def _attention(self, l: int, normed: Callable[[np.ndarray], np.ndarray], x: np.ndarray, mask: Mask,
+                   rec: Recorder, past: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+        """o_proj(z) (B, T, d) of the attention on ``normed(x)``, in a function of its own: what it
+        allocates is let go before the MLP. The normed x is never held whole: k and v are made by
+        blocks of rows, q chunk by chunk of the attention's query rows (``Queries``; whole when a
+        site or an intervention asks)."""
         B, T, _ = x.shape
         P = 0 if past is None else past[0].shape[2]  # tokens before these: positions P .. P+T-1
-        normed = lambda rows: self._norm("n1", l, rows)  # noqa: E731
 
         def rope(a: int, b: int) -> tuple[np.ndarray, np.ndarray]:  # cos, sin (b - a, r) of rows a..b-1
             angles = np.arange(P + a, P + b, dtype=np.float64)[:, None] * self.inv_freq[None]  # (c, r/2)
@@ -249,7 +268,11 @@ class Llama:
         return self.tensor(self.parts.roles["o"].at(l) + ".weight").T
 
     def final(self, x: np.ndarray) -> np.ndarray:
+        """The final RMSNorm of x (B, T, d), by blocks of rows; rows of another shape (..., d), as the
+        logit lens hands them (n, d), are run as one text of them."""
         final = lambda rows: rms_norm(rows, self.tensor("norm.weight"), self.eps, self.parts.norm_offset)  # noqa: E731
+        if x.ndim != 3:
+            return ops.by_rows(final, x.reshape(1, -1, x.shape[-1]), self.d, ROW_BLOCK_BYTES).reshape(x.shape)
         return ops.by_rows(final, x, self.d, ROW_BLOCK_BYTES)  # (B, T, d)
 
     def final_norm_parts(self) -> tuple[str, np.ndarray, np.ndarray | None, float]:
