@@ -21,9 +21,10 @@ is global, the others local. ``attn_logit_softcapping`` is read but not applied:
 Gemma 3 stores it and never passes it to its attention (Gemma 2 did), and attn does what it does.
 Every field config.json leaves out is Gemma3TextConfig's default (DEFAULTS).
 
-The pass is the Llama family's (llama.py: row blocks, chunked attention, the recorded sites), with
-the sites where transformers' Gemma 3 differs: ``attn.out`` is what the layer adds to its
-residual stream, after post_attention_layernorm, and ``mlp.out`` after post_feedforward_layernorm.
+The pass is the Llama family's (llama.py: row blocks, chunked attention with q and k normed per
+head and each layer's RoPE from the description, the recorded sites), with the two norms on the
+sublayers' outputs: ``attn.out`` is what the layer adds to its residual stream, after
+post_attention_layernorm, and ``mlp.out`` after post_feedforward_layernorm.
 Shapes: B texts, T queries, S keys, d hidden_size, h heads, h_kv key-value heads, d_head head_dim,
 I intermediate_size, V vocabulary.
 """
@@ -36,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from attncli.hf import ops
-from attncli.hf.chunked_attention import Mask, Queries, attend
+from attncli.hf.chunked_attention import Mask
 from attncli.hf.config_defaults import DERIVED
 from attncli.hf.config_defaults import field as _field
 from attncli.hf.families import llama
@@ -269,64 +270,18 @@ class Gemma3(llama.Llama):
 
     def layer(self, l: int, x: np.ndarray, mask: Mask, rec: Recorder,
               past: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
-        """One decoder layer, x (B, T, d) -> (B, T, d), its sites recorded by ``rec`` (llama.Llama.layer's):
-        x + post_attention_layernorm(attention), then + post_feedforward_layernorm(MLP)."""
-        attn = self._norm("attn_out_norm", l, self._attention(l, x, mask, rec, past))
-        resid = self._own(rec, l, "attn.out", rec("attn.out", l, attn))
-        resid += x  # (B, T, d) resid_mid
-        resid = rec("resid_mid", l, resid)
+        """One decoder layer, x (B, T, d) -> the new x (B, T, d), as transformers' Gemma3DecoderLayer:
 
-        def mlp(rows: np.ndarray) -> np.ndarray:  # (B, c, d) -> (B, c, d)
-            return self._norm("mlp_out_norm", l, self._mlp(l, self._norm("n2", l, rows)))
+            x = x + norm_a(attn(norm_1(x)))      attn.out (B, T, d), after the norm on its output
+            x = x + norm_m(mlp(norm_2(x)))       mlp.out, likewise; run by blocks of rows
 
-        if rec.wants(f"blocks.{l}.mlp.out"):
-            return resid + rec("mlp.out", l, ops.by_rows(mlp, resid, self.intermediate, llama.ROW_BLOCK_BYTES))
-        out = self._own(rec, l, "resid_mid", resid)  # (B, T, d)
-        B, T, _ = out.shape
-        c = max(1, llama.ROW_BLOCK_BYTES // (B * self.intermediate * out.itemsize))
-        for a in range(0, T, c):  # a row's MLP reads that row alone: each block's is added in place
-            rows = out[:, a: a + c]
-            rows += mlp(rows)
-        return out
-
-    def _attention(self, l: int, x: np.ndarray, mask: Mask, rec: Recorder,
-                   past: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
-        """o_proj(z) (B, T, d), before post_attention_layernorm; k and v made by blocks of rows, q
-        chunk by chunk (llama.Llama._attention's plan), q and k normed per head before RoPE."""
-        B, T, _ = x.shape
-        P = 0 if past is None else past[0].shape[2]  # tokens before these: positions P .. P+T-1
-        inv_freq = self.parts.inv_freq[l]  # (d_head / 2,) this layer kind's
-        normed = lambda rows: self._norm("n1", l, rows)  # noqa: E731
-
-        def rope(a: int, b: int) -> tuple[np.ndarray, np.ndarray]:  # cos, sin (b - a, d_head) of rows a..b-1
-            angles = np.arange(P + a, P + b, dtype=np.float64)[:, None] * inv_freq[None]  # (c, d_head/2)
-            angles = np.concatenate([angles, angles], axis=-1)  # (c, d_head)
-            return np.cos(angles).astype(x.dtype), np.sin(angles).astype(x.dtype)
-
-        def heads(t: np.ndarray, n: int) -> np.ndarray:  # (B, c, n d_head) -> (B, n, c, d_head)
-            return t.reshape(B, t.shape[1], n, self.d_head).transpose(0, 2, 1, 3)
-
-        def queries(a: int, b: int) -> np.ndarray:  # query rows a..b-1, (B, h, b - a, d_head) normed, rotated
-            q = heads(self._project("q", l, normed(x[:, a:b])), self.heads)
-            return ops.rotate(self._norm("q_norm", l, q), *rope(a, b))
-
-        c = max(1, llama.ROW_BLOCK_BYTES // (B * self.d * x.itemsize))
-        for a in range(0, max(T, 1), c):  # k, v by blocks of rows
-            rows = normed(x[:, a: a + c])  # (B, c, d)
-            kc, vc = (heads(self._project(n, l, rows), self.kv_heads) for n in "kv")  # (B, h_kv, c, d_head)
-            kc = ops.rotate(self._norm("k_norm", l, kc), *rope(a, a + kc.shape[2]))
-            if a == 0:
-                k, v = (np.empty((B, self.kv_heads, T, self.d_head), dtype=t.dtype) for t in (kc, vc))
-            k[:, :, a: a + c], v[:, :, a: a + c] = kc, vc  # (B, h_kv, T, d_head)
-        if past is not None:  # the cache holds them repeated per query head, as the k, v sites
-            group = self.heads // self.kv_heads
-            k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)  # (B, h, T, d_head)
-            k = np.concatenate([past[0], k], axis=2)  # (B, h, S, d_head)
-            v = np.concatenate([past[1], v], axis=2)
-        q = Queries((B, self.heads, T, self.d_head), k.dtype, queries)
-        z = attend(rec, l, q, k, v, self.scale(l), mask.windowed(self.windows[l]), score_dtype=np.float64)
-        del q, k, v  # (B, T, h d_head) z is all the output projection needs
-        return self._project("o", l, z)  # (B, T, d)
+        with its sites recorded as llama.Llama.layer's (q and k normed per head, then rotated)."""
+        norm_1 = lambda rows: self._norm("n1", l, rows)  # noqa: E731  (B, c, d)
+        norm_2 = lambda rows: self._norm("n2", l, rows)  # noqa: E731
+        attn = self._norm("attn_out_norm", l, self._attention(l, norm_1, x, mask, rec, past))  # (B, T, d)
+        x = llama.residual(rec, l, x, attn, "attn.out", "resid_mid")
+        return llama.residual_by_rows(rec, l, x, lambda rows: self._norm("mlp_out_norm", l, self._mlp(l, norm_2(rows))),
+                                      "mlp.out", "resid_mid", self.intermediate)
 
     def logits(self, hidden: np.ndarray) -> np.ndarray:
         """(..., d) -> (..., V) float64: the LM head's (llama.Llama.logits), capped c tanh(logits / c)
