@@ -66,7 +66,7 @@ def numpy_reasons(model: Any) -> dict[str, str]:
         "cache": "" if decoder else ENCODER,
         "stacks": "is not an encoder-decoder",
         "grad": grad,
-        "contributions": output_weight or sandwich,  # ALTI, GlobEnc, value zeroing read each head's output projection
+        "contributions": output_weight,  # ALTI, GlobEnc, value zeroing read each head's output projection
         "tape": grad,  # the NumPy tapes: hf/backward.py (pre-norm decoders), hf/backward_encoder.py (MLM encoders)
     }
 

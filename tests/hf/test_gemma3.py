@@ -203,18 +203,20 @@ def test_a_gemma3_gguf_of_both_layer_kinds_equals_transformers_reading_the_same_
 
 @pytest.mark.parametrize("argv, words", [
     (["dla", "the dog sat on the", "--target-id", "5"], "normalises each sublayer's output before its residual add"),
-    (["matrix", "the dog sat on the", "--show", "alti"], "normalises each sublayer's output before its residual add"),
     (["circuit", "the dog sat on the", "the dog on sat the", "--target-id", "5"], "circuit edges join heads that add"),
 ])
 def test_splits_of_the_stream_that_would_leave_out_the_output_norms_are_refused(argv, words, folders):
-    """DLA, the contributions and circuit edges sum each head's z W_O into the stream; Gemma 3 norms
-    the attention's output first, so those sums would be silently wrong: refused by name (exit 2).
-    attribute runs: its gradients go through the norms (tests/hf/test_backward.py)."""
+    """DLA and circuit edges sum each head's z W_O into the stream; Gemma 3 norms the attention's
+    output first, so those sums would be silently wrong: refused by name (exit 2). attribute, qk and
+    the contributions run: gradients go through the norms (tests/hf/test_backward.py), the splits
+    freeze them (test_qk_attribution.py, test_contributions.py)."""
     path = str(folders("six"))
     result = runner.invoke(app, argv + ["--transformer", path])
     assert result.exit_code == 2, result.output
     text = " ".join(result.stderr.split())
     assert words in text and "post_attention" not in text and "Traceback" not in result.output, text
-    done = runner.invoke(app, ["attribute", "the dog sat on the", "the dog on sat the", "--target-id", "5",
-                               "--transformer", path, "--json"])
-    assert done.exit_code == 0, done.output
+    for runs in (["attribute", "the dog sat on the", "the dog on sat the", "--target-id", "5"],
+                 ["matrix", "the dog sat on the", "--show", "alti"],
+                 ["qk", "the dog sat on the", "--layer", "1", "--head", "0", "--query", "4", "--key", "2"]):
+        done = runner.invoke(app, runs + ["--transformer", path, "--json"])
+        assert done.exit_code == 0, (runs, done.output)
