@@ -50,13 +50,12 @@ def numpy_reasons(model: Any) -> dict[str, str]:
         grad = mlm  # BERT's family, DistilBERT and MPNet: through their masked-language-model head
     output_weight = "" if hasattr(arch, "output_weight") else (
         f"is a '{model.model_type}', whose NumPy pass does not expose each head's output projection")
-    extra = arch.parts.extra_norms  # a norm on a sublayer's output (Gemma 3): no plain sum of the heads' parts
-    sandwich = (f"normalises each sublayer's output before its residual add ({', '.join(extra)}), which attn's "
-                "additive splits of the residual stream do not take yet") if extra else ""
+    cap = arch.parts.logit_cap  # capped logits: no sum of parts gives them
+    capped = f"caps its logits (final_logit_softcapping {cap}), which no sum of parts gives" if cap else ""
     return {
         "trace": "", "resume": "", "batch": "", "rerun": "",
         "unembed": mlm,
-        "dla": sandwich if pre_norm else POST_LN,
+        "dla": capped if pre_norm else POST_LN,
         "output_weight": output_weight,
         "qk": "adds a relative position bias to q k^T" if arch.parts.position == "relative" else "",
         "pairs": pairs_reason(model),

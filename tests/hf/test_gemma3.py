@@ -202,21 +202,68 @@ def test_a_gemma3_gguf_of_both_layer_kinds_equals_transformers_reading_the_same_
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["dla", "the dog sat on the", "--target-id", "5"], "normalises each sublayer's output before its residual add"),
+    (["dla", "the dog sat on the", "--target-id", "5"], "caps its logits (final_logit_softcapping 0.7)"),
     (["circuit", "the dog sat on the", "the dog on sat the", "--target-id", "5"], "circuit edges join heads that add"),
 ])
 def test_splits_of_the_stream_that_would_leave_out_the_output_norms_are_refused(argv, words, folders):
-    """DLA and circuit edges sum each head's z W_O into the stream; Gemma 3 norms the attention's
-    output first, so those sums would be silently wrong: refused by name (exit 2). attribute, qk and
-    the contributions run: gradients go through the norms (tests/hf/test_backward.py), the splits
-    freeze them (test_qk_attribution.py, test_contributions.py)."""
+    """Circuit edges sum each head's z W_O into the stream; Gemma 3 norms the attention's output
+    first, so the graph's sums would be silently wrong: refused by name (exit 2); so is DLA where the
+    logits are capped (no sum of parts gives a capped logit). attribute, qk, the contributions and DLA
+    run: gradients go through the norms (tests/hf/test_backward.py), the splits freeze them
+    (test_qk_attribution.py, test_contributions.py, the DLA test here)."""
     path = str(folders("six"))
-    result = runner.invoke(app, argv + ["--transformer", path])
+    result = runner.invoke(app, argv + ["--transformer", str(folders("capped", final_logit_softcapping=0.7))
+                                        if argv[0] == "dla" else path])
     assert result.exit_code == 2, result.output
     text = " ".join(result.stderr.split())
     assert words in text and "post_attention" not in text and "Traceback" not in result.output, text
     for runs in (["attribute", "the dog sat on the", "the dog on sat the", "--target-id", "5"],
                  ["matrix", "the dog sat on the", "--show", "alti"],
-                 ["qk", "the dog sat on the", "--layer", "1", "--head", "0", "--query", "4", "--key", "2"]):
+                 ["qk", "the dog sat on the", "--layer", "1", "--head", "0", "--query", "4", "--key", "2"],
+                 ["dla", "the dog sat on the", "--target-id", "5"]):
         done = runner.invoke(app, runs + ["--transformer", path, "--json"])
         assert done.exit_code == 0, (runs, done.output)
+
+
+def test_dla_splits_the_logit_through_the_frozen_output_norms_as_transformers_modules_give_it(folders):
+    """Direct logit attribution on Gemma 3: each head's z_h W_O^h through the norm on the attention's
+    output frozen at the layer's whole output o (and the final norm frozen), against the same
+    formula on transformers' own float64 tensors (o_proj's input and output, the final norm's input):
+    the heads' parts leave no remainder (attn_bias 0 without an attention bias) and add up to the logit."""
+    from attncli.causal.dla import dla
+    from attncli.causal.target import Target
+
+    path = folders("six")
+    model = load(str(path), backend="numpy")
+    ids = model.encode(TEXTS[0]).ids
+    i = len(ids) - 1
+    res = dla(model, ids, Target(i, 7, "x", 11, "y"))
+    ref = transformers.AutoModelForCausalLM.from_pretrained(str(path), attn_implementation="eager",
+                                                            dtype=torch.float64).eval()
+    seen = {}
+    hooks = [layer.self_attn.o_proj.register_forward_hook(
+        lambda m, args, out, l=l: seen.update({("z", l): args[0][0, i], ("o", l): out[0, i]}))
+        for l, layer in enumerate(ref.model.layers)]
+    hooks.append(ref.model.norm.register_forward_pre_hook(lambda m, args: seen.update(x=args[0][0, i])))
+    with torch.no_grad():
+        ref(torch.tensor([ids]))
+        for h in hooks:
+            h.remove()
+        head = ref.lm_head.weight
+        u = head[7] - head[11]  # (d,)
+        norm = ref.model.norm
+        final = (1.0 + norm.weight) / torch.sqrt(seen["x"].pow(2).mean() + norm.eps)  # (d,) the frozen final norm
+        H, dh = model.heads, model.arch.d_head
+        want = np.zeros((model.layers, H))
+        for l, layer in enumerate(ref.model.layers):
+            n = layer.post_attention_layernorm
+            o = seen[("o", l)]
+            frozen = (1.0 + n.weight) / torch.sqrt(o.pow(2).mean() + n.eps)  # (d,) N's linear part at o
+            w_o = layer.self_attn.o_proj.weight.T.reshape(H, dh, -1)  # (h, d_head, d)
+            by_head = torch.einsum("hk,hkd->hd", seen[("z", l)].reshape(H, dh), w_o)  # (h, d)
+            want[l] = ((by_head * frozen * final) @ u).numpy()
+    size = f32_size(path)
+    f32_close(res["heads"], want, *size, scale=float(np.abs(want).max()))
+    f32_close(res["attn_bias"], np.zeros(model.layers), *size, scale=float(np.abs(want).max()))
+    f32_close(res["sum"], res["logit"], *size, scale=float(np.abs(res["heads"]).sum()))
+    f32_close(res["per_token"].sum(axis=-1), res["heads"], *size, scale=float(np.abs(want).max()))
