@@ -30,7 +30,6 @@ from _llama_fixtures import build_decoder  # noqa: E402
 from _tolerance import f32_close, f32_size  # noqa: E402
 from attncli.cli.main import app  # noqa: E402
 from attncli.hf import load  # noqa: E402
-from attncli.hf.config_defaults import DERIVED  # noqa: E402
 from attncli.hf.families import gemma3  # noqa: E402
 
 torch.set_num_threads(1)
@@ -92,19 +91,21 @@ def test_six_layers_of_both_kinds_equal_transformers_attentions_hidden_states_an
 
 
 def test_its_defaults_and_nulls_are_gemma3textconfigs_own():
-    """Every default the family reads is Gemma3TextConfig's (layer_types, DERIVED: None there, made
-    from the pattern of 6); a null is accepted exactly where Gemma3TextConfig accepts one; one RoPE
-    base per layer kind."""
+    """Every default the family reads is Gemma3TextConfig's (and layer_types, None there, is made from
+    the pattern of 6 as its __post_init__ makes it); a null is accepted exactly where Gemma3TextConfig
+    accepts one; one RoPE base per layer kind."""
     import dataclasses
 
     cls = transformers.Gemma3TextConfig
     declared = {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
     for key, ours in gemma3.DEFAULTS.items():
         assert key in declared, key
-        assert declared[key] is None if ours is DERIVED else (declared[key] == ours and type(declared[key]) is type(ours)), key
+        assert declared[key] == ours and type(declared[key]) is type(ours), key
     assert cls.default_theta == {"global": gemma3.DEFAULT_THETA["full_attention"],
                                  "local": gemma3.DEFAULT_THETA["sliding_attention"]}
-    assert cls().layer_types == gemma3.layer_types({"model_type": "gemma3_text"})
+    assert declared["layer_types"] is None and cls().layer_types == gemma3.layer_types({"model_type": "gemma3_text"})
+    assert cls(num_hidden_layers=4, layer_types=None).layer_types == gemma3.layer_types(
+        {"model_type": "gemma3_text", "num_hidden_layers": 4, "layer_types": None})
     small = dict(vocab_size=50, hidden_size=64, num_attention_heads=4, num_hidden_layers=3, intermediate_size=8,
                  num_key_value_heads=2)
     for key in gemma3.DEFAULTS:

@@ -38,7 +38,6 @@ import numpy as np
 
 from attncli.hf import ops
 from attncli.hf.chunked_attention import Mask
-from attncli.hf.config_defaults import DERIVED
 from attncli.hf.config_defaults import field as _field
 from attncli.hf.families import llama
 from attncli.hf.families.llama_config import Variant, inverse_frequencies, sizes
@@ -47,13 +46,13 @@ from attncli.hf.weights import Weights
 from attncli.model.record import Recorder
 
 MODEL_TYPES = {"gemma3_text"}
-# Gemma3TextConfig's defaults for every field the pass reads (layer_types: made from sliding_window_pattern)
+# Gemma3TextConfig's defaults for every field the pass reads
 DEFAULTS = dict(vocab_size=262208, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26, num_attention_heads=8,
                 num_key_value_heads=4, head_dim=256, hidden_activation="gelu_pytorch_tanh", max_position_embeddings=131072,
                 rms_norm_eps=1e-6, tie_word_embeddings=True, attention_bias=False, query_pre_attn_scalar=256,
-                sliding_window=4096, layer_types=DERIVED, final_logit_softcapping=None, attn_logit_softcapping=None,
-                use_bidirectional_attention=False)
-NULLABLE = frozenset({"sliding_window", "layer_types", "final_logit_softcapping", "attn_logit_softcapping",
+                sliding_window=4096, final_logit_softcapping=None, attn_logit_softcapping=None,
+                use_bidirectional_attention=False)  # and layer_types: None, made from the pattern (layer_types())
+NULLABLE = frozenset({"sliding_window", "final_logit_softcapping", "attn_logit_softcapping",
                       "use_bidirectional_attention"})  # the fields whose null Gemma3TextConfig accepts
 ANCHORS = llama.ANCHORS
 DTYPE = llama.DTYPE
@@ -104,7 +103,7 @@ def layer_types(config: dict) -> list[str]:
     """Each layer's kind, sliding_attention (local) or full_attention (global), as Gemma3TextConfig
     makes them: ``layer_types``, else layer i is global when (i + 1) % sliding_window_pattern == 0."""
     layers = _number(field(config, "num_hidden_layers"), "num_hidden_layers", integer=True)
-    kinds = field(config, "layer_types")
+    kinds = config.get("layer_types")  # null or absent: Gemma3TextConfig makes them from the pattern
     if kinds is None:
         pattern = config.get("sliding_window_pattern", SLIDING_WINDOW_PATTERN)
         pattern = _number(pattern, "sliding_window_pattern", integer=True)
