@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from attncli.hf.config_check import damaged
 from attncli.hf.encoding import tokenizer_errors
 from attncli.errors import BadInput
 from attncli.hf.gguf_file import GGUFFile
@@ -21,7 +22,10 @@ class GGUFPretrained(NumpyPretrained):
         config = config_of(gguf)
         Pretrained.__init__(self, name, file.parent, config)
         fam = family(self.model_type)
-        reason = fam.unsupported(config)
+        try:
+            reason = fam.unsupported(config)
+        except (KeyError, TypeError, ZeroDivisionError) as exc:  # a value gguf_check lets through that the family refuses
+            raise damaged(file.name, f"its metadata lacks or garbles {exc}") from None
         if reason:
             raise BadInput(f"{file.name}: its {reason} is not implemented on attn's NumPy path")
         self.gguf_file = file

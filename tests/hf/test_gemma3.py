@@ -268,3 +268,20 @@ def test_dla_splits_the_logit_through_the_frozen_output_norms_as_transformers_mo
     f32_close(res["attn_bias"], np.zeros(model.layers), *size, scale=float(np.abs(want).max()))
     f32_close(res["sum"], res["logit"], *size, scale=float(np.abs(res["heads"]).sum()))
     f32_close(res["per_token"].sum(axis=-1), res["heads"], *size, scale=float(np.abs(want).max()))
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("gemma3.attention.sliding_window", (float("nan"), "FLOAT32"), "is not a whole number"),
+    ("gemma3.attention.sliding_window", (0, "UINT32"), "is outside"),
+    ("gemma3.attention.key_length", (-4, "INT32"), "is outside"),
+    ("gemma3.attention.key_length", ("big", "STRING"), "is not a whole number"),
+])
+def test_a_gemma3_gguf_with_garbled_metadata_is_damage_naming_the_key(key, value, words, tmp_path):
+    """A stranger's GGUF: the keys only Gemma 3 reads are checked as every other count (gguf_check),
+    damage naming the key (exit 1), never a traceback."""
+    needed("gguf")
+    write_gguf(tmp_path / "m.gguf", "gemma3", "F32", layers=6, tied=True, meta={key: value})
+    result = runner.invoke(app, ["matrix", "hello", "--transformer", str(tmp_path / "m.gguf")])
+    assert result.exit_code == 1, result.output
+    text = " ".join(result.stderr.split())
+    assert "damaged" in text and key in text and words in text and "Traceback" not in result.output, text
