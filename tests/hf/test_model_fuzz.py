@@ -181,7 +181,7 @@ CONFIG_CHOICES = {  # field -> values a stranger's config might hold for it (DRO
     "hidden_activation": [DROP, "gelu", "silu"], "attn_logit_softcapping": [DROP, None, 0.5, 30],
     "final_logit_softcapping": [DROP, None, 2.0],
 }
-DECODER_KINDS = ("llama", "llama3", "mistral", "qwen2", "gemma", "phi3", "gemma3")
+DECODER_KINDS = ("llama", "llama3", "mistral", "qwen2", "gemma", "phi3", "qwen3", "gemma3")
 
 
 @pytest.fixture(scope="module")
