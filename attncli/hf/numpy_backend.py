@@ -389,7 +389,8 @@ class NumpyPretrained(Pretrained):
     def lens_logits(self, x: np.ndarray) -> np.ndarray:
         """(..., V) what the final norm and the unembedding make of residual vectors x (..., d)."""
         self.check_decoder()
-        return self.arch32.logits(self.arch32.final(x))  # float32, as residual_stream
+        rows = x.reshape(1, -1, x.shape[-1])  # (1, n, d): final takes (B, T, d), cut in blocks along T
+        return self.arch32.logits(self.arch32.final(rows)).reshape(*x.shape[:-1], -1)  # float32, as residual_stream
 
     @tokenized("turn token ids back into text")
     def decode(self, ids: Sequence[int]) -> str:
