@@ -11,7 +11,7 @@ import pytest
 from _gguf_fixtures import _byte_tokens, sentencepiece_meta, write_gguf
 from conftest import needed
 
-FAMILIES = ["llama", "mistral", "qwen2", "phi3", "gpt2"]
+FAMILIES = ["llama", "mistral", "qwen2", "phi3", "gpt2", "gemma3"]
 VOCABS = ["gpt2", "llama"]  # tokenizer.ggml.model: byte-level BPE, sentencepiece
 SETTINGS = {"dropped": None, "true": True, "false": False}
 TEXTS = ["hello world, or hell", " hello  world", "<s>or</s>", "<|endoftext|>he"]
