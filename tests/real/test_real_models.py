@@ -29,6 +29,9 @@ TARGET, CONTRAST = " Mary", " John"
 SHOWS = ["weights", "scores", "norms", "alti", "globenc", "value-zeroing"]
 CONTRIBUTIONS = ("alti", "globenc", "value-zeroing")  # rows summing to 1
 SITES = ["resid", "attn", "mlp", "head", "key", "query"]
+# the first test of a model pays for transformers' reference (Gemma 3: its 262,144-token tokenizer,
+# then the whole file dequantized): minutes of wall time on a busy machine, under a minute idle
+pytestmark = pytest.mark.timeout(900)
 
 
 class Real:
