@@ -35,14 +35,14 @@ def ids(model) -> list[list[int]]:
 
 def test_built_once_then_read_back_with_the_same_ids(tmp_path, builds):
     from attncli import paths
-    from attncli.hf.gguf_reader import tokenizer_of
+    from attncli.hf import gguf_model
     from attncli.hf.gguf_file import GGUFFile
     from attncli.hf.loader import load
 
     path = write_gguf(tmp_path / "m.gguf", "llama", "Q8_0")
     first, again = load(str(path)), load(str(path))
     assert builds == ["m.gguf"] and len(list((paths.cache_dir() / "gguf-tokenizers").glob("*.json"))) == 1
-    built = tokenizer_of(GGUFFile(path))  # transformers' builder itself
+    built = gguf_model.tokenizer_of(GGUFFile(path))  # the builder itself (transformers'), whichever module holds it
     assert ids(first) == ids(again) == [built.encode(t).ids for t in TEXTS]
 
 
