@@ -21,20 +21,13 @@ TokenizersBackend.__init__), which is llama.cpp's meaning where the two agree:
 
 from __future__ import annotations
 
-import hashlib
-import json
-from pathlib import Path
 from typing import Any
 
-from attncli import paths
-from attncli.errors import BadInput, RuntimeFailure
-from attncli.fileio import atomic_write, read_text
+from attncli.errors import BadInput
 from attncli.hf.config_check import damaged
 from attncli.hf.gguf_file import GGUFFile
 from attncli.hf.gguf_reader import architecture
 
-CACHE_VERSION = 1  # bumped when what build() makes of the same metadata changes
-CACHE_LIMIT = 512 * 2**20  # bytes of a kept tokenizer.json (Gemma 3's: 33 MB)
 # tokenizer.ggml.<key> -> the special token it names (transformers' _SPECIAL_TOKENS)
 NAMED_SPECIALS = {"bos_token_id": "bos", "eos_token_id": "eos", "unknown_token_id": "unk",
                   "padding_token_id": "pad"}
@@ -43,40 +36,9 @@ NAMED_SPECIALS = {"bos_token_id": "bos", "eos_token_id": "eos", "unknown_token_i
 def tokenizer_of(gguf: GGUFFile) -> Any:
     """The ``tokenizers.Tokenizer`` transformers builds from the file's tokenizer.ggml.* metadata
     (transformers' integrations.gguf builders: the vocabulary, merges and special tokens), with
-    BOS / EOS added as the file's add_bos_token / add_eos_token say. Built once per vocabulary:
-    kept as tokenizer.json under $ATTN_HOME/cache (Gemma 3's 262,144 tokens take seconds to build,
-    their merges derived from the vocabulary), keyed by everything it is built from."""
-    from tokenizers import Tokenizer
-
-    arch = architecture(gguf)
-    kept = _cached(arch, gguf.metadata)
-    if kept is not None:
-        try:
-            return Tokenizer.from_str(read_text(kept, CACHE_LIMIT))
-        except Exception:  # a damaged or foreign cache entry: built again below
-            pass
-    tokenizer = build(arch, gguf.metadata, gguf.path.name)
-    if kept is not None:
-        try:
-            kept.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(kept, tokenizer.to_str())
-        except (OSError, RuntimeFailure):  # a read-only home: built each time instead
-            pass
-    return tokenizer
-
-
-def _cached(arch: str, meta: dict[str, Any]) -> Path | None:
-    """Where the tokenizer of these metadata is kept: a sha256 of the architecture, every
-    tokenizer.ggml.* value and the versions of the libraries that build it."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    given = {key: value for key, value in meta.items() if key.startswith("tokenizer.ggml.")}
-    try:
-        built_by = [version("transformers"), version("tokenizers")]  # without importing transformers (0.6 s)
-        text = json.dumps([CACHE_VERSION, arch, built_by, given], sort_keys=True, allow_nan=False)
-    except (PackageNotFoundError, TypeError, ValueError):
-        return None
-    return paths.cache_dir() / "gguf-tokenizers" / (hashlib.sha256(text.encode()).hexdigest() + ".json")
+    BOS / EOS added as the file's add_bos_token / add_eos_token say. gguf_model keeps what it
+    builds (gguf_tokenizer_cache: keyed by the metadata and by this file's source)."""
+    return build(architecture(gguf), gguf.metadata, gguf.path.name)
 
 
 def build(arch: str, meta: dict[str, Any], name: str) -> Any:

@@ -123,20 +123,30 @@ def test_named_special_token_stays_whole(tmp_path, role, vocab):
 
 
 def test_the_tokenizer_is_built_once_per_vocabulary(tmp_path, monkeypatch, attn_home):
-    """tokenizer_of keeps what it built under $ATTN_HOME/cache, keyed by every tokenizer field: the
-    same file reads it back (no build), a file whose add_bos_token differs is built anew, and a
-    damaged entry is built again, never trusted."""
+    """The GGUF model keeps the tokenizer it built under $ATTN_HOME/cache (gguf_tokenizer_cache), keyed
+    by the metadata: the same file reads it back (no build), a file whose add_bos_token differs is
+    built anew, and a damaged entry is built again, never trusted."""
     needed("gguf")
     from attncli.hf import gguf_tokenizer
     from attncli.hf.gguf_file import GGUFFile
+    from attncli.hf.gguf_tokenizer_cache import cached_tokenizer
+
+    def kept_tokenizer(path):
+        return cached_tokenizer(GGUFFile(path), gguf_tokenizer.tokenizer_of)
 
     first = _file(tmp_path, "llama", "llama")
-    want = gguf_tokenizer.tokenizer_of(GGUFFile(first)).encode("hello world").ids
+    want = kept_tokenizer(first).encode("hello world").ids
     kept = list((attn_home / "cache" / "gguf-tokenizers").iterdir())
     assert len(kept) == 1 and want[0] == 1
     built = gguf_tokenizer.build
     monkeypatch.setattr(gguf_tokenizer, "build", lambda *a: pytest.fail("built again: the kept one was not read"))
-    assert gguf_tokenizer.tokenizer_of(GGUFFile(first)).encode("hello world").ids == want
+    assert kept_tokenizer(first).encode("hello world").ids == want
+    monkeypatch.setattr(gguf_tokenizer, "build", built)
+    other = write_gguf(tmp_path / "other.gguf", "llama", layers=1, meta=sentencepiece_meta(VOCAB)
+                       | {"tokenizer.ggml.add_bos_token": (False, "BOOL")})
+    assert kept_tokenizer(other).encode("hello world").ids == want[1:]
+    kept[0].write_text("{not json")
+    assert kept_tokenizer(first).encode("hello world").ids == want
     monkeypatch.setattr(gguf_tokenizer, "build", built)
     other = write_gguf(tmp_path / "other.gguf", "llama", layers=1, meta=sentencepiece_meta(VOCAB)
                        | {"tokenizer.ggml.add_bos_token": (False, "BOOL")})
