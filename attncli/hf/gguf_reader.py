@@ -27,6 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
+from attncli.hf.config_check import damaged
 from attncli.hf.gguf_check import check_metadata
 from attncli.hf.gguf_file import CONVERT_HINT, GGUFFile, TensorInfo
 from attncli.hf.gguf_dequantize import dequantize, nonfinite
