@@ -1,7 +1,7 @@
 """Command ``attn attribute``: attribution patching (attncli/causal/attribution.py), every cell of
 ``attn patch``'s grid estimated from one forward and one backward pass, drawn as patch's grid. It
 builds its request (attncli.causal.gradient_request.AttributeRequest) and hands it to
-attncli.pipeline.compute_gradients through cli/causal.py's ``_run_gradients``."""
+attncli.pipeline.compute_gradients through cli/causal.py's ``run_gradients``."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from attncli.causal.gradient_request import AttributeRequest
-from attncli.cli.causal import (GRADIENT_OPTIONS, MODEL_OPTIONS, OPTIONS, OUTPUT_OPTIONS, _gradient_fields,
-                                _run_gradients)
+from attncli.cli.causal import (GRADIENT_OPTIONS, MODEL_OPTIONS, OPTIONS, OUTPUT_OPTIONS, gradient_fields,
+                                run_gradients)
 from attncli.cli.common import app
 from attncli.cli.options import declared
 from attncli.cli.pairs import PAIRS_NAMES, check_pairs_options, run_pairs_command
@@ -40,5 +40,5 @@ def attribute_cmd(
     if options["pairs"] is not None:
         AttributeRequest("--pairs", corrupt="--pairs", transformer=options["transformer"], site=site).check()
         return run_pairs_command("attribute", options, site=site, qk_fix=not no_qk_fix)
-    _run_gradients(AttributeRequest(clean, corrupt=corrupt, **_gradient_fields(options), site=site, no_qk_fix=no_qk_fix,
+    run_gradients(AttributeRequest(clean, corrupt=corrupt, **gradient_fields(options), site=site, no_qk_fix=no_qk_fix,
                                     verify=verify), options)

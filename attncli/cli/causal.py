@@ -1,7 +1,7 @@
 """Commands ``attn ablate``, ``attn patch`` and ``attn dla``: each builds its request
 (attncli.causal.causal_request), hands it to attncli.pipeline.compute_causal and prints the result with
 attncli.cli.output.show (--json, --svg, --png and --html as every view); ``attn attribute`` and ``attn
-circuit`` (cli/attribute.py, cli/circuit.py) do the same through :func:`_run_gradients`. The options
+circuit`` (cli/attribute.py, cli/circuit.py) do the same through :func:`run_gradients`. The options
 the causal commands share are declared once, in :data:`OPTIONS`. Nothing heavy is imported at module level."""
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ import typer
 from attncli.causal.causal_request import AblateRequest, CausalRequest, DlaRequest, PatchRequest
 from attncli.causal.gradient_request import GradientRequest
 from attncli.cli.common import app
-from attncli.cli.matrix import Exports, _check_exports
 from attncli.cli.options import (BackendOpt, DeviceMapOpt, DeviceOpt, DtypeOpt, ExportWidthOpt, HtmlOpt, MaxMemoryOpt, PngOpt,
                                  SvgOpt, declared)
-from attncli.cli.output import show
+from attncli.cli.output import Exports, check_exports, show
 from attncli.cli.pairs import PAIRS_NAMES, PAIRS_OPTIONS, check_pairs_options, run_pairs_command
 from attncli.cli.progress import Stage
 from attncli.cli.transformer import load_model
@@ -61,8 +60,8 @@ def _run(request: CausalRequest, options: dict[str, Any]) -> None:
     (--json with an export into stdout refused: they would share it)."""
     request.check()
     json_out = options["json_out"]
-    exports = Exports(svg=options["svg"], html=options["html"], png=options["png"], width=options["width"])
-    _check_exports(exports, json_out)
+    exports = Exports.of(options)
+    check_exports(exports, json_out)
     model = None  # no --transformer: compute loads attn's built-in LM (a second, nothing to show loading)
     if request.transformer is not None:
         model = load_model(request.transformer, request.backend, request.allow_missing_weights, json_out=json_out,
@@ -130,18 +129,18 @@ def dla_cmd(
 GRADIENT_OPTIONS = ("allow_missing_weights",)  # after their own options (no --backend: the NumPy pass, always)
 
 
-def _gradient_fields(options: dict[str, Any]) -> dict[str, Any]:
+def gradient_fields(options: dict[str, Any]) -> dict[str, Any]:
     """The gradient request's shared fields from the command's options."""
     return {name: options[name] for name in (*MODEL_OPTIONS, *GRADIENT_OPTIONS)}
 
 
-def _run_gradients(request: GradientRequest, options: dict[str, Any]) -> None:
+def run_gradients(request: GradientRequest, options: dict[str, Any]) -> None:
     """Check, load (the checkpoint's NumPy pass, whose backward runs), compute and print ``request``;
     the export targets are checked before any work (--json with an export into stdout refused)."""
     request.check()
     json_out = options["json_out"]
-    exports = Exports(svg=options["svg"], html=options["html"], png=options["png"], width=options["width"])
-    _check_exports(exports, json_out)
+    exports = Exports.of(options)
+    check_exports(exports, json_out)
     model = load_model(request.transformer, "numpy", request.allow_missing_weights, json_out=json_out)
     result = compute_gradients(request, model, stage=lambda what: Stage(what, json_out=json_out))
     show(result, json_out=json_out, exports=exports)

@@ -2,7 +2,7 @@
 between a decoder's components, and the fewest edges that keep --faithfulness of the metric
 (attncli/causal/circuit.py), listed by layer, drawn as a layered graph (attncli/views/circuit_view.py).
 It builds its request (attncli.causal.gradient_request.CircuitRequest) and hands it to
-attncli.pipeline.compute_gradients through cli/causal.py's ``_run_gradients``."""
+attncli.pipeline.compute_gradients through cli/causal.py's ``run_gradients``."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from attncli.causal.gradient_request import CircuitRequest
-from attncli.cli.causal import (GRADIENT_OPTIONS, MODEL_OPTIONS, OPTIONS, OUTPUT_OPTIONS, _gradient_fields,
-                                _run_gradients)
+from attncli.cli.causal import (GRADIENT_OPTIONS, MODEL_OPTIONS, OPTIONS, OUTPUT_OPTIONS, gradient_fields,
+                                run_gradients)
 from attncli.cli.common import app
 from attncli.cli.options import declared
 from attncli.cli.pairs import PAIRS_NAMES, check_pairs_options, run_pairs_command
@@ -41,5 +41,5 @@ def circuit_cmd(
         CircuitRequest("--pairs", corrupt="--pairs", transformer=options["transformer"], steps=steps,
                        faithfulness=faithfulness).check()
         return run_pairs_command("circuit", options, steps=steps, faithfulness=faithfulness)
-    _run_gradients(CircuitRequest(clean, corrupt=corrupt, **_gradient_fields(options), steps=steps,
+    run_gradients(CircuitRequest(clean, corrupt=corrupt, **gradient_fields(options), steps=steps,
                                   faithfulness=faithfulness), options)

@@ -17,7 +17,7 @@ from attncli.attention.checkpoint_views import check_texts
 from attncli.attention.long_view import LongSpec, check_spec
 from attncli.attention.model_view import parse_layers
 from attncli.cli.common import app
-from attncli.cli.matrix import _read_text
+from attncli.cli.matrix import read_sentence
 from attncli.cli.options import LONG_OPTIONS, VIEW_OPTIONS, WORD_VECTOR_OPTIONS, declared
 from attncli.errors import BadInput
 from attncli.explore.serve import DEFAULT_HOST, DEFAULT_PORT, serve as serve_app
@@ -88,7 +88,7 @@ def explore_cmd(
     if "-" in (dict_path, sentence, str(file) if file is not None else None):
         raise BadInput("attn explore reads the keyboard, not stdin: give the sentence as an argument or --file PATH, "
                        "and --dict a file")
-    text = DEFAULT_SENTENCE if sentence is None and file is None else _read_text(sentence, file)
+    text = DEFAULT_SENTENCE if sentence is None and file is None else read_sentence(sentence, file)
     if not text.strip():
         raise BadInput('the sentence is empty: give a sentence, e.g. attn explore "time flies like an arrow"')
     if corrupt is not None:  # as attn patch and attn attribute refuse it (the table's "causal" rows), at start

@@ -12,8 +12,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from attncli.cli.common import app
-from attncli.cli.matrix import Exports, _check_exports
-from attncli.cli.output import show
+from attncli.cli.output import Exports, check_exports, show
 from attncli.cli.options import EXPORT_OPTIONS, declared
 from attncli.pipeline.lens_compute import MAX_TOP_K, LensRequest, compute
 
@@ -32,6 +31,6 @@ def lens_cmd(
     """The logit lens: what a decoder would predict next if it stopped after each layer."""
     request = LensRequest(text, transformer=options["transformer"], model=options["model"], top_k=top_k, token=token)
     request.check()
-    exports = Exports(**{name: options[name] for name in EXPORT_OPTIONS})
-    _check_exports(exports, json_out)
+    exports = Exports.of(options)
+    check_exports(exports, json_out)
     show(compute(request), json_out=json_out, exports=exports)

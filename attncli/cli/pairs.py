@@ -11,8 +11,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from attncli.cli.common import resumable
-from attncli.cli.matrix import Exports, _check_exports
-from attncli.cli.output import show
+from attncli.cli.output import Exports, check_exports, show
 from attncli.cli.progress import Stage
 from attncli.errors import BadInput
 from attncli.option_conflicts import validate
@@ -53,9 +52,8 @@ def check_pairs_options(options: dict[str, Any], positionals: list[Optional[str]
 def run_pairs_command(kind: str, options: dict[str, Any], **job: Any) -> None:
     """Compute and print a --pairs run of ``kind`` (``job``: site, qk_fix, steps)."""
     json_out = options.get("json_out", False)
-    exports = Exports(svg=options.get("svg"), html=options.get("html"), png=options.get("png"),
-                      width=options.get("width"))
-    _check_exports(exports, json_out)
+    exports = Exports.of(options)
+    check_exports(exports, json_out)
     backend = options.get("backend")
     run = PairsRun(options["pairs"], kind, transformer=options.get("transformer"),
                    backend=backend.value if hasattr(backend, "value") else (backend or "auto"),

@@ -12,10 +12,9 @@ import typer
 from typer.core import TyperGroup
 
 from attncli.cli.common import RefusesEmptyPaths, app, err_console, escape, info, resumable, warn
-from attncli.cli.matrix import Exports, _check_exports
 from attncli.cli.options import BackendOpt, ExportWidthOpt, HtmlOpt, PngOpt, SvgOpt, declared
-from attncli.cli.output import show, write_exports
-from attncli.cli.progress import _Delayed
+from attncli.cli.output import Exports, check_exports, show, write_exports
+from attncli.cli.progress import Delayed
 from attncli.cli.transformer import load_model
 from attncli.errors import BadInput
 from attncli.pipeline.stats_compute import compute_merge, compute_stats
@@ -43,7 +42,7 @@ OUTPUT: dict[str, tuple[Any, Any]] = {  # the options attn stats and attn stats 
 OUTPUT_OPTIONS = ("svg", "html", "png", "width", "explore")  # after --json, in --help's order
 
 
-class _Progress(_Delayed):
+class _Progress(Delayed):
     """Shards and texts done, on stderr (after a second; nothing under --json unless on a terminal)."""
 
     def __init__(self, message: str, json_out: bool) -> None:
@@ -80,8 +79,8 @@ def _output(request: Any, json_out: bool, options: dict[str, Any]) -> Exports:
     """The refusals of ``request`` and of how it is shown (--json, --explore, the export targets),
     before any work; the export targets."""
     request.check(json_out=json_out, explore=options["explore"])
-    exports = Exports(svg=options["svg"], html=options["html"], png=options["png"], width=options["width"])
-    _check_exports(exports, json_out)  # --json with an export into stdout: refused (they would share it)
+    exports = Exports.of(options)
+    check_exports(exports, json_out)  # --json with an export into stdout: refused (they would share it)
     if options["explore"]:
         import importlib.util
 
