@@ -41,7 +41,9 @@ from attncli.fileio import atomic_write, read_text
 BACKENDS = ("auto", "numpy", "torch")
 STACKS = ("encoder", "decoder", "cross")
 CONTRIBUTIONS = ("alti", "globenc", "value-zeroing")  # --show's contribution methods (attncli.hf.contributions)
-TRANSFORMER_SHOWS = ("weights", "scores", "norms", *CONTRIBUTIONS)
+VECTOR_SHOWS = ("weights", "scores", "output")  # --show of the word-vector matrix
+TRANSFORMER_SHOWS = ("weights", "scores", "norms", *CONTRIBUTIONS)  # --show with --transformer
+SHOWS = tuple(dict.fromkeys(VECTOR_SHOWS + TRANSFORMER_SHOWS))  # every --show value: cli.options.Show's choices
 ALIGNS = ("same", "position")  # attn compare --align
 
 # the switches of a pretrained model's view, each declared once here beside its rows (its help): cli.options
@@ -139,7 +141,7 @@ def _or(choices: Iterable[str]) -> str:
 ROWS: tuple[Row, ...] = (
     # the word-vector matrix (no --transformer)
     *(Row((Given(p),), V, f"{flag(p)} needs --transformer NAME_OR_PATH (a pretrained model)") for p in TRANSFORMER_ONLY),
-    Row((Is("show", ("norms", *CONTRIBUTIONS)),), V,
+    Row((Is("show", tuple(show for show in SHOWS if show not in VECTOR_SHOWS)),), V,
         "--show {show} needs --transformer NAME_OR_PATH (the value vectors of a pretrained model)"),
     *(Row((On(p), Not("proj", ("trained",))), V, f"{flag(p)} needs --proj trained (it picks a learned layer or head)")
       for p in ("layer", "head")),

@@ -11,16 +11,14 @@ from typing import Annotated, Any, Optional
 import typer
 
 from attncli.causal.gradient_request import CircuitRequest
-from attncli.cli.causal import (GRADIENT_OPTIONS, MODEL_OPTIONS, OPTIONS, OUTPUT_OPTIONS, gradient_fields,
-                                run_gradients)
+from attncli.cli.causal import GRADIENT_OPTIONS, MODEL_OPTIONS, OUTPUT_OPTIONS, gradient_fields, run_gradients
 from attncli.cli.common import app
-from attncli.cli.options import declared
-from attncli.cli.pairs import PAIRS_NAMES, check_pairs_options, run_pairs_command
+from attncli.cli.options import PAIRS_OPTIONS, declared
+from attncli.cli.pairs import check_pairs_options, run_pairs_command
 
 
 @app.command("circuit")
-@declared("clean", "corrupt", *MODEL_OPTIONS, "steps", "faithfulness", *PAIRS_NAMES, *GRADIENT_OPTIONS, *OUTPUT_OPTIONS,
-          table=OPTIONS)
+@declared("clean", "corrupt", *MODEL_OPTIONS, "steps", "faithfulness", *PAIRS_OPTIONS, *GRADIENT_OPTIONS, *OUTPUT_OPTIONS)
 def circuit_cmd(
     clean: Annotated[Optional[str], typer.Argument(help="The clean text (or --pairs FILE).", show_default=False)] = None,
     corrupt: Annotated[Optional[str], typer.Argument(help="The corrupted text (the same number of tokens).",

@@ -23,7 +23,7 @@ from attncli.errors import BadInput
 from attncli.explore.serve import DEFAULT_HOST, DEFAULT_PORT, serve as serve_app
 from attncli.explore.state import ExploreState
 from attncli.hf import source
-from attncli.option_conflicts import CONTRIBUTIONS, NEW_SWITCHES, TRANSFORMER_ONLY, validate
+from attncli.option_conflicts import CONTRIBUTIONS, NEW_SWITCHES, TRANSFORMER_ONLY, VECTOR_SHOWS, validate
 from attncli.textio import check_length
 
 INSTALL = 'attn explore needs the "explore" extra (Textual and textual-serve): pip install "attncli[explore]"'
@@ -126,7 +126,7 @@ def explore_cmd(
     state = ExploreState(
         text=text, context=o.context, variant=o.variant, causal=o.causal, window=o.window, pad_to=o.pad_to,
         positions=o.positions.value, projection=o.proj, d_k=o.d_k, seed=o.seed, heads=o.heads, max_relative=o.max_relative,
-        layer=o.layer, head=o.head, model=o.model, show="weights" if o.show.value in ("norms", *CONTRIBUTIONS) else o.show.value,
+        layer=o.layer, head=o.head, model=o.model, show="weights" if o.show.value not in VECTOR_SHOWS else o.show.value,
         norms=o.show.value == "norms", contribution=o.show.value if o.show.value in CONTRIBUTIONS else None, cursor=explain or (0, 0), dict_path=dict_path,
         transformer=o.transformer, pair=o.pair, pair_filter=o.pair_filter.value if o.pair_filter else None, words=o.words,
         hide_special=o.hide_special, rollout=o.rollout, backend=o.backend.value if o.backend else "auto", truncate=o.truncate,

@@ -25,10 +25,10 @@ def lens_cmd(
     top_k: Annotated[int, typer.Option("--top-k", "-k", help=f"Next tokens per layer and position, in the table and the JSON (1-{MAX_TOP_K}).")] = 1,
     token: Annotated[Optional[str], typer.Option(help="Follow this token's rank and probability through the layers.",
                                                  metavar="WORD")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the lens as JSON.")] = False,
     **options: Any,
 ) -> None:
     """The logit lens: what a decoder would predict next if it stopped after each layer."""
+    json_out = options["json_out"]
     request = LensRequest(text, transformer=options["transformer"], model=options["model"], top_k=top_k, token=token)
     request.check()
     exports = Exports.of(options)

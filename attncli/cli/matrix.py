@@ -20,7 +20,7 @@ from attncli.attention.masks import MaskSpec
 from attncli.attention.matrix import MatrixRequest, compute
 from attncli.attention.variants import DEFAULT_VARIANT, VARIANTS
 from attncli.cli.common import app, emit_json, info, json_write, out_console
-from attncli.cli.options import EXPORT_OPTIONS, PLACEMENT_OPTIONS, VIEW_OPTIONS, WORD_VECTOR_OPTIONS, declared
+from attncli.cli.options import EXPORT_OPTIONS, PLACEMENT_OPTIONS, VIEW_OPTIONS, WORD_VECTOR_OPTIONS, JsonOpt, declared
 from attncli.cli.options import TRANSFORMER_ONLY as _TRANSFORMER_ONLY
 from attncli.cli.output import Exports, check_exports
 from attncli.cli.output import show as show_result
@@ -58,7 +58,6 @@ def matrix_cmd(
                                                      "also A-B (both included), last:N or word:TEXT, and only those rows are "
                                                      "computed.", metavar="SPEC")] = None,
     cols: Annotated[Optional[str], typer.Option(help="Columns to draw, START:END.")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the matrices as JSON.")] = False,
     **options: Any,
 ) -> None:
     """Attention matrix of a sentence as a heatmap: rows are queries, columns keys.
@@ -69,6 +68,7 @@ def matrix_cmd(
     last layer, every head).
     """
     given = {name for name in ctx.params if _given(ctx, name)}
+    json_out = options.pop("json_out")
     o = SimpleNamespace(**options)
     exports = Exports.of(options)
     if o.transformer is not None or given & set(_TRANSFORMER_ONLY):
@@ -126,7 +126,7 @@ def _transformer_matrix(given: set[str], *, sentence, file, explain, rows, cols,
 @app.command("variants")
 def variants_cmd(
     *,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the list as JSON.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """The attention variants of 'attn matrix --variant': formula and source."""
     rows = [
@@ -144,7 +144,7 @@ def variants_cmd(
 @app.command("demo")
 def demo_cmd(
     *,
-    json_out: Annotated[bool, typer.Option("--json", help="Print every step as JSON.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """The seed's worked example of attention, step by step (four words, seed 42)."""
     ex = worked_example()
@@ -159,7 +159,7 @@ def scale_cmd(
     *,
     factor: Annotated[float, typer.Option(help="The factor the scores are multiplied by in the middle panel.")] = 100.0,
     seed: Annotated[int, typer.Option(help="Seed of the random vectors of the d_k sweep.")] = 0,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the panels and the sweep as JSON.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Why scaled dot-product attention divides by sqrt(d_k): softmax saturation, side by side."""
     import math

@@ -8,19 +8,15 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from attncli.cli.causal import JsonOpt
 from attncli.cli.common import app
-from attncli.cli.options import EXPORT_OPTIONS, OPTIONS, declared
+from attncli.cli.options import EXPORT_OPTIONS, declared
 from attncli.cli.output import Exports, check_exports, show
 from attncli.cli.transformer import load_model
 from attncli.pipeline.qk_compute import QKRequest, compute
 
-QK_OPTIONS = {**OPTIONS, "json_out": (JsonOpt, False)}  # the shared declarations, and --json as the causal tests'
-
-
 @app.command("qk")
 @declared("text", "transformer", "pair", "layer", "head", "query", "key", "top", "allow_missing_weights", "json_out",
-          *EXPORT_OPTIONS, table=QK_OPTIONS)
+          *EXPORT_OPTIONS)
 def qk_cmd(
     text: Annotated[str, typer.Argument(help="The text the model reads.", show_default=False)],
     *,
