@@ -150,7 +150,7 @@ def check_texts(text: str, pair: Optional[str], command: str = "matrix") -> None
 def check_view_options(*, pair: Optional[str], block: Optional[str], rollout: bool, layer: Optional[int],
                        head: Optional[int]) -> None:
     """The refusals of the view's options that need no model (the table: attncli.option_conflicts)."""
-    validate(dict(pair=pair, block=block, rollout=rollout, layer=layer, head=head), "transformer")
+    validate(dict(pair=pair, filter=block, rollout=rollout, layer=layer, head=head), "transformer")
 
 
 def layer_shown(model, layer: Optional[int], head: Optional[int]) -> int:

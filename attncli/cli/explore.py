@@ -93,15 +93,15 @@ def explore_cmd(
         raise BadInput('the sentence is empty: give a sentence, e.g. attn explore "time flies like an arrow"')
     if corrupt is not None:  # as attn patch and attn attribute refuse it (the table's "causal" rows), at start
         validate(dict(text=text, corrupt=check_length(corrupt, "the corrupted text")), "causal")
-    block = o.pair_filter.value if o.pair_filter else None
-    checked = dict(pair=o.pair, block=block, words=o.words, hide_special=o.hide_special, rollout=o.rollout,
+    pair_block = o.filter.value if o.filter else None
+    checked = dict(pair=o.pair, filter=pair_block, words=o.words, hide_special=o.hide_special, rollout=o.rollout,
                    backend=o.backend.value if o.backend else None, truncate=o.truncate, model_view=o.model_view, layers=o.layers,
                    allow_missing_weights=o.allow_missing_weights, flow=o.flow, layer=o.layer, head=o.head, explain=explain,
                    show=o.show.value, proj=o.proj, rows=o.rows, top_k=o.top_k, pool=o.pool,
                    **{name: options[name] for name in NEW_SWITCHES})
     if o.transformer is None:  # the word-vector matrix's refusals (attncli.option_conflicts)
         given = {name for name in TRANSFORMER_ONLY
-                 if checked.get("block" if name == "pair_filter" else name) not in (None, False)}
+                 if checked.get(name) not in (None, False)}
         validate(checked, "vectors", given=given)
     if o.transformer is not None:  # attn matrix --transformer's refusals, before the app starts (exit 2)
         # the extra to install, named before the app starts (auto with a model outside the numpy
@@ -128,7 +128,7 @@ def explore_cmd(
         positions=o.positions.value, projection=o.proj, d_k=o.d_k, seed=o.seed, heads=o.heads, max_relative=o.max_relative,
         layer=o.layer, head=o.head, model=o.model, show="weights" if o.show.value not in VECTOR_SHOWS else o.show.value,
         norms=o.show.value == "norms", contribution=o.show.value if o.show.value in CONTRIBUTIONS else None, cursor=explain or (0, 0), dict_path=dict_path,
-        transformer=o.transformer, pair=o.pair, pair_filter=o.pair_filter.value if o.pair_filter else None, words=o.words,
+        transformer=o.transformer, pair=o.pair, filter=pair_block, words=o.words,
         hide_special=o.hide_special, rollout=o.rollout, backend=o.backend.value if o.backend else "auto", truncate=o.truncate,
         model_view=o.model_view, layers=o.layers, allow_missing_weights=o.allow_missing_weights, flow=o.flow,
         rows=o.rows, top_k=o.top_k, pool=o.pool, corrupt=corrupt,

@@ -113,8 +113,8 @@ def _transformer_matrix(given: set[str], *, sentence, file, explain, rows, cols,
     check_options(given, o.transformer)
     check_exports(exports, json_out)
     opts = MatrixOptions(transformer=o.transformer, text=read_sentence(sentence, file), pair=o.pair, layer=o.layer,
-                         head=o.head, block=o.pair_filter.value if o.pair_filter else None,
-                         block_specials=o.filter_specials.value if o.filter_specials else "none",
+                         head=o.head, filter=o.filter.value if o.filter else None,
+                         filter_specials=o.filter_specials.value if o.filter_specials else "none",
                          backend=o.backend.value if o.backend else "auto", explain=explain, layers=o.layers,
                          show=o.show.value, device=o.device, dtype=o.dtype, target=o.target,
                          stack=o.stack.value if o.stack else None, rows=rows, top_k=o.top_k, pool=o.pool,

@@ -193,7 +193,7 @@ OPTIONS: dict[str, tuple[Any, ...]] = {  # parameter name -> (its Annotated type
     "head": (HeadOpt, None), "heads": (HeadsOpt, None), "max_relative": (MaxRelativeOpt, 4),
     "show": (ShowOpt, Show.weights), "model": (ModelOpt, None),
     "svg": (SvgOpt, None), "html": (HtmlOpt, None), "png": (PngOpt, None), "width": (ExportWidthOpt, None),
-    "transformer": (TransformerOpt, None), "pair": (PairOpt, None), "pair_filter": (FilterOpt, None),
+    "transformer": (TransformerOpt, None), "pair": (PairOpt, None), "filter": (FilterOpt, None),
     "filter_specials": (FilterSpecialsOpt, None), "words": (WordsOpt, False), "hide_special": (HideSpecialOpt, False),
     "rollout": (RolloutOpt, False), "backend": (BackendOpt, None), "truncate": (TruncateOpt, False),
     "model_view": (ModelViewOpt, False), "layers": (LayersOpt, None),
@@ -213,7 +213,7 @@ OPTIONS: dict[str, tuple[Any, ...]] = {  # parameter name -> (its Annotated type
 WORD_VECTOR_OPTIONS = ("context", "variant", "causal", "window", "pad_to", "positions", "proj", "d_k", "seed", "layer",
                        "head", "heads", "max_relative", "show")
 EXPORT_OPTIONS = ("svg", "html", "png", "width")
-VIEW_OPTIONS = ("transformer", "pair", "pair_filter", "filter_specials", "words", "hide_special", "rollout", "backend",
+VIEW_OPTIONS = ("transformer", "pair", "filter", "filter_specials", "words", "hide_special", "rollout", "backend",
                 "truncate", "model_view", "layers", "allow_missing_weights", "flow", *NEW_SWITCHES)  # a pretrained model's view
 PLACEMENT_OPTIONS = ("device", "dtype", "device_map", "max_memory")  # --backend torch: where and how it runs
 LONG_OPTIONS = ("rows", "top_k", "pool")  # a long text's views

@@ -31,7 +31,7 @@ class ViewRequest:
     transformer: str  # a hub id or a directory
     # the options, in the order the command line (options()) writes them: a field is its flag (option_conditions.flag)
     pair: Optional[str] = None  # a second sentence, one input with the first (--pair)
-    block: Optional[str] = None  # --filter a-a | a-b | b-a | b-b (None: all)
+    filter: Optional[str] = None  # --filter a-a | a-b | b-a | b-b (None: all)
     layer: Optional[int] = None  # None: the last
     head: Optional[int] = None  # None: every head and their mean
     backend: str = "auto"
@@ -41,7 +41,7 @@ class ViewRequest:
     dtype: Optional[str] = None
     device_map: Optional[str] = None  # --device-map / --max-memory: accelerate's split (attncli.hf.placement)
     max_memory: Optional[str] = None
-    block_specials: str = "none"  # --filter-specials
+    filter_specials: str = "none"  # --filter-specials
     words: bool = False
     hide_special: bool = False
     rollout: bool = False
