@@ -60,7 +60,7 @@ def compute(request: ViewRequest, model: Any = None, *, on_layer=None) -> Pretra
                            "--rows forms are for one stack of tokens (BERT, GPT-2, Llama families)")
         return _stack_view(request, model)
     layer = pv.layer_shown(model, request.layer, request.head)
-    if request.explain is not None and model.backend != "numpy" and request.show != "norms":
+    if request.explain is not None and not has(model, "explain") and request.show != "norms":
         raise BadInput("--explain I J needs attn's NumPy forward pass (the queries and keys of a layer): "
                        "add --backend numpy (BERT and GPT-2 families)")
     enc = model.encode(request.text, pair=request.pair, truncate=request.truncate)
@@ -80,7 +80,7 @@ def compute(request: ViewRequest, model: Any = None, *, on_layer=None) -> Pretra
                    extra_size(model.heads, request.show, request.flow))
     if request.flow:
         check_tokens(len(enc.ids))  # before the forward pass
-    cursor_qk = (request.cursor and model.backend == "numpy" and has(model, "qk")
+    cursor_qk = (request.cursor and has(model, "explain") and has(model, "qk")
                  and request.show in ("weights", "scores"))
     qk = not request.model_view and (cursor_qk or (request.explain is not None and request.show != "norms"))
     # a contribution method (one matrix per layer): layer L's, or layers 0..L's to roll out; the page every layer's
