@@ -21,7 +21,6 @@ from attncli.model.interface import has
 from attncli.cli.progress import Bar, Stage
 from attncli.errors import BadInput
 from attncli.hf import load
-from attncli.hf.reads import takes_on_layer
 from attncli.option_conflicts import BACKENDS, NOT_FOR_TRANSFORMERS, TRANSFORMER_ONLY, validate  # noqa: F401 (the table)
 from attncli.pipeline.compute_view import compute
 from attncli.pipeline.view_request import ViewRequest, check_combinations
@@ -47,7 +46,7 @@ def load_model(name: str, backend: str, allow_missing_weights: bool = False, *, 
 
 
 def run_matrix(o: ViewRequest, *, json_out: bool, exports, row_span, col_span) -> None:
-    """Compute and print the view (or its --json); write the exports (attncli.cli.matrix.Exports)."""
+    """Compute and print the view (or its --json); write the exports (attncli.cli.output.Exports)."""
     o = replace(o, page=exports.html is not None)
     check_combinations(o)
     model = load_model(o.transformer, o.backend, o.allow_missing_weights, json_out=json_out, device=o.device,
@@ -78,7 +77,7 @@ def layer_progress(model, tokens: Optional[int], json_out: bool):
     the model's trace reports its layers (``on_layer``), else a line saying what runs; gives the
     ``on_layer(l, L)`` callback (None without a bar)."""
     what = f"running {model.name}" + (f" over {tokens} tokens" if tokens is not None else "")
-    if has(model, "trace") and takes_on_layer(model):
+    if has(model, "trace") and has(model, "progress"):
         with Bar(what, "layers", model.layers, json_out=json_out) as bar:
             yield lambda l, L: bar.advance()
     else:

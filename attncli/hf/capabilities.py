@@ -23,6 +23,7 @@ TORCH_WEIGHTS = ("runs on the torch backend, whose trace holds no weights: add -
                  "model (ablate and patch run on either backend)")
 TORCH_BATCH = "runs on the torch backend, which traces one text per pass: add --backend numpy where it runs the model"
 ENCODER = "is an encoder: it predicts no next token"
+TORCH_NUMPY_PASS = "runs through transformers (--dtype): add --backend numpy where attn's NumPy pass runs the model"
 TORCH_TAPE = ("runs on the torch backend: the recorded pass and its backward are attn's NumPy pass "
               "(add --backend numpy where it runs the model)")
 
@@ -67,6 +68,7 @@ def numpy_reasons(model: Any) -> dict[str, str]:
         "grad": grad,
         "contributions": output_weight,  # ALTI, GlobEnc, value zeroing read each head's output projection
         "tape": grad,  # the NumPy tapes: hf/backward.py (pre-norm decoders), hf/backward_encoder.py (MLM encoders)
+        "progress": "", "explain": "", "precision": "",
     }
 
 
@@ -96,4 +98,6 @@ def torch_reasons(model: Any) -> dict[str, str]:
         "contributions": "runs on the torch backend, whose trace holds no weights or norms: add --backend numpy where "
                          "it runs the model",
         "tape": TORCH_TAPE,
+        "progress": "runs on the torch backend, whose pass reports no layer as it goes",
+        "explain": TORCH_NUMPY_PASS, "precision": TORCH_NUMPY_PASS,
     }

@@ -5,7 +5,6 @@ shows from it. Shapes: L layers, h heads, T tokens, d the model dimension, d_hea
 
 from __future__ import annotations
 
-import inspect
 from typing import Callable, Sequence
 
 import numpy as np
@@ -71,7 +70,7 @@ class Reads:
         self.tr = None
         self.contributed: dict[tuple[str, int], np.ndarray] = {}  # (method, layer) -> (T, T), each made once
         if has(model, "trace"):
-            extra = {"on_layer": on_layer} if on_layer is not None and takes_on_layer(model) else {}
+            extra = {"on_layer": on_layer} if on_layer is not None and has(model, "progress") else {}
             self.tr = model.trace(enc, Keep.of(sites, heads=heads), rows=self.rows, **extra)
 
     def _has(self, *names: str) -> bool:
@@ -119,11 +118,3 @@ class Reads:
                     else contrib.contributions(self.model, self.enc, method, todo))
             self.contributed.update(((method, l), m) for l, m in zip(todo, made))
         return np.stack([self.contributed[(method, l)] for l in layers])
-
-
-def takes_on_layer(model) -> bool:
-    """Whether ``model.trace`` reports each layer done (an ``on_layer(l, L)`` callback)."""
-    try:
-        return "on_layer" in inspect.signature(model.trace).parameters
-    except (TypeError, ValueError):
-        return False

@@ -41,6 +41,9 @@ CAPABILITIES: dict[str, str] = {
     "contributions": "each layer's values, residual and norms as attn's NumPy pass holds them (ALTI, GlobEnc, "
                      "value zeroing)",
     "tape": "a forward pass that records what its backward reads, and the backward (attn's NumPy pass)",
+    "progress": "a pass that reports each layer as it is done (trace's on_layer)",
+    "explain": "a cell's score and softmax step by step from a layer's q and k (attn's NumPy pass)",
+    "precision": "a pass in float32 or float64 as asked (attn stats --precision: attn's NumPy pass)",
 }
 Tape = Any  # "tape": what Model.tape returns (hf/backward.py's DecoderTape or hf/backward_encoder.py's
 #   EncoderTape: forward, backward, each layer's parts; forward_all and backward_all run a list of tapes)

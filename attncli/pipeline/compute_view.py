@@ -60,7 +60,7 @@ def compute(request: ViewRequest, model: Any = None, *, on_layer=None) -> Pretra
                            "--rows forms are for one stack of tokens (BERT, GPT-2, Llama families)")
         return _stack_view(request, model)
     layer = pv.layer_shown(model, request.layer, request.head)
-    if request.explain is not None and model.backend != "numpy" and request.show != "norms":
+    if request.explain is not None and not has(model, "explain") and request.show != "norms":
         raise BadInput("--explain I J needs attn's NumPy forward pass (the queries and keys of a layer): "
                        "add --backend numpy (BERT and GPT-2 families)")
     enc = model.encode(request.text, pair=request.pair, truncate=request.truncate)
@@ -80,7 +80,7 @@ def compute(request: ViewRequest, model: Any = None, *, on_layer=None) -> Pretra
                    extra_size(model.heads, request.show, request.flow))
     if request.flow:
         check_tokens(len(enc.ids))  # before the forward pass
-    cursor_qk = (request.cursor and model.backend == "numpy" and has(model, "qk")
+    cursor_qk = (request.cursor and has(model, "explain") and has(model, "qk")
                  and request.show in ("weights", "scores"))
     qk = not request.model_view and (cursor_qk or (request.explain is not None and request.show != "norms"))
     # a contribution method (one matrix per layer): layer L's, or layers 0..L's to roll out; the page every layer's
@@ -99,7 +99,7 @@ def compute(request: ViewRequest, model: Any = None, *, on_layer=None) -> Pretra
     # without rows_only)
     attentions = reads.pattern(layer)[None] if one_layer else reads.attentions()
     head = 0 if one_head is not None and attentions.shape[1] == 1 else request.head  # its index in what was kept
-    meta = pv.view_meta(model, enc, layer=layer, head=request.head, rollout=request.rollout, block=request.block,
+    meta = pv.view_meta(model, enc, layer=layer, head=request.head, rollout=request.rollout, block=request.filter,
                         hide_special=request.hide_special, words=request.words, flow=request.flow)
     title = f"attn matrix: {enc.text[:60]}"
     if request.model_view:
@@ -132,7 +132,7 @@ def compute(request: ViewRequest, model: Any = None, *, on_layer=None) -> Pretra
 def _select(request: ViewRequest, shown, at: int, enc, combined=None, keys: Optional[pv.KeySide] = None,
             query_rows=None, head: Optional[int] = -1):
     view = pv.select(shown, layer=at, head=request.head if head == -1 else head, rollout=request.rollout, hide_special=request.hide_special,
-                     block=request.block or "all", block_specials=request.block_specials, words=request.words,
+                     block=request.filter or "all", block_specials=request.filter_specials, words=request.words,
                      tokens=enc.tokens, segments=enc.segments, special=enc.special, word_ids=enc.word_ids,
                      word_texts=enc.words, combined=combined, flow=request.flow, keys=keys, query_rows=query_rows)
     if view.weights.size == 0:
@@ -167,7 +167,7 @@ def _stack_view(request: ViewRequest, model) -> PretrainedResult:
                    any(rows_enc.special) or (keys is not None and any(source.special)))
     attentions = model.stack_attentions(source, target)[stack] if target is not None else model.attentions(source)
     layer = pv.layer_shown(shape, request.layer, request.head)
-    meta = pv.view_meta(shape, rows_enc, layer=layer, head=request.head, rollout=request.rollout, block=request.block,
+    meta = pv.view_meta(shape, rows_enc, layer=layer, head=request.head, rollout=request.rollout, block=request.filter,
                         hide_special=request.hide_special, words=request.words, flow=request.flow)
     meta.update(stack=stack, source_tokens=source.tokens, target_tokens=None if target is None else target.tokens,
                 target=request.target, decoder_start_token=None if target is None else target.tokens[0])

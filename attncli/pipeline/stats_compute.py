@@ -52,7 +52,7 @@ def compute_stats(request: StatsRequest, model: Any = None, *, loader: Optional[
     texts = corpus_mod.texts(request.corpus, field=request.field, split=request.split)
     if model is None:
         model = (loader or load_stats)(request)
-    if request.precision is not None and model.backend != "numpy":
+    if request.precision is not None and not has(model, "precision"):
         raise BadInput(f"--precision chooses attn's NumPy pass; {model.name} runs through transformers (its --dtype, "
                        "float32 by default): drop --precision")
     settings = Settings(top_k=request.top_k, probe_every=request.probe_every, probe_length=request.probe_length,

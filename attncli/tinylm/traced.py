@@ -30,7 +30,7 @@ from attncli.model.trace import Intervention, Keep, Trace, split
 from attncli.tinylm.model import TrainedAttention, causal_mask, gelu_tanh, input_vectors, layer_norm, load_trained
 from attncli.vectors.tokenize import tokenize
 
-CAN = frozenset({"trace", "resume", "rerun", "unembed", "dla", "output_weight", "next_token", "lens"})
+CAN = frozenset({"trace", "resume", "rerun", "unembed", "dla", "output_weight", "next_token", "lens", "progress"})
 WHY_NOT = {
     "batch": "is the built-in LM, which traces one text per pass",
     "cache": "is the built-in LM, which keeps no key/value cache",
@@ -40,6 +40,8 @@ WHY_NOT = {
     "mlm": "is a decoder, with no masked-language-model head",
     "stacks": "is not an encoder-decoder",
     "contributions": "is the built-in LM, for which the contribution methods are not written",
+    "explain": "is the built-in LM, whose cells attn matrix --proj trained --explain I J explains",
+    "precision": "is the built-in LM, which runs in float64",
 }
 
 

@@ -27,7 +27,7 @@ from attncli.option_conflicts import CONTRIBUTIONS
 from attncli.errors import BadInput
 from attncli.textio import visible
 from attncli.views.export import NOT_MARKUP, markup_safe
-from attncli.views.render import _VIRIDIS
+from attncli.views.render import VIRIDIS
 
 SCRIPT_FILE = "page.js"
 MAX_NUMBERS = 4_000_000  # weights the page may embed (about 10 bytes each in its JSON): ~40 MB
@@ -132,7 +132,7 @@ def page_data(model, enc, attentions, meta: dict[str, Any], classes: list, *, la
                       "special": [bool(s) for s in key_side.special]},
         "square": keys is None,
         "classes": [[{"label": c["label"], "score": c["score"]} for c in row] for row in classes],
-        "viridis": _VIRIDIS,
+        "viridis": VIRIDIS,
         "start": {"layer": layer, "head": head, "words": words,
                   "hide_special": hide_special and (any(enc.special) or any(key_side.special)),
                   "rollout": rollout and show not in CONTRIBUTIONS, "filter": block or "all",

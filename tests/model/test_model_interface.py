@@ -24,6 +24,7 @@ from attncli.model import CAPABILITIES, Model, has, refusal, require
 from attncli.model.trace import Intervention, site
 
 TEXT = "the cat sat on the mat"
+NUMPY_PASS = {"progress", "explain", "precision"}  # attn's NumPy pass: reports its layers, keeps q and k, float32/64
 DECODER = {"trace", "resume", "batch", "rerun", "unembed", "dla", "output_weight", "lens", "cache", "grad", "qk"}
 
 
@@ -56,18 +57,20 @@ def models(tmp_path_factory, tiny_bert_dir, tiny_gpt2_dir):
 
 
 CASES = [  # kind, backend, capabilities it must have, capabilities it must lack
-    ("gpt2", "numpy", DECODER, {"mlm", "stacks", "pairs"}),
-    ("llama", "numpy", DECODER, {"mlm", "stacks", "pairs"}),
-    ("bert", "numpy", {"trace", "resume", "batch", "rerun", "output_weight", "qk", "pairs"},
+    ("gpt2", "numpy", DECODER | NUMPY_PASS, {"mlm", "stacks", "pairs"}),
+    ("llama", "numpy", DECODER | NUMPY_PASS, {"mlm", "stacks", "pairs"}),
+    ("bert", "numpy", {"trace", "resume", "batch", "rerun", "output_weight", "qk", "pairs", *NUMPY_PASS},
      {"unembed", "dla", "mlm", "next_token", "lens", "cache", "stacks", "grad"}),
-    ("bert-mlm", "numpy", {"trace", "resume", "batch", "rerun", "unembed", "mlm", "next_token", "output_weight", "grad"},
+    ("bert-mlm", "numpy", {"trace", "resume", "batch", "rerun", "unembed", "mlm", "next_token", "output_weight", "grad",
+                          *NUMPY_PASS},
      {"dla", "lens", "cache", "stacks"}),
     ("gpt2", "torch", {"trace", "resume", "qk", "next_token", "grad"},
-     {"batch", "rerun", "unembed", "dla", "output_weight", "lens", "cache", "mlm", "stacks"}),
-    ("bert-mlm", "torch", {"trace", "resume", "mlm", "next_token"}, {"rerun", "dla", "unembed", "lens"}),
-    ("builtin", "builtin", {"trace", "resume", "rerun", "unembed", "dla", "output_weight", "lens", "next_token"},
-     {"batch", "mlm", "stacks", "cache"}),
-    ("t5", "torch", {"stacks"}, {"trace", "resume", "batch", "rerun", "unembed", "dla", "qk", "mlm", "next_token"}),
+     {"batch", "rerun", "unembed", "dla", "output_weight", "lens", "cache", "mlm", "stacks", *NUMPY_PASS}),
+    ("bert-mlm", "torch", {"trace", "resume", "mlm", "next_token"}, {"rerun", "dla", "unembed", "lens", *NUMPY_PASS}),
+    ("builtin", "builtin", {"trace", "resume", "rerun", "unembed", "dla", "output_weight", "lens", "next_token",
+                          "progress"}, {"batch", "mlm", "stacks", "cache", "explain", "precision"}),
+    ("t5", "torch", {"stacks"}, {"trace", "resume", "batch", "rerun", "unembed", "dla", "qk", "mlm", "next_token",
+                         *NUMPY_PASS}),
 ]
 
 
@@ -189,3 +192,14 @@ def test_the_cli_and_explore_refuse_dla_on_torch_with_the_same_sentence(models, 
                            env={"COLUMNS": "1000"})
     assert r.exit_code == 2
     assert sentence.replace(f"'{model.name}'", "") in " ".join(r.output.split()).replace(f"'{tiny_gpt2_dir}'", "")
+
+
+@pytest.mark.parametrize("kind, backend", sorted({(kind, backend) for kind, backend, _, _ in CASES}))
+def test_progress_is_had_by_the_trace_that_reports_its_layers(models, kind, backend):
+    """``progress`` (a bar that advances per layer) is had exactly by the models whose trace takes an
+    ``on_layer`` callback: callers read the capability, not the trace's signature."""
+    import inspect
+
+    model = models(kind, backend)
+    takes = has(model, "trace") and "on_layer" in inspect.signature(model.trace).parameters
+    assert has(model, "progress") == takes
