@@ -23,7 +23,6 @@ from attncli.hf import load as load_transformer
 from attncli.hf.chat import render
 from attncli.hf.config_check import check_token_ids, damaged, read_json
 from attncli.hf.families.registry import DECODER_FAMILIES
-from attncli.model.interface import has
 
 GENERATION_CONFIG = "generation_config.json"  # transformers' generate reads its end-of-text ids here first
 DECODER_SECTIONS = ("decoder", "generator", "text_config")  # where transformers looks when config.json's top level names none
