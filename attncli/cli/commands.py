@@ -10,12 +10,15 @@ A new command: register it on ``app`` in its module (``cli/*.py``) and add a row
 ``--help``'s order; tests/cli/test_lazy_commands.py checks that the row's help is the command's own.
 """
 
+import copy
 import importlib
 from difflib import get_close_matches
 from typing import Any, NamedTuple
 
 import typer.main
 from typer.core import TyperCommand, TyperGroup
+
+from attncli import limits
 
 
 class Listed(NamedTuple):
@@ -84,11 +87,38 @@ def prose(doc: str | None) -> str | None:
 
 
 def unwrapped(command: Any) -> Any:
-    """``command`` with its help (and a group's commands' help) as :func:`prose`."""
+    """``command`` with its help (and a group's commands' help) as :func:`prose`, and every
+    integer option held to its range (:func:`bounded`)."""
     command.help = prose(command.help)
+    bounded(command.params)
     for sub in getattr(command, "commands", {}).values():
         unwrapped(sub)
     return command
+
+
+def bounded(params: list) -> None:
+    """Every integer option of ``params`` refuses a value outside ``limits.option_range`` (its own
+    min/max inside attn's ranges: attncli/limits.py), at any magnitude, with one line (exit 2)
+    before Click converts it. Its help is unchanged."""
+    for param in params:
+        kind = param.type
+        if type(kind).__name__ not in ("IntParamType", "IntRange") or getattr(kind, "attn_range", None) is not None:
+            continue
+        name = max(param.opts, key=len)
+        lo, hi = limits.option_range(name, getattr(kind, "min", None), getattr(kind, "max", None))
+        held = copy.copy(kind)
+        held.attn_range = (lo, hi)
+        held.convert = _converter(kind.convert, name, lo, hi)
+        param.type = held
+
+
+def _converter(convert: Any, name: str, lo: int, hi: int) -> Any:
+    def checked(value: Any, param: Any, ctx: Any) -> Any:
+        if value is None or isinstance(value, bool):
+            return convert(value, param, ctx)
+        return limits.whole_number(name, value, lo, hi)
+
+    return checked
 
 
 class LazyGroup(TyperGroup):
@@ -102,6 +132,7 @@ class LazyGroup(TyperGroup):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        bounded(self.params)  # the root's --threads
         for command in self.commands.values():  # those whose modules were imported before (a test's)
             unwrapped(command)
 

@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli import __version__, runtime
+from attncli import __version__, limits, runtime
 from attncli.cli import signals
 from attncli.cli.common import app, escape, print_error
 from attncli.cli.process import run
@@ -40,6 +40,7 @@ def _root(
 ) -> None:
     """attn: see how attention works, from word vectors to attention matrices."""
     runtime.choose_threads(threads)
+    limits.environment_threads()  # OMP_NUM_THREADS=abc is refused before any work, as --threads abc is
 
 
 def _check_arguments() -> None:

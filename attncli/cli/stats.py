@@ -154,19 +154,22 @@ def stats_cmd(
 
 
 @stats_app.command("merge")
-@declared("folders", "json_out", *OUTPUT_OPTIONS, table=OUTPUT)
+@declared("folders", "json_out", "skip_damaged", *OUTPUT_OPTIONS, table=OUTPUT)
 def merge_cmd(
     folders: Annotated[list[Path], typer.Argument(help="Folders written by 'attn stats --out' (or shard files).",
                                                   show_default=False)],
     *,
     json_out: Annotated[bool, typer.Option("--json", help="Print the merged statistics as JSON.")] = False,
+    skip_damaged: Annotated[bool, typer.Option("--skip-damaged", help="Merge the other shards when one is damaged "
+                                               "(named on stderr, counted in the JSON) instead of failing.")] = False,
     **options: Any,
 ) -> None:
     """Merge the shards of several runs or machines exactly (sums and counts, never means of means).
 
     Shards of another model, attn version, definitions version or settings are refused (exit 2);
-    a damaged shard is named and skipped. JSON keys: those of 'attn stats', and skipped.
+    a damaged shard stops the merge (exit 1, the shard named) unless --skip-damaged. JSON keys:
+    those of 'attn stats', skipped and damaged_skipped.
     """
-    request = MergeRequest(tuple(folders))
+    request = MergeRequest(tuple(folders), skip_damaged=skip_damaged)
     exports = _output(request, json_out, options)
     _show(compute_merge(request), json_out, exports, options["explore"])

@@ -225,6 +225,7 @@ def compute_pairs(run: PairsRun, model: Any = None, *, stage: Optional[Stage] = 
                           ran=outcome.ran, circuit=circuit)
 
 
-def merge_pairs(folders: list[Path]) -> MergedPairs:
-    """The shards of several --pairs runs (folders or files) added up exactly."""
-    return merge_pair_shards(folders)
+def merge_pairs(folders: list[Path], *, skip_damaged: bool = False) -> MergedPairs:
+    """The shards of several --pairs runs (folders or files) added up exactly; a damaged one stops
+    the merge (RuntimeFailure naming it) unless ``skip_damaged`` (then ``.damaged`` counts it)."""
+    return merge_pair_shards(folders, skip_damaged=skip_damaged)

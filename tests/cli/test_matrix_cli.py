@@ -265,7 +265,7 @@ BAD = [
     ([], "give a sentence"),
     ([SENTENCE, "--rows", "5:2"], "--rows"),
     ([SENTENCE, "--cols", "5:9"], "--cols starts at 5"),
-    ([SENTENCE, "--rows", "99999999999999999999:"], "--rows starts at 99999999999999999999"),
+    ([SENTENCE, "--rows", "99999999999999999999:"], "--rows must be a whole number from"),
     ([SENTENCE, "--max-relative", "0", "--variant", "relative"], "--max-relative"),
     ([SENTENCE, "--max-relative", "1000000000", "--variant", "relative"], "--max-relative"),
     ([SENTENCE, "--variant", "multihead", "--heads", "0"], "--heads must be"),

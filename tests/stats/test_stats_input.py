@@ -59,7 +59,7 @@ def test_a_shard_of_another_attn_version_is_refused(tiny_gpt2_dir, tmp_path):
     assert said(r, "written by attn 0.0.1")
 
 
-def test_a_damaged_shard_is_named_and_skipped(tiny_gpt2_dir, tmp_path):
+def test_a_damaged_shard_is_named_and_skipped_when_asked(tiny_gpt2_dir, tmp_path):
     corpus = write_corpus(tmp_path / "c.txt", 10)
     out, first = tmp_path / "out", tmp_path / "first"
     cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--out", out, "--shard-texts", 5])
@@ -68,12 +68,15 @@ def test_a_damaged_shard_is_named_and_skipped(tiny_gpt2_dir, tmp_path):
     damaged = out / "shard-000000000005-000000000010.json"
     text = damaged.read_text()
     damaged.write_text(text.replace('"texts": 5', '"texts": 6'))  # valid JSON, one number changed
-    r = cli(["stats", "merge", out])
+    r = cli(["stats", "merge", out], code=1)
+    assert said(r, damaged.name) and said(r, "checksum") and said(r, "--skip-damaged")
+    r = cli(["stats", "merge", out, "--skip-damaged"])
     assert said(r, damaged.name) and said(r, "checksum")
-    doc = cli(["stats", "merge", out, "--json"])
+    doc = cli(["stats", "merge", out, "--json", "--skip-damaged"])
     assert_docs_equal(doc, cli(["stats", "merge", first, "--json"]))
+    assert doc["damaged_skipped"] == 1
     damaged.write_text(text[: len(text) // 2])  # cut short
-    r = cli(["stats", "merge", out])
+    r = cli(["stats", "merge", out], code=1)
     assert said(r, damaged.name) and said(r, "not JSON")
     # a resume computes a damaged shard again
     doc = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--out", out, "--shard-texts", 5, "--json"])
