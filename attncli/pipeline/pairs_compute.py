@@ -113,13 +113,12 @@ def identity(model: Any, job: PairsJob, tokens: Optional[int], contrast: bool) -
 
 
 def _pair_of(key: str) -> Pair:
-    line, clean, corrupt, target, contrast = json.loads(key)
-    return Pair(line, clean, corrupt, target, contrast)
+    return Pair(*json.loads(key))
 
 
 def _key(pair: Pair) -> str:
-    """A pair as the runner's text: its line and its four strings (what a shard's digest covers)."""
-    return json.dumps([pair.line, pair.clean, pair.corrupt, pair.target, pair.contrast], ensure_ascii=False)
+    """A pair as the runner's text: its line, its four strings and any token ids (what a shard's digest covers)."""
+    return json.dumps([pair.line, pair.clean, pair.corrupt, pair.target, pair.contrast, *pair.ids()], ensure_ascii=False)
 
 
 class PairsWork:
@@ -159,7 +158,7 @@ def run_pairs(model: Any, pairs: list[Pair], run: PairsRun, *, on_shard: Optiona
     runs a corpus: a shard per chunk in ``run.out``, the ones already there read instead."""
     job = run.job
     tokens = check_pairs(model, pairs, job)
-    ident = identity(model, job, tokens, pairs[0].contrast is not None)
+    ident = identity(model, job, tokens, pairs[0].has_contrast)
     out = None if run.out is None else Path(run.out)
     existing = existing_shards(out, ident, read=read_pairs_shard, version=PAIRS_VERSION) if out is not None else {}
     plan = Plan()

@@ -181,3 +181,13 @@ def test_a_corpus_that_is_not_a_regular_file_is_refused_before_it_is_read(tiny_g
     linked = tmp_path / "linked.txt"
     linked.symlink_to(write_corpus(tmp_path / "c.txt", 4))
     assert cli(["stats", linked, "--transformer", tiny_gpt2_dir, "--json"])["texts"] == 4
+
+
+@pytest.mark.parametrize("suffix,body", [(".txt", "first text\nsecond\n"),
+                                         (".jsonl", '{"text": "first text"}\n{"text": "second"}\n')])
+def test_a_byte_order_mark_at_the_start_of_a_corpus_is_dropped(tmp_path, suffix, body):
+    from attncli.stats.corpus import texts
+
+    path = tmp_path / f"c{suffix}"
+    path.write_bytes(b"\xef\xbb\xbf" + body.encode("utf-8"))
+    assert list(texts(str(path))) == ["first text", "second"]
