@@ -11,6 +11,7 @@ from typing import Annotated, Any, Optional
 import typer
 from typer.core import TyperGroup
 
+from attncli import extras
 from attncli.cli.common import RefusesEmptyPaths, app, err_console, escape, info, resumable, warn
 from attncli.cli.matrix import Exports, _check_exports
 from attncli.cli.options import BackendOpt, ExportWidthOpt, HtmlOpt, PngOpt, SvgOpt, declared
@@ -86,7 +87,7 @@ def _output(request: Any, json_out: bool, options: dict[str, Any]) -> Exports:
         import importlib.util
 
         if importlib.util.find_spec("textual") is None:
-            raise BadInput('--explore needs the "explore" extra (Textual): pip install "attncli[explore]"')
+            raise BadInput(extras.needs("--explore (Textual)", "explore"))
     return exports
 
 

@@ -1,6 +1,6 @@
 """--help and error messages at 80 columns, as a newcomer's terminal shows them: no option name cut
 ("--allow-missing-weigh…"), help text that wraps to the terminal instead of keeping a docstring's
-line breaks (ragged lines), and a command to paste ("pip install 'attncli[pretrained]'") never
+line breaks (ragged lines), and a command to paste ("pip install -e '.[pretrained]'") never
 broken across two lines."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import typer.main
 from attncli.cli import common as cli_app
 from attncli.cli.commands import COMMANDS as LISTED
 from attncli.cli.main import app
-from attncli.hf.source import INSTALL_PRETRAINED, INSTALL_TRANSFORMERS
+from attncli.hf.source import install_pretrained, install_transformers
 
 COMMANDS = list(LISTED)  # every command, by the name the lazy group lists (and loads) it under
 # a group's commands by their full words (attn stats run, attn stats merge)
@@ -60,7 +60,7 @@ def test_help_text_wraps_to_the_terminal_not_at_the_docstrings_breaks(command):
 
 
 @pytest.mark.parametrize("columns", [40, 50, 60, 70, 80, 100, 120])
-@pytest.mark.parametrize("command", [INSTALL_PRETRAINED, INSTALL_TRANSFORMERS])
+@pytest.mark.parametrize("command", [install_pretrained(), install_transformers()])
 def test_an_error_never_breaks_a_command_to_paste(monkeypatch, capsys, columns, command):
     monkeypatch.setenv("COLUMNS", str(columns))
     cli_app._consoles.clear()
