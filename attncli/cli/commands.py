@@ -136,6 +136,37 @@ class LazyGroup(TyperGroup):
         for command in self.commands.values():  # those whose modules were imported before (a test's)
             unwrapped(command)
 
+    def parse_args(self, ctx: Any, args: list[str]) -> Any:
+        """The root's options may follow the command (``attn matrix TEXT --threads 2``): moved before it,
+        unless the command has an option of that name itself (``attn train-attention --threads``)."""
+        if ctx.parent is None:
+            args = self._root_options_first(ctx, list(args))
+        return super().parse_args(ctx, args)
+
+    def _root_options_first(self, ctx: Any, args: list[str]) -> list[str]:
+        valued = {opt for p in self.params if p.param_type_name == "option" and not p.is_flag for opt in p.opts}
+        at = 0
+        while at < len(args) and args[at].startswith("-") and args[at] != "--":  # the root's own, before the command
+            at += 2 if args[at] in valued else 1
+        if at >= len(args) or args[at] not in COMMANDS:
+            return args
+        command = self.get_command(ctx, args[at])
+        own = {opt for c in (command, *getattr(command, "commands", {}).values()) for p in c.params for opt in p.opts}
+        before, after, i = args[:at], [], at
+        while i < len(args):
+            name = args[i].split("=", 1)[0]
+            if args[i] == "--":
+                after += args[i:]
+                break
+            if name in valued and name not in own:
+                width = 1 if "=" in args[i] else 2
+                before += args[i:i + width]
+                i += width
+                continue
+            after.append(args[i])
+            i += 1
+        return before + after
+
     def list_commands(self, ctx: Any) -> list[str]:
         return list(COMMANDS) + [name for name in super().list_commands(ctx) if name not in COMMANDS]
 

@@ -35,7 +35,7 @@ def _root(
         Optional[int],
         typer.Option("--threads", min=1, help="BLAS threads for every forward pass (default: one for a short "
                      "input, the machine's free cores for long inputs and batches; OMP_NUM_THREADS and "
-                     "OPENBLAS_NUM_THREADS also set it)."),
+                     "OPENBLAS_NUM_THREADS also set it). Before or after the command."),
     ] = None,
 ) -> None:
     """attn: see how attention works, from word vectors to attention matrices."""

@@ -115,3 +115,28 @@ def test_the_rule_reads_no_more_digits_than_the_range_holds():
     for bad in ("1.5", "1e3", "0x10", "", True, 2.0):
         with pytest.raises(limits.BadInput):
             limits.whole_number("--x", bad, 1, 10)
+
+
+@pytest.mark.parametrize("args", [["matrix", "the cat", "--threads", "3"], ["matrix", "--threads=3", "the cat"],
+                                  ["stats", "no-such-corpus.txt", "--threads", "3"], ["--threads", "3", "matrix", "x"]])
+def test_the_root_s_threads_is_taken_after_the_command_too(args, monkeypatch):
+    from attncli import runtime
+
+    monkeypatch.setattr(runtime, "threads", None)
+    cli_common._consoles.clear()
+    result = CliRunner().invoke(app, args)
+    assert runtime.threads == 3 and "No such option" not in result.output, result.output
+    assert result.exit_code == (2 if args[0] == "stats" else 0), result.output  # stats: its own refusal, later
+
+
+def test_a_command_s_own_threads_stays_its_own(monkeypatch):
+    """attn train-attention has --threads of its own (torch's threads): not moved to the root."""
+    from attncli import runtime
+
+    monkeypatch.setattr(runtime, "threads", None)
+    cli_common._consoles.clear()
+    result = CliRunner().invoke(app, ["train-attention", "--threads", "0"])
+    assert result.exit_code == 2 and runtime.threads is None
+    assert "--threads must be a whole number from 1 to 1,024, not 0" in " ".join(result.stderr.split())
+    result = CliRunner().invoke(app, ["matrix", "--", "--threads"])  # after --, it is the text
+    assert result.exit_code == 0 and runtime.threads is None and "threads" in result.stdout
