@@ -447,3 +447,8 @@ def test_short_model_flag_and_empty_model_name(tiny):
     assert run("matrix", SENTENCE, "-m", "tiny").exit_code == 0
     empty = run("matrix", SENTENCE, "--model", "")
     assert empty.exit_code == 2 and "invalid model name ''" in empty.stderr
+
+
+def test_the_variants_table_s_title_carries_no_trailing_spaces():
+    out = CliRunner().invoke(app, ["variants"], env={"COLUMNS": "120"}).stdout
+    assert out.splitlines()[0] == "attention variants (attn matrix --variant NAME)"
