@@ -86,14 +86,39 @@ def prose(doc: str | None) -> str | None:
     return "\n\n".join(" ".join(line.strip() for line in p.splitlines() if line.strip()) for p in paragraphs)
 
 
+# the commands that refuse to run without --transformer (option_conflicts' rows of paths gradients, qk
+# and stats that refuse "no --transformer" alone): --help marks it required
+MODEL_REQUIRED = ("attribute", "circuit", "qk", "run")
+
+
 def unwrapped(command: Any) -> Any:
     """``command`` with its help (and a group's commands' help) as :func:`prose`, and every
     integer option held to its range (:func:`bounded`)."""
     command.help = prose(command.help)
     bounded(command.params)
+    if command.name in MODEL_REQUIRED:
+        required_in_help(command, "transformer")
     for sub in getattr(command, "commands", {}).values():
         unwrapped(sub)
     return command
+
+
+def required_in_help(command: Any, name: str) -> None:
+    """``--help`` marks option ``name`` of ``command`` required. Only the help: a run without it is
+    refused by the command's own check, whose message says what to give (Click's would only name it)."""
+    show = command.format_help
+
+    def format_help(ctx: Any, formatter: Any) -> None:
+        params = [p for p in command.params if p.name == name and not p.required]
+        for p in params:
+            p.required = True
+        try:
+            show(ctx, formatter)
+        finally:
+            for p in params:
+                p.required = False
+
+    command.format_help = format_help
 
 
 def bounded(params: list) -> None:

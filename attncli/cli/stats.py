@@ -24,10 +24,11 @@ from attncli.stats.stats_request import MergeRequest, StatsRequest
 
 
 class _StatsGroup(RefusesEmptyPaths, TyperGroup):
-    """A group with a default: arguments that do not start with a command name go to ``run``."""
+    """A group with a default: arguments that do not start with a command name go to ``run``;
+    ``attn stats --help`` alone is the group's own help (``Usage: attn stats ...``, run and merge)."""
 
     def parse_args(self, ctx, args):
-        if not args or args[0] not in self.commands:
+        if not args or (args[0] not in self.commands and args[0] not in ctx.help_option_names):
             args = ["run", *args]
         return super().parse_args(ctx, args)
 

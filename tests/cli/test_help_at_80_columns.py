@@ -71,3 +71,23 @@ def test_an_error_never_breaks_a_command_to_paste(monkeypatch, capsys, columns, 
     for pasteable in re.findall(r"pip install [^()]*?(?=\s*\(|\)|$)", command):
         if len(pasteable) <= columns:
             assert any(pasteable in line for line in err.splitlines()), (columns, pasteable, err)
+
+
+@pytest.mark.parametrize("command,required", [(["attribute"], True), (["circuit"], True), (["qk"], True),
+                                              (["stats", "run"], True), (["matrix"], False), (["ablate"], False),
+                                              (["lens"], False)])
+def test_transformer_is_marked_required_where_a_run_needs_it(command, required, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")
+    cli_app._consoles.clear()
+    from typer.testing import CliRunner
+
+    from attncli.cli.main import app
+
+    out = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "120"}).stdout
+    block = next(line for line in out.splitlines() if re.match(r"│ (\*  )?--transformer ", line))
+    rest = out.split(block, 1)[1].split("│ --", 1)[0]  # the option's own lines, up to the next option
+    marked = block.startswith("│ *") or "[required]" in rest
+    assert marked == required, (command, block, rest)
+    if required:  # only the help: the run without it keeps the command's own message (exit 2)
+        r = CliRunner().invoke(app, [*command, "a b", "a c"][:len(command) + (1 if command[-1] in ("qk", "run") else 2)])
+        assert r.exit_code == 2 and "--transformer" in r.stderr and "Missing option" not in r.output

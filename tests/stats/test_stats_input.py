@@ -191,3 +191,14 @@ def test_a_byte_order_mark_at_the_start_of_a_corpus_is_dropped(tmp_path, suffix,
     path = tmp_path / f"c{suffix}"
     path.write_bytes(b"\xef\xbb\xbf" + body.encode("utf-8"))
     assert list(texts(str(path))) == ["first text", "second"]
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_attn_stats_help_is_the_group_s_own(flag):
+    """`attn stats --help` once printed `Usage: attn stats run ...`: the group's help lists run and merge."""
+    r = cli(["stats", flag])
+    usage = next(line.strip() for line in r.stdout.splitlines() if "Usage:" in line)
+    assert usage.startswith("Usage: attn stats [OPTIONS] COMMAND"), usage
+    assert "│ run " in r.stdout and "│ merge " in r.stdout
+    r = cli(["stats", "corpus.txt", flag])  # after a corpus: attn stats run's help, as it runs
+    assert "Usage: attn stats run" in r.stdout
