@@ -30,8 +30,6 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"
 # an option's range where the default [-MACHINE_INT, MACHINE_INT] is not it (its own check may be narrower)
 RANGES: dict[str, tuple[int, int]] = {
     "--threads": (1, MAX_THREADS),
-    "--workers": (1, MAX_THREADS),
-    "--port": (0, 65535),
     "--seed": (-MACHINE_INT, 2**32 - 1),  # NumPy's and gensim's seeds take 32 bits
     "--max-tokens": (-MACHINE_INT, 2**53),  # a corpus's token count may pass a C int; a float64 holds it exactly
     "--max-texts": (-MACHINE_INT, 2**53),
