@@ -156,12 +156,12 @@ def test_torch_backend_checks_the_attentions_came_back(tiny_bert_dir):
 def test_missing_packages_say_what_to_install(tiny_bert_dir, monkeypatch):
     real = source.missing
     monkeypatch.setattr(source, "missing", lambda *m: [x for x in m if x in ("tokenizers", "safetensors")])
-    with pytest.raises(BadInput, match=r"pip install 'attncli\[pretrained\]'"):
+    with pytest.raises(BadInput, match=r"pip install -e '\.\[pretrained\]'"):
         load(str(tiny_bert_dir), backend="numpy")
     monkeypatch.setattr(source, "missing", lambda *m: list(m))
-    with pytest.raises(BadInput, match=r"pip install 'attncli\[pretrained\]'"):
+    with pytest.raises(BadInput, match=r"pip install -e '\.\[pretrained\]'"):
         load(str(tiny_bert_dir))
-    with pytest.raises(BadInput, match=r"pip install 'attncli\[transformers\]'.*torch's CPU build"):
+    with pytest.raises(BadInput, match=r"pip install -e '\.\[transformers\]'.*torch's CPU build"):
         load(str(tiny_bert_dir), backend="torch")
     monkeypatch.setattr(source, "missing", lambda *m: [x for x in m if x in ("torch", "transformers")])
     assert load(str(tiny_bert_dir)).backend == "numpy"
