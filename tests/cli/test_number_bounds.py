@@ -90,9 +90,27 @@ def test_threads_past_the_c_int_never_reach_threadpoolctl():
 @pytest.mark.parametrize("value", ["100000000000000000000", "9223372036854775808", "0", "-3", "1025", "abc", "4,2",
                                    "9" * 5000], ids=lambda v: v if len(v) < 30 else f"{len(v)} digits")
 def test_every_thread_variable_refuses_a_value_outside_its_range(name, value):
+    if name in limits.NESTED and value == "4,2":
+        pytest.skip("OpenMP's nested list: taken (test_openmp_s_nested_list_gives_its_first_number)")
     cli_common._consoles.clear()
     result = CliRunner().invoke(app, ["matrix", "x"], env={name: value})
     refused(result, f"the environment variable {name}")
+
+
+@pytest.mark.parametrize("value", ["4,0", "4,abc", "4,100000000000000000000", ",4", "4,"])
+def test_openmp_s_nested_list_holds_each_number_to_the_range(value):
+    cli_common._consoles.clear()
+    refused(CliRunner().invoke(app, ["matrix", "x"], env={"OMP_NUM_THREADS": value}),
+            "the environment variable OMP_NUM_THREADS")
+
+
+def test_openmp_s_nested_list_gives_its_first_number(monkeypatch):
+    """OMP_NUM_THREADS=4,2 is OpenMP's: 4 threads at the outer level, 2 in each nested region."""
+    for other in limits.THREAD_VARIABLES:
+        monkeypatch.delenv(other, raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "4,2")
+    assert limits.environment_threads() == 4
+    assert CliRunner().invoke(app, ["matrix", "x"], env={"OMP_NUM_THREADS": "3,1"}).exit_code == 0
 
 
 @pytest.mark.parametrize("name", limits.THREAD_VARIABLES)
