@@ -187,3 +187,19 @@ def test_minilm_wordpiece_tokens_are_their_own_text(minilm_dir):
     assert doc["token_texts"] == doc["tokens"]  # WordPiece: a piece is its text, ## marks a continuation
     rare = json.loads(matrix(minilm_dir, "attentional", "--json").stdout)
     assert any(t.startswith("##") for t in rare["tokens"]) and rare["token_texts"] == rare["tokens"]
+
+
+def test_compare_and_explain_draw_the_texts(byte_llama):
+    other = "When John and Mary went to the store"
+    result = run("compare", TEXT, other, "--transformer", str(byte_llama), "--layer", "1", "--head", "0")
+    assert result.exit_code == 0, result.output
+    assert "Ġ" not in result.stdout and "␣" in result.stdout
+    doc = json.loads(run("compare", TEXT, other, "--transformer", str(byte_llama), "--layer", "1", "--json").stdout)
+    for side, text in (("a", TEXT), ("b", other)):
+        assert doc[side]["tokens"] == pieces(byte_llama, text)  # the old keys, unchanged
+        assert "".join(doc[side]["token_texts"][1:]) == text and doc[side]["key_token_texts"] == doc[side]["token_texts"]
+    explained = matrix(byte_llama, TEXT, "--explain", "2", "1")
+    texts = json.loads(matrix(byte_llama, TEXT, "--json").stdout)["token_texts"]
+    assert f"query '{token_label(texts[2])}' -> key '{token_label(texts[1])}'" in explained.stdout
+    cell = json.loads(matrix(byte_llama, TEXT, "--explain", "2", "1", "--json").stdout)["explanation"]
+    assert cell["query"]["token"] == pieces(byte_llama, TEXT)[2] and cell["query"]["text"] == texts[2]
