@@ -198,8 +198,9 @@ def test_compare_and_explain_draw_the_texts(byte_llama):
     for side, text in (("a", TEXT), ("b", other)):
         assert doc[side]["tokens"] == pieces(byte_llama, text)  # the old keys, unchanged
         assert "".join(doc[side]["token_texts"][1:]) == text and doc[side]["key_token_texts"] == doc[side]["token_texts"]
-    explained = matrix(byte_llama, TEXT, "--explain", "2", "1")
-    texts = json.loads(matrix(byte_llama, TEXT, "--json").stdout)["token_texts"]
-    assert f"query '{token_label(texts[2])}' -> key '{token_label(texts[1])}'" in explained.stdout
-    cell = json.loads(matrix(byte_llama, TEXT, "--explain", "2", "1", "--json").stdout)["explanation"]
-    assert cell["query"]["token"] == pieces(byte_llama, TEXT)[2] and cell["query"]["text"] == texts[2]
+    texts, raw = json.loads(matrix(byte_llama, TEXT, "--json").stdout)["token_texts"], pieces(byte_llama, TEXT)
+    i = next(t for t, text in enumerate(texts) if text.startswith(" "))  # a query whose piece is not its text
+    explained = matrix(byte_llama, TEXT, "--explain", str(i), "1")
+    assert f"query '{token_label(texts[i])}' -> key '{token_label(texts[1])}'" in explained.stdout
+    cell = json.loads(matrix(byte_llama, TEXT, "--explain", str(i), "1", "--json").stdout)["explanation"]
+    assert cell["query"]["token"] == raw[i] != texts[i] == cell["query"]["text"]
