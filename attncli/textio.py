@@ -175,6 +175,14 @@ EMPTY_TOKEN = "\u2205"  # a token whose text is empty: '∅'
 MAX_TOKEN_LABEL = 40  # characters of a token's text a view shows; the JSON keeps all of it
 
 
+def texts_of(enc) -> list[str]:
+    """Each token's text of an input (``hf.encoding.Encoding.texts``: " John" for "ĠJohn"), its
+    tokens where it has none (the built-in LM's words, a slow tokenizer's pieces): what a view
+    draws through :func:`token_label`."""
+    texts = getattr(enc, "texts", None)
+    return list(texts) if texts is not None else list(enc.tokens)
+
+
 def _invisible(c: str) -> bool:
     import unicodedata
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from attncli.errors import BadInput
 from attncli.attention import checkpoint_views as pv
-from attncli.attention.words import texts_of
+from attncli.textio import texts_of
 
 ALIGNS = ("same", "position")
 

@@ -40,13 +40,6 @@ def word_groups(word_ids: Sequence[Optional[int]], segments: Sequence[Optional[s
     return groups
 
 
-def texts_of(enc) -> list[str]:
-    """Each token's text of an input (``hf.encoding.Encoding.texts``: " John" for "ĠJohn"); its
-    tokens where it has none (the built-in LM's words, a slow tokenizer's pieces)."""
-    texts = getattr(enc, "texts", None)
-    return list(texts) if texts is not None else list(enc.tokens)
-
-
 def word_label(pieces: Sequence[str]) -> str:
     """The text of a word from its pieces: WordPiece's '##' continuation marks and byte-level BPE's
     'Ġ' (a space before the piece) or SentencePiece's '▁' dropped, the pieces joined."""

@@ -20,7 +20,7 @@ from attncli.attention import value_norms
 from attncli.attention.flow import check_tokens
 from attncli.attention.model_view import head_classes, layer_range
 from attncli.attention.view_rows import start_end
-from attncli.attention.words import texts_of
+from attncli.textio import texts_of
 from attncli.attention.contribution_views import formula
 from attncli.errors import BadInput
 from attncli.hf.contributions import check as check_contribution, rolled_out

@@ -24,7 +24,7 @@ from attncli.attention import checkpoint_views as pv
 from attncli.attention.heads import ScoredInput, classify
 from attncli.attention.model_view import head_classes, model_view_document
 from attncli.attention.value_norms import explain_norm
-from attncli.attention.words import texts_of
+from attncli.textio import texts_of
 from attncli.errors import BadInput
 from attncli.export_target import write_export
 from attncli.option_conflicts import CONTRIBUTIONS

@@ -15,7 +15,8 @@ from typing import Any, Optional
 import numpy as np
 
 from attncli.textio import token_label, visible
-from attncli.attention.words import hide_special as hide_fn, texts_of
+from attncli.attention.words import hide_special as hide_fn
+from attncli.textio import texts_of
 from attncli.attention.model_view import head_classes
 from attncli.views.checkpoint_heatmaps import pair_note
 from attncli.views.render import palette

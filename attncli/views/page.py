@@ -23,7 +23,7 @@ from typing import Any, Optional
 from attncli.attention import checkpoint_views as pv
 from attncli.attention.contribution_views import formula, rollouts
 from attncli.attention.value_norms import head_norms, summed_norms
-from attncli.attention.words import texts_of
+from attncli.textio import texts_of
 from attncli.option_conflicts import CONTRIBUTIONS
 from attncli.errors import BadInput
 from attncli.textio import token_label, visible
