@@ -204,3 +204,18 @@ def test_compare_and_explain_draw_the_texts(byte_llama):
     assert f"query '{token_label(texts[i])}' -> key '{token_label(texts[1])}'" in explained.stdout
     cell = json.loads(matrix(byte_llama, TEXT, "--explain", str(i), "1", "--json").stdout)["explanation"]
     assert cell["query"]["token"] == raw[i] != texts[i] == cell["query"]["text"]
+
+
+def test_lens_and_generate_draw_the_texts_with_their_space(sp_llama):
+    """SentencePiece's first ▁When keeps its space on every surface (decoding it alone drops it)."""
+    lens = run("lens", "When Mary and John", "--transformer", str(sp_llama), "--json")
+    assert lens.exit_code == 0, lens.output
+    doc = json.loads(lens.stdout)
+    assert doc["token_texts"] == ["<s>", " When", " Mary", " and", " John"]
+    assert doc["tokens"][1] == "When"  # the old label, unchanged
+    assert all("text" in c for layer in doc["lens"] for row in layer for c in row)  # beside each cell's label
+    table = run("lens", "When Mary and John", "--transformer", str(sp_llama)).stdout
+    assert "1 ␣When" in table and "4 ␣John" in table and "▁" not in table
+    shown = run("generate", "When Mary and John", "--transformer", str(sp_llama), "-n", "1", "--greedy")
+    assert shown.exit_code == 0, shown.output
+    assert "␣John attends to:" in shown.stdout and "▁" not in shown.stdout
