@@ -219,3 +219,12 @@ def test_lens_and_generate_draw_the_texts_with_their_space(sp_llama):
     shown = run("generate", "When Mary and John", "--transformer", str(sp_llama), "-n", "1", "--greedy")
     assert shown.exit_code == 0, shown.output
     assert "␣John attends to:" in shown.stdout and "▁" not in shown.stdout
+
+
+def test_qk_names_its_query_and_key_by_their_text(sp_llama):
+    result = run("qk", "When Mary and John", "--transformer", str(sp_llama), "--layer", "1", "--head", "0")
+    assert result.exit_code == 0, result.output
+    assert "score of query 4 '␣John' -> key 4 '␣John'" in result.stdout
+    doc = json.loads(run("qk", "When Mary and John", "--transformer", str(sp_llama), "--layer", "1", "--head", "0",
+                         "--json").stdout)
+    assert doc["query"] == {"position": 4, "token": "▁John", "text": " John"}
