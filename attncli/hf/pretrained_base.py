@@ -161,7 +161,8 @@ class Pretrained:
     @cached_property
     def decoder_steps(self) -> list[dict[str, Any]]:
         """The tokenizer's decoder, step by step (attncli.hf.token_text): each token's text comes from it."""
-        return decoder_steps(getattr(self, "tokenizer", None))
+        with tokenizer_errors(self.name, "describe its decoder"):
+            return decoder_steps(getattr(self, "tokenizer", None))
 
     @cached_property
     def embed_limit(self) -> int:

@@ -93,10 +93,7 @@ def token_text(piece: str, steps: Sequence[dict[str, Any]]) -> str:
             if isinstance(pattern.get("String"), str) and pattern["String"]:
                 text = text.replace(pattern["String"], content)
             elif isinstance(pattern.get("Regex"), str):
-                try:
-                    text = re.sub(pattern["Regex"], content.replace("\\", "\\\\"), text)
-                except re.error:
-                    pass  # a pattern Python's re does not read: the token as it is
+                text = _regex_replace(pattern["Regex"], content, text)
         elif kind == "Metaspace":
             text = text.replace(str(step.get("replacement") or "▁"), " ")
         elif kind == "BPEDecoder":
@@ -104,6 +101,20 @@ def token_text(piece: str, steps: Sequence[dict[str, Any]]) -> str:
             if suffix:
                 text = text.replace(suffix, " ")
     return text
+
+
+def _regex_replace(pattern: str, content: str, text: str) -> str:
+    """The library's own Replace on a regex pattern (Oniguruma, as the tokenizer reads it, with its
+    bound on backtracking; Python's re has none, and a stranger's pattern could run for ever). A
+    pattern it cannot read or run leaves the token as it is: this is a label, not the model's input."""
+    try:
+        from tokenizers import Regex, decoders
+
+        return decoders.Replace(Regex(pattern), content).decode([text])
+    except (KeyboardInterrupt, SystemExit, MemoryError):
+        raise
+    except BaseException:  # noqa: BLE001 - a Rust panic (the backtracking bound) is a BaseException
+        return text
 
 
 def token_texts(pieces: Sequence[str], special: Sequence[bool], steps: Sequence[dict[str, Any]]) -> list[str]:

@@ -131,3 +131,17 @@ def test_token_labels_are_bounded():
     huge = "x" * 100_000
     assert token_label(huge) == "x" * MAX_TOKEN_LABEL + "…"
     assert len(token_label("\x1b" * 100_000)) <= 4 * MAX_TOKEN_LABEL + 1  # escapes of the kept part only
+
+
+def test_a_regex_replace_is_the_librarys_and_a_runaway_pattern_leaves_the_token():
+    from tokenizers import Regex
+
+    tok = Tokenizer(models.WordLevel({"<unk>": 0, "a_b": 1}, unk_token="<unk>"))
+    tok.decoder = decoders.Replace(Regex("_+"), " ")
+    assert token_texts(["a__b"], [False], decoder_steps(tok)) == ["a b"] == [tok.decoder.decode(["a__b"])]
+    # a stranger's pattern that backtracks without end: Python's re would never return; the
+    # library's bound stops it and the token is shown as it is
+    tok.decoder = decoders.Replace(Regex("(a+)+$"), "x")
+    hostile = "a" * 40 + "b"
+    assert token_texts([hostile, "aaa"], [False, False], decoder_steps(tok)) == [hostile, "x"]
+
