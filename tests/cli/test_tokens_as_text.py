@@ -228,3 +228,11 @@ def test_qk_names_its_query_and_key_by_their_text(sp_llama):
     doc = json.loads(run("qk", "When Mary and John", "--transformer", str(sp_llama), "--layer", "1", "--head", "0",
                          "--json").stdout)
     assert doc["query"] == {"position": 4, "token": "▁John", "text": " John"}
+
+
+def test_tiny_bert_wordpiece_pieces_are_drawn_as_they_are(tiny_bert_dir):
+    """WordPiece's ## already marks a continuation: its tokens are their own text, drawn unchanged."""
+    doc = json.loads(matrix(tiny_bert_dir, "time flies", "--json").stdout)
+    assert "##ies" in doc["tokens"] and doc["token_texts"] == doc["tokens"]
+    table = matrix(tiny_bert_dir, "time flies").stdout
+    assert f"{doc['tokens'].index('##ies')} ##ies" in table and "␣" not in table
