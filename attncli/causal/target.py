@@ -17,7 +17,6 @@ import numpy as np
 
 from attncli.numeric import logsumexp, softmax
 from attncli.errors import BadInput
-from attncli.hf.token_text import token_texts
 from attncli.textio import token_label, visible
 from attncli.model.interface import require
 
@@ -134,7 +133,6 @@ def resolve(model: Any, ids: list[int], *, target: str | None, target_id: int | 
         if other == token:
             raise BadInput("--contrast is the target itself: the logit difference would be 0")
     label = lambda i: model.token_strings([i])[0]  # noqa: E731
-    steps, specials = getattr(model, "decoder_steps", None) or [], getattr(model, "special_ids", None) or ()
-    text = lambda i: token_texts([label(i)], [i in specials], steps)[0]  # noqa: E731 - " an" for "Ġan"
+    text = lambda i: model.token_texts([i])[0]  # noqa: E731 - " an" for "Ġan"
     return Target(position, token, label(token), other, None if other is None else label(other),
                   text(token), None if other is None else text(other))

@@ -28,7 +28,6 @@ from attncli.model.interface import has
 GENERATION_CONFIG = "generation_config.json"  # transformers' generate reads its end-of-text ids here first
 DECODER_SECTIONS = ("decoder", "generator", "text_config")  # where transformers looks when config.json's top level names none
 from attncli.hf.encoding import tokenizer_errors
-from attncli.hf.token_text import token_texts
 
 
 def shown(piece: str) -> str:
@@ -83,8 +82,7 @@ class PretrainedLM:
         on every family, where decoding it alone drops SentencePiece's), bytes that are not a whole
         character alone as <0xE2>."""
         if i not in self._text_cache:
-            piece = self.model.token_strings([i])[0]
-            self._text_cache[i] = token_texts([piece], [i in self.model.special_ids], self.model.decoder_steps)[0]
+            self._text_cache[i] = self.model.token_texts([i])[0]
         return self._text_cache[i]
 
     def text(self, tokens: list[str], ids: list[int | None]) -> str:

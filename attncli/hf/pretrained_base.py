@@ -18,7 +18,7 @@ from attncli.textio import visible
 from attncli.hf import config_defaults
 from attncli.hf.config_check import read_optional_json
 from attncli.hf.encoding import Encoding, check_text, from_tokenizers, tokenizer_errors, too_long
-from attncli.hf.token_text import decoder_steps
+from attncli.hf.token_text import decoder_steps, token_texts
 from attncli.hf.backward import DecoderTape
 from attncli.hf.backward_encoder import EncoderTape
 from attncli.model.interface import refusal, require
@@ -157,6 +157,11 @@ class Pretrained:
         if len(enc.ids) == 0:
             raise BadInput("the text gives no tokens: give the model something to read")
         return from_tokenizers(enc, texts, use_type_ids=self.use_type_ids, truncated=truncated, decoder=self.decoder_steps)
+
+    def token_texts(self, ids: Sequence[int]) -> list[str]:
+        """Each id's text (attncli.hf.token_text): " an" for "Ġan", a special token its own piece."""
+        ids = [int(i) for i in ids]
+        return token_texts(self.token_strings(ids), [i in self.special_ids for i in ids], self.decoder_steps)
 
     @cached_property
     def decoder_steps(self) -> list[dict[str, Any]]:

@@ -236,3 +236,14 @@ def test_tiny_bert_wordpiece_pieces_are_drawn_as_they_are(tiny_bert_dir):
     assert "##ies" in doc["tokens"] and doc["token_texts"] == doc["tokens"]
     table = matrix(tiny_bert_dir, "time flies").stdout
     assert f"{doc['tokens'].index('##ies')} ##ies" in table and "␣" not in table
+
+
+def test_a_causal_target_is_named_by_its_text(sp_llama):
+    args = ("dla", "When Mary and", "--transformer", str(sp_llama), "--target", " John", "--contrast", " Mary")
+    result = run(*args)
+    assert result.exit_code == 0, result.output
+    assert "logit difference of '␣John' - '␣Mary'" in " ".join(result.stdout.split()) and "▁" not in result.stdout
+    doc = json.loads(run(*args, "--json").stdout)
+    assert doc["target"]["token"] == "▁John" and doc["target"]["text"] == " John"  # the piece kept beside its text
+    assert doc["target"]["contrast"] == {"token": "▁Mary", "id": doc["target"]["contrast"]["id"], "text": " Mary"}
+    assert doc["tokens"] == pieces(sp_llama, "When Mary and") and doc["token_texts"] == ["<s>", " When", " Mary", " and"]
