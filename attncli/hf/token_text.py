@@ -8,8 +8,9 @@ the ``tokenizers`` library decodes is decoded here the same way, with no rule pe
 
 - ``ByteLevel``: the piece's characters are bytes through GPT-2's byte table (the table the
   library decodes with); ``ByteFallback``: a piece ``<0xNN>`` is the byte NN;
-- ``Replace`` (SentencePiece's ``▁`` -> space), ``Metaspace`` (the same), ``BPEDecoder`` (a word's
-  end suffix ``</w>`` -> space) as the library applies them to a token inside a text;
+- ``Replace`` (SentencePiece's ``▁`` -> space; a regex pattern through the library's own Replace),
+  ``Metaspace`` (the same), ``BPEDecoder`` (a word's end suffix ``</w>`` -> space) as the library
+  applies them to a token inside a text;
 - ``Strip`` and the first token's dropped space (``Metaspace``'s prepend scheme) act on the ends
   of a whole text, not on a token: a token keeps the space it holds (`` When``, not ``When``);
 - ``WordPiece``: a token alone keeps its ``##`` (the decoder glues it to the word before);
