@@ -64,12 +64,12 @@ def _top_heads(doc: dict[str, Any]):
 
     role = doc["role"]
     ranked = sorted((e for e in doc["heads"] if e.get(role) is not None), key=lambda e: -e[role])[:TOP_HEADS]
-    table = Table(title=f"the {len(ranked)} strongest heads by {role}")
+    table = Table(title=shown(f"the {len(ranked)} strongest heads by {role}"))
     for name in ("head", role) + (("OV reads", "OV writes", "QK query", "QK key") if "ov_in" in doc["heads"][0] else ()):
-        table.add_column(name, justify="right" if name in ("head", role) else "left", no_wrap=name in ("head", role))
+        table.add_column(shown(name), justify="right" if name in ("head", role) else "left", no_wrap=name in ("head", role))
     for e in ranked:
-        extra = tuple(shown(_tokens(e, k)) for k in ("ov_in", "ov_out", "qk_query", "qk_key")) if "ov_in" in e else ()
-        table.add_row(f"L{e['layer']}H{e['head']}", f"{e[role]:.3f}", *extra)
+        extra = tuple(_tokens(e, k) for k in ("ov_in", "ov_out", "qk_query", "qk_key")) if "ov_in" in e else ()
+        table.add_row(shown(f"L{e['layer']}H{e['head']}"), f"{e[role]:.3f}", *(shown(x) for x in extra))
     return table
 
 
@@ -78,12 +78,12 @@ def _edges_table(doc: dict[str, Any]):
 
     found = doc["edges"]
     what = (f"above {doc['threshold']}" if doc.get("threshold") is not None else f"the {len(found)} strongest")
-    table = Table(title=f"composition between heads: {what} ({len(found)})")
+    table = Table(title=shown(f"composition between heads: {what} ({len(found)})"))
     for name in ("kind", "from", "to", "score"):
-        table.add_column(name, justify="right" if name == "score" else "left", no_wrap=True)
+        table.add_column(shown(name), justify="right" if name == "score" else "left", no_wrap=True)
     for e in found[:MAX_EDGES_SHOWN]:
-        table.add_row(f"{e['mode']}-comp", f"L{e['from'][0]}H{e['from'][1]}", f"L{e['to'][0]}H{e['to'][1]}",
-                      f"{e['score']:.3f}")
+        table.add_row(shown(f"{e['mode']}-comp"), shown(f"L{e['from'][0]}H{e['from'][1]}"),
+                      shown(f"L{e['to'][0]}H{e['to'][1]}"), f"{e['score']:.3f}")
     return table
 
 
