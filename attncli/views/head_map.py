@@ -64,7 +64,7 @@ def _top_heads(doc: dict[str, Any]):
 
     role = doc["role"]
     ranked = sorted((e for e in doc["heads"] if e.get(role) is not None), key=lambda e: -e[role])[:TOP_HEADS]
-    table = Table(title=shown(f"the {len(ranked)} strongest heads by {role}"))
+    table = Table(title=shown(f"top heads by {role}"))
     for name in ("head", role) + (("OV reads", "OV writes", "QK query", "QK key") if "ov_in" in doc["heads"][0] else ()):
         table.add_column(shown(name), justify="right" if name in ("head", role) else "left", no_wrap=name in ("head", role))
     for e in ranked:
@@ -77,8 +77,8 @@ def _edges_table(doc: dict[str, Any]):
     from rich.table import Table
 
     found = doc["edges"]
-    what = (f"above {doc['threshold']}" if doc.get("threshold") is not None else f"the {len(found)} strongest")
-    table = Table(title=shown(f"composition between heads: {what} ({len(found)})"))
+    what = f"above {doc['threshold']} ({len(found)})" if doc.get("threshold") is not None else "strongest"
+    table = Table(title=shown(f"composition {what}"))
     for name in ("kind", "from", "to", "score"):
         table.add_column(shown(name), justify="right" if name == "score" else "left", no_wrap=True)
     for e in found[:MAX_EDGES_SHOWN]:
