@@ -25,8 +25,9 @@ centred over the vocabulary. Biases play no part in these scores.
     composition(A -> B) = ||M_A M_B||_F / (||M_A||_F ||M_B||_F), A in an earlier layer than B,
         M_A = OV_A and M_B = QK_B (Q-composition: A's output read by B's queries), QK_B^T
         (K-composition: by its keys), OV_B (V-composition): TransformerLens' all_composition_scores.
-        Each norm is taken through the factors: ||W_1 X W_2^T||_F = ||R_1 X R_2^T||_F with W = Q R
-        (thin QR, R (d_head, d_head)), so a score costs one (d_head, d) x (d, d_head) product.
+        Each norm is taken through the factors: ||W_1 X W_2^T||_F = ||R_1 X R_2^T||_F for any R with
+        R^T R = W^T W (d_head, d_head), and ||U V||_F^2 = tr(U^T U V V^T), the dot product of two
+        (d, d) Gram matrices (their upper triangles): no (d, d) product of two heads is formed.
 
 RoPE (the Llama family): what is composed is the unrotated W_Q W_K^T. The rotation between a query
 and a key depends on their distance, so the score is the content part of the bilinear form: the
@@ -43,6 +44,7 @@ Shapes: L layers, h query heads, d width, d_head a head's width, V the vocabular
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -149,7 +151,7 @@ class Unembedded:
     def gram(self) -> np.ndarray:
         """(d, d) folded W_U W_E = [P] diag(w_f) U^T (I - 11^T/V) E [P] (P only for a LayerNorm)."""
         V = self.E.shape[0]
-        G = (self.U.T @ self.E).astype(np.float64)  # (d, d) the one (d, V) x (V, d) product
+        G = (self.U.T @ self.E).astype(np.float64)  # (d, d) the one (d, V) x (V, d) product (tied: E^T E, syrk)
         G -= np.outer(self.U.sum(axis=0, dtype=np.float64), self.E.sum(axis=0, dtype=np.float64)) / V
         G = self.w_f[:, None] * G
         if self.centred:
@@ -158,17 +160,17 @@ class Unembedded:
         return G
 
     def read_in(self, dirs: np.ndarray) -> np.ndarray:
-        """(V, n) folded W_E @ dirs for dirs (d, n): how much each token's embedding lies along each."""
+        """(n, V) dirs^T @ folded W_E^T for dirs (d, n): how much each token's embedding lies along each."""
         if self.centred:
             dirs = dirs - dirs.mean(axis=0, keepdims=True)  # W_E P u = W_E (P u)
-        return self.E @ dirs.astype(self.E.dtype)  # (V, n)
+        return dirs.T.astype(self.E.dtype) @ self.E.T  # (n, V)
 
     def read_out(self, dirs: np.ndarray) -> np.ndarray:
-        """(V, n) (dirs^T @ folded W_U)^T for dirs (d, n): each direction's logit on each token."""
+        """(n, V) dirs^T @ folded W_U for dirs (d, n): each direction's logit on each token."""
         if self.centred:
             dirs = dirs - dirs.mean(axis=0, keepdims=True)
-        logits = self.U @ (self.w_f[:, None] * dirs).astype(self.U.dtype)  # (V, n)
-        return logits - logits.mean(axis=0, keepdims=True)  # centred over the vocabulary
+        logits = (self.w_f[:, None] * dirs).T.astype(self.U.dtype) @ self.U.T  # (n, V)
+        return logits - logits.mean(axis=1, keepdims=True)  # centred over the vocabulary
 
 
 def unembedded(model: Any, norm: str) -> Unembedded:
@@ -176,6 +178,8 @@ def unembedded(model: Any, norm: str) -> Unembedded:
     kind, w_f, _, _ = model.final_norm_parts()
     U = model.unembedding()  # (V, d)
     E = token_embedding(model.arch)
+    if U is not E and U.shape == E.shape and np.array_equal(U, E):
+        U = E  # tied (a GGUF reads the tensor twice): one array, and W_U W_E a symmetric product
     if U.shape != E.shape:
         raise RuntimeFailure(f"the LM head has shape {U.shape} and the embedding {E.shape}: the checkpoint does not "
                              "match its config")
@@ -194,29 +198,42 @@ def copying_scores(f: HeadFactors, G: np.ndarray) -> np.ndarray:
     return np.divide(lam.sum(axis=-1).real, total, out=np.zeros(total.shape), where=total > 0)
 
 
-def _r(W: np.ndarray) -> np.ndarray:
-    """R of W = Q R (thin QR over the last two axes): (..., n, k) -> (..., k, k), ||W X||_F = ||R X||_F."""
-    return np.linalg.qr(W, mode="r")
+def _r(W: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(R, s, V) for W (..., n, k): W^T W = V diag(s^2) V^T (eigh of the (k, k) Gram, cheaper than
+    a QR of each (n, k) W) and R = diag(s) V^T, so R^T R = W^T W and ||W X||_F = ||R X||_F."""
+    lam, V = np.linalg.eigh(W.swapaxes(-1, -2) @ W)  # (..., k), (..., k, k)
+    s = np.sqrt(np.maximum(lam, 0.0))
+    return s[..., :, None] * V.swapaxes(-1, -2), s, V
 
 
-def _packed(S: np.ndarray) -> np.ndarray:
-    """(..., d, d) symmetric -> (..., d (d + 1) / 2): the upper triangle, off-diagonal entries times
-    sqrt 2, so that packed(P) . packed(Q) = sum_ij P_ij Q_ij = tr(P Q) for symmetric P, Q."""
+def _packed(S: np.ndarray, weighted: bool) -> np.ndarray:
+    """(h, d, d) symmetric -> (h, d (d + 1) / 2): the upper triangle, its off-diagonal entries
+    doubled when ``weighted``, so that packed(P, False) . packed(Q, True) = sum_ij P_ij Q_ij = tr(P Q)."""
     d = S.shape[-1]
+    flat, doubled = _upper(d)
+    out = np.take(S.reshape(S.shape[0], d * d), flat, axis=1)  # (h, m)
+    if weighted:
+        out *= doubled.astype(out.dtype)
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def _upper(d: int) -> tuple[np.ndarray, np.ndarray]:
+    """The upper triangle of a (d, d) matrix: its flat indices and the weight of each (1 on the diagonal, else 2)."""
     i, j = np.triu_indices(d)
-    return S[..., i, j] * np.where(i == j, 1.0, np.sqrt(2.0)).astype(S.dtype)
+    return i * d + j, np.where(i == j, 1.0, 2.0)
 
 
 def composition_scores(f: HeadFactors, dtype: Any = np.float32) -> dict[str, np.ndarray]:
     """{"Q", "K", "V": (L, h, L, h)} score of head (l1, h1) writing into head (l2, h2); 0 unless
-    l1 < l2. With W = Q R (thin QR, R (d_head, d_head)) each side is one (d_head, d) or (d, d_head)
+    l1 < l2. With R^T R = W^T W (R (d_head, d_head), _r) each side is one (d_head, d) or (d, d_head)
     factor: ||OV_A Y_B||_F = ||U_A V_B||_F, U_A = R_V W_O, V_B = W_Q R_K^T (Q), W_K R_Q^T (K),
     W_V R_O^T (V); and ||U V||_F^2 = tr(U^T U V V^T), the dot product of two packed (d, d) Gram
     matrices, so a pair costs d (d + 1) / 2 products, not d d_head^2. Grams and their products run
     in ``dtype`` (float32: the cost), every factor and norm in float64."""
     L, h = f.layers, f.heads
     with blas.one_thread():  # many small factorizations: a second thread only waits
-        RV, RK, RQ, RO = (_r(W) for W in (f.W_V, f.W_K, f.W_Q, f.W_O.swapaxes(-1, -2)))  # each (L, h, dh, dh)
+        RV, RK, RQ, RO = (_r(W)[0] for W in (f.W_V, f.W_K, f.W_Q, f.W_O.swapaxes(-1, -2)))  # each (L, h, dh, dh)
         left = RV @ f.W_O  # (L, h, dh, d): ||W_V W_O Y|| = ||R_V W_O Y||
         right = {"Q": f.W_Q @ RK.swapaxes(-1, -2),  # (L, h, d, dh): ||X W_Q W_K^T|| = ||X W_Q R_K^T||
                  "K": f.W_K @ RQ.swapaxes(-1, -2),  # X W_K W_Q^T
@@ -229,12 +246,12 @@ def composition_scores(f: HeadFactors, dtype: Any = np.float32) -> dict[str, np.
     with blas.for_rows(h * d):
         for l2 in range(1, L):
             U = left[l2 - 1].astype(dtype)  # (h, dh, d)
-            sources[(l2 - 1) * h: l2 * h] = _packed(U.swapaxes(-1, -2) @ U)  # (h, m)
+            sources[(l2 - 1) * h: l2 * h] = _packed(U.swapaxes(-1, -2) @ U, False)  # (h, m)
             P = sources[: l2 * h]  # (l2 h, m) every head before layer l2
-            for m in MODES:
-                R = right[m][l2].astype(dtype)  # (h, d, dh)
-                num2 = (P @ _packed(R @ R.swapaxes(-1, -2)).T).astype(np.float64)  # (l2 h, h) ||U_A V_B||^2
-                num = np.sqrt(np.maximum(num2, 0.0)).reshape(l2, h, h)
+            R = np.concatenate([right[m][l2] for m in MODES]).astype(dtype)  # (3 h, d, dh) every mode's readers
+            num2 = (P @ _packed(R @ R.swapaxes(-1, -2), True).T).astype(np.float64)  # (l2 h, 3 h) ||U_A V_B||^2
+            for i, m in enumerate(MODES):  # P read once for the three modes
+                num = np.sqrt(np.maximum(num2[:, i * h: (i + 1) * h], 0.0)).reshape(l2, h, h)
                 den = left_norm[:l2, :, None] * right_norm[m][l2][None, None, :]  # (l2, h, h)
                 out[m][:l2, :, l2] = np.divide(num, den, out=np.zeros(num.shape), where=den > 0)
     return out
@@ -242,12 +259,19 @@ def composition_scores(f: HeadFactors, dtype: Any = np.float32) -> dict[str, np.
 
 def top_direction(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The top singular pair of A @ B^T for A, B (..., d, k), through the factors: (u (..., d),
-    s (...), v (..., d)), the sign chosen so that v's largest entry in magnitude is positive."""
-    Qa, Ra = np.linalg.qr(A)  # (..., d, k), (..., k, k)
-    Qb, Rb = np.linalg.qr(B)
+    s (...), v (..., d)), the sign chosen so that v's largest entry in magnitude is positive.
+    With A = Q_a R_a (R_a = diag(s_a) V_a^T from _r, Q_a = A V_a / s_a), A B^T = Q_a (R_a R_b^T) Q_b^T."""
+    (Ra, sa, Va), (Rb, sb, Vb) = _r(A), _r(B)
     U, S, Vt = np.linalg.svd(Ra @ Rb.swapaxes(-1, -2))  # (..., k, k)
-    u = (Qa @ U[..., :, :1])[..., 0]  # (..., d)
-    v = (Qb @ Vt[..., :1, :].swapaxes(-1, -2))[..., 0]  # (..., d)
+
+    def lift(W, s, V, x):  # Q x = W V (x / s), the directions with s = 0 dropped (x is 0 there)
+        keep = s > s.max(axis=-1, keepdims=True) * 1e-12
+        y = np.divide(x, s, out=np.zeros_like(x), where=keep)  # (..., k)
+        out = (W @ (V @ y[..., None]))[..., 0]  # (..., d)
+        norm = np.linalg.norm(out, axis=-1, keepdims=True)
+        return np.divide(out, norm, out=np.zeros_like(out), where=norm > 0)
+
+    u, v = lift(A, sa, Va, U[..., :, 0]), lift(B, sb, Vb, Vt[..., 0, :])
     at = np.abs(v).argmax(axis=-1)[..., None]
     sign = np.sign(np.take_along_axis(v, at, axis=-1))
     sign[sign == 0] = 1
@@ -255,11 +279,11 @@ def top_direction(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray,
 
 
 def top_tokens(scores: np.ndarray, k: int) -> np.ndarray:
-    """(n, k) the ids of the k largest entries of each column of ``scores`` (V, n), largest first."""
-    k = min(k, scores.shape[0])
-    part = np.argpartition(-scores, k - 1, axis=0)[:k]  # (k, n)
-    order = np.argsort(-np.take_along_axis(scores, part, axis=0), axis=0, kind="stable")
-    return np.take_along_axis(part, order, axis=0).T  # (n, k)
+    """(n, k) the ids of the k largest entries of each row of ``scores`` (n, V), largest first."""
+    k = min(k, scores.shape[1])
+    part = np.argpartition(-scores, k - 1, axis=1)[:, :k]  # (n, k)
+    top = np.take_along_axis(scores, part, axis=1)
+    return np.take_along_axis(part, np.argsort(-top, axis=1, kind="stable"), axis=1)
 
 
 @dataclass
@@ -284,9 +308,9 @@ def weight_scores(model: Any, *, top_k: int = 5, dtype: Any = np.float32) -> Wei
         u_qk, _, v_qk = top_direction(f.W_Q, f.W_K)  # QK = W_Q W_K^T
     flat = lambda x: x.reshape(L * h, d).T  # noqa: E731  (d, L h)
     with blas.for_rows(lm.E.shape[0]):
-        read_in = lm.read_in(np.concatenate([flat(u_ov), flat(u_qk), flat(v_qk)], axis=1))  # (V, 3 L h)
-        read_out = lm.read_out(flat(v_ov))  # (V, L h)
-    ids_in = top_tokens(read_in, top_k).reshape(3, L, h, -1)
+        read_in = lm.read_in(np.concatenate([flat(u_ov), flat(u_qk), flat(v_qk)], axis=1))  # (3 L h, V)
+        read_out = lm.read_out(flat(v_ov))  # (L h, V)
+    ids_in = top_tokens(read_in, top_k).reshape(3, L, h, -1)  # read_in (3 L h, V)
     ids_out = top_tokens(read_out, top_k).reshape(L, h, -1)
     directions = {"ov_in": ids_in[0], "ov_out": ids_out, "qk_query": ids_in[1], "qk_key": ids_in[2]}
     return WeightScores(copying, comp, directions, f)
