@@ -1,4 +1,4 @@
-"""Tiny random Llama-family decoders (Llama, Mistral, Qwen2, Gemma, Phi-3), written with
+"""Tiny random Llama-family decoders (Llama, Mistral, Qwen2, Gemma, Phi-3, Qwen3), written with
 ``save_pretrained`` as the hub ships them: ``config.json``, ``model.safetensors`` (float32, or
 bfloat16 / float16 with ``dtype=``) and a fast tokenizer whose post-processor adds ``<s>`` in front,
 with a chat template. Importing this module imports neither torch nor transformers.
@@ -6,7 +6,8 @@ with a chat template. Importing this module imports neither torch nor transforme
 Each variant makes one of the family's steps bite: grouped-query attention (2 key-value heads for
 4 query heads), a sliding window shorter than the test sentences, q/k/v biases, Gemma's head_dim
 apart from hidden/heads and its (1 + w) norms, Phi-3's fused projections and partial rotary
-dimensions, linear and llama3 RoPE scaling with bands that cut through the frequencies.
+dimensions, linear and llama3 RoPE scaling with bands that cut through the frequencies, Qwen3's
+per-head q / k norms (their weights drawn) with its own head_dim, biases and a window on layer 1.
 
     build_decoder(kind, dir, dtype="float32", **overrides) -> dir
 """
@@ -37,6 +38,8 @@ KINDS = {
     "phi3": ("Phi3Config", "Phi3ForCausalLM", dict(sliding_window=5, pad_token_id=0, bos_token_id=1, eos_token_id=2,
                                                    rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
                                                                     "partial_rotary_factor": 0.5})),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(head_dim=12, attention_bias=True, use_sliding_window=True,
+                                                      sliding_window=4, max_window_layers=1)),
 }
 CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}</s>{% endfor %}"
                  "{% if add_generation_prompt %}<|assistant|>{% endif %}")

@@ -448,3 +448,46 @@ def test_no_two_modules_share_a_basename_unless_listed_with_the_reason():
     assert unlisted == {}, "rename one (every importer follows) or list the pair in SHARED_BASENAMES with the reason"
     stale = sorted(set(SHARED_BASENAMES) - set(shared))
     assert stale == [], f"no longer shared, drop from SHARED_BASENAMES: {stale}"
+
+
+# --- a family is one file: methods read its description, never its class ----------------------------
+#
+# The NumPy families live in attncli/hf/families/ (one file each, and the registry the loader asks);
+# gradients, contributions, QK attribution and circuit edges read ``arch.parts`` (families/parts.py).
+FAMILIES = PKG / "hf" / "families"
+NOT_FAMILY_FILES = {"__init__.py", "parts.py", "registry.py", "llama_config.py"}  # no pass in them
+
+
+def family_classes(root: Path = FAMILIES) -> set[str]:
+    """The names of the classes the family files define (their passes: GPT2, Llama, BertFamily, ...)."""
+    return {node.name for path in root.glob("*.py") if path.name not in NOT_FAMILY_FILES
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(node, ast.ClassDef)}
+
+
+def family_dispatch(source: str, classes: set[str]) -> list[int]:
+    """The lines where ``source`` names a family class: an ``isinstance(arch, llama.Llama)``, a tuple
+    of them to dispatch on (FAMILIES = (bert.BertFamily, ...)), a subclass check."""
+    return sorted({node.lineno for node in ast.walk(ast.parse(source))
+                   if (isinstance(node, ast.Name) and node.id in classes)
+                   or (isinstance(node, ast.Attribute) and node.attr in classes)})
+
+
+def test_no_method_dispatches_on_a_family_class():
+    """0 isinstance dispatch on a family class outside the family files and the registry (issue 48):
+    a method that needs the norm before attention asks the family's description."""
+    classes = family_classes()
+    assert {"GPT2", "Llama", "BertFamily", "DistilBert", "MPNet"} <= classes, classes
+    found = {f"attncli/{path.relative_to(PKG)}:{line}" for path in sorted(PKG.rglob("*.py"))
+             if FAMILIES not in path.parents for line in family_dispatch(path.read_text(encoding="utf-8"), classes)}
+    assert found == set(), sorted(found)
+
+
+def test_the_dispatch_reader_sees_isinstance_and_tuples_of_classes():
+    classes = {"Llama", "GPT2"}
+    source = ("from attncli.hf.families import gpt2, llama\n"
+              "KINDS = (gpt2.GPT2,)\n"
+              "def f(arch):\n"
+              "    return isinstance(arch, llama.Llama) or isinstance(arch, KINDS)\n"
+              "def g(arch):\n"
+              "    return arch.parts.place == 'pre'\n")
+    assert family_dispatch(source, classes) == [2, 4]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from attncli.model.interface import has
 from attncli.errors import BadInput
-from attncli.hf.numpy_backend import DECODER_FAMILIES
+from attncli.hf.families.registry import DECODER_FAMILIES
 from attncli.pipeline.compare_compute import CompareResult
 from attncli.pipeline.compare_compute import compute as compute_comparison
 from attncli.pipeline.lens_compute import LensResult

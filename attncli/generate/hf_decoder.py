@@ -22,7 +22,7 @@ from attncli.generate.decoder_protocol import Encoded
 from attncli.hf import load as load_transformer
 from attncli.hf.chat import render
 from attncli.hf.config_check import check_token_ids, damaged, read_json
-from attncli.hf.numpy_backend import DECODER_FAMILIES
+from attncli.hf.families.registry import DECODER_FAMILIES
 from attncli.model.interface import has
 
 GENERATION_CONFIG = "generation_config.json"  # transformers' generate reads its end-of-text ids here first

@@ -9,9 +9,11 @@ backward runs layer by layer from the metric down (the VJPs are backward_ops.py'
     per layer, from the last:       x_post = x_mid + mlp(n_2(x_mid))        d x_mid = d x_post + n_2'^T mlp'^T d x_post
                                     x_mid = x + o(attn(n_1(x)))             d x = d x_mid + n_1'^T attn'^T o'^T d x_mid
 
-GPT-2 (LayerNorm, Conv1D c_attn / c_proj, gelu_new) and the Llama family (RMSNorm, RoPE as a fixed
-rotation per position whose backward is the inverse rotation, grouped-query attention whose k and
-v gradients sum over the query heads of a group, sliding windows, gated MLP). The gradients come
+Any pre-norm decoder, as its description says (``arch.parts``, families/parts.py): GPT-2 (LayerNorm,
+Conv1D c_attn / c_proj, gelu_new) and the Llama family (RMSNorm, RoPE as a fixed rotation per
+position whose backward is the inverse rotation, grouped-query attention whose k and v gradients
+sum over the query heads of a group, sliding windows, gated MLP, per-head RMSNorms on q and k before
+RoPE where the family has them, whose backward is the RMSNorm's per head). The gradients come
 back by site name, per text, in the shapes of model/trace.py (attn.k and attn.v repeated per query
 head, as the trace keeps them). Checked against torch autograd through transformers' own modules in
 float64 (tests/hf/test_backward.py). Shapes: T tokens, d width, h heads, h_kv key-value heads,
@@ -25,7 +27,7 @@ from typing import Any, Callable
 import numpy as np
 
 from attncli.errors import BadInput
-from attncli.hf import blas, gpt2, llama, ops
+from attncli.hf import blas, ops
 from attncli.hf.layer_weights import layer_weights
 from attncli.hf.backward_ops import DERIVATIVES, attention_back, layer_norm_back, rms_norm_back
 from attncli.hf.weight_check import check_finite
@@ -53,15 +55,17 @@ class DecoderTape:
         (not read and widened again); ``unembedding``: its ``tape.unembedding`` (V, d), likewise."""
         arch = model.arch
         self.shared, self.unembedding = weights, unembedding
-        if not isinstance(arch, (gpt2.GPT2, llama.Llama)):
+        parts = arch.parts  # the description this tape reads (families/parts.py)
+        if parts.place != "pre" or not arch.causal or parts.extra_norms:
             raise BadInput(f"gradients on attn's NumPy pass are written for GPT-2 and the Llama family; model "
                            f"'{model.name}' is {model.model_type}")
-        self.model, self.arch, self.dtype = model, arch, np.dtype(dtype)
+        self.model, self.arch, self.parts, self.dtype = model, arch, parts, np.dtype(dtype)
         self.act = arch.act
         self.d_act = DERIVATIVES[arch.act]
-        self.eps = arch.eps
-        self.rope = isinstance(arch, llama.Llama)
-        self.group = arch.heads // arch.kv_heads if self.rope else 1
+        self.eps = parts.eps
+        self.rope = parts.position == "rotary"
+        self.qk_norm = parts.qk_norm is not None  # per-head RMSNorm on q and k, before RoPE
+        self.group = parts.group
 
     def _norm(self, kind: str, x: np.ndarray, wb: tuple) -> np.ndarray:
         return ops.layer_norm(x, wb[0], wb[1], self.eps) if kind == "layer" else rms_norm(x, wb[0], self.eps)
@@ -69,15 +73,26 @@ class DecoderTape:
     def _norm_back(self, kind: str, g: np.ndarray, x: np.ndarray, wb: tuple) -> np.ndarray:
         return layer_norm_back(g, x, wb[0], self.eps) if kind == "layer" else rms_norm_back(g, x, wb[0], self.eps)
 
-    def _cos_sin(self, T: int) -> tuple[np.ndarray, np.ndarray]:
-        angles = np.arange(T, dtype=np.float64)[:, None] * np.asarray(self.arch.inv_freq, dtype=np.float64)[None]
-        angles = np.concatenate([angles, angles], axis=-1)  # (T, r)
-        return np.cos(angles).astype(self.dtype), np.sin(angles).astype(self.dtype)
+    def _cos_sin(self, T: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per layer, RoPE's cos and sin (T, r) at positions 0..T-1 (made once per distinct frequencies)."""
+        made: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for inv_freq in self.parts.inv_freq:
+            if id(inv_freq) not in made:
+                angles = np.arange(T, dtype=np.float64)[:, None] * np.asarray(inv_freq, dtype=np.float64)[None]
+                angles = np.concatenate([angles, angles], axis=-1)  # (T, r)
+                made[id(inv_freq)] = np.cos(angles).astype(self.dtype), np.sin(angles).astype(self.dtype)
+        return [made[id(inv_freq)] for inv_freq in self.parts.inv_freq]
+
+    def _qk_normed(self, W: dict[str, Any], q: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """q (h, T, d_head) and k (h_kv, T, d_head) through their per-head RMSNorms (when the family has them)."""
+        if not self.qk_norm:
+            return q, k
+        return rms_norm(q, W["q_norm"][0], self.eps), rms_norm(k, W["k_norm"][0], self.eps)
 
     def _allowed(self, l: int, T: int) -> np.ndarray:
         i, j = np.arange(T)[:, None], np.arange(T)[None]
         ok = j <= i
-        window = self.arch.windows[l] if self.rope else None
+        window = self.parts.window(l)
         return ok & ((i - j) < window) if window is not None else ok  # (T, T)
 
     def forward(self, ids: list[int], embed: np.ndarray | None = None) -> None:
@@ -110,19 +125,21 @@ class DecoderTape:
         self.embed, self.layers = np.asarray(x, dtype=self.dtype), []
         self.cos_sin = self._cos_sin(self.embed.shape[0]) if self.rope else None
 
-    def _attend(self, l: int, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> tuple:
+    def _attend(self, l: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, W: dict[str, Any]) -> tuple:
         """Layer l's attention on this pass's q (T, h * d_head), k and v (T, h_kv * d_head), before the
-        rotation: (q, k, v) as kept (h, T, d_head; k and v repeated per query head), p (h, T, T), z (T, h, d_head)."""
+        q / k norms and the rotation: (q, k, v) as kept (h, T, d_head; k and v repeated per query head),
+        p (h, T, T), z (T, h, d_head), and q (h, T, d_head), k (h_kv, T, d_head) before their norms."""
         arch = self.arch
         T, dh = q.shape[0], arch.d_head
-        q = q.reshape(T, -1, dh).transpose(1, 0, 2)  # (h, T, d_head)
-        k, v = (t.reshape(T, -1, dh).transpose(1, 0, 2) for t in (k, v))  # (h_kv, T, d_head)
+        q_pre = q.reshape(T, -1, dh).transpose(1, 0, 2)  # (h, T, d_head)
+        k_pre, v = (t.reshape(T, -1, dh).transpose(1, 0, 2) for t in (k, v))  # (h_kv, T, d_head)
+        q, k = self._qk_normed(W, q_pre, k_pre)
         if self.rope:
-            q, k = (llama.rotate(t, *self.cos_sin) for t in (q, k))
+            q, k = (ops.rotate(t, *self.cos_sin[l]) for t in (q, k))
         k, v = np.repeat(k, self.group, axis=0), np.repeat(v, self.group, axis=0)  # (h, T, d_head)
         s = np.where(self._allowed(l, T), q @ k.swapaxes(-1, -2) * arch.scale(l), -np.inf)  # (h, T, T)
         p = softmax(s)  # (h, T, T)
-        return q, k, v, p, (p @ v).transpose(1, 0, 2)  # z: (T, h, d_head)
+        return q, k, v, p, (p @ v).transpose(1, 0, 2), q_pre, k_pre  # z: (T, h, d_head)
 
     def _end(self) -> None:
         f = lambda a: np.asarray(a, dtype=self.dtype)  # noqa: E731
@@ -141,9 +158,10 @@ class DecoderTape:
         a = self._norm(W["norm"], x[at], W["n1"])  # (R, d)
         q = _affine(a, W["q"]).reshape(len(at), h, dh).transpose(1, 0, 2)  # (h, R, d_head)
         k = _affine(a, W["k"]).reshape(len(at), -1, dh).transpose(1, 0, 2)  # (h_kv, R, d_head)
+        q, k = self._qk_normed(W, q, k)
         if self.rope:
-            cos, sin = self.cos_sin
-            q, k = (llama.rotate(m, cos[at], sin[at]) for m in (q, k))
+            cos, sin = self.cos_sin[l]
+            q, k = (ops.rotate(m, cos[at], sin[at]) for m in (q, k))
         qs, ks = t["q"].copy(), t["k"].copy()  # (h, T, d_head)
         qs[:, at], ks[:, at] = q, np.repeat(k, self.group, axis=0)
         s = np.where(self._allowed(l, T), qs @ ks.swapaxes(-1, -2) * arch.scale(l), -np.inf)  # (h, T, T)
@@ -171,12 +189,15 @@ class DecoderTape:
         """(3, h, T, d) each query head's q, k and v input gradient in the normed input's space, from d q,
         d k, d v per query head (h, T, d_head): each back through the rotation (q, k) and that head's
         own rows of W_Q^T / W_K^T / W_V^T (k and v: its key-value head's), the heads of a key-value
-        group stacked in one product (no copy of the weights)."""
-        W, h = self.layers[l]["W"], self.arch.heads
+        group stacked in one product (no copy of the weights); through the q / k norms first, if any."""
+        t, W, h = self.layers[l], self.layers[l]["W"], self.arch.heads
         T, width = dq.shape[1], self.embed.shape[1]
         if self.rope:
-            cos, sin = self.cos_sin
-            dq, dk = (llama.rotate(d, cos, -sin) for d in (dq, dk))
+            cos, sin = self.cos_sin[l]
+            dq, dk = (ops.rotate(d, cos, -sin) for d in (dq, dk))
+        if self.qk_norm:  # k per query head: its key-value head's input, repeated
+            dq = rms_norm_back(dq, t["q_pre"], W["q_norm"][0], self.eps)
+            dk = rms_norm_back(dk, np.repeat(t["k_pre"], self.group, axis=0), W["k_norm"][0], self.eps)
         out = np.empty((3, h, T, width), dtype=self.dtype)
         for i, (n, d) in enumerate((("q", dq), ("k", dk), ("v", dv))):
             kv = h if n == "q" else h // self.group  # the projection's heads
@@ -229,7 +250,7 @@ def _layer(tapes: list[DecoderTape], l: int, W: dict[str, Any]) -> None:
     x = np.concatenate([t.embed if l == 0 else t.layers[-1]["post"] for t in tapes])  # (R, d)
     a = first._norm(W["norm"], x, W["n1"])  # (R, d)
     q, k, v = (_affine(a, W[n]) for n in "qkv")  # (R, h * d_head), (R, h_kv * d_head) x 2
-    kept = [tape._attend(l, q[i:j], k[i:j], v[i:j]) for tape, i, j in zip(tapes, at, at[1:])]
+    kept = [tape._attend(l, q[i:j], k[i:j], v[i:j], W) for tape, i, j in zip(tapes, at, at[1:])]
     z = np.concatenate([c[4] for c in kept])  # (R, h, d_head)
     mid = x + _affine(z.reshape(len(x), -1), W["o"])  # (R, d)
     m = first._norm(W["norm"], mid, W["n2"])
@@ -238,10 +259,11 @@ def _layer(tapes: list[DecoderTape], l: int, W: dict[str, Any]) -> None:
     inner = first.act(gate) * up if gate is not None else first.act(up)
     post = mid + _affine(inner, W["down"])  # (R, d)
     check_finite(post, f"layer {l}'s output on the {first.dtype} gradient tape")  # finite weights that overflow
-    for tape, (q_, k_, v_, p_, z_), i, j in zip(tapes, kept, at, at[1:]):
+    for tape, (q_, k_, v_, p_, z_, q_pre, k_pre), i, j in zip(tapes, kept, at, at[1:]):
         rows = slice(i, j)
         tape.layers.append(dict(W=W, x=x[rows], a=a[rows], q=q_, k=k_, v=v_, p=p_, z=z_, mid=mid[rows], m=m[rows],
-                                up=up[rows], gate=None if gate is None else gate[rows], post=post[rows]))
+                                up=up[rows], gate=None if gate is None else gate[rows], post=post[rows],
+                                q_pre=q_pre, k_pre=k_pre))
 
 
 def backward_together(tapes: list[DecoderTape], positions: list[int], d_logits: list[np.ndarray],
@@ -295,8 +317,11 @@ def backward_together(tapes: list[DecoderTape], positions: list[int], d_logits: 
                 grads.update({f"blocks.{l}.head_in.{n}": g_in[:, i] for i, n in enumerate("qkv")})
             dk, dv = (d.reshape(B, -1, first.group, T, d.shape[-1]).sum(axis=2) for d in (dk, dv))  # (B, h_kv, T, d_head)
             if first.rope:  # the inverse rotation
-                cos, sin = first.cos_sin
-                dq, dk = (llama.rotate(d, cos, -sin) for d in (dq, dk))
+                cos, sin = first.cos_sin[l]
+                dq, dk = (ops.rotate(d, cos, -sin) for d in (dq, dk))
+            if first.qk_norm:  # back through the per-head RMSNorms (B, h, T, d_head), (B, h_kv, T, d_head)
+                dq = rms_norm_back(dq, heads(l, "q_pre"), W["q_norm"][0], first.eps)
+                dk = rms_norm_back(dk, heads(l, "k_pre"), W["k_norm"][0], first.eps)
             g_qk, g_v = (sum(d.transpose(0, 2, 1, 3).reshape(R, -1) @ W[n][0].T for n, d in pairs)
                          for pairs in ((("q", dq), ("k", dk)), (("v", dv),)))  # (R, d) each, in the normed input's space
             g_qk = first._norm_back(W["norm"], g_qk, x, W["n1"])  # the norm's backward is linear in g: split

@@ -29,13 +29,11 @@ from typing import Any, Callable
 import numpy as np
 
 from attncli.errors import BadInput
-from attncli.hf import bert, distilbert, mpnet, ops
+from attncli.hf import ops
 from attncli.hf.backward_ops import DERIVATIVES, attention_back, layer_norm_back
-from attncli.hf.layer_weights import encoder_eps, layer_weights
+from attncli.hf.layer_weights import layer_weights
 from attncli.model.trace import site
 from attncli.numeric import softmax
-
-FAMILIES = (bert.BertFamily, distilbert.DistilBert, mpnet.MPNet)
 
 
 def _affine(x: np.ndarray, wb: tuple[np.ndarray, np.ndarray | None]) -> np.ndarray:
@@ -51,7 +49,8 @@ class EncoderTape:
 
     def __init__(self, model: Any, dtype: Any = np.float64):
         arch = model.arch
-        if not isinstance(arch, FAMILIES):
+        parts = arch.parts  # the description this tape reads (families/parts.py)
+        if parts.place != "post" or parts.norm != "layer" or arch.causal:
             raise BadInput(f"gradients through an encoder on attn's NumPy pass are written for BERT's family, "
                            f"DistilBERT and MPNet; model '{model.name}' is {model.model_type}")
         self.model, self.arch, self.dtype = model, arch, np.dtype(dtype)
@@ -60,7 +59,8 @@ class EncoderTape:
         # the derivatives in the tape's dtype (the erf-based GELU's comes back in float64)
         self.d_act = lambda x: DERIVATIVES[arch.act](x).astype(x.dtype, copy=False)  # noqa: E731
         self.d_head_act = lambda x: DERIVATIVES[self.head.act](x).astype(x.dtype, copy=False)  # noqa: E731
-        self.eps = encoder_eps(arch)
+        self.eps = parts.eps
+        self.relative = parts.position == "relative"  # a position bias added to every layer's scores (MPNet)
 
     def _allowed(self, l: int, T: int) -> np.ndarray:
         return np.ones((T, T), dtype=bool)  # (T, T): an encoder's query reads every key of one text
@@ -93,7 +93,7 @@ class EncoderTape:
         arr = np.asarray([ids], dtype=np.int64)
         x = f(arch.embeddings(arr, np.zeros_like(arr), np.ones_like(arr, dtype=bool))[0])  # (T, d)
         T, h, dh = x.shape[0], arch.heads, arch.d_head
-        self.position_bias = f(arch.position_bias_of(T)[0]) if isinstance(arch, mpnet.MPNet) else None  # (h, T, T)
+        self.position_bias = f(arch.position_bias_of(T)[0]) if self.relative else None  # (h, T, T)
         self.embed, self.layers = x, []
         for l in range(arch.layers):
             W = layer_weights(arch, l, self.dtype)

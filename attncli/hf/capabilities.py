@@ -55,7 +55,7 @@ def numpy_reasons(model: Any) -> dict[str, str]:
         "unembed": mlm,
         "dla": "" if pre_norm else POST_LN,
         "output_weight": output_weight,
-        "qk": "adds a relative position bias to q k^T" if getattr(arch, "position_bias", False) else "",
+        "qk": "adds a relative position bias to q k^T" if arch.parts.position == "relative" else "",
         "pairs": pairs_reason(model),
         "mlm": "is a decoder, with no masked-language-model head" if decoder else mlm,
         "next_token": mlm,

@@ -74,17 +74,19 @@ NULLABLE: dict[str, set[str]] = {
 }
 
 
-def field(config: dict, key: str) -> Any:
+def field(config: dict, key: str, defaults: dict[str, Any] | None = None, nullable: set[str] | None = None) -> Any:
     """config.json's ``key`` for its family: its value, else transformers' default; a null where
-    transformers allows none is a TypeError naming the field (the caller reports "lacks or garbles")."""
+    transformers allows none is a TypeError naming the field (the caller reports "lacks or garbles").
+    ``defaults`` and ``nullable``: a family file's own tables (else this module's, by model_type)."""
     kind = config["model_type"]
-    defaults = DEFAULTS[kind]
+    defaults = DEFAULTS[kind] if defaults is None else defaults
+    nullable = NULLABLE.get(kind, set()) if nullable is None else nullable
     if key not in defaults:
         raise KeyError(f"attn reads no '{key}' of a {kind} config")  # a programming error, caught by the tests
     if key not in config:
         return defaults[key]
     value = config[key]
-    if value is None and key not in NULLABLE.get(kind, set()):
+    if value is None and key not in nullable:
         raise TypeError(f"'{key}' (null, where transformers needs a value)")
     return value
 

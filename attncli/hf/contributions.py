@@ -39,8 +39,10 @@ from typing import Any, Iterable
 import numpy as np
 
 from attncli.errors import BadInput
-from attncli.hf import bert, distilbert, gpt2, llama, mpnet, ops
+from attncli.hf import ops
+from attncli.hf.layer_weights import layer_weights
 from attncli.model.interface import require
+from attncli.numeric import rms_norm
 from attncli.model.trace import Trace, site
 from attncli.option_conflicts import CONTRIBUTIONS
 
@@ -49,25 +51,15 @@ ZEROING_ROWS = 4096  # (query, key) rows per batched rerun of value zeroing's ML
 
 
 def post_ln(arch: Any) -> bool:
-    """The model normalises after each block (BERT's family, DistilBERT, MPNet)."""
-    return isinstance(arch, (bert.PostNormEncoder, distilbert.DistilBert))
+    """The model normalises after each block (BERT's family, DistilBERT, MPNet): its description's place."""
+    return arch.parts.place == "post"
 
 
 def layer_norms(arch: Any, l: int) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray], float]:
     """A post-LN encoder's layer l: the LayerNorm after attention and after the MLP, (gamma, beta)
     each in float64, and eps."""
-    if isinstance(arch, distilbert.DistilBert):
-        p = f"transformer.layer.{l}."
-        names, eps = (p + "sa_layer_norm", p + "output_layer_norm"), distilbert.EPS
-    elif isinstance(arch, mpnet.MPNet):
-        p = f"encoder.layer.{l}."
-        names, eps = (p + "attention.LayerNorm", p + "output.LayerNorm"), arch.eps
-    else:
-        p = f"encoder.layer.{l}."
-        names, eps = (p + "attention.output.LayerNorm", p + "output.LayerNorm"), arch.eps
-    one, two = ((np.asarray(arch.w.get(n + ".weight"), dtype=np.float64),
-                 np.asarray(arch.w.get(n + ".bias"), dtype=np.float64)) for n in names)
-    return one, two, eps
+    W = layer_weights(arch, l, np.float64, parts=("n1", "n2"))
+    return W["n1"], W["n2"], arch.parts.eps
 
 
 def frozen_ln(x: np.ndarray, at: np.ndarray, gamma: np.ndarray, eps: float) -> np.ndarray:
@@ -125,27 +117,29 @@ def globenc_layer(model: Any, tr: Any, l: int) -> np.ndarray:
     return _rows(np.linalg.norm(t, axis=-1))
 
 
-MLP_NAMES = {"bert": ("intermediate.dense", "output.dense"), "distilbert": ("ffn.lin1", "ffn.lin2"),
-             "mpnet": ("intermediate.dense", "output.dense")}
+def _affine(x: np.ndarray, wb: tuple[np.ndarray, np.ndarray | None]) -> np.ndarray:
+    return x @ wb[0] + (wb[1] if wb[1] is not None else 0.0)
 
 
 def after_attention(arch: Any, l: int, u: np.ndarray) -> np.ndarray:
     """Layer l's output from u (..., d) = x + attn.out, the residual sum before any norm after it:
-    what follows the attention, each row on its own (the family's own norms and MLP)."""
-    if isinstance(arch, gpt2.GPT2):
-        return u + arch._mlp(f"h.{l}.", u)
-    if isinstance(arch, llama.Llama):
-        p = f"layers.{l}."
-        return u + arch._mlp(p, arch._norm(p + "post_attention_layernorm.weight", u))
-    (g1, b1), (g2, b2), eps = layer_norms(arch, l)
-    w = arch.w
-    kind = "distilbert" if isinstance(arch, distilbert.DistilBert) else "mpnet" if isinstance(arch, mpnet.MPNet) else "bert"
-    p = f"transformer.layer.{l}." if kind == "distilbert" else f"encoder.layer.{l}."
-    up, down = (p + n for n in MLP_NAMES[kind])
-    m = ops.layer_norm(u, g1.astype(u.dtype), b1.astype(u.dtype), eps)
-    inner = arch.act(ops.linear(m, w.get(up + ".weight"), w.get(up + ".bias")))
-    return ops.layer_norm(m + ops.linear(inner, w.get(down + ".weight"), w.get(down + ".bias")), g2.astype(u.dtype),
-                          b2.astype(u.dtype), eps)
+    what follows the attention, each row on its own (the family's norms and MLP, as its description
+    names them, in u's dtype)."""
+    pt = arch.parts
+    W = layer_weights(arch, l, u.dtype, parts=("n1", "n2", "gate", "up", "down"))
+
+    def norm(x: np.ndarray, wb: tuple) -> np.ndarray:
+        return ops.layer_norm(x, wb[0], wb[1], pt.eps) if pt.norm == "layer" else rms_norm(x, wb[0], pt.eps)
+
+    def mlp(m: np.ndarray) -> np.ndarray:  # (..., d) -> (..., d)
+        up = _affine(m, W["up"])  # (..., I)
+        inner = arch.act(_affine(m, W["gate"])) * up if W["gate"] is not None else arch.act(up)
+        return _affine(inner, W["down"])
+
+    if pt.place == "pre":
+        return u + mlp(norm(u, W["n2"]))
+    m = norm(u, W["n1"])
+    return norm(m + mlp(m), W["n2"])
 
 
 def value_zeroing_layer(model: Any, tr: Any, l: int) -> np.ndarray:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncli.hf import blas, llama, ops
+from attncli.hf import blas, ops
 from attncli.hf.backward import DecoderTape, head_projections
 from attncli.numeric import rms_norm, softmax
 
@@ -84,8 +84,10 @@ def _heads(tape: DecoderTape, l: int, a: np.ndarray) -> np.ndarray:
             y = y + W[n][1].reshape(kv, 1, -1)
         proj.append(y.reshape(h, T, -1))  # (h, T, d_head)
     q, k, v = proj
+    if tape.qk_norm:  # each head's q and k through their per-head RMSNorms, before RoPE
+        q, k = rms_norm(q, W["q_norm"][0], tape.eps), rms_norm(k, W["k_norm"][0], tape.eps)
     if tape.rope:
-        q, k = (llama.rotate(t, *tape.cos_sin) for t in (q, k))
+        q, k = (ops.rotate(t, *tape.cos_sin[l]) for t in (q, k))
     s = np.where(tape._allowed(l, T), q @ k.swapaxes(-1, -2) * arch.scale(l), -np.inf)  # (h, T, T)
     z = softmax(s) @ v  # (h, T, d_head)
     return z @ W["o"][0].reshape(h, -1, a.shape[2])  # (h, T, d)

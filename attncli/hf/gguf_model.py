@@ -10,7 +10,8 @@ from attncli.hf.encoding import tokenizer_errors
 from attncli.errors import BadInput
 from attncli.hf.gguf_file import GGUFFile
 from attncli.hf.gguf_reader import GGUFWeights, config_of, tokenizer_of
-from attncli.hf.numpy_backend import ARCHITECTURES, DTYPE, NumpyPretrained, check_weight_names
+from attncli.hf.families.registry import family
+from attncli.hf.numpy_backend import NumpyPretrained, check_weight_names
 from attncli.hf.pretrained_base import Pretrained
 
 
@@ -19,8 +20,8 @@ class GGUFPretrained(NumpyPretrained):
         gguf = GGUFFile(file)
         config = config_of(gguf)
         Pretrained.__init__(self, name, file.parent, config)
-        module, cls = ARCHITECTURES[self.model_type]
-        reason = module.unsupported(config)
+        fam = family(self.model_type)
+        reason = fam.unsupported(config)
         if reason:
             raise BadInput(f"{file.name}: its {reason} is not implemented on attn's NumPy path")
         self.gguf_file = file
@@ -28,9 +29,9 @@ class GGUFPretrained(NumpyPretrained):
             self.tokenizer = tokenizer_of(gguf)
             self.tokenizer.no_truncation()  # as numpy_backend's: transformers sets them per call
             self.tokenizer.no_padding()
-        weights = GGUFWeights(gguf, config, getattr(module, "DTYPE", DTYPE))
-        check_weight_names(name, module, weights, config, allow_missing_weights)
-        self.arch = cls(weights, config)
+        weights = GGUFWeights(gguf, config, fam.dtype)
+        check_weight_names(name, fam.module, weights, config, allow_missing_weights)
+        self.arch = fam.cls(weights, config)
         self.layers = self.arch.layers
         self.heads = self.arch.heads
         self.is_decoder = self.arch.causal

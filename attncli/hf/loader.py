@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from attncli.errors import BadInput
 from attncli.option_conflicts import BACKENDS
-from attncli.hf import bert, config_check, gguf_reader, numpy_backend, seq2seq, source, torch_backend
+from attncli.hf import config_check, gguf_reader, numpy_backend, seq2seq, source, torch_backend
+from attncli.hf.families import registry
 from attncli.hf.gguf_model import GGUFPretrained
 from attncli.hf.placement import Placement
 from attncli.hf.pretrained_base import Pretrained
@@ -51,13 +52,14 @@ def _load(name_or_path: str, backend: str, allow_missing_weights: bool, placemen
     config = source.read_config(path)
     config_check.check_trust(config, path)  # custom code: its model is not the one either backend would run
     config_check.check_files(path)  # no FIFO or device for a library to open by name
-    refused = bert.not_in_transformers(config)
+    verdict = registry.judge(config)  # the one look-up: which family, why not on the NumPy path
+    refused = verdict.neither
     if refused:
         raise BadInput(f"model '{name_or_path}' uses {refused}, which neither attn's NumPy path nor transformers "
                        f"runs (transformers 5 would drop those weights and show other attention)")
     keep = dict(allow_missing_weights=allow_missing_weights)
 
-    reason = numpy_backend.unsupported(path, config)
+    reason = numpy_backend.unsupported(path, verdict)
     given = placement.given()
     if given and (backend == "numpy" or (backend == "auto" and reason is None)):
         raise BadInput(f"{' and '.join(given)} {'chooses' if len(given) == 1 else 'choose'} how transformers runs a "

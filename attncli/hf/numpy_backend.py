@@ -22,51 +22,35 @@ import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.fileio import FileProblem, read_text
-from attncli.hf import bert, blas, capabilities, distilbert, gpt2, heap, llama, mpnet
+from attncli.hf import blas, capabilities, heap
 from attncli.hf.chunked_attention import Mask
+from attncli.hf.families.registry import Verdict, family
 from attncli.hf.encoding import Encoding, tokenized, tokenizer_errors
 from attncli.hf.mlm import MaskedLMHead
 from attncli.hf.pretrained_base import Pretrained
 from attncli.hf.reads import qk_of, stream_of, value_sites
 from attncli.model.record import PassDone, Recorder, attention_only
 from attncli.model.trace import Intervention, Keep, Trace, site, split
-from attncli.hf.config_check import TOKENIZER_BYTES, damaged, is_encoder_decoder
+from attncli.hf.config_check import TOKENIZER_BYTES, damaged
 from attncli.hf.source import SAFETENSORS, TOKENIZER
 from attncli.hf.numpy_cache import KVCache
 from attncli.hf.weight_check import check_activations, check_finite, check_weight_names
 from attncli.hf.weights import Weights, WeightsAs, checkpoint_file
 
-ARCHITECTURES = {
-    **{t: (bert, bert.BertFamily) for t in bert.MODEL_TYPES},
-    **{t: (distilbert, distilbert.DistilBert) for t in distilbert.MODEL_TYPES},
-    **{t: (gpt2, gpt2.GPT2) for t in gpt2.MODEL_TYPES},
-    **{t: (llama, llama.Llama) for t in llama.MODEL_TYPES},
-    **{t: (mpnet, mpnet.MPNet) for t in mpnet.MODEL_TYPES},
-}
-NUMPY_MODEL_TYPES = frozenset(ARCHITECTURES)
-DECODER_FAMILIES = f"GPT-2 and the Llama family ({', '.join(sorted(llama.MODEL_TYPES))})"  # its causal LMs, in messages
-DTYPE = np.float64  # unless the architecture's module sets its own (llama: float32)
 PRECISIONS = ("float32", "float64")  # trace_batch's: the weights' dtype of the pass
 RERUN_BATCH = 64  # passes per batched rerun at most (a layer's heads, or positions)
 
 
-def unsupported(path: Path, config: dict[str, Any]) -> str | None:
-    """Why the numpy backend cannot run this model, or None when it can."""
-    model_type = config["model_type"]
-    if is_encoder_decoder(config):
-        return f"'{model_type}' is an encoder-decoder, whose three stacks attn reads through transformers only"
-    if model_type not in ARCHITECTURES:
-        return f"model_type '{model_type}' is not one it runs ({', '.join(sorted(NUMPY_MODEL_TYPES))})"
+def unsupported(path: Path, verdict: Verdict) -> str | None:
+    """Why the numpy backend cannot run this model (the registry's ``verdict`` on its config, then
+    its files), or None when it can."""
+    if verdict.family is None:
+        return verdict.numpy
     if checkpoint_file(path) is None:
         return f"the model has no {SAFETENSORS} or model.safetensors.index.json (pytorch_model.bin weights)"
     if not (path / TOKENIZER).is_file():
         return f"the model has no {TOKENIZER} (only a slow tokenizer's files)"
-    module, _ = ARCHITECTURES[model_type]
-    try:
-        reason = module.unsupported(config)
-    except (KeyError, TypeError, ZeroDivisionError) as exc:
-        return f"its config.json lacks or garbles {exc}"
-    return f"its {reason} is not implemented" if reason else None
+    return verdict.numpy
 
 
 class NumpyPretrained(Pretrained):
@@ -85,11 +69,10 @@ class NumpyPretrained(Pretrained):
             self.tokenizer = Tokenizer.from_str(text)
             self.tokenizer.no_truncation()  # tokenizer.json may carry a fixed truncation / padding
             self.tokenizer.no_padding()     # (all-MiniLM-L6-v2's pads to 128); transformers sets them per call
-        module, cls = ARCHITECTURES[self.model_type]
-
-        weights = Weights(checkpoint_file(self.path), module.ANCHORS, getattr(module, "DTYPE", DTYPE))
-        check_weight_names(name, module, weights, config, allow_missing_weights)
-        self.arch = cls(weights, config)
+        fam = family(self.model_type)
+        weights = Weights(checkpoint_file(self.path), fam.module.ANCHORS, fam.dtype)
+        check_weight_names(name, fam.module, weights, config, allow_missing_weights)
+        self.arch = fam.cls(weights, config)
         self.layers = self.arch.layers
         self.heads = self.arch.heads
         self.is_decoder = self.arch.causal
@@ -130,8 +113,7 @@ class NumpyPretrained(Pretrained):
     @cached_property
     def arch32(self) -> Any:
         """The same model in float32 (the same weights file and cache), for ``embed``."""
-        module, cls = ARCHITECTURES[self.model_type]
-        return cls(WeightsAs(self.arch.w, np.float32), self.config)
+        return family(self.model_type).cls(WeightsAs(self.arch.w, np.float32), self.config)
 
     def float32_pass(self) -> "NumpyPretrained":
         """This model with its pass in float32 (itself where it runs in float32 already: the Llama

@@ -216,3 +216,19 @@ def key_mask(mask: np.ndarray, causal: bool) -> np.ndarray:
     if causal:
         allowed = allowed & np.tril(np.ones((T, T), dtype=bool))[None, None]
     return allowed
+
+
+def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """RoPE (rotary position embeddings) on the first rotary_dim dims of x (B, h, T, d_head); cos, sin
+    (T, rotary_dim), halves alike: x cos + rotate_half(x) sin = x1 cos - x2 sin | x2 cos + x1 sin, written into one new array."""
+    r = cos.shape[-1]
+    half = r // 2
+    x1, x2 = x[..., :half], x[..., half:r]
+    c, s = cos[..., :half], sin[..., :half]  # (T, r/2)
+    out = np.empty(x.shape, dtype=np.result_type(x, cos))  # (B, h, T, d_head)
+    np.multiply(x1, c, out=out[..., :half])
+    out[..., :half] -= x2 * s
+    np.multiply(x2, c, out=out[..., half:r])
+    out[..., half:r] += x1 * s
+    out[..., r:] = x[..., r:]
+    return out

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
-from attncli.hf import bert, distilbert, gpt2, llama
+from attncli.hf import ops
 from attncli.hf.contributions import layer_norms
 from attncli.hf.layer_weights import layer_weights
 from attncli.model.trace import Keep, site
@@ -56,19 +56,22 @@ class QKParts:
 def _pre_norm(arch: Any, l: int) -> tuple[str, np.ndarray, np.ndarray | None, float] | None:
     """Layer l's norm before attention as (kind, weight, bias, eps); None for a post-LN encoder."""
     W = layer_weights(arch, l, np.float64, parts=("n1",))
-    return None if W["post"] else (W["norm"], *W["n1"], arch.eps)
+    return None if W["post"] else (W["norm"], *W["n1"], arch.parts.eps)
 
 
-def _qk_weights(arch: Any, l: int, head: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _qk_weights(arch: Any, l: int, head: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Any, Any]:
     """W_Q (d, d_head), b_Q (d_head,), W_K (d, d_head), b_K (d_head,) of query head ``head`` (its
-    key-value head's W_K under grouped-query attention), as x @ W + b."""
-    W = layer_weights(arch, l, np.float64, parts=("q", "k"))
-    dh = arch.d_head
-    kv = arch.kv_head(head) if isinstance(arch, llama.Llama) else head
+    key-value head's W_K under grouped-query attention), as x @ W + b; and the per-head q and k
+    norms' weights (d_head,) (None without: the description's qk_norm)."""
+    W = layer_weights(arch, l, np.float64, parts=("q", "k", "q_norm", "k_norm"))
+    dh = arch.parts.d_head
+    kv = arch.parts.kv_head(head)
     (wq, bq), (wk, bk) = W["q"], W["k"]  # (d, h d_head), (d, h_kv d_head)
     q_cols, k_cols = slice(head * dh, (head + 1) * dh), slice(kv * dh, (kv + 1) * dh)
     zero = np.zeros(dh)
-    return wq[:, q_cols], zero if bq is None else bq[q_cols], wk[:, k_cols], zero if bk is None else bk[k_cols]
+    norms = (W["q_norm"][0], W["k_norm"][0]) if arch.parts.qk_norm else (None, None)
+    return (wq[:, q_cols], zero if bq is None else bq[q_cols], wk[:, k_cols], zero if bk is None else bk[k_cols],
+            *norms)
 
 
 def _centre(x: np.ndarray) -> np.ndarray:
@@ -89,8 +92,9 @@ def supported(model: Any) -> str | None:
     if not has(model, "qk"):
         return (f"model '{model.name}' ({model.model_type}) adds a relative position bias to q k^T: its queries "
                 "and keys alone do not give its scores")
-    if not isinstance(arch, (gpt2.GPT2, llama.Llama, bert.BertFamily, distilbert.DistilBert)):
-        return f"the split is not written for model_type '{model.model_type}'"
+    if arch.parts.extra_norms:
+        return (f"the split is not written for model_type '{model.model_type}' (a norm on each sublayer's output: "
+                f"{', '.join(arch.parts.extra_norms)})")
     return None
 
 
@@ -149,11 +153,13 @@ def qk_parts(model: Any, enc: Any, layer: int, head: int, query: int, key: int) 
         else:
             s = norm_scale(x, eps, centred=False)[..., 0]  # (P,)
             comps = comps / s[None, :, None] * w
-    wq, bq, wk, bk = _qk_weights(arch, layer, head)
+    wq, bq, wk, bk, nq, nk = _qk_weights(arch, layer, head)
     q = np.concatenate([comps[:, 0] @ wq, (const[0] @ wq + bq)[None]])  # (C + 1, d_head) at the query
     k = np.concatenate([comps[:, 1] @ wk, (const[1] @ wk + bk)[None]])  # (C + 1, d_head) at the key
-    if isinstance(arch, llama.Llama):  # RoPE: a fixed rotation at each position
-        q, k = _rotate(arch, q, query), _rotate(arch, k, key)
+    if arch.parts.qk_norm:  # the per-head RMSNorm, its scale frozen at the whole q (k) of this run: linear
+        q, k = _frozen_rms(q, nq, arch.parts.eps), _frozen_rms(k, nk, arch.parts.eps)
+    if arch.parts.position == "rotary":  # RoPE: a fixed rotation at each position
+        q, k = _rotate(arch, layer, q, query), _rotate(arch, layer, k, key)
     parts = arch.scale(layer) * (q @ k.T)  # (C + 1, C + 1)
     _check_sum(model, parts, score)
     return QKParts(layer, head, query, key, labels + ["bias"], parts, score)
@@ -175,11 +181,18 @@ def _check_sum(model: Any, parts: np.ndarray, score: float) -> None:
                              "range or precision, so no split of this score would be right")
 
 
-def _rotate(arch: Any, x: np.ndarray, position: int) -> np.ndarray:
-    """RoPE at ``position`` on rows x (C, d_head), in float64."""
-    angles = position * np.asarray(arch.inv_freq, dtype=np.float64)  # (r/2,)
+def _frozen_rms(parts: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    """Rows ``parts`` (C, d_head) that add up to one head's q (or k) through its RMSNorm with the
+    scale of their sum frozen: each part / s * w, s = sqrt(mean(q^2) + eps) of q = the parts' sum."""
+    s = norm_scale(parts.sum(axis=0), eps, centred=False)  # (1,)
+    return parts / s * w  # (C, d_head)
+
+
+def _rotate(arch: Any, layer: int, x: np.ndarray, position: int) -> np.ndarray:
+    """RoPE at ``position`` on rows x (C, d_head), in float64 (the layer's frequencies)."""
+    angles = position * np.asarray(arch.parts.inv_freq[layer], dtype=np.float64)  # (r/2,)
     angles = np.concatenate([angles, angles])[None]  # (1, r)
-    return llama.rotate(x, np.cos(angles), np.sin(angles))  # (C, d_head)
+    return ops.rotate(x, np.cos(angles), np.sin(angles))  # (C, d_head)
 
 
 def document(model: Any, enc: Any, r: QKParts, top: int) -> dict[str, Any]:

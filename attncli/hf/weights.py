@@ -223,6 +223,15 @@ class Weights:
         gathered = np.stack([sl[int(i): int(i) + 1][0] for i in unique]).astype(self.dtype)
         return gathered[inverse].reshape(*np.shape(ids), -1)
 
+    def head_rows(self, tied: bool) -> int:
+        """V: the rows of the LM head (the embedding when ``tied``)."""
+        return int(self._info(self.prefix + "embed_tokens.weight" if tied else "lm_head.weight")["shape"][0])
+
+    def head_blocks(self, name: str):
+        """(start, rows (n, d)) of the LM head by blocks of rows, as a GGUF file's (gguf_reader): here
+        one block, the whole tensor (``name``: a base tensor's, or "/" and a full one)."""
+        yield 0, self.get_exact(name[1:]) if name.startswith("/") else self.get(name)
+
     def _dtype_of(self, full: str) -> str:
         return self._file(full).get_slice(full).get_dtype()
 
@@ -372,3 +381,10 @@ class WeightsAs:
 
     def get_exact(self, full: str, dtype: type | None = None) -> np.ndarray:
         return self.weights.get_exact(full, self.dtype if dtype is None else dtype)
+
+    def head_rows(self, tied: bool) -> int:
+        return self.weights.head_rows(tied)
+
+    def head_blocks(self, name: str):
+        for start, rows in self.weights.head_blocks(name):
+            yield start, rows.astype(self.dtype, copy=False)

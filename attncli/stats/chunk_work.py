@@ -21,7 +21,7 @@ from attncli.stats.accumulate import Accumulator, Settings, add_probe, add_text,
 from attncli.stats.shards import Identity, model_fingerprint, texts_digest, to_document
 from attncli.hf import load as load_transformer
 from attncli.hf.encoding import Encoding
-from attncli.hf.llama_config import WINDOWED, windows
+from attncli.hf.families import registry
 from attncli.hf.pretrained_base import length_batches
 from attncli.model.interface import has
 
@@ -80,11 +80,9 @@ def identity(model) -> Identity:
 
 def sliding_windows(config: dict[str, Any], layers: int) -> list[Optional[int]]:
     """(L,) each layer's sliding window (a query sees the keys less than W positions back), or None:
-    from the config as the forward pass reads it (hf.llama_config.windows), None for the families
-    without one."""
-    if config.get("model_type") in WINDOWED | {"qwen2"}:
-        return windows(config)
-    return [None] * layers
+    from the config as the forward pass reads it (the family's description, hf/families/registry.windows),
+    None for the families without one."""
+    return registry.windows(config, layers)
 
 
 class ChunkWork:

@@ -34,7 +34,7 @@ from attncli.hf import load  # noqa: E402
 
 torch.set_num_threads(1)
 SENTENCE = "the cat sat on the mat and the dog sat on the log"
-KINDS = ("llama", "qwen2", "gemma", "phi3", "mpnet")
+KINDS = ("llama", "qwen2", "gemma", "phi3", "mpnet", "qwen3")
 
 
 @pytest.fixture(scope="session")

@@ -9,11 +9,11 @@ from conftest import needed
 from typer.testing import CliRunner
 
 from attncli.cli.main import app
-from attncli.hf import gpt2, llama
-from attncli.hf.numpy_backend import DECODER_FAMILIES, NUMPY_MODEL_TYPES
+from attncli.hf.families import gpt2, llama
+from attncli.hf.families.registry import DECODER_FAMILIES, NUMPY_MODEL_TYPES
 
 runner = CliRunner()
-FAMILIES = "GPT-2 and the Llama family (gemma, llama, mistral, phi3, qwen2)"
+FAMILIES = "GPT-2 and the Llama family (gemma, llama, mistral, phi3, qwen2, qwen3)"
 
 
 def flat(text: str) -> str:

@@ -26,7 +26,7 @@ from attncli.hf import load  # noqa: E402
 from attncli.hf.backward import DecoderTape, forward_together, gradients  # noqa: E402
 
 TEXT = "the cat sat on the mat and the dog sat"
-KINDS = ("gpt2", "llama", "llama-bias", "llama3", "mistral", "qwen2", "gemma", "phi3")
+KINDS = ("gpt2", "llama", "llama-bias", "llama3", "mistral", "qwen2", "gemma", "phi3", "qwen3")
 
 
 def _blocks(ref):

@@ -172,7 +172,7 @@ def test_llama_blocks_and_in_place_sums_give_the_whole_computation(monkeypatch, 
     needed("transformers")
     from _llama_fixtures import build_decoder
 
-    from attncli.hf import llama
+    from attncli.hf.families import llama
 
     model = load(str(build_decoder(kind, tmp_path / kind)), backend="numpy")
     encs = [model.encode(t, truncate=True) for t in TEXTS]

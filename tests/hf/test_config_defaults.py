@@ -23,7 +23,8 @@ from _tolerance import EPS32
 torch = needed("torch")
 transformers = needed("transformers")
 
-from attncli.hf import config_defaults, llama  # noqa: E402
+from attncli.hf import config_defaults
+from attncli.hf.families import llama, registry  # noqa: E402
 from attncli.hf.config_defaults import DEFAULTS, DERIVED, NULLABLE, field  # noqa: E402
 
 SMALL = {"vocab_size": 50, "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 3,
@@ -240,7 +241,8 @@ def test_the_table_in_the_docs_lists_every_field_with_its_default():
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "transformers.md").read_text()
     section = text[text.index("## What a config.json field means"):]
-    for kind, defaults in DEFAULTS.items():
+    own = {t: vars(f.module)["DEFAULTS"] for f in registry.FAMILIES if "DEFAULTS" in vars(f.module) for t in f.model_types}
+    for kind, defaults in {**DEFAULTS, **own}.items():  # config_defaults' tables and a family file's own
         row = next((line for line in section.splitlines() if line.startswith(f"| {kind} ")), None)
         assert row is not None, kind
         for key, value in defaults.items():

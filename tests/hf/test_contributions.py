@@ -33,7 +33,7 @@ def built(tmp_path_factory):
     @functools.cache
     def get(kind):
         d = tmp_path_factory.mktemp(kind)
-        if kind == "llama3":
+        if kind in ("llama3", "qwen3"):
             path = build_decoder(kind, d / kind)
         else:  # every weight drawn, LayerNorm biases and gains too: each term of the formulas bites
             path = every_parameter_drawn(BUILD[kind](d / "base"), d / kind)
@@ -149,7 +149,7 @@ def _layer_output(kind, ref, ids, l):
     return seen[0][0]
 
 
-@pytest.mark.parametrize("kind", ["bert", "distilbert", "mpnet", "gpt2", "llama3"])
+@pytest.mark.parametrize("kind", ["bert", "distilbert", "mpnet", "gpt2", "llama3", "qwen3"])
 def test_value_zeroing_equals_a_brute_force_transformers_run(built, kind):
     model, ref = built(kind)
     enc = model.encode(TEXT)

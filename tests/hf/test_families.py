@@ -132,7 +132,7 @@ def test_a_gpt2_position_table_shorter_than_n_positions_is_damage(tiny_gpt2_dir,
 
 
 def test_a_gpt2_config_attn_cannot_run_names_what_it_lacks():
-    from attncli.hf import gpt2
+    from attncli.hf.families import gpt2
 
     sizes = {"model_type": "gpt2", "n_embd": 8, "n_head": 2, "n_layer": 1}
     assert gpt2.unsupported(sizes) is None  # activation_function absent: GPT-2's gelu_new
@@ -160,7 +160,7 @@ def test_gpt2_config_without_the_optional_fields_takes_transformers_defaults(tin
 
 
 def test_a_distilbert_config_attn_cannot_run_names_what_it_lacks():
-    from attncli.hf import distilbert
+    from attncli.hf.families import distilbert
 
     sizes = {"model_type": "distilbert", "dim": 8, "n_heads": 2, "n_layers": 1}
     assert distilbert.unsupported(sizes) is None  # activation absent: DistilBERT's gelu
@@ -213,7 +213,7 @@ LLAMA = {"model_type": "llama", "num_attention_heads": 4, "hidden_size": 64, "nu
 
 
 def test_llama_hidden_size_must_be_a_whole_number_even_with_head_dim():
-    from attncli.hf.llama import unsupported
+    from attncli.hf.families.llama import unsupported
 
     assert unsupported(dict(LLAMA, head_dim=16)) is None
     with pytest.raises(TypeError, match=r"'hidden_size' \(64\.5: a positive integer is needed\)"):
@@ -231,7 +231,7 @@ def test_qwen2_windows_are_transformers_layer_types(fields):
     """windows(config) for Qwen2 is what transformers' Qwen2Config makes of the same fields: the
     sliding window on each layer its layer_types marks sliding_attention, None elsewhere."""
     transformers = needed("transformers")
-    from attncli.hf.llama import windows
+    from attncli.hf.families.llama import windows
 
     ref = transformers.Qwen2Config(**fields)
     want = [ref.sliding_window if kind == "sliding_attention" else None for kind in ref.layer_types]
@@ -240,7 +240,7 @@ def test_qwen2_windows_are_transformers_layer_types(fields):
 
 def test_a_bert_config_without_hidden_act_is_transformers_default_gelu():
     transformers = needed("transformers")
-    from attncli.hf.bert import unsupported
+    from attncli.hf.families.bert import unsupported
 
     assert transformers.BertConfig().hidden_act == "gelu"
     config = {"model_type": "bert", "hidden_size": 8, "num_attention_heads": 2, "num_hidden_layers": 1}

@@ -1,8 +1,8 @@
 """Llama-family decoders on the numpy backend against transformers itself (eager attention,
 ``output_attentions``), layer by layer and head by head, within float32 rounding (tests/_tolerance.py): Llama (GQA, biases,
 linear and llama3 RoPE, tied and untied heads), Mistral (sliding window), Qwen2 (q/k/v biases, a
-window on some layers), Gemma (sqrt(d) embeddings, (1 + w) norms, GeGLU, head_dim apart) and
-Phi-3 (fused qkv and gate_up, partial rotary). Tiny random models from tests/_llama_fixtures.py.
+window on some layers), Gemma (sqrt(d) embeddings, (1 + w) norms, GeGLU, head_dim apart),
+Phi-3 (fused qkv and gate_up, partial rotary) and Qwen3 (per-head q / k norms, head_dim apart). Tiny random models from tests/_llama_fixtures.py.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from attncli.hf import load  # noqa: E402
 torch.set_num_threads(1)
 runner = CliRunner()
 TEXTS = ["the cat sat on the mat and the dog sat on the log", "She sells sea shells, said the paper in 2017!"]
-WINDOWS = {"mistral": [3, 3], "qwen2": [None, 4], "phi3": [5, 5]}
+WINDOWS = {"mistral": [3, 3], "qwen2": [None, 4], "phi3": [5, 5], "qwen3": [None, 4]}
 
 
 @pytest.fixture(scope="session")
@@ -93,7 +93,7 @@ def test_attentions_and_logits_equal_transformers_every_layer_and_head(kind, dec
         f32_close(logits, want_logits, *f32_size(path), what=f"{kind} logits")
 
 
-@pytest.mark.parametrize("kind", ["llama", "gemma", "mistral"])
+@pytest.mark.parametrize("kind", ["llama", "gemma", "mistral", "qwen3"])
 def test_qk_reproduce_the_attentions_and_share_key_value_heads(kind, decoders):
     path = str(decoders(kind))
     model = load(path, backend="numpy")
@@ -112,7 +112,7 @@ def test_qk_reproduce_the_attentions_and_share_key_value_heads(kind, decoders):
         np.testing.assert_allclose(e / e.sum(-1, keepdims=True), att[layer], atol=1e-9)
 
 
-@pytest.mark.parametrize("kind", ["llama", "mistral", "phi3"])
+@pytest.mark.parametrize("kind", ["llama", "mistral", "phi3", "qwen3"])
 def test_cached_steps_equal_one_full_pass_and_transformers(kind, decoders):
     path = str(decoders(kind))
     model = load(path, backend="numpy")
@@ -404,7 +404,7 @@ def test_a_stored_lm_head_of_a_tied_model_is_read_as_transformers_reads_it(kind,
     f32_close(logits, want, *f32_size(dst))
 
 
-@pytest.mark.parametrize("kind", ["llama", "gemma", "qwen2"])
+@pytest.mark.parametrize("kind", ["llama", "gemma", "qwen2", "qwen3"])
 def test_the_logit_lens_equals_transformers_hidden_states(kind, decoders):
     """`attn lens` on a Llama-family decoder (issue 22: every decoder the NumPy path gains):
     transformers' own output_hidden_states through its final norm and lm_head (the last hidden
@@ -430,3 +430,12 @@ def test_the_logit_lens_equals_transformers_hidden_states(kind, decoders):
                       printed=5e-7)  # the JSON's probabilities have 6 decimals
             assert cell[0]["id"] == int(np.argmax(probs[l, t]))
     assert not np.allclose(probs[0], probs[-1], atol=1e-3)  # fixed: the layers really differ, by more than 1e-3 (not a rounding bound)
+
+
+def test_the_final_norm_takes_rows_of_any_shape(decoders):
+    """The logit lens hands the final norm rows (n, d) (attn lens on SmolLM2: 279 x 576), which once
+    were split into blocks by columns (an internal error): each row normed as in a (1, n, d) text."""
+    model = load(str(decoders("llama")), backend="numpy")
+    x = np.random.default_rng(0).standard_normal((1000, model.arch.d)).astype(np.float32)  # blocks of rows here
+    np.testing.assert_array_equal(model.arch.final(x), model.arch.final(x[None])[0])
+    assert model.lens_logits(x).shape == (1000, model.config["vocab_size"])

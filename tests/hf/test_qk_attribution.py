@@ -29,7 +29,7 @@ from attncli.hf.qk_attribution import qk_parts  # noqa: E402
 TEXT = "the cat sat on the mat and the dog sat on the log"
 EPS32 = 2.0 ** -23
 BUILD = {"gpt2": build_gpt2, "bert": build_bert, "distilbert": build_distilbert}
-DECODERS = ("llama3", "llama-bias", "qwen2", "gemma", "phi3", "mistral")
+DECODERS = ("llama3", "llama-bias", "qwen2", "gemma", "phi3", "mistral", "qwen3")
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def test_the_parts_add_up_to_the_models_score(models, kind):
         assert abs(r.total - r.score) <= tol, (kind, layer, head, i, j, r.total, r.score, tol)
 
 
-@pytest.mark.parametrize("kind", ["gpt2", "bert", "llama3", "qwen2", "phi3"])
+@pytest.mark.parametrize("kind", ["gpt2", "bert", "llama3", "qwen2", "phi3", "qwen3"])
 def test_score_differences_equal_transformers_log_attention_differences(models, kind):
     """Independent of attn's pass: transformers' own model in float64, eager attention."""
     import torch

@@ -71,7 +71,7 @@ def test_every_tensor_a_forward_pass_reads_has_the_shape_config_json_implies():
     """The shape of every tensor each forward pass reads, from config.json, worked by hand (GPT-2's
     Conv1D stores (in, out); n_inner null means 4 * n_embd; ELECTRA's embeddings are
     embedding_size wide; a size config.json leaves out is transformers' default for the family)."""
-    from attncli.hf import bert, distilbert, gpt2
+    from attncli.hf.families import bert, distilbert, gpt2
 
     g = gpt2.expected({"model_type": "gpt2", "n_embd": 8, "n_layer": 1, "vocab_size": 10, "n_positions": 6, "n_inner": None})
     assert g == {"wte.weight": (10, 8), "wpe.weight": (6, 8), "ln_f.weight": (8,), "ln_f.bias": (8,),

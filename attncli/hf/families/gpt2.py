@@ -20,6 +20,7 @@ import numpy as np
 from attncli.hf import ops
 from attncli.hf.chunked_attention import Mask, attend
 from attncli.hf.config_defaults import field
+from attncli.hf.families.parts import Parts, Tensor, shapes
 from attncli.model.record import Recorder
 from attncli.hf.weights import Weights
 
@@ -32,23 +33,30 @@ UNUSED_OK = ("attn.bias", "attn.masked_bias")
 OPTIONAL: set[str] = set()
 
 
-def expected(config: dict) -> dict[str, tuple[int | None, ...]]:
-    """Every tensor this forward pass reads, with the shape config.json implies (Conv1D: (in, out))."""
+def _roles(config: dict) -> dict[str, Tensor]:
+    """Layer l's tensors by role (families/parts.py), Conv1D's stored (in, out): c_attn's columns q | k | v."""
     d = field(config, "n_embd")
     inner = field(config, "n_inner")
     inner = 4 * d if inner is None else inner  # modeling_gpt2's GPT2Block
-    shapes = {"wte.weight": (field(config, "vocab_size"), d), "wpe.weight": (field(config, "n_positions"), d),
-              "ln_f.weight": (d,), "ln_f.bias": (d,)}
-    for l in range(int(field(config, "n_layer"))):
-        p = f"h.{l}."
-        for norm in ("ln_1", "ln_2"):
-            shapes[p + norm + ".weight"], shapes[p + norm + ".bias"] = (d,), (d,)
-        shapes[p + "attn.c_attn.weight"], shapes[p + "attn.c_attn.bias"] = (d, None if d is None else 3 * d), \
-            (None if d is None else 3 * d,)
-        shapes[p + "attn.c_proj.weight"], shapes[p + "attn.c_proj.bias"] = (d, d), (d,)
-        shapes[p + "mlp.c_fc.weight"], shapes[p + "mlp.c_fc.bias"] = (d, inner), (inner,)
-        shapes[p + "mlp.c_proj.weight"], shapes[p + "mlp.c_proj.bias"] = (inner, d), (d,)
-    return shapes
+    p, qkv = "h.{l}.", (d, 3 * d)
+    return {"n1": Tensor(p + "ln_1", (d,), True), "n2": Tensor(p + "ln_2", (d,), True),
+            **{n: Tensor(p + "attn.c_attn", qkv, True, True, (i * d, (i + 1) * d)) for i, n in enumerate("qkv")},
+            "o": Tensor(p + "attn.c_proj", (d, d), True, True),
+            "up": Tensor(p + "mlp.c_fc", (d, inner), True, True), "down": Tensor(p + "mlp.c_proj", (inner, d), True, True)}
+
+
+def parts(config: dict) -> Parts:
+    """The description methods read: LayerNorm before each sublayer, learned absolute positions."""
+    heads, d = int(field(config, "n_head")), int(field(config, "n_embd"))
+    return Parts(layers=int(field(config, "n_layer")), heads=heads, kv_heads=heads, d_head=d // heads, norm="layer",
+                 place="pre", eps=float(field(config, "layer_norm_epsilon")), roles=_roles(config))
+
+
+def expected(config: dict) -> dict[str, tuple[int | None, ...]]:
+    """Every tensor this forward pass reads, with the shape config.json implies (Conv1D: (in, out))."""
+    d = field(config, "n_embd")
+    return {"wte.weight": (field(config, "vocab_size"), d), "wpe.weight": (field(config, "n_positions"), d),
+            "ln_f.weight": (d,), "ln_f.bias": (d,), **shapes(_roles(config), int(field(config, "n_layer")))}
 
 
 def unsupported(config: dict) -> str | None:
@@ -77,6 +85,10 @@ class GPT2:
         inner = field(config, "n_inner")
         self.inner = 4 * self.d if inner is None else int(inner)  # the MLP's width
         self.act = ops.ACTIVATIONS[field(config, "activation_function")]
+        self.parts = parts(config)
+
+    def tensor(self, name: str) -> np.ndarray:
+        return self.w.get(name)
 
     def scale(self, layer: int) -> float:
         s = 1.0 / math.sqrt(self.d_head) if field(self.config, "scale_attn_weights") else 1.0

@@ -1,6 +1,11 @@
 """What a Llama-family config.json says, checked: sizes, RoPE (its type, theta, scaling and the
 dimensions it rotates), sliding windows per layer and which projections carry biases, with
 transformers' defaults and precedence (config_defaults.field). llama.py runs the forward pass.
+
+What a Llama-like family changes is written as its ``Variant`` (VARIANTS: one per model_type of
+llama.py; a family file of its own, as qwen3.py, passes its own): its windows rule, the bias flags
+its modeling file honours, fused projections, RoPE types, Gemma's norm offset and embedding scale,
+per-head q / k norms, and its defaults table when config_defaults does not hold it.
 """
 
 from __future__ import annotations
@@ -9,14 +14,52 @@ import math
 
 import numpy as np
 
+from dataclasses import dataclass
+from typing import Any
+
 from attncli.hf import ops
 from attncli.hf.config_defaults import DEFAULT_ROPE_THETA, field
 
-MODEL_TYPES = {"llama", "mistral", "qwen2", "gemma", "phi3"}
 ROPE_TYPES = ("default", "linear", "llama3")
-PHI3_ROPE_TYPES = ("default",)  # Phi3Config refuses linear and llama3 (and attn runs no longrope)
-WINDOWED = {"mistral", "phi3"}  # config's sliding_window applies to every layer (Qwen2: per layer_types)
-BIASED = {"llama": ("attention_bias", "mlp_bias"), "gemma": ("attention_bias",)}  # the flags each family's modeling honours
+
+
+@dataclass(frozen=True)
+class Variant:
+    """What one Llama-like model_type changes of Llama's config and pass."""
+
+    windows: str = "none"  # "none"; "every" (sliding_window on every layer: Mistral, Phi-3); "layer_types"
+    # (Qwen2, Qwen3: with use_sliding_window, the layers layer_types marks, by default from max_window_layers on)
+    bias_flags: tuple[str, ...] = ()  # the flags its modeling file honours: attention_bias (q, k, v, o), mlp_bias
+    qkv_bias: bool = False  # q, k, v always biased (Qwen2)
+    fused: bool = False  # one qkv_proj and one gate_up_proj (Phi-3)
+    rope_types: tuple[str, ...] = ROPE_TYPES
+    partial_default: bool = False  # its default RoPE reads partial_rotary_factor (Phi-3)
+    norm_offset: float = 0.0  # RMSNorm weight applied as offset + w (Gemma: 1)
+    embed_scale: bool = False  # embeddings * sqrt(d) (Gemma's normalizer)
+    tanh_gelu: bool = False  # hidden_act "gelu" read as the tanh approximation (Gemma's legacy releases)
+    encoder_flag: str | None = None  # a config flag that makes it an encoder attn does not run (Gemma's)
+    qk_norm: bool = False  # q and k RMS-normed per head before RoPE (Qwen3)
+    defaults: dict[str, Any] | None = None  # its defaults table (None: config_defaults' for its model_type)
+    nullable: frozenset[str] | None = None
+
+    def field(self, config: dict, key: str) -> Any:
+        return field(config, key, self.defaults, None if self.nullable is None else set(self.nullable))
+
+
+VARIANTS = {
+    "llama": Variant(bias_flags=("attention_bias", "mlp_bias")),
+    "mistral": Variant(windows="every"),
+    "qwen2": Variant(windows="layer_types", qkv_bias=True),
+    "gemma": Variant(bias_flags=("attention_bias",), norm_offset=1.0, embed_scale=True, tanh_gelu=True,
+                     encoder_flag="use_bidirectional_attention"),
+    "phi3": Variant(windows="every", fused=True, rope_types=("default",), partial_default=True),  # Phi3Config
+    # refuses linear and llama3 (and attn runs no longrope)
+}
+MODEL_TYPES = set(VARIANTS)
+
+
+def variant_of(config: dict, variant: Variant | None = None) -> Variant:
+    return VARIANTS[config["model_type"]] if variant is None else variant
 
 
 def _number(value, key: str, *, integer: bool = False) -> float:
@@ -28,19 +71,20 @@ def _number(value, key: str, *, integer: bool = False) -> float:
     return int(value) if integer else float(value)
 
 
-def _flag(config: dict, key: str) -> bool:
-    value = field(config, key)
+def _flag(config: dict, key: str, v: Variant) -> bool:
+    value = v.field(config, key)
     if not isinstance(value, bool):
         raise TypeError(f"'{key}' ({value!r}: true or false is needed)")
     return value
 
 
-def sizes(config: dict) -> dict[str, int]:
+def sizes(config: dict, variant: Variant | None = None) -> dict[str, int]:
     """The sizes the pass reads (d, h, h_kv, d_head, intermediate, layers, vocab), each config.json's
     or transformers' default for the family (config_defaults); TypeError naming a garbled one."""
-    out = {key: _number(field(config, key), key, integer=True)
+    v = variant_of(config, variant)
+    out = {key: _number(v.field(config, key), key, integer=True)
            for key in ("hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size", "vocab_size")}
-    kv, head_dim = field(config, "num_key_value_heads"), field(config, "head_dim")
+    kv, head_dim = v.field(config, "num_key_value_heads"), v.field(config, "head_dim")
     out["num_key_value_heads"] = out["num_attention_heads"] if kv is None else _number(kv, "num_key_value_heads",
                                                                                          integer=True)
     out["head_dim"] = out["hidden_size"] // out["num_attention_heads"] if head_dim is None else \
@@ -48,7 +92,7 @@ def sizes(config: dict) -> dict[str, int]:
     return out
 
 
-def rope_parameters(config: dict) -> dict:
+def rope_parameters(config: dict, variant: Variant | None = None) -> dict:
     """The RoPE settings as transformers 5 standardizes them: ``rope_scaling`` (older configs) wins
     over ``rope_parameters`` whole when both are given; rope_theta and partial_rotary_factor inside
     win over the top-level ones; rope_type falls back to "type", then "default"."""
@@ -67,48 +111,49 @@ def rope_parameters(config: dict) -> dict:
         if "original_max_position_embeddings" in config:
             params["original_max_position_embeddings"] = config["original_max_position_embeddings"]
         else:
-            params.setdefault("original_max_position_embeddings", field(config, "max_position_embeddings"))
+            params.setdefault("original_max_position_embeddings",
+                              variant_of(config, variant).field(config, "max_position_embeddings"))
     return params
 
 
-def rotary_dim(config: dict, d_head: int) -> int:
+def rotary_dim(config: dict, d_head: int, variant: Variant | None = None) -> int:
     """How many of a head's dimensions RoPE turns: d_head * partial_rotary_factor for Phi-3 (whose
     default RoPE reads the factor) and for linear / llama3 RoPE; all of them for the others' default
     RoPE, which transformers computes without the factor."""
-    params = rope_parameters(config)
-    if config["model_type"] != "phi3" and params["rope_type"] == "default":
+    params = rope_parameters(config, variant)
+    if not variant_of(config, variant).partial_default and params["rope_type"] == "default":
         return d_head
     return int(d_head * _number(params.get("partial_rotary_factor", 1.0), "partial_rotary_factor"))
 
 
-def unsupported(config: dict) -> str | None:
+def unsupported(config: dict, variant: Variant | None = None) -> str | None:
     """Why this backend cannot run the config (None when it can); TypeError / KeyError for a
     missing or garbled field."""
-    kind = config["model_type"]
-    s = sizes(config)
+    kind, v = config["model_type"], variant_of(config, variant)
+    s = sizes(config, v)
     heads, kv = s["num_attention_heads"], s["num_key_value_heads"]
-    if field(config, "head_dim") is None and s["hidden_size"] % heads:
+    if v.field(config, "head_dim") is None and s["hidden_size"] % heads:
         return "hidden_size not a multiple of num_attention_heads (and no head_dim)"
     if heads % kv:
         return f"num_attention_heads ({heads}) not a multiple of num_key_value_heads ({kv})"
-    _number(field(config, "rms_norm_eps"), "rms_norm_eps")
-    act = field(config, "hidden_act")
+    _number(v.field(config, "rms_norm_eps"), "rms_norm_eps")
+    act = v.field(config, "hidden_act")
     if act not in ops.ACTIVATIONS:
         return f"hidden_act {act!r}"
-    if kind == "gemma" and field(config, "use_bidirectional_attention"):
-        return "use_bidirectional_attention (a Gemma encoder)"
-    for flag in BIASED.get(kind, ()):
-        _flag(config, flag)
-    _flag(config, "tie_word_embeddings")
-    params = rope_parameters(config)
-    kinds = PHI3_ROPE_TYPES if kind == "phi3" else ROPE_TYPES
+    if v.encoder_flag and v.field(config, v.encoder_flag):
+        return f"{v.encoder_flag} (a Gemma encoder)"
+    for flag in v.bias_flags:
+        _flag(config, flag, v)
+    _flag(config, "tie_word_embeddings", v)
+    params = rope_parameters(config, v)
+    kinds = v.rope_types
     if params["rope_type"] not in kinds:
         return f"rope type {params['rope_type']!r} (it runs {', '.join(kinds)})"
     _number(params["rope_theta"], "rope_theta")
     factor = _number(params.get("partial_rotary_factor", 1.0), "partial_rotary_factor")
     if factor > 1:
         raise TypeError(f"'partial_rotary_factor' ({factor}: at most 1)")
-    if kind != "phi3" and params["rope_type"] != "default" and factor != 1:
+    if not v.partial_default and params["rope_type"] != "default" and factor != 1:
         return f"partial_rotary_factor with rope type {params['rope_type']!r} (transformers' {kind} rotates whole heads)"
     if params["rope_type"] != "default":
         _number(params.get("factor"), "factor")
@@ -118,28 +163,28 @@ def unsupported(config: dict) -> str | None:
         if params["high_freq_factor"] <= params["low_freq_factor"]:
             raise TypeError("'high_freq_factor' (must exceed low_freq_factor)")
         _number(params["original_max_position_embeddings"], "original_max_position_embeddings", integer=True)
-    windows(config)
+    windows(config, v)
     return None
 
 
-def windows(config: dict) -> list[int | None]:
+def windows(config: dict, variant: Variant | None = None) -> list[int | None]:
     """Per layer, the sliding window (a query sees the keys less than ``window`` positions back), or
     None: Mistral's and Phi-3's on every layer; Qwen2's (when use_sliding_window) on the layers its
     layer_types marks sliding_attention, by default those from max_window_layers on."""
-    kind = config["model_type"]
-    layers = _number(field(config, "num_hidden_layers"), "num_hidden_layers", integer=True)
-    if kind not in WINDOWED and kind != "qwen2":
+    v = variant_of(config, variant)
+    layers = _number(v.field(config, "num_hidden_layers"), "num_hidden_layers", integer=True)
+    if v.windows == "none":
         return [None] * layers
-    window = field(config, "sliding_window")
-    if kind == "qwen2" and not _flag(config, "use_sliding_window"):
+    window = v.field(config, "sliding_window")
+    if v.windows == "layer_types" and not _flag(config, "use_sliding_window", v):
         window = None
     if window is not None:
         window = _number(window, "sliding_window", integer=True)
-    if kind in WINDOWED:
+    if v.windows == "every":
         return [window] * layers
-    kinds = field(config, "layer_types")
+    kinds = v.field(config, "layer_types")
     if kinds is None:
-        first = field(config, "max_window_layers")
+        first = v.field(config, "max_window_layers")
         if not isinstance(first, int) or isinstance(first, bool) or first < 0:
             raise TypeError(f"'max_window_layers' ({first!r}: a whole number is needed)")
         kinds = ["sliding_attention" if window is not None and l >= first else "full_attention" for l in range(layers)]
@@ -152,10 +197,10 @@ def windows(config: dict) -> list[int | None]:
     return [window if kind == "sliding_attention" else None for kind in kinds]
 
 
-def inverse_frequencies(config: dict, d_head: int) -> np.ndarray:
+def inverse_frequencies(config: dict, d_head: int, variant: Variant | None = None) -> np.ndarray:
     """(rotary_dim / 2,) float64: RoPE's angle per position for each pair of rotated dimensions."""
-    params = rope_parameters(config)
-    dim = rotary_dim(config, d_head)
+    params = rope_parameters(config, variant)
+    dim = rotary_dim(config, d_head, variant)
     inv_freq = 1.0 / float(params["rope_theta"]) ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
     kind = params["rope_type"]
     if kind == "linear":
@@ -172,11 +217,11 @@ def inverse_frequencies(config: dict, d_head: int) -> np.ndarray:
     return inv_freq
 
 
-def biases(config: dict) -> tuple[bool, bool, bool]:
+def biases(config: dict, variant: Variant | None = None) -> tuple[bool, bool, bool]:
     """Whether q/k/v, o and the MLP's projections carry biases, as each family's modeling file builds
     them: Qwen2 on q, k, v always; Llama and Gemma on q, k, v, o with attention_bias; Llama's MLP
     with mlp_bias; Mistral and Phi-3 never (their configs' flags are not read by transformers)."""
-    kind = config["model_type"]
-    attention = "attention_bias" in BIASED.get(kind, ()) and _flag(config, "attention_bias")
-    mlp = "mlp_bias" in BIASED.get(kind, ()) and _flag(config, "mlp_bias")
-    return kind == "qwen2" or attention, attention, mlp
+    v = variant_of(config, variant)
+    attention = "attention_bias" in v.bias_flags and _flag(config, "attention_bias", v)
+    mlp = "mlp_bias" in v.bias_flags and _flag(config, "mlp_bias", v)
+    return v.qkv_bias or attention, attention, mlp

@@ -18,6 +18,8 @@ import numpy as np
 from attncli.hf import ops
 from attncli.hf.chunked_attention import Mask, attend
 from attncli.hf.config_defaults import field
+from attncli.hf.families.bert import encoder_roles
+from attncli.hf.families.parts import Parts, Tensor, shapes
 from attncli.model.record import Recorder
 from attncli.hf.weights import Weights
 
@@ -30,23 +32,29 @@ UNUSED_OK = ("embeddings.position_ids",)
 OPTIONAL: set[str] = set()
 
 
+def _roles(config: dict) -> dict[str, Tensor]:
+    return encoder_roles("transformer.layer.{l}.", dict(
+        q="attention.q_lin", k="attention.k_lin", v="attention.v_lin", o="attention.out_lin",
+        n1="sa_layer_norm", n2="output_layer_norm", up="ffn.lin1", down="ffn.lin2"),
+        field(config, "dim"), field(config, "hidden_dim"))
+
+
+def parts(config: dict) -> Parts:
+    """The description methods read: a LayerNorm (eps fixed) after each residual add, absolute positions."""
+    heads, d = int(field(config, "n_heads")), int(field(config, "dim"))
+    return Parts(layers=int(field(config, "n_layers")), heads=heads, kv_heads=heads, d_head=d // heads,
+                 norm="layer", place="post", eps=EPS, roles=_roles(config))
+
+
 def expected(config: dict) -> dict[str, tuple[int | None, ...]]:
     """Every tensor this forward pass reads, with the shape config.json implies."""
-    d, inner = field(config, "dim"), field(config, "hidden_dim")
-    shapes = {
+    d = field(config, "dim")
+    return {
         "embeddings.word_embeddings.weight": (field(config, "vocab_size"), d),
         "embeddings.position_embeddings.weight": (field(config, "max_position_embeddings"), d),
         "embeddings.LayerNorm.weight": (d,), "embeddings.LayerNorm.bias": (d,),
+        **shapes(_roles(config), int(field(config, "n_layers"))),
     }
-    for l in range(int(field(config, "n_layers"))):
-        p = f"transformer.layer.{l}."
-        for part in ("attention.q_lin", "attention.k_lin", "attention.v_lin", "attention.out_lin"):
-            shapes[p + part + ".weight"], shapes[p + part + ".bias"] = (d, d), (d,)
-        for norm in ("sa_layer_norm", "output_layer_norm"):
-            shapes[p + norm + ".weight"], shapes[p + norm + ".bias"] = (d,), (d,)
-        shapes[p + "ffn.lin1.weight"], shapes[p + "ffn.lin1.bias"] = (inner, d), (inner,)
-        shapes[p + "ffn.lin2.weight"], shapes[p + "ffn.lin2.bias"] = (d, inner), (d,)
-    return shapes
 
 
 def unsupported(config: dict) -> str | None:
@@ -67,6 +75,10 @@ class DistilBert:
         self.d = int(field(config, "dim"))
         self.d_head = self.d // self.heads
         self.act = ops.ACTIVATIONS[field(config, "activation")]
+        self.parts = parts(config)
+
+    def tensor(self, name: str) -> np.ndarray:
+        return self.w.get(name)
 
     def scale(self, layer: int) -> float:
         return 1.0 / math.sqrt(self.d_head)

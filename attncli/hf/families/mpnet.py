@@ -21,7 +21,8 @@ import numpy as np
 from attncli.hf import ops
 from attncli.hf.chunked_attention import Mask, attend
 from attncli.model.record import Recorder
-from attncli.hf.bert import PostNormEncoder
+from attncli.hf.families.bert import PostNormEncoder, encoder_roles
+from attncli.hf.families.parts import Parts, Tensor, shapes
 from attncli.hf.config_defaults import field
 from attncli.hf.weights import Weights
 
@@ -35,26 +36,33 @@ UNUSED_OK = ("pooler.", "embeddings.position_ids")  # the pooler is never used; 
 OPTIONAL: set[str] = set()
 
 
+def _roles(config: dict) -> dict[str, Tensor]:
+    return encoder_roles("encoder.layer.{l}.", dict(
+        q="attention.attn.q", k="attention.attn.k", v="attention.attn.v", o="attention.attn.o",
+        n1="attention.LayerNorm", n2="output.LayerNorm", up="intermediate.dense", down="output.dense"),
+        int(field(config, "hidden_size")), int(field(config, "intermediate_size")))
+
+
+def parts(config: dict) -> Parts:
+    """The description methods read: a LayerNorm after each residual add, a relative position bias."""
+    heads, d = int(field(config, "num_attention_heads")), int(field(config, "hidden_size"))
+    return Parts(layers=int(field(config, "num_hidden_layers")), heads=heads, kv_heads=heads, d_head=d // heads,
+                 norm="layer", place="post", eps=float(field(config, "layer_norm_eps")), roles=_roles(config),
+                 position="relative")
+
+
 def expected(config: dict) -> dict[str, tuple[int | None, ...]]:
     """Every tensor this forward pass reads (the base model's names), with the shape config.json
     implies: weight_check.check_weight_names reports a missing or unused one."""
-    d, i = int(field(config, "hidden_size")), int(field(config, "intermediate_size"))
-    shapes: dict[str, tuple[int | None, ...]] = {
+    d = int(field(config, "hidden_size"))
+    return {
         "embeddings.word_embeddings.weight": (field(config, "vocab_size"), d),
         "embeddings.position_embeddings.weight": (field(config, "max_position_embeddings"), d),
         "embeddings.LayerNorm.weight": (d,), "embeddings.LayerNorm.bias": (d,),
         "encoder.relative_attention_bias.weight": (field(config, "relative_attention_num_buckets"),
                                                    int(field(config, "num_attention_heads"))),
+        **shapes(_roles(config), int(field(config, "num_hidden_layers"))),
     }
-    for l in range(int(field(config, "num_hidden_layers"))):
-        p = f"encoder.layer.{l}."
-        for name in "qkvo":
-            shapes[p + f"attention.attn.{name}.weight"], shapes[p + f"attention.attn.{name}.bias"] = (d, d), (d,)
-        for norm in ("attention.LayerNorm", "output.LayerNorm"):
-            shapes[p + norm + ".weight"], shapes[p + norm + ".bias"] = (d,), (d,)
-        shapes[p + "intermediate.dense.weight"], shapes[p + "intermediate.dense.bias"] = (i, d), (i,)
-        shapes[p + "output.dense.weight"], shapes[p + "output.dense.bias"] = (d, i), (d,)
-    return shapes
 
 
 def unsupported(config: dict) -> str | None:
@@ -80,10 +88,9 @@ def relative_position_bucket(relative: np.ndarray) -> np.ndarray:
 
 
 class MPNet(PostNormEncoder):
-    position_bias = True  # the attention adds a relative position bias (so qk alone is not it)
-
     def __init__(self, weights: Weights, config: dict):
         super().__init__(weights, config)
+        self.parts = parts(config)  # position "relative": its queries and keys alone are not its attention
         self._bias: np.ndarray | None = None
 
     def embeddings(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:

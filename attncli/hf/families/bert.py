@@ -22,6 +22,7 @@ import numpy as np
 from attncli.hf import ops
 from attncli.hf.chunked_attention import Mask, attend
 from attncli.hf.config_defaults import field
+from attncli.hf.families.parts import Parts, Tensor, shapes
 from attncli.model.record import Recorder
 from attncli.hf.weights import Weights
 
@@ -36,27 +37,40 @@ UNUSED_OK = ("pooler.", "embeddings.position_ids")
 OPTIONAL = {"embeddings.token_type_embeddings.weight", "embeddings_project.weight", "embeddings_project.bias"}
 
 
+def encoder_roles(p: str, names: dict[str, str], d: int, inner: int) -> dict[str, Tensor]:
+    """A post-LN encoder's layer tensors by role (families/parts.py), every one with its bias: the
+    Linear projections q, k, v, o (d, d), up (inner, d), down (d, inner); the LayerNorms n1, n2 (d,)."""
+    shape = dict(q=(d, d), k=(d, d), v=(d, d), o=(d, d), n1=(d,), n2=(d,), up=(inner, d), down=(d, inner))
+    return {role: Tensor(p + name, shape[role], True) for role, name in names.items()}
+
+
+def _roles(config: dict) -> dict[str, Tensor]:
+    return encoder_roles("encoder.layer.{l}.", dict(
+        q="attention.self.query", k="attention.self.key", v="attention.self.value", o="attention.output.dense",
+        n1="attention.output.LayerNorm", n2="output.LayerNorm", up="intermediate.dense", down="output.dense"),
+        field(config, "hidden_size"), field(config, "intermediate_size"))
+
+
+def parts(config: dict) -> Parts:
+    """The description methods read: a LayerNorm after each residual add, learned absolute positions."""
+    heads, d = int(field(config, "num_attention_heads")), int(field(config, "hidden_size"))
+    return Parts(layers=int(field(config, "num_hidden_layers")), heads=heads, kv_heads=heads, d_head=d // heads,
+                 norm="layer", place="post", eps=float(field(config, "layer_norm_eps")), roles=_roles(config))
+
+
 def expected(config: dict) -> dict[str, tuple[int | None, ...]]:
     """Every tensor this forward pass reads, with the shape config.json implies (None: a size the
     config does not state)."""
-    d, inner = field(config, "hidden_size"), field(config, "intermediate_size")
+    d = field(config, "hidden_size")
     e = field(config, "embedding_size") if config["model_type"] == "electra" else d
-    shapes = {
+    return {
         "embeddings.word_embeddings.weight": (field(config, "vocab_size"), e),
         "embeddings.position_embeddings.weight": (field(config, "max_position_embeddings"), e),
         "embeddings.token_type_embeddings.weight": (field(config, "type_vocab_size"), e),
         "embeddings.LayerNorm.weight": (e,), "embeddings.LayerNorm.bias": (e,),
         "embeddings_project.weight": (d, e), "embeddings_project.bias": (d,),
+        **shapes(_roles(config), int(field(config, "num_hidden_layers"))),
     }
-    for l in range(int(field(config, "num_hidden_layers"))):
-        p = f"encoder.layer.{l}."
-        for part in ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"):
-            shapes[p + part + ".weight"], shapes[p + part + ".bias"] = (d, d), (d,)
-        for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
-            shapes[p + norm + ".weight"], shapes[p + norm + ".bias"] = (d,), (d,)
-        shapes[p + "intermediate.dense.weight"], shapes[p + "intermediate.dense.bias"] = (inner, d), (inner,)
-        shapes[p + "output.dense.weight"], shapes[p + "output.dense.bias"] = (d, inner), (d,)
-    return shapes
 
 
 def not_in_transformers(config: dict) -> str | None:
@@ -97,6 +111,9 @@ class PostNormEncoder:
         self.eps = float(field(config, "layer_norm_eps"))
         self.act = ops.ACTIVATIONS[field(config, "hidden_act")]
 
+    def tensor(self, name: str) -> np.ndarray:
+        return self.w.get(name)
+
     def scale(self, layer: int) -> float:
         return 1.0 / math.sqrt(self.d_head)
 
@@ -106,6 +123,7 @@ class BertFamily(PostNormEncoder):
 
     def __init__(self, weights: Weights, config: dict):
         super().__init__(weights, config)
+        self.parts = parts(config)
         self.roberta = config["model_type"] in ROBERTA_TYPES
         pad = field(config, "pad_token_id")  # RoBERTa's default: fairseq's <pad>, 1
         self.padding_idx = (1 if pad is None else int(pad)) if self.roberta else 0

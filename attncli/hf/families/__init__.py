@@ -1,0 +1,3 @@
+"""attn's own NumPy forward passes, one file per family (gpt2, llama with llama_config, bert,
+distilbert, mpnet), and the one registry (registry.py) the loader consults: model_type -> family,
+and why attn's NumPy pass cannot run a config."""
