@@ -29,6 +29,9 @@ centred over the vocabulary. Biases play no part in these scores.
         R^T R = W^T W (d_head, d_head), and ||U V||_F^2 = tr(U^T U V V^T), the dot product of two
         (d, d) Gram matrices (their upper triangles): no (d, d) product of two heads is formed.
 
+Per-head norms of q and k (Qwen3) and a norm on the attention's output (Gemma 3): their weights
+are folded into W_Q, W_K and W_O; their per-token scale cannot be, and is left out (stated).
+
 RoPE (the Llama family): what is composed is the unrotated W_Q W_K^T. The rotation between a query
 and a key depends on their distance, so the score is the content part of the bilinear form: the
 QK circuit at distance 0. The QK directions read as tokens carry the same caveat.
@@ -67,6 +70,7 @@ class HeadFactors:
     W_O: np.ndarray  # (L, h, d_head, d)
     norm: str  # "layer" or "rms"
     kv_heads: int
+    folded_norms: tuple[str, ...] = ()  # the per-head q/k norms and output norms whose weights were folded in
 
     @property
     def layers(self) -> int:
@@ -98,8 +102,9 @@ def head_factors(arch: Any) -> HeadFactors:
     Q, K, V, O = [], [], [], []
     norm = "layer"
     kv_heads = h
+    folded: set[str] = set()
     for l in range(L):
-        W = layer_weights(arch, l, np.float64, parts=("n1", "q", "k", "v", "o"))
+        W = layer_weights(arch, l, np.float64, parts=("n1", "q", "k", "v", "o", "q_norm", "k_norm", "attn_out_norm"))
         if W["post"]:
             raise BadInput("--weights reads pre-norm decoders (GPT-2, the Llama family); this model is a post-LN "
                            "encoder, whose norms after each block mix the heads' outputs and cannot be folded")
@@ -117,11 +122,19 @@ def head_factors(arch: Any) -> HeadFactors:
         q, k, v = (w1[None, :, None] * split(m, n) for m, n in ((wq, h), (wk, kv_heads), (wv, kv_heads)))
         k, v = k[expand], v[expand]  # (h, d, dh)
         o = wo.reshape(h, dh, d)  # (h, dh, d)
+        for role, heads_w in (("q_norm", [q]), ("k_norm", [k])):  # Qwen3: a per-head RMSNorm of q, k (d_head,)
+            if W.get(role) is not None:
+                heads_w[0] *= W[role][0][None, None, :]
+                folded.add(role)
+        if W.get("attn_out_norm") is not None:  # Gemma 3: a norm on the attention's output, before the add
+            o = o * W["attn_out_norm"][0][None, None, :]
+            folded.add("attn_out_norm")
         if norm == "layer":
             q, k, v = _centred_in(q), _centred_in(k), _centred_in(v)
             o = o - o.mean(axis=-1, keepdims=True)  # writing weights centred over d
         Q.append(q), K.append(k), V.append(v), O.append(o)
-    out = HeadFactors(np.stack(Q), np.stack(K), np.stack(V), np.stack(O), norm, kv_heads)
+    out = HeadFactors(np.stack(Q), np.stack(K), np.stack(V), np.stack(O), norm, kv_heads,
+                      tuple(r for r in ("q_norm", "k_norm", "attn_out_norm") if r in folded))
     for name in ("W_Q", "W_K", "W_V", "W_O"):
         if not np.isfinite(getattr(out, name)).all():
             raise RuntimeFailure(f"the model's {name} holds NaN or infinity: the checkpoint is damaged")

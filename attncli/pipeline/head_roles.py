@@ -42,7 +42,8 @@ def weights_report(model: Any, *, top_k: int = 5) -> dict[str, Any]:
                           **{name: {"ids": [int(i) for i in ws.directions[name][layer, head]],
                                     "tokens": strings(ws.directions[name][layer, head])}
                              for name in ("ov_in", "ov_out", "qk_query", "qk_key")}})
-    rope = hasattr(model.arch, "inv_freq")
+    parts = getattr(model.arch, "parts", None)
+    rope = parts.position == "rotary" if parts is not None else hasattr(model.arch, "inv_freq")
     return {"model": model.name, "backend": model.backend, "layers": L, "heads_per_layer": h, "kv_heads": f.kv_heads,
             "source": "weights", "norm": "LayerNorm" if f.norm == "layer" else "RMSNorm",
             "folding": ("LayerNorm weights folded into W_Q, W_K, W_V and W_U; reading weights, W_O, W_E and W_U "
@@ -50,7 +51,7 @@ def weights_report(model: Any, *, top_k: int = 5) -> dict[str, Any]:
                         "process_weights)") if f.norm == "layer" else
                        ("RMSNorm weights folded into W_Q, W_K, W_V and W_U; W_U centred over the vocabulary "
                         "(TransformerLens' process_weights)"),
-            "rope": rope, "composed": ("the unrotated W_Q W_K^T (RoPE's rotation depends on the distance between "
+            "folded_norms": list(f.folded_norms), "rope": rope, "composed": ("the unrotated W_Q W_K^T (RoPE's rotation depends on the distance between "
                                        "query and key: the score is the content part)") if rope else "W_Q W_K^T",
             "scores": list(WEIGHT_ROLES), "top_k": top_k, "heads": heads,
             "composition": {m: np.round(ws.composition[m], 6).tolist() for m in MODES}}

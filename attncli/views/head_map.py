@@ -103,6 +103,8 @@ def head_map_notes(doc: dict[str, Any]) -> list[str]:
     notes = [f"{doc['norm']}: {doc['folding']}; composed: {doc['composed']}",
              "composition: ||M_A M_B||_F / (||M_A||_F ||M_B||_F), M_A the writer's W_V W_O and M_B the reader's "
              "W_Q W_K^T (Q), W_K W_Q^T (K) or W_V W_O (V)"]
+    if doc.get("folded_norms"):
+        notes.append(f"{', '.join(doc['folded_norms'])}: their weights folded in, their per-token scale left out")
     if doc["kv_heads"] < doc["heads_per_layer"]:
         notes.append(f"grouped-query attention: {doc['heads_per_layer']} query heads share {doc['kv_heads']} key-value "
                      "heads; each query head is scored with its key-value head's W_K and W_V")

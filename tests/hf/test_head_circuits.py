@@ -146,3 +146,22 @@ def test_induction_model_k_composition_is_the_largest(tmp_path):
     assert best == ("K", (0, 1, 1, 0)), best  # layer 0 head 1 (previous token) -> layer 1 head 0's keys
     second = max(np.sort(comp[m].ravel())[-2 if m == "K" else -1] for m in MODES)
     assert comp["K"][0, 1, 1, 0] > 1.5 * second
+
+
+def test_qwen3_per_head_norm_weights_are_folded(tmp_path):
+    """Qwen3's q_norm and k_norm (d_head,) scale each head's query and key columns: folded in, from
+    transformers' own parameters (the per-token RMS scale is left out, and said)."""
+    directory = build_decoder("qwen3", tmp_path / "qwen3")
+    hf = transformers.AutoModelForCausalLM.from_pretrained(str(directory)).eval()
+    f = head_factors(load(str(directory), backend="numpy").arch)
+    assert f.folded_norms == ("q_norm", "k_norm")
+    sd = {k: v.double().numpy() for k, v in hf.state_dict().items()}
+    dh, group = f.W_Q.shape[-1], f.heads // f.kv_heads
+    for l in range(f.layers):
+        p = f"model.layers.{l}."
+        n1 = sd[p + "input_layernorm.weight"]
+        for h in range(f.heads):
+            wq = sd[p + "self_attn.q_proj.weight"][h * dh:(h + 1) * dh].T  # (d, dh)
+            wk = sd[p + "self_attn.k_proj.weight"][(h // group) * dh:(h // group + 1) * dh].T
+            f32_close(f.W_Q[l, h], n1[:, None] * wq * sd[p + "self_attn.q_norm.weight"][None], what="W_Q")
+            f32_close(f.W_K[l, h], n1[:, None] * wk * sd[p + "self_attn.k_norm.weight"][None], what="W_K")
