@@ -16,6 +16,7 @@ MODES = ("Q", "K", "V")  # attncli.hf.head_circuits.MODES: the document's compos
 TOP_EDGES = 10  # composition edges listed without --threshold: the strongest
 MAX_EDGES_SHOWN = 40  # a terminal lists at most this many (the JSON has every one)
 TOP_HEADS = 8  # the strongest heads of the role, listed with their tokens
+SHORT = {"previous_token": "prev", "duplicate_token": "dup", "induction": "induct"}  # views.heads_table's
 ROLE_TEXT = {"copying": "OV copying score, Re(sum lambda) / sum |lambda| of W_E W_V W_O W_U",
              "previous_token": "previous-token score on repeated random tokens",
              "duplicate_token": "duplicate-token score on repeated random tokens",
@@ -64,12 +65,17 @@ def _top_heads(doc: dict[str, Any]):
 
     role = doc["role"]
     ranked = sorted((e for e in doc["heads"] if e.get(role) is not None), key=lambda e: -e[role])[:TOP_HEADS]
+    weights = doc["source"] == "weights"
+    scores = [role] + ([] if weights else [s for s in doc["scores"] if s != role])  # --random: every score
     table = Table(title=shown(f"top heads by {role}"))
-    for name in ("head", role) + (("OV reads", "OV writes", "QK query", "QK key") if "ov_in" in doc["heads"][0] else ()):
-        table.add_column(shown(name), justify="right" if name in ("head", role) else "left", no_wrap=name in ("head", role))
+    table.add_column("head", justify="right", no_wrap=True)
+    for name in scores:
+        table.add_column(shown(SHORT.get(name, name)), justify="right", no_wrap=True)
+    for name in (("OV reads", "OV writes", "QK query", "QK key") if weights else ()):
+        table.add_column(shown(name))
     for e in ranked:
-        extra = tuple(_tokens(e, k) for k in ("ov_in", "ov_out", "qk_query", "qk_key")) if "ov_in" in e else ()
-        table.add_row(shown(f"L{e['layer']}H{e['head']}"), f"{e[role]:.3f}", *(shown(x) for x in extra))
+        extra = tuple(_tokens(e, k) for k in ("ov_in", "ov_out", "qk_query", "qk_key")) if weights else ()
+        table.add_row(shown(f"L{e['layer']}H{e['head']}"), *(f"{e[s]:.3f}" for s in scores), *(shown(x) for x in extra))
     return table
 
 
