@@ -124,7 +124,7 @@ def heads_cmd(
     weights: Annotated[bool, typer.Option("--weights", help="With --transformer (a decoder): read each head from its weights alone: OV copying score, top OV/QK tokens, Q-/K-/V-composition between heads.")] = False,
     random: Annotated[Optional[int], typer.Option("--random", help="With --transformer (a decoder): score previous-token, duplicate-token and induction heads on N random tokens repeated once (--sentences: how many sequences, default 10).",
                                                   metavar="N", show_default=False)] = None,
-    role: Annotated[Optional[str], typer.Option("--role", help="The score the head map of --weights (copying) or --random (induction, previous_token, duplicate_token) shows.",
+    role: Annotated[Optional[str], typer.Option("--role", help="The score the head map of --weights (copying, q_in, k_in, v_in: the strongest composition into a head) or --random (induction, previous_token, duplicate_token) shows.",
                                                 metavar="ROLE", show_default=False)] = None,
     threshold: Annotated[Optional[float], typer.Option("--threshold", help="With --weights: list every composition edge above this score (default: the 10 strongest).",
                                                        show_default=False)] = None,

@@ -20,7 +20,7 @@ from attncli.errors import BadInput
 from attncli.hf.head_circuits import MODES, weight_scores
 
 RANDOM_SCORES = ("previous_token", "duplicate_token", "induction")
-WEIGHT_ROLES = ("copying",)
+WEIGHT_ROLES = ("copying", "q_in", "k_in", "v_in")  # X_in: the head's largest X-composition from an earlier head
 ROLES = WEIGHT_ROLES + RANDOM_SCORES
 MAX_RANDOM_LENGTH = 4096
 
@@ -34,11 +34,13 @@ def weights_report(model: Any, *, top_k: int = 5) -> dict[str, Any]:
     f = ws.factors
     L, h = f.layers, f.heads
     strings = lambda ids: [str(s) for s in model.token_strings([int(i) for i in ids])]  # noqa: E731
+    comp_in = {m: ws.composition[m].max(axis=(0, 1)) for m in MODES}  # (L, h) the strongest writer into each head
     heads = []
     for layer in range(L):
         for head in range(h):
             heads.append({"layer": layer, "head": head, "kv_head": head // (h // f.kv_heads),
                           "copying": float(ws.copying[layer, head]),
+                          **{f"{m.lower()}_in": float(comp_in[m][layer, head]) if layer else None for m in MODES},
                           **{name: {"ids": [int(i) for i in ws.directions[name][layer, head]],
                                     "tokens": strings(ws.directions[name][layer, head])}
                              for name in ("ov_in", "ov_out", "qk_query", "qk_key")}})

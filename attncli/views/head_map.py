@@ -18,6 +18,9 @@ MAX_EDGES_SHOWN = 40  # a terminal lists at most this many (the JSON has every o
 TOP_HEADS = 8  # the strongest heads of the role, listed with their tokens
 SHORT = {"previous_token": "prev", "duplicate_token": "dup", "induction": "induct"}  # views.heads_table's
 ROLE_TEXT = {"copying": "OV copying score, Re(sum lambda) / sum |lambda| of W_E W_V W_O W_U",
+             "q_in": "each head's largest Q-composition from an earlier head",
+             "k_in": "each head's largest K-composition from an earlier head",
+             "v_in": "each head's largest V-composition from an earlier head",
              "previous_token": "previous-token score on repeated random tokens",
              "duplicate_token": "duplicate-token score on repeated random tokens",
              "induction": "induction score on repeated random tokens"}

@@ -140,3 +140,14 @@ def test_weights_refuses_an_encoder(tiny_bert_dir):
 def test_random_longer_than_the_model_is_refused(llama_dir):
     result = run("heads", "--transformer", str(llama_dir), "--random", "40", code=2)  # 64 positions
     assert "exceed the model's 64 positions" in result.output
+
+
+def test_k_in_role_finds_the_induction_head(head_dir):
+    doc = json.loads(run("heads", "--transformer", str(head_dir), "--weights", "--role", "k_in", "--json").stdout)
+    assert doc["role"] == "k_in" and all(e["k_in"] is None for e in doc["heads"] if e["layer"] == 0)
+    best = max((e for e in doc["heads"] if e["layer"]), key=lambda e: e["k_in"])
+    comp = np.asarray(doc["composition"]["K"])
+    assert (best["layer"], best["head"]) == (1, 0)
+    assert abs(best["k_in"] - comp[:, :, 1, 0].max()) <= 5e-7  # fixed: --json writes the composition to 6 decimals
+    text = run("heads", "--transformer", str(head_dir), "--weights", "--role", "k_in").output
+    assert "largest K-composition" in text and f"{best['k_in']:.2f}" in text
