@@ -88,6 +88,7 @@ def test_scores_equal_transformer_lens(kind, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # TransformerLens forms every pair's (d_head, d_head) product of 144 x 144 heads, x 3
 def test_gpt2_small_shape_equals_transformer_lens(tmp_path):
     check_against_lens(build_gpt2(tmp_path / "gpt2-small", layers=12, heads=12, width=768), 768, 12)
 
