@@ -32,10 +32,11 @@ from _tolerance import f32_close, f32_size  # noqa: E402
 from attncli.errors import BadInput, RuntimeFailure  # noqa: E402
 from attncli.hf import load  # noqa: E402
 from attncli.hf.config_defaults import DEFAULTS, ROPE_FIELDS  # noqa: E402
+from attncli.hf.families import registry  # noqa: E402
 
 torch.set_num_threads(1)
 TEXT = "the cat sat on the mat and the dog sat on the log"
-DECODERS = ("llama", "llama-bias", "llama3", "mistral", "qwen2", "gemma", "gemma-bias", "phi3")
+DECODERS = ("llama", "llama-bias", "llama3", "mistral", "qwen2", "gemma", "gemma-bias", "phi3", "qwen3")
 ENCODERS = ("bert", "roberta", "distilbert", "electra", "gpt2", "mpnet")
 # fields that say which tensors the checkpoint holds, or their shapes: dropped, the config describes another model
 SHAPING = {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
@@ -55,6 +56,8 @@ ADDED = [  # (folder, fields set beside the saved ones)
     ("mistral", {"sliding_window": None}),
     ("qwen2", {"use_sliding_window": False, "layer_types": None}),
     ("qwen2", {"layer_types": None, "max_window_layers": 0}),
+    ("qwen3", {"use_sliding_window": False, "layer_types": None}),
+    ("qwen3", {"layer_types": None, "max_window_layers": 0, "attention_bias": False}),
     ("phi3", {"sliding_window": None, "rope_parameters": None, "partial_rotary_factor": 0.25}),
     ("phi3", {"rope_scaling": {"rope_type": "default", "partial_rotary_factor": 0.75}}),
     ("gpt2", {"scale_attn_by_inverse_layer_idx": True, "activation_function": "relu", "scale_attn_weights": False}),
@@ -125,9 +128,14 @@ def check(path: Path, what: str, shaping: bool) -> str:
     return "ran"
 
 
+# the defaults every family reads: config_defaults' tables and a family file's own (qwen3.py's)
+TABLES = {**DEFAULTS, **{t: vars(f.module)["DEFAULTS"] for f in registry.FAMILIES if "DEFAULTS" in vars(f.module)
+                         for t in f.model_types}}
+
+
 def optional_fields(config: dict) -> list[str]:
-    read = set(DEFAULTS[config["model_type"]])
-    if config["model_type"] in DEFAULTS and "rope_parameters" in config:
+    read = set(TABLES[config["model_type"]])
+    if config["model_type"] in TABLES and "rope_parameters" in config:
         read |= set(ROPE_FIELDS)
     return sorted(k for k in config if k in read)
 

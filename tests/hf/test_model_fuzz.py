@@ -177,7 +177,7 @@ CONFIG_CHOICES = {  # field -> values a stranger's config might hold for it (DRO
     "head_dim": [DROP, None], "attention_bias": [DROP, True, False], "mlp_bias": [DROP, False],
     "use_bidirectional_attention": [DROP, False, None],
 }
-DECODER_KINDS = ("llama", "llama3", "mistral", "qwen2", "gemma", "phi3")
+DECODER_KINDS = ("llama", "llama3", "mistral", "qwen2", "gemma", "phi3", "qwen3")
 
 
 @pytest.fixture(scope="module")

@@ -58,7 +58,7 @@ def reference_entropy(directory, texts, model):
     return sums / count, count, bound
 
 
-@pytest.mark.parametrize("kind, overrides", [("mistral", {}), ("qwen2", {})])
+@pytest.mark.parametrize("kind, overrides", [("mistral", {}), ("qwen2", {}), ("qwen3", {})])
 def test_entropy_is_normalised_by_the_keys_the_window_lets_a_query_see(kind, overrides, tmp_path):
     from attncli.hf import load
 

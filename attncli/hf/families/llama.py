@@ -1,9 +1,11 @@
 """Llama-family decoders' forward pass in NumPy, step for step as transformers' ``modeling_llama.py``
-(and its Mistral, Qwen2, Gemma and Phi-3 variants).
+(and its Mistral, Qwen2, Gemma and Phi-3 variants; a family file of its own, as qwen3.py, runs this
+pass with its own llama_config.Variant).
 
     embeddings  x = embed_tokens[ids]                      Gemma: * sqrt(d) (its "normalizer")
     per layer   a = RMSNorm(x) = x / sqrt(mean(x^2) + eps) * w            Gemma: * (1 + w)
                 q, k, v = q_proj(a), k_proj(a), v_proj(a)   Phi-3: one qkv_proj, split q | k | v
+                q, k = q_norm(q), k_norm(k)                 a variant's per-head RMSNorm (Qwen3), else none
                 q, k = RoPE(q), RoPE(k)                     rotate_half, cos / sin of position * inv_freq
                 k, v repeated h / h_kv times                (grouped-query attention: query head i
                                                              reads key-value head i // (h / h_kv))
@@ -19,7 +21,8 @@ mlp_bias; else none. RoPE's inverse frequencies: 1 / theta^(2i / rotary_dim), i 
 rope type: default, linear (/ factor), llama3 (Llama 3.1's wavelength bands); other types are
 refused by name. A field config.json leaves out is transformers' default for the family
 (config_defaults.field), and RoPE's fields are resolved with transformers' precedence (what the
-config says is llama_config.py).
+config says is llama_config.py). What the methods read of it (its norms, projections, positions,
+windows, each weight's name and shape, written once) is ``parts(config)`` (families/parts.py).
 
 Runs in float32 (a real checkpoint's weights, bfloat16 on disk, fit once in memory at float32);
 the attention scores and weights in float64 (float32 when a trace's Keep asks for float32).

@@ -55,9 +55,9 @@ class Tensor:
         return self.name.format(l=l)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Parts:
-    """The description (see the module docstring)."""
+    """The description (see the module docstring); compared by identity (it holds arrays)."""
 
     layers: int
     heads: int
