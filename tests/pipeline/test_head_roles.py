@@ -126,6 +126,7 @@ def test_random_json_and_role(head_dir):
     (("--random", "4", "--threshold", "0.2"), "--threshold picks"),
     (("--weights", "--threshold", "2"), "--threshold must be in"),
     (("--role", "copying"), "--role picks"),
+    (("--weights", "--backend", "torch"), "drop --backend torch"),
 ])
 def test_refusals(head_dir, args, words):
     result = run("heads", "--transformer", str(head_dir), *args, code=2)
