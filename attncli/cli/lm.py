@@ -110,13 +110,20 @@ def _print_summary(doc: dict[str, Any]) -> None:
 
 @app.command("heads")
 @declared("model", "file", "sentences", "window", "json_out", "transformer", "exclude_first", "backend",
-          "allow_missing_weights", "stack")
+          "allow_missing_weights", "stack", "weights", "random", "role", "threshold")
 def heads_cmd(
     *,
     file: Annotated[Optional[Path], typer.Option("--file", help="Score on these sentences (one per line) instead of the stored held-out ones; with --stack decoder or cross, a line SOURCE<TAB>TARGET gives the decoder its text.")] = None,
     sentences: Annotated[Optional[int], typer.Option(help="Use at most this many sentences.")] = None,
     window: Annotated[int, typer.Option(help="'local' = attention within this many tokens back (1-10000).")] = 3,
     exclude_first: Annotated[bool, typer.Option("--exclude-first", help="With --transformer: drop key 0 and renormalise each row first (attention sinks).")] = False,
+    weights: Annotated[bool, typer.Option("--weights", help="With --transformer (a decoder): read each head from its weights alone: OV copying score, top OV/QK tokens, Q-/K-/V-composition between heads.")] = False,
+    random: Annotated[Optional[int], typer.Option("--random", help="With --transformer (a decoder): score previous-token, duplicate-token and induction heads on N random tokens repeated once (--sentences: how many sequences, default 10).",
+                                                  metavar="N", show_default=False)] = None,
+    role: Annotated[Optional[str], typer.Option("--role", help="The score the head map of --weights (copying, q_in, k_in, v_in: the strongest composition into a head) or --random (induction, previous_token, duplicate_token) shows.",
+                                                metavar="ROLE", show_default=False)] = None,
+    threshold: Annotated[Optional[float], typer.Option("--threshold", help="With --weights: list every composition edge above this score (default: the 10 strongest).",
+                                                       show_default=False)] = None,
     **options: Any,
 ) -> None:
     """Score each learned head as previous-token, first-token, self, local or broad (entropy).
@@ -133,7 +140,8 @@ def heads_cmd(
     json_out, backend, stack = options["json_out"], options["backend"], options["stack"]
     request = HeadsRequest(model=options["model"], transformer=options["transformer"], file=file, sentences=sentences,
                            window=window, exclude_first=exclude_first, backend=backend.value if backend else "auto",
-                           allow_missing_weights=options["allow_missing_weights"], stack=stack.value if stack else None)
+                           allow_missing_weights=options["allow_missing_weights"], stack=stack.value if stack else None,
+                           weights=weights, random=random, role=role, threshold=threshold)
     request.check()  # before any model is read
     show(compute_heads(request, progress=Progress(json_out),
                        load_model=lambda: load_model(request.transformer, request.backend, request.allow_missing_weights,
