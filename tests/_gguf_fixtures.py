@@ -1,6 +1,7 @@
 """Tiny random models written as GGUF files by the ``gguf`` package (llama.cpp's writer), in the
 layout llama.cpp's converter gives them: names blk.N.*, q / k rows permuted for its RoPE (Llama,
-Mistral), GPT-2's Conv1D weights stored (out, in)."""
+Mistral), GPT-2's Conv1D weights stored (out, in), Gemma 3's norms stored as 1 + w (its head_dim
+twice d / heads, given as attention.key_length, a sliding window of 3 and RoPE base 1000)."""
 
 from __future__ import annotations
 
@@ -67,7 +68,11 @@ def write_gguf(path: Path, arch: str = "llama", qtype: str = "F32", *, d: int = 
     else:
         w.add_head_count_kv(KV_HEADS)
         w.add_layer_norm_rms_eps(1e-6)
-        w.add_rope_freq_base(10000.0)
+        w.add_rope_freq_base(1000.0 if arch == "gemma3" else 10000.0)
+        if arch == "gemma3":
+            w.add_key_length(2 * d // HEADS)
+            w.add_value_length(2 * d // HEADS)
+            w.add_sliding_window(3)
         if arch in ("llama", "mistral", "phi3"):
             w.add_rope_dimension_count(d // HEADS)
     w.add_tokenizer_model("gpt2")
@@ -94,7 +99,7 @@ def write_gguf(path: Path, arch: str = "llama", qtype: str = "F32", *, d: int = 
             kind = getattr(gguf.GGMLQuantizationType, qtype)
             w.add_tensor(name, gguf.quants.quantize(t, kind), raw_dtype=kind)
 
-    dh = d // HEADS
+    dh = 2 * d // HEADS if arch == "gemma3" else d // HEADS
     add("token_embd.weight", (vocab, d))
     if arch == "gpt2":
         add("position_embd.weight", (ctx, d))
@@ -116,6 +121,11 @@ def write_gguf(path: Path, arch: str = "llama", qtype: str = "F32", *, d: int = 
             add(p + "ffn_up.weight", (2 * inner, d))
             add(p + "ffn_down.weight", (d, inner))
             continue
+        if arch == "gemma3":  # the norms around each block, and q and k's per head
+            add(p + "post_attention_norm.weight", (d,), norm=True)
+            add(p + "post_ffw_norm.weight", (d,), norm=True)
+            add(p + "attn_q_norm.weight", (dh,), norm=True)
+            add(p + "attn_k_norm.weight", (dh,), norm=True)
         add(p + "attn_q.weight", (HEADS * dh, d))
         add(p + "attn_k.weight", (KV_HEADS * dh, d))
         add(p + "attn_v.weight", (KV_HEADS * dh, d))

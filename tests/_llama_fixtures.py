@@ -35,6 +35,10 @@ KINDS = {
                                                       tie_word_embeddings=True)),
     "gemma": ("GemmaConfig", "GemmaForCausalLM", dict(head_dim=12, num_key_value_heads=1,
                                                       hidden_act="gelu_pytorch_tanh")),
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", dict(
+        head_dim=12, num_key_value_heads=1, sliding_window=3, layer_types=["sliding_attention", "full_attention"],
+        query_pre_attn_scalar=20, rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+                                                   "full_attention": {"rope_type": "default", "rope_theta": 5000.0}})),
     "phi3": ("Phi3Config", "Phi3ForCausalLM", dict(sliding_window=5, pad_token_id=0, bos_token_id=1, eos_token_id=2,
                                                    rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
                                                                     "partial_rotary_factor": 0.5})),

@@ -1,7 +1,8 @@
 """Direct logit attribution: each head's and each MLP's direct part of one logit (decoders).
 
 A pre-norm decoder's last residual stream is a sum: x = embed + sum_l (attn.out_l + mlp.out_l),
-attn.out_l = sum_h z_h W_O^h + b_O. The final norm is linear in x once its scale is frozen at the
+attn.out_l = sum_h z_h W_O^h + b_O (Gemma 3: attn.out_l = N(sum_h z_h W_O^h + b_O), its norm N frozen
+at this run's scale, each head's part N's linear part of its z_h W_O^h). The final norm is linear in x once its scale is frozen at the
 clean run's value s (LayerNorm: s = sqrt(var(x) + eps), y = (x - mean(x)) / s * w + b, and the
 mean-centring is linear; RMSNorm: s = sqrt(mean(x^2) + eps), y = x / s * w), so the logit
 u . y (u the target's row of the unembedding, or target minus contrast) splits into
@@ -25,6 +26,22 @@ from attncli.numeric import norm_scale
 from attncli.causal.target import DLA, Target
 from attncli.model.interface import require
 from attncli.model.trace import site
+
+
+def output_norm(norm: tuple | None, by_head: np.ndarray) -> Any:
+    """The map each head's output (..., d) goes through before the residual add: the identity, or a
+    norm on the attention's output (``model.output_norm_parts``: Gemma 3's) frozen at the layer's whole
+    output o = the heads' sum + b_O at this position, linear then (its bias stays in attn_bias)."""
+    if norm is None:
+        return lambda p: p
+    kind, w, _, eps, b_o = norm
+    o = by_head.sum(axis=0) + (0.0 if b_o is None else np.asarray(b_o, dtype=np.float64))  # (d,)
+    w = np.asarray(w, dtype=np.float64)
+    if kind == "layer":
+        s = norm_scale(o, eps, centred=True)[0]
+        return lambda p: (p - p.mean(axis=-1, keepdims=True)) / s * w
+    s = norm_scale(o, eps, centred=False)[0]
+    return lambda p: p / s * w
 
 
 def dla(model: Any, ids: Sequence[int], target: Target) -> dict[str, Any]:
@@ -57,12 +74,14 @@ def dla(model: Any, ids: Sequence[int], target: Target) -> dict[str, Any]:
         w_o = model.output_weight(l).astype(np.float64)  # (h d_head, d)
         z = tr[site(l, "attn.z")][i].astype(np.float64)  # (h, d_head)
         by_head = np.einsum("hk,hkd->hd", z, w_o.reshape(H, z.shape[1], -1))  # (h, d)
+        through = output_norm(model.output_norm_parts(l), by_head)  # Gemma 3's norm on the attention's output
+        by_head = through(by_head)
         heads[l] = part(by_head)
         b_o = tr[site(l, "attn.out")][i].astype(np.float64) - by_head.sum(axis=0)  # (d,) b_O (0 without one)
         attn_bias[l] = part(b_o)
         mlp[l] = part(tr[site(l, "mlp.out")][i].astype(np.float64))
         v = tr[site(l, "attn.v")].astype(np.float64)  # (h, T, d_head)
-        fx = np.einsum("htk,hkd->htd", v, w_o.reshape(H, v.shape[2], -1))  # (h, T, d) value vectors
+        fx = through(np.einsum("htk,hkd->htd", v, w_o.reshape(H, v.shape[2], -1)))  # (h, T, d) value vectors
         pattern = tr[site(l, "attn.pattern")][:, 0].astype(np.float64)  # (h, T): row i only
         per_token[l] = pattern * part(fx)
     embed = float(part(tr["embed"][i].astype(np.float64)))

@@ -18,7 +18,7 @@ max_memory=None) -> Pretrained``
     reachable and ``HF_HUB_OFFLINE`` is unset). ``backend`` is ``"numpy"`` (attn's own forward pass
     from ``model.safetensors`` (or sharded) and ``tokenizer.json``: neither torch nor transformers
     is imported; BERT, RoBERTa / XLM-R / CamemBERT, ELECTRA, DistilBERT, GPT-2, and Llama, Mistral,
-    Qwen2, Gemma, Phi-3, Qwen3), ``"torch"`` (transformers: the
+    Qwen2, Gemma, Phi-3, Qwen3, Gemma 3), ``"torch"`` (transformers: the
     families torch_trace.py maps keep their sdpa attention and are read by one traced pass of
     forward hooks; any other architecture that returns attentions runs eager) or ``"auto"`` (numpy when the
     model is supported and has those files, else torch). ``device`` ("cpu", "cuda", "mps", "auto")

@@ -13,7 +13,9 @@ Any pre-norm decoder, as its description says (``arch.parts``, families/parts.py
 Conv1D c_attn / c_proj, gelu_new) and the Llama family (RMSNorm, RoPE as a fixed rotation per
 position whose backward is the inverse rotation, grouped-query attention whose k and v gradients
 sum over the query heads of a group, sliding windows, gated MLP, per-head RMSNorms on q and k before
-RoPE where the family has them, whose backward is the RMSNorm's per head). The gradients come
+RoPE where the family has them, whose backward is the RMSNorm's per head), and Gemma 3's norm on each
+sublayer's output before its residual add (x_mid = x + n_a(o(...)), x_post = x_mid + n_m(mlp(...)):
+their backward is the RMSNorm's) and capped logits (c tanh(raw / c): d raw = d logits (1 - tanh^2)). The gradients come
 back by site name, per text, in the shapes of model/trace.py (attn.k and attn.v repeated per query
 head, as the trace keeps them). Checked against torch autograd through transformers' own modules in
 float64 (tests/hf/test_backward.py). Shapes: T tokens, d width, h heads, h_kv key-value heads,
@@ -56,7 +58,7 @@ class DecoderTape:
         arch = model.arch
         self.shared, self.unembedding = weights, unembedding
         parts = arch.parts  # the description this tape reads (families/parts.py)
-        if parts.place != "pre" or not arch.causal or parts.extra_norms:
+        if parts.place != "pre" or not arch.causal:
             raise BadInput(f"gradients on attn's NumPy pass are written for GPT-2 and the Llama family; model "
                            f"'{model.name}' is {model.model_type}")
         self.model, self.arch, self.parts, self.dtype = model, arch, parts, np.dtype(dtype)
@@ -168,7 +170,12 @@ class DecoderTape:
         return softmax(s)  # (h, T, T)
 
     def logits(self, position: int) -> np.ndarray:
-        """(V,) the logits at ``position``, in float64."""
+        """(V,) the logits at ``position``, in float64 (capped, c tanh(raw / c), where the family caps them)."""
+        raw, cap = self._raw_logits(position), self.parts.logit_cap
+        return raw if cap is None else cap * np.tanh(raw / cap)
+
+    def _raw_logits(self, position: int) -> np.ndarray:
+        """(V,) the unembedding's output at ``position`` before any cap, float64."""
         kind, w, b, eps = self.final
         x = self.layers[-1]["post"][position]
         with np.errstate(over="ignore", invalid="ignore"):
@@ -176,6 +183,11 @@ class DecoderTape:
             out = (self.unembedding @ y).astype(np.float64)
         check_finite(out, f"the logits on the {self.dtype} gradient tape")
         return out
+
+    def _uncapped(self, position: int, d_logits: np.ndarray) -> np.ndarray:
+        """d metric / d raw logits (V,) from d metric / d the (capped) logits: times 1 - tanh(raw / c)^2."""
+        cap = self.parts.logit_cap
+        return d_logits if cap is None else d_logits * (1.0 - np.tanh(self._raw_logits(position) / cap) ** 2)
 
     def backward(self, position: int, d_logits: np.ndarray, inputs: bool = False) -> dict[str, np.ndarray]:
         """d metric / d site at every site, from d metric / d logits[position] (V,). ``inputs``: also
@@ -252,18 +264,20 @@ def _layer(tapes: list[DecoderTape], l: int, W: dict[str, Any]) -> None:
     q, k, v = (_affine(a, W[n]) for n in "qkv")  # (R, h * d_head), (R, h_kv * d_head) x 2
     kept = [tape._attend(l, q[i:j], k[i:j], v[i:j], W) for tape, i, j in zip(tapes, at, at[1:])]
     z = np.concatenate([c[4] for c in kept])  # (R, h, d_head)
-    mid = x + _affine(z.reshape(len(x), -1), W["o"])  # (R, d)
+    o = _affine(z.reshape(len(x), -1), W["o"])  # (R, d)
+    mid = x + (o if W["attn_out_norm"] is None else first._norm(W["norm"], o, W["attn_out_norm"]))  # (R, d)
     m = first._norm(W["norm"], mid, W["n2"])
     up = _affine(m, W["up"])  # (R, I)
     gate = _affine(m, W["gate"]) if W["gate"] is not None else None
     inner = first.act(gate) * up if gate is not None else first.act(up)
-    post = mid + _affine(inner, W["down"])  # (R, d)
+    f = _affine(inner, W["down"])  # (R, d)
+    post = mid + (f if W["mlp_out_norm"] is None else first._norm(W["norm"], f, W["mlp_out_norm"]))  # (R, d)
     check_finite(post, f"layer {l}'s output on the {first.dtype} gradient tape")  # finite weights that overflow
     for tape, (q_, k_, v_, p_, z_, q_pre, k_pre), i, j in zip(tapes, kept, at, at[1:]):
         rows = slice(i, j)
         tape.layers.append(dict(W=W, x=x[rows], a=a[rows], q=q_, k=k_, v=v_, p=p_, z=z_, mid=mid[rows], m=m[rows],
                                 up=up[rows], gate=None if gate is None else gate[rows], post=post[rows],
-                                q_pre=q_pre, k_pre=k_pre))
+                                q_pre=q_pre, k_pre=k_pre, o=o[rows], f=f[rows]))
 
 
 def backward_together(tapes: list[DecoderTape], positions: list[int], d_logits: list[np.ndarray],
@@ -284,7 +298,7 @@ def backward_together(tapes: list[DecoderTape], positions: list[int], d_logits: 
     kind, w, _, eps = first.final
     g_final = np.zeros((B, T, width), dtype=dtype)
     for i, (tape, position, d) in enumerate(zip(tapes, positions, d_logits)):
-        g_final[i, position] = d.astype(dtype) @ tape.unembedding  # (d,)
+        g_final[i, position] = tape._uncapped(position, d).astype(dtype) @ tape.unembedding  # (d,)
     grads = {"final_norm": g_final}
     g_final, post = g_final.reshape(R, width), rows(-1, "post")
     g = layer_norm_back(g_final, post, w, eps) if kind == "layer" else rms_norm_back(g_final, post, w, eps)  # (R, d)
@@ -295,7 +309,8 @@ def backward_together(tapes: list[DecoderTape], positions: list[int], d_logits: 
         for l in range(arch.layers - 1, -1, -1):
             W, gate, x = first.layers[l]["W"], None, rows(l, "x")
             grads[site(l, "resid_post")] = grads[site(l, "mlp.out")] = by_tape(g)
-            g_inner = g @ W["down"][0].T  # (R, I)
+            g_f = g if W["mlp_out_norm"] is None else first._norm_back(W["norm"], g, rows(l, "f"), W["mlp_out_norm"])
+            g_inner = g_f @ W["down"][0].T  # (R, I)
             if first.layers[l]["gate"] is not None:
                 gate, up = rows(l, "gate"), rows(l, "up")
                 g_m = (g_inner * up * first.d_act(gate)) @ W["gate"][0].T + (g_inner * first.act(gate)) @ W["up"][0].T
@@ -306,7 +321,8 @@ def backward_together(tapes: list[DecoderTape], positions: list[int], d_logits: 
                 grads[f"blocks.{l}.mlp_in"] = by_tape(g_mlp)
             g = g + g_mlp  # d resid_mid
             grads[site(l, "resid_mid")] = grads[site(l, "attn.out")] = by_tape(g)
-            g_z = (g @ W["o"][0].T).reshape(B, T, h, -1)  # (B, T, h, d_head)
+            g_o = g if W["attn_out_norm"] is None else first._norm_back(W["norm"], g, rows(l, "o"), W["attn_out_norm"])
+            g_z = (g_o @ W["o"][0].T).reshape(B, T, h, -1)  # (B, T, h, d_head)
             grads[site(l, "attn.z")] = g_z
             dq, dk, dv, dp = attention_back(g_z.transpose(0, 2, 1, 3), heads(l, "q"), heads(l, "k"), heads(l, "v"),
                                             heads(l, "p"), arch.scale(l))  # (B, h, T, d_head) x 3, (B, h, T, T)

@@ -50,10 +50,12 @@ def numpy_reasons(model: Any) -> dict[str, str]:
         grad = mlm  # BERT's family, DistilBERT and MPNet: through their masked-language-model head
     output_weight = "" if hasattr(arch, "output_weight") else (
         f"is a '{model.model_type}', whose NumPy pass does not expose each head's output projection")
+    cap = arch.parts.logit_cap  # capped logits: no sum of parts gives them
+    capped = f"caps its logits (final_logit_softcapping {cap}), which no sum of parts gives" if cap else ""
     return {
         "trace": "", "resume": "", "batch": "", "rerun": "",
         "unembed": mlm,
-        "dla": "" if pre_norm else POST_LN,
+        "dla": capped if pre_norm else POST_LN,
         "output_weight": output_weight,
         "qk": "adds a relative position bias to q k^T" if arch.parts.position == "relative" else "",
         "pairs": pairs_reason(model),

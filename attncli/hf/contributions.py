@@ -12,6 +12,9 @@ LN1(u) = L_i(u) + beta, L_i(u) = (u - mean(u)) / s_i * gamma. The transformed ve
 
     T_i(x_j) = L_i( sum_h A^h_ij f^h_j + delta_ij x_i )     (L_i the identity in a pre-norm decoder)
 
+A norm on the attention's output before its residual add (Gemma 3's) is frozen the same way, at
+query i's whole output o_i: T_i(x_j) = N_i( sum_h A^h_ij f^h_j ) + delta_ij x_i.
+
 so that y_i = sum_j T_i(x_j) + L_i(b_O) + beta.
 
     alti           ALTI (Ferrando, Gallego & Costa-jussa 2022, "Measuring the Mixing of Contextual
@@ -87,6 +90,11 @@ def transformed(model: Any, tr: Any, l: int) -> tuple[np.ndarray, np.ndarray]:
     A, fx = np.asarray(A, dtype=np.float64), np.asarray(fx, dtype=np.float64)
     # sum_h A^h_ij f^h_j as T products over j, (T_i, h) @ (h, d), a view of (T, T, d): einsum took 10x longer
     mixed = (A.transpose(2, 1, 0) @ fx.transpose(1, 0, 2)).transpose(1, 0, 2)  # (j, i, d) -> (T, T, d)
+    norm = output_norm(model.arch, l)
+    if norm is not None:  # Gemma 3: L_i the norm on the attention's output, frozen at query i's whole output
+        w, b_o = norm
+        o = mixed.sum(axis=1) + (0.0 if b_o is None else b_o)  # (T, d) each query's output before the norm
+        mixed = frozen_norm(model.arch, mixed, o, w)
     x = f64(site(l, "resid_pre"))  # (T, d)
     T = x.shape[0]
     mixed[np.arange(T), np.arange(T)] += x  # the residual: delta_ij x_i
@@ -121,12 +129,29 @@ def _affine(x: np.ndarray, wb: tuple[np.ndarray, np.ndarray | None]) -> np.ndarr
     return x @ wb[0] + (wb[1] if wb[1] is not None else 0.0)
 
 
+def output_norm(arch: Any, l: int) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """Layer l's norm on the attention's output before its residual add (the description's
+    attn_out_norm: Gemma 3's post_attention_layernorm) as (weight (d,), b_O or None), float64; None
+    without one."""
+    W = layer_weights(arch, l, np.float64, parts=("attn_out_norm", "o"))
+    return None if W["attn_out_norm"] is None else (W["attn_out_norm"][0], W["o"][1])
+
+
+def frozen_norm(arch: Any, x: np.ndarray, at: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """The family's norm's linear part frozen at inputs ``at`` (T, d): x (T, ..., d) -> x / s_i * w
+    (RMSNorm; a LayerNorm's centres x too), s_i the norm's scale of at_i."""
+    if arch.parts.norm == "layer":
+        return frozen_ln(x, at, w, arch.parts.eps)
+    s = np.sqrt((at * at).mean(axis=-1) + arch.parts.eps)  # (T,)
+    return x / s.reshape(s.shape + (1,) * (x.ndim - 1)) * w
+
+
 def after_attention(arch: Any, l: int, u: np.ndarray) -> np.ndarray:
     """Layer l's output from u (..., d) = x + attn.out, the residual sum before any norm after it:
     what follows the attention, each row on its own (the family's norms and MLP, as its description
     names them, in u's dtype)."""
     pt = arch.parts
-    W = layer_weights(arch, l, u.dtype, parts=("n1", "n2", "gate", "up", "down"))
+    W = layer_weights(arch, l, u.dtype, parts=("n1", "n2", "gate", "up", "down", "mlp_out_norm"))
 
     def norm(x: np.ndarray, wb: tuple) -> np.ndarray:
         return ops.layer_norm(x, wb[0], wb[1], pt.eps) if pt.norm == "layer" else rms_norm(x, wb[0], pt.eps)
@@ -136,8 +161,9 @@ def after_attention(arch: Any, l: int, u: np.ndarray) -> np.ndarray:
         inner = arch.act(_affine(m, W["gate"])) * up if W["gate"] is not None else arch.act(up)
         return _affine(inner, W["down"])
 
-    if pt.place == "pre":
-        return u + mlp(norm(u, W["n2"]))
+    if pt.place == "pre":  # a norm on the MLP's output before its residual add: Gemma 3's
+        out = mlp(norm(u, W["n2"]))
+        return u + (out if W["mlp_out_norm"] is None else norm(out, W["mlp_out_norm"]))
     m = norm(u, W["n1"])
     return norm(m + mlp(m), W["n2"])
 
@@ -147,6 +173,9 @@ def value_zeroing_layer(model: Any, tr: Any, l: int) -> np.ndarray:
     not read the values, so the attention output loses exactly j's value vectors,
 
         attn.out_i^{-j} = attn.out_i - sum_h A^h_ij f^h_j          (f^h_j = v^h_j W_O^h)
+
+    (Gemma 3 norms the attention's output o before its residual add: attn.out_i^{-j} = norm(o_i -
+    sum_h A^h_ij f^h_j), the norm run again),
 
     and only what follows the attention reruns, on the rows j reaches (A_ij > 0: in a causal model
     i >= j); every other row keeps its output (cosine distance 0)."""
@@ -158,12 +187,25 @@ def value_zeroing_layer(model: Any, tr: Any, l: int) -> np.ndarray:
     T = u.shape[0]
     i, j = np.nonzero((A > 0).any(axis=0))  # (N,) each: the (query, key) pairs that change
     d = np.zeros((T, T))
+    norm = output_norm(arch, l)
+    if norm is not None:  # Gemma 3: the attention's output is normed before its residual add; rerun the norm
+        w, b_o = norm
+        x = np.asarray(tr[site(l, "resid_pre")], dtype=np.float64)
+        o = np.einsum("hij,hjd->id", A, fx) + (0.0 if b_o is None else b_o)  # (T, d) before the norm
+        eps = arch.parts.eps
+
+        def stream(rows: np.ndarray, lost: np.ndarray) -> np.ndarray:  # x_i + norm(o_i - lost) (n, d)
+            return x[rows] + rms_norm(o[rows] - lost, w, eps) if arch.parts.norm == "rms" else \
+                x[rows] + ops.layer_norm(o[rows] - lost, w, None, eps)
+    else:
+        def stream(rows: np.ndarray, lost: np.ndarray) -> np.ndarray:  # (n, d)
+            return u[rows] - lost
     step = max(1, ZEROING_ROWS)
     with model.running(min(len(i), step)):
         for a in range(0, len(i), step):
             ii, jj = i[a: a + step], j[a: a + step]
             lost = np.einsum("hn,hnd->nd", A[:, ii, jj], fx[:, jj])  # (n, d) j's value vectors at i
-            zeroed = after_attention(arch, l, (u[ii] - lost).astype(arch.w.dtype)[None])[0].astype(np.float64)  # (n, d)
+            zeroed = after_attention(arch, l, stream(ii, lost).astype(arch.w.dtype)[None])[0].astype(np.float64)  # (n, d)
             cos = (zeroed * out[ii]).sum(-1) / (np.linalg.norm(zeroed, axis=-1) * np.linalg.norm(out[ii], axis=-1))
             d[ii, jj] = 1.0 - cos
     return _rows(np.maximum(d, 0.0))  # rounding may give -1e-16 where zeroing changes nothing

@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from attncli.errors import BadInput
 from attncli.hf import blas, ops
 from attncli.hf.backward import DecoderTape, head_projections
 from attncli.numeric import rms_norm, softmax
+from attncli.textio import visible
 
 
 def up_names(L: int, h: int) -> list[str]:
@@ -59,9 +61,19 @@ def edge_mask(L: int, h: int) -> np.ndarray:
     return mask
 
 
+def additive(tape: DecoderTape) -> None:
+    """BadInput for a family whose heads do not write the stream as a sum (a norm on the attention's
+    output, Gemma 3's): the graph's writers would not add up to its residual stream."""
+    if tape.parts.extra_norms:
+        raise BadInput(f"circuit edges join heads that add their outputs to the residual stream; model "
+                       f"'{visible(str(tape.model.name))}' ({tape.model.model_type}) normalises each sublayer's output before its "
+                       f"residual add ({', '.join(tape.parts.extra_norms)}), which the graph does not take yet")
+
+
 def node_outputs(tape: DecoderTape) -> np.ndarray:
     """(U, T, d) every writer's output in a tape's forward (a head's without W_O's bias, which every
     run shares; an MLP's with its own)."""
+    additive(tape)
     h, out = tape.arch.heads, [tape.embed]
     with blas.for_rows(tape.embed.shape[0]):  # a sentence: one thread (blas.py)
         for t in tape.layers:
@@ -111,6 +123,7 @@ def edge_patched_logits(clean: DecoderTape, corrupt: DecoderTape, weights: np.nd
     """(V,) the logits at ``position`` of the edge-patched forward (the module's docstring) with
     edge weights ``weights`` (U, D) (1 kept, 0 removed; entries off the edge mask are ignored), from
     ``clean``'s embeddings; ``corrupt`` is the corrupted text's tape (its streams and outputs)."""
+    additive(clean)
     h, L = clean.arch.heads, len(clean.layers)
     corr = node_outputs(corrupt) if corrupt_outputs is None else corrupt_outputs  # (U, T, d)
     w = np.where(edge_mask(L, h), weights, 0.0).astype(corr.dtype)

@@ -19,7 +19,8 @@ from attncli.hf.gguf_file import GGUFFile
 COUNTS = {"block_count": "num_hidden_layers", "context_length": "max_position_embeddings",
           "embedding_length": "hidden_size", "feed_forward_length": "intermediate_size",
           "attention.head_count": "num_attention_heads", "attention.head_count_kv": "num_key_value_heads",
-          "rope.dimension_count": "head_dim", "vocab_size": "vocab_size"}
+          "rope.dimension_count": "head_dim", "attention.key_length": "head_dim", "vocab_size": "vocab_size",
+          "attention.sliding_window": "max_position_embeddings"}
 REQUIRED = ("block_count", "embedding_length", "attention.head_count")  # no default would fit the tensors
 EPSILONS = ("attention.layer_norm_rms_epsilon", "attention.layer_norm_epsilon")
 TOKEN_IDS = ("bos_token_id", "eos_token_id", "padding_token_id", "unknown_token_id", "separator_token_id")
@@ -56,7 +57,7 @@ def check_metadata(gguf: GGUFFile, arch: str) -> None:
             raise bad(f"{arch}.{key}", f"{value:,} is outside {low}..{high:,}")
     d, heads, kv = (meta.get(f"{arch}.{k}") for k in ("embedding_length", "attention.head_count",
                                                       "attention.head_count_kv"))
-    if f"{arch}.rope.dimension_count" not in meta and d % heads:
+    if (f"{arch}.rope.dimension_count" not in meta or arch == "gemma3") and d % heads:
         raise bad(f"{arch}.attention.head_count", f"{heads} heads do not divide embedding_length {d}")
     if kv is not None and heads % kv:
         raise bad(f"{arch}.attention.head_count_kv", f"{kv} key-value heads do not divide head_count {heads}")

@@ -5,7 +5,8 @@ Names: llama.cpp's ``blk.N.attn_q.weight`` is transformers' ``layers.N.self_attn
 (GPT-2: ``h.N.attn.c_attn.weight``...). What llama.cpp's converter changed is put back as
 transformers' loader does (modeling_gguf_pytorch_utils): Llama and Mistral's q and k rows were
 permuted for its RoPE (rows (h, 2, d_head/2) -> (h, d_head/2, 2)); GPT-2's Conv1D weights were
-transposed; Gemma's norm weights were stored as 1 + w.
+transposed; Gemma 3's norm weights were stored as 1 + w (its ffn_norm is the pre-MLP norm, and
+the local layers' RoPE base and their pattern are Gemma3TextConfig's defaults, as transformers reads them).
 
 Every tensor is dequantized when a layer asks for it (gguf.quants.dequantize, by blocks of rows)
 and only the last layer's tensors are kept, so a pass holds one layer in float32 beside the
@@ -27,11 +28,15 @@ from attncli.hf.gguf_file import CONVERT_HINT, TYPES, GGUFFile, TensorInfo
 from attncli.hf.weight_check import check_finite
 
 # GGUF's general.architecture -> transformers' model_type, for the families attn's NumPy path runs
-ARCHITECTURES = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "phi3": "phi3", "gpt2": "gpt2"}
+ARCHITECTURES = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "phi3": "phi3", "gpt2": "gpt2",
+                 "gemma3": "gemma3_text"}
 LLAMA_PARTS = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
                "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
                "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
                "ffn_down": "mlp.down_proj"}
+GEMMA3_PARTS = {**LLAMA_PARTS, "ffn_norm": "pre_feedforward_layernorm", "post_attention_norm": "post_attention_layernorm",
+                "post_ffw_norm": "post_feedforward_layernorm", "attn_q_norm": "self_attn.q_norm",
+                "attn_k_norm": "self_attn.k_norm"}  # llama.cpp's ffn_norm is Gemma 3's pre-MLP norm
 PHI3_PARTS = {**LLAMA_PARTS, "attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"}  # fused: q|k|v, gate|up
 GPT2_PARTS = {"attn_norm": "ln_1", "ffn_norm": "ln_2", "attn_qkv": "attn.c_attn", "attn_output": "attn.c_proj",
               "ffn_up": "mlp.c_fc", "ffn_down": "mlp.c_proj"}
@@ -44,6 +49,7 @@ LLAMA_CONFIG = {"context_length": "max_position_embeddings", "block_count": "num
                 "rope.freq_base": "rope_theta", "attention.head_count": "num_attention_heads",
                 "attention.head_count_kv": "num_key_value_heads",
                 "attention.layer_norm_rms_epsilon": "rms_norm_eps", "vocab_size": "vocab_size"}
+GEMMA3_CONFIG = {**LLAMA_CONFIG, "attention.key_length": "head_dim", "attention.sliding_window": "sliding_window"}
 GPT2_CONFIG = {"block_count": "n_layer", "context_length": "n_ctx", "embedding_length": "n_embd",
                "feed_forward_length": "feed_forward_length", "attention.head_count": "n_head",
                "attention.layer_norm_epsilon": "layer_norm_epsilon"}
@@ -71,7 +77,7 @@ def config_of(gguf: GGUFFile) -> dict[str, Any]:
     arch = _arch(gguf)
     check_metadata(gguf, arch)
     config: dict[str, Any] = {"model_type": ARCHITECTURES[arch]}
-    for key, field in (GPT2_CONFIG if arch == "gpt2" else LLAMA_CONFIG).items():
+    for key, field in {"gpt2": GPT2_CONFIG, "gemma3": GEMMA3_CONFIG}.get(arch, LLAMA_CONFIG).items():
         if f"{arch}.{key}" in gguf.metadata:
             config[field] = gguf.metadata[f"{arch}.{key}"]
     if arch != "gpt2" and f"{arch}.rope.dimension_count" in gguf.metadata and arch in ("llama", "mistral"):
@@ -133,7 +139,7 @@ class GGUFWeights:
             return self.prefix + "rotary_emb.inv_freq"  # too: a frequencies buffer (llama.UNUSED_OK)
         block = BLOCK.match(name)
         if block:
-            parts = GPT2_PARTS if self.gpt2 else PHI3_PARTS if self.arch == "phi3" else LLAMA_PARTS
+            parts = {"gpt2": GPT2_PARTS, "phi3": PHI3_PARTS, "gemma3": GEMMA3_PARTS}.get(self.arch, LLAMA_PARTS)
             if block.group(2) not in parts:
                 return "?" + _escaped(name)  # not one attn reads: reported as unused
             layer = ("h." if self.gpt2 else "layers.") + block.group(1)
@@ -246,6 +252,8 @@ class GGUFWeights:
         elif self.arch in ("llama", "mistral") and info.name.endswith(("attn_q.weight", "attn_k.weight")):
             heads = self.config["num_attention_heads" if ".attn_q." in info.name else "num_key_value_heads"]
             tensor = unpermute(tensor, heads)
+        elif self.arch == "gemma3" and info.name.endswith("norm.weight"):
+            tensor = tensor - np.float32(1.0)  # llama.cpp stored Gemma's 1 + w (transformers subtracts it too)
         return tensor.astype(dtype, copy=False)
 
 

@@ -26,6 +26,7 @@ from attncli.hf import blas, capabilities, heap
 from attncli.hf.chunked_attention import Mask
 from attncli.hf.families.registry import Verdict, family
 from attncli.hf.encoding import Encoding, tokenized, tokenizer_errors
+from attncli.hf.layer_weights import layer_weights
 from attncli.hf.mlm import MaskedLMHead
 from attncli.hf.pretrained_base import Pretrained
 from attncli.hf.reads import qk_of, stream_of, value_sites
@@ -151,6 +152,16 @@ class NumpyPretrained(Pretrained):
     def output_weight(self, layer: int) -> np.ndarray:
         self.check_layer(layer)
         return self.arch.output_weight(layer) if "output_weight" in self.can else super().output_weight(layer)
+
+    def output_norm_parts(self, layer: int) -> tuple[str, np.ndarray, np.ndarray | None, float, Any] | None:
+        """The description's attn_out_norm of ``layer`` (Gemma 3's post-attention norm, weight 1 + w), float64."""
+        self.check_layer(layer)
+        if "dla" not in self.can:
+            return super().output_norm_parts(layer)
+        W = layer_weights(self.arch, layer, np.float64, parts=("attn_out_norm", "o"))
+        if W["attn_out_norm"] is None:
+            return None
+        return (W["norm"], *W["attn_out_norm"], self.arch.parts.eps, W["o"][1])
 
     def rerun(self, ids: Sequence[int], layer: int, resid: np.ndarray, per_batch: Sequence[Sequence[Intervention]],
               position: int) -> np.ndarray:

@@ -324,6 +324,9 @@ class Pretrained:
     def output_weight(self, layer: int) -> np.ndarray:
         raise BadInput(refusal(self, "output_weight", "a head's output weight"))
 
+    def output_norm_parts(self, layer: int) -> tuple[str, np.ndarray, np.ndarray | None, float, Any] | None:
+        raise BadInput(refusal(self, "dla", "the norm on a layer's attention output"))
+
     def tape(self, dtype: Any = np.float64, weights: list[dict[str, Any]] | None = None,
              unembedding: np.ndarray | None = None) -> DecoderTape | EncoderTape:
         """"tape": the recorder of attn's NumPy pass, hf/backward.py's (GPT-2, the Llama family) or

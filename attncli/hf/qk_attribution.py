@@ -11,6 +11,8 @@ affine in it, so the score is bilinear in the components:
     k_j = R_j( n_j(x_j) W_K + b_K ) = sum_c R_j( n_j^lin(x_j^c) W_K )  +  R_j( b W_K + b_K )
     score(i, j) = scale * q_i . k_j = sum_{c, c'} scale * q_i^c . k_j^{c'}      the parts
 
+A norm on the attention's output before its residual add (Gemma 3's) is frozen the same way, at
+the whole output's scale at each position, so each head's part is its share of what the layer adds.
 R_p is RoPE's rotation at position p (a fixed linear map: the identity without RoPE); the last
 component ("bias") holds the constant terms. A post-LN encoder (BERT's family) has no pre-norm: its
 stream is carried through each earlier layer's two LayerNorms, frozen the same way, each adding its
@@ -92,9 +94,6 @@ def supported(model: Any) -> str | None:
     if not has(model, "qk"):
         return (f"model '{model.name}' ({model.model_type}) adds a relative position bias to q k^T: its queries "
                 "and keys alone do not give its scores")
-    if arch.parts.extra_norms:
-        return (f"the split is not written for model_type '{model.model_type}' (a norm on each sublayer's output: "
-                f"{', '.join(arch.parts.extra_norms)})")
     return None
 
 
@@ -127,7 +126,7 @@ def qk_parts(model: Any, enc: Any, layer: int, head: int, query: int, key: int) 
     for m in range(layer):
         w_o = np.asarray(arch.output_weight(m), dtype=np.float64).reshape(H, dh, -1)  # (h, d_head, d)
         z = f64(site(m, "attn.z"))  # (P, h, d_head)
-        by_head = np.einsum("phk,hkd->hpd", z, w_o)  # (h, P, d)
+        by_head = _through_output_norm(arch, m, np.einsum("phk,hkd->hpd", z, w_o))  # (h, P, d)
         labels += [f"L{m}.H{h}" for h in range(H)] + [f"L{m}.attn_bias"]
         comps += list(by_head) + [f64(site(m, "attn.out")) - by_head.sum(axis=0)]
         if post:  # x = LN1(x + attn.out); x = LN2(x + mlp.out), each frozen at this run's scale
@@ -163,6 +162,22 @@ def qk_parts(model: Any, enc: Any, layer: int, head: int, query: int, key: int) 
     parts = arch.scale(layer) * (q @ k.T)  # (C + 1, C + 1)
     _check_sum(model, parts, score)
     return QKParts(layer, head, query, key, labels + ["bias"], parts, score)
+
+
+def _through_output_norm(arch: Any, m: int, by_head: np.ndarray) -> np.ndarray:
+    """Each head's output (h, P, d) as layer m adds it to the stream: through the norm on the
+    attention's output (Gemma 3's attn_out_norm) with its scale frozen at the whole output o = the
+    heads' sum + b_O at each position (linear then, so the heads' parts add up to attn.out); unchanged
+    without such a norm."""
+    W = layer_weights(arch, m, np.float64, parts=("attn_out_norm", "o"))
+    if W["attn_out_norm"] is None:
+        return by_head
+    (w, b), b_o = W["attn_out_norm"], W["o"][1]
+    o = by_head.sum(axis=0) + (0.0 if b_o is None else b_o)  # (P, d) the attention's output before its norm
+    if W["norm"] == "layer":
+        return _frozen_layer_norm(by_head, o, w, arch.parts.eps)
+    s = norm_scale(o, arch.parts.eps, centred=False)[..., 0]  # (P,)
+    return by_head / s[None, :, None] * w  # (h, P, d)
 
 
 ADD_UP = 64 * float(np.finfo(np.float32).eps)  # per layer: the parts' sum vs the pass's score, by the parts' sizes

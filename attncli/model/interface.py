@@ -115,6 +115,11 @@ class Model(Protocol):
     def output_weight(self, layer: int) -> np.ndarray:
         """"output_weight": (h d_head, d) layer ``layer``'s W_O, rows in head order."""
 
+    def output_norm_parts(self, layer: int) -> tuple[str, np.ndarray, np.ndarray | None, float, Any] | None:
+        """"dla": the norm on layer ``layer``'s attention output before its residual add as (kind,
+        weight (d,), bias (d,) or None, eps, b_O (d,) or None: the output projection's bias, inside
+        the norm); None where the heads add to the stream as they are (every family but Gemma 3)."""
+
     def tape(self, dtype: Any = np.float64, weights: list[dict[str, Any]] | None = None,
              unembedding: Any = None) -> Tape:
         """"tape": a recorder of this model's forward pass in ``dtype`` and its backward (attribution

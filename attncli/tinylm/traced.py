@@ -219,6 +219,11 @@ class BuiltinLM:
     def final_norm_parts(self) -> tuple[str, np.ndarray, np.ndarray | None, float]:
         return "layer", self._p("final_ln.weight"), self._p("final_ln.bias"), self.att.eps
 
+    def output_norm_parts(self, layer: int) -> None:
+        """No norm on the attention's output: each head adds to the stream as it is."""
+        self.att._check_layer(layer)
+        return None
+
 
 def load_builtin(model: str | None = None) -> BuiltinLM:
     """The built-in LM stored with word-vector model ``model`` (None: the default), as a Model."""

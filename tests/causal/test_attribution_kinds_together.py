@@ -57,7 +57,7 @@ def _assert_each_pair_alone(model, pairs):
                 assert np.abs(got.values - alone.values).max() <= 1e-12 * scale, (where, qk_fix)
 
 
-@pytest.mark.parametrize("kind", ["llama3", "mistral", "qwen2", "gemma", "phi3"])
+@pytest.mark.parametrize("kind", ["llama3", "mistral", "qwen2", "gemma", "phi3", "gemma3"])
 def test_llama_family_pairs_side_by_side_equal_one_at_a_time_in_float64(built, kind, monkeypatch):
     model = built(kind)
     # the tapes in float64 (the family's pass is float32, where the two agree to float32 rounding:

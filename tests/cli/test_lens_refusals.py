@@ -13,7 +13,7 @@ from attncli.hf.families import gpt2, llama
 from attncli.hf.families.registry import DECODER_FAMILIES, NUMPY_MODEL_TYPES
 
 runner = CliRunner()
-FAMILIES = "GPT-2 and the Llama family (gemma, llama, mistral, phi3, qwen2, qwen3)"
+FAMILIES = "GPT-2 and the Llama family (gemma, gemma3_text, llama, mistral, phi3, qwen2, qwen3)"
 
 
 def flat(text: str) -> str:

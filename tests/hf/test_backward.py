@@ -2,7 +2,8 @@
 transformers' own modules in float64, at every site both can name: the embeddings, each layer's
 residual stream in and out, the attention block's and the MLP's outputs, each head's z (the output
 projection's input) and the pattern; on GPT-2 and the Llama family (GQA, RoPE of three kinds,
-biases, sliding windows, Gemma's offset norms, Phi-3's fused projections)."""
+biases, sliding windows, Gemma's offset norms, Phi-3's fused projections) and Gemma 3 (norms on q, k
+and each sublayer's output, a RoPE and a window per layer kind, capped logits)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ from attncli.hf import load  # noqa: E402
 from attncli.hf.backward import DecoderTape, forward_together, gradients  # noqa: E402
 
 TEXT = "the cat sat on the mat and the dog sat"
-KINDS = ("gpt2", "llama", "llama-bias", "llama3", "mistral", "qwen2", "gemma", "phi3", "qwen3")
+KINDS = ("gpt2", "llama", "llama-bias", "llama3", "mistral", "qwen2", "gemma", "phi3", "qwen3", "gemma3",
+         "gemma3-capped")
 
 
 def _blocks(ref):
@@ -34,9 +36,12 @@ def _blocks(ref):
 
 
 def _parts(block):
-    """(attention module, MLP module, output projection) of a transformers decoder layer."""
+    """(the module whose output is attn.out, the one whose output is mlp.out, output projection) of a
+    transformers decoder layer: Gemma 3's are the norms on the attention's and the MLP's outputs."""
     if hasattr(block, "attn"):
         return block.attn, block.mlp, block.attn.c_proj
+    if hasattr(block, "post_feedforward_layernorm"):
+        return block.post_attention_layernorm, block.post_feedforward_layernorm, block.self_attn.o_proj
     return block.self_attn, block.mlp, block.self_attn.o_proj
 
 
@@ -52,7 +57,8 @@ def autograd(path, ids, position, target):
             handles.append(block.register_forward_pre_hook(
                 lambda m, args, kw, l=l: keep(f"blocks.{l}.resid_pre", (args[0] if args else kw["hidden_states"])),
                 with_kwargs=True))
-            handles.append(attn.register_forward_hook(lambda m, a, out, l=l: keep(f"blocks.{l}.attn.out", out[0])))
+            handles.append(attn.register_forward_hook(lambda m, a, out, l=l: keep(
+                f"blocks.{l}.attn.out", out if isinstance(out, torch.Tensor) else out[0])))
             handles.append(mlp.register_forward_hook(lambda m, a, out, l=l: keep(f"blocks.{l}.mlp.out", out)))
             handles.append(o.register_forward_pre_hook(lambda m, args, l=l: keep(f"blocks.{l}.attn.z", args[0])))
         return handles
@@ -65,6 +71,8 @@ def built(tmp_path_factory):
     @functools.cache
     def get(kind):
         d = tmp_path_factory.mktemp(kind)
+        if kind == "gemma3-capped":  # final_logit_softcapping of the size of its logits: the tanh bites
+            return build_decoder("gemma3", d / kind, final_logit_softcapping=1.5)
         return every_parameter_drawn(build_gpt2(d / "base"), d / kind) if kind == "gpt2" else build_decoder(kind, d / kind)
     return get
 

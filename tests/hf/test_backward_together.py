@@ -25,7 +25,7 @@ from attncli.hf import load  # noqa: E402
 from attncli.hf.backward import backward_together, forward_together  # noqa: E402
 
 TEXTS = ["the cat sat on the mat", "a dog ran to the log", "she sells sea shells on it", "time flies like an arrow"]
-KINDS = ("llama", "llama3", "mistral", "qwen2", "gemma", "phi3", "qwen3")
+KINDS = ("llama", "llama3", "mistral", "qwen2", "gemma", "phi3", "qwen3", "gemma3")
 
 
 @pytest.fixture(scope="module")

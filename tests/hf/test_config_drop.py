@@ -36,7 +36,7 @@ from attncli.hf.families import registry  # noqa: E402
 
 torch.set_num_threads(1)
 TEXT = "the cat sat on the mat and the dog sat on the log"
-DECODERS = ("llama", "llama-bias", "llama3", "mistral", "qwen2", "gemma", "gemma-bias", "phi3", "qwen3")
+DECODERS = ("llama", "llama-bias", "llama3", "mistral", "qwen2", "gemma", "gemma-bias", "phi3", "qwen3", "gemma3")
 ENCODERS = ("bert", "roberta", "distilbert", "electra", "gpt2", "mpnet")
 # fields that say which tensors the checkpoint holds, or their shapes: dropped, the config describes another model
 SHAPING = {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
@@ -60,6 +60,14 @@ ADDED = [  # (folder, fields set beside the saved ones)
     ("qwen3", {"layer_types": None, "max_window_layers": 0, "attention_bias": False}),
     ("phi3", {"sliding_window": None, "rope_parameters": None, "partial_rotary_factor": 0.25}),
     ("phi3", {"rope_scaling": {"rope_type": "default", "partial_rotary_factor": 0.75}}),
+    ("gemma3", {"rope_parameters": None, "rope_theta": 300.0, "rope_local_base_freq": 50.0}),  # older configs
+    ("gemma3", {"rope_scaling": {"rope_type": "linear", "factor": 3.0}}),  # the global layers' alone
+    ("gemma3", {"rope_parameters": {"full_attention": {"rope_type": "llama3", "rope_theta": 300.0, **{
+        k: v for k, v in LLAMA3.items() if k != "rope_type"}}}, "rope_local_base_freq": 20.0}),
+    ("gemma3", {"layer_types": None, "sliding_window_pattern": 2}),  # layer 1 global
+    ("gemma3", {"layer_types": None, "sliding_window_pattern": 1}),  # every layer global
+    ("gemma3", {"query_pre_attn_scalar": 3, "sliding_window": 2}),
+    ("gemma3", {"attn_logit_softcapping": 0.3}),  # transformers' Gemma 3 does not apply it
     ("gpt2", {"scale_attn_by_inverse_layer_idx": True, "activation_function": "relu", "scale_attn_weights": False}),
     ("bert", {"hidden_act": "gelu_new", "layer_norm_eps": 1e-3}),
 ]

@@ -13,7 +13,7 @@ from _tolerance import f32_close, f32_size
 
 CASES = [("llama", "F32", 64), ("llama", "Q8_0", 64), ("qwen2", "F16", 64), ("llama", "Q4_0", 64),
          ("llama", "Q4_K", 256), ("qwen2", "Q6_K", 256), ("llama", "Q5_K", 256), ("gpt2", "Q8_0", 64),
-         ("phi3", "Q8_0", 64), ("qwen2", "Q4_0", 64, True)]  # True: no output.weight, the head tied to the embedding
+         ("phi3", "Q8_0", 64), ("qwen2", "Q4_0", 64, True), ("gemma3", "Q8_0", 64, True)]  # True: no output.weight, the head tied to the embedding
 TEXT = "hello world, or hell"
 
 

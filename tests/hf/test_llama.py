@@ -2,7 +2,9 @@
 ``output_attentions``), layer by layer and head by head, within float32 rounding (tests/_tolerance.py): Llama (GQA, biases,
 linear and llama3 RoPE, tied and untied heads), Mistral (sliding window), Qwen2 (q/k/v biases, a
 window on some layers), Gemma (sqrt(d) embeddings, (1 + w) norms, GeGLU, head_dim apart),
-Phi-3 (fused qkv and gate_up, partial rotary) and Qwen3 (per-head q / k norms, head_dim apart). Tiny random models from tests/_llama_fixtures.py.
+Phi-3 (fused qkv and gate_up, partial rotary), Qwen3 (per-head q / k norms, head_dim apart) and Gemma 3
+(four norms a layer, q/k norms, a local layer with its window and RoPE base beside a global one,
+query_pre_attn_scalar). Tiny random models from tests/_llama_fixtures.py.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from attncli.hf import load  # noqa: E402
 torch.set_num_threads(1)
 runner = CliRunner()
 TEXTS = ["the cat sat on the mat and the dog sat on the log", "She sells sea shells, said the paper in 2017!"]
-WINDOWS = {"mistral": [3, 3], "qwen2": [None, 4], "phi3": [5, 5], "qwen3": [None, 4]}
+WINDOWS = {"mistral": [3, 3], "qwen2": [None, 4], "phi3": [5, 5], "qwen3": [None, 4], "gemma3": [3, None]}
 
 
 @pytest.fixture(scope="session")
@@ -93,7 +95,7 @@ def test_attentions_and_logits_equal_transformers_every_layer_and_head(kind, dec
         f32_close(logits, want_logits, *f32_size(path), what=f"{kind} logits")
 
 
-@pytest.mark.parametrize("kind", ["llama", "gemma", "mistral", "qwen3"])
+@pytest.mark.parametrize("kind", ["llama", "gemma", "mistral", "qwen3", "gemma3"])
 def test_qk_reproduce_the_attentions_and_share_key_value_heads(kind, decoders):
     path = str(decoders(kind))
     model = load(path, backend="numpy")
@@ -112,7 +114,7 @@ def test_qk_reproduce_the_attentions_and_share_key_value_heads(kind, decoders):
         np.testing.assert_allclose(e / e.sum(-1, keepdims=True), att[layer], atol=1e-9)
 
 
-@pytest.mark.parametrize("kind", ["llama", "mistral", "phi3", "qwen3"])
+@pytest.mark.parametrize("kind", ["llama", "mistral", "phi3", "qwen3", "gemma3"])
 def test_cached_steps_equal_one_full_pass_and_transformers(kind, decoders):
     path = str(decoders(kind))
     model = load(path, backend="numpy")
@@ -380,7 +382,7 @@ def test_an_unused_or_missing_tensor_is_named(decoders, tmp_path):
     assert result.exit_code == 0 and "extra.weight" in result.stderr, result.output
 
 
-@pytest.mark.parametrize("kind", ["gemma", "llama3", "qwen2"])
+@pytest.mark.parametrize("kind", ["gemma", "llama3", "qwen2", "gemma3"])
 def test_a_stored_lm_head_of_a_tied_model_is_read_as_transformers_reads_it(kind, decoders, tmp_path):
     """A tied config (Gemma ties by default) whose checkpoint still holds an lm_head.weight of
     other values: transformers 5 keeps the stored head and does not tie (it warns); attn's logits
@@ -404,7 +406,7 @@ def test_a_stored_lm_head_of_a_tied_model_is_read_as_transformers_reads_it(kind,
     f32_close(logits, want, *f32_size(dst))
 
 
-@pytest.mark.parametrize("kind", ["llama", "gemma", "qwen2", "qwen3"])
+@pytest.mark.parametrize("kind", ["llama", "gemma", "qwen2", "qwen3", "gemma3"])
 def test_the_logit_lens_equals_transformers_hidden_states(kind, decoders):
     """`attn lens` on a Llama-family decoder (issue 22: every decoder the NumPy path gains):
     transformers' own output_hidden_states through its final norm and lm_head (the last hidden

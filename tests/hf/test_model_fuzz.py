@@ -176,8 +176,12 @@ CONFIG_CHOICES = {  # field -> values a stranger's config might hold for it (DRO
     "layer_types": [DROP, None], "tie_word_embeddings": [DROP, True, False], "num_key_value_heads": [DROP],
     "head_dim": [DROP, None], "attention_bias": [DROP, True, False], "mlp_bias": [DROP, False],
     "use_bidirectional_attention": [DROP, False, None],
+    # Gemma 3's own (the other families' transformers classes ignore them)
+    "query_pre_attn_scalar": [DROP, 3, 64.0], "sliding_window_pattern": [DROP, 1, 2], "rope_local_base_freq": [DROP, 50.0],
+    "hidden_activation": [DROP, "gelu", "silu"], "attn_logit_softcapping": [DROP, None, 0.5, 30],
+    "final_logit_softcapping": [DROP, None, 2.0],
 }
-DECODER_KINDS = ("llama", "llama3", "mistral", "qwen2", "gemma", "phi3", "qwen3")
+DECODER_KINDS = ("llama", "llama3", "mistral", "qwen2", "gemma", "phi3", "qwen3", "gemma3")
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ from attncli.hf.qk_attribution import qk_parts  # noqa: E402
 TEXT = "the cat sat on the mat and the dog sat on the log"
 EPS32 = 2.0 ** -23
 BUILD = {"gpt2": build_gpt2, "bert": build_bert, "distilbert": build_distilbert}
-DECODERS = ("llama3", "llama-bias", "qwen2", "gemma", "phi3", "mistral", "qwen3")
+DECODERS = ("llama3", "llama-bias", "qwen2", "gemma", "phi3", "mistral", "qwen3", "gemma3")
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,21 @@ def test_the_parts_add_up_to_the_models_score(models, kind):
         assert abs(r.total - r.score) <= tol, (kind, layer, head, i, j, r.total, r.score, tol)
 
 
-@pytest.mark.parametrize("kind", ["gpt2", "bert", "llama3", "qwen2", "phi3", "qwen3"])
+def test_gemma3_heads_through_the_frozen_output_norm_leave_no_remainder(models):
+    """Gemma 3 norms the attention's output before its residual add: each head's part goes through
+    that norm frozen at the whole output's scale, so without an attention bias the heads' parts are
+    all of attn.out (each layer's attn_bias part is 0) and still add up to the score."""
+    model = models("gemma3")
+    enc = model.encode(TEXT)
+    T = len(enc.ids)
+    r = qk_parts(model, enc, 1, 0, T - 1, T - 2)
+    bias = [n for n, label in enumerate(r.labels) if label.endswith("attn_bias")]
+    tol = f32_atol(np.abs(r.parts).max(), depth=model.layers + 1, length=f32_size(model.config)[1])
+    assert bias and np.abs(r.parts[bias]).max() <= tol and np.abs(r.parts[:, bias]).max() <= tol
+    assert abs(r.total - r.score) <= 64 * EPS32 * (model.layers + 1) * np.abs(r.parts).sum()
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "bert", "llama3", "qwen2", "phi3", "qwen3", "gemma3"])
 def test_score_differences_equal_transformers_log_attention_differences(models, kind):
     """Independent of attn's pass: transformers' own model in float64, eager attention."""
     import torch

@@ -236,7 +236,7 @@ class Llama:
         P = 0 if past is None else past[0].shape[2]  # tokens before these: positions P .. P+T-1
 
         def rope(a: int, b: int) -> tuple[np.ndarray, np.ndarray]:  # cos, sin (b - a, r) of rows a..b-1
-            angles = np.arange(P + a, P + b, dtype=np.float64)[:, None] * self.inv_freq[None]  # (c, r/2)
+            angles = np.arange(P + a, P + b, dtype=np.float64)[:, None] * self.parts.inv_freq[l][None]  # (c, r/2)
             angles = np.concatenate([angles, angles], axis=-1)  # (c, r)
             return np.cos(angles).astype(x.dtype), np.sin(angles).astype(x.dtype)
 

@@ -12,6 +12,7 @@ family's class.
     position      "absolute" (added to the embeddings), "rotary" (RoPE on q and k; ``inv_freq`` per
                   layer) or "relative" (a bias added to the scores: MPNet)
     windows       per layer, the sliding window (a query sees keys less than w positions back) or None
+    logit_cap     None, or c: the logits are c tanh(raw / c) (final_logit_softcapping: Gemma 3 where set)
     roles         layer l's weights by role, each a Tensor (its name with "{l}", its stored shape,
                   its bias, its share of a fused tensor):
                       n1, n2                 the norms before (pre) or after (post) attention and the MLP
@@ -72,6 +73,7 @@ class Parts:
     position: str = "absolute"  # "absolute" | "rotary" | "relative"
     inv_freq: tuple[np.ndarray, ...] = ()  # rotary: per layer, (rotary_dim / 2,) float64
     windows: tuple[int | None, ...] = field(default=())
+    logit_cap: float | None = None
 
     @property
     def group(self) -> int:

@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from attncli.hf.config_check import is_encoder_decoder
-from attncli.hf.families import bert, distilbert, gpt2, llama, mpnet, qwen3
+from attncli.hf.families import bert, distilbert, gemma3, gpt2, llama, mpnet, qwen3
 
 DTYPE = np.float64  # a pass's weights' dtype unless the family file sets its own DTYPE (llama: float32)
 
@@ -60,6 +60,7 @@ FAMILIES: tuple[Family, ...] = (
     Family(distilbert, distilbert.DistilBert),
     Family(gpt2, gpt2.GPT2),
     Family(llama, llama.Llama),
+    Family(gemma3, gemma3.Gemma3),
     Family(mpnet, mpnet.MPNet),
     Family(qwen3, qwen3.Qwen3),
 )
