@@ -241,6 +241,18 @@ ROWS: tuple[Row, ...] = (
     Row((On("transformer"), On("stack"), Not("stack", STACKS)), H, f"--stack {{stack!r}}: choose one of {', '.join(STACKS)}"),
     *(Row((Off("transformer"), cond), H, f"{flag(cond.name)} needs --transformer NAME_OR_PATH (a pretrained model)")
       for cond in (On("exclude_first"), Not("backend", ("auto",)), On("allow_missing_weights"), On("stack"))),
+    # attn heads --weights / --random (attncli.pipeline.head_roles)
+    *(Row((On(p), Off("transformer")), H, f"{flag(p)} reads a pretrained model's heads: give --transformer NAME_OR_PATH")
+      for p in ("weights", "random", "role", "threshold")),
+    Row((On("weights"), On("random"), On("transformer")), H, "--weights reads the heads from their weights, --random from their attention "
+                                          "on repeated random tokens: give one"),
+    *(Row((On("weights"), On(p), On("transformer")), H, f"--weights reads no text: drop {flag(p)}")
+      for p in ("file", "sentences", "exclude_first", "stack")),
+    *(Row((On("random"), On(p), On("transformer")), H, f"--random scores the heads on repeated random tokens: drop {flag(p)}")
+      for p in ("file", "exclude_first", "stack")),
+    *(Row((On(p), Off("weights"), Off("random"), On("transformer")), H, f"{flag(p)} picks what the head map of --weights or --random shows")
+      for p in ("role",)),
+    Row((On("threshold"), Off("weights"), On("transformer")), H, "--threshold picks the composition edges of --weights: add --weights"),
     # attn lens (attncli.pipeline.lens_compute.LensRequest)
     Row((On("transformer"), On("model")), LENS,
         "--model names a word-vector model with a built-in LM; --transformer a pretrained one: give one of them"),

@@ -121,6 +121,13 @@ def heads_cmd(
     allow_missing_weights: Annotated[bool, typer.Option("--allow-missing-weights", help="With --transformer: run a model whose checkpoint lacks weights or holds unused ones, with a warning.")] = False,
     stack: Annotated[Optional[str], typer.Option("--stack", help="With --transformer, an encoder-decoder (T5, BART): encoder (default), decoder or cross; a --file line SOURCE<TAB>TARGET gives the decoder its text.",
                                                  metavar="STACK", show_default=False)] = None,
+    weights: Annotated[bool, typer.Option("--weights", help="With --transformer (a decoder): read each head from its weights alone: OV copying score, top OV/QK tokens, Q-/K-/V-composition between heads.")] = False,
+    random: Annotated[Optional[int], typer.Option("--random", help="With --transformer (a decoder): score previous-token, duplicate-token and induction heads on N random tokens repeated once (--sentences: how many sequences, default 10).",
+                                                  metavar="N", show_default=False)] = None,
+    role: Annotated[Optional[str], typer.Option("--role", help="The score the head map of --weights (copying) or --random (induction, previous_token, duplicate_token) shows.",
+                                                metavar="ROLE", show_default=False)] = None,
+    threshold: Annotated[Optional[float], typer.Option("--threshold", help="With --weights: list every composition edge above this score (default: the 10 strongest).",
+                                                       show_default=False)] = None,
 ) -> None:
     """Score each learned head as previous-token, first-token, self, local or broad (entropy).
 
@@ -135,7 +142,7 @@ def heads_cmd(
     """
     request = HeadsRequest(model=model, transformer=transformer, file=file, sentences=sentences, window=window,
                            exclude_first=exclude_first, backend=backend, allow_missing_weights=allow_missing_weights,
-                           stack=stack)
+                           stack=stack, weights=weights, random=random, role=role, threshold=threshold)
     request.check()  # before any model is read
     show(compute_heads(request, progress=Progress(json_out),
                        load_model=lambda: load_model(transformer, backend, allow_missing_weights, json_out=json_out)),

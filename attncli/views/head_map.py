@@ -1,0 +1,123 @@
+"""``attn heads --weights`` and ``--random N`` drawn: a layers x heads map of one role's score, every
+cell's number printed in it (colour is a second channel), the composition edges between heads
+above a threshold, and the strongest heads of the role with the tokens their OV and QK circuits
+read and write. Input: the JSON document of attncli.pipeline.head_roles."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+from attncli.views.render import Heatmap, heatmap_renderables
+from attncli.views.result import DocumentView, shown
+
+MODES = ("Q", "K", "V")  # attncli.hf.head_circuits.MODES: the document's composition keys
+TOP_EDGES = 10  # composition edges listed without --threshold: the strongest
+MAX_EDGES_SHOWN = 40  # a terminal lists at most this many (the JSON has every one)
+TOP_HEADS = 8  # the strongest heads of the role, listed with their tokens
+ROLE_TEXT = {"copying": "OV copying score, Re(sum lambda) / sum |lambda| of W_E W_V W_O W_U",
+             "previous_token": "previous-token score on repeated random tokens",
+             "duplicate_token": "duplicate-token score on repeated random tokens",
+             "induction": "induction score on repeated random tokens"}
+
+
+def edges(doc: dict[str, Any], threshold: Optional[float]) -> list[dict[str, Any]]:
+    """The composition edges of a weights report: every (mode, writer, reader) above ``threshold``,
+    strongest first; None: the TOP_EDGES strongest."""
+    found = []
+    for m in MODES:
+        scores = np.asarray(doc["composition"][m], dtype=np.float64)  # (L, h, L, h)
+        for idx in zip(*np.nonzero(scores > (threshold if threshold is not None else 0.0))):
+            l1, h1, l2, h2 = (int(i) for i in idx)
+            found.append({"mode": m, "from": [l1, h1], "to": [l2, h2], "score": float(scores[idx])})
+    found.sort(key=lambda e: (-e["score"], e["mode"], e["from"], e["to"]))
+    return found if threshold is not None else found[:TOP_EDGES]
+
+
+def role_values(doc: dict[str, Any], role: str) -> np.ndarray:
+    """(L, h) the role's score per head (NaN where it was not scored)."""
+    out = np.full((doc["layers"], doc["heads_per_layer"]), np.nan)
+    for e in doc["heads"]:
+        v = e.get(role)
+        if v is not None:
+            out[e["layer"], e["head"]] = v
+    return out
+
+
+def head_map(doc: dict[str, Any]) -> Heatmap:
+    role = doc["role"]
+    values = role_values(doc, role)
+    masked = np.isnan(values)
+    return Heatmap(np.where(masked, 0.0, values), [f"L{l}" for l in range(values.shape[0])],
+                   [f"H{h}" for h in range(values.shape[1])], f"{shown(doc['model'])}: {ROLE_TEXT[role]}",
+                   masked=masked if masked.any() else None, diverging=role == "copying", decimals=(2, 1),
+                   more="see every score with --json")
+
+
+def _tokens(entry: dict[str, Any], name: str, n: int = 3) -> str:
+    return " ".join(repr(t)[1:-1] for t in entry[name]["tokens"][:n])
+
+
+def _top_heads(doc: dict[str, Any]):
+    from rich.table import Table
+
+    role = doc["role"]
+    ranked = sorted((e for e in doc["heads"] if e.get(role) is not None), key=lambda e: -e[role])[:TOP_HEADS]
+    table = Table(title=shown(f"top heads by {role}"))
+    for name in ("head", role) + (("OV reads", "OV writes", "QK query", "QK key") if "ov_in" in doc["heads"][0] else ()):
+        table.add_column(shown(name), justify="right" if name in ("head", role) else "left", no_wrap=name in ("head", role))
+    for e in ranked:
+        extra = tuple(_tokens(e, k) for k in ("ov_in", "ov_out", "qk_query", "qk_key")) if "ov_in" in e else ()
+        table.add_row(shown(f"L{e['layer']}H{e['head']}"), f"{e[role]:.3f}", *(shown(x) for x in extra))
+    return table
+
+
+def _edges_table(doc: dict[str, Any]):
+    from rich.table import Table
+
+    found = doc["edges"]
+    what = f"above {doc['threshold']} ({len(found)})" if doc.get("threshold") is not None else "strongest"
+    table = Table(title=shown(f"composition {what}"))
+    for name in ("kind", "from", "to", "score"):
+        table.add_column(shown(name), justify="right" if name == "score" else "left", no_wrap=True)
+    for e in found[:MAX_EDGES_SHOWN]:
+        table.add_row(shown(f"{e['mode']}-comp"), shown(f"L{e['from'][0]}H{e['from'][1]}"),
+                      shown(f"L{e['to'][0]}H{e['to'][1]}"), f"{e['score']:.3f}")
+    return table
+
+
+def head_map_renderables(doc: dict[str, Any], width: Optional[int]) -> list:
+    out = heatmap_renderables(head_map(doc), width) + [_top_heads(doc)]
+    if doc["source"] == "weights":
+        out.append(_edges_table(doc))
+    return out
+
+
+def head_map_notes(doc: dict[str, Any]) -> list[str]:
+    if doc["source"] == "random":
+        r = doc["random"]
+        return [f"{r['sequences']} sequences of {r['length']} distinct random tokens, each repeated once (seed "
+                f"{r['seed']}); each score is the mean attention per query on its pattern's key (previous: the "
+                "token before; duplicate: the first copy of the token; induction: the token after that copy)"]
+    notes = [f"{doc['norm']}: {doc['folding']}; composed: {doc['composed']}",
+             "composition: ||M_A M_B||_F / (||M_A||_F ||M_B||_F), M_A the writer's W_V W_O and M_B the reader's "
+             "W_Q W_K^T (Q), W_K W_Q^T (K) or W_V W_O (V)"]
+    if doc.get("folded_norms"):
+        notes.append(f"{', '.join(doc['folded_norms'])}: their weights folded in, their per-token scale left out")
+    if doc["kv_heads"] < doc["heads_per_layer"]:
+        notes.append(f"grouped-query attention: {doc['heads_per_layer']} query heads share {doc['kv_heads']} key-value "
+                     "heads; each query head is scored with its key-value head's W_K and W_V")
+    if len(doc["edges"]) > MAX_EDGES_SHOWN:
+        notes.append(f"{len(doc['edges']) - MAX_EDGES_SHOWN} more edges in --json")
+    return notes
+
+
+class HeadMapView(DocumentView):
+    """The head map of ``attn heads --weights`` or ``--random``, drawn from its document."""
+
+    def renderables(self, width: Optional[int]) -> list:
+        return head_map_renderables(self.doc, width)
+
+    def notes(self, width: Optional[int] = None) -> list[str]:
+        return head_map_notes(self.doc)
