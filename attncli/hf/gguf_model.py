@@ -9,7 +9,8 @@ from pathlib import Path
 from attncli.hf.encoding import tokenizer_errors
 from attncli.errors import BadInput
 from attncli.hf.gguf_file import GGUFFile
-from attncli.hf.gguf_reader import GGUFWeights, config_of, tokenizer_of
+from attncli.hf.gguf_reader import GGUFWeights, config_of
+from attncli.hf.gguf_tokenizer import tokenizer_of
 from attncli.hf.families.registry import family
 from attncli.hf.numpy_backend import NumpyPretrained, check_weight_names
 from attncli.hf.pretrained_base import Pretrained

@@ -1,5 +1,5 @@
 """A GGUF file read for the NumPy forward passes as weights.py reads safetensors: tensors by
-transformers' names, with the config and the tokenizer transformers builds from its metadata.
+transformers' names, with the config transformers builds from its metadata (its tokenizer: gguf_tokenizer).
 
 Names: llama.cpp's ``blk.N.attn_q.weight`` is transformers' ``layers.N.self_attn.q_proj.weight``
 (GPT-2: ``h.N.attn.c_attn.weight``...). What llama.cpp's converter changed is put back as
@@ -22,7 +22,6 @@ from typing import Any, Sequence
 import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
-from attncli.hf.config_check import damaged
 from attncli.hf.gguf_check import check_metadata
 from attncli.hf.gguf_file import CONVERT_HINT, TYPES, GGUFFile, TensorInfo
 from attncli.hf.weight_check import check_finite
@@ -62,7 +61,7 @@ def _escaped(name: str) -> str:
     return name.encode("unicode_escape").decode("ascii")[:80]
 
 
-def _arch(gguf: GGUFFile) -> str:
+def architecture(gguf: GGUFFile) -> str:
     arch = gguf.metadata.get("general.architecture")
     if arch not in ARCHITECTURES:
         shown = str(arch)[:40].encode("unicode_escape").decode()
@@ -74,7 +73,7 @@ def _arch(gguf: GGUFFile) -> str:
 def config_of(gguf: GGUFFile) -> dict[str, Any]:
     """config.json's fields from the file's metadata, as transformers' load_gguf_checkpoint builds them
     (each field checked first: gguf_check)."""
-    arch = _arch(gguf)
+    arch = architecture(gguf)
     check_metadata(gguf, arch)
     config: dict[str, Any] = {"model_type": ARCHITECTURES[arch]}
     for key, field in {"gpt2": GPT2_CONFIG, "gemma3": GEMMA3_CONFIG}.get(arch, LLAMA_CONFIG).items():
@@ -98,32 +97,13 @@ def config_of(gguf: GGUFFile) -> dict[str, Any]:
     return config
 
 
-def tokenizer_of(gguf: GGUFFile) -> Any:
-    """The ``tokenizers.Tokenizer`` transformers builds from the file's tokenizer.ggml.* metadata
-    (transformers' integrations.gguf builders: the vocabulary, merges and special tokens)."""
-    from transformers.integrations.gguf import convert_gguf_tokenizer
-    from transformers.integrations.gguf.gguf_tokenizer_mapping import GGUF_TOKENIZER_MAPPING
-
-    meta = gguf.metadata
-    wanted = {name: meta["tokenizer." + key] for key, name in GGUF_TOKENIZER_MAPPING["tokenizer"].items()
-              if "tokenizer." + key in meta}
-    if not isinstance(wanted.get("tokens"), list) or not all(isinstance(t, str) for t in wanted["tokens"]):
-        raise BadInput(f"{gguf.path.name} carries no tokenizer (tokenizer.ggml.tokens): attn cannot tokenize text for it")
-    try:
-        tokenizer, _ = convert_gguf_tokenizer(_arch(gguf), wanted)
-    except Exception as exc:  # a stranger's vocabulary transformers cannot build
-        raise damaged(gguf.path.name, f"its tokenizer metadata cannot be built ({type(exc).__name__}: "
-                                      f"{str(exc)[:120]!r})") from None
-    return tokenizer
-
-
 class GGUFWeights:
     """The tensors of one GGUF file by transformers' names (the prefix "model." left out for the
     Llama family), dequantized per use; only the latest layer's tensors are kept."""
 
     def __init__(self, gguf: GGUFFile, config: dict[str, Any], dtype: type = np.float32):
         self.gguf, self.path, self.dtype = gguf, gguf.path, np.dtype(dtype)
-        self.arch = _arch(gguf)
+        self.arch = architecture(gguf)
         self.gpt2 = self.arch == "gpt2"
         self.prefix = "" if self.gpt2 else "model."
         self.config = config

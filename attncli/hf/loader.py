@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from attncli.errors import BadInput
 from attncli.option_conflicts import BACKENDS
-from attncli.hf import config_check, gguf_reader, numpy_backend, seq2seq, source, torch_backend
+from attncli.hf import config_check, gguf_reader, numpy_backend, packaged_models, seq2seq, source, torch_backend
 from attncli.hf.families import registry
 from attncli.hf.gguf_model import GGUFPretrained
 from attncli.hf.placement import Placement
@@ -38,7 +38,8 @@ def _load(name_or_path: str, backend: str, allow_missing_weights: bool, placemen
     if backend not in BACKENDS:
         raise BadInput(f"unknown backend '{backend}': choose one of {', '.join(BACKENDS)}")
     placement.check()
-    gguf = gguf_reader.gguf_file_in(str(name_or_path)) if name_or_path else None
+    packaged = packaged_models.find(str(name_or_path)) if name_or_path else None  # smollm2, gemma3, ...
+    gguf = packaged or (gguf_reader.gguf_file_in(str(name_or_path)) if name_or_path else None)
     if gguf is not None:  # llama.cpp's format: attn's NumPy path, weights dequantized layer by layer
         if backend == "torch" or placement.given():
             raise BadInput(f"'{name_or_path}' is a GGUF file, which attn runs on its NumPy path only (CPU, float32): "

@@ -380,9 +380,9 @@ class NumpyPretrained(Pretrained):
         return stream_of(Trace(arr[0].tolist(), rec.one()), self.layers)  # (L + 1, T, d)
 
     def lens_logits(self, x: np.ndarray) -> np.ndarray:
-        """(..., V) what the final norm and the unembedding make of residual vectors x (..., d)."""
+        """(..., V) float32: the final norm (of x as (1, n, d), the (B, T, d) it takes) and unembedding of x (..., d)."""
         self.check_decoder()
-        return self.arch32.logits(self.arch32.final(x))  # float32, as residual_stream
+        return self.arch32.logits(self.arch32.final(x.reshape(1, -1, x.shape[-1]))).reshape(*x.shape[:-1], -1)
 
     @tokenized("turn token ids back into text")
     def decode(self, ids: Sequence[int]) -> str:

@@ -149,6 +149,10 @@ BAD_METADATA = {
     "token_types_short": ({"tokenizer.ggml.token_type": ([1], "ARRAY")}, "token_type: it has 1 entries for 262 tokens"),
     "scores_nan": ({"tokenizer.ggml.scores": ([float("nan")] * 262, "ARRAY")}, "scores: it is not a list of finite"),
     "merges_numbers": ({"tokenizer.ggml.merges": ([1, 2], "ARRAY")}, "tokenizer.ggml.merges: it is not a list of"),
+    "bos_token_id_past_vocab": ({"tokenizer.ggml.bos_token_id": (262, "UINT32")}, "bos_token_id: 262 is past the"),
+    "add_bos_token_a_string": ({"tokenizer.ggml.add_bos_token": ("false", "STRING")}, "add_bos_token: 'false' is not"),
+    "add_eos_token_a_number": ({"tokenizer.ggml.add_eos_token": (1, "UINT8")}, "add_eos_token: 1 is not true or"),
+    "tokenizer_model_a_number": ({"tokenizer.ggml.model": (2, "UINT32")}, "tokenizer.ggml.model: 2 is not a name"),
 }
 
 

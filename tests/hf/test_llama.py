@@ -406,11 +406,19 @@ def test_a_stored_lm_head_of_a_tied_model_is_read_as_transformers_reads_it(kind,
     f32_close(logits, want, *f32_size(dst))
 
 
-@pytest.mark.parametrize("kind", ["llama", "gemma", "qwen2", "qwen3", "gemma3"])
-def test_the_logit_lens_equals_transformers_hidden_states(kind, decoders):
+@pytest.mark.parametrize("kind, block", [("llama", None), ("gemma", None), ("qwen2", None), ("qwen3", None),
+                                         ("gemma3", None), ("llama", 64)],
+                         ids=["llama", "gemma", "qwen2", "qwen3", "gemma3", "llama-row-blocks"])
+def test_the_logit_lens_equals_transformers_hidden_states(kind, block, decoders, monkeypatch):
     """`attn lens` on a Llama-family decoder (issue 22: every decoder the NumPy path gains):
     transformers' own output_hidden_states through its final norm and lm_head (the last hidden
-    state already normed), softmaxed, within float32 rounding; the top token of each cell is the argmax."""
+    state already normed), softmaxed, within float32 rounding; the top token of each cell is the argmax.
+    ``block``: llama.ROW_BLOCK_BYTES lowered so that the final norm runs by blocks of rows, as it does
+    on a model of real size (SmolLM2's lens once ended in a broadcast error there: issue 49)."""
+    if block is not None:
+        from attncli.hf.families import llama
+
+        monkeypatch.setattr(llama, "ROW_BLOCK_BYTES", block)
     path = str(decoders(kind))
     tok, model = reference(path)
     result = CliRunner().invoke(app, ["lens", TEXTS[0], "--transformer", path, "-k", "3", "--json"])

