@@ -11,6 +11,7 @@ from attncli.errors import BadInput
 from attncli.hf.gguf_file import GGUFFile
 from attncli.hf.gguf_reader import GGUFWeights, config_of
 from attncli.hf.gguf_tokenizer import tokenizer_of
+from attncli.hf.gguf_tokenizer_cache import cached_tokenizer
 from attncli.hf.families.registry import family
 from attncli.hf.numpy_backend import NumpyPretrained, check_weight_names
 from attncli.hf.pretrained_base import Pretrained
@@ -27,7 +28,7 @@ class GGUFPretrained(NumpyPretrained):
             raise BadInput(f"{file.name}: its {reason} is not implemented on attn's NumPy path")
         self.gguf_file = file
         with tokenizer_errors(name, "read the file's tokenizer"):
-            self.tokenizer = tokenizer_of(gguf)
+            self.tokenizer = cached_tokenizer(gguf, tokenizer_of)
             self.tokenizer.no_truncation()  # as numpy_backend's: transformers sets them per call
             self.tokenizer.no_padding()
         weights = GGUFWeights(gguf, config, fam.dtype)

@@ -8,13 +8,18 @@ permuted for its RoPE (rows (h, 2, d_head/2) -> (h, d_head/2, 2)); GPT-2's Conv1
 transposed; Gemma 3's norm weights were stored as 1 + w (its ffn_norm is the pre-MLP norm, and
 the local layers' RoPE base and their pattern are Gemma3TextConfig's defaults, as transformers reads them).
 
-Every tensor is dequantized when a layer asks for it (gguf.quants.dequantize, by blocks of rows)
-and only the last layer's tensors are kept, so a pass holds one layer in float32 beside the
-mapped file; the embedding gives only the rows of the text's tokens.
+Every tensor is dequantized when a layer asks for it (gguf_dequantize, by blocks of rows) and kept
+as weight_hold says: a model whose float32 tensors fit the budget (1 GiB, or ATTN_WEIGHTS_BUDGET:
+SmolLM2-135M's 540 MB) is dequantized once, so a grid, a generation or a corpus does not do it
+again on every pass; a larger one keeps only the layer at hand, so a pass holds one layer in float32
+beside the mapped file. The embedding gives only the rows of the text's tokens, and the LM head is
+dequantized by blocks of rows unless it is held. A NaN is looked for at load in the scales of
+each quantized block (gguf_dequantize.nonfinite), not by dequantizing the file.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any, Sequence
@@ -23,8 +28,9 @@ import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.hf.gguf_check import check_metadata
-from attncli.hf.gguf_file import CONVERT_HINT, TYPES, GGUFFile, TensorInfo
-from attncli.hf.weight_check import check_finite
+from attncli.hf.gguf_file import CONVERT_HINT, GGUFFile, TensorInfo
+from attncli.hf.gguf_dequantize import dequantize, nonfinite
+from attncli.hf.weight_hold import Hold
 
 # GGUF's general.architecture -> transformers' model_type, for the families attn's NumPy path runs
 ARCHITECTURES = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "phi3": "phi3", "gpt2": "gpt2",
@@ -54,6 +60,7 @@ GPT2_CONFIG = {"block_count": "n_layer", "context_length": "n_ctx", "embedding_l
                "attention.layer_norm_epsilon": "layer_norm_epsilon"}
 ROW_BLOCK_BYTES = 8 * 2**20  # float32 bytes dequantized at once (rows of a big table)
 BLOCK = re.compile(r"^blk\.(\d+)\.(\w+)\.(weight|bias)$")
+LAYER = re.compile(r"^(model\.)?(layers|h)\.(\d+)\.")  # a tensor's layer, by transformers' name
 
 
 def _escaped(name: str) -> str:
@@ -99,7 +106,7 @@ def config_of(gguf: GGUFFile) -> dict[str, Any]:
 
 class GGUFWeights:
     """The tensors of one GGUF file by transformers' names (the prefix "model." left out for the
-    Llama family), dequantized per use; only the latest layer's tensors are kept."""
+    Llama family), dequantized when first asked for and kept as weight_hold.Hold says."""
 
     def __init__(self, gguf: GGUFFile, config: dict[str, Any], dtype: type = np.float32):
         self.gguf, self.path, self.dtype = gguf, gguf.path, np.dtype(dtype)
@@ -110,7 +117,7 @@ class GGUFWeights:
         self._names: dict[str, TensorInfo] = {}  # transformers' full name -> the file's tensor
         for info in gguf.tensors.values():
             self._names[self._hf_name(info.name)] = info
-        self._layer: tuple[str, dict[tuple[str, np.dtype], np.ndarray]] = ("", {})  # the kept layer's tensors
+        self._hold = Hold(self.dequantized_bytes())  # the dequantized tensors kept
 
     def _hf_name(self, name: str) -> str:
         if name == "output.weight":
@@ -140,18 +147,29 @@ class GGUFWeights:
     def _shape(self, info: TensorInfo, name: str) -> tuple[int, ...]:
         return info.shape[::-1] if self.gpt2 and info.name.endswith(TRANSPOSED) else info.shape
 
+    def dequantized_bytes(self) -> int:
+        """Bytes of every tensor attn reads, dequantized to the compute dtype (from the header)."""
+        return sum(math.prod(info.shape) * self.dtype.itemsize for name, info in self._names.items()
+                   if not name.startswith("?"))
+
+    def hold_widened(self, budget: int | None = None) -> None:
+        """Keep dequantized tensors across passes up to ``budget`` bytes (weights.Weights' twin)."""
+        self._hold.extend(budget)
+
     def check_finite(self, names: Sequence[str]) -> None:
-        """Every tensor ``names`` holds no NaN or infinity, dequantized one at a time, nothing kept."""
-        for name in names:
-            if self.prefix + name not in self._names:
+        """Every tensor ``names`` and the LM head holds no NaN or infinity once dequantized: damage
+        naming the file and the tensor as the file names it. A float tensor's exponent bits are
+        read, a quantized one's block scales only (gguf_dequantize.nonfinite); nothing is dequantized."""
+        fulls = [self.prefix + name for name in names] + ["lm_head.weight"]
+        for full in dict.fromkeys(fulls):
+            if full not in self._names:
                 continue
-            info = self._names[self.prefix + name]
-            rows = info.shape[0] if len(info.shape) > 1 else 1
-            step = max(1, ROW_BLOCK_BYTES // (4 * (info.shape[-1] if len(info.shape) > 1 else 1)))
-            for s in range(0, rows, step):  # by blocks of rows: a 128k-token table is not widened whole
-                part = self._dequantize(info, slice(s, s + step) if len(info.shape) > 1 else None)
-                check_finite(part, f"the weight {name}")
+            info = self._names[full]
+            kind = nonfinite(self.gguf.raw(info), info.kind)
             self.gguf.release(info)
+            if kind is not None:
+                where = "" if info.type_name in ("F32", "F16", "BF16") else f"the {info.type_name} block scales of "
+                raise damaged(self.path.name, f"{kind} in {where}tensor '{_escaped(info.name)}'")
 
     def get(self, name: str, dtype: type | None = None) -> np.ndarray:
         return self.get_exact(self.prefix + name, dtype)
@@ -160,19 +178,15 @@ class GGUFWeights:
         return full in self._names
 
     def get_exact(self, full: str, dtype: type | None = None) -> np.ndarray:
-        """Tensor ``full`` dequantized; a layer's tensors are kept until another layer's is asked for."""
+        """Tensor ``full`` dequantized, kept across passes within the budget, else while its layer
+        runs (a table outside the layers, the embedding or the head, then not at all)."""
         dtype = self.dtype if dtype is None else np.dtype(dtype)
-        block = re.match(r"^(model\.)?(layers|h)\.(\d+)\.", full)
-        layer = block.group(0) if block else ""
-        if layer != self._layer[0]:
-            self._layer = (layer, {})
-        kept = self._layer[1]
-        if (full, dtype) not in kept:
-            tensor = self._read(full, dtype)
-            if not layer:
-                return tensor  # a table outside the layers (the embedding, the head): not kept
-            kept[full, dtype] = tensor
-        return kept[full, dtype]
+        block = LAYER.match(full)
+        layer = block.group(0) if block else None
+        held = self._hold.find((full, dtype), layer)
+        if held is not None:
+            return held
+        return self._hold.keep((full, dtype), layer, self._read(full, dtype))
 
     def rows(self, name: str, ids: np.ndarray) -> np.ndarray:
         """Rows ``ids`` of a 2-D table (the embedding), only those dequantized: (*ids.shape, d)."""
@@ -180,6 +194,9 @@ class GGUFWeights:
         flat = np.asarray(ids).ravel()
         if flat.size and (flat.min() < 0 or flat.max() >= info.shape[0]):
             raise IndexError(f"row {flat.max()} of {name}, which has {info.shape[0]}")
+        held = self._hold.find((self.prefix + name, self.dtype), None)
+        if held is not None:  # the table held (a tied head): no row dequantized again
+            return held[flat].reshape(*np.shape(ids), -1)
         unique, inverse = np.unique(flat, return_inverse=True)
         picked = np.stack([self._dequantize(info, slice(int(i), int(i) + 1))[0] for i in unique]) if unique.size \
             else np.zeros((0, info.shape[-1]), np.float32)  # (n, d)
@@ -191,11 +208,17 @@ class GGUFWeights:
 
     def head_blocks(self, name: str):
         """(start, rows (n, d) float32) of the LM head by blocks of rows: ``name`` is a base tensor's
-        name, or "/" and a full one; the head is never dequantized whole."""
-        info = self._info(name[1:] if name.startswith("/") else self.prefix + name)
+        name, or "/" and a full one. Dequantized whole and held when it fits the budget's room (a
+        generation reads it at every token), else by blocks of rows, never whole."""
+        full = name[1:] if name.startswith("/") else self.prefix + name
+        info = self._info(full)
         step = max(1, ROW_BLOCK_BYTES // (4 * info.shape[-1]))
+        held = self._hold.find((full, self.dtype), None)
+        if held is None and self._hold.fits(math.prod(info.shape) * self.dtype.itemsize):
+            held = self.get_exact(full)
         for start in range(0, info.shape[0], step):
-            yield start, self._dequantize(info, slice(start, start + step)).astype(self.dtype, copy=False)
+            yield start, (held[start: start + step] if held is not None else
+                          self._dequantize(info, slice(start, start + step)).astype(self.dtype, copy=False))
         self.gguf.release(info)
 
     def _info(self, full: str) -> TensorInfo:
@@ -205,22 +228,8 @@ class GGUFWeights:
 
     def _dequantize(self, info: TensorInfo, rows: slice | None = None) -> np.ndarray:
         """Tensor ``info`` (or its ``rows``) in float32, dequantized by blocks of rows."""
-        from gguf import GGMLQuantizationType
-        from gguf.quants import dequantize
-
         raw = self.gguf.raw(info, rows)  # (..., row_bytes) uint8, a view of the map
-        name = TYPES[info.kind][0]
-        if name == "F32":
-            return raw.view("<f4").astype(np.float32)
-        if name == "F16":
-            return raw.view("<f2").astype(np.float32)
-        if name == "BF16":
-            return (raw.view("<u2").astype(np.uint32) << 16).view(np.float32)
-        flat = raw.reshape(-1, raw.shape[-1])  # (rows, row_bytes)
-        out = np.empty((flat.shape[0], info.shape[-1]), np.float32)  # (rows, n)
-        step = max(1, ROW_BLOCK_BYTES // (4 * info.shape[-1]))
-        for s in range(0, flat.shape[0], step):
-            out[s: s + step] = dequantize(flat[s: s + step], GGMLQuantizationType(info.kind))
+        out = dequantize(raw.reshape(-1, raw.shape[-1]), info.kind, info.shape[-1])  # (rows, n)
         return out.reshape(*raw.shape[:-1], info.shape[-1])
 
     def _read(self, full: str, dtype: np.dtype) -> np.ndarray:

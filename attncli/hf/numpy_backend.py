@@ -270,7 +270,7 @@ class NumpyPretrained(Pretrained):
                 raise BadInput("trace_batch() takes Encodings from encode()")
             self._arrays(enc)  # its checks: not empty, within the model's limit
         ids, type_ids, mask = self.padded(encs)  # (B, T) each
-        if isinstance(self.arch.w, Weights):  # a corpus: widened half-precision weights kept across passes
+        if hasattr(self.arch.w, "hold_widened"):  # a corpus: widened or dequantized weights kept across passes
             self.arch.w.hold_widened()
         rec = Recorder(replace(keep, float32=True) if precision == "float32" else keep,  # float32 attention (Llama's too)
                        stop_after=None if on_layer else attention_only(keep, self.layers))

@@ -6,9 +6,10 @@ memory-mapped once (``fileio.map_regular``: a regular file) and a floating tenso
 NumPy view of its bytes, its offsets checked against the header's shape and the map's size: a
 float32 tensor in a float32 pass is never copied (pages are read as the pass touches them);
 bfloat16, which NumPy lacks, is widened to float32 (float16 converted) when a layer asks. A
-half-precision checkpoint whose widened tensors fit in HOLD_BYTES (1 GiB: SmolLM2-135M's 540 MB)
-keeps each one once widened, so a loaded model widens once, not on every call; a larger one stays
-mapped in its own dtype and a pass holds one layer in float32 at a time, never the model.
+half-precision checkpoint whose widened tensors fit the budget (weight_hold: 1 GiB, SmolLM2-135M's
+540 MB, or ATTN_WEIGHTS_BUDGET) keeps each one once widened, so a loaded model widens once, not on
+every call; a larger one stays mapped in its own dtype and a pass holds one layer in float32 at a
+time, never the model.
 ``safetensors``' ``safe_open`` validates each header too and reads the rare non-float tensor.
 Every floating tensor is returned in the compute dtype (a view of the file is read-only).
 Checkpoints name their tensors with or without the head model's prefix ("bert.", "roberta.",
@@ -33,6 +34,7 @@ from attncli.errors import BadInput, RuntimeFailure
 from attncli.fileio import FileProblem, map_regular, open_regular, read_text
 from attncli.hf.config_check import MAX_DEPTH, SAFETENSORS_BYTES, SAFETENSORS_HEADER_BYTES, damaged, depth
 from attncli.hf.weight_check import check_finite
+from attncli.hf.weight_hold import Hold
 
 NUMPY_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
                 "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
@@ -40,8 +42,6 @@ FLOAT_VIEWS = {"F64": "<f8", "F32": "<f4", "F16": "<f2"}  # safetensors' floats 
 RAW_VIEWS = {**FLOAT_VIEWS, "BF16": "<u2"}  # how each floating kind is viewed in the file (bfloat16: its bits)
 LAYER = re.compile(r"(?:^|\.)(?:layers?|h|blocks?)\.\d+\.")  # a tensor's layer: "layers.3.", "h.3.", "layer.3."
 BF16_EXPONENT = 0x7F80  # all eight set: infinity or NaN
-HOLD_BYTES = 2**30  # widened tensors kept across passes at most: a whole model within it (Weights.__init__),
-# else a corpus run's share (Weights.hold_widened)
 
 
 INDEX_SUFFIX = ".safetensors.index.json"  # a sharded checkpoint: model.safetensors.index.json
@@ -109,11 +109,9 @@ class Weights:
                 self._where[name] = shard
         self._names = set(self._where)
         self._cache: dict[tuple[str, np.dtype], np.ndarray] = {}  # views of the file, 1-D tensors
-        self._widened: tuple[str | None, dict[tuple[str, np.dtype], np.ndarray]] = (None, {})  # one layer's
-        self._held = 0  # bytes of widened tensors kept across passes
-        # at most: all of a half-precision model that fits (once loaded is once widened), else none (one layer)
-        widened = self.widened_bytes()
-        self._hold = HOLD_BYTES if 0 < widened <= HOLD_BYTES else 0
+        # widened tensors: all of a half-precision model that fits the budget (once loaded is once
+        # widened), else one layer's
+        self._hold = Hold(self.widened_bytes())
         self.prefix = _prefix(list(self._where), anchors, self.path)
 
     def _file(self, full: str):
@@ -164,7 +162,7 @@ class Weights:
         """From now on keep widened layer tensors across passes, up to ``budget`` bytes in all, the
         rest one layer at a time (_kept): for a corpus's many passes (trace_batch) on a model too
         large to hold whole, where widening every pass again was 16% of attn stats (cProfile)."""
-        self._hold = max(self._hold, HOLD_BYTES if budget is None else budget)
+        self._hold.extend(budget)
 
     def get(self, name: str, dtype: type | None = None) -> np.ndarray:
         """The whole tensor ``name`` (prefix left out) in the compute dtype (or ``dtype``): see _kept."""
@@ -180,28 +178,23 @@ class Weights:
     def _kept(self, key: str, full: str, dtype: type | None) -> np.ndarray:
         """Tensor ``full`` in ``dtype``. A view of the file (float32 in a float32 pass) or a 1-D one
         is kept (it costs no memory of its own, or little); a widened one (bfloat16, float16) is kept
-        while the bytes held stay within the hold (__init__, hold_widened), and past it only while its
-        layer runs: asking for another layer's drops it, and a widened table outside the layers (a
-        tied head) is widened per use. So a half-precision checkpoint over the hold stays mapped in
+        while the bytes held stay within the hold (weight_hold.Hold: __init__, hold_widened), and past
+        it only while its layer runs: asking for another layer's drops it, and a widened table
+        outside the layers (a tied head) is widened per use. So a half-precision checkpoint over the hold stays mapped in
         its own dtype and a pass holds one layer in float32, not the model."""
         dtype = self.dtype if dtype is None else np.dtype(dtype)
         if (key, dtype) in self._cache:
             return self._cache[key, dtype]
         found = LAYER.search(full)
         layer = found.group(0) if found else None
-        if layer is not None and layer == self._widened[0] and (key, dtype) in self._widened[1]:
-            return self._widened[1][key, dtype]
+        held = self._hold.find((key, dtype), layer)
+        if held is not None:
+            return held
         tensor = self._read(full, dtype)[()]
         if tensor.ndim < 2 or _in_file(tensor):
             self._cache[key, dtype] = tensor
-        elif self._held + tensor.nbytes <= self._hold:  # within the hold: kept across passes
-            self._cache[key, dtype] = tensor
-            self._held += tensor.nbytes
-        elif layer is not None:
-            if layer != self._widened[0]:
-                self._widened = (layer, {})
-            self._widened[1][key, dtype] = tensor
-        return tensor
+            return tensor
+        return self._hold.keep((key, dtype), layer, tensor)
 
     def rows(self, name: str, ids: np.ndarray) -> np.ndarray:
         """Rows ``ids`` of a 2-D tensor (an embedding table) without reading the rest of it; an id

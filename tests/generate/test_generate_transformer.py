@@ -200,3 +200,33 @@ def test_the_key_value_cache_changes_nothing(tiny_gpt2_dir):
         # the probability per element, in a row holding the most probable (the first candidate)
         f32_close([a.prob] + [p for _, p in a.candidates], [b.prob] + [p for _, p in b.candidates], *size, per_element=True)
         f32_close(a.attention, b.attention, *size)
+
+
+@pytest.mark.parametrize("qtype", ["Q4_1", "Q8_0"])
+def test_gguf_greedy_keeps_its_cache_and_is_transformers_greedy_generate(tmp_path, monkeypatch, qtype):
+    """A quantized Llama GGUF (the NumPy path's Llama family): each token after the prompt runs one
+    row's pass (the key/value cache's), the tokens are those of a pass over the whole text at
+    every step and those of transformers' greedy generate on the same file."""
+    needed("transformers")
+    needed("gguf")
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from _gguf_fixtures import write_gguf
+    from attncli.generate.hf_decoder import PretrainedLM
+    from attncli.hf import load
+
+    write_gguf(tmp_path / "m.gguf", "llama", qtype, tied=True, seed=3)
+    model = load(str(tmp_path / "m.gguf"))
+    embeddings, rows = model.arch.embeddings, []  # the tokens each pass runs
+    monkeypatch.setattr(model.arch, "embeddings", lambda ids, *a, **k: rows.append(ids.shape[-1]) or embeddings(ids, *a, **k))
+    cached = generate(PretrainedLM(model), "hello world", Settings(n=8, greedy=True, ignore_eos=True))
+    assert rows == [cached.prompt_length] + [1] * 8  # the prompt, 7 new tokens, the finished text's last one
+    full = generate(PretrainedLM(model, use_cache=False), "hello world", Settings(n=8, greedy=True, ignore_eos=True))
+    assert cached.ids == full.ids and min(rows[9:]) >= cached.prompt_length  # without it: every pass whole
+    reference = AutoModelForCausalLM.from_pretrained(str(tmp_path), gguf_file="m.gguf", attn_implementation="eager").eval()
+    prompt = cached.ids[: cached.prompt_length]
+    with torch.no_grad():
+        out = reference.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                                 do_sample=False, max_new_tokens=8, min_new_tokens=8, pad_token_id=0)
+    assert cached.ids[cached.prompt_length:] == [int(i) for i in out[0, len(prompt):]]

@@ -13,7 +13,8 @@ from _tolerance import f32_close, f32_size
 
 CASES = [("llama", "F32", 64), ("llama", "Q8_0", 64), ("qwen2", "F16", 64), ("llama", "Q4_0", 64),
          ("llama", "Q4_K", 256), ("qwen2", "Q6_K", 256), ("llama", "Q5_K", 256), ("gpt2", "Q8_0", 64),
-         ("phi3", "Q8_0", 64), ("qwen2", "Q4_0", 64, True), ("gemma3", "Q8_0", 64, True)]  # True: no output.weight, the head tied to the embedding
+         ("phi3", "Q8_0", 64), ("qwen2", "Q4_0", 64, True), ("gemma3", "Q8_0", 64, True), ("llama", "Q4_1", 64),
+         ("qwen2", "Q5_0", 64), ("llama", "Q5_1", 64)]  # True: no output.weight, the head tied to the embedding
 TEXT = "hello world, or hell"
 
 
@@ -55,18 +56,66 @@ def test_folder_holding_one_gguf(tmp_path):
     np.testing.assert_array_equal(by_file.attentions(enc), by_folder.attentions(enc))
 
 
-def test_one_layer_kept(tmp_path):
-    """Dequantized tensors of one layer at most are held: asking for layer 1 drops layer 0's."""
+def _counted(w, monkeypatch) -> list[str]:
+    """The tensors ``w`` dequantizes whole from now on."""
+    calls, read = [], w._read
+    monkeypatch.setattr(w, "_read", lambda full, dtype: calls.append(full) or read(full, dtype))
+    return calls
+
+
+def test_over_the_budget_one_layer_kept(tmp_path, monkeypatch):
+    """A model whose dequantized tensors do not fit ATTN_WEIGHTS_BUDGET keeps one layer's at most:
+    asking for layer 1 drops layer 0's, and a second pass dequantizes every matrix again."""
     needed("transformers")
     needed("gguf")
     from attncli.hf.loader import load
 
     write_gguf(tmp_path / "m.gguf", "llama", "Q4_0")
-    w = load(str(tmp_path / "m.gguf")).arch.w
+    whole = load(str(tmp_path / "m.gguf")).arch.w.dequantized_bytes()
+    monkeypatch.setenv("ATTN_WEIGHTS_BUDGET", str(whole - 1))
+    model = load(str(tmp_path / "m.gguf"))
+    w = model.arch.w
     w.get("layers.0.self_attn.q_proj.weight")
     w.get("layers.1.self_attn.q_proj.weight")
-    kept = {name for name, _ in w._layer[1]}
-    assert kept == {"model.layers.1.self_attn.q_proj.weight"}
+    assert {name for name, _ in w._hold.layer[1]} == {"model.layers.1.self_attn.q_proj.weight"}
+    assert not w._hold.kept
+    ids = model.encode("hello world").ids
+    model.trace(ids, "logits")
+    calls = _counted(w, monkeypatch)
+    model.trace(ids, "logits")
+    assert len(calls) >= 7 * (model.layers - 1)
+
+
+def test_within_the_budget_dequantized_once(tmp_path, monkeypatch):
+    """Within the budget (here exactly the model's dequantized bytes) every tensor is dequantized
+    once, the tied LM head too (read whole, not by blocks, once it is held): a second pass and a
+    generation's next token dequantize nothing, with the numbers of a model that keeps nothing
+    (ATTN_WEIGHTS_BUDGET=0)."""
+    needed("transformers")
+    needed("gguf")
+    from attncli.hf.loader import load
+
+    path = write_gguf(tmp_path / "m.gguf", "llama", "Q4_1", tied=True)
+    monkeypatch.setenv("ATTN_WEIGHTS_BUDGET", "0")
+    streamed = load(str(path))
+    monkeypatch.setenv("ATTN_WEIGHTS_BUDGET", str(streamed.arch.w.dequantized_bytes()))
+    model = load(str(path))
+    w = model.arch.w
+    ids = model.encode("hello world, or hello there").ids
+    first = model.trace(ids, ["logits", "blocks.*.attn.pattern"])
+    assert "model.embed_tokens.weight" in {name for name, _ in w._hold.kept}  # the tied head, held
+    assert w._hold.held == sum(t.nbytes for t in w._hold.kept.values())
+    calls = _counted(w, monkeypatch)
+    again = model.trace(ids, ["logits", "blocks.*.attn.pattern"])
+    cache = model.new_cache()
+    model.logits_and_attentions(ids[:-1], cache)
+    cached = model.logits_and_attentions(ids, cache)
+    assert calls == [] and not streamed.arch.w._hold.kept
+    reference = streamed.trace(ids, ["logits", "blocks.*.attn.pattern"])
+    for name in ("logits", "blocks.0.attn.pattern", f"blocks.{model.layers - 1}.attn.pattern"):
+        np.testing.assert_array_equal(again[name], first[name])
+        np.testing.assert_array_equal(reference[name], first[name])
+    f32_close(cached[0][-1], first["logits"][-1], *f32_size(model.config))  # one row's pass: float32 rounding
 
 
 def test_cli_matrix_on_gguf(tmp_path):

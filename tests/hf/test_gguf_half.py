@@ -1,8 +1,9 @@
 """A bfloat16 / float16 safetensors checkpoint stays mapped in its own dtype. One whose widened
-tensors fit in weights.HOLD_BYTES keeps each tensor once widened: a loaded model widens once, and
-every later call (a trace, the gradient tape) widens nothing. One over it widens one layer at a
-time and keeps at most one layer's float32 tensors (weights.py's _kept). The numbers are the same
-either way (a widened tensor is the same whether kept or widened again)."""
+tensors fit the budget (weight_hold: HOLD_BYTES, or ATTN_WEIGHTS_BUDGET) keeps each tensor once
+widened: a loaded model widens once, and every later call (a trace, the gradient tape) widens
+nothing. One over it widens one layer at a time and keeps at most one layer's float32 tensors
+(weights.py's _kept, weight_hold.Hold). The numbers are the same either way (a widened tensor is
+the same whether kept or widened again)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,19 @@ from _tolerance import f32_close, f32_size
 
 
 def _loaded(path, monkeypatch, hold=None):
-    """The model at ``path`` loaded with ``hold`` as weights.HOLD_BYTES (None: the default)."""
-    from attncli.hf import weights as weights_module
+    """The model at ``path`` loaded with ``hold`` as its budget, ATTN_WEIGHTS_BUDGET (None: the default)."""
     from attncli.hf.loader import load
 
-    if hold is not None:
-        monkeypatch.setattr(weights_module, "HOLD_BYTES", hold)
+    if hold is None:
+        monkeypatch.delenv("ATTN_WEIGHTS_BUDGET", raising=False)
+    else:
+        monkeypatch.setenv("ATTN_WEIGHTS_BUDGET", str(hold))
     return load(str(path), backend="numpy")
+
+
+def _held(w) -> list:
+    """The widened matrices ``w`` keeps across passes."""
+    return [t for t in w._hold.kept.values() if t.ndim == 2]
 
 
 def _count_reads(w, monkeypatch) -> list[str]:
@@ -41,10 +48,10 @@ def test_half_checkpoint_over_the_hold_keeps_one_layer_widened(tmp_path, monkeyp
     w = model.arch.w
     enc = model.encode("the cat sat on the mat")
     first = model.attentions(enc)
-    layer, held = w._widened
+    layer, held = w._hold.layer
     assert layer is not None and held, "a half-precision pass widens its layers"
     assert {key.split(".")[1] for key, _ in held} == {str(model.layers - 1)}  # "layers.N.": the last only
-    assert all(t.ndim < 2 for t in w._cache.values()) and w._held == 0  # no widened matrix kept outside the layer
+    assert all(t.ndim < 2 for t in w._cache.values()) and not _held(w) and w._hold.held == 0  # none outside the layer
     calls = _count_reads(w, monkeypatch)
     np.testing.assert_array_equal(model.attentions(enc), first)  # widened again: the same numbers
     assert len(calls) >= 7 * (model.layers - 1)  # q, k, v, o, gate, up, down of every layer but the one at hand
@@ -66,10 +73,10 @@ def test_half_checkpoint_within_the_hold_is_widened_once(tmp_path, monkeypatch, 
     w = model.arch.w
     ids = model.encode("the cat sat on the mat").ids
     first = model.trace(ids, ["logits", "blocks.*.attn.pattern"])
-    matrices = [t for t in w._cache.values() if t.ndim == 2]  # every layer's 7 and the LM head, widened once
-    assert len(matrices) == 7 * model.layers + 1 and w._held == sum(t.nbytes for t in matrices)
+    matrices = _held(w)  # every layer's 7 and the LM head, widened once
+    assert len(matrices) == 7 * model.layers + 1 and w._hold.held == sum(t.nbytes for t in matrices)
     vocab, width = w.base_shapes()["embed_tokens.weight"]  # the one matrix a pass reads only rows of
-    assert widened == w._held + vocab * width * 4
+    assert widened == w._hold.held + vocab * width * 4
     calls = _count_reads(w, monkeypatch)
     again = model.trace(ids, ["logits", "blocks.*.attn.pattern"])
     grads, logits = gradients(model, ids, len(ids) - 1, lambda z: np.eye(len(z))[3])
@@ -98,14 +105,14 @@ def test_a_corpus_run_keeps_widened_matrices_within_its_budget(tmp_path, monkeyp
     encs = [model.encode("the cat sat on the mat"), model.encode("a dog")]
     alone = model.attentions(encs[0])  # a single pass first
     if budget == "one matrix":
-        model = _loaded(tmp_path, monkeypatch, hold=min(t.nbytes for t in w._cache.values() if t.ndim == 2))
+        model = _loaded(tmp_path, monkeypatch, hold=min(t.nbytes for t in _held(w)))
         w = model.arch.w
         np.testing.assert_array_equal(model.attentions(encs[0]), alone)
-        assert all(t.ndim < 2 for t in w._cache.values())  # over the hold: nothing held by a single pass
+        assert not _held(w)  # over the hold: nothing held by a single pass
     else:
-        assert len([t for t in w._cache.values() if t.ndim == 2]) == 7 * model.layers  # within it: all
+        assert len(_held(w)) == 7 * model.layers  # within it: all
     first = model.trace_batch(encs, "blocks.*.attn.pattern", precision="float32")
-    held = [t for t in w._cache.values() if t.ndim == 2] + list(w._widened[1].values())  # and the layer at hand
+    held = _held(w) + list(w._hold.layer[1].values())  # and the layer at hand
     calls = _count_reads(w, monkeypatch)
     again = model.trace_batch(encs, "blocks.*.attn.pattern", precision="float32")
     if budget == "all":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -94,20 +95,48 @@ def test_other_architecture_refused_by_name(tmp_path):
     assert result.exit_code == 2 and "mamba" in result.output, result.output
 
 
-def test_nan_weight_refused(tmp_path):
-    """A NaN in a weight is damage found at load (the NaN scan dequantizes each tensor by blocks)."""
-    needed("gguf")
-    import numpy as np
+NAN16, INF16, NAN32 = b"\x00\x7e", b"\x00\x7c", np.float32(np.nan).tobytes()
+NONFINITE = {  # case -> (arch, qtype, tied, the tensor, its byte spoiled, the bytes, what the refusal says)
+    "f32_norm": ("llama", "F32", False, "blk.1.ffn_norm.weight", 8, NAN32, "NaN in tensor 'blk.1.ffn_norm.weight'"),
+    "f32_infinity": ("llama", "F32", False, "blk.0.attn_k.weight", 4 * 70, np.float32(-np.inf).tobytes(),
+                     "infinity in tensor 'blk.0.attn_k.weight'"),
+    "f16_matrix": ("qwen2", "F16", False, "blk.0.ffn_up.weight", 2 * 33, NAN16, "NaN in tensor 'blk.0.ffn_up.weight'"),
+    "q8_0_scale": ("llama", "Q8_0", False, "blk.1.attn_v.weight", 34 * 3, NAN16,
+                   "NaN in the Q8_0 block scales of tensor 'blk.1.attn_v.weight'"),
+    "q4_1_min": ("llama", "Q4_1", False, "blk.0.attn_q.weight", 20 * 5 + 2, INF16,
+                 "infinity in the Q4_1 block scales of tensor 'blk.0.attn_q.weight'"),
+    "q4_k_dmin": ("llama", "Q4_K", False, "blk.0.ffn_gate.weight", 144 + 2, NAN16,
+                  "NaN in the Q4_K block scales of tensor 'blk.0.ffn_gate.weight'"),
+    "q6_k_scale": ("llama", "Q6_K", False, "blk.1.ffn_down.weight", 210 * 2 + 208, NAN16,
+                   "NaN in the Q6_K block scales of tensor 'blk.1.ffn_down.weight'"),
+    # used only late, or only in part: the LM head (a matrix view never computes logits) and the last
+    # rows of a tied embedding (tokens the text does not hold)
+    "lm_head": ("llama", "Q8_0", False, "output.weight", 34 * 50, NAN16,
+                "NaN in the Q8_0 block scales of tensor 'output.weight'"),
+    "tied_embedding_row": ("llama", "Q4_0", True, "token_embd.weight", -18, NAN16,
+                           "NaN in the Q4_0 block scales of tensor 'token_embd.weight'"),
+}
 
+
+@pytest.mark.parametrize("case", sorted(NONFINITE))
+def test_nonfinite_weight_refused_naming_file_and_tensor(tmp_path, case):
+    """A NaN or infinity a weight would hold is damage found at load, before any output, naming the
+    file and the tensor as the file names it: a float tensor's own values, a quantized tensor's
+    block scales (gguf_dequantize.nonfinite; its quants are integers), a tensor read late or in part."""
+    needed("gguf")
     from attncli.hf.gguf_file import GGUFFile
 
-    path = write_gguf(tmp_path / "nan.gguf", "llama", "F32")
-    info = GGUFFile(path).tensors["blk.1.ffn_norm.weight"]
+    arch, qtype, tied, tensor, at, spoiled, says = NONFINITE[case]
+    d = 256 if qtype.endswith("_K") else 64
+    path = write_gguf(tmp_path / f"{case}.gguf", arch, qtype, d=d, inner=d, tied=tied)
+    info = GGUFFile(path).tensors[tensor]
+    start = info.start + (at if at >= 0 else info.nbytes + at)
     data = bytearray(path.read_bytes())
-    data[info.start + 8: info.start + 12] = np.float32(np.nan).tobytes()
+    data[start: start + len(spoiled)] = spoiled
     path.write_bytes(bytes(data))
-    result = CliRunner().invoke(app, ["matrix", "hello", "--transformer", str(path)])
-    assert result.exit_code == 1 and "NaN in the weight layers.1.post_attention_layernorm" in result.output, result.output
+    result = CliRunner().invoke(app, ["matrix", "hello", "--transformer", str(path), "--layer", "0", "--head", "0"])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1 and f"damaged model: {case}.gguf: {says}" in said, result.output
 
 
 # metadata a stranger's file may hold: key -> (value, GGUF value type), and what the refusal names
