@@ -162,3 +162,41 @@ def clip(text: str, limit: int = 60) -> str:
 def span(first: int, last: int, one: str, many: str | None = None) -> str:
     """'row 2' or 'rows 2-5': a closed range of numbered things, named once."""
     return f"{one} {first}" if first == last else f"{many or one + 's'} {first}-{last}"
+
+
+# A token's text in a view. A leading space is how byte-level BPE (GPT-2's 'Ġ') and SentencePiece
+# ('▁') tokens say a word starts: it is shown as U+2423 OPEN BOX, Unicode's own symbol for a space,
+# one column wide in every terminal (east-asian width N, where the middle dot is ambiguous), drawn
+# by DejaVu Sans Mono (the PNG's font), and rare in text (the middle dot is Catalan's l·l and
+# attn's own masked cell). Other invisible characters (no-break and other Unicode spaces, zero-width
+# and format characters) are escaped as ``\u00a0``, so a token made of them is never blank.
+SPACE_MARK = "\u2423"
+EMPTY_TOKEN = "\u2205"  # a token whose text is empty: '∅'
+MAX_TOKEN_LABEL = 40  # characters of a token's text a view shows; the JSON keeps all of it
+
+
+def texts_of(enc) -> list[str]:
+    """Each token's text of an input (``hf.encoding.Encoding.texts``: " John" for "ĠJohn"), its
+    tokens where it has none (the built-in LM's words, a slow tokenizer's pieces): what a view
+    draws through :func:`token_label`."""
+    texts = getattr(enc, "texts", None)
+    return list(texts) if texts is not None else list(enc.tokens)
+
+
+def _invisible(c: str) -> bool:
+    import unicodedata
+
+    return c != " " and unicodedata.category(c) in ("Zs", "Zl", "Zp", "Cf")
+
+
+def token_label(text: str, limit: int = MAX_TOKEN_LABEL) -> str:
+    """``text`` (a token's text, attncli.hf.token_text) as a view shows it: each space as ``␣``,
+    other blank characters escaped (``\\u00a0``), controls made visible by :func:`visible`, and at
+    most ``limit`` characters of it, the rest as ``…`` (a stranger's vocabulary may hold a huge
+    piece). An empty text is ``∅``."""
+    if not text:
+        return EMPTY_TOKEN
+    cut = len(text) > limit
+    text = text[:limit]
+    text = "".join(f"\\u{ord(c):04x}" if _invisible(c) else c for c in text)
+    return visible(text.replace(" ", SPACE_MARK)) + ("…" if cut else "")

@@ -29,9 +29,11 @@ PKG = Path(attncli.__file__).parent
 # (module, qualified import name) -> the name resolves to a door
 DOOR_TARGETS = {("attncli.textio", "visible"), ("attncli.cli.common", "shown"), ("attncli.cli.common", "escape"),
                 ("attncli.cli.common", "visible_line"),
+                ("attncli.textio", "token_label"),  # a token's text: visible() after the space mark
                 ("attncli.views.result", "shown")}
 DOOR_LOCAL = {"cli/common.py": {"shown", "escape", "visible_line", "_escape"},
-              "views/result.py": {"shown", "escape"}}  # defined (or built) there
+              "views/result.py": {"shown", "escape"},
+              "views/lens.py": {"_shown"}}  # defined (or built) there (lens: token_label or visible)
 STR_METHODS = {"rstrip", "lstrip", "strip", "rjust", "ljust", "center"}
 TRANSPARENT = STR_METHODS | {"abbreviate"}  # attncli.views.render.abbreviate cuts a label to a width
 NUMBERS = {"len", "int", "float", "round", "abs", "min", "max", "sum"}  # numbers: no control characters

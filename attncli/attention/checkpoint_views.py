@@ -46,13 +46,15 @@ class WordView:
 class PretrainedView:
     rows: np.ndarray  # (R,) input positions of the rows shown
     cols: np.ndarray  # (C,)
-    tokens: list[str]  # (R,)
+    tokens: list[str]  # (R,) the tokenizer's pieces ("ĠJohn")
     key_tokens: list[str]  # (C,)
     weights: np.ndarray  # (R, C): the head, or the mean of the layer's heads, or the rollout
     head_weights: Optional[np.ndarray]  # (h, R, C), None for one head or the rollout
     words: Optional[WordView] = None
     special_share: Optional[np.ndarray] = None  # (R,) with hide_special: the attention that went to special keys
     notes: list[str] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)  # (R,) each token's text (" John"), what views draw
+    key_texts: list[str] = field(default_factory=list)  # (C,)
 
 
 def select(attentions: np.ndarray, *, layer: int, head: Optional[int] = None, rollout: bool = False,
@@ -60,7 +62,8 @@ def select(attentions: np.ndarray, *, layer: int, head: Optional[int] = None, ro
            tokens: Sequence[str],
            segments: Sequence[Optional[str]], special: Sequence[bool], word_ids: Sequence[Optional[int]],
            word_texts: Sequence[str], combined: Optional[np.ndarray] = None, flow: bool = False,
-           keys: Optional["KeySide"] = None, query_rows: Optional[Sequence[int]] = None) -> PretrainedView:
+           keys: Optional["KeySide"] = None, query_rows: Optional[Sequence[int]] = None,
+           texts: Optional[Sequence[str]] = None) -> PretrainedView:
     """The view of ``attentions`` (L, h, T, T) described in the module docstring. ``combined``
     (T, T), if given, is the layer's matrix drawn instead of the heads' mean (e.g. the norm of the
     heads' summed vectors, which is not the mean of their norms). ``flow``: the attention flow
@@ -68,13 +71,14 @@ def select(attentions: np.ndarray, *, layer: int, head: Optional[int] = None, ro
     tokens when they are other tokens than the rows' (an encoder-decoder's cross-attention,
     (L, h, T, S): no rollout, flow or pair block there). ``query_rows``: only these input positions'
     rows (sorted, unique: --rows, attncli.attention.long_view); ``attentions`` holds either every
-    row or just these (a trace that kept only them, (L, h, R, T))."""
+    row or just these (a trace that kept only them, (L, h, R, T)). ``texts``: each token's text
+    (attncli.hf.token_text; the tokens themselves when not given)."""
     A = np.asarray(attentions, dtype=np.float64)  # (L, h, T, T), or (L, h, T, S) with keys
     T = A.shape[-1]
     if keys is not None and (rollout or flow or block != "all"):
         raise BadInput("rollout, flow and --filter follow one sequence's tokens through the layers: they do not "
                        "apply when the rows and the columns are different tokens")
-    keys = keys or KeySide(tokens, segments, special, word_ids, word_texts)
+    keys = keys or KeySide(tokens, segments, special, word_ids, word_texts, texts)
     if flow:
         mats = attention_flow(A, upto=layer)[None]  # (1, T, T)
     elif rollout:
@@ -117,11 +121,12 @@ def select(attentions: np.ndarray, *, layer: int, head: Optional[int] = None, ro
         rows=rows, cols=cols, tokens=[tokens[t] for t in rows], key_tokens=[keys.tokens[t] for t in cols],
         weights=mats.mean(axis=0) if mats.shape[0] > 1 else mats[0],
         head_weights=mats if mats.shape[0] > 1 else None, special_share=share, notes=notes,
+        texts=[(texts or tokens)[t] for t in rows], key_texts=[keys.token_texts[t] for t in cols],
     )
     if combined is not None and mats.shape[0] > 1:
         view.weights = np.asarray(combined, dtype=np.float64)[np.ix_(rows, cols)]  # (R, C)
     if words:
-        view.words = _words(mats, rows, cols, KeySide(tokens, segments, special, word_ids, word_texts), keys)
+        view.words = _words(mats, rows, cols, KeySide(tokens, segments, special, word_ids, word_texts, texts), keys)
     return view
 
 
@@ -134,6 +139,11 @@ class KeySide:
     special: Sequence[bool]
     word_ids: Sequence[Optional[int]]
     word_texts: Sequence[str]
+    texts: Optional[Sequence[str]] = None  # each token's text (attncli.hf.token_text); None: the tokens
+
+    @property
+    def token_texts(self) -> Sequence[str]:
+        return self.texts if self.texts is not None else self.tokens
 
 
 def check_texts(text: str, pair: Optional[str], command: str = "matrix") -> None:
@@ -213,6 +223,8 @@ def document(view: PretrainedView, meta: dict[str, Any], *, segments: Sequence[O
     doc: dict[str, Any] = {
         "tokens": view.tokens,
         "key_tokens": view.key_tokens,
+        "token_texts": view.texts,
+        "key_token_texts": view.key_texts,
         **meta,
         "weights": Rows(view.weights, np.isfinite(view.weights)),  # --show scores: masked -inf -> null
         "head_weights": [Rows(m, np.isfinite(m)) for m in view.head_weights] if view.head_weights is not None else None,

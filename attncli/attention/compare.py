@@ -21,6 +21,7 @@ import numpy as np
 
 from attncli.errors import BadInput
 from attncli.attention import checkpoint_views as pv
+from attncli.textio import texts_of
 
 ALIGNS = ("same", "position")
 
@@ -78,15 +79,21 @@ def transformer_side(model, text: str, layer: int, head: Optional[int], words: b
     is a loaded pretrained model (attncli.hf's; this wing takes it as it comes)."""
     enc = model.encode(text)
     view = pv.select(model.attentions(enc), layer=layer, head=head, words=words, tokens=enc.tokens,
-                     segments=enc.segments, special=enc.special, word_ids=enc.word_ids, word_texts=enc.words)
+                     segments=enc.segments, special=enc.special, word_ids=enc.word_ids, word_texts=enc.words,
+                     texts=texts_of(enc))
     v = view.words if words else view
-    return (v.weights, v.tokens, v.key_tokens,
-            {"text": text, "model": model.name, "backend": model.backend, "layer": layer, "head": head})
+    meta = {"text": text, "model": model.name, "backend": model.backend, "layer": layer, "head": head}
+    if not words:  # each token's text (" John" for "ĠJohn"), what the views draw; a word is its text already
+        meta.update(token_texts=view.texts, key_token_texts=view.key_texts)
+    return v.weights, v.tokens, v.key_tokens, meta
 
 
 def document(c: Comparison, a_meta: dict[str, Any], b_meta: dict[str, Any], unit: str) -> dict[str, Any]:
     """The ``--json`` document: each side's tokens, matrix and what made it; the delta B - A."""
     def side(meta, tokens, keys, m):
+        if "token_texts" in meta:  # as the tokens: the first R and C of each (--align position)
+            meta = {**meta, "token_texts": meta["token_texts"][:len(tokens)],
+                    "key_token_texts": meta["key_token_texts"][:len(keys)]}
         return {**meta, "tokens": tokens, "key_tokens": keys, "weights": m.tolist()}
 
     return {"unit": unit, "align": c.align, "cropped": c.cropped,

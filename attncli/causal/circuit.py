@@ -39,7 +39,7 @@ from attncli.errors import BadInput
 from attncli.hf import blas
 from attncli.hf.edges import down_names, edge_mask, edge_patched_logits, node_outputs, up_names
 from attncli.model.interface import Tape
-from attncli.textio import visible
+from attncli.textio import texts_of, visible
 
 MAX_STEPS = 256
 
@@ -203,7 +203,8 @@ def circuit_document(model: Any, enc: Any, bad: Any, target: Any, res: Circuit) 
         edges.append({"from": res.up[u], "to": node, "input": which, "score": round(float(res.scores[u, v]), 8)})
     nodes = sorted({e["from"] for e in edges} | {e["to"] for e in edges}, key=lambda n: (layer_of(n, model.layers), n))
     method = "EAP" if res.steps == 1 else f"EAP-IG, {res.steps} steps"
-    return {"command": "circuit", "model": model.name, "tokens": enc.tokens, "corrupt_tokens": bad.tokens,
+    return {"command": "circuit", "model": model.name, "tokens": enc.tokens, "token_texts": texts_of(enc),
+            "corrupt_tokens": bad.tokens,
             "target": target_document(target), "method": "eap" if res.steps == 1 else "eap-ig", "steps": res.steps,
             "clean": round(res.clean, 8), "corrupt": round(res.corrupt, 8), "patched": round(res.patched, 8),
             "faithfulness": round(res.faithfulness, 8), "faithfulness_asked": res.target_faithfulness,

@@ -8,11 +8,13 @@ from typing import Any
 
 from attncli.causal.grids import Grid
 from attncli.causal.target import Target
+from attncli.textio import texts_of
 
 
 def target_document(t: Target) -> dict[str, Any]:
-    return {"position": t.position, "token": t.label, "id": t.token,
-            "contrast": None if t.contrast is None else {"token": t.contrast_label, "id": t.contrast},
+    return {"position": t.position, "token": t.label, "id": t.token, "text": t.text or t.label,
+            "contrast": None if t.contrast is None else {"token": t.contrast_label, "id": t.contrast,
+                                                         "text": t.contrast_text or t.contrast_label},
             "metric": "log_prob" if t.contrast is None else "logit_diff"}
 
 
@@ -23,7 +25,8 @@ def rounded(grid) -> list[list[float]]:
 def ablate_document(model: Any, enc: Any, t: Target, grid: Grid, *, mode: str = "zero",
                     position: int | None = None) -> dict[str, Any]:
     what = "log p" if t.contrast is None else "logit difference"
-    return {"command": "ablate", "model": model.name, "tokens": enc.tokens, "target": target_document(t), "mode": mode,
+    return {"command": "ablate", "model": model.name, "tokens": enc.tokens, "token_texts": texts_of(enc),
+            "target": target_document(t), "mode": mode,
             "position": position, "clean": round(grid.clean, 8), "columns": "heads",
             "rows": f"grid[layer][head]: the change in {what} when that head's output is "
                     f"{'zeroed' if mode == 'zero' else 'set to its mean'} (negative: the head helped)",
@@ -34,8 +37,8 @@ def ablate_document(model: Any, enc: Any, t: Target, grid: Grid, *, mode: str = 
 
 def patch_document(model: Any, enc: Any, bad: Any, t: Target, grid: Grid, *, site: str) -> dict[str, Any]:
     cols = "heads" if site == "head" else "positions"
-    return {"command": "patch", "model": model.name, "tokens": enc.tokens, "corrupt_tokens": bad.tokens,
-            "target": target_document(t), "site": site, "clean": round(grid.clean, 8),
+    return {"command": "patch", "model": model.name, "tokens": enc.tokens, "token_texts": texts_of(enc),
+            "corrupt_tokens": bad.tokens, "target": target_document(t), "site": site, "clean": round(grid.clean, 8),
             "corrupt": round(grid.corrupt, 8), "columns": cols,
             "rows": f"grid[layer][{cols[:-1]}]: (patched - corrupt) / (clean - corrupt), clean's {site} copied in",
             "grid": rounded(grid.values),
@@ -55,15 +58,16 @@ def dla_document(model: Any, enc: Any, t: Target, res: dict[str, Any]) -> dict[s
     if res.get("head_bias"):  # the built-in LM's output head
         parts.append({"name": "unembedding bias", "value": res["head_bias"]})
     what = "logit" if t.contrast is None else "logit difference"
-    return {"command": "dla", "model": model.name, "tokens": enc.tokens, "target": {**target_document(t), "metric": what},
+    return {"command": "dla", "model": model.name, "tokens": enc.tokens, "token_texts": texts_of(enc),
+            "target": {**target_document(t), "metric": what},
             "logit": round(res["logit"], 8), "sum": round(res["sum"], 8), "norm_scale": round(res["scale"], 8),
             "parts": [{**p, "value": round(p["value"], 8)} for p in parts],
             "heads": rounded(res["heads"]),
             "per_token": [rounded(layer) for layer in res["per_token"]],
             "rows": "heads[layer][head]: the head's direct part of the " + what + "; per_token[layer][head][j]: "
                     "the part that came through source token j (they add up to the head's)",
-            "title": f"{model.name} · direct logit attribution · {what} of {t.label!r}"
-                     + (f" - {t.contrast_label!r}" if t.contrast is not None else "") + f" at position {t.position}"}
+            "title": f"{model.name} · direct logit attribution · {what} of {t.shown()}"
+                     + (f" - {t.shown(True)}" if t.contrast is not None else "") + f" at position {t.position}"}
 
 
 def attribute_document(model: Any, enc: Any, bad: Any, t: Target, res: Any) -> dict[str, Any]:
@@ -71,7 +75,8 @@ def attribute_document(model: Any, enc: Any, bad: Any, t: Target, res: Any) -> d
     row labels (layers, or layer x head for key and query), the method and the --verify cells."""
     cols = "heads" if res.where == "head" else "positions"
     method = "AtP* (QK fix)" if res.qk_fix else "AtP"
-    doc = {"command": "attribute", "model": model.name, "tokens": enc.tokens, "corrupt_tokens": bad.tokens,
+    doc = {"command": "attribute", "model": model.name, "tokens": enc.tokens, "token_texts": texts_of(enc),
+           "corrupt_tokens": bad.tokens,
            "target": target_document(t), "site": res.where, "method": "atp*" if res.qk_fix else "atp",
            "clean": round(res.clean, 8), "corrupt": round(res.corrupt, 8), "columns": cols,
            "row_labels": res.row_labels,

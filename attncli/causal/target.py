@@ -17,7 +17,7 @@ import numpy as np
 
 from attncli.numeric import logsumexp, softmax
 from attncli.errors import BadInput
-from attncli.textio import visible
+from attncli.textio import token_label, visible
 from attncli.model.interface import require
 
 # what a causal command is doing, as its refusal names it (attncli.model.interface.refusal)
@@ -30,13 +30,20 @@ DLA = "direct logit attribution"
 class Target:
     position: int  # the query position the logits are read at
     token: int
-    label: str  # the token as the vocabulary spells it (escaped when drawn)
+    label: str  # the token as the vocabulary spells it ("Ġan")
     contrast: int | None = None
     contrast_label: str | None = None
+    text: str | None = None  # its text (attncli.hf.token_text: " an"), what is drawn; None: the label
+    contrast_text: str | None = None
+
+    def shown(self, contrast: bool = False) -> str:
+        """The target's (or the contrast's) text as drawn, quoted: '␣an'."""
+        text = (self.contrast_text or self.contrast_label) if contrast else (self.text or self.label)
+        return f"'{token_label(text or '')}'"
 
     def describe(self) -> str:
-        what = f"log p({self.label!r})" if self.contrast is None else \
-            f"logit({self.label!r}) - logit({self.contrast_label!r})"
+        what = f"log p({self.shown()})" if self.contrast is None else \
+            f"logit({self.shown()}) - logit({self.shown(True)})"
         return f"{visible(what)} at position {self.position}"
 
     def metric(self, logits: np.ndarray) -> np.ndarray:
@@ -126,4 +133,6 @@ def resolve(model: Any, ids: list[int], *, target: str | None, target_id: int | 
         if other == token:
             raise BadInput("--contrast is the target itself: the logit difference would be 0")
     label = lambda i: model.token_strings([i])[0]  # noqa: E731
-    return Target(position, token, label(token), other, None if other is None else label(other))
+    text = lambda i: model.token_texts([i])[0]  # noqa: E731 - " an" for "Ġan"
+    return Target(position, token, label(token), other, None if other is None else label(other),
+                  text(token), None if other is None else text(other))

@@ -17,7 +17,7 @@ from attncli.errors import BadInput
 from attncli.generate.decoders import load_decoder
 from attncli.generate.run import Settings, document, generate, header_document, lens_layers, step_document
 from attncli.generate.step_view import top_keys
-from attncli.textio import visible
+from attncli.textio import token_label, visible
 from attncli.views.render import Heatmap, palette, render_heatmap
 
 INDENT = "    "
@@ -156,7 +156,9 @@ def _print_header(gen) -> None:
 
 
 def _labels(gen) -> list[str]:
-    return [gen.decoder.label(t) for t in gen.tokens]
+    """Each token of the text as drawn: its text (␣ for a space, attncli.textio.token_label)."""
+    return [token_label(gen.decoder.token_text(i)) if i is not None else gen.decoder.label(t)
+            for t, i in zip(gen.tokens, gen.ids)]
 
 
 def _cells(tokens: list[str], row, top: int | None) -> list[tuple[str, float]]:
@@ -187,10 +189,11 @@ def _print_cells(cells: list[tuple[str, float]], first: str) -> None:
 
 def _print_step(gen, step, top: int | None) -> None:
     con = out_console()
-    token = visible(gen.decoder.label(step.token))
+    token = token_label(step.text or step.token)
     shown = f"{token} (end of text)" if step.eos else token
     drawn = "" if step.sample_prob is None else f" ({step.sample_prob:.3f} after temperature and top-k)"
-    cands = ", ".join(f"{visible(gen.decoder.label(t))} {p:.3f}" for t, p in step.candidates)
+    texts = step.candidate_texts or [t for t, _ in step.candidates]
+    cands = ", ".join(f"{token_label(text)} {p:.3f}" for text, (_, p) in zip(texts, step.candidates))
     con.print(f"+ {shown}  p {step.prob:.3f}{drawn}", highlight=False, markup=False, overflow="fold")
     con.print(f"{INDENT}model's top: {cands}", highlight=False, markup=False, overflow="fold")
     labels = _labels(gen)

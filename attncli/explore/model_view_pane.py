@@ -13,6 +13,8 @@ from textual.app import App
 from attncli.explore.state import ExploreState
 from attncli.explore.view_keys import WORD_VECTORS, kind_of
 from attncli.explore.widgets import Drawing
+from attncli.textio import texts_of
+from attncli.textio import token_label
 from attncli.views.model_view import class_text, layer_maps, shown_positions, strongest
 
 
@@ -74,7 +76,7 @@ class ModelViewPane(App):
 def grid_panel(res, state: ExploreState, grid: tuple[int, int]) -> list:
     """Beside the model view: the head under the cursor, its class and its strongest cell."""
     layer, head = grid
-    tokens = [res.enc.tokens[t] for t in shown_positions(res.enc, state.hide_special)]
+    tokens = [token_label(texts_of(res.enc)[t]) for t in shown_positions(res.enc, state.hide_special)]
     m = layer_maps(res.attentions, layer, res.enc, state.hide_special)[head]  # (T, T)
     return [Text(f"layer {layer} head {head}: {class_text(res.classes[layer][head])}", style="bold"),
             Text(f"strongest cell: {strongest(m, tokens)}"),

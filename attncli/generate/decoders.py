@@ -59,6 +59,9 @@ class BuiltinLM:
     def label(self, token: str) -> str:
         return token
 
+    def token_text(self, i: int) -> str:
+        return self.words[i]
+
     def text(self, tokens: list[str], ids: list[int | None]) -> str:
         return " ".join(tokens)
 

@@ -56,6 +56,7 @@ class PretrainedLM:
         self.banned: tuple[int, ...] = ()
         self.eos_ids = end_of_text_ids(model.config, model.path)
         self._token_cache: dict[int, str] = {}
+        self._text_cache: dict[int, str] = {}
         # the numpy backend's key/value cache: each step runs only the new token (the torch backend
         # keeps none and recomputes); the same logits and attentions either way (tested)
         self.cache = model.new_cache() if use_cache else None
@@ -74,6 +75,15 @@ class PretrainedLM:
 
     def label(self, piece: str) -> str:
         return shown(piece)
+
+    def token_text(self, i: int) -> str:
+        """Token ``i``'s text as the views draw it (through attncli.textio.token_label): the
+        tokenizer's decoder on the token (attncli.hf.token_text), its leading space kept (" John"
+        on every family, where decoding it alone drops SentencePiece's), bytes that are not a whole
+        character alone as <0xE2>."""
+        if i not in self._text_cache:
+            self._text_cache[i] = self.model.token_texts([i])[0]
+        return self._text_cache[i]
 
     def text(self, tokens: list[str], ids: list[int | None]) -> str:
         return self.model.decode([int(i) for i in ids if i is not None])

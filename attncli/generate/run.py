@@ -69,6 +69,8 @@ class Step:
     candidates: list[tuple[str, float]]  # the model's most probable tokens, with p
     attention: np.ndarray  # (query + 1,) the view's row of the query over keys 0..query
     eos: bool = False
+    text: str = ""  # the token's text as views draw it, its leading space kept (decoder.token_text)
+    candidate_texts: list[str] = field(default_factory=list)  # the same per candidate
 
 
 @dataclass
@@ -144,7 +146,8 @@ def generate(decoder: Decoder, prompt: str, settings: Settings,
             index=None if eos else T, query=T - 1, id=chosen, token=decoder.token(chosen),
             prob=float(p_model[chosen]), sample_prob=sample_prob,
             candidates=[(decoder.token(i), p) for i, p in sampling.top_candidates(p_model, CANDIDATES)],
-            attention=view_matrix(weights, view)[T - 1].copy(), eos=eos,
+            attention=view_matrix(weights, view)[T - 1].copy(), eos=eos, text=decoder.token_text(chosen),
+            candidate_texts=[decoder.token_text(i) for i, _ in sampling.top_candidates(p_model, CANDIDATES)],
         )
         gen.steps.append(step)
         if not eos:

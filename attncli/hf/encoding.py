@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 from attncli.errors import AttnError, BadInput, RuntimeFailure, Stopped, TooLong
+from attncli.hf.token_text import token_texts
 from attncli.textio import check_length, visible
 
 SEGMENTS = ("a", "b")
@@ -33,13 +34,16 @@ class Encoding:
     text: str
     pair: str | None = None
     truncated: bool = False
+    texts: list[str] | None = None  # each token's text (attncli.hf.token_text): " John" for "ĠJohn"; None: the tokens
 
     def __len__(self) -> int:
         return len(self.ids)
 
 
-def from_tokenizers(enc: Any, texts: Sequence[str], *, use_type_ids: bool, truncated: bool = False) -> Encoding:
-    """An ``Encoding`` from a ``tokenizers.Encoding`` of ``texts`` (one text, or a pair)."""
+def from_tokenizers(enc: Any, texts: Sequence[str], *, use_type_ids: bool, truncated: bool = False,
+                    decoder: Sequence[dict] = ()) -> Encoding:
+    """An ``Encoding`` from a ``tokenizers.Encoding`` of ``texts`` (one text, or a pair); ``decoder``:
+    the tokenizer's decoder steps (attncli.hf.token_text.decoder_steps), which give each token's text."""
     sequence_ids = list(enc.sequence_ids)
     special = [bool(s) for s in enc.special_tokens_mask]
     raw_words = list(enc.word_ids)
@@ -72,7 +76,8 @@ def from_tokenizers(enc: Any, texts: Sequence[str], *, use_type_ids: bool, trunc
     type_ids = list(enc.type_ids) if use_type_ids else [0] * T
     return Encoding(ids=list(enc.ids), tokens=tokens, segments=segments, special=special,
                     word_ids=word_ids, words=words, type_ids=type_ids, text=texts[0],
-                    pair=texts[1] if len(texts) > 1 else None, truncated=truncated)
+                    pair=texts[1] if len(texts) > 1 else None, truncated=truncated,
+                    texts=token_texts(tokens, special, decoder))
 
 
 def too_long(n: int, limit: int, pair: bool) -> TooLong:

@@ -18,6 +18,7 @@ from attncli.textio import visible
 from attncli.hf import config_defaults
 from attncli.hf.config_check import read_optional_json
 from attncli.hf.encoding import Encoding, check_text, from_tokenizers, tokenizer_errors, too_long
+from attncli.hf.token_text import decoder_steps, token_texts
 from attncli.hf.backward import DecoderTape
 from attncli.hf.backward_encoder import EncoderTape
 from attncli.model.interface import refusal, require
@@ -155,7 +156,18 @@ class Pretrained:
             enc, truncated = self._tokenize(texts, self.max_positions, special), True
         if len(enc.ids) == 0:
             raise BadInput("the text gives no tokens: give the model something to read")
-        return from_tokenizers(enc, texts, use_type_ids=self.use_type_ids, truncated=truncated)
+        return from_tokenizers(enc, texts, use_type_ids=self.use_type_ids, truncated=truncated, decoder=self.decoder_steps)
+
+    def token_texts(self, ids: Sequence[int]) -> list[str]:
+        """Each id's text (attncli.hf.token_text): " an" for "Ġan", a special token its own piece."""
+        ids = [int(i) for i in ids]
+        return token_texts(self.token_strings(ids), [i in self.special_ids for i in ids], self.decoder_steps)
+
+    @cached_property
+    def decoder_steps(self) -> list[dict[str, Any]]:
+        """The tokenizer's decoder, step by step (attncli.hf.token_text): each token's text comes from it."""
+        with tokenizer_errors(self.name, "describe its decoder"):
+            return decoder_steps(getattr(self, "tokenizer", None))
 
     @cached_property
     def embed_limit(self) -> int:

@@ -214,7 +214,8 @@ def document(model: Any, enc: Any, r: QKParts, top: int) -> dict[str, Any]:
     """The --json document of ``attn qk``: every part, and the ``top`` largest by size first."""
     C = len(r.labels)
     order = np.argsort(-np.abs(r.parts), axis=None, kind="stable")[:top]  # flat indices, largest first
-    at = lambda p: {"position": p, "token": enc.tokens[p]}  # noqa: E731
+    texts = enc.texts if getattr(enc, "texts", None) is not None else enc.tokens  # each token's text (hf.token_text)
+    at = lambda p: {"position": p, "token": enc.tokens[p], "text": texts[p]}  # noqa: E731
     return {
         "command": "qk", "model": str(model.name), "layer": r.layer, "head": r.head,
         "query": at(r.query), "key": at(r.key), "score": r.score, "sum": r.total,

@@ -98,7 +98,7 @@ class Seq2SeqPretrained(TorchPretrained):
         if not (self.tokenizer.is_fast and batch.encodings):
             raise BadInput(f"model '{visible(self.name)}' has no fast tokenizer (tokenizer.json): the target's "
                            "words cannot be traced")
-        labels = from_tokenizers(batch.encodings[0], [target], use_type_ids=False)
+        labels = from_tokenizers(batch.encodings[0], [target], use_type_ids=False, decoder=self.decoder_steps)
         if len(labels.ids) > self.max_positions:
             raise too_long(len(labels.ids), self.max_positions, False)
         if not labels.ids:
@@ -107,7 +107,8 @@ class Seq2SeqPretrained(TorchPretrained):
         return Encoding(ids=[self.decoder_start] + labels.ids[:-1], tokens=[start] + labels.tokens[:-1],
                         segments=[None] + labels.segments[:-1], special=[True] + labels.special[:-1],
                         word_ids=[None] + labels.word_ids[:-1], words=labels.words, type_ids=[0] * len(labels.ids),
-                        text=target, truncated=bool(truncate and len(batch.encodings[0].overflowing)))
+                        text=target, truncated=bool(truncate and len(batch.encodings[0].overflowing)),
+                        texts=[start] + (labels.texts or labels.tokens)[:-1])
 
     def stack_attentions(self, enc: Encoding, target: Encoding) -> dict[str, np.ndarray]:
         """The three stacks' attentions (module docstring), float64, from one eager forward pass."""

@@ -78,6 +78,10 @@ class Model(Protocol):
     def token_strings(self, ids: Sequence[int]) -> list[str]:
         """Each id as the vocabulary spells it."""
 
+    def token_texts(self, ids: Sequence[int]) -> list[str]:
+        """Each id's text, what the views draw: " an" for "Ġan" (the tokenizer's decoder,
+        attncli.hf.token_text); a word-level model's words are their own text."""
+
     def decode(self, ids: Sequence[int]) -> str:
         """The text of token ids."""
 

@@ -20,6 +20,7 @@ from attncli.attention import value_norms
 from attncli.attention.flow import check_tokens
 from attncli.attention.model_view import head_classes, layer_range
 from attncli.attention.view_rows import start_end
+from attncli.textio import texts_of
 from attncli.attention.contribution_views import formula
 from attncli.errors import BadInput
 from attncli.hf.contributions import check as check_contribution, rolled_out
@@ -134,7 +135,8 @@ def _select(request: ViewRequest, shown, at: int, enc, combined=None, keys: Opti
     view = pv.select(shown, layer=at, head=request.head if head == -1 else head, rollout=request.rollout, hide_special=request.hide_special,
                      block=request.block or "all", block_specials=request.block_specials, words=request.words,
                      tokens=enc.tokens, segments=enc.segments, special=enc.special, word_ids=enc.word_ids,
-                     word_texts=enc.words, combined=combined, flow=request.flow, keys=keys, query_rows=query_rows)
+                     word_texts=enc.words, combined=combined, flow=request.flow, keys=keys, query_rows=query_rows,
+                     texts=texts_of(enc))
     if view.weights.size == 0:
         raise BadInput("the view is empty: no token is left after --hide-special or --filter")
     return view
@@ -159,7 +161,7 @@ def _stack_view(request: ViewRequest, model) -> PretrainedResult:
     target = model.encode_target(request.target, truncate=request.truncate) if request.target is not None else None
     shape = model.stack(stack)  # its layers, heads, and causal flag, for the views
     rows_enc = source if stack == "encoder" else target
-    keys = pv.KeySide(source.tokens, source.segments, source.special, source.word_ids, source.words) \
+    keys = pv.KeySide(source.tokens, source.segments, source.special, source.word_ids, source.words, texts_of(source)) \
         if stack == "cross" else None
     if request.page:
         key_count = len(source.tokens) if keys is not None else len(rows_enc.tokens)

@@ -80,15 +80,17 @@ def compute(request: LensRequest, model: Any = None) -> LensResult:
     lens = decoder.lens(enc.inputs, request.top_k, follow)  # top_ids, top_probs: (L + 1, T, k)
     n_layers = lens.top_ids.shape[0]
     label = lambda i: decoder.label(decoder.token(int(i)))  # noqa: E731
-    cells = [[[{"token": label(i), "id": int(i), "prob": round(float(p), 6)}
+    text = lambda i: decoder.token_text(int(i))  # noqa: E731 - " John": what the view draws
+    cells = [[[{"token": label(i), "id": int(i), "prob": round(float(p), 6), "text": text(i)}
                for i, p in zip(lens.top_ids[l, t], lens.top_probs[l, t])] for t in range(len(enc.tokens))]
              for l in range(n_layers)]
     doc: dict[str, Any] = {
         "model": decoder.name, "kind": decoder.kind, "tokens": [decoder.label(t) for t in enc.tokens],
+        "token_texts": [t if i is None else text(i) for t, i in zip(enc.tokens, enc.ids)],
         "layers": n_layers - 1, "top_k": request.top_k, "rows": ROWS, "lens": cells, "follow": None,
     }
     if follow is not None:
-        doc["follow"] = {"token": label(follow), "id": int(follow),
+        doc["follow"] = {"token": label(follow), "id": int(follow), "text": text(follow),
                          "rank": lens.follow_rank.astype(int).tolist(),  # (L + 1, T)
                          "prob": [[round(float(p), 6) for p in row] for row in lens.follow_prob]}
     return LensResult(request, doc, getattr(decoder, "model", None))

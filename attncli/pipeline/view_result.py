@@ -24,6 +24,7 @@ from attncli.attention import checkpoint_views as pv
 from attncli.attention.heads import ScoredInput, classify
 from attncli.attention.model_view import head_classes, model_view_document
 from attncli.attention.value_norms import explain_norm
+from attncli.textio import texts_of
 from attncli.errors import BadInput
 from attncli.export_target import write_export
 from attncli.option_conflicts import CONTRIBUTIONS
@@ -151,12 +152,13 @@ class ViewResult(PretrainedResult):
     def explain(self, i: int, j: int) -> dict[str, Any]:
         """``--explain I J`` (input positions) from the pass already run."""
         if self.values is not None:
-            return explain_norm(*self.values, self.enc.tokens, i, j, head=self.request.head)
+            return with_texts(explain_norm(*self.values, self.enc.tokens, i, j, head=self.request.head), self.enc)
         if self.qk is None:
             raise BadInput(NO_CELL_EXPLANATION)
         q, k = self.qk
-        return pv.explain_cell(q, k, self.model.scale(self.layer), bool(self.model.is_decoder),
-                               self.attentions[self.layer], self.enc.tokens, i, j, head=self.request.head)
+        return with_texts(pv.explain_cell(q, k, self.model.scale(self.layer), bool(self.model.is_decoder),
+                                          self.attentions[self.layer], self.enc.tokens, i, j, head=self.request.head),
+                          self.enc)
 
     def at_cell(self, cell: Optional[tuple[int, int]]) -> "ViewResult":
         """This result with ``--explain I J`` of ``cell`` (input positions; None: none)."""
@@ -249,3 +251,12 @@ def cross_classes(result: ViewResult) -> list[list[dict[str, Any]]]:
         score = h.get(h["label"])
         out[h["layer"]][h["head"]] = {"label": h["label"], "score": None if score is None else round(score, 4)}
     return out
+
+
+def with_texts(explanation: dict[str, Any], enc) -> dict[str, Any]:
+    """An ``--explain`` document with its query's and key's text beside their token ("text": " John"
+    for "ĠJohn"), which the panel draws."""
+    texts = texts_of(enc)
+    for side in ("query", "key"):
+        explanation[side]["text"] = texts[explanation[side]["index"]]
+    return explanation

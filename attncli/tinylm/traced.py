@@ -110,6 +110,9 @@ class BuiltinLM:
     def token_strings(self, ids: Sequence[int]) -> list[str]:
         return [self.words[int(i)] if 0 <= int(i) < len(self.words) else "" for i in ids]
 
+    def token_texts(self, ids: Sequence[int]) -> list[str]:
+        return self.token_strings(ids)  # words are their own text
+
     def decode(self, ids: Sequence[int]) -> str:
         return " ".join(self.token_strings(ids))
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from attncli.textio import visible
+from attncli.textio import token_label, visible
 from attncli.views.render import Heatmap, abbreviate, heatmap_renderables
 from attncli.views.result import DocumentView, Requested
 
@@ -20,7 +20,7 @@ def grid_heatmap(doc: dict[str, Any]) -> Heatmap:
     grid = np.asarray(doc["grid"], dtype=np.float64)  # (L, C)
     cols = doc["columns"]
     col_labels = [f"H{c}" for c in range(grid.shape[1])] if cols == "heads" else \
-        [f"{t} {abbreviate(visible(tok), 8)}" for t, tok in enumerate(doc["tokens"])]
+        [f"{t} {abbreviate(token_label(text), 8)}" for t, text in enumerate(doc.get("token_texts") or doc["tokens"])]
     rows = [visible(r) for r in doc["row_labels"]] if "row_labels" in doc else [f"L{l}" for l in range(grid.shape[0])]
     return Heatmap(grid, rows, col_labels, doc["title"], diverging=True,
                    notes=tuple(doc["notes"]), decimals=(3, 2, 1))

@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 from attncli.views.render import Heatmap
 from attncli.errors import BadInput
+from attncli.textio import token_label
 
 
 def _mark(seg: Optional[str], pair: bool) -> str:
@@ -58,8 +59,9 @@ def pretrained_heatmaps(view, meta: dict[str, Any], enc, row_span=None, col_span
         col_labels, mats, heads = w.key_tokens, w.weights, w.head_weights
         what = "words" if meta.get("show", "weights") == "weights" else f"{meta['show']} by word"
     else:
-        row_labels = [f"{int(t)} {_mark(enc.segments[t], pair)}{tok}" for t, tok in zip(view.rows, view.tokens)]
-        col_labels, mats, heads = view.key_tokens, view.weights, view.head_weights
+        texts, key_texts = view.texts or view.tokens, view.key_texts or view.key_tokens
+        row_labels = [f"{int(t)} {_mark(enc.segments[t], pair)}{token_label(text)}" for t, text in zip(view.rows, texts)]
+        col_labels, mats, heads = [token_label(text) for text in key_texts], view.weights, view.head_weights
         what = "max-flow" if meta.get("flow") else meta.get("show", "weights")
     R, C = mats.shape
     if R == 0 or C == 0:

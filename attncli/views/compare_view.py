@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from attncli.attention.compare import Comparison, document
-from attncli.textio import visible
+from attncli.textio import token_label, visible
 from attncli.views.render import Heatmap, heatmap_renderables
 from attncli.views.result import Result, attn_command
 
@@ -22,14 +22,24 @@ def side_title(name: str, meta: dict[str, Any]) -> str:
     return f"{name}: {meta['text'][:40]} · {how}"
 
 
+def _shown(meta: dict[str, Any], key: str, tokens: list[str]) -> list[str]:
+    """The labels of one side's rows or columns: each token's text (meta's ``token_texts``, as
+    attncli.textio.token_label draws it: ␣ for a space) where the side has them, else its tokens."""
+    texts = meta.get(key)
+    return [token_label(t) for t in texts[:len(tokens)]] if texts else list(tokens)
+
+
 def compare_heatmaps(c, meta_a: dict[str, Any], meta_b: dict[str, Any]) -> list:
     """The three heatmaps of :class:`attncli.attention.compare.Comparison` ``c``: A, B, delta."""
     numbered = lambda labels: [f"{n} {t}" for n, t in enumerate(labels)]  # noqa: E731
+    joined = lambda a, b: [x if x == y else f"{x}/{y}" for x, y in zip(a, b)]  # noqa: E731
     notes = ("the first rows / columns of each (--align position)",) if c.cropped else ()
-    return [Heatmap(c.a, numbered(c.tokens_a), c.key_tokens_a, side_title("A", meta_a)),
-            Heatmap(c.b, numbered(c.tokens_b), c.key_tokens_b, side_title("B", meta_b)),
-            Heatmap(c.delta, numbered(c.labels), c.key_labels, "delta = B - A (orange: B attends more)",
-                    diverging=True, notes=notes)]
+    rows_a, rows_b = _shown(meta_a, "token_texts", c.tokens_a), _shown(meta_b, "token_texts", c.tokens_b)
+    cols_a, cols_b = _shown(meta_a, "key_token_texts", c.key_tokens_a), _shown(meta_b, "key_token_texts", c.key_tokens_b)
+    return [Heatmap(c.a, numbered(rows_a), cols_a, side_title("A", meta_a)),
+            Heatmap(c.b, numbered(rows_b), cols_b, side_title("B", meta_b)),
+            Heatmap(c.delta, numbered(joined(rows_a, rows_b)), joined(cols_a, cols_b),
+                    "delta = B - A (orange: B attends more)", diverging=True, notes=notes)]
 
 
 class CompareView(Result):

@@ -6,6 +6,7 @@ Shared by ``attn matrix --explain``, the pretrained views and ``attn explore``.
 
 from __future__ import annotations
 
+from attncli.textio import token_label
 from attncli.textio import visible as visible_text
 
 
@@ -68,7 +69,8 @@ def explanation_renderables(doc: dict) -> list:
     from rich.text import Text
 
     q, k = doc["query"], doc["key"]
-    title = f"cell ({q['index']}, {k['index']}): query '{q['token']}' -> key '{k['token']}' · {doc['variant']}: {doc['formula']}"
+    shown = lambda side: token_label(side.get("text", side["token"]))  # noqa: E731 - its text: ␣ for a space
+    title = f"cell ({q['index']}, {k['index']}): query '{shown(q)}' -> key '{shown(k)}' · {doc['variant']}: {doc['formula']}"
     groups = [(None, doc["steps"])] if "steps" in doc else [(f"head {h['head']}", h["steps"]) for h in doc["heads"]]  # 0-based, as --head
     parts: list = []
     for head, steps in groups:

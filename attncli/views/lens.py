@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from attncli.textio import visible
+from attncli.textio import token_label, visible
 from attncli.views.render import abbreviate, palette
 from attncli.views.result import DocumentView
 
@@ -20,17 +20,29 @@ def token_width(doc: dict[str, Any], width: Optional[int]) -> int:
     to what ``width`` columns leave for L + 1 layer columns beside the position column (a file,
     ``width`` None, takes the longest)."""
     L, k = doc["layers"], doc["top_k"]
-    longest = max((len(visible(c["token"])) for layer in doc["lens"] for row in layer for c in row[:k]), default=1)
+    longest = max((len(_shown(c)) for layer in doc["lens"] for row in layer for c in row[:k]), default=1)
     want = max(3, min(longest, MAX_TOKEN))
     if width is None:
         return want
-    position = max([len("position")] + [len(_position(t, tok)) for t, tok in enumerate(doc["tokens"])])
+    position = max([len("position")] + [len(_position(t, tok)) for t, tok in enumerate(_rows(doc))])
     room = (width - (position + 2)) // (L + 1) - 2 - 1 - PROB  # a column: padding 2, token, space, prob
     return max(3, min(want, room))
 
 
+def _rows(doc: dict[str, Any]) -> list[str]:
+    """Each position's token as drawn: its text (␣ for a space), or the document's token label
+    where it has no texts (a document written before token_texts)."""
+    texts = doc.get("token_texts")
+    return [token_label(t) for t in texts] if texts is not None else [visible(t) for t in doc["tokens"]]
+
+
+def _shown(c: dict[str, Any]) -> str:
+    """A predicted token as drawn: its text (␣ for a space), else its label."""
+    return token_label(c["text"]) if "text" in c else visible(c["token"])
+
+
 def _position(t: int, tok: str) -> str:
-    return f"{t} {abbreviate(visible(tok), 12)}"
+    return f"{t} {abbreviate(tok, 12)}"
 
 
 def _cell(cands: list[dict[str, Any]], width: int):
@@ -42,7 +54,7 @@ def _cell(cands: list[dict[str, Any]], width: int):
         bg, fg = palette(c["prob"])
         if n:
             cell.append("\n")
-        cell.append(f"{abbreviate(visible(c['token']), width):<{width}} {c['prob']:.2f}", style=f"{fg} on {bg}")
+        cell.append(f"{abbreviate(_shown(c), width):<{width}} {c['prob']:.2f}", style=f"{fg} on {bg}")
     return cell
 
 
@@ -68,19 +80,19 @@ def lens_renderables(doc: dict[str, Any], width: Optional[int] = None) -> list:
     table.add_column("position", no_wrap=True)
     for l in range(L + 1):
         table.add_column(f"L{l}", no_wrap=True)
-    for t, tok in enumerate(doc["tokens"]):
+    for t, tok in enumerate(_rows(doc)):
         table.add_row(Text(_position(t, tok), style="bold"),
                       *[_cell(doc["lens"][l][t][:k], tok_w) for l in range(L + 1)],
                       end_section=k > 1)  # a rule between positions when a cell holds several lines
     parts: list = [Text(title, style="table.title"), table]
     follow = doc.get("follow")
     if follow:
-        follow_title = f"--token {visible(follow['token'])}: rank (0 = top) and probability"
+        follow_title = f"--token {_shown(follow)}: rank (0 = top) and probability"
         ft = Table(box=None, padding=(0, 1), header_style="bold")
         ft.add_column("position")
         for l in range(L + 1):
             ft.add_column(f"L{l}", no_wrap=True)
-        for t, tok in enumerate(doc["tokens"]):
+        for t, tok in enumerate(_rows(doc)):
             cells = []
             for l in range(L + 1):
                 p = follow["prob"][l][t]

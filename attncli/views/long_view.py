@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from attncli.attention.long_view import LongSpec, LongView, apply_long_view, auto_view, span_label
-from attncli.textio import visible
+from attncli.textio import token_label, visible
 from attncli.views.render import (FILE_CELLS, FILE_MAX, LABEL_WIDTH, Heatmap, abbreviate, file_maps, heatmap_renderables,
                                   number, palette)
 from attncli.views.checkpoint_heatmaps import _title as title, pair_note, pretrained_heatmaps
@@ -23,8 +23,8 @@ def _labels(view, enc, words: bool) -> tuple[list[str], list[str]]:
     if words and view.words is not None:
         w = view.words
         return [f"{n} {t}" for n, t in zip(w.rows, w.tokens)], [f"{n} {t}" for n, t in zip(w.cols, w.key_tokens)]
-    return ([f"{int(t)} {tok}" for t, tok in zip(view.rows, view.tokens)],
-            [f"{int(t)} {tok}" for t, tok in zip(view.cols, view.key_tokens)])
+    return ([f"{int(t)} {token_label(text)}" for t, text in zip(view.rows, view.texts or view.tokens)],
+            [f"{int(t)} {token_label(text)}" for t, text in zip(view.cols, view.key_texts or view.key_tokens)])
 
 
 def _title(meta: dict[str, Any], head: Optional[int], what: str) -> str:

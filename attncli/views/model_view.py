@@ -14,8 +14,9 @@ from typing import Any, Optional
 
 import numpy as np
 
-from attncli.textio import visible
+from attncli.textio import token_label, visible
 from attncli.attention.words import hide_special as hide_fn
+from attncli.textio import texts_of
 from attncli.attention.model_view import head_classes
 from attncli.views.checkpoint_heatmaps import pair_note
 from attncli.views.render import palette
@@ -82,7 +83,7 @@ def model_view_renderables(model, enc, attentions: np.ndarray, lo: int, hi: int,
     if classes is None:
         classes = head_classes(model, enc, attentions, hide_special)
     shown = shown_positions(enc, hide_special)  # (T,) input positions drawn
-    tokens = [enc.tokens[t] for t in shown]
+    tokens = [token_label(text) for text in (texts_of(enc)[t] for t in shown)]  # each token's text, as drawn
     T = len(tokens)
     if width is None:  # a file: every head of a layer side by side, two characters a cell
         width = 1 + model.heads * (max(T * 2, 10) + 2)
@@ -93,7 +94,7 @@ def model_view_renderables(model, enc, attentions: np.ndarray, lo: int, hi: int,
     # the model's name (a path from anywhere) and its tokens are data: visible() shows their controls
     out = [Text(visible(f"{model.name} · model view: layers {lo}-{hi - 1} x {model.heads} heads · backend {model.backend}"),
                 style="bold"),
-           Text(visible("tokens: " + "  ".join(f"{t} {enc.tokens[t]}" for t in shown)))]
+           Text(visible("tokens: " + "  ".join(f"{t} {label}" for t, label in zip(shown, tokens))))]
     if hide_special:
         out.append(Text("special tokens hidden: each row renormalised over the other keys", style="dim"))
     note = pair_note(enc)

@@ -57,7 +57,8 @@
       rowSeg = part.groups.map((g) => D.input.segments[g[0]]);
       colSeg = part.key_groups.map((g) => D.key_input.segments[g[0]]);  // cross-attention: the source's
     } else {
-      part = d; rows = d.tokens; cols = d.key_tokens; rowSeg = d.segments; colSeg = d.key_segments;
+      part = d; rowSeg = d.segments; colSeg = d.key_segments;  // each token's text as drawn (␣ for a space)
+      rows = d.rows.map((t) => D.input.labels[t]); cols = d.cols.map((t) => D.key_input.labels[t]);
     }
     const M = ((!other && rollout) || head === null || !part.head_weights) ? part.weights : part.head_weights[head];
     let ri = rows.map((_, i) => i), ci = cols.map((_, j) => j);

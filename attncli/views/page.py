@@ -23,9 +23,10 @@ from typing import Any, Optional
 from attncli.attention import checkpoint_views as pv
 from attncli.attention.contribution_views import formula, rollouts
 from attncli.attention.value_norms import head_norms, summed_norms
+from attncli.textio import texts_of
 from attncli.option_conflicts import CONTRIBUTIONS
 from attncli.errors import BadInput
-from attncli.textio import visible
+from attncli.textio import token_label, visible
 from attncli.views.export import NOT_MARKUP, markup_safe
 from attncli.views.render import _VIRIDIS
 
@@ -62,7 +63,7 @@ def page_views(model, enc, attentions, meta: dict[str, Any], keys=None) -> dict[
             for rollout in ((0, 1) if keys is None else (0,)):
                 view = pv.select(attentions, layer=layer, rollout=bool(rollout), hide_special=bool(hide), words=True,
                                  tokens=enc.tokens, segments=enc.segments, special=enc.special,
-                                 word_ids=enc.word_ids, word_texts=enc.words, keys=keys)
+                                 word_ids=enc.word_ids, word_texts=enc.words, keys=keys, texts=texts_of(enc))
                 view_meta = {**meta, "layer": layer, "head": None, "rollout": bool(rollout), "filter": "all",
                              "hide_special": bool(hide), "words_merged": True}
                 doc = pv.to_json(pv.document(view, view_meta, segments=enc.segments, special=enc.special, keys=keys))
@@ -89,7 +90,7 @@ def extra_views(model, enc, attentions, meta: dict[str, Any], show: str = "weigh
     def doc(mats, layer, combined=None, **options):
         view = pv.select(mats, layer=0 if mats.shape[0] == 1 else layer, tokens=enc.tokens, segments=enc.segments,
                          special=enc.special, word_ids=enc.word_ids, word_texts=enc.words, combined=combined,
-                         flow=options.pop("flow_view", False))
+                         flow=options.pop("flow_view", False), texts=texts_of(enc))
         view_meta = {**meta, "layer": layer, "head": None, "rollout": False, "filter": "all", "hide_special": False,
                      "words_merged": False, **options}
         return pv.to_json(pv.document(view, view_meta, segments=enc.segments, special=enc.special))
@@ -127,9 +128,11 @@ def page_data(model, enc, attentions, meta: dict[str, Any], classes: list, *, la
     key_side = keys if keys is not None else enc
     return {
         "model": model.name, "layers": model.layers, "heads": model.heads, "text": enc.text, "pair": enc.pair,
-        "input": {"tokens": enc.tokens, "segments": enc.segments, "special": [bool(s) for s in enc.special]},
+        "input": {"tokens": enc.tokens, "segments": enc.segments, "special": [bool(s) for s in enc.special],
+                  "labels": [token_label(t) for t in texts_of(enc)]},  # each token's text as drawn: ␣ for a space
         "key_input": {"tokens": list(key_side.tokens), "segments": list(key_side.segments),
-                      "special": [bool(s) for s in key_side.special]},
+                      "special": [bool(s) for s in key_side.special],
+                      "labels": [token_label(t) for t in (key_side.token_texts if keys is not None else texts_of(enc))]},
         "square": keys is None,
         "classes": [[{"label": c["label"], "score": c["score"]} for c in row] for row in classes],
         "viridis": _VIRIDIS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from attncli.textio import visible
+from attncli.textio import token_label, visible
 from attncli.views.result import DocumentView, Requested
 
 SIDES = {"query_side": "by query side (summed over the other side)",
@@ -33,8 +33,9 @@ def qk_renderables(doc: dict[str, Any], width: Optional[int] = None) -> list:
     for p in doc["top"]:
         pairs.add_row(visible(p["query_side"]), visible(p["key_side"]), f"{p['value']:+.4f}",
                       f"{p['value'] / score:+.0%}")
+    shown = lambda side: token_label(side.get("text", side["token"]))  # noqa: E731 - its text: ␣ for a space
     out: list = [Text(visible(f"layer {doc['layer']} head {doc['head']}: score of query {q['position']} "
-                              f"{q['token']!r} -> key {k['position']} {k['token']!r} = {doc['score']:+.4f}"),
+                              f"'{shown(q)}' -> key {k['position']} '{shown(k)}' = {doc['score']:+.4f}"),
                       style="bold"), pairs]
     n = len(doc["top"])
     for side, heading in SIDES.items():

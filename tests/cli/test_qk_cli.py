@@ -34,7 +34,8 @@ def test_the_json_holds_every_part_and_they_add_up_to_the_score(minilm_dir):
     C = len(doc["components"])
     assert parts.shape == (C, C) and C == 1 + 3 * (12 + 4) + 1  # embed; per earlier layer (3) 12 heads, b_O, LN1 b, MLP, LN2 b; bias
     assert abs(parts.sum() - doc["score"]) <= 1e-9 * max(1.0, np.abs(parts).sum())
-    assert doc["query"] == {"position": 8, "token": "it"} and doc["key"] == {"position": 2, "token": "cat"}
+    assert doc["query"] == {"position": 8, "token": "it", "text": "it"}  # its text beside it: WordPiece's is the token
+    assert doc["key"] == {"position": 2, "token": "cat", "text": "cat"}
     assert np.allclose(doc["key_side"], parts.sum(axis=0)) and np.allclose(doc["query_side"], parts.sum(axis=1))
     sizes = [abs(p["value"]) for p in doc["top"]]
     assert len(sizes) == 5 and sizes == sorted(sizes, reverse=True) and sizes[0] == np.abs(parts).max()
@@ -87,7 +88,7 @@ def test_a_negative_position_in_python_is_refused(name):
 def test_the_positions_default_to_the_last_token_and_the_query(tiny_gpt2_dir):
     code, out = run("qk", "the cat sat on the mat", "--transformer", str(tiny_gpt2_dir), "--json")
     doc = json.loads(out)
-    assert code == 0 and doc["query"] == doc["key"] == {"position": 9, "token": "at"}, out  # the last of 10 tokens
+    assert code == 0 and doc["query"] == doc["key"] == {"position": 9, "token": "at", "text": "at"}, out  # the last of 10
 
 
 @pytest.mark.parametrize("args, said", [

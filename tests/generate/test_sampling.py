@@ -94,6 +94,9 @@ class _FixedLM:
     def label(self, token):
         return token
 
+    def token_text(self, i):  # the decoder protocol: token i's text as drawn
+        return self.token(i)
+
     def text(self, tokens, ids):
         return " ".join(tokens)
 

@@ -224,10 +224,10 @@ def test_cross_renders_with_target_rows_and_source_columns(models, tmp_path):
                  "--head", "0", "--svg", str(svg))
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
-    header = next(line for line in lines if "▁arrow" in line)
-    assert header.split() == ["▁time", "▁flies", "▁like", "▁an", "▁arrow", "</s>"]  # the source's tokens
+    header = next(line for line in lines if "␣arrow" in line)  # tokens drawn as text: SentencePiece's ▁ is ␣
+    assert header.split() == ["␣time", "␣flies", "␣like", "␣an", "␣arrow", "</s>"]  # the source's tokens
     labels = [line.split()[1] for line in lines if line[:1].isdigit()]
-    assert labels == ["<pad>", "▁fruit", "▁flies", "▁like", "▁a", "▁banana"]  # the target's, shifted right
+    assert labels == ["<pad>", "␣fruit", "␣flies", "␣like", "␣a", "␣banana"]  # the target's, shifted right
     assert "cross layer 1 head 0" in result.stdout
     text = svg.read_text(encoding="utf-8")
     assert "banana" in text and "arrow" in text
@@ -439,7 +439,7 @@ def test_seq2seq_encoder_failure_is_one_line_naming_the_model(tiny_t5, monkeypat
     assert str(caught.value) == f"model '{tiny_t5.name}' failed to run: shapes do not match"
 
 
-@pytest.mark.parametrize("rows,shown", [("2", ["▁flies"]), ("1:3", ["▁fruit", "▁flies"])])
+@pytest.mark.parametrize("rows,shown", [("2", ["␣flies"]), ("1:3", ["␣fruit", "␣flies"])])  # tokens as text
 def test_a_stack_takes_rows_as_every_view_does_and_refuses_the_long_forms(models, rows, shown):
     """--rows N and START:END pick an encoder-decoder's rows as they do any view's; last:N, A-B and
     word:TEXT are for one stack of tokens."""

@@ -21,6 +21,7 @@ from _tolerance import f32_close, f32_size
 from attncli.errors import BadInput
 from attncli.hf import load
 from attncli.model import CAPABILITIES, Model, has, refusal, require
+from attncli.textio import texts_of
 from attncli.model.trace import Intervention, site
 
 TEXT = "the cat sat on the mat"
@@ -92,6 +93,7 @@ def _check_methods(model) -> None:
     piece = model.pieces(" cat")[0]
     assert model.vocab_id(model.token_strings([piece])[0]) == (piece if piece < model.vocab_size else None)
     assert model.vocab_id("no such entry \u2603\u2603") is None
+    assert model.token_texts(ids) == texts_of(enc)  # each id's text, as the encoding's (what the views draw)
     if not has(model, "trace"):
         return
     keep = ["blocks.*.resid_pre", "blocks.*.attn.z", "blocks.*.attn.out", f"blocks.{model.layers - 1}.resid_post",

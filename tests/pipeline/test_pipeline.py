@@ -246,6 +246,7 @@ def test_the_cross_page_draws_target_rows_over_source_columns(seq2seq, tmp_path)
     merged on both sides (each side's own groups)."""
     from _chromium import evaluate_in_page
     from test_page import CELLS, HEADERS, chromium_or_skip, fmt
+    from attncli.textio import token_label
 
     chromium = chromium_or_skip()
     page = tmp_path / "cross.html"
@@ -258,7 +259,9 @@ def test_the_cross_page_draws_target_rows_over_source_columns(seq2seq, tmp_path)
         CELLS, HEADERS, "document.getElementById('rollout').disabled",
         "document.getElementById('words').click()", CELLS, HEADERS])
     cells, headers, no_rollout, word_cells, word_headers = got[1], got[2], got[3], got[5], got[6]
-    assert cells == [fmt(row) for row in tokens["weights"]] and headers == tokens["key_tokens"]
+    # the headers are the source tokens' texts (BART's byte-level 'Ġflies' is '␣flies'), the raw pieces in the JSON
+    assert cells == [fmt(row) for row in tokens["weights"]] and headers == [token_label(t) for t in tokens["key_token_texts"]]
+    assert tokens["key_token_texts"] != tokens["key_tokens"] and any(t.startswith("Ġ") for t in tokens["key_tokens"])
     assert len(cells) != len(headers) and no_rollout is True
     assert word_cells == [fmt(row) for row in words["words"]["weights"]]
     assert word_headers == words["words"]["key_tokens"] == ["<s>", *SOURCE.split(), "</s>"]
