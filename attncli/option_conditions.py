@@ -13,13 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-_FLAGS = {"block": "--filter", "pair_filter": "--filter", "block_specials": "--filter-specials",
-          "filter_specials": "--filter-specials", "text_b": "TEXT_B", "json_out": "--json",
+_FLAGS = {"text_b": "TEXT_B", "json_out": "--json",
           "text": "TEXT", "corrupt": "CORRUPT", "verify_cells": "--verify"}  # the causal tests' texts are arguments
 
 
 def flag(name: str) -> str:
-    """'hide_special' -> '--hide-special' (block -> --filter)."""
+    """'hide_special' -> '--hide-special' (json_out -> --json; a command's texts are arguments)."""
     return _FLAGS.get(name, "--" + name.replace("_", "-"))
 
 

@@ -8,8 +8,8 @@ explore`` shows disabled with the row's reason (:func:`refusal`), and the table 
 ("Which options go together", :func:`markdown`; ``python -m attncli.option_conflicts --markdown``
 prints it, ``--write`` rewrites it in place, and tests/test_option_conflicts.py checks the two agree).
 
-The options are named by ``attn matrix``'s parameter names (``block`` is --filter,
-``block_specials`` --filter-specials); an option counts as on unless it is absent, None or False.
+The options are named by ``attn matrix``'s parameter names (``filter`` is --filter, ``text``
+the sentence argument); an option counts as on unless it is absent, None or False.
 The rows are checked in order, so the first refusal of a state is always the same one.
 
     >>> validate({"rollout": True, "head": 0}, "transformer")
@@ -41,7 +41,9 @@ from attncli.fileio import atomic_write, read_text
 BACKENDS = ("auto", "numpy", "torch")
 STACKS = ("encoder", "decoder", "cross")
 CONTRIBUTIONS = ("alti", "globenc", "value-zeroing")  # --show's contribution methods (attncli.hf.contributions)
-TRANSFORMER_SHOWS = ("weights", "scores", "norms", *CONTRIBUTIONS)
+VECTOR_SHOWS = ("weights", "scores", "output")  # --show of the word-vector matrix
+TRANSFORMER_SHOWS = ("weights", "scores", "norms", *CONTRIBUTIONS)  # --show with --transformer
+SHOWS = tuple(dict.fromkeys(VECTOR_SHOWS + TRANSFORMER_SHOWS))  # every --show value: cli.options.Show's choices
 ALIGNS = ("same", "position")  # attn compare --align
 
 # the switches of a pretrained model's view, each declared once here beside its rows (its help): cli.options
@@ -65,7 +67,7 @@ MAX_STEPS = 256  # attn circuit --steps at most (attncli.causal.circuit.MAX_STEP
 PRECISIONS = ("float32", "float64")  # attn stats --precision
 
 # options that only --transformer gives a meaning to (attn matrix's parameter names)
-TRANSFORMER_ONLY = ("pair", "pair_filter", "filter_specials", "words", "hide_special", "rollout", "backend", "truncate",
+TRANSFORMER_ONLY = ("pair", "filter", "filter_specials", "words", "hide_special", "rollout", "backend", "truncate",
                     "model_view", "layers", "allow_missing_weights", "flow", "device", "dtype", "target", "stack",
                     "top_k", "pool", "device_map", "max_memory")
 NEW_SWITCHES = tuple(name for name in SWITCHES if name not in TRANSFORMER_ONLY)  # declared above since these
@@ -139,16 +141,16 @@ def _or(choices: Iterable[str]) -> str:
 ROWS: tuple[Row, ...] = (
     # the word-vector matrix (no --transformer)
     *(Row((Given(p),), V, f"{flag(p)} needs --transformer NAME_OR_PATH (a pretrained model)") for p in TRANSFORMER_ONLY),
-    Row((Is("show", ("norms", *CONTRIBUTIONS)),), V,
+    Row((Is("show", tuple(show for show in SHOWS if show not in VECTOR_SHOWS)),), V,
         "--show {show} needs --transformer NAME_OR_PATH (the value vectors of a pretrained model)"),
     *(Row((On(p), Not("proj", ("trained",))), V, f"{flag(p)} needs --proj trained (it picks a learned layer or head)")
       for p in ("layer", "head")),
     # a pretrained model's attention
     *(Row((Given(p),), T, f"{flag(p)} does not apply with --transformer: {why}") for p, why in NOT_FOR_TRANSFORMERS.items()),
-    Row((On("block"), Off("pair")), T + E, FILTER_NEEDS_PAIR),
+    Row((On("filter"), Off("pair")), T + E, FILTER_NEEDS_PAIR),
     Row((On("rollout"), On("head")), T + E, "--rollout uses every head (the mean of each layer's heads): drop --head"),
     *(Row((Below(p),), T + E, f"{flag(p)} is 0-based and at least 0 (got {{{p}}})") for p in ("layer", "head")),
-    Row((Not("block_specials", ("none",)), Is("block", (None, "all"))), T,
+    Row((Not("filter_specials", ("none",)), Is("filter", (None, "all"))), T,
         "--filter-specials says where a --filter block puts the special tokens: add --filter a-a|a-b|b-a|b-b"),
     Row((On("explain"), On("words")), T,
         "--explain I J explains one token-level cell: drop --words (word rows mix several pieces)"),
@@ -156,7 +158,7 @@ ROWS: tuple[Row, ...] = (
     Row((On("explain"), On("hide_special")), T,
         "--explain I J takes input positions (special tokens included): drop --hide-special"),
     *(Row((On("model_view"), On(p)), T + E, NOT_WITH_MODEL_VIEW)
-      for p in ("head", "layer", "explain", "rollout", "words", "block")),
+      for p in ("head", "layer", "explain", "rollout", "words", "filter")),
     Row((On("layers"), Off("model_view")), T + E, LAYERS_NEED_MODEL_VIEW),
     Row((Not("show", TRANSFORMER_SHOWS),), T,
         f"--show {{show}} does not apply with --transformer: choose {_or(TRANSFORMER_SHOWS)}"),

@@ -22,7 +22,7 @@ import os
 import numpy as np
 
 from bench_llama import best, best_wall_cpu, clean_corrupt, smol_folder, smol_parser  # first: this checkout's attncli
-from attncli.causal.circuit import _tape, edge_scores
+from attncli.causal.circuit import record_tape, edge_scores
 from attncli.causal.pairs_circuit import TAPE_BYTES, _tapes, held_bytes
 from attncli.hf import load
 from attncli.hf.edges import edge_mask, edge_patched_logits, node_outputs
@@ -50,7 +50,7 @@ def main() -> None:
         w = (np.random.default_rng(0).random(mask.shape) < 0.5).astype(np.float64)
         one = best(lambda: edge_patched_logits(ct, kt, w, target.position, corr), args.runs)
         print(f"one edge-patched forward: {one:.2f} s")
-        shared, item = _tape(model, clean), [(clean, corrupt, target)]
+        shared, item = record_tape(model, clean), [(clean, corrupt, target)]
         remade = best(lambda: next(_tapes(model, item, shared)), args.runs)
         held = held_bytes(next(_tapes(model, item, shared)))
         steps = int(np.ceil(np.log2(int(mask.sum()) + 1)))

@@ -491,3 +491,32 @@ def test_the_dispatch_reader_sees_isinstance_and_tuples_of_classes():
               "def g(arch):\n"
               "    return arch.parts.place == 'pre'\n")
     assert family_dispatch(source, classes) == [2, 4]
+
+
+def private_imports(root: Path = PKG) -> list[str]:
+    """Every ``from attncli.x import _name`` (a name private to its module, not a dunder) in ``root``:
+    'importer:line imports module._name'."""
+    found = []
+    for name, path in module_files(root).items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] == root.name):
+                found += [f"{name}:{node.lineno} imports {node.module}.{a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")]
+    return found
+
+
+def test_no_private_name_is_imported_from_another_module():
+    """A name that starts with _ is its module's own: another module that needs it needs a public
+    name for it, in the module where it belongs."""
+    assert private_imports() == [], "give these a public name:\n" + "\n".join(private_imports())
+
+
+def test_the_private_import_reader_sees_one(tmp_path):
+    pkg = tmp_path / "attncli"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def _f(): ...\ndef g(): ...\n")
+    (pkg / "b.py").write_text("from attncli.a import g\nfrom attncli import a as _a\nfrom .a import __doc__\n")
+    assert private_imports(pkg) == []
+    (pkg / "c.py").write_text("from attncli.a import g, _f\n")
+    assert private_imports(pkg) == ["attncli.c:1 imports attncli.a._f"]

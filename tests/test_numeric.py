@@ -211,7 +211,7 @@ LAYER = re.compile(r"softmax|logsumexp|layer_norm|rms_norm|entropy", re.IGNORECA
 MATH = {"exp", "log", "log2", "sqrt"}
 # functions outside numeric.py that may compute such a thing themselves, with the reason
 ALLOWED = {
-    "attention/explain.py:_softmax_steps": "--explain's worked steps: exp(score - max), the sum and the "
+    "attention/explain.py:softmax_steps": "--explain's worked steps: exp(score - max), the sum and the "
                                            "weight of one cell, each number shown to the reader and checked "
                                            "against the weights numeric.softmax gave",
     "attention/example.py:softmax_gradient_norm": "the norm of the softmax's Jacobian (attn scale), not a softmax",

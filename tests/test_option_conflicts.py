@@ -22,7 +22,7 @@ SENTENCE = "time flies like an arrow"
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "pretrained.md"
 
 # a value of each option that turns it on (the first that does, for a row's example)
-SAMPLES = {"pair": "fruit flies", "block": "a-b", "pair_filter": "a-b", "block_specials": "bertviz",
+SAMPLES = {"pair": "fruit flies", "filter": "a-b",
            "filter_specials": "bertviz", "words": True, "hide_special": True, "rollout": True, "backend": "numpy",
            "truncate": True, "model_view": True, "layers": "0-1", "allow_missing_weights": True, "flow": True,
            "device": "cpu", "dtype": "float32", "target": "le chat", "stack": "decoder", "layer": 0, "head": 0,
@@ -36,12 +36,11 @@ SAMPLES = {"pair": "fruit flies", "block": "a-b", "pair_filter": "a-b", "block_s
            "out": "run", "ray": "127.0.0.1:6379", "weights": True, "random": 8, "role": "induction", "threshold": 0.1,
            "file": "sentences.txt", "sentences": 5}
 CHOICES = {"proj": ("identity", "random", "trained"), "show": ("weights", "scores", "norms", "output"),
-           "stack": oc.STACKS, "backend": oc.BACKENDS, "block_specials": ("none", "bertviz"), "align": oc.ALIGNS,
+           "stack": oc.STACKS, "backend": oc.BACKENDS, "filter_specials": ("none", "bertviz"), "align": oc.ALIGNS,
            "variant": ("scaled", "dot"),
            "mode": (*oc.ABLATE_MODES, "half"), "site": (*oc.PATCH_SITES, "embed"), "precision": (*oc.PRECISIONS, "float16"),
            "workers": (1, 2), "shard_pairs": (64, 2)}
 OUTSIDE = {"steps": 0, "faithfulness": 1.5}  # a number outside each range of the gradient tests
-PARAM = {"pair_filter": "block", "filter_specials": "block_specials"}  # attn matrix's names -> the table's
 
 
 def example(row: oc.Row, path: str) -> dict:
@@ -63,7 +62,7 @@ def example(row: oc.Row, path: str) -> dict:
         elif not isinstance(c, oc.Off):
             options[c.name] = SAMPLES[c.name]
     named = {c.name for c in row.when}
-    if options.get("block") and "pair" not in named:
+    if options.get("filter") and "pair" not in named and path != "vectors":  # (a --filter alone: the word vectors refuse it)
         options["pair"] = SAMPLES["pair"]
     if path == "seq2seq" and "target" not in named and (options.get("stack") in ("decoder", "cross")
                                                          or "stack" not in options):  # the command's way in
@@ -127,7 +126,7 @@ CASES = [pytest.param(row, path, id=f"{n}-{path}") for n, row in enumerate(oc.RO
 @pytest.mark.parametrize("row, path", CASES)
 def test_every_row_refuses_through_the_command_line_with_exit_2_and_its_message(row, path):
     options = example(row, path)
-    table_options = {PARAM.get(k, k): v for k, v in options.items()}
+    table_options = options
     message = row.text(table_options)
     # the example is refused by this row, first
     assert oc.refusal(table_options, path, given=typed(row)) == message

@@ -25,8 +25,8 @@ from attncli.attention.words import merge_words, pair_block, word_groups, word_l
 from attncli.errors import BadInput
 from attncli.option_conflicts import validate
 from attncli.attention.flow import attention_flow
-from attncli.attention.document import Rows, _encode, _write_value
-from attncli.attention.explain import _softmax_steps, _step
+from attncli.attention.document import Rows, encode_json, write_value
+from attncli.attention.explain import softmax_steps, explain_step
 
 
 
@@ -160,7 +160,7 @@ def check_texts(text: str, pair: Optional[str], command: str = "matrix") -> None
 def check_view_options(*, pair: Optional[str], block: Optional[str], rollout: bool, layer: Optional[int],
                        head: Optional[int]) -> None:
     """The refusals of the view's options that need no model (the table: attncli.option_conflicts)."""
-    validate(dict(pair=pair, block=block, rollout=rollout, layer=layer, head=head), "transformer")
+    validate(dict(pair=pair, filter=block, rollout=rollout, layer=layer, head=head), "transformer")
 
 
 def layer_shown(model, layer: Optional[int], head: Optional[int]) -> int:
@@ -253,15 +253,15 @@ def write_document(doc: dict[str, Any], write: Callable[[str], Any]) -> None:
     """Stream ``doc`` as JSON, one matrix row per line (as ``attn matrix --json`` does)."""
     write("{")
     for n, (key, value) in enumerate(doc.items()):
-        write(("\n" if n == 0 else ",\n") + f"  {_encode(key)}: ")
+        write(("\n" if n == 0 else ",\n") + f"  {encode_json(key)}: ")
         if isinstance(value, dict) and any(not isinstance(v, (str, int, float, bool, type(None), list)) for v in value.values()):
             write("{")
             for m, (k2, v2) in enumerate(value.items()):
-                write(("\n" if m == 0 else ",\n") + f"    {_encode(k2)}: ")
-                _write_value(v2, write, "    ")
+                write(("\n" if m == 0 else ",\n") + f"    {encode_json(k2)}: ")
+                write_value(v2, write, "    ")
             write("\n  }")
         else:
-            _write_value(value, write, "  ")
+            write_value(value, write, "  ")
     write("\n}\n")
 
 
@@ -297,15 +297,15 @@ def explain_cell(q: np.ndarray, k: np.ndarray, scale: float, causal: bool, weigh
         scores_row = (k[hd] @ q[hd, i]) * scale  # (T,)
         dot = float(q[hd, i] @ k[hd, j])
         w = float(weights[hd, i, j])
-        steps = [_step("q_I", q[hd, i], f"{d_head} dims, |q| = {np.linalg.norm(q[hd, i]):.4g}"),
-                 _step("k_J", k[hd, j], f"{d_head} dims, |k| = {np.linalg.norm(k[hd, j]):.4g}"),
-                 _step("q . k", dot), _step("scale", scale, f"1/sqrt(d_head) = 1/sqrt({d_head})" if
+        steps = [explain_step("q_I", q[hd, i], f"{d_head} dims, |q| = {np.linalg.norm(q[hd, i]):.4g}"),
+                 explain_step("k_J", k[hd, j], f"{d_head} dims, |k| = {np.linalg.norm(k[hd, j]):.4g}"),
+                 explain_step("q . k", dot), explain_step("scale", scale, f"1/sqrt(d_head) = 1/sqrt({d_head})" if
                                              abs(scale * np.sqrt(d_head) - 1) < 1e-9 else "the model's own scale"),
-                 _step("score", dot * scale)]
+                 explain_step("score", dot * scale)]
         if masked:
-            steps.append(_step("weight", 0.0, "masked: the key comes after the query (causal)"))
+            steps.append(explain_step("weight", 0.0, "masked: the key comes after the query (causal)"))
         else:
-            soft = _softmax_steps(np.where(visible_row, scores_row, 0.0), visible_row, j, dot * scale, w)
+            soft = softmax_steps(np.where(visible_row, scores_row, 0.0), visible_row, j, dot * scale, w)
             steps += [st for st in soft if st["name"] != "the matrix's score"]  # the row's scores are recomputed here too
         entries.append({"head": hd, "score": None if masked else dot * scale, "weight": w, "steps": steps})
     if head is not None:

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import numpy as np
 from attncli.attention.numtext import row_text
 
-_encode = json.JSONEncoder(allow_nan=False, ensure_ascii=False).encode
+encode_json = json.JSONEncoder(allow_nan=False, ensure_ascii=False).encode
 
 
 _NUMBER = "%.6g"  # 6 significant digits, C-speed formatting (3x faster than repr + json)
@@ -129,7 +129,7 @@ def to_json(res, explanation: dict | None = None) -> dict[str, Any]:
     return json.loads(buf.getvalue())
 
 
-def _write_value(value: Any, write: Callable[[str], Any], indent: str) -> None:
+def write_value(value: Any, write: Callable[[str], Any], indent: str) -> None:
     inner = indent + "  "
     if isinstance(value, Rows):
         write("[")
@@ -140,10 +140,10 @@ def _write_value(value: Any, write: Callable[[str], Any], indent: str) -> None:
         write("[")
         for n, m in enumerate(value):
             write(("\n" if n == 0 else ",\n") + inner)
-            _write_value(m, write, inner)
+            write_value(m, write, inner)
         write("\n" + indent + "]")
     else:
-        write(_encode(value))
+        write(encode_json(value))
 
 
 def write_json(res, write: Callable[[str], Any], explanation: dict | None = None) -> None:
@@ -151,6 +151,6 @@ def write_json(res, write: Callable[[str], Any], explanation: dict | None = None
     doc = document(res, explanation)
     write("{")
     for n, (key, value) in enumerate(doc.items()):
-        write(("\n" if n == 0 else ",\n") + f"  {_encode(key)}: ")
-        _write_value(value, write, "  ")
+        write(("\n" if n == 0 else ",\n") + f"  {encode_json(key)}: ")
+        write_value(value, write, "  ")
     write("\n}\n")

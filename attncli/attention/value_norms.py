@@ -22,7 +22,7 @@ import numpy as np
 
 from attncli.errors import BadInput
 from attncli.option_conflicts import validate
-from attncli.attention.explain import _step
+from attncli.attention.explain import explain_step
 
 FORMULA = "||A_ij f(x_j)||,  f(x) = (x W_V + b_V) W_O  (one head: its rows of W_O)"
 SOURCE = "Kobayashi et al. 2020, Attention is Not Only a Weight: Analyzing Transformers with Vector Norms (EMNLP)"
@@ -64,9 +64,9 @@ def explain_norm(weights: np.ndarray, fx: np.ndarray, tokens: Sequence[str], i: 
     for hd in ([head] if head is not None else range(h)):
         alpha, size = float(weights[hd, i, j]), float(f_norms[hd])
         entries.append({"head": hd, "weight": alpha * size, "score": None, "steps": [
-            _step("alpha", alpha, "the attention weight A[I, J]"),
-            _step("||f(x_J)||", size, "f(x) = (x W_V + b_V) W_O, this head's rows of W_O"),
-            _step("||alpha f(x_J)||", alpha * size, "alpha x ||f(x_J)||: what key J moves to query I")]})
+            explain_step("alpha", alpha, "the attention weight A[I, J]"),
+            explain_step("||f(x_J)||", size, "f(x) = (x W_V + b_V) W_O, this head's rows of W_O"),
+            explain_step("||alpha f(x_J)||", alpha * size, "alpha x ||f(x_J)||: what key J moves to query I")]})
     doc: dict[str, Any] = {
         "query": {"index": i, "token": tokens[i]}, "key": {"index": j, "token": tokens[j]},
         "variant": "pretrained", "show": "norms", "formula": FORMULA, "masked": False, "mask_reasons": [],

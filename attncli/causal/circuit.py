@@ -66,7 +66,7 @@ class Circuit:
         return int(self.mask.sum())
 
 
-def _tape(model: Any, ids: Sequence[int] | None = None, embed: np.ndarray | None = None,
+def record_tape(model: Any, ids: Sequence[int] | None = None, embed: np.ndarray | None = None,
           like: Tape | None = None, dtype: Any = np.float64) -> Tape:
     """A pass of ``ids`` (or of the embeddings ``embed``) in ``dtype``, or in ``like``'s dtype with its
     widened weights and unembedding reused."""
@@ -106,7 +106,7 @@ def edge_scores(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int]
     clean.forward_pair(corrupt, list(clean_ids), list(corrupt_ids))  # each weight read once
     grad = np.zeros((len(down_names(model.layers, model.heads)),) + clean.embed.shape, dtype=clean.dtype)  # (D, T, d)
     for k in range(1, steps + 1):
-        tape = clean if k == steps else _tape(model, embed=corrupt.embed + k / steps * (clean.embed - corrupt.embed),
+        tape = clean if k == steps else record_tape(model, embed=corrupt.embed + k / steps * (clean.embed - corrupt.embed),
                                                       like=clean)
         grad += input_gradients(tape, target) / steps
     delta = node_outputs(clean) - node_outputs(corrupt)  # (U, T, d)
@@ -132,8 +132,8 @@ def find_circuit(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int
     check_faithfulness(faithfulness)
     scores, clean, corrupt = edge_scores(model, clean_ids, corrupt_ids, target, steps, dtype)
     if clean.dtype != np.float64:  # the search's edge-patched passes stay exact
-        clean = _tape(model, clean_ids)
-        corrupt = _tape(model, corrupt_ids, like=clean)
+        clean = record_tape(model, clean_ids)
+        corrupt = record_tape(model, corrupt_ids, like=clean)
     m_clean = float(target.metric(clean.logits(target.position)))
     m_corrupt = float(target.metric(corrupt.logits(target.position)))
     if abs(m_clean - m_corrupt) < 1e-9:

@@ -24,7 +24,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from attncli.causal.circuit import _tape, check_faithfulness, patched_metric, ranked, shortest_prefix
+from attncli.causal.circuit import record_tape, check_faithfulness, patched_metric, ranked, shortest_prefix
 from attncli.causal.target import Target
 from attncli.errors import BadInput
 from attncli.hf.edges import edge_mask, node_outputs
@@ -93,7 +93,7 @@ def find_pairs_circuit(model: Any, items: Sequence[tuple[list[int], list[int], T
         raise BadInput(f"the pairs' mean clean and corrupted metrics are equal ({clean:.6g}): faithfulness is "
                        "undefined; choose pairs whose texts differ in it")
     order = ranked(scores, edge_mask(model.layers, model.heads))  # (E, 2)
-    shared = _tape(model, items[0][0])  # the float64 weights, widened once for every pair's tapes
+    shared = record_tape(model, items[0][0])  # the float64 weights, widened once for every pair's tapes
     shared.layers = [{"W": t["W"]} for t in shared.layers]  # its pass's record is not kept through the search
     kept: list[tuple[Tape, Tape, np.ndarray, Target]] = []
     spent = 0

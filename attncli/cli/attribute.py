@@ -1,7 +1,7 @@
 """Command ``attn attribute``: attribution patching (attncli/causal/attribution.py), every cell of
 ``attn patch``'s grid estimated from one forward and one backward pass, drawn as patch's grid. It
 builds its request (attncli.causal.gradient_request.AttributeRequest) and hands it to
-attncli.pipeline.compute_gradients through cli/causal.py's ``_run_gradients``."""
+attncli.pipeline.compute_gradients through cli/causal.py's ``run_gradients``."""
 
 from __future__ import annotations
 
@@ -10,16 +10,15 @@ from typing import Annotated, Any, Optional
 import typer
 
 from attncli.causal.gradient_request import AttributeRequest
-from attncli.cli.causal import (GRADIENT_OPTIONS, MODEL_OPTIONS, OPTIONS, OUTPUT_OPTIONS, _gradient_fields,
-                                _run_gradients)
+from attncli.cli.causal import GRADIENT_OPTIONS, MODEL_OPTIONS, OUTPUT_OPTIONS, gradient_fields, run_gradients
 from attncli.cli.common import app
-from attncli.cli.options import declared
-from attncli.cli.pairs import PAIRS_NAMES, check_pairs_options, run_pairs_command
+from attncli.cli.options import PAIRS_OPTIONS, declared
+from attncli.cli.pairs import check_pairs_options, run_pairs_command
 
 
 @app.command("attribute")
-@declared("clean", "corrupt", *MODEL_OPTIONS, "site", "no_qk_fix", "verify", *PAIRS_NAMES, *GRADIENT_OPTIONS,
-          *OUTPUT_OPTIONS, table=OPTIONS)
+@declared("clean", "corrupt", *MODEL_OPTIONS, "site", "no_qk_fix", "verify", *PAIRS_OPTIONS, *GRADIENT_OPTIONS,
+          *OUTPUT_OPTIONS)
 def attribute_cmd(
     clean: Annotated[Optional[str], typer.Argument(help="The clean text (or --pairs FILE).", show_default=False)] = None,
     corrupt: Annotated[Optional[str], typer.Argument(help="The corrupted text (the same number of tokens).",
@@ -40,5 +39,5 @@ def attribute_cmd(
     if options["pairs"] is not None:
         AttributeRequest("--pairs", corrupt="--pairs", transformer=options["transformer"], site=site).check()
         return run_pairs_command("attribute", options, site=site, qk_fix=not no_qk_fix)
-    _run_gradients(AttributeRequest(clean, corrupt=corrupt, **_gradient_fields(options), site=site, no_qk_fix=no_qk_fix,
+    run_gradients(AttributeRequest(clean, corrupt=corrupt, **gradient_fields(options), site=site, no_qk_fix=no_qk_fix,
                                     verify=verify), options)

@@ -1,8 +1,8 @@
 """Commands ``attn ablate``, ``attn patch`` and ``attn dla``: each builds its request
 (attncli.causal.causal_request), hands it to attncli.pipeline.compute_causal and prints the result with
 attncli.cli.output.show (--json, --svg, --png and --html as every view); ``attn attribute`` and ``attn
-circuit`` (cli/attribute.py, cli/circuit.py) do the same through :func:`_run_gradients`. The options
-the causal commands share are declared once, in :data:`OPTIONS`. Nothing heavy is imported at module level."""
+circuit`` (cli/attribute.py, cli/circuit.py) do the same through :func:`run_gradients`. The options
+the causal commands share are declared once, in attncli.cli.options. Nothing heavy is imported at module level."""
 
 from __future__ import annotations
 
@@ -14,39 +14,19 @@ import typer
 from attncli.causal.causal_request import AblateRequest, CausalRequest, DlaRequest, PatchRequest
 from attncli.causal.gradient_request import GradientRequest
 from attncli.cli.common import app
-from attncli.cli.matrix import Exports, _check_exports
-from attncli.cli.options import (BackendOpt, DeviceMapOpt, DeviceOpt, DtypeOpt, ExportWidthOpt, HtmlOpt, MaxMemoryOpt, PngOpt,
-                                 SvgOpt, declared)
-from attncli.cli.output import show
-from attncli.cli.pairs import PAIRS_NAMES, PAIRS_OPTIONS, check_pairs_options, run_pairs_command
+from attncli.cli.options import CAUSAL_MODEL_OPTIONS, PAIRS_OPTIONS, declared
+from attncli.cli.output import Exports, check_exports, show
+from attncli.cli.pairs import check_pairs_options, run_pairs_command
 from attncli.cli.progress import Stage
 from attncli.cli.transformer import load_model
 from attncli.pipeline.causal_compute import compute_causal
 from attncli.pipeline.gradient_compute import compute as compute_gradients
 
-ModelArg = Annotated[Optional[str], typer.Option("--transformer", help="A pretrained model: hub id or directory "
-                                                 "(a decoder, or an encoder with its masked-LM head).", show_default=False)]
-TargetWord = Annotated[Optional[str], typer.Option("--target", help="The token whose log-probability (or logit) is measured.",
-                                                   metavar="TOKEN")]
-TargetId = Annotated[Optional[int], typer.Option("--target-id", help="The target as a vocabulary id.", metavar="ID")]
-ContrastWord = Annotated[Optional[str], typer.Option("--contrast", help="Measure logit(target) - logit(this token) instead.",
-                                                     metavar="TOKEN")]
-ContrastId = Annotated[Optional[int], typer.Option("--contrast-id", help="The contrast as a vocabulary id.", metavar="ID")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
-AllowOpt = Annotated[bool, typer.Option("--allow-missing-weights", help="Warn instead of refusing unused weights.")]
-
-OPTIONS: dict[str, tuple[Any, Any]] = {  # the options of the three commands: parameter name -> (Annotated, default)
-    "transformer": (ModelArg, None), "target": (TargetWord, None), "target_id": (TargetId, None),
-    "contrast": (ContrastWord, None), "contrast_id": (ContrastId, None), "backend": (BackendOpt, None),
-    "device": (DeviceOpt, None), "dtype": (DtypeOpt, None), "device_map": (DeviceMapOpt, None),
-    "max_memory": (MaxMemoryOpt, None), "allow_missing_weights": (AllowOpt, False), "json_out": (JsonOpt, False),
-    "svg": (SvgOpt, None), "html": (HtmlOpt, None), "png": (PngOpt, None), "width": (ExportWidthOpt, None),
-    **PAIRS_OPTIONS,  # --pairs FILE and how its shards run (ablate, patch; cli/pairs.py)
-}
-MODEL_OPTIONS = ("transformer", "target", "target_id", "contrast", "contrast_id")  # before a command's own options
+MODEL_OPTIONS = CAUSAL_MODEL_OPTIONS  # before a command's own options
 RUN_OPTIONS = ("backend", "device", "dtype", "device_map", "max_memory", "allow_missing_weights")  # after them
 OUTPUT_OPTIONS = ("json_out", "svg", "html", "png", "width")
-REQUEST_OPTIONS = MODEL_OPTIONS + RUN_OPTIONS  # the request's shared fields
+MEASURED = ("transformer", "target", "target_id", "contrast", "contrast_id")  # MODEL_OPTIONS' parameters: request fields
+REQUEST_OPTIONS = (*MEASURED, *RUN_OPTIONS)  # the request's shared fields
 
 
 def _shared(options: dict[str, Any]) -> dict[str, Any]:
@@ -61,8 +41,8 @@ def _run(request: CausalRequest, options: dict[str, Any]) -> None:
     (--json with an export into stdout refused: they would share it)."""
     request.check()
     json_out = options["json_out"]
-    exports = Exports(svg=options["svg"], html=options["html"], png=options["png"], width=options["width"])
-    _check_exports(exports, json_out)
+    exports = Exports.of(options)
+    check_exports(exports, json_out)
     model = None  # no --transformer: compute loads attn's built-in LM (a second, nothing to show loading)
     if request.transformer is not None:
         model = load_model(request.transformer, request.backend, request.allow_missing_weights, json_out=json_out,
@@ -73,8 +53,7 @@ def _run(request: CausalRequest, options: dict[str, Any]) -> None:
 
 
 @app.command("ablate")
-@declared("text", *MODEL_OPTIONS, "mode", "reference", "position", *PAIRS_NAMES, *RUN_OPTIONS, *OUTPUT_OPTIONS,
-          table=OPTIONS)
+@declared("text", *MODEL_OPTIONS, "mode", "reference", "position", *PAIRS_OPTIONS, *RUN_OPTIONS, *OUTPUT_OPTIONS)
 def ablate_cmd(
     text: Annotated[Optional[str], typer.Argument(help="The text the model reads (or --pairs FILE).",
                                                   show_default=False)] = None,
@@ -96,7 +75,7 @@ def ablate_cmd(
 
 
 @app.command("patch")
-@declared("clean", "corrupt", *MODEL_OPTIONS, "site", *PAIRS_NAMES, *RUN_OPTIONS, *OUTPUT_OPTIONS, table=OPTIONS)
+@declared("clean", "corrupt", *MODEL_OPTIONS, "site", *PAIRS_OPTIONS, *RUN_OPTIONS, *OUTPUT_OPTIONS)
 def patch_cmd(
     clean: Annotated[Optional[str], typer.Argument(help="The clean text (or --pairs FILE).", show_default=False)] = None,
     corrupt: Annotated[Optional[str], typer.Argument(help="The corrupted text (the same number of tokens).",
@@ -116,7 +95,7 @@ def patch_cmd(
 
 
 @app.command("dla")
-@declared("text", *MODEL_OPTIONS, *RUN_OPTIONS, *OUTPUT_OPTIONS, table=OPTIONS)
+@declared("text", *MODEL_OPTIONS, *RUN_OPTIONS, *OUTPUT_OPTIONS)
 def dla_cmd(
     text: Annotated[str, typer.Argument(help="The text the model reads.", show_default=False)],
     **options: Any,
@@ -130,18 +109,18 @@ def dla_cmd(
 GRADIENT_OPTIONS = ("allow_missing_weights",)  # after their own options (no --backend: the NumPy pass, always)
 
 
-def _gradient_fields(options: dict[str, Any]) -> dict[str, Any]:
+def gradient_fields(options: dict[str, Any]) -> dict[str, Any]:
     """The gradient request's shared fields from the command's options."""
-    return {name: options[name] for name in (*MODEL_OPTIONS, *GRADIENT_OPTIONS)}
+    return {name: options[name] for name in (*MEASURED, *GRADIENT_OPTIONS)}
 
 
-def _run_gradients(request: GradientRequest, options: dict[str, Any]) -> None:
+def run_gradients(request: GradientRequest, options: dict[str, Any]) -> None:
     """Check, load (the checkpoint's NumPy pass, whose backward runs), compute and print ``request``;
     the export targets are checked before any work (--json with an export into stdout refused)."""
     request.check()
     json_out = options["json_out"]
-    exports = Exports(svg=options["svg"], html=options["html"], png=options["png"], width=options["width"])
-    _check_exports(exports, json_out)
+    exports = Exports.of(options)
+    check_exports(exports, json_out)
     model = load_model(request.transformer, "numpy", request.allow_missing_weights, json_out=json_out)
     result = compute_gradients(request, model, stage=lambda what: Stage(what, json_out=json_out))
     show(result, json_out=json_out, exports=exports)

@@ -2,7 +2,7 @@
 between a decoder's components, and the fewest edges that keep --faithfulness of the metric
 (attncli/causal/circuit.py), listed by layer, drawn as a layered graph (attncli/views/circuit_view.py).
 It builds its request (attncli.causal.gradient_request.CircuitRequest) and hands it to
-attncli.pipeline.compute_gradients through cli/causal.py's ``_run_gradients``."""
+attncli.pipeline.compute_gradients through cli/causal.py's ``run_gradients``."""
 
 from __future__ import annotations
 
@@ -11,16 +11,14 @@ from typing import Annotated, Any, Optional
 import typer
 
 from attncli.causal.gradient_request import CircuitRequest
-from attncli.cli.causal import (GRADIENT_OPTIONS, MODEL_OPTIONS, OPTIONS, OUTPUT_OPTIONS, _gradient_fields,
-                                _run_gradients)
+from attncli.cli.causal import GRADIENT_OPTIONS, MODEL_OPTIONS, OUTPUT_OPTIONS, gradient_fields, run_gradients
 from attncli.cli.common import app
-from attncli.cli.options import declared
-from attncli.cli.pairs import PAIRS_NAMES, check_pairs_options, run_pairs_command
+from attncli.cli.options import PAIRS_OPTIONS, declared
+from attncli.cli.pairs import check_pairs_options, run_pairs_command
 
 
 @app.command("circuit")
-@declared("clean", "corrupt", *MODEL_OPTIONS, "steps", "faithfulness", *PAIRS_NAMES, *GRADIENT_OPTIONS, *OUTPUT_OPTIONS,
-          table=OPTIONS)
+@declared("clean", "corrupt", *MODEL_OPTIONS, "steps", "faithfulness", *PAIRS_OPTIONS, *GRADIENT_OPTIONS, *OUTPUT_OPTIONS)
 def circuit_cmd(
     clean: Annotated[Optional[str], typer.Argument(help="The clean text (or --pairs FILE).", show_default=False)] = None,
     corrupt: Annotated[Optional[str], typer.Argument(help="The corrupted text (the same number of tokens).",
@@ -41,5 +39,5 @@ def circuit_cmd(
         CircuitRequest("--pairs", corrupt="--pairs", transformer=options["transformer"], steps=steps,
                        faithfulness=faithfulness).check()
         return run_pairs_command("circuit", options, steps=steps, faithfulness=faithfulness)
-    _run_gradients(CircuitRequest(clean, corrupt=corrupt, **_gradient_fields(options), steps=steps,
+    run_gradients(CircuitRequest(clean, corrupt=corrupt, **gradient_fields(options), steps=steps,
                                   faithfulness=faithfulness), options)

@@ -89,7 +89,7 @@ class _AttnGroup(RefusesEmptyPaths, LazyGroup):
             say(stopped.message)
             sys.exit(stopped.exit_code)
         except BrokenPipeError:
-            _quiet_broken_pipe()
+            quiet_broken_pipe()
         except Exception as exc:  # noqa: BLE001
             message = environment_message(exc)
             if message is not None:
@@ -189,7 +189,7 @@ def visible_line(line: str) -> str:
     return visible(line)
 
 
-def _quiet_broken_pipe() -> None:
+def quiet_broken_pipe() -> None:
     """The reader went away (``attn ... | head``): stop quietly, the way coreutils do."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -12,12 +12,11 @@ from typing import Annotated, Any, Optional
 import typer
 
 from attncli.cli.common import app
-from attncli.cli.options import declared
+from attncli.cli.options import PRETRAINED, declared
 from attncli.cli.output import show
 from attncli.cli.transformer import load_model
 from attncli.pipeline.compare_compute import CompareRequest, compute
 
-PRETRAINED = "Pretrained transformers"
 
 
 @app.command("compare")
@@ -33,11 +32,10 @@ def compare_cmd(
     variant_b: Annotated[Optional[str], typer.Option("--variant-b", help="B's attention variant (word vectors).", metavar="NAME")] = None,
     causal_b: Annotated[bool, typer.Option("--causal-b", help="B under a causal mask (word vectors).")] = False,
     align: Annotated[str, typer.Option(help="same: the two must have the same words/tokens count; position: the first N of each.")] = "same",
-    json_out: Annotated[bool, typer.Option("--json", help="Print both matrices and the delta as JSON.")] = False,
     **options: Any,
 ) -> None:
     """Two attention matrices side by side and their difference B - A (PuOr: purple = A more, orange = B more)."""
-    backend = options.pop("backend")
+    backend, json_out = options.pop("backend"), options.pop("json_out")
     request = CompareRequest(text, text_b, transformer_b=transformer_b, variant_b=variant_b, causal_b=causal_b,
                              align=align, backend=backend.value if backend else None, **options)
     request.check()

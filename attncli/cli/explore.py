@@ -17,13 +17,13 @@ from attncli.attention.checkpoint_views import check_texts
 from attncli.attention.long_view import LongSpec, check_spec
 from attncli.attention.model_view import parse_layers
 from attncli.cli.common import app
-from attncli.cli.matrix import _read_text
+from attncli.cli.matrix import read_sentence
 from attncli.cli.options import LONG_OPTIONS, VIEW_OPTIONS, WORD_VECTOR_OPTIONS, declared
 from attncli.errors import BadInput
 from attncli.explore.serve import DEFAULT_HOST, DEFAULT_PORT, serve as serve_app
 from attncli.explore.state import ExploreState
 from attncli.hf import source
-from attncli.option_conflicts import CONTRIBUTIONS, NEW_SWITCHES, TRANSFORMER_ONLY, validate
+from attncli.option_conflicts import CONTRIBUTIONS, NEW_SWITCHES, TRANSFORMER_ONLY, VECTOR_SHOWS, validate
 from attncli.textio import check_length
 
 INSTALL = 'attn explore needs the "explore" extra (Textual and textual-serve): pip install "attncli[explore]"'
@@ -88,20 +88,20 @@ def explore_cmd(
     if "-" in (dict_path, sentence, str(file) if file is not None else None):
         raise BadInput("attn explore reads the keyboard, not stdin: give the sentence as an argument or --file PATH, "
                        "and --dict a file")
-    text = DEFAULT_SENTENCE if sentence is None and file is None else _read_text(sentence, file)
+    text = DEFAULT_SENTENCE if sentence is None and file is None else read_sentence(sentence, file)
     if not text.strip():
         raise BadInput('the sentence is empty: give a sentence, e.g. attn explore "time flies like an arrow"')
     if corrupt is not None:  # as attn patch and attn attribute refuse it (the table's "causal" rows), at start
         validate(dict(text=text, corrupt=check_length(corrupt, "the corrupted text")), "causal")
-    block = o.pair_filter.value if o.pair_filter else None
-    checked = dict(pair=o.pair, block=block, words=o.words, hide_special=o.hide_special, rollout=o.rollout,
+    pair_block = o.filter.value if o.filter else None
+    checked = dict(pair=o.pair, filter=pair_block, words=o.words, hide_special=o.hide_special, rollout=o.rollout,
                    backend=o.backend.value if o.backend else None, truncate=o.truncate, model_view=o.model_view, layers=o.layers,
                    allow_missing_weights=o.allow_missing_weights, flow=o.flow, layer=o.layer, head=o.head, explain=explain,
                    show=o.show.value, proj=o.proj, rows=o.rows, top_k=o.top_k, pool=o.pool,
                    **{name: options[name] for name in NEW_SWITCHES})
     if o.transformer is None:  # the word-vector matrix's refusals (attncli.option_conflicts)
         given = {name for name in TRANSFORMER_ONLY
-                 if checked.get("block" if name == "pair_filter" else name) not in (None, False)}
+                 if checked.get(name) not in (None, False)}
         validate(checked, "vectors", given=given)
     if o.transformer is not None:  # attn matrix --transformer's refusals, before the app starts (exit 2)
         # the extra to install, named before the app starts (auto with a model outside the numpy
@@ -126,9 +126,9 @@ def explore_cmd(
     state = ExploreState(
         text=text, context=o.context, variant=o.variant, causal=o.causal, window=o.window, pad_to=o.pad_to,
         positions=o.positions.value, projection=o.proj, d_k=o.d_k, seed=o.seed, heads=o.heads, max_relative=o.max_relative,
-        layer=o.layer, head=o.head, model=o.model, show="weights" if o.show.value in ("norms", *CONTRIBUTIONS) else o.show.value,
+        layer=o.layer, head=o.head, model=o.model, show="weights" if o.show.value not in VECTOR_SHOWS else o.show.value,
         norms=o.show.value == "norms", contribution=o.show.value if o.show.value in CONTRIBUTIONS else None, cursor=explain or (0, 0), dict_path=dict_path,
-        transformer=o.transformer, pair=o.pair, pair_filter=o.pair_filter.value if o.pair_filter else None, words=o.words,
+        transformer=o.transformer, pair=o.pair, filter=pair_block, words=o.words,
         hide_special=o.hide_special, rollout=o.rollout, backend=o.backend.value if o.backend else "auto", truncate=o.truncate,
         model_view=o.model_view, layers=o.layers, allow_missing_weights=o.allow_missing_weights, flow=o.flow,
         rows=o.rows, top_k=o.top_k, pool=o.pool, corrupt=corrupt,

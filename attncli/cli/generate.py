@@ -8,11 +8,12 @@ then the full causal matrix of prompt + generated text with the boundary marked.
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
 from attncli.cli.common import app, emit_json, err_console, escape, info, out_console
+from attncli.cli.options import PLACEMENT_OPTIONS, declared
 from attncli.errors import BadInput
 from attncli.generate.decoders import load_decoder
 from attncli.generate.run import Settings, document, generate, header_document, lens_layers, step_document
@@ -24,6 +25,9 @@ INDENT = "    "
 
 
 @app.command("generate")
+@declared("prompt", "n", "temperature", "top_k", "seed", "greedy", "ignore_eos", "model", "transformer",
+          "allow_missing_weights", "layer", "head", "rollout", "top", "json_out", "jsonl", "lens", "chat", "backend",
+          *PLACEMENT_OPTIONS)
 def generate_cmd(
     prompt: Annotated[str, typer.Argument(help="The text the model continues.", show_default=False)],
     *,
@@ -33,22 +37,14 @@ def generate_cmd(
     seed: Annotated[Optional[int], typer.Option(help="Seed of the sampler (0 to 2^32-1): the same seed writes the same text. Default: a fresh one, printed.")] = None,
     greedy: Annotated[bool, typer.Option("--greedy", help="Always take the most probable token (argmax; no sampling).")] = False,
     ignore_eos: Annotated[bool, typer.Option("--ignore-eos", help="Never end the text early: write exactly -n tokens.")] = False,
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Word-vector model whose trained LM writes (default: $ATTN_MODEL or the built-in one).")] = None,
-    transformer: Annotated[Optional[str], typer.Option("--transformer", help="A pretrained causal LM instead: a Hugging Face name or directory (GPT-2 and the Llama family in NumPy, others through transformers).")] = None,
-    allow_missing_weights: Annotated[bool, typer.Option("--allow-missing-weights", help="With --transformer: run a model whose checkpoint lacks weights or holds unused ones, with a warning.")] = False,
     layer: Annotated[Optional[int], typer.Option(help="Show this layer's attention (default: the last layer).")] = None,
     head: Annotated[Optional[int], typer.Option(help="Show this head only (default: the mean of the layer's heads).")] = None,
     rollout: Annotated[bool, typer.Option("--rollout", help="Show attention rollout through every layer (Abnar & Zuidema 2020) instead of one layer.")] = False,
     top: Annotated[Optional[int], typer.Option("--top", help="List each row's K strongest keys with their weights instead of the whole row.")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document at the end.")] = False,
     jsonl: Annotated[bool, typer.Option("--jsonl", help="Stream JSON Lines: a header, one line per step, an end line.")] = False,
     lens: Annotated[bool, typer.Option("--lens", help="Logit lens: for each generated token, the layer from which it was the top prediction (JSON: lens_layers).")] = False,
     chat: Annotated[bool, typer.Option("--chat", help="With --transformer: wrap PROMPT as a user message in the model's chat template (default: the text as given, plus the BOS token its tokenizer adds).")] = False,
-    backend: Annotated[str, typer.Option(help="With --transformer: auto, numpy (attn's own forward pass) or torch (transformers).")] = "auto",
-    device: Annotated[Optional[str], typer.Option(help="With --backend torch: where transformers runs the model: cpu, cuda, mps or auto.")] = None,
-    dtype: Annotated[Optional[str], typer.Option(help="With --backend torch: the weights' dtype: float32, bfloat16 or float16.")] = None,
-    device_map: Annotated[Optional[str], typer.Option("--device-map", help="With --backend torch: let accelerate split the model across the GPUs, the CPU and the disk: auto (the big extra).", metavar="auto")] = None,
-    max_memory: Annotated[Optional[str], typer.Option("--max-memory", help="With --device-map: each device's budget, DEVICE=SIZE,... plus disk, e.g. 0=20GiB,cpu=64GiB,disk.", metavar="SPEC")] = None,
+    **options: Any,
 ) -> None:
     """Let a causal language model continue PROMPT and watch what each new token attends to.
 
@@ -58,6 +54,8 @@ def generate_cmd(
     keys: prompt, tokens, generated, stopped, steps [{token, prob, candidates, attention, ...}],
     weights, model, settings, view, prompt_mapping. See docs/generate.md.
     """
+    model, transformer, json_out = options["model"], options["transformer"], options["json_out"]
+    allow_missing_weights, backend = options["allow_missing_weights"], options["backend"]
     if json_out and jsonl:
         raise BadInput("give --json or --jsonl, not both")
     if top is not None and top < 1:
@@ -70,8 +68,9 @@ def generate_cmd(
 
     if allow_missing_weights and transformer is None:
         raise BadInput("--allow-missing-weights needs --transformer NAME_OR_PATH (a pretrained model)")
-    decoder = load_decoder(model, transformer, allow_missing_weights=allow_missing_weights, chat=chat, backend=backend,
-                           device=device, dtype=dtype, device_map=device_map, max_memory=max_memory)
+    decoder = load_decoder(model, transformer, allow_missing_weights=allow_missing_weights, chat=chat,
+                           backend=backend.value if backend else "auto",
+                           **{name: options[name] for name in PLACEMENT_OPTIONS})
     drawing = not (json_out or jsonl)
     progress = _Progress(settings.n) if (not drawing or not out_console().is_terminal) else None
 

@@ -11,6 +11,7 @@ import typer
 
 from attncli import paths
 from attncli.cli.common import app, emit_json, err_console, escape, out_console
+from attncli.cli.options import JsonOpt
 from attncli.errors import BadInput
 from attncli.vectors import imports, store
 
@@ -23,7 +24,7 @@ def import_cmd(
     fmt: Annotated[str, typer.Option("--format", help="word2vec (text with a 'COUNT DIM' header, fastText .vec), word2vec-binary, glove (text, no header) or fasttext-bin.", show_default=False)],
     limit: Annotated[Optional[int], typer.Option("--limit", help="Keep only the first N words (the files list the most frequent first).", show_default="all")] = None,
     precision: Annotated[str, typer.Option(help="Stored precision: float32 or float16 (half the disk).")] = "float32",
-    json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Import pretrained word vectors (GloVe, word2vec, fastText) as an attn model."""
     started = time.perf_counter()

@@ -12,8 +12,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from attncli.cli.common import app
-from attncli.cli.matrix import Exports, _check_exports
-from attncli.cli.output import show
+from attncli.cli.output import Exports, check_exports, show
 from attncli.cli.options import EXPORT_OPTIONS, declared
 from attncli.pipeline.lens_compute import MAX_TOP_K, LensRequest, compute
 
@@ -26,12 +25,12 @@ def lens_cmd(
     top_k: Annotated[int, typer.Option("--top-k", "-k", help=f"Next tokens per layer and position, in the table and the JSON (1-{MAX_TOP_K}).")] = 1,
     token: Annotated[Optional[str], typer.Option(help="Follow this token's rank and probability through the layers.",
                                                  metavar="WORD")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the lens as JSON.")] = False,
     **options: Any,
 ) -> None:
     """The logit lens: what a decoder would predict next if it stopped after each layer."""
+    json_out = options["json_out"]
     request = LensRequest(text, transformer=options["transformer"], model=options["model"], top_k=top_k, token=token)
     request.check()
-    exports = Exports(**{name: options[name] for name in EXPORT_OPTIONS})
-    _check_exports(exports, json_out)
+    exports = Exports.of(options)
+    check_exports(exports, json_out)
     show(compute(request), json_out=json_out, exports=exports)

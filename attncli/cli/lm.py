@@ -11,6 +11,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from attncli.cli.common import app, emit_json, err_console, escape, out_console
+from attncli.cli.options import JsonOpt, ModelOpt, declared
 from attncli.cli.output import show
 from attncli.cli.progress import Progress, Stage
 from attncli.cli.transformer import load_model
@@ -22,7 +23,7 @@ from attncli.pipeline.heads_compute import compute as compute_heads
 @app.command("train-attention")
 def train_attention_cmd(
     *,
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Word-vector model to start from (default: $ATTN_MODEL or the built-in one).")] = None,
+    model: ModelOpt = None,
     name: Annotated[Optional[str], typer.Option("--name", "-n", help="Model to write (a copy of --model's vectors plus the attention). Default: --model itself; required when --model is the built-in one.")] = None,
     epochs: Annotated[int, typer.Option(help="Passes over the training sentences (1-10000).")] = 5,
     layers: Annotated[int, typer.Option(help="Transformer layers (1-64).")] = 2,
@@ -37,7 +38,7 @@ def train_attention_cmd(
     heldout: Annotated[float, typer.Option(help="Fraction of Brown's documents held out for perplexity, in (0, 1).")] = 0.1,
     limit_sentences: Annotated[Optional[int], typer.Option(help="Use only whole documents up to about this many sentences (quick trials; 2-1000000000).")] = None,
     threads: Annotated[Optional[int], typer.Option(help="torch threads (default: the cores not busy with other work, by the load average; 1-1024).")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Train a small causal transformer LM on Brown over frozen word vectors; store its attention.
 
@@ -107,20 +108,14 @@ def _print_summary(doc: dict[str, Any]) -> None:
 
 
 @app.command("heads")
+@declared("model", "file", "sentences", "window", "json_out", "transformer", "exclude_first", "backend",
+          "allow_missing_weights", "stack", "weights", "random", "role", "threshold")
 def heads_cmd(
     *,
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model whose trained attention to score (default: $ATTN_MODEL or the built-in one).")] = None,
-    file: Annotated[Optional[Path], typer.Option("--file", help="Score on these sentences (one per line) instead of the stored held-out ones.")] = None,
+    file: Annotated[Optional[Path], typer.Option("--file", help="Score on these sentences (one per line) instead of the stored held-out ones; with --stack decoder or cross, a line SOURCE<TAB>TARGET gives the decoder its text.")] = None,
     sentences: Annotated[Optional[int], typer.Option(help="Use at most this many sentences.")] = None,
     window: Annotated[int, typer.Option(help="'local' = attention within this many tokens back (1-10000).")] = 3,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the scores as JSON.")] = False,
-    transformer: Annotated[Optional[str], typer.Option(help="Score a pretrained Hugging Face model's heads instead (hub id or directory).",
-                                                       metavar="NAME_OR_PATH")] = None,
     exclude_first: Annotated[bool, typer.Option("--exclude-first", help="With --transformer: drop key 0 and renormalise each row first (attention sinks).")] = False,
-    backend: Annotated[str, typer.Option(help="With --transformer: auto, numpy or torch.")] = "auto",
-    allow_missing_weights: Annotated[bool, typer.Option("--allow-missing-weights", help="With --transformer: run a model whose checkpoint lacks weights or holds unused ones, with a warning.")] = False,
-    stack: Annotated[Optional[str], typer.Option("--stack", help="With --transformer, an encoder-decoder (T5, BART): encoder (default), decoder or cross; a --file line SOURCE<TAB>TARGET gives the decoder its text.",
-                                                 metavar="STACK", show_default=False)] = None,
     weights: Annotated[bool, typer.Option("--weights", help="With --transformer (a decoder): read each head from its weights alone: OV copying score, top OV/QK tokens, Q-/K-/V-composition between heads.")] = False,
     random: Annotated[Optional[int], typer.Option("--random", help="With --transformer (a decoder): score previous-token, duplicate-token and induction heads on N random tokens repeated once (--sentences: how many sequences, default 10).",
                                                   metavar="N", show_default=False)] = None,
@@ -128,6 +123,7 @@ def heads_cmd(
                                                 metavar="ROLE", show_default=False)] = None,
     threshold: Annotated[Optional[float], typer.Option("--threshold", help="With --weights: list every composition edge above this score (default: the 10 strongest).",
                                                        show_default=False)] = None,
+    **options: Any,
 ) -> None:
     """Score each learned head as previous-token, first-token, self, local or broad (entropy).
 
@@ -140,10 +136,13 @@ def heads_cmd(
     queries, window, uniform, thresholds, heads [{layer, head, previous_token, first_token, self,
     local, entropy, label}].
     """
-    request = HeadsRequest(model=model, transformer=transformer, file=file, sentences=sentences, window=window,
-                           exclude_first=exclude_first, backend=backend, allow_missing_weights=allow_missing_weights,
-                           stack=stack, weights=weights, random=random, role=role, threshold=threshold)
+    json_out, backend, stack = options["json_out"], options["backend"], options["stack"]
+    request = HeadsRequest(model=options["model"], transformer=options["transformer"], file=file, sentences=sentences,
+                           window=window, exclude_first=exclude_first, backend=backend.value if backend else "auto",
+                           allow_missing_weights=options["allow_missing_weights"], stack=stack.value if stack else None,
+                           weights=weights, random=random, role=role, threshold=threshold)
     request.check()  # before any model is read
     show(compute_heads(request, progress=Progress(json_out),
-                       load_model=lambda: load_model(transformer, backend, allow_missing_weights, json_out=json_out)),
+                       load_model=lambda: load_model(request.transformer, request.backend, request.allow_missing_weights,
+                                                     json_out=json_out)),
          json_out=json_out)

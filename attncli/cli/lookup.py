@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from attncli.cli.common import app, err_console, warn
+from attncli.cli.options import AllowMissingWeightsOpt, JsonOpt, ModelOpt
 from attncli.cli.output import show
 from attncli.errors import BadInput
 from attncli.lookup import dictionary as core
@@ -26,17 +27,17 @@ def lookup_cmd(
     query: Annotated[Optional[str], typer.Argument(help="The key to look up: a word or a phrase (\"top speed\").", show_default=False)] = None,
     *,
     dict_path: Annotated[Optional[str], typer.Option("--dict", help="JSON object to look in: a file, or - for stdin (default: the shipped car.json).", show_default=False)] = None,
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Word-vector model (default: $ATTN_MODEL, else the built-in one).", show_default=False)] = None,
+    model: ModelOpt = None,
     encoder: Annotated[Optional[str], typer.Option("--encoder", help="Compare query and keys with a pretrained sentence encoder instead (a directory or hub id, e.g. all-MiniLM-L6-v2): its sentence-transformers pooling (mean if none), then cosine.", show_default=False)] = None,
-    allow_missing_weights: Annotated[bool, typer.Option("--allow-missing-weights", help="With --encoder: run an encoder whose checkpoint lacks weights or holds unused ones, with a warning.")] = False,
+    allow_missing_weights: AllowMissingWeightsOpt = False,
     temperature: Annotated[float, typer.Option("--temperature", "-t", help="Softmax temperature T (> 0): lower is sharper.")] = DEFAULT_TEMPERATURE,
     top_k: Annotated[Optional[int], typer.Option("--top-k", help="Keep only the K most similar keys (softmax over those K).", show_default=False)] = None,
     ngram_weight: Annotated[Optional[float], typer.Option(help=f"lambda in similarity = (1-lambda)*cosine + lambda*ngram overlap; 0: cosine only. Default {NGRAM_WEIGHT:g}; with --encoder, the encoder's own where one was chosen ({_ENCODER_WEIGHTS}).", show_default=False)] = None,
     exact: Annotated[bool, typer.Option("--exact/--no-exact", help="A query that is a key gets weight 1 on it, like a dict.")] = True,
-    queries: Annotated[Optional[str], typer.Option("--queries", help="Batch: one query per line from a file, or - for stdin.", show_default=False)] = None,
+    queries: Annotated[Optional[str], typer.Option("--queries", help="Batch: one query per line from a file, or - for stdin (--json: JSON Lines).", show_default=False)] = None,
     rows: Annotated[int, typer.Option(help="Table rows to show (0: all); --json always lists every kept key.")] = 20,
     explain: Annotated[bool, typer.Option("--explain", help="Print the steps and the formula.")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="JSON on stdout (JSON Lines with --queries).")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Look a key up in a dictionary by attention: softmax over the similarity of the query to every key.
 

@@ -7,7 +7,6 @@ is imported at module level: the command bodies import what they use, and never 
 nltk.
 """
 
-from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Annotated, Any, Optional
@@ -20,22 +19,20 @@ from attncli.attention.view_rows import span, start_end
 from attncli.attention.masks import MaskSpec
 from attncli.attention.matrix import MatrixRequest, compute
 from attncli.attention.variants import DEFAULT_VARIANT, VARIANTS
-from attncli.cli.common import app, emit_json, info, json_write, out_console, quiet_stdout
-from attncli.cli.options import EXPORT_OPTIONS, PLACEMENT_OPTIONS, VIEW_OPTIONS, WORD_VECTOR_OPTIONS, declared
+from attncli.cli.common import app, emit_json, info, json_write, out_console
+from attncli.cli.options import EXPORT_OPTIONS, PLACEMENT_OPTIONS, VIEW_OPTIONS, WORD_VECTOR_OPTIONS, JsonOpt, declared
 from attncli.cli.options import TRANSFORMER_ONLY as _TRANSFORMER_ONLY
-from attncli.cli.output import JSON_SHARES_STDOUT
+from attncli.cli.output import Exports, check_exports
 from attncli.cli.output import show as show_result
 from attncli.cli.panels import render_demo, render_scale
 from attncli.errors import BadInput
-from attncli.export_target import check_export
 from attncli.option_conflicts import SWITCHES, validate
 from attncli.textio import read_user_text
-from attncli.views.export import png_available
 from attncli.views.matrix_result import MatrixView
 from attncli.views.render import render_variants
 
 
-def _read_text(sentence: Optional[str], file: Optional[Path]) -> str:
+def read_sentence(sentence: Optional[str], file: Optional[Path]) -> str:
     if sentence is not None and file is not None:
         raise BadInput("give the sentence either as an argument or with --file, not both")
     if file is None and sentence is None:
@@ -45,46 +42,6 @@ def _read_text(sentence: Optional[str], file: Optional[Path]) -> str:
     if file is None:
         file = Path("-")
     return read_user_text(file, "--file", hint="give a UTF-8 text file")
-
-
-@dataclass
-class Exports:
-    """The files ``attn matrix`` writes besides what it prints (attncli.views.export)."""
-
-    svg: Optional[Path] = None
-    html: Optional[Path] = None
-    png: Optional[Path] = None
-    width: Optional[int] = None  # None: as wide as the view needs
-
-    def __bool__(self) -> bool:
-        return any(p is not None for p in (self.svg, self.html, self.png))
-
-
-def _check_exports(exports: Exports, json_out: bool = False) -> None:
-    """Export targets attn can write (attncli.export_target.check_export), a sane --width and the
-    png extra, checked before any work (bad input: exit 2). An export into stdout (/dev/stdout)
-    has stdout to itself: the view is not drawn there, and --json is refused."""
-    targets = {}
-    for path, option in ((exports.svg, "--svg"), (exports.html, "--html"), (exports.png, "--png")):
-        if path is not None:
-            targets[option] = check_export(path, option, binary=option == "--png")
-    seen: dict = {}
-    for option, target in targets.items():
-        other = seen.setdefault(target.key(), option)
-        if other != option:
-            raise BadInput(f"{other} and {option} name the same file ({str(target.given)!r}): give each its own")
-    if any(target.is_stdout for target in targets.values()):
-        if json_out:
-            raise BadInput(JSON_SHARES_STDOUT)
-
-        quiet_stdout()
-    if exports.width is not None and not 20 <= exports.width <= 4000:
-        raise BadInput(f"--width must be between 20 and 4000 columns (got {exports.width})")
-    if exports.width is not None and not exports:
-        raise BadInput("--width lays out the --svg / --html / --png files: give one of them (the terminal's view "
-                       "takes the terminal's width)")
-    if exports.png is not None:
-        png_available()
 
 
 @app.command("matrix")
@@ -101,7 +58,6 @@ def matrix_cmd(
                                                      "also A-B (both included), last:N or word:TEXT, and only those rows are "
                                                      "computed.", metavar="SPEC")] = None,
     cols: Annotated[Optional[str], typer.Option(help="Columns to draw, START:END.")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the matrices as JSON.")] = False,
     **options: Any,
 ) -> None:
     """Attention matrix of a sentence as a heatmap: rows are queries, columns keys.
@@ -112,16 +68,17 @@ def matrix_cmd(
     last layer, every head).
     """
     given = {name for name in ctx.params if _given(ctx, name)}
+    json_out = options.pop("json_out")
     o = SimpleNamespace(**options)
-    exports = Exports(svg=o.svg, html=o.html, png=o.png, width=o.width)
+    exports = Exports.of(options)
     if o.transformer is not None or given & set(_TRANSFORMER_ONLY):
         _transformer_matrix(given, sentence=sentence, file=file, explain=explain, rows=rows, cols=cols, exports=exports,
                             json_out=json_out, options=options)
         return
     validate({"show": o.show.value, "layer": o.layer, "head": o.head, "proj": o.proj}, "vectors")
 
-    _check_exports(exports, json_out)
-    text = _read_text(sentence, file)
+    check_exports(exports, json_out)
+    text = read_sentence(sentence, file)
     row_span, col_span = span(rows, "--rows"), span(cols, "--cols")
     projection_options = {name: value for name, value in (("layer", o.layer), ("head", o.head)) if value is not None}
     req = MatrixRequest(
@@ -154,10 +111,10 @@ def _transformer_matrix(given: set[str], *, sentence, file, explain, rows, cols,
 
     o = SimpleNamespace(**options)
     check_options(given, o.transformer)
-    _check_exports(exports, json_out)
-    opts = MatrixOptions(transformer=o.transformer, text=_read_text(sentence, file), pair=o.pair, layer=o.layer,
-                         head=o.head, block=o.pair_filter.value if o.pair_filter else None,
-                         block_specials=o.filter_specials.value if o.filter_specials else "none",
+    check_exports(exports, json_out)
+    opts = MatrixOptions(transformer=o.transformer, text=read_sentence(sentence, file), pair=o.pair, layer=o.layer,
+                         head=o.head, filter=o.filter.value if o.filter else None,
+                         filter_specials=o.filter_specials.value if o.filter_specials else "none",
                          backend=o.backend.value if o.backend else "auto", explain=explain, layers=o.layers,
                          show=o.show.value, device=o.device, dtype=o.dtype, target=o.target,
                          stack=o.stack.value if o.stack else None, rows=rows, top_k=o.top_k, pool=o.pool,
@@ -169,7 +126,7 @@ def _transformer_matrix(given: set[str], *, sentence, file, explain, rows, cols,
 @app.command("variants")
 def variants_cmd(
     *,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the list as JSON.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """The attention variants of 'attn matrix --variant': formula and source."""
     rows = [
@@ -187,7 +144,7 @@ def variants_cmd(
 @app.command("demo")
 def demo_cmd(
     *,
-    json_out: Annotated[bool, typer.Option("--json", help="Print every step as JSON.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """The seed's worked example of attention, step by step (four words, seed 42)."""
     ex = worked_example()
@@ -202,7 +159,7 @@ def scale_cmd(
     *,
     factor: Annotated[float, typer.Option(help="The factor the scores are multiplied by in the middle panel.")] = 100.0,
     seed: Annotated[int, typer.Option(help="Seed of the random vectors of the d_k sweep.")] = 0,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the panels and the sweep as JSON.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Why scaled dot-product attention divides by sqrt(d_k): softmax saturation, side by side."""
     import math

@@ -11,13 +11,13 @@ takes it. Nothing heavy is imported here: the completions import the registries 
 import inspect
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Callable, Mapping, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 
 from attncli.attention.projection import PROJECTIONS
 from attncli.attention.variants import VARIANTS
-from attncli.option_conflicts import BACKENDS, NEW_SWITCHES, STACKS, SWITCHES, TRANSFORMER_ONLY, flag  # noqa: F401
+from attncli.option_conflicts import BACKENDS, NEW_SWITCHES, SHOWS, STACKS, SWITCHES, TRANSFORMER_ONLY, flag  # noqa: F401
 
 PRETRAINED = "Pretrained transformers"  # the --help panel of the --transformer options
 
@@ -28,14 +28,7 @@ def switch(name: str) -> Any:
     return Annotated[bool, typer.Option(flag(name), help=SWITCHES[name], rich_help_panel=PRETRAINED)]
 
 
-class Show(str, Enum):
-    weights = "weights"
-    scores = "scores"
-    output = "output"
-    norms = "norms"  # --transformer only: ||alpha f(x)|| (attncli.attention.value_norms)
-    alti = "alti"  # --transformer only, the contribution methods (attncli.hf.contributions): one matrix per layer
-    globenc = "globenc"
-    value_zeroing = "value-zeroing"
+Show = Enum("Show", [(name.replace("-", "_"), name) for name in SHOWS], type=str)  # the choices: attncli.option_conflicts
 
 
 class Positions(str, Enum):
@@ -160,20 +153,47 @@ TargetOpt = Annotated[Optional[str], typer.Option("--target", help="An encoder-d
 StackOpt = Annotated[Optional[Stack], typer.Option("--stack", help="An encoder-decoder's attention: encoder (default), decoder (causal, over --target) or cross (--target's tokens over the sentence's).",
                                                    metavar="STACK", rich_help_panel=PRETRAINED, show_default=False)]
 
+# --- every command's output, and the model it reads -------------------------------------------------
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
+ExploreOpt = Annotated[bool, typer.Option("--explore", help="Then open the statistics in an interactive view (the explore extra).")]
+
+# --- the causal tests (attn ablate, patch, dla, attribute, circuit): what they measure -----------------
+
+TargetTokenOpt = Annotated[Optional[str], typer.Option("--target", help="The token whose log-probability (or logit) is measured.",
+                                                       metavar="TOKEN")]
+TargetIdOpt = Annotated[Optional[int], typer.Option("--target-id", help="The target as a vocabulary id.", metavar="ID")]
+ContrastOpt = Annotated[Optional[str], typer.Option("--contrast", help="Measure logit(target) - logit(this token) instead.",
+                                                    metavar="TOKEN")]
+ContrastIdOpt = Annotated[Optional[int], typer.Option("--contrast-id", help="The contrast as a vocabulary id.", metavar="ID")]
+
+# --- work in shards (attn stats; --pairs FILE on attn ablate, patch, attribute and circuit) ------------
+
+PairsOpt = Annotated[Optional[Path], typer.Option(
+    "--pairs", metavar="FILE", help="Average over the prompt pairs of a JSONL file (one object a line: clean, corrupt, "
+    "target, optional contrast) instead of one text.")]
+OutOpt = Annotated[Optional[Path], typer.Option("--out", metavar="DIR", help="Write a shard per chunk here; a run started "
+                                                "again resumes.")]
+ShardPairsOpt = Annotated[int, typer.Option("--shard-pairs", metavar="N", help="With --pairs: pairs per shard.")]
+WorkersOpt = Annotated[int, typer.Option("--workers", metavar="N", help="Local worker processes (with --ray: actors; "
+                                         "default the cluster's CPUs).")]
+RayOpt = Annotated[Optional[str], typer.Option("--ray", metavar="ADDRESS", help="Run the chunks on the Ray cluster at this "
+                                               "address (the cluster extra).")]
+
 # TRANSFORMER_ONLY: the options that only --transformer gives a meaning to (attn matrix's parameter
 # names), read by cli.matrix (which sends them to --transformer); the table refuses them without it
 
 
 # --- the declarations, by parameter name: what a command's signature is built from ------------------
 
-OPTIONS: dict[str, tuple[Any, Any]] = {  # parameter name -> (its Annotated type, its default)
+OPTIONS: dict[str, tuple[Any, ...]] = {  # parameter name -> (its Annotated type, its default[, the parameter's name])
     "context": (ContextOpt, None), "variant": (VariantOpt, "scaled"), "causal": (CausalOpt, False),
     "window": (WindowOpt, None), "pad_to": (PadToOpt, None), "positions": (PositionsOpt, Positions.sinusoidal),
     "proj": (ProjOpt, "identity"), "d_k": (DKOpt, None), "seed": (SeedOpt, 0), "layer": (LayerOpt, None),
     "head": (HeadOpt, None), "heads": (HeadsOpt, None), "max_relative": (MaxRelativeOpt, 4),
     "show": (ShowOpt, Show.weights), "model": (ModelOpt, None),
     "svg": (SvgOpt, None), "html": (HtmlOpt, None), "png": (PngOpt, None), "width": (ExportWidthOpt, None),
-    "transformer": (TransformerOpt, None), "pair": (PairOpt, None), "pair_filter": (FilterOpt, None),
+    "transformer": (TransformerOpt, None), "pair": (PairOpt, None), "filter": (FilterOpt, None),
     "filter_specials": (FilterSpecialsOpt, None), "words": (WordsOpt, False), "hide_special": (HideSpecialOpt, False),
     "rollout": (RolloutOpt, False), "backend": (BackendOpt, None), "truncate": (TruncateOpt, False),
     "model_view": (ModelViewOpt, False), "layers": (LayersOpt, None),
@@ -182,24 +202,31 @@ OPTIONS: dict[str, tuple[Any, Any]] = {  # parameter name -> (its Annotated type
     "target": (TargetOpt, None), "stack": (StackOpt, None), "rows": (LongRowsOpt, None), "top_k": (TopKOpt, None),
     "pool": (PoolOpt, None),
     **{name: (switch(name), False) for name in NEW_SWITCHES},
+    "json_out": (JsonOpt, False), "explore": (ExploreOpt, False),
+    "target_token": (TargetTokenOpt, None, "target"),  # the causal tests' --target: a parameter named target
+    "target_id": (TargetIdOpt, None), "contrast": (ContrastOpt, None), "contrast_id": (ContrastIdOpt, None),
+    "pairs": (PairsOpt, None), "out": (OutOpt, None), "shard_pairs": (ShardPairsOpt, 64), "workers": (WorkersOpt, 1),
+    "ray": (RayOpt, None),
 }
 
 # groups of them, in the order --help lists them
 WORD_VECTOR_OPTIONS = ("context", "variant", "causal", "window", "pad_to", "positions", "proj", "d_k", "seed", "layer",
                        "head", "heads", "max_relative", "show")
 EXPORT_OPTIONS = ("svg", "html", "png", "width")
-VIEW_OPTIONS = ("transformer", "pair", "pair_filter", "filter_specials", "words", "hide_special", "rollout", "backend",
+VIEW_OPTIONS = ("transformer", "pair", "filter", "filter_specials", "words", "hide_special", "rollout", "backend",
                 "truncate", "model_view", "layers", "allow_missing_weights", "flow", *NEW_SWITCHES)  # a pretrained model's view
 PLACEMENT_OPTIONS = ("device", "dtype", "device_map", "max_memory")  # --backend torch: where and how it runs
 LONG_OPTIONS = ("rows", "top_k", "pool")  # a long text's views
+CAUSAL_MODEL_OPTIONS = ("transformer", "target_token", "target_id", "contrast", "contrast_id")  # what a causal test measures
+PAIRS_OPTIONS = ("pairs", "out", "shard_pairs", "workers", "ray")  # --pairs FILE and how its shards run
 
 
-def declared(*names: str, table: Optional[Mapping[str, tuple[Any, Any]]] = None) -> Callable[[Callable], Callable]:
+def declared(*names: str) -> Callable[[Callable], Callable]:
     """Build a command's signature from the declarations: ``names`` lists every parameter of the
     command in the order ``--help`` shows them; a name the function declares itself is its own
     (its positional arguments, an option only it has, or its own help for a shared name), any other
-    is :data:`OPTIONS`' (or ``table``'s: a command group's own, as cli/causal.py's and cli/stats.py's;
-    keyword-only), and reaches the function through its ``**options``. Typer
+    is :data:`OPTIONS`' (keyword-only; the parameter's name is the key, or the entry's third field),
+    and reaches the function through its ``**options``. Typer
     reads the signature built here (``__signature__``), so the help, the completion and the checks
     are those of the declaration. Nothing runs at call time: Typer passes every option by name.
 
@@ -216,9 +243,9 @@ def declared(*names: str, table: Optional[Mapping[str, tuple[Any, Any]]] = None)
             if name in own:
                 params.append(own.pop(name))
             else:
-                annotation, default = (OPTIONS if table is None else table)[name]
-                params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
-                                                default=default))
+                annotation, default, *renamed = OPTIONS[name]
+                params.append(inspect.Parameter(renamed[0] if renamed else name, inspect.Parameter.KEYWORD_ONLY,
+                                                annotation=annotation, default=default))
         left = [name for name, p in own.items() if p.kind is not p.VAR_KEYWORD]
         if left:
             raise TypeError(f"{fn.__name__}: declared() does not list {', '.join(left)}")

@@ -1,18 +1,14 @@
-"""``--pairs FILE`` on ``attn ablate``, ``patch``, ``attribute`` and ``circuit``: the options declared
-once (:data:`PAIRS_OPTIONS`), what they exclude (attncli.option_conflicts' rows of path "pairs"), and the run: a
+"""``--pairs FILE`` on ``attn ablate``, ``patch``, ``attribute`` and ``circuit``: its options (declared
+in attncli.cli.options, PAIRS_OPTIONS), what they exclude (attncli.option_conflicts' rows of path "pairs"), and the run: a
 attncli.pipeline.pairs_compute.PairsRun computed and shown as the single pair's grid is
 (attncli.views.pairs_view), "mean over N pairs" in its title."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated, Any, Optional
-
-import typer
+from typing import Any, Optional
 
 from attncli.cli.common import resumable
-from attncli.cli.matrix import Exports, _check_exports
-from attncli.cli.output import show
+from attncli.cli.output import Exports, check_exports, show
 from attncli.cli.progress import Stage
 from attncli.errors import BadInput
 from attncli.option_conflicts import validate
@@ -20,24 +16,6 @@ from attncli.pipeline.pairs_compute import PairsRun, compute_pairs
 from attncli.textio import visible
 from attncli.views.circuit_view import CircuitView
 from attncli.views.pairs_view import PairsView
-
-PairsOpt = Annotated[Optional[Path], typer.Option(
-    "--pairs", metavar="FILE", help="Average over the prompt pairs of a JSONL file (one object a line: clean, corrupt, "
-    "target, optional contrast) instead of one text.")]
-PairsOutOpt = Annotated[Optional[Path], typer.Option(
-    "--out", metavar="DIR", help="With --pairs: write a shard per chunk of pairs here; a run started again resumes.")]
-ShardPairsOpt = Annotated[int, typer.Option("--shard-pairs", metavar="N", help="With --pairs: pairs per shard.")]
-WorkersOpt = Annotated[int, typer.Option("--workers", metavar="N", help="With --pairs: local worker processes "
-                                         "(with --ray: actors; default the cluster's CPUs).")]
-RayOpt = Annotated[Optional[str], typer.Option("--ray", metavar="ADDRESS", help="With --pairs: run the chunks on the "
-                                               "Ray cluster at this address (the cluster extra).")]
-
-PAIRS_OPTIONS: dict[str, tuple[Any, Any]] = {
-    "pairs": (PairsOpt, None), "out": (PairsOutOpt, None), "shard_pairs": (ShardPairsOpt, 64),
-    "workers": (WorkersOpt, 1), "ray": (RayOpt, None),
-}
-PAIRS_NAMES = tuple(PAIRS_OPTIONS)
-
 
 def check_pairs_options(options: dict[str, Any], positionals: list[Optional[str]]) -> None:
     """BadInput for a mix of --pairs and one pair's options, or the run options without --pairs
@@ -53,9 +31,8 @@ def check_pairs_options(options: dict[str, Any], positionals: list[Optional[str]
 def run_pairs_command(kind: str, options: dict[str, Any], **job: Any) -> None:
     """Compute and print a --pairs run of ``kind`` (``job``: site, qk_fix, steps)."""
     json_out = options.get("json_out", False)
-    exports = Exports(svg=options.get("svg"), html=options.get("html"), png=options.get("png"),
-                      width=options.get("width"))
-    _check_exports(exports, json_out)
+    exports = Exports.of(options)
+    check_exports(exports, json_out)
     backend = options.get("backend")
     run = PairsRun(options["pairs"], kind, transformer=options.get("transformer"),
                    backend=backend.value if hasattr(backend, "value") else (backend or "auto"),

@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from attncli.cli.common import _quiet_broken_pipe, environment_message, say
+from attncli.cli.common import quiet_broken_pipe, environment_message, say
 from attncli.errors import AttnError, Stopped
 
 
@@ -34,7 +34,7 @@ def run(command: Any) -> None:
         cli.parse_args = _shell_named(cli.parse_args)
         cli()
     except BrokenPipeError:
-        _quiet_broken_pipe()
+        quiet_broken_pipe()
     except SystemExit as exc:
         code = exc.code
         # rich's Console.on_broken_pipe (used by every rich view and Typer's --help) points stdout

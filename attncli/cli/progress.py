@@ -19,7 +19,7 @@ def wanted(json_out: bool) -> bool:
 DELAY = 1.0  # seconds of work before a Stage or a Bar says anything: a quick run (or refusal) stays silent; 0: at once
 
 
-class _Delayed:
+class Delayed:
     """What Stage and Bar share: ``_show`` runs once the work has run for ``DELAY`` seconds (in a
     timer thread, under the lock), unless :meth:`stop` came first; :meth:`stop` cancels the timer
     and ``_hide`` takes down what was shown. Nothing runs when progress is not ``wanted``."""
@@ -61,7 +61,7 @@ class _Delayed:
         self.stop()
 
 
-class Stage(_Delayed):
+class Stage(Delayed):
     """One message for a stretch of work without steps (loading a model, preparing data), said
     once the work has run for ``DELAY`` seconds, so that a quick run prints nothing and a refusal
     is still the first line on stderr; on a terminal a spinner runs beside it until :meth:`stop`
@@ -84,7 +84,7 @@ class Stage(_Delayed):
             self.status = None
 
 
-class Bar(_Delayed):
+class Bar(Delayed):
     """A bar of ``total`` steps (``label``: what a step is) on stderr, with ``message`` above it;
     both appear once the work has run for ``DELAY`` seconds, the bar at the steps done by then.
     :meth:`advance` after each step."""

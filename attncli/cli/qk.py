@@ -8,20 +8,15 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from attncli.cli.causal import JsonOpt
 from attncli.cli.common import app
-from attncli.cli.matrix import Exports, _check_exports
-from attncli.cli.options import EXPORT_OPTIONS, OPTIONS, declared
-from attncli.cli.output import show
+from attncli.cli.options import EXPORT_OPTIONS, declared
+from attncli.cli.output import Exports, check_exports, show
 from attncli.cli.transformer import load_model
 from attncli.pipeline.qk_compute import QKRequest, compute
 
-QK_OPTIONS = {**OPTIONS, "json_out": (JsonOpt, False)}  # the shared declarations, and --json as the causal tests'
-
-
 @app.command("qk")
 @declared("text", "transformer", "pair", "layer", "head", "query", "key", "top", "allow_missing_weights", "json_out",
-          *EXPORT_OPTIONS, table=QK_OPTIONS)
+          *EXPORT_OPTIONS)
 def qk_cmd(
     text: Annotated[str, typer.Argument(help="The text the model reads.", show_default=False)],
     *,
@@ -41,8 +36,8 @@ def qk_cmd(
     positions), the score is a sum of one part per pair. The parts add up to the score.
     """
     json_out = options["json_out"]
-    exports = Exports(svg=options["svg"], html=options["html"], png=options["png"], width=options["width"])
-    _check_exports(exports)
+    exports = Exports.of(options)
+    check_exports(exports)
     request = QKRequest(text, transformer=options["transformer"], pair=options["pair"], layer=layer, head=head,
                         query=query, key=key, top=top, allow_missing_weights=options["allow_missing_weights"])
     request.check()

@@ -12,10 +12,9 @@ import typer
 from typer.core import TyperGroup
 
 from attncli.cli.common import RefusesEmptyPaths, app, err_console, escape, info, resumable, warn
-from attncli.cli.matrix import Exports, _check_exports
-from attncli.cli.options import BackendOpt, ExportWidthOpt, HtmlOpt, PngOpt, SvgOpt, declared
-from attncli.cli.output import show, write_exports
-from attncli.cli.progress import _Delayed
+from attncli.cli.options import declared
+from attncli.cli.output import Exports, check_exports, show, write_exports
+from attncli.cli.progress import Delayed
 from attncli.cli.transformer import load_model
 from attncli.errors import BadInput
 from attncli.pipeline.stats_compute import compute_merge, compute_stats
@@ -34,16 +33,10 @@ class _StatsGroup(RefusesEmptyPaths, TyperGroup):
 stats_app = typer.Typer(cls=_StatsGroup, help="Head statistics over a corpus (attn stats CORPUS; attn stats merge DIR...).")
 app.add_typer(stats_app, name="stats")
 
-ExploreOpt = Annotated[bool, typer.Option("--explore", help="Then open the statistics in an interactive view (the explore extra).")]
-
-OUTPUT: dict[str, tuple[Any, Any]] = {  # the options attn stats and attn stats merge share: name -> (Annotated, default)
-    "svg": (SvgOpt, None), "html": (HtmlOpt, None), "png": (PngOpt, None), "width": (ExportWidthOpt, None),
-    "explore": (ExploreOpt, False),
-}
 OUTPUT_OPTIONS = ("svg", "html", "png", "width", "explore")  # after --json, in --help's order
 
 
-class _Progress(_Delayed):
+class _Progress(Delayed):
     """Shards and texts done, on stderr (after a second; nothing under --json unless on a terminal)."""
 
     def __init__(self, message: str, json_out: bool) -> None:
@@ -80,8 +73,8 @@ def _output(request: Any, json_out: bool, options: dict[str, Any]) -> Exports:
     """The refusals of ``request`` and of how it is shown (--json, --explore, the export targets),
     before any work; the export targets."""
     request.check(json_out=json_out, explore=options["explore"])
-    exports = Exports(svg=options["svg"], html=options["html"], png=options["png"], width=options["width"])
-    _check_exports(exports, json_out)  # --json with an export into stdout: refused (they would share it)
+    exports = Exports.of(options)
+    check_exports(exports, json_out)  # --json with an export into stdout: refused (they would share it)
     if options["explore"]:
         import importlib.util
 
@@ -107,30 +100,22 @@ def _say(kind: str, message: str) -> None:
 @stats_app.command("run")
 @declared("corpus", "transformer", "field", "split", "max_texts", "max_tokens", "out", "shard_texts", "workers",
           "ray", "top_k", "probe_every", "probe_length", "seed", "batch_size", "precision", "backend",
-          "allow_missing_weights", "json_out", *OUTPUT_OPTIONS, table=OUTPUT)
+          "allow_missing_weights", "json_out", *OUTPUT_OPTIONS)
 def stats_cmd(
     corpus: Annotated[str, typer.Argument(metavar="CORPUS", help="A text file (one text a line), - for stdin, a folder of .txt files, "
                                                "a JSONL file, or a saved datasets dataset.", show_default=False)],
     *,
-    transformer: Annotated[Optional[str], typer.Option(help="The pretrained model (hub id or directory).",
-                                                       metavar="NAME_OR_PATH", show_default=False)] = None,
     field: Annotated[Optional[str], typer.Option(help="The text's field in a JSONL file or dataset (default: text).")] = None,
     split: Annotated[Optional[str], typer.Option(help="A saved DatasetDict's split (default: train).")] = None,
     max_texts: Annotated[Optional[int], typer.Option(help="Read at most this many texts.")] = None,
     max_tokens: Annotated[Optional[int], typer.Option(help="Stop before the text that would bring the tokens read past N.", metavar="N")] = None,
-    out: Annotated[Optional[Path], typer.Option(help="Write a shard per chunk here; a run started again resumes.", metavar="DIR")] = None,
     shard_texts: Annotated[int, typer.Option(help="Texts per shard (a chunk of work).")] = 64,
-    workers: Annotated[int, typer.Option(help="Local worker processes (with --ray: actors; default the cluster's CPUs).")] = 1,
-    ray: Annotated[Optional[str], typer.Option("--ray", help="Run the chunks on the Ray cluster at this address (the cluster extra).", metavar="ADDRESS")] = None,
     top_k: Annotated[int, typer.Option("--top-k", help="Example contexts kept per head and statistic.")] = 5,
     probe_every: Annotated[int, typer.Option(help="A repeated random-token probe (induction) for every N-th text.", metavar="N")] = 4,
     probe_length: Annotated[int, typer.Option(help="Random tokens in each half of a probe.")] = 20,
     seed: Annotated[int, typer.Option(help="Seed of the probes' random tokens.")] = 0,
     batch_size: Annotated[int, typer.Option(help="Texts of similar length per forward pass, padded and masked (the NumPy path).")] = 8,
     precision: Annotated[Optional[str], typer.Option(help="The NumPy pass's weights: float32 (attention within 1e-5 of float64's, faster) or float64.", metavar="float32|float64", show_default="float32")] = None,
-    backend: BackendOpt = None,
-    allow_missing_weights: Annotated[bool, typer.Option("--allow-missing-weights", help="Run a model whose checkpoint lacks weights, with a warning.")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON.")] = False,
     **options: Any,
 ) -> None:
     """Per-head statistics of a pretrained model over a corpus: sink, entropy, mean distance,
@@ -140,11 +125,12 @@ def stats_cmd(
     JSON keys: model {name, fingerprint, layers, heads, causal}, texts, texts_scored, tokens,
     probes, ranges, stats {name: {mean (layers x heads), count}}, top {name: [{layer, head, examples}]}.
     """
-    request = StatsRequest(corpus, transformer=transformer, field=field, split=split, max_texts=max_texts,
-                           max_tokens=max_tokens, out=out, shard_texts=shard_texts, workers=workers, ray=ray, top_k=top_k,
-                           probe_every=probe_every, probe_length=probe_length, seed=seed, batch_size=batch_size,
-                           precision=precision, backend=backend.value if backend else "auto",
-                           allow_missing_weights=allow_missing_weights)
+    json_out, out, backend = options["json_out"], options["out"], options["backend"]
+    request = StatsRequest(corpus, transformer=options["transformer"], field=field, split=split, max_texts=max_texts,
+                           max_tokens=max_tokens, out=out, shard_texts=shard_texts, workers=options["workers"],
+                           ray=options["ray"], top_k=top_k, probe_every=probe_every, probe_length=probe_length, seed=seed,
+                           batch_size=batch_size, precision=precision, backend=backend.value if backend else "auto",
+                           allow_missing_weights=options["allow_missing_weights"])
     exports = _output(request, json_out, options)
     with resumable(out):
         result = compute_stats(request, loader=lambda r: load_model(r.transformer, r.backend, r.allow_missing_weights,
@@ -154,12 +140,10 @@ def stats_cmd(
 
 
 @stats_app.command("merge")
-@declared("folders", "json_out", *OUTPUT_OPTIONS, table=OUTPUT)
+@declared("folders", "json_out", *OUTPUT_OPTIONS)
 def merge_cmd(
     folders: Annotated[list[Path], typer.Argument(help="Folders written by 'attn stats --out' (or shard files).",
                                                   show_default=False)],
-    *,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the merged statistics as JSON.")] = False,
     **options: Any,
 ) -> None:
     """Merge the shards of several runs or machines exactly (sums and counts, never means of means).
@@ -167,6 +151,6 @@ def merge_cmd(
     Shards of another model, attn version, definitions version or settings are refused (exit 2);
     a damaged shard is named and skipped. JSON keys: those of 'attn stats', and skipped.
     """
-    request = MergeRequest(tuple(folders))
+    request, json_out = MergeRequest(tuple(folders)), options["json_out"]
     exports = _output(request, json_out, options)
     _show(compute_merge(request), json_out, exports, options["explore"])

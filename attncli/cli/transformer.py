@@ -47,7 +47,7 @@ def load_model(name: str, backend: str, allow_missing_weights: bool = False, *, 
 
 
 def run_matrix(o: ViewRequest, *, json_out: bool, exports, row_span, col_span) -> None:
-    """Compute and print the view (or its --json); write the exports (attncli.cli.matrix.Exports)."""
+    """Compute and print the view (or its --json); write the exports (attncli.cli.output.Exports)."""
     o = replace(o, page=exports.html is not None)
     check_combinations(o)
     model = load_model(o.transformer, o.backend, o.allow_missing_weights, json_out=json_out, device=o.device,

@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from attncli.cli.common import app, emit_json, err_console, escape, out_console, print_error, warn
+from attncli.cli.options import JsonOpt, ModelOpt
 from attncli.errors import AttnError, BadInput
 from attncli.textio import clip, read_lines, stdin_bytes
 from attncli.vectors import store
@@ -45,7 +46,7 @@ def train_cmd(
     max_sentences: Annotated[Optional[int], typer.Option(help="Train on the first N sentences only (quick runs).")] = None,
     corpus: Annotated[Optional[str], typer.Option("--corpus", help="Train on this UTF-8 text file (one sentence per line) instead of Brown.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace a model that has trained attention (the attention is discarded).")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Train word vectors on the Brown corpus (or --corpus FILE) and store them as a model."""
     import os
@@ -136,7 +137,7 @@ def _evaluation_table(ev: dict):
 @app.command("models")
 def models_cmd(
     *,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the list as JSON on stdout.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """List the stored models and the built-in default, with their evaluation figures."""
     rows = [_model_row(m) for m in store.list_models()]
@@ -249,8 +250,8 @@ def _model_row(m: dict) -> dict:
 @app.command("eval")
 def eval_cmd(
     *,
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model name (see attn models).", show_default="the default model")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the figures as JSON on stdout.")] = False,
+    model: ModelOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """Evaluate a model on WordSim-353, SimLex-999 and the analogy questions gensim ships."""
     result = evaluate_model(model)
@@ -298,10 +299,12 @@ def similar_cmd(
     words: Annotated[list[str], typer.Argument(help="Words to find neighbours of; '-' reads one per line from stdin.")],
     *,
     k: Annotated[int, typer.Option("-k", "--top", help="How many neighbours.")] = 10,
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model name (see attn models).", show_default="the default model")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="One JSON object per word (JSON Lines) on stdout.")] = False,
+    model: ModelOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
-    """Nearest neighbours by cosine similarity (like word2vec's distance / fastText's nn)."""
+    """Nearest neighbours by cosine similarity (like word2vec's distance / fastText's nn).
+
+    --json: one JSON object per word (JSON Lines)."""
     if k < 1:
         raise BadInput(f"-k must be at least 1, got {k}")
     vec = load_vectors(model)

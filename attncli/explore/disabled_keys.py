@@ -26,7 +26,7 @@ def corrupt_refusal(kind: str) -> str:
 def state_options(state) -> dict[str, Any]:
     """The options of ``attn matrix --transformer`` that ``state`` (an ExploreState) stands for. The
     app keeps --layers for the next M while the ordinary view is on: only the model view uses it."""
-    return dict(pair=state.pair, block=state.pair_filter, rollout=state.rollout, layer=state.layer, head=state.head,
+    return dict(pair=state.pair, filter=state.filter, rollout=state.rollout, layer=state.layer, head=state.head,
                 model_view=state.model_view, layers=state.layers if state.model_view else None, words=state.words,
                 hide_special=state.hide_special, show=state.contribution or ("norms" if state.norms else "weights"), flow=state.flow,
                 backend=state.backend, rows=state.rows, top_k=state.top_k, pool=state.pool)

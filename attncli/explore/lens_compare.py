@@ -41,7 +41,7 @@ def compute_compare(model, state) -> CompareResult:
     """``attn compare TEXT TEXT_B --transformer NAME [--layer/--head/--words] --align position`` on
     the loaded ``model``: the view's options that the comparison does not carry are refused."""
     for on, option in ((state.pair is not None, "the --pair sentence (k, then an empty line)"),
-                       (state.pair_filter, "--filter"), (state.rollout, "--rollout"), (state.flow, "--flow"),
+                       (state.filter, "--filter"), (state.rollout, "--rollout"), (state.flow, "--flow"),
                        (state.norms, "--show norms (N)"), (state.scores, "--show scores (s)"),
                        (state.contribution, f"--show {state.contribution} (s)"), (state.hide_special, "--hide-special (z)")):
         if on:

@@ -76,7 +76,7 @@ class ExploreState:
     # a pretrained model's attention instead (attn matrix --transformer): its own options
     transformer: str | None = None
     pair: str | None = None
-    pair_filter: str | None = None  # --filter: one block of the pair (a-a, a-b, b-a, b-b, all)
+    filter: str | None = None  # --filter: one block of the pair (a-a, a-b, b-a, b-b, all)
     words: bool = False
     hide_special: bool = False
     rollout: bool = False
@@ -177,8 +177,8 @@ class ExploreState:
 
     def next_filter(self, step: int = 1) -> ExploreState:
         """--filter: no filter (all) -> a-a -> a-b -> b-a -> b-b -> all."""
-        block = _cycle(FILTERS, self.pair_filter or "all", step)
-        return replace(self, pair_filter=None if block == "all" else block)
+        block = _cycle(FILTERS, self.filter or "all", step)
+        return replace(self, filter=None if block == "all" else block)
 
     def next_backend(self, step: int = 1) -> ExploreState:
         return replace(self, backend=_cycle(BACKENDS, self.backend, step))
@@ -201,7 +201,7 @@ class ExploreState:
         """The ViewRequest of ``attn matrix --transformer`` with these options (explore's cursor
         may explain any cell: ``cursor``)."""
         return ViewRequest(self.text, transformer=self.transformer, pair=self.pair, layer=self.layer, head=self.head,
-                           block=self.pair_filter, words=self.words, hide_special=self.hide_special,
+                           filter=self.filter, words=self.words, hide_special=self.hide_special,
                            rollout=self.rollout, backend=self.backend, truncate=self.truncate,
                            model_view=self.model_view, layers=self.layers if self.model_view else None,
                            allow_missing_weights=self.allow_missing_weights, show=self.transformer_show(),
@@ -295,7 +295,7 @@ class ExploreState:
                      else "all heads" if self.head is None else f"head {self.head}")
             parts = [f"transformer {Path(self.transformer).name or self.transformer}",
                      f"layer {'last' if self.layer is None else self.layer}", which]
-            parts += [name for name, flag in (("pair", self.pair is not None), (f"filter {self.pair_filter}", self.pair_filter),
+            parts += [name for name, flag in (("pair", self.pair is not None), (f"filter {self.filter}", self.filter),
                                               ("words", self.words), ("hide special", self.hide_special),
                                               ("show scores", self.scores), (f"show {self.contribution}", self.contribution),
                                               (f"backend {self.backend}", self.backend != "auto"),

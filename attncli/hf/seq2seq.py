@@ -28,7 +28,7 @@ import numpy as np
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.textio import visible
 from attncli.hf.encoding import Encoding, check_text, from_tokenizers, tokenizer_errors, too_long
-from attncli.hf.torch_backend import TorchPretrained, _first_line
+from attncli.hf.torch_backend import TorchPretrained, first_line
 from attncli.hf.weight_check import check_finite
 
 STACKS = ("encoder", "decoder", "cross")
@@ -160,7 +160,7 @@ class Seq2SeqPretrained(TorchPretrained):
             try:
                 return self.model.get_encoder()(**self._inputs(ids, None, mask), **flags)
             except (RuntimeError, ValueError, TypeError, IndexError) as exc:
-                raise RuntimeFailure(f"model '{visible(self.name)}' failed to run: {_first_line(exc)}") from None
+                raise RuntimeFailure(f"model '{visible(self.name)}' failed to run: {first_line(exc)}") from None
 
     def scores(self, enc: Encoding, layer: int) -> np.ndarray:
         raise BadInput(NO_SCORES)

@@ -71,7 +71,7 @@ class TorchPretrained(Pretrained):
         try:
             hf_config = transformers.AutoConfig.from_pretrained(self.path, **NEVER_REMOTE)
         except Exception as exc:  # noqa: BLE001 - transformers raises anything on a damaged directory
-            raise RuntimeFailure(f"transformers could not load '{visible(name)}': {_first_line(exc)}") from None
+            raise RuntimeFailure(f"transformers could not load '{visible(name)}': {first_line(exc)}") from None
         if bool(getattr(hf_config, "is_encoder_decoder", False)) != self.encoder_decoder:  # load() picks the class
             what = "an encoder-decoder" if not self.encoder_decoder else "not an encoder-decoder"
             raise BadInput(f"model '{visible(name)}' ({visible(hf_config.model_type)}) is {what}: load it with "
@@ -92,7 +92,7 @@ class TorchPretrained(Pretrained):
             if not where:
                 self.model.to(self.device)
         except Exception as exc:  # noqa: BLE001 - as above
-            raise RuntimeFailure(f"transformers could not load '{visible(name)}': {_first_line(exc)}") from None
+            raise RuntimeFailure(f"transformers could not load '{visible(name)}': {first_line(exc)}") from None
         device_map = getattr(self.model, "hf_device_map", None)
         if where and device_map:  # the inputs go where the embeddings run; accelerate moves the rest
             placing.check_disk(placement, device_map, name)
@@ -226,7 +226,7 @@ class TorchPretrained(Pretrained):
             except AttnError:  # a trace's hook refused an intervention
                 raise
             except Exception as exc:  # noqa: BLE001 - e.g. CLIP, fed no pixel_values, raises anything
-                raise RuntimeFailure(f"model '{visible(self.name)}' failed to run: {_first_line(exc)}") from None
+                raise RuntimeFailure(f"model '{visible(self.name)}' failed to run: {first_line(exc)}") from None
 
     def _stacked(self, out: Any, T: int) -> np.ndarray:
         attentions = getattr(out, "attentions", None)
@@ -334,6 +334,6 @@ def _check_checkpoint_finite(directory: Path) -> None:
                     check_finite(tensor.float().numpy(), f"the weight {key}")
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return visible(text[0][:300]) if text else exc.__class__.__name__

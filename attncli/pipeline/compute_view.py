@@ -100,7 +100,7 @@ def compute(request: ViewRequest, model: Any = None, *, on_layer=None) -> Pretra
     # without rows_only)
     attentions = reads.pattern(layer)[None] if one_layer else reads.attentions()
     head = 0 if one_head is not None and attentions.shape[1] == 1 else request.head  # its index in what was kept
-    meta = pv.view_meta(model, enc, layer=layer, head=request.head, rollout=request.rollout, block=request.block,
+    meta = pv.view_meta(model, enc, layer=layer, head=request.head, rollout=request.rollout, block=request.filter,
                         hide_special=request.hide_special, words=request.words, flow=request.flow)
     title = f"attn matrix: {enc.text[:60]}"
     if request.model_view:
@@ -133,7 +133,7 @@ def compute(request: ViewRequest, model: Any = None, *, on_layer=None) -> Pretra
 def _select(request: ViewRequest, shown, at: int, enc, combined=None, keys: Optional[pv.KeySide] = None,
             query_rows=None, head: Optional[int] = -1):
     view = pv.select(shown, layer=at, head=request.head if head == -1 else head, rollout=request.rollout, hide_special=request.hide_special,
-                     block=request.block or "all", block_specials=request.block_specials, words=request.words,
+                     block=request.filter or "all", block_specials=request.filter_specials, words=request.words,
                      tokens=enc.tokens, segments=enc.segments, special=enc.special, word_ids=enc.word_ids,
                      word_texts=enc.words, combined=combined, flow=request.flow, keys=keys, query_rows=query_rows,
                      texts=texts_of(enc))
@@ -169,7 +169,7 @@ def _stack_view(request: ViewRequest, model) -> PretrainedResult:
                    any(rows_enc.special) or (keys is not None and any(source.special)))
     attentions = model.stack_attentions(source, target)[stack] if target is not None else model.attentions(source)
     layer = pv.layer_shown(shape, request.layer, request.head)
-    meta = pv.view_meta(shape, rows_enc, layer=layer, head=request.head, rollout=request.rollout, block=request.block,
+    meta = pv.view_meta(shape, rows_enc, layer=layer, head=request.head, rollout=request.rollout, block=request.filter,
                         hide_special=request.hide_special, words=request.words, flow=request.flow)
     meta.update(stack=stack, source_tokens=source.tokens, target_tokens=None if target is None else target.tokens,
                 target=request.target, decoder_start_token=None if target is None else target.tokens[0])

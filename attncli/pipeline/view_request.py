@@ -9,7 +9,7 @@ encoder-decoder's stack (encoder, decoder or cross) is a field, not another pipe
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Optional
 
 from attncli.attention.long_view import LongSpec, check_spec
@@ -18,6 +18,8 @@ from attncli.option_conflicts import BACKENDS, NEW_SWITCHES, NOT_ACROSS, STACKS,
 from attncli.option_conflicts import flag as flag_of
 
 SHOWS = TRANSFORMER_SHOWS
+NOT_WRITTEN = ("text", "layers", "explain", "page", "cursor")  # options() writes the text first, --layers and
+# --explain last where they apply; page and cursor are what a surface reads, not options
 
 
 @dataclass
@@ -27,34 +29,37 @@ class ViewRequest:
 
     text: str
     transformer: str  # a hub id or a directory
+    # the options, in the order the command line (options()) writes them: a field is its flag (option_conditions.flag)
     pair: Optional[str] = None  # a second sentence, one input with the first (--pair)
+    filter: Optional[str] = None  # --filter a-a | a-b | b-a | b-b (None: all)
     layer: Optional[int] = None  # None: the last
     head: Optional[int] = None  # None: every head and their mean
-    block: Optional[str] = None  # --filter a-a | a-b | b-a | b-b (None: all)
-    block_specials: str = "none"  # --filter-specials
+    backend: str = "auto"
+    target: Optional[str] = None  # an encoder-decoder's decoder text
+    stack: Optional[str] = None  # encoder, decoder or cross (None: encoder)
+    device: Optional[str] = None  # --device / --dtype: the torch backend's (None: cpu, float32)
+    dtype: Optional[str] = None
+    device_map: Optional[str] = None  # --device-map / --max-memory: accelerate's split (attncli.hf.placement)
+    max_memory: Optional[str] = None
+    filter_specials: str = "none"  # --filter-specials
     words: bool = False
     hide_special: bool = False
     rollout: bool = False
-    backend: str = "auto"
     truncate: bool = False
-    explain: Optional[tuple[int, int]] = None  # --explain I J (input positions)
     model_view: bool = False
-    layers: Optional[str] = None  # --layers A-B of the model view
     allow_missing_weights: bool = False
     show: str = "weights"  # weights, scores (before the softmax), norms (||alpha f(x)||), alti, globenc or value-zeroing
     flow: bool = False  # attention flow (max-flow through the layers) instead of one layer
-    device: Optional[str] = None  # --device / --dtype: the torch backend's (None: cpu, float32)
-    dtype: Optional[str] = None
-    target: Optional[str] = None  # an encoder-decoder's decoder text
-    stack: Optional[str] = None  # encoder, decoder or cross (None: encoder)
     rows: Optional[str] = None  # --rows SPEC, --top-k K, --pool SPAN: a long text's views (attncli.attention.long_view)
     top_k: Optional[int] = None
     pool: Optional[str] = None
-    device_map: Optional[str] = None  # --device-map / --max-memory: accelerate's split (attncli.hf.placement)
-    max_memory: Optional[str] = None
-    # what the surface will read besides the view, so the one traced pass keeps it:
+    # written last, and only where they apply (options()):
+    layers: Optional[str] = None  # --layers A-B of the model view
+    explain: Optional[tuple[int, int]] = None  # --explain I J (input positions)
+    # what the surface will read besides the view, so the one traced pass keeps it (not options):
     page: bool = False  # the interactive page (--html): every layer's extra sites
     cursor: bool = False  # explore: any cell may be explained (the layer's q, k kept on the NumPy backend)
+    # a new view's switch (option_conflicts.NEW_SWITCHES): a field added here, written as its flag
 
     @property
     def long(self) -> LongSpec:
@@ -67,28 +72,12 @@ class ViewRequest:
     def options(self, cell: Optional[tuple[int, int]] = None) -> list[str]:
         """The sentence and the options of ``attn matrix`` that say this request (``cell``: an
         ``--explain I J`` instead of the request's own)."""
-        args = [self.text, "--transformer", self.transformer]
-        for option, value in (("--pair", self.pair), ("--filter", self.block), ("--layer", self.layer),
-                              ("--head", self.head), ("--backend", None if self.backend == "auto" else self.backend),
-                              ("--target", self.target), ("--stack", self.stack), ("--device", self.device),
-                              ("--dtype", self.dtype), ("--device-map", self.device_map),
-                              ("--max-memory", self.max_memory),
-                              ("--filter-specials", None if self.block_specials == "none" else self.block_specials)):
-            if value is not None:
-                args += [option, str(value)]
-        for option, flag in (("--words", self.words), ("--hide-special", self.hide_special), ("--rollout", self.rollout),
-                             ("--truncate", self.truncate), ("--model-view", self.model_view),
-                             ("--allow-missing-weights", self.allow_missing_weights)):
-            if flag:
-                args.append(option)
-        if self.show != "weights":
-            args += ["--show", self.show]
-        if self.flow:
-            args.append("--flow")
-        args += [flag_of(name) for name in NEW_SWITCHES if getattr(self, name)]  # a new view's switch: its field
-        for option, value in (("--rows", self.rows), ("--top-k", self.top_k), ("--pool", self.pool)):
-            if value is not None:
-                args += [option, str(value)]
+        args = [self.text]
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in NOT_WRITTEN or value is False or value is None or value == f.default:
+                continue
+            args += [flag_of(f.name)] if value is True else [flag_of(f.name), str(value)]
         if self.top_k is not None or self.pool is not None:  # their cells are no (query, key) cell
             return args
         if self.model_view:  # --layers belongs to it; it has no --explain

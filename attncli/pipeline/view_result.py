@@ -218,7 +218,7 @@ def page_of(result: PretrainedResult, classes: list, attentions: Optional[np.nda
     check_size(result.model.layers, result.model.heads, max(len(enc.tokens), key_count),
                any(enc.special) or (keys is not None and any(keys.special)),
                extra_size(result.model.heads, r.show, r.flow))
-    block = r.block if r.block not in (None, "all") else None
+    block = r.filter if r.filter not in (None, "all") else None
     data = page_data(result.model, enc, result.attentions if attentions is None else attentions,
                      {**result.meta, "show": "weights", "flow": False},
                      classes, layer=result.layer, head=r.head, words=r.words,

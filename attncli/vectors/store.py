@@ -40,11 +40,12 @@ from typing import Any, Callable, Iterator, TypeVar
 
 from attncli import messages, paths
 from attncli.errors import BadInput, RuntimeFailure
+from attncli.fileio import fsync_dir
 from attncli.textio import clip
 from attncli.vectors.meta_check import is_int, meta_problem
 from attncli.vectors.safeio import FileProblem, read_text
 from attncli.vectors.versions import (  # noqa: F401 - part of the store's interface
-    _VERSION_RE, _fsync_dir, make_versions_dir, new_version, release_version, store_version, sweep_stale,
+    VERSION_RE, make_versions_dir, new_version, release_version, store_version, sweep_stale,
 )
 
 T = TypeVar("T")
@@ -191,7 +192,7 @@ def shown_path(directory: Path) -> Path:
     """How messages name a model's directory: a version the store created as its name link
     (``models/NAME``), anything else as it is."""
     directory = Path(directory)
-    m = _VERSION_RE.fullmatch(directory.name)
+    m = VERSION_RE.fullmatch(directory.name)
     if m is not None and directory.parent.name == ".versions":
         return directory.parent.parent / m["name"]
     return directory
@@ -336,7 +337,7 @@ def delete_model(name: str) -> None:
         raise RuntimeFailure(f"{link} is not managed by attn (not a symlink): remove it yourself if you mean to")
     target = Path(os.path.join(link.parent, os.readlink(link)))
     os.unlink(link)
-    _fsync_dir(link.parent)
+    fsync_dir(link.parent)
     release_version(target, name=name)
 
 

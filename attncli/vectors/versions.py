@@ -50,7 +50,7 @@ def _fsync_tree(top: Path) -> None:
         _fsync_dir(Path(dirpath))
 
 
-_VERSION_RE = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,63})-(?P<vid>[0-9a-f]{12})")
+VERSION_RE = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,63})-(?P<vid>[0-9a-f]{12})")
 _PARTIAL_RE = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,63})-(?P<vid>[0-9a-f]{12})\.(?P<pid>[0-9]+)\.partial")
 STALE_VERSION_SECONDS = 3600  # an unreferenced finished version older than this is swept
 
@@ -77,7 +77,7 @@ def store_version(target: Path) -> Path | None:
         versions = Path(os.path.realpath(_versions_dir()))
     except (OSError, ValueError):
         return None
-    if real.parent != versions or not _VERSION_RE.fullmatch(real.name):
+    if real.parent != versions or not VERSION_RE.fullmatch(real.name):
         return None
     if real.is_symlink() or not real.is_dir():
         return None
@@ -149,7 +149,7 @@ def sweep_stale() -> None:
                 if not _pid_alive(int(m["pid"])):
                     shutil.rmtree(entry.path, ignore_errors=True)
                 continue
-            if _VERSION_RE.fullmatch(entry.name) and now - entry.stat(follow_symlinks=False).st_mtime > STALE_VERSION_SECONDS:
+            if VERSION_RE.fullmatch(entry.name) and now - entry.stat(follow_symlinks=False).st_mtime > STALE_VERSION_SECONDS:
                 if referenced is None:
                     referenced = _referenced_versions()
                 real = Path(os.path.realpath(entry.path))

@@ -15,7 +15,7 @@ def _mark(seg: Optional[str], pair: bool) -> str:
     return f"{seg.upper()} " if pair and seg else ""
 
 
-def _title(meta: dict[str, Any], what: str) -> str:
+def view_title(meta: dict[str, Any], what: str) -> str:
     if meta.get("flow"):
         which = f"attention flow through layers 0-{meta['layer']}"
     elif meta["rollout"]:
@@ -91,10 +91,10 @@ def pretrained_heatmaps(view, meta: dict[str, Any], enc, row_span=None, col_span
     if heads is not None:
         for h, m in enumerate(heads):
             values, masked = _finite(m)
-            maps.append(Heatmap(values, row_labels, col_labels, _title({**meta, "head": h}, what), masked=masked,
+            maps.append(Heatmap(values, row_labels, col_labels, view_title({**meta, "head": h}, what), masked=masked,
                                 rows=row_span, cols=col_span, cursor=cursor, cell_meta=cell_meta))
         what = f"{what}, mean of {len(heads)} heads"
     values, masked = _finite(mats)
-    maps.append(Heatmap(values, row_labels, col_labels, _title(meta, what), masked=masked, rows=row_span, cols=col_span,
+    maps.append(Heatmap(values, row_labels, col_labels, view_title(meta, what), masked=masked, rows=row_span, cols=col_span,
                         notes=tuple(notes), cursor=cursor, cell_meta=cell_meta))
     return maps

@@ -11,7 +11,7 @@ from attncli.attention.long_view import LongSpec, LongView, apply_long_view, aut
 from attncli.textio import token_label, visible
 from attncli.views.render import (FILE_CELLS, FILE_MAX, LABEL_WIDTH, Heatmap, abbreviate, file_maps, heatmap_renderables,
                                   number, palette)
-from attncli.views.checkpoint_heatmaps import _title as title, pair_note, pretrained_heatmaps
+from attncli.views.checkpoint_heatmaps import view_title as title, pair_note, pretrained_heatmaps
 
 CELL = 7  # a heatmap cell: "0.123" and a space each side
 TOP_CELL = 14  # a --top-k cell: its weight over its key ("bank 12")
@@ -27,7 +27,7 @@ def _labels(view, enc, words: bool) -> tuple[list[str], list[str]]:
             [f"{int(t)} {token_label(text)}" for t, text in zip(view.cols, view.key_texts or view.key_tokens)])
 
 
-def _title(meta: dict[str, Any], head: Optional[int], what: str) -> str:
+def view_title(meta: dict[str, Any], head: Optional[int], what: str) -> str:
     return title({**meta, "head": head} if head is not None else meta, what)
 
 
@@ -55,7 +55,7 @@ def top_k_renderables(lv: LongView, view, meta: dict[str, Any], enc, width: Opti
     for h, top in tops:
         what = f"top {top.keys.shape[1]} keys" + (f", mean of {len(lv.head_tops)} heads"
                                                    if h is None and lv.head_tops else "")
-        parts.append(Text(visible(_title(meta, h if h is not None else meta["head"], what)), style="bold"))
+        parts.append(Text(visible(view_title(meta, h if h is not None else meta["head"], what)), style="bold"))
         table = Table(box=None, padding=(0, 1), show_edge=False, pad_edge=False, header_style="bold")
         table.add_column("", no_wrap=True, max_width=LABEL_WIDTH if width else None)
         for r in range(top.keys.shape[1]):
@@ -87,10 +87,10 @@ def pooled_heatmaps(lv: LongView, meta: dict[str, Any], enc, *, notes: tuple[str
              + (", …" if len(p.row_spans) > 8 else ""))
     maps = []
     for h, m in enumerate(p.head_weights if p.head_weights is not None else []):
-        maps.append(Heatmap(m, rows, cols, _title(meta, h, what), cursor=cursor, cell_meta=cell_meta))
+        maps.append(Heatmap(m, rows, cols, view_title(meta, h, what), cursor=cursor, cell_meta=cell_meta))
     if p.head_weights is not None:
         what = f"{what}, mean of {len(p.head_weights)} heads"
-    maps.append(Heatmap(p.weights, rows, cols, _title(meta, None, what), notes=(*lv.notes, spans, *notes),
+    maps.append(Heatmap(p.weights, rows, cols, view_title(meta, None, what), notes=(*lv.notes, spans, *notes),
                         cursor=cursor, cell_meta=cell_meta, more="see the tokens with --rows and --top-k, or every span with --json"))
     return maps
 

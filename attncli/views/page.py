@@ -28,7 +28,7 @@ from attncli.option_conflicts import CONTRIBUTIONS
 from attncli.errors import BadInput
 from attncli.textio import token_label, visible
 from attncli.views.export import NOT_MARKUP, markup_safe
-from attncli.views.render import _VIRIDIS
+from attncli.views.render import VIRIDIS
 
 SCRIPT_FILE = "page.js"
 MAX_NUMBERS = 4_000_000  # weights the page may embed (about 10 bytes each in its JSON): ~40 MB
@@ -135,7 +135,7 @@ def page_data(model, enc, attentions, meta: dict[str, Any], classes: list, *, la
                       "labels": [token_label(t) for t in (key_side.token_texts if keys is not None else texts_of(enc))]},
         "square": keys is None,
         "classes": [[{"label": c["label"], "score": c["score"]} for c in row] for row in classes],
-        "viridis": _VIRIDIS,
+        "viridis": VIRIDIS,
         "start": {"layer": layer, "head": head, "words": words,
                   "hide_special": hide_special and (any(enc.special) or any(key_side.special)),
                   "rollout": rollout and show not in CONTRIBUTIONS, "filter": block or "all",

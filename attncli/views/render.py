@@ -27,9 +27,9 @@ from attncli.attention.variants import VARIANTS
 from attncli.errors import BadInput
 
 # viridis at 11 evenly spaced points (matplotlib's table), interpolated linearly in RGB.
-_VIRIDIS = ["#440154", "#482475", "#414487", "#355f8d", "#2a788e", "#21918c",
+VIRIDIS = ["#440154", "#482475", "#414487", "#355f8d", "#2a788e", "#21918c",
             "#22a884", "#44bf70", "#7ad151", "#bddf26", "#fde725"]
-_STOPS = np.array([[int(h[i : i + 2], 16) for i in (1, 3, 5)] for h in _VIRIDIS], dtype=float)  # (11, 3)
+_STOPS = np.array([[int(h[i : i + 2], 16) for i in (1, 3, 5)] for h in VIRIDIS], dtype=float)  # (11, 3)
 MASKED = "·"
 LABEL_WIDTH = 14  # row labels ("12 token") are cut to this many characters
 FILE_MAX = 128  # rows and columns of a heatmap laid out for a file (width None): bounded work and size

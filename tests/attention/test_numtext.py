@@ -102,7 +102,7 @@ def test_row_text_marks_rows():
 
 def _write(rows: document.Rows) -> str:
     buf = io.StringIO()
-    document._write_value(rows, buf.write, "  ")
+    document.write_value(rows, buf.write, "  ")
     return buf.getvalue()
 
 

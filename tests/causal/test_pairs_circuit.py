@@ -114,7 +114,7 @@ def test_the_weights_are_widened_once_and_the_tapes_past_the_budget_made_again(g
     items = gpt2_items(gpt2)
     scores, clean, corrupt = mean_scores(gpt2, items)
     every = find_pairs_circuit(gpt2, items, scores, clean, corrupt)
-    real_tape, real_pass = pairs_circuit._tape, DecoderTape.forward_pair
+    real_tape, real_pass = pairs_circuit.record_tape, DecoderTape.forward_pair
     widened, passes = [], []
 
     def widening(model, ids=None, embed=None, like=None, dtype=np.float64):
@@ -127,7 +127,7 @@ def test_the_weights_are_widened_once_and_the_tapes_past_the_budget_made_again(g
 
     shared = real_tape(gpt2, items[0][0])
     sizes = [pairs_circuit.held_bytes(run) for run in pairs_circuit._tapes(gpt2, items, shared)]
-    monkeypatch.setattr(pairs_circuit, "_tape", widening)
+    monkeypatch.setattr(pairs_circuit, "record_tape", widening)
     monkeypatch.setattr(DecoderTape, "forward_pair", recording)
     monkeypatch.setattr(pairs_circuit, "TAPE_BYTES", sizes[0] + sizes[1])  # two pairs' tapes fit, the third's not
     found = find_pairs_circuit(gpt2, items, scores, clean, corrupt)
@@ -147,10 +147,10 @@ def test_held_bytes_is_what_a_pairs_tapes_hold(gpt2):
     import tracemalloc
 
     from attncli.causal import pairs_circuit
-    from attncli.causal.circuit import _tape
+    from attncli.causal.circuit import record_tape
 
     items = gpt2_items(gpt2, 1, length=40)
-    shared = _tape(gpt2, items[0][0])
+    shared = record_tape(gpt2, items[0][0])
     gc.collect()
     tracemalloc.start()
     try:
@@ -167,7 +167,7 @@ def test_held_bytes_is_what_a_pairs_tapes_hold(gpt2):
     clean, corrupt, _, _ = run
     assert all(set(t) == {"W"} for t in clean.layers)
     assert all(set(t) == set(pairs_circuit.PATCHING_READS) for t in corrupt.layers)
-    whole = _tape(gpt2, items[0][0], like=shared)
+    whole = record_tape(gpt2, items[0][0], like=shared)
     recorded = sum(a.nbytes for t in whole.layers for k, a in t.items() if k != "W" and isinstance(a, np.ndarray))
     assert held < run[2].nbytes + recorded
 

@@ -37,15 +37,15 @@ def test_emit_json_refuses_nan_and_infinity_and_writes_nothing(bad, capsys):
 
 @pytest.mark.parametrize("bad", BAD_NUMBERS, ids=["nan", "inf", "-inf"])
 def test_the_matrix_document_refuses_nan_and_infinity(bad):
-    from attncli.attention.document import Rows, _encode, _write_value
+    from attncli.attention.document import Rows, encode_json, write_value
 
     with pytest.raises(ValueError):
-        _encode({"scale": bad})  # the encoder of every scalar field of attn matrix --json
+        encode_json({"scale": bad})  # the encoder of every scalar field of attn matrix --json
     with pytest.raises(ValueError, match="NaN or infinity"):
         Rows(np.array([[0.5, bad]]))
     masked = Rows(np.array([[0.5, bad]]), mask=np.array([[True, False]]))  # a masked cell prints as null
     out = io.StringIO()
-    _write_value(masked, out.write, "")
+    write_value(masked, out.write, "")
     assert json.loads(out.getvalue()) == [[0.5, None]]
 
 

@@ -221,7 +221,7 @@ def test_filter_is_attn_matrix_filter_and_the_copied_command_explains_the_same_c
         assert app.explanation["weight"] == pytest.approx(copied["explanation"]["weight"], abs=1e-6)  # fixed: JSON's 6 digits
         assert app.explanation["weight"] == pytest.approx(view.weights[1, 1], abs=1e-6)  # fixed: JSON's 6 digits
 
-    drive(script, ExploreState(SENTENCE, transformer=str(tiny_bert_dir), pair=PAIR, pair_filter="a-b"), size=(160, 50))
+    drive(script, ExploreState(SENTENCE, transformer=str(tiny_bert_dir), pair=PAIR, filter="a-b"), size=(160, 50))
 
 
 def test_f_and_b_cycle_the_filter_and_the_backend_in_the_app(tiny_bert_dir):
@@ -229,15 +229,15 @@ def test_f_and_b_cycle_the_filter_and_the_backend_in_the_app(tiny_bert_dir):
 
     async def script(app, pilot):
         await press(app, pilot, "f")  # no --pair yet: matrix's refusal, the view stays
-        assert "--filter picks a block of a sentence pair" in app.message and app.state.pair_filter is None
+        assert "--filter picks a block of a sentence pair" in app.message and app.state.filter is None
         app.state = replace(app.state, pair=PAIR)
         await press(app, pilot, "f", "f")
-        assert app.message == "" and app.state.pair_filter == "a-b" == app.result.meta["filter"]
+        assert app.message == "" and app.state.filter == "a-b" == app.result.meta["filter"]
         doc = matrix_doc(SENTENCE, "--transformer", str(tiny_bert_dir), "--pair", PAIR, "--filter", "a-b")
         np.testing.assert_allclose(app.result.view.weights, np.array(doc["weights"]), atol=1e-6)  # fixed: JSON's 6 digits
         assert "--filter a-b" in app.state.command_line(explain=False)
         await press(app, pilot, "F", "F")  # back through a-a to no filter
-        assert app.state.pair_filter is None and app.result.meta["filter"] == "all"
+        assert app.state.filter is None and app.result.meta["filter"] == "all"
         await press(app, pilot, "b")
         assert app.state.backend == "numpy" == app.result.meta["backend"]
         numpy_weights = app.result.view.weights
@@ -293,7 +293,7 @@ def test_truncate_cuts_a_long_text_and_without_it_the_message_is_attn_matrixs(ti
 def test_the_command_line_and_explore_args_carry_filter_backend_truncate(monkeypatch):
     import attncli.explore.app as explore_app
 
-    state = ExploreState(SENTENCE, transformer="some/model", pair=PAIR, pair_filter="b-a", backend="torch",
+    state = ExploreState(SENTENCE, transformer="some/model", pair=PAIR, filter="b-a", backend="torch",
                          truncate=True, layer=0, cursor=(2, 1))
     args = shlex.split(state.command_line(explain=False))
     assert args[:2] == ["attn", "matrix"]
@@ -338,7 +338,7 @@ def test_a_filter_whose_pair_is_removed_in_the_app_is_refused_there(tiny_bert_di
         assert "--filter picks a block of a sentence pair" in app.message
         assert app.state.pair == PAIR  # the settings of the view on screen stay
 
-    drive(script, ExploreState(SENTENCE, transformer=str(tiny_bert_dir), pair=PAIR, pair_filter="a-a"), size=(160, 50))
+    drive(script, ExploreState(SENTENCE, transformer=str(tiny_bert_dir), pair=PAIR, filter="a-a"), size=(160, 50))
 
 
 # ---------------------------------------------------------------- the model view (M, --model-view)
