@@ -204,9 +204,11 @@ ROWS: tuple[Row, ...] = (
         "--faithfulness {faithfulness}: a fraction above 0 and at most 1"),
     Row((Blank("text"),), CA + GR, 'the text is empty: give the text the model reads, e.g. "time flies like an"'),
     Row((Blank("corrupt"),), CA + GR, "the corrupted text is empty: give a text of as many tokens as the clean one"),
+    Row((Off("transformer"), On("steps")), GR,  # attn circuit (its --steps is always set): decoders only
+        "give the model with --transformer NAME (a hub id or a directory: GPT-2 or the Llama family)"),
     Row((Off("transformer"),), GR,
-        "give the model with --transformer NAME (a hub id or a directory: GPT-2 or the Llama family; attribute "
-        "also takes BERT, RoBERTa, DistilBERT or MPNet with its masked-language-model head)"),
+        "give the model with --transformer NAME (a hub id or a directory: GPT-2 or the Llama family, or BERT, "
+        "RoBERTa, DistilBERT or MPNet with its masked-language-model head)"),
     Row((Off("transformer"),), QK, "give the model with --transformer NAME (a hub id or a directory)"),
     *(Row((Off("transformer"), c), CA, f"{flag(c.name)} places a --transformer model: without one, attn's built-in LM "
           "runs on its own pass") for c in (Not("backend", ("auto",)), *map(On, PLACEMENT))),

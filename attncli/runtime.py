@@ -1,4 +1,4 @@
-"""What the process running attn chose for itself, read by the forward passes (nothing imported).
+"""What the process running attn chose for itself, read by the forward passes (nothing heavy imported).
 
 The ``attn`` command line sets these for its own process: ``threads`` from ``--threads N`` (the
 BLAS threads of every pass, hf/blas.py) and ``owns_allocator`` (a long pass may tune glibc's
@@ -8,6 +8,8 @@ a pass from Python changes nothing process-wide.
 
 from __future__ import annotations
 
+from attncli import limits
+
 threads: int | None = None  # --threads N: every pass on N BLAS threads (None: blas.py's policy)
 owns_allocator = False  # the process is attn's command line: heap.py may set glibc's thresholds
 
@@ -15,9 +17,7 @@ owns_allocator = False  # the process is attn's command line: heap.py may set gl
 def choose_threads(n: int | None) -> None:
     """Every pass of this process on ``n`` BLAS threads (None: the policy by the size of the work)."""
     global threads
-    if n is not None and n < 1:
-        raise ValueError(f"threads must be at least 1, not {n}")
-    threads = n
+    threads = None if n is None else limits.whole_number("--threads", n, 1, limits.MAX_THREADS)
 
 
 def own_allocator() -> None:

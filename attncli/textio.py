@@ -11,6 +11,7 @@ from attncli.errors import BadInput
 
 MAX_INPUT_BYTES = 64 * 2**20  # a file or stdin read whole (--dict, --queries, --file): 64 MiB
 MAX_LINE_BYTES = 1 * 2**20  # one line read from a stream (similar -): 1 MiB
+BOM = "\ufeff"  # a UTF-8 byte-order mark: dropped at the start of a file a user gives
 _CHUNK = 1 << 20
 MAX_TEXT_CHARS = 1_000_000  # one text a model reads (a sentence, a --pair, a prompt): ~200,000 words, past any context
 MAX_WORD_CHARS = 100_000  # one word built from character n-grams: all its n-gram rows are held at once
@@ -71,18 +72,21 @@ def _read_limited(fh, source: str, limit: int, hint: str, binary_check: bool) ->
         parts.append(decoder.decode(b"", final=True))
     except UnicodeDecodeError:
         raise BadInput(f"{source} is not UTF-8 text (it ends inside a character){hint}") from None
-    return "".join(parts).removeprefix("\ufeff")
+    return "".join(parts).removeprefix(BOM)
 
 
 def read_lines(stream, what: str, *, limit: int = MAX_LINE_BYTES):
     """(line number, text) for each line of a binary stream, read lazily, each decoded strictly;
-    a line longer than ``limit`` bytes (``/dev/zero`` has no end of line) is a BadInput."""
+    a line longer than ``limit`` bytes (``/dev/zero`` has no end of line) is a BadInput. A UTF-8
+    byte-order mark at the start of the first line is dropped (Windows editors write one)."""
     for number in itertools.count(1):
         raw = stream.readline(limit + 1)
         if not raw:
             return
         if len(raw) > limit and not raw.endswith(b"\n"):
             raise BadInput(f"line {number} of {what} is longer than {limit // 2**20:,} MiB, the most attn reads in a line")
+        if number == 1:
+            raw = raw.removeprefix(BOM.encode("utf-8"))
         try:
             yield number, raw.decode("utf-8")
         except UnicodeDecodeError as exc:

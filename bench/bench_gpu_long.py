@@ -144,7 +144,7 @@ def main() -> int:
         import torch
         import transformers  # noqa: F401
     except ImportError as exc:
-        print(f"skipped: torch and transformers are needed ({exc}): pip install 'attncli[big]'")
+        print(f"skipped: torch and transformers are needed ({exc}): pip install -e '.[big]'")
         return 0
     cuda = torch.cuda.is_available()
     if not cuda and not args.smoke:

@@ -242,5 +242,11 @@ if __name__ == "__main__":  # docs/causal.md: `python tests/_llama_head_fixtures
 
     if len(sys.argv) != 2:
         sys.exit("usage: python tests/_llama_head_fixtures.py FOLDER")
-    build_head_llama(Path(sys.argv[1]))
+    try:
+        build_head_llama(Path(sys.argv[1]))
+    except ImportError as exc:  # torch, transformers, or pytest (the fixtures' conftest): the test extra
+        from attncli.extras import install_command
+
+        sys.exit(f"error: building the model needs {exc.name or exc}, which is not installed: the test extra, "
+                 f"{install_command('test')}")
     print(f"{sys.argv[1]}: a 2-layer Llama built by hand (a previous-token head L0H1, an induction head L1H0)")

@@ -13,7 +13,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from _transformer_fixtures import TEXT, _check_tokenizer, _finish, _seed, train_byte_bpe
+try:
+    from _transformer_fixtures import TEXT, _check_tokenizer, _finish, _seed, train_byte_bpe
+except ImportError as exc:  # run as a script without the test extra (the fixtures' conftest imports pytest)
+    if __name__ != "__main__":
+        raise
+    import sys
+
+    from attncli.extras import install_command
+
+    sys.exit(f"error: building the model needs {exc.name or exc}, which is not installed: the test extra, "
+             f"{install_command('test')}")
 
 SIZES = dict(d_model=16, layers=2, ffn=24)
 
@@ -64,6 +74,12 @@ if __name__ == "__main__":  # docs/transformers.md: `python tests/_seq2seq_fixtu
     if len(sys.argv) != 3 or sys.argv[1] not in BUILDERS:
         sys.exit(f"usage: python tests/_seq2seq_fixtures.py {{{'|'.join(BUILDERS)}}} FOLDER")
     kind, folder = sys.argv[1], Path(sys.argv[2])
-    BUILDERS[kind](folder)
+    try:
+        BUILDERS[kind](folder)
+    except ImportError as exc:  # torch or transformers: the test extra
+        from attncli.extras import install_command
+
+        sys.exit(f"error: building the model needs {exc.name or exc}, which is not installed: the test extra, "
+                 f"{install_command('test')}")
     print(f"{folder}: a tiny random {kind.upper() if kind == 't5' else kind.capitalize()}, "
           f"{SIZES['layers']} + {SIZES['layers']} layers of width {SIZES['d_model']} (seeded)")

@@ -136,7 +136,7 @@ def _tiny_model(tmp_path_factory, kind: str) -> Path:
     import importlib.util
 
     if importlib.util.find_spec("transformers") is None or importlib.util.find_spec("torch") is None:
-        _needed_under_ci("the tiny transformer models need torch and transformers: pip install 'attncli[transformers]'")
+        _needed_under_ci("the tiny transformer models need torch and transformers: pip install -e '.[transformers]'")
     from _transformer_fixtures import BUILDERS
 
     return BUILDERS[kind](tmp_path_factory.mktemp(f"tiny-{kind}") / kind)

@@ -48,6 +48,8 @@ NUMERIC_FIELDS = {"heads", "layers", "d_model", "d_k", "dim", "vocab_size", "out
 # functions that return rich renderables (Text, Table, lists of them) or strings built only through
 # checked sinks, so what they return may be printed as is
 RENDERABLE_BUILDERS = {
+    "Trimmed": "attncli/views/result.py: the renderable it is given (checked where that one is built), its lines' "
+               "trailing spaces dropped",
     "explain_text": "attncli/views/lookup_view.py: builds a Text whose data parts go through escape (checked here)",
     "_evaluation_table": "attncli/cli/vectors.py: a Table of benchmark names (constants) and numbers",
     "explanation_renderables": "attncli/views/explanation.py: Texts built through visible_text (checked here)",

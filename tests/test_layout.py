@@ -20,7 +20,7 @@ import pytest
 import attncli
 
 PKG = Path(attncli.__file__).parent
-TOP = {"errors", "paths", "textio", "messages", "lazy", "fileio", "export_target", "faultpoints", "option_conflicts", "option_conditions", "numeric", "runtime",
+TOP = {"errors", "paths", "textio", "messages", "lazy", "fileio", "export_target", "faultpoints", "option_conflicts", "option_conditions", "numeric", "runtime", "limits", "extras",
        "__init__", "__main__"}
 # each wing with the wings it may import (besides itself and the top-level helpers)
 ALLOWED = {

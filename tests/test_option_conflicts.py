@@ -22,7 +22,7 @@ SENTENCE = "time flies like an arrow"
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "pretrained.md"
 
 # a value of each option that turns it on (the first that does, for a row's example)
-SAMPLES = {"pair": "fruit flies", "filter": "a-b",
+SAMPLES = {"pair": "fruit flies", "steps": 4, "filter": "a-b",
            "filter_specials": "bertviz", "words": True, "hide_special": True, "rollout": True, "backend": "numpy",
            "truncate": True, "model_view": True, "layers": "0-1", "allow_missing_weights": True, "flow": True,
            "device": "cpu", "dtype": "float32", "target": "le chat", "stack": "decoder", "layer": 0, "head": 0,

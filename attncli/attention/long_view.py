@@ -29,6 +29,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from attncli import limits
 from attncli.errors import BadInput
 from attncli.attention.document import Rows
 
@@ -80,20 +81,15 @@ def parse_pool(text: str) -> str | int:
     t = text.strip().lower()
     if t in POOLS:
         return t
-    try:
-        n = int(t)
-    except ValueError:
-        raise BadInput(f"--pool {text!r}: expected sentence, line or a chunk size N (tokens), e.g. --pool 32") from None
-    if n < 1:
-        raise BadInput(f"--pool {text!r}: a chunk holds at least 1 token")
-    return n
+    if not re.fullmatch(r"[+-]?\d+", t):
+        raise BadInput(f"--pool {text!r}: expected sentence, line or a chunk size N (tokens), e.g. --pool 32")
+    return limits.whole_number("--pool", t, 1, limits.MACHINE_INT)  # the one rule for numbers (attncli/limits.py)
 
 
 def _int(text: str, spec: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise BadInput(f"--rows {spec!r}: expected {ROWS_FORMS}") from None
+    if not re.fullmatch(r"\s*[+-]?\d+\s*", text):
+        raise BadInput(f"--rows {spec!r}: expected {ROWS_FORMS}")
+    return limits.whole_number("--rows", text, -limits.MACHINE_INT, limits.MACHINE_INT)
 
 
 def _parse_rows(spec: str) -> tuple[str, Any]:
@@ -117,7 +113,7 @@ def _parse_rows(spec: str) -> tuple[str, Any]:
         return "range", (lo, hi)
     m = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", s)
     if m:
-        lo, hi = int(m.group(1)), int(m.group(2))
+        lo, hi = _int(m.group(1), spec), _int(m.group(2), spec)
         if hi < lo:
             raise BadInput(f"--rows {spec!r}: expected A <= B in A-B (both included)")
         return "range", (lo, hi + 1)

@@ -4,8 +4,10 @@ A pretrained model's one stack of tokens takes more forms of ``--rows`` (attncli
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
+from attncli import limits
 from attncli.errors import BadInput
 
 
@@ -15,13 +17,13 @@ def span(text: Optional[str], option: str) -> Optional[tuple[int, int]]:
     if text is None:
         return None
     start, sep, end = text.partition(":")
-    try:
-        lo = int(start) if start.strip() else 0
-        hi = int(end) if end.strip() else max(lo + 1, 1 << 30)  # open end: to the last row or column
-        if not sep:
-            hi = lo + 1
-    except ValueError:
-        raise BadInput(f"{option} {text!r}: expected START:END, e.g. {option} 0:20") from None
+    if not all(re.fullmatch(r"\s*([+-]?\d+)?\s*", part) for part in (start, end)):
+        raise BadInput(f"{option} {text!r}: expected START:END, e.g. {option} 0:20")
+    lo = limits.whole_number(option, start, -limits.MACHINE_INT, limits.MACHINE_INT) if start.strip() else 0
+    hi = limits.whole_number(option, end, -limits.MACHINE_INT, limits.MACHINE_INT) if end.strip() \
+        else max(lo + 1, 1 << 30)  # open end: to the last row or column
+    if not sep:
+        hi = lo + 1
     if lo < 0 or hi <= lo:
         raise BadInput(f"{option} {text!r}: expected 0 <= START < END")
     return lo, hi

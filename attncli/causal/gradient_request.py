@@ -16,7 +16,7 @@ back as the command's options.
     >>> CircuitRequest("the cat sat", corrupt="the dog sat", steps=4).check()  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    attncli.errors.BadInput: give the model with --transformer NAME (a hub id or a directory: GPT-2 or the Llama family; ...)
+    attncli.errors.BadInput: give the model with --transformer NAME (a hub id or a directory: GPT-2 or the Llama family)
 """
 
 from __future__ import annotations

@@ -90,7 +90,8 @@ def encoded(model: Any, pair: Pair, job: PairsJob) -> tuple[list[int], list[int]
         corrupt = list(model.encode(pair.corrupt).ids) if job.uses_corrupt else []
         if job.uses_corrupt:
             grids.check_same_length(model, clean, corrupt)
-        t = resolve(model, clean, target=pair.target, contrast=pair.contrast)
+        t = resolve(model, clean, target=pair.target, target_id=pair.target_id, contrast=pair.contrast,
+                    contrast_id=pair.contrast_id, named="key")
     except BadInput as exc:
         raise _at(pair, exc) from None
     return clean, corrupt, t

@@ -66,18 +66,24 @@ class Target:
         return g
 
 
-def token_of(model: Any, word: str | None, token_id: int | None, option: str) -> int:
+def token_of(model: Any, word: str | None, token_id: int | None, option: str, named: str = "option") -> int:
     """The vocabulary id of ``word`` (an entry as written, else the one token the tokenizer makes of
-    it, with a leading space first as inside a text) or ``token_id``; BadInput naming the pieces."""
+    it, with a leading space first as inside a text) or ``token_id``; BadInput naming the pieces.
+    ``named``: "option" (--target, --target-id) or "key" (a --pairs line's "target", "target_id")."""
     vocab = model.vocab_size
+    if named == "key":
+        name, by_id = f"{option!r}", f'"{option}_id": ID on the line'
+        id_name = f"{option + '_id'!r}"
+    else:
+        name, by_id, id_name = f"--{option}", f"--{option}-id ID", f"--{option}-id"
     if (word is None) == (token_id is None):
         raise BadInput(f"give --{option} WORD or --{option}-id ID (one of them)")
     if token_id is not None:
         if not 0 <= token_id < vocab:
-            raise BadInput(f"--{option}-id {token_id} is outside the vocabulary (0..{vocab - 1})")
+            raise BadInput(f"{id_name} {token_id} is outside the vocabulary (0..{vocab - 1})")
         return int(token_id)
     if not word:
-        raise BadInput(f"--{option} is empty: give one token")
+        raise BadInput(f"{name} is empty: give one token")
     found = vocab_id(model, word)
     if found is not None and found < vocab:
         return int(found)
@@ -87,11 +93,11 @@ def token_of(model: Any, word: str | None, token_id: int | None, option: str) ->
             return int(ids[0])
     pieces = model.token_strings(model.pieces(word))
     if len(pieces) == 1:  # one token, past the vocabulary it predicts (the built-in LM reads words it cannot write)
-        raise BadInput(f"--{option} {visible(word)!r} is not one of the {vocab:,} tokens the model predicts: give "
-                       f"another, or a token by its id with --{option}-id ID")
+        raise BadInput(f"{name} {visible(word)!r} is not one of the {vocab:,} tokens the model predicts: give "
+                       f"another, or a token by its id with {by_id}")
     shown = ", ".join(repr(visible(p)) for p in pieces[:12]) + (", ..." if len(pieces) > 12 else "")
-    raise BadInput(f"--{option} {visible(word)!r} is not one token: the tokenizer makes {len(pieces)} of it "
-                   f"({shown}); give one of them, or a token by its id with --{option}-id ID")
+    raise BadInput(f"{name} {visible(word)!r} is not one token: the tokenizer makes {len(pieces)} of it "
+                   f"({shown}); give one of them, or a token by its id with {by_id}")
 
 
 def mask_position(model: Any, ids: list[int]) -> int:
@@ -119,19 +125,21 @@ def _mask_token(model: Any) -> int | None:
 
 
 def resolve(model: Any, ids: list[int], *, target: str | None, target_id: int | None = None,
-            contrast: str | None = None, contrast_id: int | None = None) -> Target:
-    """The Target of ``ids`` on ``model`` (an encoder's MLM head is checked here: refused by name without one)."""
+            contrast: str | None = None, contrast_id: int | None = None, named: str = "option") -> Target:
+    """The Target of ``ids`` on ``model`` (an encoder's MLM head is checked here: refused by name without one);
+    ``named``: how a message names the target ("option": --target; "key": a --pairs line's "target")."""
     if not model.is_decoder:
         require(model, "mlm", ON_ENCODER)
         position = mask_position(model, ids)
     else:
         position = len(ids) - 1
-    token = token_of(model, target, target_id, "target")
+    token = token_of(model, target, target_id, "target", named)
     other = None
     if contrast is not None or contrast_id is not None:
-        other = token_of(model, contrast, contrast_id, "contrast")
+        other = token_of(model, contrast, contrast_id, "contrast", named)
         if other == token:
-            raise BadInput("--contrast is the target itself: the logit difference would be 0")
+            raise BadInput(f"{'--contrast' if named == 'option' else repr('contrast')} is the target itself: the logit "
+                           "difference would be 0")
     label = lambda i: model.token_strings([i])[0]  # noqa: E731
     text = lambda i: model.token_texts([i])[0]  # noqa: E731 - " an" for "Ġan"
     return Target(position, token, label(token), other, None if other is None else label(other),

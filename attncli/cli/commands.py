@@ -10,12 +10,15 @@ A new command: register it on ``app`` in its module (``cli/*.py``) and add a row
 ``--help``'s order; tests/cli/test_lazy_commands.py checks that the row's help is the command's own.
 """
 
+import copy
 import importlib
 from difflib import get_close_matches
 from typing import Any, NamedTuple
 
 import typer.main
 from typer.core import TyperCommand, TyperGroup
+
+from attncli import limits
 
 
 class Listed(NamedTuple):
@@ -83,12 +86,64 @@ def prose(doc: str | None) -> str | None:
     return "\n\n".join(" ".join(line.strip() for line in p.splitlines() if line.strip()) for p in paragraphs)
 
 
+# the commands that refuse to run without --transformer (option_conflicts' rows of paths gradients, qk
+# and stats that refuse "no --transformer" alone): --help marks it required
+MODEL_REQUIRED = ("attribute", "circuit", "qk", "run")
+
+
 def unwrapped(command: Any) -> Any:
-    """``command`` with its help (and a group's commands' help) as :func:`prose`."""
+    """``command`` with its help (and a group's commands' help) as :func:`prose`, and every
+    integer option held to its range (:func:`bounded`)."""
     command.help = prose(command.help)
+    bounded(command.params)
+    if command.name in MODEL_REQUIRED:
+        required_in_help(command, "transformer")
     for sub in getattr(command, "commands", {}).values():
         unwrapped(sub)
     return command
+
+
+def required_in_help(command: Any, name: str) -> None:
+    """``--help`` marks option ``name`` of ``command`` required. Only the help: a run without it is
+    refused by the command's own check, whose message says what to give (Click's would only name it)."""
+    show = command.format_help
+
+    def format_help(ctx: Any, formatter: Any) -> None:
+        params = [p for p in command.params if p.name == name and not p.required]
+        for p in params:
+            p.required = True
+        try:
+            show(ctx, formatter)
+        finally:
+            for p in params:
+                p.required = False
+
+    command.format_help = format_help
+
+
+def bounded(params: list) -> None:
+    """Every integer option of ``params`` refuses a value outside ``limits.option_range`` (its own
+    min/max inside attn's ranges: attncli/limits.py), at any magnitude, with one line (exit 2)
+    before Click converts it. Its help is unchanged."""
+    for param in params:
+        kind = param.type
+        if type(kind).__name__ not in ("IntParamType", "IntRange") or getattr(kind, "attn_range", None) is not None:
+            continue
+        name = max(param.opts, key=len)
+        lo, hi = limits.option_range(name, getattr(kind, "min", None), getattr(kind, "max", None))
+        held = copy.copy(kind)
+        held.attn_range = (lo, hi)
+        held.convert = _converter(kind.convert, name, lo, hi)
+        param.type = held
+
+
+def _converter(convert: Any, name: str, lo: int, hi: int) -> Any:
+    def checked(value: Any, param: Any, ctx: Any) -> Any:
+        if value is None or isinstance(value, bool):
+            return convert(value, param, ctx)
+        return limits.whole_number(name, value, lo, hi)
+
+    return checked
 
 
 class LazyGroup(TyperGroup):
@@ -102,8 +157,40 @@ class LazyGroup(TyperGroup):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        bounded(self.params)  # the root's --threads
         for command in self.commands.values():  # those whose modules were imported before (a test's)
             unwrapped(command)
+
+    def parse_args(self, ctx: Any, args: list[str]) -> Any:
+        """The root's options may follow the command (``attn matrix TEXT --threads 2``): moved before it,
+        unless the command has an option of that name itself (``attn train-attention --threads``)."""
+        if ctx.parent is None:
+            args = self._root_options_first(ctx, list(args))
+        return super().parse_args(ctx, args)
+
+    def _root_options_first(self, ctx: Any, args: list[str]) -> list[str]:
+        valued = {opt for p in self.params if p.param_type_name == "option" and not p.is_flag for opt in p.opts}
+        at = 0
+        while at < len(args) and args[at].startswith("-") and args[at] != "--":  # the root's own, before the command
+            at += 2 if args[at] in valued else 1
+        if at >= len(args) or args[at] not in COMMANDS:
+            return args
+        command = self.get_command(ctx, args[at])
+        own = {opt for c in (command, *getattr(command, "commands", {}).values()) for p in c.params for opt in p.opts}
+        before, after, i = args[:at], [], at
+        while i < len(args):
+            name = args[i].split("=", 1)[0]
+            if args[i] == "--":
+                after += args[i:]
+                break
+            if name in valued and name not in own:
+                width = 1 if "=" in args[i] else 2
+                before += args[i:i + width]
+                i += width
+                continue
+            after.append(args[i])
+            i += 1
+        return before + after
 
     def list_commands(self, ctx: Any) -> list[str]:
         return list(COMMANDS) + [name for name in super().list_commands(ctx) if name not in COMMANDS]

@@ -34,7 +34,7 @@ except ImportError:  # pragma: no cover - depends on the installed typer
     _FRAMEWORK_EXCEPTIONS += (ClickException,)
 
 
-# a command to paste: "pip install 'attncli[pretrained]'", "pip install torch --index-url URL",
+# a command to paste: "pip install -e '.[pretrained]'", "pip install torch --index-url URL",
 # "python -m nltk.downloader brown" (its words up to a parenthesis, a comma, a semicolon or the end)
 _PASTEABLE = r"(?:pip install|python -m)(?: (?!\()[^\s();,]+)+"
 _GLUE = "\ue000"  # a private-use character: one cell, and not a space rich would break a line at

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from attncli import extras
 from attncli.attention.checkpoint_views import check_texts
 from attncli.attention.long_view import LongSpec, check_spec
 from attncli.attention.model_view import parse_layers
@@ -26,7 +27,6 @@ from attncli.hf import source
 from attncli.option_conflicts import CONTRIBUTIONS, NEW_SWITCHES, TRANSFORMER_ONLY, VECTOR_SHOWS, validate
 from attncli.textio import check_length
 
-INSTALL = 'attn explore needs the "explore" extra (Textual and textual-serve): pip install "attncli[explore]"'
 DEFAULT_SENTENCE = "time flies like an arrow"
 
 
@@ -34,7 +34,7 @@ def _check_installed(serve: bool) -> None:
     missing = [name for name in ("textual",) + (("textual_serve",) if serve else ())
                if importlib.util.find_spec(name) is None]
     if missing:
-        raise BadInput(f"{INSTALL} ({' and '.join(missing)} not installed)")
+        raise BadInput(extras.needs(f"attn explore ({' and '.join(missing)} not installed)", "explore"))
 
 
 EXPLORE_HELP = "\n\n".join(" ".join(paragraph.split()) for paragraph in (

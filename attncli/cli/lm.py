@@ -18,6 +18,7 @@ from attncli.cli.transformer import load_model
 from attncli.tinylm.train import TrainConfig, train
 from attncli.pipeline.heads_compute import HeadsRequest
 from attncli.pipeline.heads_compute import compute as compute_heads
+from attncli.views.result import Trimmed
 
 
 @app.command("train-attention")
@@ -98,7 +99,7 @@ def _print_summary(doc: dict[str, Any]) -> None:
     table.add_row(f"transformer ({a['layers']} layers x {a['heads']} heads, d={a['d_model']})", f"{a['perplexity']:.1f}")
     table.add_row("bigram, interpolated Kneser-Ney", f"{a['bigram_perplexity']:.1f}")
     table.add_row("unigram, add-one", f"{a['unigram_perplexity']:.1f}")
-    out_console().print(table)
+    out_console().print(Trimmed(table))  # the centred title without the spaces after it
     note = " (stopped at --max-minutes)" if a["stopped_early"] else ""
     out_console().print(
         f"{a['heldout_targets']:,} held-out targets, output vocabulary {a['output_vocab_size']:,} "

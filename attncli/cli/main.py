@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli import __version__, runtime
+from attncli import __version__, limits, runtime
 from attncli.cli import signals
 from attncli.cli.common import app, escape, print_error
 from attncli.cli.process import run
@@ -35,11 +35,12 @@ def _root(
         Optional[int],
         typer.Option("--threads", min=1, help="BLAS threads for every forward pass (default: one for a short "
                      "input, the machine's free cores for long inputs and batches; OMP_NUM_THREADS and "
-                     "OPENBLAS_NUM_THREADS also set it)."),
+                     "OPENBLAS_NUM_THREADS also set it). Before or after the command."),
     ] = None,
 ) -> None:
     """attn: see how attention works, from word vectors to attention matrices."""
     runtime.choose_threads(threads)
+    limits.environment_threads()  # OMP_NUM_THREADS=abc is refused before any work, as --threads abc is
 
 
 def _check_arguments() -> None:

@@ -21,8 +21,11 @@ def check_pairs_options(options: dict[str, Any], positionals: list[Optional[str]
     """BadInput for a mix of --pairs and one pair's options, or the run options without --pairs
     (the table's rows, attncli.option_conflicts, path "pairs"); or for --pairs beside the texts, or
     neither."""
-    if options.get("pairs") is None and any(p is None for p in positionals):
+    if options.get("pairs") is None and all(p is None for p in positionals):
         raise BadInput("give the text(s) to read, or --pairs FILE (a JSONL file of clean/corrupt/target pairs)")
+    if options.get("pairs") is None and any(p is None for p in positionals):
+        raise BadInput("the second text, the corrupted one, is missing: give the clean text and then the corrupted "
+                       "text (as many tokens), or --pairs FILE")
     if options.get("pairs") is not None and any(p is not None for p in positionals):
         raise BadInput("--pairs FILE brings the texts: drop the text arguments")
     validate(options, "pairs")

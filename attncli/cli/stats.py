@@ -11,6 +11,7 @@ from typing import Annotated, Any, Optional
 import typer
 from typer.core import TyperGroup
 
+from attncli import extras
 from attncli.cli.common import RefusesEmptyPaths, app, err_console, escape, info, resumable, warn
 from attncli.cli.options import declared
 from attncli.cli.output import Exports, check_exports, show, write_exports
@@ -22,10 +23,11 @@ from attncli.stats.stats_request import MergeRequest, StatsRequest
 
 
 class _StatsGroup(RefusesEmptyPaths, TyperGroup):
-    """A group with a default: arguments that do not start with a command name go to ``run``."""
+    """A group with a default: arguments that do not start with a command name go to ``run``;
+    ``attn stats --help`` alone is the group's own help (``Usage: attn stats ...``, run and merge)."""
 
     def parse_args(self, ctx, args):
-        if not args or args[0] not in self.commands:
+        if not args or (args[0] not in self.commands and args[0] not in ctx.help_option_names):
             args = ["run", *args]
         return super().parse_args(ctx, args)
 
@@ -79,7 +81,7 @@ def _output(request: Any, json_out: bool, options: dict[str, Any]) -> Exports:
         import importlib.util
 
         if importlib.util.find_spec("textual") is None:
-            raise BadInput('--explore needs the "explore" extra (Textual): pip install "attncli[explore]"')
+            raise BadInput(extras.needs("--explore (Textual)", "explore"))
     return exports
 
 
@@ -140,17 +142,21 @@ def stats_cmd(
 
 
 @stats_app.command("merge")
-@declared("folders", "json_out", *OUTPUT_OPTIONS)
+@declared("folders", "json_out", "skip_damaged", *OUTPUT_OPTIONS)
 def merge_cmd(
     folders: Annotated[list[Path], typer.Argument(help="Folders written by 'attn stats --out' (or shard files).",
                                                   show_default=False)],
+    *,
+    skip_damaged: Annotated[bool, typer.Option("--skip-damaged", help="Merge the other shards when one is damaged "
+                                               "(named on stderr, counted in the JSON) instead of failing.")] = False,
     **options: Any,
 ) -> None:
     """Merge the shards of several runs or machines exactly (sums and counts, never means of means).
 
     Shards of another model, attn version, definitions version or settings are refused (exit 2);
-    a damaged shard is named and skipped. JSON keys: those of 'attn stats', and skipped.
+    a damaged shard stops the merge (exit 1, the shard named) unless --skip-damaged. JSON keys:
+    those of 'attn stats', skipped and damaged_skipped.
     """
-    request, json_out = MergeRequest(tuple(folders)), options["json_out"]
+    request, json_out = MergeRequest(tuple(folders), skip_damaged=skip_damaged), options["json_out"]
     exports = _output(request, json_out, options)
     _show(compute_merge(request), json_out, exports, options["explore"])

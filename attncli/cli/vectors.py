@@ -107,7 +107,7 @@ def train_cmd(
     out.print(_evaluation_table(summary["evaluation"]))
     from rich.table import Table
 
-    table = Table(title="Nearest neighbours of probe words", title_justify="left")
+    table = Table(title="Nearest neighbours of probe words", title_justify="default")
     table.add_column("word")
     table.add_column("neighbours (cosine)")
     for word, ns in summary["neighbours"].items():
@@ -122,7 +122,7 @@ def _fmt(x) -> str:
 def _evaluation_table(ev: dict):
     from rich.table import Table
 
-    table = Table(title="Evaluation (oov: share of pairs/questions skipped)", title_justify="left")
+    table = Table(title="Evaluation (oov: share of pairs/questions skipped)", title_justify="default")
     for col in ("benchmark", "spearman", "pearson", "accuracy", "oov"):
         table.add_column(col, justify="left" if col == "benchmark" else "right")
     for key, label in (("wordsim353", "WordSim-353"), ("simlex999", "SimLex-999")):

@@ -16,7 +16,8 @@ lifted the load average to 2 (2 cores less 2 - 1 others, rounded down: 1).
 
 The user's choice overrides the policy: ``choose(n)`` (the command line's ``--threads N``, held in
 runtime.py), else
-the usual environment variables (THREAD_VARIABLES, the first one set to a positive integer).
+the usual environment variables (THREAD_VARIABLES, the first one set; a value outside 1 to
+limits.MAX_THREADS is refused, attncli/limits.py).
 
 Threads are set through threadpoolctl for the block and restored after: nothing changes for the
 rest of the process (nor its environment: the variable threadpoolctl's import sets is removed again
@@ -32,10 +33,10 @@ import os
 import time
 from typing import Any, Iterator
 
-from attncli import runtime
+from attncli import limits, runtime
 
 SMALL_ROWS = 128  # up to this many rows (batch x tokens) in a pass, one BLAS thread (bench_threads.py)
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+THREAD_VARIABLES = limits.THREAD_VARIABLES
 KMP_VARIABLE = "KMP_DUPLICATE_LIB_OK"  # threadpoolctl's import sets it (for Intel's OpenMP); undone
 LOAD_WINDOW = 60.0  # seconds: the time constant of the 1-minute load average (and of own_load's)
 LOAD_NOISE = 0.25  # of the load average left once this process's own is taken out, what counts as nothing
@@ -52,11 +53,7 @@ def user_threads() -> int | None:
     """The thread count the user chose (``choose``, else an environment variable), or None."""
     if runtime.threads is not None:
         return runtime.threads
-    for name in THREAD_VARIABLES:
-        value = os.environ.get(name, "").strip()
-        if value.isdigit() and int(value) > 0:
-            return int(value)
-    return None
+    return limits.environment_threads()
 
 
 def cores() -> int:

@@ -23,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from attncli import extras
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.fileio import FileProblem, read_text
 
@@ -74,7 +75,7 @@ def render(directory: Path, name: str, prompt: str) -> str:
         import jinja2
     except ImportError:
         raise BadInput("--chat renders the model's chat template with jinja2, which is not installed: "
-                       "pip install 'attncli[pretrained]'") from None
+                       f"{extras.install_command('pretrained')}") from None
 
     def raise_exception(message: str) -> None:
         raise BadInput(f"model '{name}''s chat template refuses the prompt: {message}")

@@ -7,6 +7,7 @@ so the backends are imported at its top.
 
 from __future__ import annotations
 
+from attncli import extras
 from attncli.errors import BadInput
 from attncli.option_conflicts import BACKENDS
 from attncli.hf import config_check, gguf_reader, numpy_backend, packaged_models, seq2seq, source, torch_backend
@@ -46,8 +47,8 @@ def _load(name_or_path: str, backend: str, allow_missing_weights: bool, placemen
                            "leave out --backend torch and the placement options")
         gone = source.missing("gguf", "transformers", "tokenizers")
         if gone:
-            raise BadInput(f"GGUF files need {' and '.join(gone)} (gguf dequantizes, transformers builds the "
-                           "tokenizer from the file): pip install 'attncli[gguf]'")
+            raise BadInput(extras.needs(f"a GGUF file ({' and '.join(gone)} missing: gguf dequantizes, transformers "
+                                        "builds the tokenizer from the file)", "gguf"))
         return GGUFPretrained(str(name_or_path), gguf, allow_missing_weights=allow_missing_weights)
     path = source.resolve(str(name_or_path))
     config = source.read_config(path)
@@ -79,7 +80,7 @@ def _load(name_or_path: str, backend: str, allow_missing_weights: bool, placemen
     if source.missing("torch", "transformers"):
         why = f" (the numpy backend cannot: {reason})" if reason and backend == "auto" else ""
         raise BadInput(f"model '{name_or_path}' runs through transformers{why}, which is not installed: "
-                       f"{source.INSTALL_TRANSFORMERS}")
+                       f"{source.install_transformers()}")
     if config_check.is_encoder_decoder(config):  # T5, BART: three stacks (torch only)
         return seq2seq.Seq2SeqPretrained(str(name_or_path), path, config, placement=placement, **keep)
     return torch_backend.TorchPretrained(str(name_or_path), path, config, placement=placement, **keep)

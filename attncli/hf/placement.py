@@ -25,6 +25,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
+from attncli import extras
 from attncli.errors import BadInput
 from attncli.textio import visible
 
@@ -64,7 +65,7 @@ class Placement:
                            f"--device {self.device} (--max-memory 0=0GiB,cpu=... keeps it off a GPU)")
         if self.device_map is not None and importlib.util.find_spec("accelerate") is None:
             raise BadInput(f"--device-map {self.device_map} needs accelerate, which is not installed: "
-                           "pip install 'attncli[big]'")
+                           f"{extras.install_command('big')}")
         if self.device in ("cuda", "mps"):
             torch_device(_torch_or_none(), self.device)
         if self.max_memory is not None:

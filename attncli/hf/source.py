@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from attncli import extras
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.hf import config_check
 
@@ -25,9 +26,14 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$
 
 CONVERT = ("python -c \"import sys, transformers as t; d = sys.argv[1]; "
            "t.AutoModel.from_pretrained(d).save_pretrained(d)\" MODEL_DIR")
-INSTALL_PRETRAINED = "pip install 'attncli[pretrained]'"
-INSTALL_TRANSFORMERS = ("pip install 'attncli[transformers]' (install torch's CPU build first: "
-                        "pip install torch --index-url https://download.pytorch.org/whl/cpu)")
+
+
+def install_pretrained() -> str:
+    return extras.install_command("pretrained")
+
+
+def install_transformers() -> str:
+    return f"{extras.install_command('transformers')} ({extras.TORCH_CPU})"
 
 
 def missing(*modules: str) -> list[str]:
@@ -39,14 +45,14 @@ def require_pretrained() -> None:
     """The numpy backend's packages: tokenizers and safetensors (no torch, no transformers)."""
     gone = missing("tokenizers", "safetensors")
     if gone:
-        raise BadInput(f"pretrained models need {' and '.join(gone)}: {INSTALL_PRETRAINED}")
+        raise BadInput(f"pretrained models need {' and '.join(gone)}: {install_pretrained()}")
 
 
 def require_transformers() -> None:
     gone = missing("torch", "transformers")
     if gone:
         raise BadInput(f"this model runs through transformers, which needs {' and '.join(gone)}: "
-                       f"{INSTALL_TRANSFORMERS}")
+                       f"{install_transformers()}")
 
 
 def offline() -> bool:
@@ -89,7 +95,7 @@ def check_model_dir(path: Path) -> None:
 
 def _from_hub(repo_id: str) -> Path:
     if missing("huggingface_hub"):
-        raise BadInput(f"'{repo_id}' is not a local directory, and hub ids need huggingface_hub: {INSTALL_PRETRAINED}")
+        raise BadInput(f"'{repo_id}' is not a local directory, and hub ids need huggingface_hub: {install_pretrained()}")
     import huggingface_hub
     from huggingface_hub.errors import LocalEntryNotFoundError
 

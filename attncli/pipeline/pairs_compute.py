@@ -113,13 +113,12 @@ def identity(model: Any, job: PairsJob, tokens: Optional[int], contrast: bool) -
 
 
 def _pair_of(key: str) -> Pair:
-    line, clean, corrupt, target, contrast = json.loads(key)
-    return Pair(line, clean, corrupt, target, contrast)
+    return Pair(*json.loads(key))
 
 
 def _key(pair: Pair) -> str:
-    """A pair as the runner's text: its line and its four strings (what a shard's digest covers)."""
-    return json.dumps([pair.line, pair.clean, pair.corrupt, pair.target, pair.contrast], ensure_ascii=False)
+    """A pair as the runner's text: its line, its four strings and any token ids (what a shard's digest covers)."""
+    return json.dumps([pair.line, pair.clean, pair.corrupt, pair.target, pair.contrast, *pair.ids()], ensure_ascii=False)
 
 
 class PairsWork:
@@ -159,7 +158,7 @@ def run_pairs(model: Any, pairs: list[Pair], run: PairsRun, *, on_shard: Optiona
     runs a corpus: a shard per chunk in ``run.out``, the ones already there read instead."""
     job = run.job
     tokens = check_pairs(model, pairs, job)
-    ident = identity(model, job, tokens, pairs[0].contrast is not None)
+    ident = identity(model, job, tokens, pairs[0].has_contrast)
     out = None if run.out is None else Path(run.out)
     existing = existing_shards(out, ident, read=read_pairs_shard, version=PAIRS_VERSION) if out is not None else {}
     plan = Plan()
@@ -225,6 +224,7 @@ def compute_pairs(run: PairsRun, model: Any = None, *, stage: Optional[Stage] = 
                           ran=outcome.ran, circuit=circuit)
 
 
-def merge_pairs(folders: list[Path]) -> MergedPairs:
-    """The shards of several --pairs runs (folders or files) added up exactly."""
-    return merge_pair_shards(folders)
+def merge_pairs(folders: list[Path], *, skip_damaged: bool = False) -> MergedPairs:
+    """The shards of several --pairs runs (folders or files) added up exactly; a damaged one stops
+    the merge (RuntimeFailure naming it) unless ``skip_damaged`` (then ``.damaged`` counts it)."""
+    return merge_pair_shards(folders, skip_damaged=skip_damaged)

@@ -96,16 +96,19 @@ class MergedPairs:
     ident: Identity
     ranges: list[tuple[int, int]]
     skipped: list[str] = field(default_factory=list)
+    damaged: int = 0  # of the skipped, the damaged shards left out (skip_damaged)
 
 
-def merge_pair_shards(paths: Iterable[Path], ident: Optional[Identity] = None) -> MergedPairs:
+def merge_pair_shards(paths: Iterable[Path], ident: Optional[Identity] = None, *,
+                      skip_damaged: bool = False) -> MergedPairs:
     """The --pairs shards of the folders (or files) given, added up in the order of their pairs: of
     one model, attn version and settings (``ident``'s when given; else the first shard's), BadInput
-    otherwise; a damaged shard is named and skipped, one that repeats a range is counted once
+    otherwise; a damaged shard stops the merge (RuntimeFailure naming it) unless ``skip_damaged``,
+    then it is named and skipped; one that repeats a range is counted once
     (attncli.stats.shards.usable_shards, the same for attn stats)."""
     found = usable_shards(paths, read_pairs_shard, version=PAIRS_VERSION, written_by="--pairs FILE --out DIR",
-                          ident=ident)
-    return MergedPairs(added(found.docs), found.ident, found.ranges, found.skipped)
+                          ident=ident, skip_damaged=skip_damaged)
+    return MergedPairs(added(found.docs), found.ident, found.ranges, found.skipped, found.damaged)
 
 
 def added(docs: Iterable[dict[str, Any]]) -> PairSums:

@@ -85,7 +85,7 @@ def compute_stats(request: StatsRequest, model: Any = None, *, loader: Optional[
 def compute_merge(request: MergeRequest) -> StatsResult:
     """The shards of ``request.folders`` merged exactly (sums and counts), as one result."""
     request.check()
-    merged = merge_shards([Path(f) for f in request.folders])
+    merged = merge_shards([Path(f) for f in request.folders], skip_damaged=request.skip_damaged)
     doc = document(merged.acc, merged.ident, merged.ranges, source="shards", shards=len(merged.ranges),
-                   skipped=merged.skipped)
+                   skipped=merged.skipped, damaged_skipped=merged.damaged)
     return StatsResult(doc, request, title=f"attn stats merge: {visible(str(merged.ident.model['name']))}")

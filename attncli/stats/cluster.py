@@ -10,13 +10,13 @@ import socket
 import time
 from typing import Any, Iterable, Iterator, Optional
 
+from attncli import extras
 from attncli.errors import AttnError, BadInput, RuntimeFailure
 from attncli.stats.accumulate import Settings
 from attncli.stats.chunk_work import bounded, load_work
 from attncli.stats.shards import Identity
 
 CONNECT_SECONDS = 5.0  # how long an address may take to answer
-CLUSTER_EXTRA = "--ray needs the cluster extra: pip install 'attncli[cluster]'"
 
 
 def host_port(address: str) -> tuple[str, int]:
@@ -93,7 +93,7 @@ def ray_results(address: str, chunks: Iterable[tuple[int, list[str]]], spec, set
     try:
         import ray
     except ImportError:
-        raise BadInput(CLUSTER_EXTRA) from None
+        raise BadInput(extras.needs("--ray", "cluster")) from None
     try:
         ray.init(address=address, logging_level="ERROR", log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as exc:

@@ -18,13 +18,13 @@ import json
 from pathlib import Path
 from typing import Iterator, Optional
 
+from attncli import extras
 from attncli.errors import BadInput
 from attncli.fileio import FileProblem, open_regular, read_text
 from attncli.textio import MAX_INPUT_BYTES, check_text, read_lines, stdin_bytes
 
 DATASET_MARKERS = ("dataset_info.json", "state.json", "dataset_dict.json")
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
-DATASETS_EXTRA = "reading a saved datasets dataset needs the datasets package: pip install 'attncli[datasets]'"
 
 
 def kind_of(source: str, field: Optional[str]) -> str:
@@ -110,7 +110,7 @@ def _dataset(path: Path, field: str, split: Optional[str]) -> Iterator[str]:
     try:
         import datasets
     except ImportError:
-        raise BadInput(DATASETS_EXTRA) from None
+        raise BadInput(extras.needs("reading a saved datasets dataset", "datasets")) from None
     try:
         ds = datasets.load_from_disk(str(path))
     except Exception as exc:  # datasets raises its own exception types

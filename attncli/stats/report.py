@@ -2,7 +2,8 @@
 
 A merge is exact: the sums and counts are added and the top examples chosen again, never a mean
 of means. Every shard must be of the same model (fingerprint), attn version, definitions version
-and settings (BadInput otherwise); a damaged shard is named and skipped; a shard that repeats
+and settings (BadInput otherwise); a damaged shard stops the merge (RuntimeFailure, exit 1) unless
+the user asks to skip it (--skip-damaged: named and skipped, and counted); a shard that repeats
 another (the same texts, the same range) is named and counted once.
 """
 
@@ -23,17 +24,19 @@ class Merged:
     ident: Identity
     ranges: list[tuple[int, int]]
     skipped: list[str] = field(default_factory=list)  # "path: why"
+    damaged: int = 0  # of the skipped, the damaged shards left out (--skip-damaged)
 
 
-def merge_shards(paths: Iterable[Path]) -> Merged:
+def merge_shards(paths: Iterable[Path], *, skip_damaged: bool = False) -> Merged:
     """The shards of the folders (or files) given, merged (see the module docstring; which shards:
     attncli.stats.shards.usable_shards, the same for --pairs)."""
-    found = usable_shards(paths, read_shard, version=STATS_VERSION, written_by="'attn stats --out'")
+    found = usable_shards(paths, read_shard, version=STATS_VERSION, written_by="'attn stats --out'",
+                          skip_damaged=skip_damaged)
     first = found.docs[0]
     acc = Accumulator(int(first["model"]["layers"]), int(first["model"]["heads"]), int(first["settings"]["top_k"]))
     for doc in found.docs:
         acc.merge(from_document(doc))
-    return Merged(acc, found.ident, found.ranges, found.skipped)
+    return Merged(acc, found.ident, found.ranges, found.skipped, found.damaged)
 
 
 def spans(ranges: list[tuple[int, int]]) -> list[list[int]]:

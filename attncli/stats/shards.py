@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable, Optional
 import numpy as np
 
 from attncli import __version__
-from attncli.errors import BadInput
+from attncli.errors import BadInput, RuntimeFailure
 from attncli.fileio import FileProblem, atomic_write, open_regular, read_text
 from attncli.messages import warn
 from attncli.stats.accumulate import MAX_TOP_K, STATS, STATS_VERSION, TOP_STATS, Accumulator
@@ -245,26 +245,30 @@ def mismatch(doc: dict[str, Any], ident: Identity, version: int = STATS_VERSION)
 @dataclass
 class Usable:
     """The shards a merge adds: their documents (one per range of texts), the identity they share,
-    their ranges, and the ones skipped ("path: why")."""
+    their ranges, the ones skipped ("path: why") and how many of those were damaged."""
     docs: list[dict[str, Any]]
     ident: Identity
     ranges: list[tuple[int, int]]
     skipped: list[str]
+    damaged: int = 0
 
 
 def usable_shards(paths: Iterable[Path], read: Callable[[Path], dict[str, Any]], *, version: int, written_by: str,
-                  ident: Optional[Identity] = None) -> Usable:
+                  ident: Optional[Identity] = None, skip_damaged: bool = False) -> Usable:
     """The shards of the folders (or files) ``paths`` that a merge adds, for attn stats and --pairs
     alike (``read``: a file's checked document or Damaged; ``version``: their definitions): a
-    damaged one (or one whose model's sizes contradict its fingerprint) is named and skipped; all
-    must be of one model, attn version, definitions and settings (``ident``'s, else the first
-    usable one's), BadInput naming the file otherwise; one that repeats a range of the same texts
-    is named and counted once. BadInput when none is given or none is usable."""
+    damaged one (or one whose model's sizes contradict its fingerprint) stops the merge
+    (RuntimeFailure naming it: the result would cover fewer texts than the shards hold) unless the
+    user asked to ``skip_damaged`` (--skip-damaged), then it is named and skipped; all must be of
+    one model, attn version, definitions and settings (``ident``'s, else the first usable one's),
+    BadInput naming the file otherwise; one that repeats a range of the same texts is named and
+    counted once. BadInput when none is given or none is usable."""
     files = shard_files(paths)
     if not files:
         raise BadInput(f"no shard to merge: give folders written by {written_by} (shard-*.json files)")
     docs: list[dict[str, Any]] = []
     skipped: list[str] = []
+    damaged = 0
     seen: set[tuple[int, int, str]] = set()
     first: Optional[Path] = None
     for path in files:
@@ -274,8 +278,13 @@ def usable_shards(paths: Iterable[Path], read: Callable[[Path], dict[str, Any]],
             if why is not None:
                 raise Damaged(why)
         except Damaged as exc:
+            if not skip_damaged:
+                raise RuntimeFailure(f"the shard {path} is damaged: {exc}; the merge would leave its texts out: "
+                                     "compute it again (the run that wrote it resumes it), or pass --skip-damaged "
+                                     "to merge the others without it") from None
             warn(f"skipping the damaged shard {path}: {exc}")
             skipped.append(f"{path}: {exc}")
+            damaged += 1
             continue
         if ident is None:
             ident, first = identity_of(doc), path
@@ -291,7 +300,7 @@ def usable_shards(paths: Iterable[Path], read: Callable[[Path], dict[str, Any]],
         docs.append(doc)
     if ident is None or not docs:
         raise BadInput("no shard could be merged: every one given is damaged")
-    return Usable(docs, ident, sorted((d["start"], d["end"]) for d in docs), skipped)
+    return Usable(docs, ident, sorted((d["start"], d["end"]) for d in docs), skipped, damaged)
 
 
 def identity_of(doc: dict[str, Any]) -> Identity:

@@ -86,6 +86,7 @@ class MergeRequest:
     """``attn stats merge DIR...``: the shards of several runs or machines, merged exactly."""
 
     folders: tuple[Union[str, Path], ...]  # folders written by ``attn stats --out`` (or shard files)
+    skip_damaged: bool = False  # --skip-damaged: merge without a damaged shard (named, counted) instead of failing
 
     command = "stats merge"
 
@@ -96,4 +97,4 @@ class MergeRequest:
         return [str(f) for f in self.folders]
 
     def options(self) -> list[tuple[str, Any]]:
-        return []
+        return [("--skip-damaged", self.skip_damaged)]

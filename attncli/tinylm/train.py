@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from attncli import messages
+from attncli import extras, messages
 from attncli.errors import BadInput
 from attncli.tinylm import checkpoint, data as lm_data
 from attncli.tinylm.model import input_vectors
@@ -44,16 +44,13 @@ class TrainResult:
     attention: dict[str, Any] = field(default_factory=dict)
 
 
-INSTALL_TORCH = ("pip install 'attncli[torch]' (torch's CPU build first: "
-                 "pip install torch --index-url https://download.pytorch.org/whl/cpu)")
-
-
 def require_torch() -> None:
     """BadInput (exit 2) naming the extra when torch is not installed: said before the corpus is read."""
     import importlib.util
 
     if importlib.util.find_spec("torch") is None:
-        raise BadInput(f"training attention needs torch, which is not installed: {INSTALL_TORCH}")
+        raise BadInput(f"training attention needs torch, which is not installed: "
+                       f"{extras.install_command('torch')} ({extras.TORCH_CPU})")
 
 
 def train(

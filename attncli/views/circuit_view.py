@@ -24,7 +24,8 @@ def circuit_renderables(doc: dict[str, Any], width: Optional[int] = None) -> lis
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=visible(doc["title"]), box=None, padding=(0, 1), header_style="bold", title_justify="left")
+    title = Text(visible(doc["title"]), style="table.title")  # wrapped to the terminal, not to the narrow table
+    table = Table(box=None, padding=(0, 1), header_style="bold")
     for name, justify in (("layer", "right"), ("from", "left"), ("to", "left"), ("input", "left"), ("score", "right")):
         table.add_column(visible(name), justify=justify)
     layers = doc["layers"]
@@ -35,7 +36,7 @@ def circuit_renderables(doc: dict[str, Any], width: Optional[int] = None) -> lis
         table.add_row(visible("out" if row == layers else str(row)), visible(e["from"]), visible(e["to"]), visible(e["input"]),
                       Text(f"{e['score']:+.4f}", style="bold" if e["score"] >= 0 else ""))
     more = len(by_layer) - MAX_ROWS
-    out: list = [table]
+    out: list = [title, table]
     notes = list(doc["notes"]) + ([f"{more} more edges: see --json"] if more > 0 else [])
     out += [Text(visible(n), style="dim") for n in notes]
     return out

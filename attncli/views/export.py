@@ -16,6 +16,7 @@ import io
 import re
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
+from attncli import extras
 from attncli.textio import visible
 from attncli.errors import BadInput
 from attncli.export_target import write_export
@@ -23,7 +24,6 @@ from attncli.export_target import write_export
 MIN_WIDTH = 80  # columns: a narrower view still gets room for its titles and notes
 MAX_WIDTH = 4000  # columns: the widest drawing recorded (a 512-token matrix is ~3,600)
 FONT_STACK = "'DejaVu Sans Mono', Menlo, Consolas, 'Liberation Mono', 'Courier New', monospace"
-PNG_EXTRA = "--png needs the png extra: pip install 'attncli[png]' (Pillow)"
 
 Draw = Callable[[Optional[int]], Iterable]  # width (None: the file's) -> rich renderables
 
@@ -97,7 +97,7 @@ def png_available() -> None:
         import PIL.Image  # noqa: F401
         import PIL.ImageDraw  # noqa: F401
     except ImportError:
-        raise BadInput(PNG_EXTRA) from None
+        raise BadInput(extras.needs("--png (Pillow)", "png")) from None
 
 
 # rich's SVG geometry (Console.export_svg): 20 px characters 0.61 wide, lines 1.22 high, a 1 px

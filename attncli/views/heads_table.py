@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 from typing import Any, Optional
 
-from attncli.views.result import DocumentView, shown
+from attncli.views.result import DocumentView, Trimmed, shown
 
 SHORT = {"previous_token": "prev", "first_token": "first", "next_token": "next", "separator": "sep",
          "duplicate_token": "dup", "induction": "induct"}
@@ -92,7 +92,7 @@ class HeadsView(DocumentView):
     score columns as ``width`` holds (None: all)."""
 
     def renderables(self, width: Optional[int]) -> list:
-        return [heads_table(self.doc, heads_title(self.doc), width if width is not None else 1 << 20)[0]]
+        return [Trimmed(heads_table(self.doc, heads_title(self.doc), width if width is not None else 1 << 20)[0])]
 
     def notes(self, width: Optional[int] = None) -> list[str]:
         left_out = [] if width is None else heads_table(self.doc, heads_title(self.doc), width)[1]

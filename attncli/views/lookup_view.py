@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 from attncli.lookup.params import DEFAULT_TEMPERATURE, POOLING
 from attncli.textio import clip, visible
-from attncli.views.result import Result, attn_command, shown
+from attncli.views.result import Result, Trimmed, attn_command, shown
 
 BAR_WIDTH = 20
 COMPACT_JSON_ABOVE = 1000  # entries: above, --json is one line (indented JSON is Python's slow encoder)
@@ -159,7 +159,7 @@ def lookup_renderables(result, index, *, rows: int = DEFAULT_ROWS, heading: bool
     if hidden:
         rest = float(result.weight[len(shown_rows):].sum())
         table.caption = f"... {hidden:,} more keys with total weight {rest:.3g} (--rows 0 shows all)"
-    parts.append(table)
+    parts.append(Trimmed(table))  # the centred title without the spaces after it
     best = result.best
     how = "exact key" if result.exact else f"weight {best.weight:.3f}"
     parts.append(Text.from_markup(f"answer: [bold]{shown(_value_text(best.value))}[/]  (key {shown(clip(best.key))}, {how})"))

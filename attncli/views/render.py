@@ -379,7 +379,7 @@ def render_variants(console, rows: list[dict]) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title="attention variants (attn matrix --variant NAME)", title_justify="left")
+    table = Table(title="attention variants (attn matrix --variant NAME)", title_justify="default")  # no trailing spaces
     for col in ("name", "formula", "source"):
         table.add_column(col, overflow="fold")
     for r in rows:

@@ -213,3 +213,30 @@ def attn_command(command: str, positionals: Sequence[str] = (), options: Sequenc
 
 def _word(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
+
+
+class Trimmed:
+    """A renderable whose lines end at their last visible cell: rich pads a centred table title out
+    to the table's width with spaces that a terminal shows as nothing and a file or a pipe keeps.
+    Spaces with a background colour are kept (they are seen)."""
+
+    def __init__(self, renderable) -> None:
+        self.renderable = renderable
+
+    def __rich_console__(self, console, options):
+        from rich.segment import Segment
+
+        for line in console.render_lines(self.renderable, options, pad=False):
+            while line and not line[-1].control and not (line[-1].style and line[-1].style.bgcolor):
+                text = line[-1].text.rstrip(" ")
+                if text:
+                    line[-1] = Segment(text, line[-1].style)
+                    break
+                line.pop()
+            yield from line
+            yield Segment.line()
+
+    def __rich_measure__(self, console, options):
+        from rich.measure import Measurement
+
+        return Measurement.get(console, options, self.renderable)

@@ -44,7 +44,7 @@ def stats_renderables(doc: dict[str, Any], width: Optional[int]) -> list:
         layer, head = np.unravel_index(int(np.argmax(np.asarray(mean))), (L, H))
         entry = next(h for h in heads if h["layer"] == layer and h["head"] == head)
         table = Table(title=f"{visible(name.replace('_', '-'))}: top contexts of layer {int(layer)} head {int(head)}",
-                      title_justify="left")
+                      title_justify="default")  # left, no trailing spaces
         table.add_column("score", justify="right", no_wrap=True)
         table.add_column("text", justify="right", no_wrap=True)
         table.add_column("context (query in brackets)")

@@ -248,7 +248,7 @@ BAD = [
     (["--rows", "word:zebra"], "no word 'zebra'"),
     (["--rows", "last:0"], "N >= 1"),
     (["--pool", "foo"], "--pool 'foo'"),
-    (["--pool", "0"], "at least 1 token"),
+    (["--pool", "0"], "--pool must be a whole number from 1"),
     (["--top-k", "0"], "--top-k must be"),
     (["--top-k", "2", "--pool", "line"], "give one of them"),
     (["--pool", "line", "--show", "scores"], "drop --show scores"),

@@ -1,7 +1,7 @@
 """--pool at hostile sizes (attncli.attention.long_view): the pooling's work grows with the
 matrices' size, never with spans^2 x tokens^2 (a three-operand einsum took past 30 s for
---pool 20 on 1,600 tokens, hours for --pool 1), and a chunk size past any int64 is one span,
-not an OverflowError. No wall-clock assertion: the timeout markers (pytest-timeout) make the
+--pool 20 on 1,600 tokens, hours for --pool 1), and a chunk size past a C int is refused at
+every magnitude (attncli/limits.py), never an OverflowError. No wall-clock assertion: the timeout markers (pytest-timeout) make the
 old quadratic-in-spans path fail instead of hanging; bench/bench_bounded_work.py times it."""
 
 from __future__ import annotations
@@ -60,25 +60,33 @@ def test_pool_work_grows_with_the_matrix_not_with_the_spans(chunk):
         assert np.allclose(pooled[:, a, b], expect, rtol=64 * np.finfo(np.float64).eps)
 
 
-def test_a_chunk_longer_than_any_text_is_one_span():
+def test_a_chunk_longer_than_the_text_is_one_span_and_one_past_the_c_int_is_refused():
+    """The one rule for numbers (attncli/limits.py): --pool N up to a C int runs (a chunk past the
+    text's end is the whole text); past it, at every magnitude, it is refused with one line."""
     enc = SimpleNamespace(tokens=["a"] * 5)
-    for huge in (10**20, 2**63, 10**4000):
-        assert lvm.parse_pool(str(huge)) == huge
-        assert lvm.span_ids(huge, enc).tolist() == [0] * 5
+    for n in (6, 2**31 - 1):
+        assert lvm.parse_pool(str(n)) == n
+        assert lvm.span_ids(n, enc).tolist() == [0] * 5
+    from attncli.errors import BadInput
+
+    for huge in (str(2**31), str(10**20), str(2**63), "9" * 5000, "0", "-1"):
+        with pytest.raises(BadInput, match="--pool must be a whole number from 1 to 2,147,483,647"):
+            lvm.parse_pool(huge)
 
 
-def test_pool_with_a_huge_chunk_is_the_whole_text_on_the_command_line(tiny_bert_dir):
+def test_pool_with_a_huge_chunk_is_refused_on_the_command_line_at_every_magnitude(tiny_bert_dir):
     import attncli.cli.common as cli_app
 
     cli_app._consoles.clear()
     r = CliRunner().invoke(app, ["matrix", TEXT, "--transformer", str(tiny_bert_dir), "--json",
-                                 "--pool", "100000000000000000000"])
+                                 "--pool", str(2**31 - 1)])
     assert r.exit_code == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["pool"]["spans"] == [0] and np.allclose(doc["pool"]["weights"], [[1.0]], atol=1e-6)  # fixed: a row's sum printed to 6 digits
-    cli_app._consoles.clear()
-    r = CliRunner().invoke(app, ["matrix", TEXT, "--transformer", str(tiny_bert_dir), "--pool", "9" * 5000])
-    assert r.exit_code == 2 and "--pool" in r.stderr and "Traceback" not in r.stderr
+    for huge in ("100000000000000000000", "9223372036854775808", "9" * 5000):
+        cli_app._consoles.clear()
+        r = CliRunner().invoke(app, ["matrix", TEXT, "--transformer", str(tiny_bert_dir), "--pool", huge])
+        assert r.exit_code == 2 and "--pool must be a whole number" in r.stderr and "Traceback" not in r.stderr
 
 
 def _enc(words):

@@ -182,3 +182,30 @@ def test_json_settings_name_the_local_window(tiny):
 
     assert document(compute(MatrixRequest(text=SENTENCE, variant="local", model=tiny)))["settings"]["local_window"] == 2
     assert document(compute(MatrixRequest(text=SENTENCE, variant="scaled", model=tiny)))["settings"]["local_window"] is None
+
+
+def test_the_positional_scale_is_the_mean_length_of_the_first_1000_word_vectors():
+    """docs/matrix.md's promise, standing alone (the tests' models have fewer than 1,000 words, so
+    only the docs' example on the built-in model reached the cut): rows past the 1,000th do not count."""
+    from types import SimpleNamespace
+
+    from attncli.attention.matrix import typical_norm
+
+    rng = np.random.default_rng(0)
+    rows = rng.standard_normal((1500, 8))
+    rows[1000:] *= 100.0  # the rare words: far longer, and left out
+    want = float(np.mean([np.sqrt(sum(x * x for x in row)) for row in rows[:1000]]))
+    assert typical_norm(SimpleNamespace(vectors=rows)) == pytest.approx(want, rel=1e-12)
+    assert typical_norm(SimpleNamespace(vectors=rows[:3])) == pytest.approx(
+        float(np.mean([np.linalg.norm(r) for r in rows[:3]])), rel=1e-12)
+
+
+@pytest.mark.parametrize("d", [6, 7])
+def test_the_sinusoidal_encoding_is_vaswani_s_formula_for_even_and_odd_widths(d):
+    import math
+
+    from attncli.attention.matrix import sinusoidal
+
+    want = [[math.sin(p / 10000 ** (i / d)) if i % 2 == 0 else math.cos(p / 10000 ** ((i - 1) / d))
+             for i in range(d)] for p in range(9)]
+    np.testing.assert_allclose(sinusoidal(9, d), want, rtol=1e-12, atol=1e-15)

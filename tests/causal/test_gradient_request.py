@@ -54,9 +54,20 @@ def test_an_empty_corrupted_text_or_no_model_is_refused_first(command):
     assert said(r) == "error: the corrupted text is empty: give a text of as many tokens as the clean one"
     r = CliRunner().invoke(app, [command, CLEAN, CORRUPT])
     assert r.exit_code == 2
-    assert said(r) == ("error: give the model with --transformer NAME (a hub id or a directory: "
-                                "GPT-2 or the Llama family; attribute also takes BERT, RoBERTa, DistilBERT or MPNet with its "
-                        "masked-language-model head)")
+    models = {"attribute": ", or BERT, RoBERTa, DistilBERT or MPNet with its masked-language-model head",
+              "circuit": ""}[command]  # attn circuit's message names what it takes, not attribute
+    assert said(r) == f"error: give the model with --transformer NAME (a hub id or a directory: GPT-2 or the Llama family{models})"
+    assert "attribute" not in said(r)
+
+
+@pytest.mark.parametrize("command", ["attribute", "circuit", "patch"])
+def test_one_text_without_the_corrupted_one_says_the_second_text_is_missing(command):
+    r = CliRunner().invoke(app, [command, CLEAN, "--transformer", "m", "--target", "x"])
+    assert r.exit_code == 2
+    assert said(r) == ("error: the second text, the corrupted one, is missing: give the clean text and then the "
+                       "corrupted text (as many tokens), or --pairs FILE")
+    r = CliRunner().invoke(app, [command, "--transformer", "m"])
+    assert r.exit_code == 2 and "give the text(s) to read, or --pairs FILE" in said(r)
 
 
 def test_good_requests_pass_and_say_their_command_line():

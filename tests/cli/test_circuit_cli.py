@@ -127,3 +127,26 @@ def test_pairs_whose_mean_metrics_agree_are_refused_in_one_line(tiny_gpt2_dir, t
     path = _pairs_file(tmp_path / "same.jsonl", tiny_gpt2_dir, [(CLEAN, CLEAN), (CORRUPT, CORRUPT)])
     code, out = run("circuit", "--pairs", path, "--transformer", str(tiny_gpt2_dir), "--json")
     assert code == 2 and "mean clean and corrupted metrics are equal" in out and "Traceback" not in out, out
+
+
+@pytest.mark.parametrize("width", [60, 120])
+def test_the_title_wraps_to_the_terminal_not_to_the_table_and_no_line_ends_in_spaces(width):
+    """A circuit's table is narrow (five short columns): its title is a line of its own, wrapped to
+    the terminal, where a table title was wrapped to the table's 40 columns and padded with spaces."""
+    from rich.console import Console
+
+    from attncli.views.circuit_view import circuit_renderables
+
+    title = "induction-llama · circuit (EAP-IG, 5 steps) · 5 of 110 edges · logit('Ġan') - logit('Ġon') at position 12"
+    doc = {"title": title, "notes": ["a note"], "layers": 1,
+           "nodes": [{"name": "embed", "layer": -1}, {"name": "logits", "layer": 1}],
+           "edges": [{"from": "embed", "to": "logits", "input": "v", "score": 0.5}]}
+    console = Console(width=width, color_system=None, record=True)
+    with console.capture() as captured:
+        for part in circuit_renderables(doc, width):
+            console.print(part)
+    lines = captured.get().splitlines()
+    title_lines = lines[:len(lines) - 3]  # then the header, the edge and the note
+    assert " ".join(title_lines) == title
+    assert max(len(line) for line in title_lines) > 45 and all(len(line) <= width for line in title_lines)
+    assert not any(line.endswith(" ") for line in title_lines)

@@ -1,6 +1,6 @@
 """--help and error messages at 80 columns, as a newcomer's terminal shows them: no option name cut
 ("--allow-missing-weigh…"), help text that wraps to the terminal instead of keeping a docstring's
-line breaks (ragged lines), and a command to paste ("pip install 'attncli[pretrained]'") never
+line breaks (ragged lines), and a command to paste ("pip install -e '.[pretrained]'") never
 broken across two lines."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import typer.main
 from attncli.cli import common as cli_app
 from attncli.cli.commands import COMMANDS as LISTED
 from attncli.cli.main import app
-from attncli.hf.source import INSTALL_PRETRAINED, INSTALL_TRANSFORMERS
+from attncli.hf.source import install_pretrained, install_transformers
 
 COMMANDS = list(LISTED)  # every command, by the name the lazy group lists (and loads) it under
 # a group's commands by their full words (attn stats run, attn stats merge)
@@ -60,7 +60,7 @@ def test_help_text_wraps_to_the_terminal_not_at_the_docstrings_breaks(command):
 
 
 @pytest.mark.parametrize("columns", [40, 50, 60, 70, 80, 100, 120])
-@pytest.mark.parametrize("command", [INSTALL_PRETRAINED, INSTALL_TRANSFORMERS])
+@pytest.mark.parametrize("command", [install_pretrained(), install_transformers()])
 def test_an_error_never_breaks_a_command_to_paste(monkeypatch, capsys, columns, command):
     monkeypatch.setenv("COLUMNS", str(columns))
     cli_app._consoles.clear()
@@ -71,3 +71,23 @@ def test_an_error_never_breaks_a_command_to_paste(monkeypatch, capsys, columns, 
     for pasteable in re.findall(r"pip install [^()]*?(?=\s*\(|\)|$)", command):
         if len(pasteable) <= columns:
             assert any(pasteable in line for line in err.splitlines()), (columns, pasteable, err)
+
+
+@pytest.mark.parametrize("command,required", [(["attribute"], True), (["circuit"], True), (["qk"], True),
+                                              (["stats", "run"], True), (["matrix"], False), (["ablate"], False),
+                                              (["lens"], False)])
+def test_transformer_is_marked_required_where_a_run_needs_it(command, required, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")
+    cli_app._consoles.clear()
+    from typer.testing import CliRunner
+
+    from attncli.cli.main import app
+
+    out = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "120"}).stdout
+    block = next(line for line in out.splitlines() if re.match(r"│ (\*  )?--transformer ", line))
+    rest = out.split(block, 1)[1].split("│ --", 1)[0]  # the option's own lines, up to the next option
+    marked = block.startswith("│ *") or "[required]" in rest
+    assert marked == required, (command, block, rest)
+    if required:  # only the help: the run without it keeps the command's own message (exit 2)
+        r = CliRunner().invoke(app, [*command, "a b", "a c"][:len(command) + (1 if command[-1] in ("qk", "run") else 2)])
+        assert r.exit_code == 2 and "--transformer" in r.stderr and "Missing option" not in r.output

@@ -262,3 +262,23 @@ def test_the_docs_say_why_the_default_dictionary_says_porche():
     docs = (Path(__file__).resolve().parents[2] / "docs" / "lookup.md").read_text(encoding="utf-8")
     paragraph = next(p for p in docs.split("\n\n") if "default dictionary" in p and "Porche" in p)
     assert "Porsche" in paragraph and "misspelt" in paragraph, paragraph
+
+
+@pytest.mark.parametrize("args", [["lookup", "colour"], ["heads"]])
+def test_a_centred_title_carries_no_trailing_spaces(args, monkeypatch):
+    """rich pads a centred table title to the table's width: the lines end at their last character
+    (views/result.py's Trimmed), the title still centred over the table."""
+    import attncli.cli.common as cli_common
+    from typer.testing import CliRunner
+
+    from attncli.cli.main import app
+
+    if args == ["heads"]:
+        monkeypatch.delenv("ATTN_MODEL")  # the built-in model's learned heads
+    cli_common._consoles.clear()
+    out = CliRunner().invoke(app, args, env={"COLUMNS": "100"}).stdout
+    title, top = out.splitlines()[:2]
+    assert title == title.rstrip() and title.startswith("  "), repr(title)
+    middle = len(title) - len(title.lstrip()) + len(title.strip()) / 2
+    assert abs(middle - len(top) / 2) <= 1, (title, top)  # centred over the table's box
+    assert all(line == line.rstrip() for line in out.splitlines())

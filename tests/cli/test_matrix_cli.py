@@ -265,7 +265,7 @@ BAD = [
     ([], "give a sentence"),
     ([SENTENCE, "--rows", "5:2"], "--rows"),
     ([SENTENCE, "--cols", "5:9"], "--cols starts at 5"),
-    ([SENTENCE, "--rows", "99999999999999999999:"], "--rows starts at 99999999999999999999"),
+    ([SENTENCE, "--rows", "99999999999999999999:"], "--rows must be a whole number from"),
     ([SENTENCE, "--max-relative", "0", "--variant", "relative"], "--max-relative"),
     ([SENTENCE, "--max-relative", "1000000000", "--variant", "relative"], "--max-relative"),
     ([SENTENCE, "--variant", "multihead", "--heads", "0"], "--heads must be"),
@@ -447,3 +447,8 @@ def test_short_model_flag_and_empty_model_name(tiny):
     assert run("matrix", SENTENCE, "-m", "tiny").exit_code == 0
     empty = run("matrix", SENTENCE, "--model", "")
     assert empty.exit_code == 2 and "invalid model name ''" in empty.stderr
+
+
+def test_the_variants_table_s_title_carries_no_trailing_spaces():
+    out = CliRunner().invoke(app, ["variants"], env={"COLUMNS": "120"}).stdout
+    assert out.splitlines()[0] == "attention variants (attn matrix --variant NAME)"

@@ -441,7 +441,7 @@ def test_without_the_extra_it_says_what_to_install(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name.startswith("textual") else real(name, *a))
     result = CliRunner().invoke(cli, ["explore"])
     assert result.exit_code == 2
-    assert 'pip install "attncli[explore]"' in " ".join(result.stderr.split())
+    assert "pip install -e '.[explore]'" in " ".join(result.stderr.split())
 
 
 def test_matrix_does_not_import_textual():

@@ -9,6 +9,7 @@ import pytest
 
 from conftest import needed
 
+from attncli.errors import BadInput
 from attncli.hf import blas
 
 threadpoolctl = needed("threadpoolctl")
@@ -71,10 +72,14 @@ def test_the_users_choice_overrides_the_policy(no_user_choice, monkeypatch):
     blas.choose(5)  # --threads
     assert blas.threads_for(10) == 5
     blas.choose(None)
-    monkeypatch.setenv("OMP_NUM_THREADS", "not a number")
+    monkeypatch.setenv("OMP_NUM_THREADS", "not a number")  # refused, as --threads would refuse it (attncli/limits.py)
+    with pytest.raises(BadInput, match="OMP_NUM_THREADS"):
+        blas.threads_for(10)
+    monkeypatch.setenv("OMP_NUM_THREADS", "")  # empty: not given
     assert blas.threads_for(10) == 3
-    with pytest.raises(ValueError):
-        blas.choose(0)
+    for bad in (0, 1025, 10**20):
+        with pytest.raises(BadInput, match="--threads"):
+            blas.choose(bad)
 
 
 def test_a_short_pass_runs_on_one_thread_and_a_large_one_on_more_then_restored(no_user_choice, monkeypatch,

@@ -269,7 +269,7 @@ def test_device_map_without_accelerate_names_the_extra(monkeypatch, tmp_path):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "accelerate" else real(name, *a))
     result = runner.invoke(app, ["matrix", "a cat", "--transformer", str(tmp_path / "m"), "--backend", "torch",
                                  "--device-map", "auto"])
-    assert result.exit_code == 2 and "pip install 'attncli[big]'" in " ".join(result.stderr.split()), result.output
+    assert result.exit_code == 2 and "pip install -e '.[big]'" in " ".join(result.stderr.split()), result.output
 
 
 @pytest.mark.parametrize("args, words", [

@@ -337,7 +337,7 @@ def test_auto_without_transformers_names_the_extra(models, tmp_path):
                             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     message = " ".join(result.stderr.split())
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
-    assert "'bart' is an encoder-decoder" in message and "pip install 'attncli[transformers]'" in message, message
+    assert "'bart' is an encoder-decoder" in message and "pip install -e '.[transformers]'" in message, message
 
 
 def test_explore_reads_the_encoder_stack(models, references):

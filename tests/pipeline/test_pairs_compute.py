@@ -20,6 +20,7 @@ from conftest import needed
 from attncli.causal import grids
 from attncli.causal.target import resolve
 from attncli.errors import BadInput
+from attncli.errors import RuntimeFailure
 from attncli.pipeline.pairs_compute import PairsRun, compute_pairs, load_pairs_model, merge_pairs
 from attncli.tinylm.traced import load_builtin
 
@@ -168,8 +169,11 @@ def test_a_damaged_shard_is_named_and_computed_again(builtin, tmp_path):
     assert again["computed"] == 0
     assert_equal_to(again, expected, 5)
     victim.write_text(json.dumps(doc))
-    skipped = merge_pairs([out])  # a merge names it and leaves it out
+    with pytest.raises(RuntimeFailure, match=f"{victim.name} is damaged.*skip-damaged"):
+        merge_pairs([out])  # a merge names it and stops: it would leave its pairs out
+    skipped = merge_pairs([out], skip_damaged=True)  # asked: named, left out and counted
     assert skipped.sums.count == 3 and len(skipped.skipped) == 1 and victim.name in skipped.skipped[0]
+    assert skipped.damaged == 1
     # shards of another job in the folder: refused, not mixed in
     r = cli(["patch", "--pairs", path, "--site", "head", "--out", out, "--shard-pairs", 2], code=2)
     assert "another run" in r.stderr

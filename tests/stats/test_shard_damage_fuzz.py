@@ -1,5 +1,6 @@
-"""Hostile stats shards: whatever a shard file holds, ``attn stats merge`` names it and skips it
-and a resumed run computes its texts again (docs/stats.md), never an internal error. The damage:
+"""Hostile stats shards: whatever a shard file holds, ``attn stats merge`` names it and fails (exit 1)
+unless asked to skip it (--skip-damaged: named, skipped and counted), and a resumed run computes its
+texts again (docs/stats.md), never an internal error. The damage:
 numbers out of a double's range (1e999), NaN and Infinity, JSON nested 100,000 deep, and a valid
 checksum over fields that lie (layers that are not its sums', or another shape of the same model,
 counts that are text, a digest that is a list, a huge top_k)."""
@@ -78,16 +79,21 @@ def shards(tiny_gpt2_dir, tmp_path_factory):
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("damage", list(DAMAGES))
-def test_a_damaged_shard_is_named_and_skipped_by_merge_and_computed_again_by_a_resume(damage, shards, tiny_gpt2_dir,
-                                                                                       tmp_path):
+def test_a_damaged_shard_fails_a_merge_unless_skipped_and_is_computed_again_by_a_resume(damage, shards, tiny_gpt2_dir,
+                                                                                         tmp_path):
     corpus, good, first_only = shards
     out = tmp_path / "out"
     out.mkdir()
     for p in good.iterdir():
         (out / p.name).write_bytes(p.read_bytes())
     (out / DAMAGED).write_text(DAMAGES[damage]((good / DAMAGED).read_text()))
-    r = cli(["stats", "merge", out])
-    assert said(r, DAMAGED) and said(r, "damaged") and "internal error" not in r.stderr
-    assert_docs_equal(cli(["stats", "merge", out, "--json"]), first_only)
+    r = cli(["stats", "merge", out], code=1)  # the merge would cover fewer texts than the shards hold
+    assert said(r, DAMAGED) and said(r, "damaged") and said(r, "--skip-damaged") and "internal error" not in r.stderr
+    assert r.stdout == ""
+    r = cli(["stats", "merge", out, "--skip-damaged"])
+    assert said(r, DAMAGED) and said(r, "skipping") and "internal error" not in r.stderr
+    merged = cli(["stats", "merge", out, "--json", "--skip-damaged"])
+    assert_docs_equal(merged, first_only)
+    assert merged["damaged_skipped"] == 1 and first_only["damaged_skipped"] == 0 and DAMAGED in merged["skipped"][0]
     doc = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--out", out, "--shard-texts", 5, "--json"])
     assert doc["computed"] == 1 and doc["texts"] == 10

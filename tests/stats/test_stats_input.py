@@ -59,7 +59,7 @@ def test_a_shard_of_another_attn_version_is_refused(tiny_gpt2_dir, tmp_path):
     assert said(r, "written by attn 0.0.1")
 
 
-def test_a_damaged_shard_is_named_and_skipped(tiny_gpt2_dir, tmp_path):
+def test_a_damaged_shard_is_named_and_skipped_when_asked(tiny_gpt2_dir, tmp_path):
     corpus = write_corpus(tmp_path / "c.txt", 10)
     out, first = tmp_path / "out", tmp_path / "first"
     cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--out", out, "--shard-texts", 5])
@@ -68,12 +68,15 @@ def test_a_damaged_shard_is_named_and_skipped(tiny_gpt2_dir, tmp_path):
     damaged = out / "shard-000000000005-000000000010.json"
     text = damaged.read_text()
     damaged.write_text(text.replace('"texts": 5', '"texts": 6'))  # valid JSON, one number changed
-    r = cli(["stats", "merge", out])
+    r = cli(["stats", "merge", out], code=1)
+    assert said(r, damaged.name) and said(r, "checksum") and said(r, "--skip-damaged")
+    r = cli(["stats", "merge", out, "--skip-damaged"])
     assert said(r, damaged.name) and said(r, "checksum")
-    doc = cli(["stats", "merge", out, "--json"])
+    doc = cli(["stats", "merge", out, "--json", "--skip-damaged"])
     assert_docs_equal(doc, cli(["stats", "merge", first, "--json"]))
+    assert doc["damaged_skipped"] == 1
     damaged.write_text(text[: len(text) // 2])  # cut short
-    r = cli(["stats", "merge", out])
+    r = cli(["stats", "merge", out], code=1)
     assert said(r, damaged.name) and said(r, "not JSON")
     # a resume computes a damaged shard again
     doc = cli(["stats", corpus, "--transformer", tiny_gpt2_dir, "--out", out, "--shard-texts", 5, "--json"])
@@ -178,3 +181,24 @@ def test_a_corpus_that_is_not_a_regular_file_is_refused_before_it_is_read(tiny_g
     linked = tmp_path / "linked.txt"
     linked.symlink_to(write_corpus(tmp_path / "c.txt", 4))
     assert cli(["stats", linked, "--transformer", tiny_gpt2_dir, "--json"])["texts"] == 4
+
+
+@pytest.mark.parametrize("suffix,body", [(".txt", "first text\nsecond\n"),
+                                         (".jsonl", '{"text": "first text"}\n{"text": "second"}\n')])
+def test_a_byte_order_mark_at_the_start_of_a_corpus_is_dropped(tmp_path, suffix, body):
+    from attncli.stats.corpus import texts
+
+    path = tmp_path / f"c{suffix}"
+    path.write_bytes(b"\xef\xbb\xbf" + body.encode("utf-8"))
+    assert list(texts(str(path))) == ["first text", "second"]
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_attn_stats_help_is_the_group_s_own(flag):
+    """`attn stats --help` once printed `Usage: attn stats run ...`: the group's help lists run and merge."""
+    r = cli(["stats", flag])
+    usage = next(line.strip() for line in r.stdout.splitlines() if "Usage:" in line)
+    assert usage.startswith("Usage: attn stats [OPTIONS] COMMAND"), usage
+    assert "│ run " in r.stdout and "│ merge " in r.stdout
+    r = cli(["stats", "corpus.txt", flag])  # after a corpus: attn stats run's help, as it runs
+    assert "Usage: attn stats run" in r.stdout

@@ -82,7 +82,7 @@ def needs_pillow() -> None:
     try:
         import PIL.ImageDraw  # noqa: F401
     except ImportError as exc:
-        message = f"no Pillow ({exc}): pip install 'attncli[png]'"
+        message = f"no Pillow ({exc}): the png extra"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
@@ -253,7 +253,7 @@ def test_png_without_the_extra_names_it(tiny, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "PIL.ImageDraw", None)  # import PIL.ImageDraw -> ImportError
     result = run("matrix", SENTENCE, "--model", tiny, "--png", str(tmp_path / "m.png"))
     assert result.exit_code == 2
-    assert "attncli[png]" in result.stderr and "Traceback" not in result.stderr
+    assert "pip install -e '.[png]'" in result.stderr and "Traceback" not in result.stderr
     assert list(tmp_path.iterdir()) == [tmp_path / "attn-home"]
 
 
