@@ -2,7 +2,9 @@
 block that starts with one, in README.md and in docs/*.md is run and must print what is shown (80
 columns unless a `<!-- test: COLUMNS=N -->` line precedes the block, no colour, an empty
 ATTN_HOME). Numbers are compared to within 2e-3 (the last printed digit may differ across CPUs'
-BLAS kernels); everything else must match exactly, apart from trailing spaces.
+BLAS kernels); everything else must match exactly, apart from trailing spaces. A `[…]` line of a
+shown output stands for lines it leaves out. A command on a real model (`--transformer smollm2` or
+`gemma3`: docs/tour.md) is left to tests/real/test_tour.py, which runs it with these helpers.
 
 A command that names all-MiniLM-L6-v2 runs in a folder holding the model (from its pip package,
 extracted under that name, as the README says) and a link to the repository's data/; one that names
@@ -36,6 +38,8 @@ MINILM = "all-MiniLM-L6-v2"
 TINY_T5 = "tiny-t5"
 MADE = (TINY_T5, "induction-llama")  # the tiny models a documented command makes from a clone
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+REAL_NAME = re.compile(r"--transformer (smollm2|gemma3)\b")  # the real models' short names (tests/_real_models.py)
+TRIMMED = "[…]"  # a line of a shown output that stands for lines left out (none or more)
 
 
 @dataclass
@@ -48,6 +52,13 @@ class Example:
     @property
     def needs_minilm(self) -> bool:
         return MINILM in self.command
+
+    @property
+    def needs_real(self) -> str | None:
+        """The real model (a short name: smollm2, gemma3) the command runs, if any: the tour's steps
+        (docs/tour.md), run by tests/real/test_tour.py where the models are installed."""
+        found = REAL_NAME.search(self.command)
+        return found.group(1) if found else None
 
     @property
     def needs_made(self) -> bool:
@@ -114,7 +125,9 @@ def examples_in(path: Path) -> list[Example]:
     return examples
 
 
-EXAMPLES = [example for path in DOCUMENTS for example in examples_in(path)]
+ALL_EXAMPLES = [example for path in DOCUMENTS for example in examples_in(path)]
+EXAMPLES = [example for example in ALL_EXAMPLES if not example.needs_real]
+REAL_EXAMPLES = [example for example in ALL_EXAMPLES if example.needs_real]  # tests/real/test_tour.py runs them
 
 
 def _same(expected: str, actual: str) -> bool:
@@ -123,6 +136,37 @@ def _same(expected: str, actual: str) -> bool:
     # the docs' outputs print 3 decimals: 2e-3 lets the last digit move by one (a rounding tie) and its rounding
     return all(abs(float(a) - float(b)) <= 2e-3  # fixed: the docs print 3 decimals (see above)
                for a, b in zip(NUMBER.findall(expected), NUMBER.findall(actual)))
+
+
+def shows(expected: list[str], actual: list[str]) -> bool:
+    """Whether ``actual``'s lines are the ``expected`` ones (numbers to 2e-3), a TRIMMED line of
+    ``expected`` standing for any run of lines of ``actual``, none included."""
+    if not expected:
+        return not actual
+    if expected[0] == TRIMMED:
+        return any(shows(expected[1:], actual[k:]) for k in range(len(actual) + 1))
+    return bool(actual) and _same(expected[0], actual[0]) and shows(expected[1:], actual[1:])
+
+
+def check_output(example: Example, stdout: str) -> None:
+    """Fail unless ``stdout`` is what ``example`` shows (trailing spaces and blank lines aside)."""
+    actual = [line.rstrip() for line in stdout.splitlines()]
+    while actual and not actual[-1]:
+        actual.pop()
+    if TRIMMED in example.expected:
+        assert shows(example.expected, actual), f"{example.source}: the output is not what is shown\n" + "\n".join(actual)
+        return
+    assert len(actual) == len(example.expected), "\n".join(actual)
+    for want, got in zip(example.expected, actual):
+        assert _same(want, got), f"{example.source}: {want!r}\nactual: {got!r}"
+
+
+def test_a_trimmed_output_matches_the_lines_around_the_mark():
+    assert shows(["a 1", TRIMMED, "d 4"], ["a 1", "b", "c", "d 4.0004"])
+    assert shows(["a", TRIMMED, "b"], ["a", "b"])
+    assert not shows(["a", TRIMMED, "d"], ["a", "b", "c", "d", "e"])
+    assert not shows(["a 1", TRIMMED], ["a 2", "b"])
+    assert not shows(["a", "b"], ["a", "x", "b"])
 
 
 def test_the_documents_have_console_examples():
@@ -207,12 +251,7 @@ def test_documented_example(example, tmp_path, request):
                           env=_environment(example.columns, tmp_path / "home"),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    actual = [line.rstrip() for line in proc.stdout.splitlines()]
-    while actual and not actual[-1]:
-        actual.pop()
-    assert len(actual) == len(example.expected), "\n".join(actual)
-    for want, got in zip(example.expected, actual):
-        assert _same(want, got), f"{example.source}: {want!r}\nactual: {got!r}"
+    check_output(example, proc.stdout)
 
 
 # --- what the documents say, and the two commands at the top --------------------------------------

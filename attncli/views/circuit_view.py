@@ -16,7 +16,7 @@ from attncli.views.render import diverging_palette
 from attncli.views.result import DocumentView, Requested
 
 MIN_WIDTH = 720  # room for the title and the note
-MAX_ROWS = 200  # edges listed in the terminal (the JSON holds them all)
+MAX_ROWS = 200  # the strongest edges listed in the terminal (the JSON holds them all)
 NODE_W, NODE_H, ROW_GAP, COL_GAP, MARGIN = 64, 22, 70, 12, 30
 
 
@@ -30,12 +30,13 @@ def circuit_renderables(doc: dict[str, Any], width: Optional[int] = None) -> lis
         table.add_column(visible(name), justify=justify)
     layers = doc["layers"]
     layer_of = {n["name"]: n["layer"] for n in doc["nodes"]}  # embed -1, L{l}H{x} and L{l}MLP l, logits ``layers``
-    by_layer = sorted(doc["edges"], key=lambda e: (layer_of[e["to"]], -abs(e["score"])))
-    for e in by_layer[:MAX_ROWS]:
+    strongest = sorted(doc["edges"], key=lambda e: -abs(e["score"]))[:MAX_ROWS]  # a real model's circuit has hundreds
+    by_layer = sorted(strongest, key=lambda e: (layer_of[e["to"]], -abs(e["score"])))
+    for e in by_layer:
         row = layer_of[e["to"]]
         table.add_row(visible("out" if row == layers else str(row)), visible(e["from"]), visible(e["to"]), visible(e["input"]),
                       Text(f"{e['score']:+.4f}", style="bold" if e["score"] >= 0 else ""))
-    more = len(by_layer) - MAX_ROWS
+    more = len(doc["edges"]) - len(by_layer)
     out: list = [title, table]
     notes = list(doc["notes"]) + ([f"{more} more edges: see --json"] if more > 0 else [])
     out += [Text(visible(n), style="dim") for n in notes]
