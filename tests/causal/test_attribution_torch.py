@@ -68,7 +68,9 @@ def test_the_cli_json_on_torch_equals_numpys(tiny_gpt2_dir):
     assert ours["clean"] == pytest.approx(want["clean"], abs=1e-4)  # fixed: 6 printed digits of float32 logits
 
 
-@pytest.mark.parametrize("extra, says", [([], "--no-qk-fix"), (["--no-qk-fix", "--site", "key"], "--site key")])
+@pytest.mark.parametrize("extra, says", [([], "QK fix recomputes attention patterns on attn's NumPy tape: with "
+                                              "--backend torch add --no-qk-fix"),
+                                         (["--no-qk-fix", "--site", "key"], "--site key recomputes a head's pattern")])
 def test_what_needs_the_tape_is_refused_on_torch(tiny_gpt2_dir, extra, says):
     r = run("attribute", "the dog sat", "the dog on", "--transformer", str(tiny_gpt2_dir), "--target-id", "5",
             "--backend", "torch", *extra)
