@@ -169,7 +169,7 @@ def attribute_by_gradients(model: Any, clean_ids: Sequence[int], corrupt_ids: Se
     """The plain AtP grid of ``where`` from ``model.site_gradients`` (capability "grad"): the clean
     pass's site values, the corrupted pass's values and gradients."""
     if qk_fix:
-        require(model, "tape", "AtP*'s QK fix (patterns recomputed; plain AtP: --no-qk-fix)")
+        require(model, "tape", "AtP*'s QK fix (add --no-qk-fix: plain AtP runs on torch's autograd)")
     if where in ("key", "query"):
         require(model, "tape", f"--site {where} (a head's {where}, its pattern recomputed)")
     require(model, "grad", "attribution patching")

@@ -135,3 +135,18 @@ def test_a_family_only_transformers_runs_is_attributed_at_resid(tmp_path, tiny_g
     assert res.values.shape == (2, len(CLEAN)) and np.abs(want).max() > 0
     with pytest.raises(Exception, match="--site resid"):
         attribute(model, CLEAN, CORRUPT, t, where="attn", qk_fix=False)
+
+
+def test_pairs_run_on_torch(tiny_gpt2_dir, tmp_path):
+    """--pairs --backend torch runs the torch model (float32: its grid differs from the float64 NumPy
+    tape's in the last digits) and equals the NumPy mean within float32 rounding."""
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text('{"clean": "the dog sat", "corrupt": "the dog on", "target_id": 5}\n'
+                     '{"clean": "the dog on", "corrupt": "the dog sat", "target_id": 7}\n', encoding="utf-8")
+    args = ["attribute", "--pairs", str(pairs), "--transformer", str(tiny_gpt2_dir), "--no-qk-fix", "--json"]
+    a, b = run(*args, "--backend", "torch"), run(*args)
+    assert a.exit_code == 0 and b.exit_code == 0, (a.output, b.output)
+    ours, want = np.array(json.loads(a.stdout)["grid"]), np.array(json.loads(b.stdout)["grid"])
+    depth, length = f32_size(tiny_gpt2_dir)
+    f32_close(ours, want, 2 * depth + 2, length * 3)
+    assert not np.array_equal(ours, want)  # the torch model ran (float32), not the NumPy tape again
