@@ -150,3 +150,16 @@ def test_pairs_run_on_torch(tiny_gpt2_dir, tmp_path):
     depth, length = f32_size(tiny_gpt2_dir)
     f32_close(ours, want, 2 * depth + 2, length * 3)
     assert not np.array_equal(ours, want)  # the torch model ran (float32), not the NumPy tape again
+
+
+def test_the_numpy_models_site_gradients_give_the_tapes_grids(tiny_gpt2_dir):
+    """The same interface on attn's NumPy pass (pretrained_base.site_gradients, from its float64 tape):
+    the generic path's grids equal the tape path's."""
+    from attncli.causal.attribution import attribute_by_gradients
+
+    model = load(str(tiny_gpt2_dir), backend="numpy")
+    t = resolve(model, CLEAN, target=None, target_id=5)
+    for s in SITES:
+        ours = attribute_by_gradients(model, CLEAN, CORRUPT, t, where=s, qk_fix=False).values
+        want = attribute(model, CLEAN, CORRUPT, t, where=s, qk_fix=False).values
+        np.testing.assert_allclose(ours, want, rtol=1e-12, atol=1e-12 * np.abs(want).max(), err_msg=s)
