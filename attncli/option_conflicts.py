@@ -204,6 +204,17 @@ ROWS: tuple[Row, ...] = (
         "--faithfulness {faithfulness}: a fraction above 0 and at most 1"),
     Row((Blank("text"),), CA + GR, 'the text is empty: give the text the model reads, e.g. "time flies like an"'),
     Row((Blank("corrupt"),), CA + GR, "the corrupted text is empty: give a text of as many tokens as the clean one"),
+    # --backend torch: torch's autograd through transformers' modules gives the gradients at the sites; what needs
+    # attn's NumPy tape (its per-reader input gradients, its patterns recomputed) stays there
+    Row((Is("backend", ("torch",)), On("steps")), GR,  # attn circuit (its --steps is always set)
+        "attn circuit scores each edge with the gradient at each reader's own input, which attn's NumPy tape "
+        "gives: drop --backend torch (attn attribute --backend torch --no-qk-fix runs on torch)"),
+    Row((Is("backend", ("torch",)), Is("site", ("key", "query"))), GR,
+        "--site {site} recomputes a head's pattern on attn's NumPy tape: drop --backend torch, or choose --site "
+        "resid, attn, mlp or head"),
+    Row((Is("backend", ("torch",)), Off("no_qk_fix")), GR,
+        "AtP*'s QK fix recomputes attention patterns on attn's NumPy tape: with --backend torch add --no-qk-fix "
+        "(plain AtP, torch's autograd), or drop --backend torch"),
     Row((Off("transformer"), On("steps")), GR,  # attn circuit (its --steps is always set): decoders only
         "give the model with --transformer NAME (a hub id or a directory: GPT-2 or the Llama family)"),
     Row((Off("transformer"),), GR,
@@ -226,7 +237,7 @@ ROWS: tuple[Row, ...] = (
     Row((Not("precision", PRECISIONS),), ST, "--precision must be float32 or float64 (got {precision!r})"),
     Row((Off("transformer"),), ST, "attn stats needs --transformer NAME_OR_PATH (the model whose heads to measure)"),
     # the forward pass
-    Row((Not("backend", BACKENDS),), T + E + CA + ST, f"--backend {{backend!r}}: expected {_or(BACKENDS)}"),
+    Row((Not("backend", BACKENDS),), T + E + CA + GR + ST, f"--backend {{backend!r}}: expected {_or(BACKENDS)}"),
     # attn compare (attncli.pipeline.compare_compute.CompareRequest)
     Row((On("align"), Not("align", ALIGNS)), C, "--align {align!r}: choose same or position"),
     Row((On("transformer_b"), Off("transformer")), C, "--transformer-b needs --transformer (model A)"),

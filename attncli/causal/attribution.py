@@ -17,7 +17,10 @@ On a post-LN encoder (BERT's family, DistilBERT, MPNet: the target at a mask, re
 later layer reads a node's change through the LayerNorms after it, so the QK fix's direct path is
 only a resid node's own layer (its input) and the key and query nodes; elsewhere the linear estimate
 stays. The gradients are hf/backward.py's (GPT-2 and the Llama family on attn's NumPy pass) and
-hf/backward_encoder.py's (the encoders).
+hf/backward_encoder.py's (the encoders), read from their tapes; a model with gradients but no tape
+(the torch backend: torch's autograd through transformers' own modules, hf/torch_grad.py, any decoder
+transformers runs) gives them through ``model.site_gradients``: plain AtP at the resid, attn, mlp and
+head sites (the QK fix and the key and query sites recompute patterns on the tape).
 Shapes: L layers, h heads, T tokens, d width, d_head a head's width.
 """
 
@@ -32,9 +35,10 @@ from attncli.causal.grids import PATCH_SITES, check_same_length
 from attncli.causal.target import Target
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.hf import blas
-from attncli.model.interface import Tape, require
+from attncli.model.interface import Tape, has, require
 from attncli.model.trace import Intervention, site
 from attncli.numeric import softmax
+from attncli.textio import visible
 
 SITE_NAMES = {**PATCH_SITES, "key": "attn.k", "query": "attn.q"}  # --site -> the trace's site in a layer
 SITES = tuple(SITE_NAMES)
@@ -136,8 +140,10 @@ def attribute_together(model: Any, pairs: Sequence[tuple[Sequence[int], Sequence
         check_same_length(model, list(clean_ids), list(corrupt_ids))
     if len({len(clean) for clean, _, _ in pairs}) > 1:
         raise BadInput("attribute_together takes pairs of as many tokens")
+    if not has(model, "tape"):  # gradients without a tape (the torch backend's autograd): one pair at a time
+        return [attribute_by_gradients(model, clean, corrupt, target, where=where, qk_fix=qk_fix)
+                for clean, corrupt, target in pairs]
     # float32 where the model's own pass runs in it (the Llama family): twice as fast, and AtP is an estimate
-    require(model, "tape", "attribution patching")  # it runs on the tape (torch models have "grad" only)
     dtype = np.float32 if model.pass_dtype == np.float32 else np.float64
     tapes = [model.tape(dtype) for _ in range(2 * len(pairs))]  # clean, corrupted, clean, corrupted, ...
     tapes[0].forward_all(tapes, [list(ids) for clean, corrupt, _ in pairs for ids in (clean, corrupt)])  # each weight read once
@@ -156,6 +162,37 @@ def attribute_together(model: Any, pairs: Sequence[tuple[Sequence[int], Sequence
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is damage (_estimate), not a RuntimeWarning
         return [_estimate(model, clean_tape, corrupt_tape, grads, where, qk_fix, *m)
                 for clean_tape, corrupt_tape, grads, m in zip(tapes[::2], corrupt_tapes, all_grads, metrics)]
+
+
+def attribute_by_gradients(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int], target: Target, *,
+                           where: str = "resid", qk_fix: bool = True) -> Attribution:
+    """The plain AtP grid of ``where`` from ``model.site_gradients`` (capability "grad"): the clean
+    pass's site values, the corrupted pass's values and gradients."""
+    if qk_fix:
+        require(model, "tape", "AtP*'s QK fix (add --no-qk-fix: plain AtP runs on torch's autograd)")
+    if where in ("key", "query"):
+        require(model, "tape", f"--site {where} (a head's {where}, its pattern recomputed)")
+    require(model, "grad", "attribution patching")
+    name = SITE_NAMES[where]
+    L = model.layers
+    clean_values, _, clean_logits = model.site_gradients(list(clean_ids), target.position)
+    values, grads, logits = model.site_gradients(list(corrupt_ids), target.position, target.gradient)
+    missing = [n for n in (site(0, name), site(L - 1, name)) if n not in grads]
+    if missing:
+        raise BadInput(f"--site {where} needs the modules of each layer's attention and MLP, which attn names for "
+                       f"GPT-2 and the Llama family; model '{visible(str(model.name))}' "
+                       f"({visible(str(model.model_type))}, {model.backend} backend) is attributed at --site resid")
+    m_clean, m_corrupt = float(target.metric(clean_logits)), float(target.metric(logits))
+    if abs(m_clean - m_corrupt) < 1e-9:
+        raise BadInput(f"the clean and corrupted texts give the same {target.describe()} ({m_clean:.6g}): the "
+                       "restored fraction is undefined; choose texts that differ in it")
+    before = np.stack([values[site(l, name)] for l in range(L)])  # (L, T, d) or (L, T, h, d_head)
+    after = np.stack([clean_values[site(l, name)] for l in range(L)])
+    g = np.stack([grads[site(l, name)] for l in range(L)])
+    est = np.einsum("lthk,lthk->lh", after - before, g) if where == "head" else np.einsum("ltd,ltd->lt", after - before, g)
+    if not np.isfinite(est).all():
+        raise RuntimeFailure(f"damaged model: NaN or infinity in the --site {where} attribution")
+    return Attribution(est / (m_clean - m_corrupt), m_clean, m_corrupt, where, False, [f"L{l}" for l in range(L)])
 
 
 def _estimate(model: Any, clean_tape: Tape, corrupt_tape: Tape, grads: dict[str, np.ndarray], where: str,

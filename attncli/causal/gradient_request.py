@@ -1,7 +1,8 @@
 """What ``attn attribute`` and ``attn circuit`` ask for: one frozen request per command, built the
 same way by the command line and the Python API and handed to
-:func:`attncli.pipeline.compute_gradients` (request -> result). Both run a checkpoint's NumPy pass
-forward and backward, so the model is a --transformer and nothing places it elsewhere.
+:func:`attncli.pipeline.compute_gradients` (request -> result). Both run a checkpoint's pass forward
+and backward: attn's NumPy pass and its tape (--backend auto, numpy), or transformers' modules under
+torch's autograd (--backend torch: attn attribute's plain AtP on any decoder transformers runs).
 
 :meth:`GradientRequest.check` refuses what needs no model through the one table of
 attncli.option_conflicts (its "gradients" rows); :meth:`GradientRequest.options` says the request
@@ -41,6 +42,7 @@ class GradientRequest(TableRequest):
     target_id: Optional[int] = None
     contrast: Optional[str] = None  # logit(target) - logit(contrast) instead of log p(target)
     contrast_id: Optional[int] = None
+    backend: str = "auto"  # auto: attn's NumPy pass where it runs the model; torch: torch's autograd (plain AtP)
     allow_missing_weights: bool = False
 
     command: ClassVar[str] = ""  # attribute or circuit
@@ -53,6 +55,7 @@ class GradientRequest(TableRequest):
         command line's order; a default is left out."""
         return [("--transformer", self.transformer), ("--target", self.target), ("--target-id", self.target_id),
                 ("--contrast", self.contrast), ("--contrast-id", self.contrast_id), *own_options(self),
+                ("--backend", None if self.backend == "auto" else self.backend),
                 ("--allow-missing-weights", self.allow_missing_weights)]
 
     @property

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from attncli.causal.target import CAUSAL, DLA, ON_ENCODER, Target
+from attncli.causal.target import CAUSAL, DLA, GRADIENTS, ON_ENCODER, Target
 from attncli.errors import BadInput
 from attncli.model.interface import has, refusal
 from attncli.textio import visible
@@ -57,11 +57,14 @@ def in_float32(model: Any) -> Any:
 
 
 def missing(model: Any, kind: str = "ablate") -> str | None:
-    """The refusal ``attn {kind}`` ("ablate", "patch", "dla") and explore's G, P and D give
+    """The refusal ``attn {kind}`` ("ablate", "patch", "dla", "attribute", "circuit") and explore's G, P, D and E give
     ``model``, before any pass, or None when it runs: the capabilities each needs, in order
     (dla: a pre-norm decoder's parts; every test: a trace to resume, and an encoder's MLM head)."""
-    needs = [("dla", DLA), ("output_weight", DLA)] if kind == "dla" else []
-    needs += [("resume", CAUSAL)] + ([] if model.is_decoder else [("mlm", ON_ENCODER)])
+    if kind in ("attribute", "circuit"):  # gradients of the metric (a tape's or torch's autograd), no resumed trace
+        needs = ([] if model.is_decoder else [("mlm", ON_ENCODER)]) + [("grad", GRADIENTS)]
+    else:
+        needs = [("dla", DLA), ("output_weight", DLA)] if kind == "dla" else []
+        needs += [("resume", CAUSAL)] + ([] if model.is_decoder else [("mlm", ON_ENCODER)])
     for capability, doing in needs:
         if not has(model, capability):
             return refusal(model, capability, doing)

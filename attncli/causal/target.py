@@ -24,6 +24,7 @@ from attncli.model.interface import require
 CAUSAL = "a causal test"
 ON_ENCODER = "a target on an encoder"
 DLA = "direct logit attribution"
+GRADIENTS = "attribution patching"
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,8 @@ def attribute_cmd(
     --pairs FILE: the mean over a JSONL file of pairs (docs/causal.md)."""
     check_pairs_options({**options, "verify_cells": verify or None}, [clean, corrupt])  # --verify 0: none
     if options["pairs"] is not None:
-        AttributeRequest("--pairs", corrupt="--pairs", transformer=options["transformer"], site=site).check()
+        AttributeRequest("--pairs", corrupt="--pairs", transformer=options["transformer"], site=site,
+                         no_qk_fix=no_qk_fix, backend=gradient_fields(options)["backend"]).check()
         return run_pairs_command("attribute", options, site=site, qk_fix=not no_qk_fix)
     run_gradients(AttributeRequest(clean, corrupt=corrupt, **gradient_fields(options), site=site, no_qk_fix=no_qk_fix,
                                     verify=verify), options)

@@ -104,23 +104,26 @@ def dla_cmd(
     _run(DlaRequest(text, **_shared(options)), options)
 
 
-# --- attn attribute and attn circuit (cli/attribute.py, cli/circuit.py): their gradients run on the NumPy pass ---
+# --- attn attribute and attn circuit (cli/attribute.py, cli/circuit.py): gradients on attn's tape or torch's ---
 
-GRADIENT_OPTIONS = ("allow_missing_weights",)  # after their own options (no --backend: the NumPy pass, always)
+GRADIENT_OPTIONS = ("backend", "allow_missing_weights")  # after their own options
 
 
 def gradient_fields(options: dict[str, Any]) -> dict[str, Any]:
-    """The gradient request's shared fields from the command's options."""
-    return {name: options[name] for name in (*MEASURED, *GRADIENT_OPTIONS)}
+    """The gradient request's shared fields from the command's options (--backend's enum: its value)."""
+    fields = {name: options[name] for name in (*MEASURED, *GRADIENT_OPTIONS)}
+    fields["backend"] = fields["backend"].value if fields["backend"] else "auto"
+    return fields
 
 
 def run_gradients(request: GradientRequest, options: dict[str, Any]) -> None:
-    """Check, load (the checkpoint's NumPy pass, whose backward runs), compute and print ``request``;
+    """Check, load (its --backend: auto, attn's NumPy pass where it runs the model, whose tape runs the
+    backward; torch, transformers' modules under autograd), compute and print ``request``;
     the export targets are checked before any work (--json with an export into stdout refused)."""
     request.check()
     json_out = options["json_out"]
     exports = Exports.of(options)
     check_exports(exports, json_out)
-    model = load_model(request.transformer, "numpy", request.allow_missing_weights, json_out=json_out)
+    model = load_model(request.transformer, request.backend, request.allow_missing_weights, json_out=json_out)
     result = compute_gradients(request, model, stage=lambda what: Stage(what, json_out=json_out))
     show(result, json_out=json_out, exports=exports)

@@ -37,7 +37,7 @@ def circuit_cmd(
     check_pairs_options(options, [clean, corrupt])
     if options["pairs"] is not None:
         CircuitRequest("--pairs", corrupt="--pairs", transformer=options["transformer"], steps=steps,
-                       faithfulness=faithfulness).check()
+                       faithfulness=faithfulness, backend=gradient_fields(options)["backend"]).check()
         return run_pairs_command("circuit", options, steps=steps, faithfulness=faithfulness)
     run_gradients(CircuitRequest(clean, corrupt=corrupt, **gradient_fields(options), steps=steps,
                                   faithfulness=faithfulness), options)

@@ -26,6 +26,7 @@ from attncli.errors import BadInput
 from attncli.explore.disabled_keys import NEEDS_CORRUPT, corrupt_refusal
 from attncli.explore.drawing import Panel
 from attncli.causal.grids import missing
+from attncli.model.interface import has
 from attncli.pipeline.causal_compute import compute_causal as run_causal
 from attncli.pipeline.gradient_compute import compute as run_gradients, load_gradients
 from attncli.tinylm.traced import load_builtin
@@ -111,7 +112,7 @@ def refusal(model: Any, kind: str, state=None) -> str | None:
 def gradient_model(model: Any, state, models: dict[tuple[str, str], Any]) -> Any:
     """The model E computes on: attn attribute's, the checkpoint's NumPy pass (its backward pass is
     attn's own) whatever the view's --backend; loaded once into ``models`` beside the view's."""
-    if model.backend == "numpy":
+    if has(model, "tape"):  # AtP* (E's): the QK fix recomputes patterns on attn's NumPy tape
         return model
     key = (state.transformer, "numpy")
     if key not in models:

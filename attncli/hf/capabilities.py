@@ -94,7 +94,8 @@ def torch_reasons(model: Any) -> dict[str, str]:
         "lens": TORCH_WEIGHTS,
         "cache": "runs on the torch backend, which keeps no key/value cache",
         "stacks": "is not an encoder-decoder",
-        "grad": (untraced or ("" if model.is_decoder else "is an encoder: gradients are written for pre-norm decoders")),
+        # torch autograd (hf/torch_grad.py): every decoder; a family torch_families does not map, at the stream's sites
+        "grad": "" if model.is_decoder else "is an encoder: gradients on the torch backend are written for decoders",
         "contributions": "runs on the torch backend, whose trace holds no weights or norms: add --backend numpy where "
                          "it runs the model",
         "tape": TORCH_TAPE,

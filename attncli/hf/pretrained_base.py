@@ -350,6 +350,23 @@ class Pretrained:
             return EncoderTape(self, dtype)
         return DecoderTape(self, dtype, weights, unembedding)
 
+    def site_gradients(self, ids: Sequence[int], position: int, d_metric: Any = None
+                       ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
+        """"grad": (each site's value, d metric / d each site (empty when ``d_metric`` is None), the
+        logits at ``position``), float64, from the tape's pass of ``ids`` and its backward."""
+        require(self, "grad", "gradients of a metric")
+        tape = self.tape(np.float64)
+        tape.forward(list(ids))
+        row = tape.logits(position)
+        values = {"embed": tape.embed}
+        for l, t in enumerate(tape.layers):  # a post-LN encoder keeps its sublayers' outputs: normed between them
+            values[f"blocks.{l}.resid_pre"] = t["x"]
+            values[f"blocks.{l}.attn.z"] = t["z"]
+            values[f"blocks.{l}.attn.out"] = t["attn_out"] if tape.post_ln else t["mid"] - t["x"]
+            values[f"blocks.{l}.mlp.out"] = t["mlp_out"] if tape.post_ln else t["post"] - t["mid"]
+        grads = {} if d_metric is None else tape.backward(position, d_metric(row))
+        return values, grads, row
+
     # backend-specific ----------------------------------------------------------------------
     def _tokenize(self, texts: list[str], max_length: int | None, special: bool = True) -> Any:
         """A ``tokenizers.Encoding`` of one text or a pair, cut to ``max_length`` tokens if given,

@@ -19,9 +19,10 @@ import numpy as np
 
 from attncli.errors import AttnError, BadInput, RuntimeFailure
 from attncli.textio import visible
-from attncli.hf import capabilities, config_check, placement as placing, torch_families, torch_trace
+from attncli.hf import capabilities, config_check, placement as placing, torch_families, torch_grad, torch_trace
 from attncli.hf.encoding import Encoding, tokenized, tokenizer_errors
 from attncli.hf.pretrained_base import Pretrained
+from attncli.model.interface import require
 from attncli.model.trace import Intervention, Keep, Trace
 from attncli.hf.weight_check import check_finite, report_unused
 from attncli.hf.weights import checkpoint_file, read_header, shard_files
@@ -218,6 +219,12 @@ class TorchPretrained(Pretrained):
         ``start=(l, resid_pre)`` resumes at layer l from a cached stream (the layers before it are
         skipped). BadInput for a family whose modules torch_trace does not map."""
         return torch_trace.trace(self, enc, keep, rows=rows, interventions=interventions, start=start)
+
+    def site_gradients(self, ids: Sequence[int], position: int, d_metric: Any = None
+                       ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
+        """"grad": torch's autograd through transformers' own modules (hf/torch_grad.py)."""
+        require(self, "grad", "gradients of a metric")
+        return torch_grad.site_gradients(self, ids, position, d_metric)
 
     def _forward(self, inputs: dict[str, Any], **flags: bool) -> Any:
         with self.torch.inference_mode():

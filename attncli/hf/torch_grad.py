@@ -11,6 +11,12 @@ site's gradient:
     blocks.l.attn.out            the output projection's output (= d resid_mid in a pre-norm decoder)
     blocks.l.mlp.out             the MLP's output (= d resid_post)
 
+A family torch_families does not map (OPT, GPT-NeoX, ... : every decoder transformers runs) has its
+layers found as the base model's list of ``layers`` modules, and only the stream's sites (embed,
+blocks.l.resid_pre) are held: its attention and MLP modules have no names here.
+:func:`site_gradients` also gives each held site's value (the attribution's clean and corrupted
+activations come from the same hooked pass).
+
 Shapes: T tokens, d width, h heads, d_head a head's width, V the vocabulary.
 """
 
@@ -21,22 +27,48 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from attncli.errors import BadInput
-from attncli.hf.torch_families import family, submodule
+from attncli.hf.torch_families import family, maps, submodule
 from attncli.model.trace import site
+from attncli.textio import visible
 
 
 def gradients(model: Any, ids: Sequence[int], position: int,
               d_metric: Callable[[np.ndarray], np.ndarray]) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """(d metric / d site by name (float64), the logits at ``position`` (float64)) of token ids ``ids``
-    on ``model`` (a TorchPretrained decoder whose family torch_families maps)."""
+    on ``model`` (a TorchPretrained decoder)."""
+    _, grads, row = site_gradients(model, ids, position, d_metric)
+    return grads, row
+
+
+def layer_list(model: Any) -> Any:
+    """The ModuleList of ``model``'s layers: its family's (torch_families), else the base model's one
+    list of ``model.layers`` modules (OPT's decoder.layers, GPT-NeoX's layers, ...)."""
+    import torch
+
+    base = model.model.base_model
+    if maps(model.model_type, model.is_decoder):
+        return submodule(base, family(model.model_type, model.is_decoder).layers, model.name)
+    found = [m for _, m in base.named_modules() if isinstance(m, torch.nn.ModuleList) and len(m) == model.layers]
+    if len(found) != 1:
+        raise BadInput(f"model '{visible(str(model.name))}' ({visible(str(model.model_type))}): the torch backend "
+                       f"finds no single list of its {model.layers} layers, where the gradients are held")
+    return found[0]
+
+
+def site_gradients(model: Any, ids: Sequence[int], position: int,
+                   d_metric: Callable[[np.ndarray], np.ndarray] | None = None
+                   ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
+    """(each held site's value, d metric / d each held site (empty when ``d_metric`` is None: no
+    backward), the logits at ``position``), all float64, of token ids ``ids`` on ``model`` (a
+    TorchPretrained decoder); the sites the module docstring names."""
     import torch
 
     if not model.is_decoder:
-        raise BadInput(f"gradients on the torch backend are written for pre-norm decoders; model '{model.name}' "
-                       f"({model.model_type}) is an encoder")
-    fam = family(model.model_type, model.is_decoder)
-    base = model.model.base_model
-    layers = submodule(base, fam.layers, model.name)
+        raise BadInput(f"gradients on the torch backend are written for pre-norm decoders; model "
+                       f"'{visible(str(model.name))}' ({visible(str(model.model_type))}) is an encoder")
+    mapped = maps(model.model_type, model.is_decoder)
+    fam = family(model.model_type, model.is_decoder) if mapped else None
+    layers = layer_list(model)
     held: dict[str, Any] = {}
     handles = []
 
@@ -60,6 +92,8 @@ def gradients(model: Any, ids: Sequence[int], position: int,
         handles.append(layer.register_forward_pre_hook(
             lambda m, args, kw, l=l: hold(site(l, "resid_pre"), args[0] if args else kw["hidden_states"]),
             with_kwargs=True))
+        if fam is None:  # a family without named modules: the stream's sites only
+            continue
         out = submodule(layer, fam.out, model.name)
         handles.append(out.register_forward_pre_hook(lambda m, args, l=l: hold(site(l, "attn.z"), args[0])))
         handles.append(out.register_forward_hook(lambda m, args, o, l=l: hold(site(l, "attn.out"), o)))
@@ -70,16 +104,20 @@ def gradients(model: Any, ids: Sequence[int], position: int,
         with torch.enable_grad():
             logits = model.model(input_ids=ids_t).logits[0, position]  # (V,)
             row = logits.detach().to(torch.float64).cpu().numpy()
-            g = torch.from_numpy(np.ascontiguousarray(d_metric(row))).to(dtype=logits.dtype, device=logits.device)
-            (logits * g).sum().backward()
+            if d_metric is not None:
+                g = torch.from_numpy(np.ascontiguousarray(d_metric(row))).to(dtype=logits.dtype, device=logits.device)
+                (logits * g).sum().backward()
     finally:
         for h in handles:
             h.remove()
-    grads = {}
-    for name, t in held.items():
-        grad = t.grad[0].detach().to(torch.float64).cpu().numpy()  # (T, ...)
-        if name.endswith("attn.z"):
-            grad = grad.reshape(grad.shape[0], model.heads, -1)  # (T, h, d_head) as the trace names it
-        grads[name] = grad
-    grads["embed"] = grads.get("embed", grads.get(site(0, "resid_pre")))
-    return grads, row
+
+    def as_array(t: Any, name: str) -> np.ndarray:
+        a = t[0].detach().to(torch.float64).cpu().numpy()  # (T, ...)
+        return a.reshape(a.shape[0], model.heads, -1) if name.endswith("attn.z") else a  # z: (T, h, d_head)
+
+    values = {name: as_array(t, name) for name, t in held.items()}
+    grads = {name: as_array(t.grad, name) for name, t in held.items() if d_metric is not None}
+    for d in (values, grads):
+        if d:
+            d["embed"] = d.get("embed", d.get(site(0, "resid_pre")))
+    return values, grads, row

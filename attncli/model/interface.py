@@ -127,6 +127,15 @@ class Model(Protocol):
         weight (d,), bias (d,) or None, eps, b_O (d,) or None: the output projection's bias, inside
         the norm); None where the heads add to the stream as they are (every family but Gemma 3)."""
 
+    def site_gradients(self, ids: Sequence[int], position: int,
+                       d_metric: Callable[[np.ndarray], np.ndarray] | None = None
+                       ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
+        """"grad": one pass of token ids ``ids``: (each site's value by name, d metric / d each site
+        (empty when ``d_metric`` is None: no backward), the logits (V,) at ``position``), float64.
+        ``d_metric(logits (V,)) -> (V,)``. The sites: embed, blocks.l.resid_pre (T, d), blocks.l.attn.z
+        (T, h, d_head), blocks.l.attn.out and blocks.l.mlp.out (T, d); a torch model whose family's
+        modules attn does not name holds the stream's sites only (hf/torch_grad.py)."""
+
     def tape(self, dtype: Any = np.float64, weights: list[dict[str, Any]] | None = None,
              unembedding: Any = None) -> Tape:
         """"tape": a recorder of this model's forward pass in ``dtype`` and its backward (attribution

@@ -33,8 +33,9 @@ Stage = Callable[[str], ContextManager[Any]]  # a message -> a context around a 
 
 
 def load_gradients(request: GradientRequest):
-    """The request's checkpoint on attn's NumPy pass (the one whose backward pass runs: hf/backward.py)."""
-    return load(request.transformer, backend="numpy", allow_missing_weights=request.allow_missing_weights)
+    """The request's checkpoint on its --backend (auto: attn's NumPy pass wherever it runs the model,
+    whose tape runs the backward, hf/backward.py; the torch backend's gradients: hf/torch_grad.py)."""
+    return load(request.transformer, backend=request.backend, allow_missing_weights=request.allow_missing_weights)
 
 
 def compute(request: Union[AttributeRequest, CircuitRequest], model: Any = None, *,
@@ -44,7 +45,7 @@ def compute(request: Union[AttributeRequest, CircuitRequest], model: Any = None,
     request.check()
     if model is None:
         model = load_gradients(request)
-    check_traced(model)
+    check_traced(model, request.command)  # gradients: a tape's or torch autograd's (capability "grad")
     enc, bad = model.encode(request.text), model.encode(request.corrupt)
     check_same_length(model, enc.ids, bad.ids)
     t = resolve(model, enc.ids, target=request.target, target_id=request.target_id, contrast=request.contrast,

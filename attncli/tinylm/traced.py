@@ -215,6 +215,9 @@ class BuiltinLM:
     def tape(self, dtype: Any = None, weights: Any = None, unembedding: Any = None) -> Any:
         self._refuse("tape", "gradients on a recorded forward pass")
 
+    def site_gradients(self, ids: Sequence[int], position: int, d_metric: Any = None) -> Any:
+        self._refuse("grad", "gradients of a metric")
+
     def unembedding(self) -> np.ndarray:
         return self._p("head.weight")  # (V, d)
 

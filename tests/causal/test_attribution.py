@@ -236,10 +236,12 @@ def test_on_an_encoder_the_qk_fix_of_a_key_or_query_is_the_traced_patterns_chang
         assert abs(want) > 1e-6
 
 
-def test_a_model_without_the_numpy_tape_is_refused_by_name(tiny_gpt2_dir):
-    """The torch backend has gradients ("grad") but not attn's tape, which attribution patching runs on:
-    it is refused naming the method and the reason, before any pass."""
+@pytest.mark.parametrize("where, qk_fix", [("resid", True), ("key", False)])
+def test_a_model_without_the_numpy_tape_is_refused_by_name(tiny_gpt2_dir, where, qk_fix):
+    """The torch backend has gradients ("grad") but not attn's tape, on which AtP*'s QK fix and the key
+    and query sites recompute patterns: they are refused naming the method and the reason, before any
+    pass (plain AtP runs on torch: tests/causal/test_attribution_torch.py)."""
     model = load(str(tiny_gpt2_dir), backend="torch")
     ids = list(model.encode("the cat sat on").ids)
-    with pytest.raises(BadInput, match=r"attribution patching.*torch backend"):
-        attribute(model, ids, ids, Target(len(ids) - 1, 7, "t"))
+    with pytest.raises(BadInput, match=r"(QK fix|--site key).*torch backend"):
+        attribute(model, ids, ids, Target(len(ids) - 1, 7, "t"), where=where, qk_fix=qk_fix)
