@@ -16,21 +16,21 @@ import shlex
 from pathlib import Path
 from typing import Optional
 
+from attncli.fileio import FileProblem, read_text
 from attncli.textio import visible
 
 TORCH_CPU = "torch's CPU build first: pip install torch --index-url https://download.pytorch.org/whl/cpu"
 _CLONE = Path(__file__).resolve().parent.parent  # the folder holding the attncli package
+PROJECT_BYTES = 2**20  # attn's pyproject.toml is about 10 kB
 
 
 def _clone() -> Optional[Path]:
     """The clone attn runs from: the package's parent folder when it holds attn's pyproject.toml."""
-    project = _CLONE / "pyproject.toml"
     try:
-        if project.is_file() and re.search(r'(?m)^name\s*=\s*"attncli"', project.read_text(encoding="utf-8")[:4096]):
-            return _CLONE
-    except (OSError, UnicodeDecodeError):
+        text = read_text(_CLONE / "pyproject.toml", PROJECT_BYTES)
+    except FileProblem:  # no clone (a wheel's site-packages), or not a regular, bounded UTF-8 file
         return None
-    return None
+    return _CLONE if re.search(r'(?m)^name\s*=\s*"attncli"', text) else None
 
 
 def _packages(extra: str) -> list[str]:
