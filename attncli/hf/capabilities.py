@@ -68,7 +68,7 @@ def numpy_reasons(model: Any) -> dict[str, str]:
         "grad": grad,
         "contributions": output_weight,  # ALTI, GlobEnc, value zeroing read each head's output projection
         "tape": grad,  # the NumPy tapes: hf/backward.py (pre-norm decoders), hf/backward_encoder.py (MLM encoders)
-        "progress": "", "explain": "", "precision": "",
+        "progress": "", "explain": "", "precision": "", "weights": "",
     }
 
 
@@ -100,5 +100,5 @@ def torch_reasons(model: Any) -> dict[str, str]:
                          "it runs the model",
         "tape": TORCH_TAPE,
         "progress": "runs on the torch backend, whose pass reports no layer as it goes",
-        "explain": TORCH_NUMPY_PASS, "precision": TORCH_NUMPY_PASS,
+        "explain": TORCH_NUMPY_PASS, "precision": TORCH_NUMPY_PASS, "weights": TORCH_NUMPY_PASS,
     }

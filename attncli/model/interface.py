@@ -44,6 +44,7 @@ CAPABILITIES: dict[str, str] = {
     "progress": "a pass that reports each layer as it is done (trace's on_layer)",
     "explain": "a cell's score and softmax step by step from a layer's q and k (attn's NumPy pass)",
     "precision": "a pass in float32 or float64 as asked (attn stats --precision: attn's NumPy pass)",
+    "weights": "each layer's weights by role, read from the checkpoint (attn heads --weights: attn's NumPy pass)",
 }
 Tape = Any  # "tape": what Model.tape returns (hf/backward.py's DecoderTape or hf/backward_encoder.py's
 #   EncoderTape: forward, backward, each layer's parts; forward_all and backward_all run a list of tapes)

@@ -42,6 +42,7 @@ WHY_NOT = {
     "contributions": "is the built-in LM, for which the contribution methods are not written",
     "explain": "is the built-in LM, whose cells attn matrix --proj trained --explain I J explains",
     "precision": "is the built-in LM, which runs in float64",
+    "weights": "is the built-in LM, whose heads attn heads --weights does not read",
 }
 
 
