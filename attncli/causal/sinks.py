@@ -25,17 +25,19 @@ Shapes: L layers, h heads, T tokens of one text, d the model dimension, V the vo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
 
 from attncli.errors import BadInput
+from attncli.model.interface import has
 from attncli.model.trace import Intervention, site
 from attncli.numeric import log_softmax
 
 PAPER_RATIO = 1000.0  # Sun et al. 2024: about 1,000 times the median magnitude
 PAPER_MIN_VALUE = 100.0  # ... and above 100 in magnitude
 TOP_CHANNELS = 3  # the largest channels each layer's row lists
+BATCH = 16  # texts a padded pass holds
 SECONDARY_MIN_COUNT = 3  # a secondary sink's token occurs at least this often (one rare word is no sink)
 
 
@@ -79,6 +81,7 @@ def scan(model: Any, texts_ids: list[list[int]], *, ratio: float = PAPER_RATIO, 
     ``causal`` texts."""
     if not texts_ids:
         raise BadInput("no text to look for massive activations in")
+    texts_ids, encs = [list(getattr(e, "ids", e)) for e in texts_ids], texts_ids
     L, H = model.layers, model.heads
     keep = ["blocks.*.resid_post", "blocks.*.attn.pattern"]
     medians = [[] for _ in range(L)]
@@ -87,8 +90,7 @@ def scan(model: Any, texts_ids: list[list[int]], *, ratio: float = PAPER_RATIO, 
     carriers: list[set[int]] = []  # per text: positions with a massive entry at any layer
     first_layer_carriers: list[list[tuple[int, int]]] = []  # per text: (layer, position) pairs
     patterns, resids = [], []
-    for ids in texts_ids:
-        tr = model.trace(list(ids), keep)
+    for ids, tr in traced(model, encs, keep):
         resid = tr.stack("resid_post", L)  # (L, T, d)
         pos: set[int] = set()
         hits = []
@@ -159,6 +161,20 @@ def scan(model: Any, texts_ids: list[list[int]], *, ratio: float = PAPER_RATIO, 
         report["causal"] = causal_test(model, texts_ids[:causal], resids[:causal], appear, channels,
                                        means_over=resids, keys_of=keys_of[:causal])
     return report
+
+
+def traced(model: Any, encs: Sequence[Any], keep: list[str]) -> Iterator[tuple[list[int], Any]]:
+    """(ids, trace) of each text: BATCH encodings at a time through one padded pass where the model
+    has one (a quantized model's weights dequantized once a batch, not once a text), else one
+    ``trace`` of each text's ids."""
+    if has(model, "batch") and all(hasattr(e, "ids") for e in encs):
+        for b in range(0, len(encs), BATCH):
+            for enc, tr in zip(encs[b:b + BATCH], model.trace_batch(list(encs[b:b + BATCH]), keep)):
+                yield list(enc.ids), tr
+        return
+    for e in encs:
+        ids = list(getattr(e, "ids", e))
+        yield ids, model.trace(ids, keep)
 
 
 def channel_means(resids: Sequence[np.ndarray], layer: int, channels: Sequence[int]) -> np.ndarray:

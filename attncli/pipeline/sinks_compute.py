@@ -98,7 +98,7 @@ def compute(request: SinksRequest, *, load_model: Optional[Callable[[], Any]] = 
     texts = texts[:request.sentences] if request.sentences is not None else texts
     if not texts:
         raise BadInput("no sentence to look for sinks in (--file is empty)")
-    ids = [model.encode(t, truncate=True).ids for t in texts]
+    ids = [model.encode(t, truncate=True) for t in texts]
     with progress.bar(f"tracing {model.name} on {len(ids)} sentences", "sentences", len(ids)) as advance:
         report = scan(model, ids, ratio=request.ratio, min_value=request.min_value,
                       causal=min(request.causal, len(ids)), on_text=advance)
