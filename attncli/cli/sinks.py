@@ -1,5 +1,5 @@
 """Command ``attn sinks``: attention sinks and massive activations. It builds its request
-(attncli.pipeline.sinks_compute.SinksRequest), hands it to the compute (attncli.causal.sinks: the
+(attncli.pipeline.sinks_compute.SinksRequest), hands it to the compute (attncli.causal.massive_activations: the
 math) and shows the result (views/sinks_view.py), or its --json."""
 
 from __future__ import annotations

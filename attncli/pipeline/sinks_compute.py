@@ -1,6 +1,6 @@
 """``attn sinks`` as one request, one compute, one result: :class:`SinksRequest` -> :func:`compute`
 -> :class:`SinksResult` (the result protocol of attncli.views.result, drawn by
-attncli.views.sinks_view). The math is attncli.causal.sinks (massive activations, sink shares,
+attncli.views.sinks_view). The math is attncli.causal.massive_activations (massive activations, sink shares,
 the causal test), run on the traced pass over --file's lines or held-out Brown sentences::
 
     from attncli.pipeline.sinks_compute import SinksRequest, compute
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from attncli.causal.sinks import PAPER_MIN_VALUE, PAPER_RATIO, scan
+from attncli.causal.massive_activations import PAPER_MIN_VALUE, PAPER_RATIO, scan
 from attncli.errors import BadInput
 from attncli.hf.loader import load
 from attncli.model.interface import has, refusal

@@ -1,4 +1,4 @@
-"""attn sinks (attncli.causal.sinks) against references written here: a plain loop over the
+"""attn sinks (attncli.causal.massive_activations) against references written here: a plain loop over the
 trace's residual arrays and attention patterns for the massive activations and the sink shares,
 and transformers' own model with a forward hook setting the massive channels to their mean for
 the causal test, on a tiny random Llama and GPT-2 where a massive channel is planted on the first
@@ -20,7 +20,7 @@ transformers = needed("transformers")
 from _llama_fixtures import build_decoder  # noqa: E402
 from _tolerance import f32_close, f32_size  # noqa: E402
 from _transformer_fixtures import build_gpt2  # noqa: E402
-from attncli.causal.sinks import scan  # noqa: E402
+from attncli.causal.massive_activations import scan  # noqa: E402
 from attncli.hf import load  # noqa: E402
 
 CHANNEL = 5  # the planted channel
