@@ -75,10 +75,11 @@ def sink_shares(pattern: np.ndarray, keys: Sequence[int]) -> np.ndarray:
 
 
 def scan(model: Any, texts_ids: list[list[int]], *, ratio: float = PAPER_RATIO, min_value: float = PAPER_MIN_VALUE,
-         causal: int = 0, on_text: Optional[Callable[[], None]] = None) -> dict[str, Any]:
+         causal: int = 0, causal_layer: Optional[int] = None,
+         on_text: Optional[Callable[[], None]] = None) -> dict[str, Any]:
     """The report: per-layer peaks, the massive channels and their layer, the carrier tokens, each
     head's sink share, the secondary sinks, and (``causal`` > 0) the causal test on the first
-    ``causal`` texts."""
+    ``causal`` texts, at ``causal_layer`` (default: the layer they appear at; its massive channels)."""
     if not texts_ids:
         raise BadInput("no text to look for massive activations in")
     texts_ids, encs = [list(getattr(e, "ids", e)) for e in texts_ids], texts_ids
@@ -157,8 +158,11 @@ def scan(model: Any, texts_ids: list[list[int]], *, ratio: float = PAPER_RATIO, 
               "sink_keys": "massive" if any(carriers) else "first",
               "sink_share": (share / queries).tolist(), "first_token_share": (first / queries).tolist(),
               "secondary": secondary}
-    if causal > 0 and appear is not None:
-        report["causal"] = causal_test(model, texts_ids[:causal], resids[:causal], appear, channels,
+    if causal_layer is not None and not 0 <= causal_layer < L:
+        raise BadInput(f"--layer {causal_layer}: model has layers 0..{L - 1}")
+    at = appear if causal_layer is None else causal_layer
+    if causal > 0 and at is not None and massive_at[at]:
+        report["causal"] = causal_test(model, texts_ids[:causal], resids[:causal], at, sorted(massive_at[at]),
                                        means_over=resids, keys_of=keys_of[:causal])
     return report
 

@@ -42,6 +42,7 @@ class SinksRequest:
     ratio: float = PAPER_RATIO  # massive: |x| >= ratio * the median |x| of the state ...
     min_value: float = PAPER_MIN_VALUE  # ... and |x| >= min_value
     causal: int = DEFAULT_CAUSAL  # the causal test on the first N texts (0: none)
+    layer: Optional[int] = None  # the causal test's layer (None: where the massive channels appear)
     allow_missing_weights: bool = False
 
     def check(self) -> None:
@@ -60,7 +61,7 @@ class SinksRequest:
         return [("--transformer", self.transformer), ("--file", self.file), ("--sentences", self.sentences),
                 ("--ratio", self.ratio if self.ratio != PAPER_RATIO else None),
                 ("--min-value", self.min_value if self.min_value != PAPER_MIN_VALUE else None),
-                ("--causal", self.causal if self.causal != DEFAULT_CAUSAL else None),
+                ("--causal", self.causal if self.causal != DEFAULT_CAUSAL else None), ("--layer", self.layer),
                 ("--allow-missing-weights", self.allow_missing_weights)]
 
     def command_line(self) -> str:
@@ -101,7 +102,7 @@ def compute(request: SinksRequest, *, load_model: Optional[Callable[[], Any]] = 
     ids = [model.encode(t, truncate=True) for t in texts]
     with progress.bar(f"tracing {model.name} on {len(ids)} sentences", "sentences", len(ids)) as advance:
         report = scan(model, ids, ratio=request.ratio, min_value=request.min_value,
-                      causal=min(request.causal, len(ids)), on_text=advance)
+                      causal=min(request.causal, len(ids)), causal_layer=request.layer, on_text=advance)
     report["model"] = model.name
     report["layers_count"], report["heads"] = model.layers, model.heads
     for entry in [e for layer in report["layers"] for e in layer["top"]] + report["carriers"]["tokens"] + \
