@@ -48,6 +48,8 @@ COMMANDS: dict[str, Listed] = {
                                                  "backward pass (attribution patching)."),
     "circuit": Listed("attncli.cli.circuit", "Score every edge between components (EAP / EAP-IG) and find the "
                                              "smallest circuit that keeps the metric."),
+    "sinks": Listed("attncli.cli.sinks", "Attention sinks and massive activations: the residual channels far above "
+                                         "the rest, their layer and tokens."),
     "dla": Listed("attncli.cli.causal",
                   "Direct logit attribution: each head's and MLP's direct part of the target's logit."),
     "qk": Listed("attncli.cli.qk",

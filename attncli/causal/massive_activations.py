@@ -1,0 +1,215 @@
+"""Attention sinks and massive activations (Sun et al. 2024, "Massive activations in large language
+models") on the traced pass, and the causal test of setting the massive channels to their mean.
+
+Shapes: L layers, h heads, T tokens of one text, d the model dimension, V the vocabulary.
+
+    massive       an entry x[t, c] of blocks.{l}.resid_post (T, d) is massive when
+                  |x[t, c]| >= ratio * median(|x|)   (the median over the whole (T, d) state of that
+                  text at that layer) and |x[t, c]| >= min_value. The paper's criterion is
+                  ratio 1,000 and min_value 100; the ratio to the median is reported for every layer
+                  either way, so a small model whose values never reach 100 still shows its peaks.
+    appear        the first layer with a massive entry in any text; its channels (the union over
+                  texts) are the massive channels, the tokens holding them their carriers.
+    sink share    head (l, h): the mean, over every query t >= 1 of every text, of the attention
+                  pattern[h, t, s] summed over the carrier positions s <= t of that text (the tokens
+                  with a massive entry at any layer); and the same on the first token alone.
+                  (Query 0 is left out: a causal query 0 can only attend to itself.)
+    secondary     keys s >= 1 by their token text: the attention they receive, pattern[h, t, s]
+                  averaged over heads, layers and queries t > s, averaged over their occurrences.
+    causal test   blocks.{appear}.resid_post's massive channels set to their mean over every token
+                  of every text (an Intervention at that site, the rest of the pass rerun from
+                  that layer): the change in the mean next-token cross-entropy (nats) and in the
+                  mean sink share over heads of the layers after it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Optional, Sequence
+
+import numpy as np
+
+from attncli.errors import BadInput
+from attncli.model.interface import has
+from attncli.model.trace import Intervention, site
+from attncli.numeric import log_softmax
+
+PAPER_RATIO = 1000.0  # Sun et al. 2024: about 1,000 times the median magnitude
+PAPER_MIN_VALUE = 100.0  # ... and above 100 in magnitude
+TOP_CHANNELS = 3  # the largest channels each layer's row lists
+BATCH = 16  # texts a padded pass holds
+SECONDARY_MIN_COUNT = 3  # a secondary sink's token occurs at least this often (one rare word is no sink)
+
+
+@dataclass
+class LayerPeak:
+    """One layer's largest entries over every text: by channel, its largest |value| and the ratio
+    of that value to the median |value| of its text's state at the layer."""
+    layer: int
+    median: float  # the median over texts of each text's median |x|
+    top: list[dict[str, Any]] = field(default_factory=list)  # [{channel, value, ratio, position, token}]
+    massive: list[int] = field(default_factory=list)  # channels with a massive entry in some text
+
+
+def massive_mask(x: np.ndarray, ratio: float, min_value: float) -> tuple[np.ndarray, float]:
+    """(T, d) booleans: the massive entries of one state ``x`` (T, d), and the state's median |x|."""
+    mag = np.abs(x.astype(np.float64))  # (T, d)
+    median = float(np.median(mag))
+    return (mag >= ratio * median) & (mag >= min_value), median
+
+
+def token_mean_loss(logits: np.ndarray, ids: Sequence[int]) -> tuple[float, int]:
+    """(sum of the next-token cross-entropies in nats, how many): logits (T, V) predicting ids[1:]."""
+    if len(ids) < 2:
+        return 0.0, 0
+    logp = log_softmax(np.asarray(logits[:-1], dtype=np.float64))  # (T-1, V)
+    return float(-logp[np.arange(len(ids) - 1), np.asarray(ids[1:])].sum()), len(ids) - 1
+
+
+def sink_shares(pattern: np.ndarray, keys: Sequence[int]) -> np.ndarray:
+    """(h,) the summed attention of every query t >= 1 on ``keys``, summed over those queries;
+    pattern (h, T, T)."""
+    if pattern.shape[1] < 2:
+        return np.zeros(pattern.shape[0])
+    return pattern[:, 1:, list(keys)].astype(np.float64).sum(axis=(1, 2))  # (h,)
+
+
+def scan(model: Any, texts_ids: list[list[int]], *, ratio: float = PAPER_RATIO, min_value: float = PAPER_MIN_VALUE,
+         causal: int = 0, causal_layer: Optional[int] = None,
+         on_text: Optional[Callable[[], None]] = None) -> dict[str, Any]:
+    """The report: per-layer peaks, the massive channels and their layer, the carrier tokens, each
+    head's sink share, the secondary sinks, and (``causal`` > 0) the causal test on the first
+    ``causal`` texts, at ``causal_layer`` (default: the layer they appear at; its massive channels)."""
+    if not texts_ids:
+        raise BadInput("no text to look for massive activations in")
+    texts_ids, encs = [list(getattr(e, "ids", e)) for e in texts_ids], texts_ids
+    L, H = model.layers, model.heads
+    keep = ["blocks.*.resid_post", "blocks.*.attn.pattern"]
+    medians = [[] for _ in range(L)]
+    best: list[dict[int, dict[str, Any]]] = [{} for _ in range(L)]  # per layer: channel -> its largest entry
+    massive_at: list[set[int]] = [set() for _ in range(L)]
+    carriers: list[set[int]] = []  # per text: positions with a massive entry at any layer
+    first_layer_carriers: list[list[tuple[int, int]]] = []  # per text: (layer, position) pairs
+    patterns, resids = [], []
+    for ids, tr in traced(model, encs, keep):
+        resid = tr.stack("resid_post", L)  # (L, T, d)
+        pos: set[int] = set()
+        hits = []
+        for l in range(L):
+            mask, median = massive_mask(resid[l], ratio, min_value)
+            medians[l].append(median)
+            mag = np.abs(resid[l].astype(np.float64))  # (T, d)
+            where = mag.argmax(axis=0)  # (d,) the token of each channel's largest entry
+            top = mag[where, np.arange(mag.shape[1])]  # (d,)
+            for c in np.argsort(-top)[:TOP_CHANNELS]:
+                c = int(c)
+                r = float(top[c] / median) if median > 0 else float("inf")
+                if c not in best[l] or r > best[l][c]["ratio"]:
+                    best[l][c] = {"channel": c, "value": float(resid[l][where[c], c]), "ratio": r,
+                                  "position": int(where[c]), "token_id": int(ids[where[c]])}
+            ts, cs = np.nonzero(mask)
+            massive_at[l].update(int(c) for c in cs)
+            pos.update(int(t) for t in ts)
+            hits += [(l, int(t)) for t in ts]
+        carriers.append(pos)
+        first_layer_carriers.append(hits)
+        patterns.append(tr.stack("attn.pattern", L))  # (L, h, T, T)
+        resids.append(resid)
+        if on_text is not None:
+            on_text()
+    appear = next((l for l in range(L) if massive_at[l]), None)
+    layers = []
+    for l in range(L):
+        top = sorted(best[l].values(), key=lambda e: -e["ratio"])[:TOP_CHANNELS]
+        layers.append({"layer": l, "median": float(np.median(medians[l])), "top": top,
+                       "massive_channels": sorted(massive_at[l])})
+    channels = sorted(massive_at[appear]) if appear is not None else []
+    # the carriers at the layer they appear (and from it on): position and token
+    carrier_tokens: dict[int, int] = {}
+    at_first = 0
+    for ids, hits in zip(texts_ids, first_layer_carriers):
+        seen = {t for l, t in hits if l == appear}
+        at_first += int(0 in seen)
+        for t in seen:
+            carrier_tokens[int(ids[t])] = carrier_tokens.get(int(ids[t]), 0) + 1
+    keys_of = [sorted(p) if p else [0] for p in carriers]
+    share = np.zeros((L, H))
+    first = np.zeros((L, H))
+    queries = 0
+    recv: dict[int, list[float]] = {}
+    for ids, pat, keys in zip(texts_ids, patterns, keys_of):
+        T = len(ids)
+        queries += max(T - 1, 0)
+        for l in range(L):
+            share[l] += sink_shares(pat[l], keys)
+            first[l] += sink_shares(pat[l], [0])
+        for s in range(1, T - 1):
+            got = float(pat[:, :, s + 1:, s].astype(np.float64).mean())  # heads, layers, queries t > s
+            recv.setdefault(int(ids[s]), []).append(got)
+    queries = max(queries, 1)
+    secondary = sorted(({"token_id": k, "received": float(np.mean(v)), "count": len(v)} for k, v in recv.items()
+                        if len(v) >= SECONDARY_MIN_COUNT),
+                       key=lambda e: -e["received"])[:5]
+    report = {"ratio": ratio, "min_value": min_value, "texts": len(texts_ids), "queries": queries,
+              "layers": layers, "appear": appear, "channels": channels,
+              "carriers": {"texts_with_first_token": at_first,
+                           "tokens": sorted(({"token_id": k, "count": v} for k, v in carrier_tokens.items()),
+                                            key=lambda e: -e["count"])[:8]},
+              "sink_keys": "massive" if any(carriers) else "first",
+              "sink_share": (share / queries).tolist(), "first_token_share": (first / queries).tolist(),
+              "secondary": secondary}
+    if causal_layer is not None and not 0 <= causal_layer < L:
+        raise BadInput(f"--layer {causal_layer}: model has layers 0..{L - 1}")
+    at = appear if causal_layer is None else causal_layer
+    if causal > 0 and at is not None and massive_at[at]:
+        report["causal"] = causal_test(model, texts_ids[:causal], resids[:causal], at, sorted(massive_at[at]),
+                                       means_over=resids, keys_of=keys_of[:causal])
+    return report
+
+
+def traced(model: Any, encs: Sequence[Any], keep: list[str]) -> Iterator[tuple[list[int], Any]]:
+    """(ids, trace) of each text: BATCH encodings at a time through one padded pass where the model
+    has one (a quantized model's weights dequantized once a batch, not once a text), else one
+    ``trace`` of each text's ids."""
+    if has(model, "batch") and all(hasattr(e, "ids") for e in encs):
+        for b in range(0, len(encs), BATCH):
+            for enc, tr in zip(encs[b:b + BATCH], model.trace_batch(list(encs[b:b + BATCH]), keep)):
+                yield list(enc.ids), tr
+        return
+    for e in encs:
+        ids = list(getattr(e, "ids", e))
+        yield ids, model.trace(ids, keep)
+
+
+def channel_means(resids: Sequence[np.ndarray], layer: int, channels: Sequence[int]) -> np.ndarray:
+    """(len(channels),) each channel's mean over every token of every text at ``layer``; resids (L, T, d) each."""
+    total = sum(r[layer][:, list(channels)].astype(np.float64).sum(axis=0) for r in resids)
+    return total / sum(r.shape[1] for r in resids)
+
+
+def causal_test(model: Any, texts_ids: list[list[int]], resids: list[np.ndarray], layer: int,
+                channels: Sequence[int], *, means_over: Sequence[np.ndarray], keys_of: list[list[int]]) -> dict[str, Any]:
+    """The mean next-token loss and the mean sink share (heads of layers after ``layer``) with
+    ``channels`` of blocks.{layer}.resid_post as they are and set to their mean."""
+    means = channel_means(means_over, layer, channels)  # (C,)
+    L = model.layers
+    loss = {"clean": [0.0, 0], "mean": [0.0, 0]}
+    share = {"clean": 0.0, "mean": 0.0}
+    queries = 0
+    after = list(range(layer + 1, L))
+    for ids, resid, keys in zip(texts_ids, resids, keys_of):
+        fixed = np.array(resid[layer], copy=True)  # (T, d)
+        fixed[:, list(channels)] = means
+        keep = ["logits"] + [site(l, "attn.pattern") for l in after]
+        for name, ivs in (("clean", []), ("mean", [Intervention(site(layer, "resid_post"), "replace", value=fixed)])):
+            tr = model.trace(list(ids), keep, interventions=ivs)
+            s, n = token_mean_loss(tr["logits"], ids)
+            loss[name][0] += s
+            loss[name][1] += n
+            share[name] += sum(float(sink_shares(tr[site(l, "attn.pattern")], keys).sum()) for l in after)
+        queries += max(len(ids) - 1, 0) * len(after) * model.heads
+    n = max(loss["clean"][1], 1)
+    q = max(queries, 1)
+    return {"layer": layer, "channels": list(channels), "means": means.tolist(), "texts": len(texts_ids),
+            "tokens": loss["clean"][1], "loss": loss["clean"][0] / n, "loss_mean": loss["mean"][0] / n,
+            "sink_share": share["clean"] / q, "sink_share_mean": share["mean"] / q}
