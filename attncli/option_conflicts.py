@@ -40,7 +40,7 @@ from attncli.fileio import atomic_write, read_text
 
 BACKENDS = ("auto", "numpy", "torch")
 STACKS = ("encoder", "decoder", "cross")
-CONTRIBUTIONS = ("alti", "globenc", "value-zeroing")  # --show's contribution methods (attncli.hf.contributions)
+CONTRIBUTIONS = ("alti", "globenc", "value-zeroing")  # --show's contribution methods (attncli.hf.methods.contributions)
 VECTOR_SHOWS = ("weights", "scores", "output")  # --show of the word-vector matrix
 TRANSFORMER_SHOWS = ("weights", "scores", "norms", *CONTRIBUTIONS)  # --show with --transformer
 SHOWS = tuple(dict.fromkeys(VECTOR_SHOWS + TRANSFORMER_SHOWS))  # every --show value: cli.options.Show's choices

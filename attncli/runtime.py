@@ -1,8 +1,8 @@
 """What the process running attn chose for itself, read by the forward passes (nothing heavy imported).
 
 The ``attn`` command line sets these for its own process: ``threads`` from ``--threads N`` (the
-BLAS threads of every pass, hf/blas.py) and ``owns_allocator`` (a long pass may tune glibc's
-allocator, hf/heap.py). A library user's process keeps the defaults: importing attncli or running
+BLAS threads of every pass, hf/kernels/blas.py) and ``owns_allocator`` (a long pass may tune glibc's
+allocator, hf/kernels/heap.py). A library user's process keeps the defaults: importing attncli or running
 a pass from Python changes nothing process-wide.
 """
 

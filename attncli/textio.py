@@ -180,7 +180,7 @@ MAX_TOKEN_LABEL = 40  # characters of a token's text a view shows; the JSON keep
 
 
 def texts_of(enc) -> list[str]:
-    """Each token's text of an input (``hf.encoding.Encoding.texts``: " John" for "ĠJohn"), its
+    """Each token's text of an input (``hf.text.encoding.Encoding.texts``: " John" for "ĠJohn"), its
     tokens where it has none (the built-in LM's words, a slow tokenizer's pieces): what a view
     draws through :func:`token_label`."""
     texts = getattr(enc, "texts", None)
@@ -194,7 +194,7 @@ def _invisible(c: str) -> bool:
 
 
 def token_label(text: str, limit: int = MAX_TOKEN_LABEL) -> str:
-    """``text`` (a token's text, attncli.hf.token_text) as a view shows it: each space as ``␣``,
+    """``text`` (a token's text, attncli.hf.text.token_text) as a view shows it: each space as ``␣``,
     other blank characters escaped (``\\u00a0``), controls made visible by :func:`visible`, and at
     most ``limit`` characters of it, the rest as ``…`` (a stranger's vocabulary may hold a huge
     piece). An empty text is ``∅``."""

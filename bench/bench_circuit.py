@@ -25,7 +25,7 @@ from bench_llama import best, best_wall_cpu, clean_corrupt, smol_folder, smol_pa
 from attncli.causal.circuit import record_tape, edge_scores
 from attncli.causal.pairs_circuit import TAPE_BYTES, _tapes, held_bytes
 from attncli.hf import load
-from attncli.hf.edges import edge_mask, edge_patched_logits, node_outputs
+from attncli.hf.methods.edges import edge_mask, edge_patched_logits, node_outputs
 
 def main() -> None:
     ap = smol_parser(__doc__, runs=3)

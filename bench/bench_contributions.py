@@ -25,8 +25,8 @@ from pathlib import Path
 
 from bench_llama import SENTENCE, best, smol_folder, smol_parser  # first: this checkout's attncli
 from attncli.hf import load
-from attncli.hf.contributions import METHODS, contributions
-from attncli.hf.qk_attribution import qk_parts
+from attncli.hf.methods.contributions import METHODS, contributions
+from attncli.hf.methods.qk_attribution import qk_parts
 from attncli.pipeline import ViewRequest, compute
 
 TEXT = "the quick brown fox jumps over the lazy dog while the cat sleeps on the warm mat today"

@@ -87,9 +87,9 @@ def write_gguf(path: Path, args: argparse.Namespace) -> None:
 
 def write_bf16(folder: Path, gguf_path: Path, args: argparse.Namespace) -> int:
     """The same shape as bfloat16 safetensors (random finite bits) in ``folder``; its float32 bytes."""
-    from attncli.hf.gguf_file import GGUFFile
-    from attncli.hf.gguf_reader import config_of
-    from attncli.hf.gguf_tokenizer import tokenizer_of
+    from attncli.hf.formats.gguf_file import GGUFFile
+    from attncli.hf.formats.gguf_reader import config_of
+    from attncli.hf.formats.gguf_tokenizer import tokenizer_of
 
     folder.mkdir(exist_ok=True)
     gguf = GGUFFile(gguf_path)

@@ -62,7 +62,7 @@ from attncli import runtime
 from attncli.hf import load
 from attncli.model.trace import Keep
 
-runtime.own_allocator()  # as the attn command line does for its own process (hf/heap.py)
+runtime.own_allocator()  # as the attn command line does for its own process (hf/kernels/heap.py)
 
 model = load(path, backend="numpy")
 model.trace([1, 5, 6, 7], "logits")  # every weight read once (the LM head is the tied embeddings)
@@ -115,7 +115,7 @@ def matmul_rate(threads: int) -> float:
 
     import numpy as np
 
-    from attncli.hf import blas
+    from attncli.hf.kernels import blas
 
     a = np.random.default_rng(0).standard_normal((2048, 576)).astype(np.float32)
     b = np.random.default_rng(1).standard_normal((576, 1536)).astype(np.float32)
@@ -173,7 +173,7 @@ def main() -> None:
                 extra_bytes = got["peak"] - got["before"]
                 print(f"{tokens:>6}  {label:<44} {got['seconds']:>7.1f}s {got['cpu']:>7.1f}s {got['peak'] / mib:>7.0f} MiB "
                       f"{extra_bytes / mib:>5.0f} MiB {extra_bytes / weights:>12.2f}x")
-            from attncli.hf import blas
+            from attncli.hf.kernels import blas
 
             threads = blas.threads_for(tokens)  # what the pass's policy gives this length now
             rate = matmul_rate(threads)

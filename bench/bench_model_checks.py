@@ -18,7 +18,10 @@ import statistics
 import time
 from unittest import mock
 
-from attncli.hf import config_check, load, numpy_backend, loader, weights
+from attncli.hf.checks import config_check
+from attncli.hf import load, loader
+from attncli.hf.backends import numpy_backend
+from attncli.hf.formats import weights
 
 SENTENCE = "the quick brown fox jumps over the lazy dog while time flies like an arrow"
 

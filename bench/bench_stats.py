@@ -42,7 +42,7 @@ from attncli.stats.accumulate import Settings, probe_ids  # noqa: E402
 from attncli.stats.chunk_work import BATCH_BUDGET, BATCH_SIZE, ChunkWork  # noqa: E402
 from attncli.stats.runner import SHARD_TEXTS, ModelSpec, run  # noqa: E402
 from attncli.hf import load  # noqa: E402
-from attncli.hf.pretrained_base import length_batches  # noqa: E402
+from attncli.hf.backends.pretrained_base import length_batches  # noqa: E402
 
 WORDS = ("the of and to a in that is was he for it with as his on be at by had not are but from or have an they "
          "which one you were her all she there would their we him been has when who will more no if out so said "

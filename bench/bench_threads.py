@@ -1,4 +1,4 @@
-"""attn's BLAS thread policy (attncli/hf/blas.py) against fixed thread counts: for each kind of
+"""attn's BLAS thread policy (attncli/hf/kernels/blas.py) against fixed thread counts: for each kind of
 work, the threads the policy chooses on this machine now, and the time of that work on 1 thread,
 on 2 threads and by the policy, in one run.
 
@@ -45,7 +45,8 @@ from bench_llama import SENTENCE  # noqa: E402
 from bench_llama import build as build_smollm2  # noqa: E402
 from bench_stats import minilm_dir, texts  # noqa: E402
 from attncli import runtime  # noqa: E402
-from attncli.hf import blas, load  # noqa: E402
+from attncli.hf.kernels import blas
+from attncli.hf import load  # noqa: E402
 from attncli.model.trace import Keep  # noqa: E402
 from attncli.stats.accumulate import Settings  # noqa: E402
 from attncli.stats.runner import ModelSpec, run  # noqa: E402

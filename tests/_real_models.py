@@ -20,7 +20,8 @@ def real_file(name: str, home: Path) -> Path:
     needed("gguf")
     needed("transformers")
     from attncli.errors import AttnError
-    from attncli.hf import gguf_reader, packaged_models
+    from attncli.hf.formats import gguf_reader
+    from attncli.hf import packaged_models
 
     arch = {"smollm2": "llama", "gemma3": "gemma3"}[name]
     if arch not in gguf_reader.ARCHITECTURES:

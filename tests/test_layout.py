@@ -40,9 +40,9 @@ ALLOWED = {
     "causal": {"model", "hf"},  # ablation, patching, direct logit attribution on the traced pass (attn ablate/patch/dla)
 }
 # the hf modules causal/ may import (the rest it reaches through the model interface: trace, tape, ...), with why
-CAUSAL_FROM_HF = {"attncli.hf.edges": "attn circuit's graph of a decoder's components and its edge-patched pass, "
+CAUSAL_FROM_HF = {"attncli.hf.methods.edges": "attn circuit's graph of a decoder's components and its edge-patched pass, "
                                       "run on two of the model's tapes",
-                  "attncli.hf.blas": "the thread policy (one BLAS thread for a sentence's small products)"}
+                  "attncli.hf.kernels.blas": "the thread policy (one BLAS thread for a sentence's small products)"}
 DRAWING = ("typer", "rich", "textual", "click")
 DRAWS = {"cli": DRAWING, "views": ("rich",), "explore": ("rich", "textual", "textual_serve")}  # who may import what
 

@@ -46,24 +46,24 @@ ALLOWED = {
         "gensim's own bundled evaluation set (gensim.test.utils.datapath), never a user's file",
     ("vectors/fasttext_bin.py", "read_fasttext_bin", "load_facebook_vectors(str(path))"):
         "gensim reads the .bin only after scan() opened it through open_regular and checked every size and count in it",
-    ("hf/weights.py", "__init__", "safe_open(str(shard), framework='numpy')"):
+    ("hf/formats/weights.py", "__init__", "safe_open(str(shard), framework='numpy')"):
         "safetensors' own reader (no code runs; it checks its header) of a shard whose header read_header "
         "has already read through fileio.open_regular (a regular file, its header bounded)",
-    ("hf/torch_backend.py", "_check_checkpoint_finite", "safe_open(str(shard), framework='pt')"):
+    ("hf/backends/torch_backend.py", "_check_checkpoint_finite", "safe_open(str(shard), framework='pt')"):
         "safetensors' own reader (no code runs; it checks its header) of a shard that load's "
         "config_check.check_files has already found to be a regular file (never a FIFO or a device)",
     ("fileio.py", "map_regular", "mmap.mmap(fd, size, access=mmap.ACCESS_READ)"):
         "the door for a memory map: the descriptor is open_regular's (a regular file, never a FIFO or a device), "
         "its size at most `limit`; reading nothing itself, it leaves each span to the caller, which checks it "
-        "against len() of the map (hf/weights.py's _view: a tensor's data_offsets against its shape "
+        "against len() of the map (hf/formats/weights.py's _view: a tensor's data_offsets against its shape "
         "and the mapped size)",
-    ("hf/torch_backend.py", "__init__", "transformers.AutoConfig.from_pretrained(self.path, **NEVER_REMOTE)"):
+    ("hf/backends/torch_backend.py", "__init__", "transformers.AutoConfig.from_pretrained(self.path, **NEVER_REMOTE)"):
         "transformers' loader (trust_remote_code off: no code from the folder runs), after config_check.check_files",
     ("views/page.py", "interactive_page", "files('attncli.views').joinpath(SCRIPT_FILE).read_text(encoding='utf-8')"):
         "attn's own page script, from its installed package, never a user's file",
-    ("hf/torch_backend.py", "__init__", "auto.from_pretrained(self.path, attn_implementation='eager', dtype=torch.float32)"):
+    ("hf/backends/torch_backend.py", "__init__", "auto.from_pretrained(self.path, attn_implementation='eager', dtype=torch.float32)"):
         "transformers' loader (trust_remote_code off; safetensors or a weights_only torch.load), after check_model_dir",
-    ("hf/torch_backend.py", "__init__", "transformers.AutoTokenizer.from_pretrained(self.path)"):
+    ("hf/backends/torch_backend.py", "__init__", "transformers.AutoTokenizer.from_pretrained(self.path)"):
         "transformers' loader (trust_remote_code off), after check_model_dir",
     ("explore/serve.py", "offline_templates", "template.read_text(encoding='utf-8')"):
         "textual-serve's own page template, from its installed package, never a user's file",
@@ -208,7 +208,8 @@ def test_a_model_folders_json_files_are_regular_and_bounded(tmp_path):
     import os
 
     from attncli.errors import RuntimeFailure
-    from attncli.hf import pretrained_base, source
+    from attncli.hf.backends import pretrained_base
+    from attncli.hf.formats import source
 
     folder = tmp_path / "model"
     folder.mkdir()
@@ -222,7 +223,7 @@ def test_a_model_folders_json_files_are_regular_and_bounded(tmp_path):
         pretrained_base._json(folder / "tokenizer_config.json")
     assert pretrained_base._json(folder / "absent.json") == {}  # an optional file that is missing
     (folder / "generation_config.json").symlink_to(machine_device("/dev/zero"))
-    assert "a device" in in_a_child("from attncli.hf import pretrained_base\n"
+    assert "a device" in in_a_child("from attncli.hf.backends import pretrained_base\n"
                                     "try:\n"
                                     f"    pretrained_base._json(Path({str(folder / 'generation_config.json')!r}))\n"
                                     "except Exception as exc:\n"

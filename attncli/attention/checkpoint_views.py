@@ -72,7 +72,7 @@ def select(attentions: np.ndarray, *, layer: int, head: Optional[int] = None, ro
     (L, h, T, S): no rollout, flow or pair block there). ``query_rows``: only these input positions'
     rows (sorted, unique: --rows, attncli.attention.long_view); ``attentions`` holds either every
     row or just these (a trace that kept only them, (L, h, R, T)). ``texts``: each token's text
-    (attncli.hf.token_text; the tokens themselves when not given)."""
+    (attncli.hf.text.token_text; the tokens themselves when not given)."""
     A = np.asarray(attentions, dtype=np.float64)  # (L, h, T, T), or (L, h, T, S) with keys
     T = A.shape[-1]
     if keys is not None and (rollout or flow or block != "all"):
@@ -139,7 +139,7 @@ class KeySide:
     special: Sequence[bool]
     word_ids: Sequence[Optional[int]]
     word_texts: Sequence[str]
-    texts: Optional[Sequence[str]] = None  # each token's text (attncli.hf.token_text); None: the tokens
+    texts: Optional[Sequence[str]] = None  # each token's text (attncli.hf.text.token_text); None: the tokens
 
     @property
     def token_texts(self) -> Sequence[str]:

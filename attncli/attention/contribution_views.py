@@ -1,7 +1,7 @@
 """What the contribution views (``attn matrix --transformer M --show alti | globenc | value-zeroing``)
 say and how their layers combine: the formula of each method, as ``--json``'s "formula" and the
 notes under the heatmap give it, and the rollout of every layer (the interactive page's
-"NAME rollout"). The matrices themselves come from attncli.hf.contributions; this wing only reads
+"NAME rollout"). The matrices themselves come from attncli.hf.methods.contributions; this wing only reads
 arrays. Shapes: L layers, T tokens.
 
 A contribution view is one matrix per layer, not per head: each method measures the whole

@@ -1,7 +1,7 @@
 """Views of a long text: some query rows (``--rows``), each row's strongest keys (``--top-k``), or
 attention between spans of tokens (``--pool``). Pure NumPy over plain arrays and an encoding read
 by duck typing (``tokens``, ``word_ids``, ``words``, ``segments``, ``special``, ``text``, ``pair``:
-attncli.hf.encoding.Encoding; this wing never imports it).
+attncli.hf.text.encoding.Encoding; this wing never imports it).
 
 Shapes: ``T`` input tokens, ``R`` rows shown, ``C`` columns shown, ``k`` matrices (a layer's ``h``
 heads, or one), ``K`` keys kept per row, ``P`` query spans, ``Q`` key spans. Positions are input

@@ -16,9 +16,9 @@ estimate of the same path.
 On a post-LN encoder (BERT's family, DistilBERT, MPNet: the target at a mask, read by the MLM head) every
 later layer reads a node's change through the LayerNorms after it, so the QK fix's direct path is
 only a resid node's own layer (its input) and the key and query nodes; elsewhere the linear estimate
-stays. The gradients are hf/backward.py's (GPT-2 and the Llama family on attn's NumPy pass) and
-hf/backward_encoder.py's (the encoders), read from their tapes; a model with gradients but no tape
-(the torch backend: torch's autograd through transformers' own modules, hf/torch_grad.py, any decoder
+stays. The gradients are hf/methods/backward.py's (GPT-2 and the Llama family on attn's NumPy pass) and
+hf/methods/backward_encoder.py's (the encoders), read from their tapes; a model with gradients but no tape
+(the torch backend: torch's autograd through transformers' own modules, hf/backends/torch_grad.py, any decoder
 transformers runs) gives them through ``model.site_gradients``: plain AtP at the resid, attn, mlp and
 head sites (the QK fix and the key and query sites recompute patterns on the tape).
 Shapes: L layers, h heads, T tokens, d width, d_head a head's width.
@@ -34,7 +34,7 @@ import numpy as np
 from attncli.causal.grids import PATCH_SITES, check_same_length
 from attncli.causal.target import Target
 from attncli.errors import BadInput, RuntimeFailure
-from attncli.hf import blas
+from attncli.hf.kernels import blas
 from attncli.model.interface import Tape, has, require
 from attncli.model.trace import Intervention, site
 from attncli.numeric import softmax

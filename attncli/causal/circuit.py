@@ -1,7 +1,7 @@
 """Circuits: edge attribution patching (EAP, Syed et al. 2023), EAP-IG (Hanna et al. 2024) and the
 smallest set of edges that keeps a given fraction of the metric (Hanna et al.'s faithfulness).
 
-The graph is hf/edges.py's: writers (the embeddings, each head, each MLP) and readers (each head's
+The graph is hf/methods/edges.py's: writers (the embeddings, each head, each MLP) and readers (each head's
 query, key and value input separately, each MLP's input, the logits). An edge's score
 
     score(u -> v) = (u_clean - u_corrupt) . d metric / d input_v                  (summed over T, d)
@@ -10,7 +10,7 @@ is the first-order estimate of how much the metric falls when the edge alone car
 run's value (in the edge-patched forward, w[u, v] from 1 to 0). EAP takes the gradient on the clean
 run; EAP-IG (``steps`` N) averages it over the passes from the embeddings
 e_corrupt + (k / N)(e_clean - e_corrupt), k = 1..N (N = 1 is EAP). The gradients are
-hf/backward.py's per-reader input gradients (each through its own W_Q, W_K, W_V or MLP, and the
+hf/methods/backward.py's per-reader input gradients (each through its own W_Q, W_K, W_V or MLP, and the
 input norm frozen at that pass), on a float64 tape, or (``dtype`` float32) a float32 one: its
 scores carry float32's rounding through a forward, a backward and the T x d sum of each score
 (within tests/_tolerance.py's bound, measured near 2e-6 of the largest score on tiny models), and
@@ -36,8 +36,8 @@ from attncli.causal.documents import target_document
 from attncli.causal.grids import check_same_length
 from attncli.causal.target import Target
 from attncli.errors import BadInput
-from attncli.hf import blas
-from attncli.hf.edges import down_names, edge_mask, edge_patched_logits, node_outputs, up_names
+from attncli.hf.kernels import blas
+from attncli.hf.methods.edges import down_names, edge_mask, edge_patched_logits, node_outputs, up_names
 from attncli.model.interface import Tape
 from attncli.textio import texts_of, visible
 
@@ -79,7 +79,7 @@ def record_tape(model: Any, ids: Sequence[int] | None = None, embed: np.ndarray 
 
 
 def input_gradients(tape: Tape, target: Target) -> np.ndarray:
-    """(D, T, d) d metric / d each reader's input on ``tape``'s pass (hf/edges.py's reader order)."""
+    """(D, T, d) d metric / d each reader's input on ``tape``'s pass (hf/methods/edges.py's reader order)."""
     grads = tape.backward(target.position, target.gradient(tape.logits(target.position)), inputs=True)
     out = []
     for l in range(len(tape.layers)):

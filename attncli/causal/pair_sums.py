@@ -19,7 +19,7 @@ number of tokens (a mean over positions 0..T-1 of texts of other lengths is not 
 length is refused by its line. A grid over heads, and the circuit's edges, take pairs of any
 length. Each pair's own target (and contrast) is resolved on its own clean text.
 
-Shapes: L layers, h heads, T tokens, U writers, D readers (hf/edges.py).
+Shapes: L layers, h heads, T tokens, U writers, D readers (hf/methods/edges.py).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ weights are widened to float64 once and every pair's tapes share them; the pairs
 activations, measured as they are made) are kept across the steps while they fit TAPE_BYTES
 together, and the pairs past that budget have their two forwards run again at each step.
 
-Shapes: U writers, D readers (hf/edges.py), E edges, T tokens, d width.
+Shapes: U writers, D readers (hf/methods/edges.py), E edges, T tokens, d width.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy as np
 from attncli.causal.circuit import record_tape, check_faithfulness, patched_metric, ranked, shortest_prefix
 from attncli.causal.target import Target
 from attncli.errors import BadInput
-from attncli.hf.edges import edge_mask, node_outputs
+from attncli.hf.methods.edges import edge_mask, node_outputs
 from attncli.model.interface import Tape
 
 TAPE_BYTES = 256 * 2**20  # the pairs' own tape bytes (held_bytes) kept across the search's steps, at most
@@ -55,7 +55,7 @@ def _tapes(model: Any, items: Sequence[tuple[list[int], list[int], Target]], sha
            ) -> Iterator[tuple[Tape, Tape, np.ndarray, Target]]:
     """Each pair's float64 clean and corrupted tapes, run side by side (reusing ``shared``'s widened
     weights and unembedding), the corrupted run's writer outputs (U, T, d) and its target. The
-    tapes keep only what the edge-patched pass reads (hf/edges.py): the clean run's embeddings and
+    tapes keep only what the edge-patched pass reads (hf/methods/edges.py): the clean run's embeddings and
     weights, the corrupted run's streams (x, mid, post); the rest of what a forward records (the
     backward's) is dropped, a third of a kept pair's bytes left."""
     weights = [t["W"] for t in shared.layers]

@@ -34,7 +34,7 @@ class Target:
     label: str  # the token as the vocabulary spells it ("Ġan")
     contrast: int | None = None
     contrast_label: str | None = None
-    text: str | None = None  # its text (attncli.hf.token_text: " an"), what is drawn; None: the label
+    text: str | None = None  # its text (attncli.hf.text.token_text: " an"), what is drawn; None: the label
     contrast_text: str | None = None
 
     def shown(self, contrast: bool = False) -> str:

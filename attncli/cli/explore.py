@@ -23,7 +23,7 @@ from attncli.cli.options import LONG_OPTIONS, VIEW_OPTIONS, WORD_VECTOR_OPTIONS,
 from attncli.errors import BadInput
 from attncli.explore.serve import DEFAULT_HOST, DEFAULT_PORT, serve as serve_app
 from attncli.explore.state import ExploreState
-from attncli.hf import source
+from attncli.hf.formats import source
 from attncli.option_conflicts import CONTRIBUTIONS, NEW_SWITCHES, TRANSFORMER_ONLY, VECTOR_SHOWS, validate
 from attncli.textio import check_length
 

@@ -57,5 +57,5 @@ def _check_arguments() -> None:
 def main() -> None:
     signals.install()  # again, for an entry point that reached main() without attncli.cli.entry
     _check_arguments()
-    runtime.own_allocator()  # this process is attn's own: a long pass may tune glibc's allocator (hf/heap.py)
+    runtime.own_allocator()  # this process is attn's own: a long pass may tune glibc's allocator (hf/kernels/heap.py)
     run(app)

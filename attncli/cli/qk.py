@@ -1,5 +1,5 @@
 """Command ``attn qk``: why a head attends from one token to another. It builds its request
-(attncli.pipeline.qk_compute.QKRequest), hands it to attncli.pipeline.compute_qk (hf/qk_attribution.py:
+(attncli.pipeline.qk_compute.QKRequest), hands it to attncli.pipeline.compute_qk (hf/methods/qk_attribution.py:
 the math) and shows the result (views/qk_view.py), with --json, --svg, --png and --html as every view."""
 
 from __future__ import annotations

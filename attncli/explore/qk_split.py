@@ -1,6 +1,6 @@
 """Key Q of ``attn explore --transformer``: the QK split of the cursor's cell beside its
 explanation. The score of (query row, key column) in the view's layer and head, split into
-query-side x key-side component parts by :func:`attncli.hf.qk_attribution.qk_parts` (what
+query-side x key-side component parts by :func:`attncli.hf.methods.qk_attribution.qk_parts` (what
 ``attn qk`` prints for the same layer, head, query and key), drawn by ``attn qk``'s own view under
 ``--explain``'s arithmetic, with its command line. The split follows the cursor (one traced pass
 per cell, in a thread worker); Q again hides it. Where the model or the view cannot give one (a
@@ -19,7 +19,7 @@ from textual.app import App
 from attncli.errors import AttnError
 from attncli.explore.checkpoint_state import Split
 from attncli.explore.drawing import view_kind
-from attncli.hf import qk_attribution
+from attncli.hf.methods import qk_attribution
 from attncli.model.interface import has, refusal
 from attncli.textio import visible
 from attncli.views.qk_view import qk_renderables

@@ -20,13 +20,13 @@ from attncli.attention.logit_lens import logit_lens
 from attncli.errors import BadInput
 from attncli.generate.decoder_protocol import Encoded
 from attncli.hf import load as load_transformer
-from attncli.hf.chat import render
-from attncli.hf.config_check import check_token_ids, damaged, read_json
+from attncli.hf.text.chat import render
+from attncli.hf.checks.config_check import check_token_ids, damaged, read_json
 from attncli.hf.families.registry import DECODER_FAMILIES
 
 GENERATION_CONFIG = "generation_config.json"  # transformers' generate reads its end-of-text ids here first
 DECODER_SECTIONS = ("decoder", "generator", "text_config")  # where transformers looks when config.json's top level names none
-from attncli.hf.encoding import tokenizer_errors
+from attncli.hf.text.encoding import tokenizer_errors
 
 
 def shown(piece: str) -> str:
@@ -77,7 +77,7 @@ class PretrainedLM:
 
     def token_text(self, i: int) -> str:
         """Token ``i``'s text as the views draw it (through attncli.textio.token_label): the
-        tokenizer's decoder on the token (attncli.hf.token_text), its leading space kept (" John"
+        tokenizer's decoder on the token (attncli.hf.text.token_text), its leading space kept (" John"
         on every family, where decoding it alone drops SentencePiece's), bytes that are not a whole
         character alone as <0xE2>."""
         if i not in self._text_cache:

@@ -94,7 +94,7 @@ from attncli.lazy import exports
 
 __all__, __getattr__, __dir__ = exports(__name__, {
     "load": "loader",
-    "Pretrained": "pretrained_base",
-    "Encoding": "encoding",
+    "Pretrained": "backends.pretrained_base",
+    "Encoding": "text.encoding",
     "NUMPY_MODEL_TYPES": "families.registry",
 })

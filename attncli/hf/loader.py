@@ -10,11 +10,14 @@ from __future__ import annotations
 from attncli import extras
 from attncli.errors import BadInput
 from attncli.option_conflicts import BACKENDS
-from attncli.hf import config_check, gguf_reader, numpy_backend, packaged_models, seq2seq, source, torch_backend
+from attncli.hf.checks import config_check
+from attncli.hf.formats import gguf_reader, source
+from attncli.hf.backends import numpy_backend, seq2seq, torch_backend
+from attncli.hf import packaged_models
 from attncli.hf.families import registry
-from attncli.hf.gguf_model import GGUFPretrained
-from attncli.hf.placement import Placement
-from attncli.hf.pretrained_base import Pretrained
+from attncli.hf.backends.gguf_model import GGUFPretrained
+from attncli.hf.backends.placement import Placement
+from attncli.hf.backends.pretrained_base import Pretrained
 
 
 def load(name_or_path: str, *, backend: str = "auto", allow_missing_weights: bool = False, device: str | None = None,
@@ -23,7 +26,7 @@ def load(name_or_path: str, *, backend: str = "auto", allow_missing_weights: boo
     ``device`` (DEVICES) and ``dtype`` (DTYPES) choose where and how transformers runs it: the
     torch backend only (None: cpu, float32). ``device_map`` ("auto", ...) and ``max_memory``
     ("0=20GiB,cpu=64GiB,disk") let accelerate split it across GPUs, the CPU and the disk
-    (attncli.hf.placement); every one is checked before the model is read.
+    (attncli.hf.backends.placement); every one is checked before the model is read.
 
     Checked before and after it loads (config_check, weight_check): no code from the directory,
     every file regular and bounded, config.json's fields sane; a weight the model lacks or does

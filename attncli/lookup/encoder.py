@@ -29,7 +29,7 @@ from attncli.lookup.keyindex import KeyTokens
 from attncli.lookup.params import POOLING, encoder_ngram_weight
 from attncli.textio import clip
 from attncli.hf import load as load_transformer
-from attncli.hf.config_check import damaged, read_json, read_optional_json
+from attncli.hf.checks.config_check import damaged, read_json, read_optional_json
 from attncli.vectors.tokenize import tokenize
 
 def load_encoder(name_or_path: str, *, allow_missing_weights: bool = False):

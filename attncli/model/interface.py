@@ -1,7 +1,7 @@
 """The written model interface: what every model attn runs does, and what it can do, as data.
 
-Every model implements ``Model``: the NumPy families (``hf.numpy_backend``), the torch backend
-(``hf.torch_backend``), the encoder-decoders (``hf.seq2seq``) and the built-in LM (``tinylm``).
+Every model implements ``Model``: the NumPy families (``hf.backends.numpy_backend``), the torch backend
+(``hf.backends.torch_backend``), the encoder-decoders (``hf.backends.seq2seq``) and the built-in LM (``tinylm``).
 What a model can do is the set ``model.can`` of names from ``CAPABILITIES``; a command asks
 ``require(model, "dla", "direct logit attribution")`` and gets the one refusal every command and
 explore key shows, built from the capability's meaning and the model's own ``why_not``. No caller
@@ -46,7 +46,7 @@ CAPABILITIES: dict[str, str] = {
     "precision": "a pass in float32 or float64 as asked (attn stats --precision: attn's NumPy pass)",
     "weights": "each layer's weights by role, read from the checkpoint (attn heads --weights: attn's NumPy pass)",
 }
-Tape = Any  # "tape": what Model.tape returns (hf/backward.py's DecoderTape or hf/backward_encoder.py's
+Tape = Any  # "tape": what Model.tape returns (hf/methods/backward.py's DecoderTape or hf/methods/backward_encoder.py's
 #   EncoderTape: forward, backward, each layer's parts; forward_all and backward_all run a list of tapes)
 
 
@@ -71,7 +71,7 @@ class Model(Protocol):
         ("is an encoder-decoder, which neither backend traces"); "" when it has it."""
 
     def encode(self, text: str, pair: str | None = None, *, truncate: bool = False, special: bool = True) -> Any:
-        """One input (an ``hf.encoding.Encoding``-shaped object: ids, tokens, special, words, ...)."""
+        """One input (an ``hf.text.encoding.Encoding``-shaped object: ids, tokens, special, words, ...)."""
 
     def pieces(self, text: str) -> list[int]:
         """The token ids of ``text`` with no special tokens added."""
@@ -84,7 +84,7 @@ class Model(Protocol):
 
     def token_texts(self, ids: Sequence[int]) -> list[str]:
         """Each id's text, what the views draw: " an" for "Ġan" (the tokenizer's decoder,
-        attncli.hf.token_text); a word-level model's words are their own text."""
+        attncli.hf.text.token_text); a word-level model's words are their own text."""
 
     def decode(self, ids: Sequence[int]) -> str:
         """The text of token ids."""
@@ -135,7 +135,7 @@ class Model(Protocol):
         (empty when ``d_metric`` is None: no backward), the logits (V,) at ``position``), float64.
         ``d_metric(logits (V,)) -> (V,)``. The sites: embed, blocks.l.resid_pre (T, d), blocks.l.attn.z
         (T, h, d_head), blocks.l.attn.out and blocks.l.mlp.out (T, d); a torch model whose family's
-        modules attn does not name holds the stream's sites only (hf/torch_grad.py)."""
+        modules attn does not name holds the stream's sites only (hf/backends/torch_grad.py)."""
 
     def tape(self, dtype: Any = np.float64, weights: list[dict[str, Any]] | None = None,
              unembedding: Any = None) -> Tape:

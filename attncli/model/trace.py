@@ -211,3 +211,21 @@ class Trace(Mapping[str, np.ndarray]):
     def stack(self, name: str, layers: int) -> np.ndarray:
         """``blocks.{l}.{name}`` for l in 0..layers-1 stacked on a new first axis."""
         return np.stack([self[f"blocks.{l}.{name}"] for l in range(layers)])
+
+
+def qk_sites(layer: int) -> list[str]:
+    return [site(layer, "attn.q"), site(layer, "attn.k")]
+
+
+def value_sites(layer: int) -> list[str]:
+    return [site(layer, "attn.pattern"), site(layer, "attn.v")]
+
+
+def qk_of(tr: Trace, layer: int) -> tuple[np.ndarray, np.ndarray]:
+    """q, k (h, T, d_head) float64 of ``layer``."""
+    return tr[site(layer, "attn.q")].astype(np.float64), tr[site(layer, "attn.k")].astype(np.float64)
+
+
+def stream_of(tr: Trace, layers: int) -> np.ndarray:
+    """(L + 1, T, d) the embeddings and each layer's resid_post (before the final norm)."""
+    return np.stack([tr["embed"]] + [tr[site(l, "resid_post")] for l in range(layers)])

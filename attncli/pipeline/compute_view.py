@@ -2,7 +2,7 @@
 :class:`~attncli.pipeline.view_request.ViewRequest` into a :class:`~attncli.pipeline.view_result.ViewResult`.
 
     request -> check -> load (unless given) -> encode -> the sites the request reads
-            -> one traced pass (attncli.hf.reads.Reads) -> the view (attncli.attention.checkpoint_views)
+            -> one traced pass (attncli.pipeline.reads.Reads) -> the view (attncli.attention.checkpoint_views)
 
 An encoder-decoder's stack (encoder, decoder, cross) is the request's ``stack``: its attention
 comes from the same forward pass of transformers, and the same view is built over the stack's rows
@@ -23,14 +23,14 @@ from attncli.attention.view_rows import start_end
 from attncli.textio import texts_of
 from attncli.attention.contribution_views import formula
 from attncli.errors import BadInput
-from attncli.hf.contributions import check as check_contribution, rolled_out
+from attncli.hf.methods.contributions import check as check_contribution, rolled_out
 from attncli.hf.loader import load  # torch only when the torch backend runs
 from attncli.model.interface import has
 from attncli.option_conflicts import CONTRIBUTIONS
 from attncli.pipeline.view_request import ViewRequest, check_seq2seq_options
 from attncli.pipeline.view_result import ModelViewResult, PretrainedResult, ViewResult
 from attncli.textio import visible
-from attncli.hf.reads import Reads, view_sites
+from attncli.pipeline.reads import Reads, view_sites
 from attncli.views.page import check_size, extra_size
 
 STACK_NOTES = {
@@ -144,7 +144,7 @@ def _select(request: ViewRequest, shown, at: int, enc, combined=None, keys: Opti
 
 def _stack_view(request: ViewRequest, model) -> PretrainedResult:
     """An encoder-decoder's view (or the refusal of --target / --stack for a model that is not one):
-    the rows and columns of each stack, from attncli.hf.seq2seq's one forward pass.
+    the rows and columns of each stack, from attncli.hf.backends.seq2seq's one forward pass.
 
         stack     rows (queries)        columns (keys)        matrices
         encoder   source tokens (S)     source tokens (S)     (L_enc, h_enc, S, S)

@@ -34,7 +34,7 @@ Stage = Callable[[str], ContextManager[Any]]  # a message -> a context around a 
 
 def load_gradients(request: GradientRequest):
     """The request's checkpoint on its --backend (auto: attn's NumPy pass wherever it runs the model,
-    whose tape runs the backward, hf/backward.py; the torch backend's gradients: hf/torch_grad.py)."""
+    whose tape runs the backward, hf/methods/backward.py; the torch backend's gradients: hf/backends/torch_grad.py)."""
     return load(request.transformer, backend=request.backend, allow_missing_weights=request.allow_missing_weights)
 
 

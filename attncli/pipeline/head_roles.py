@@ -1,5 +1,5 @@
 """``attn heads --transformer --weights`` and ``--random N``: what each head is, read from its
-weights (attncli.hf.head_circuits) or from its attention on repeated random tokens, as one JSON
+weights (attncli.hf.methods.head_circuits) or from its attention on repeated random tokens, as one JSON
 document (drawn by attncli.views.head_map).
 
 The activation scores are attncli.attention.heads' (previous_token, duplicate_token, induction:
@@ -19,7 +19,7 @@ from attncli.attention.heads import ScoredInput, Tally, row_scores, uniform_weig
 from attncli.errors import BadInput
 from attncli.model.interface import has
 from attncli.textio import visible
-from attncli.hf.head_circuits import MODES, weight_scores
+from attncli.hf.methods.head_circuits import MODES, weight_scores
 
 RANDOM_SCORES = ("previous_token", "duplicate_token", "induction")
 WEIGHT_ROLES = ("copying", "q_in", "k_in", "v_in")  # X_in: the head's largest X-composition from an earlier head

@@ -144,7 +144,7 @@ def compute(request: HeadsRequest, *, load_model: Optional[Callable[[], Any]] = 
                       f"({model.backend} backend)", "sentences", len(texts)) as advance:
         report = score_transformer_heads(model, texts, window=request.window, exclude_first=request.exclude_first,
                                          on_text=advance, stack=stack)
-    if stack is not None:  # T5, BART (hf.seq2seq)
+    if stack is not None:  # T5, BART (hf.backends.seq2seq)
         progress.info(f"an encoder-decoder: these are the {stack} stack's heads ({STACK_READS[stack]})")
         report["stack"] = stack
     return HeadsResult(request, report)

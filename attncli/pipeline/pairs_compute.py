@@ -31,7 +31,7 @@ from attncli.causal.pairs_circuit import find_pairs_circuit
 from attncli.causal.pairs_file import Pair, read_pairs
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.fileio import FileProblem
-from attncli.hf.edges import edge_mask
+from attncli.hf.methods.edges import edge_mask
 from attncli.hf.loader import load
 from attncli.stats.chunk_work import ModelSpec, bounded
 from attncli.stats.cluster import host_port, ray_results

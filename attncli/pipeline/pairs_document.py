@@ -23,7 +23,7 @@ from attncli.causal.circuit import layer_of, ranked, reader_node
 from attncli.causal.pair_sums import PairSums
 from attncli.causal.pairs_circuit import PairsCircuit
 from attncli.errors import BadInput
-from attncli.hf.edges import down_names, edge_mask, up_names
+from attncli.hf.methods.edges import down_names, edge_mask, up_names
 from attncli.stats.shards import Identity
 
 TOP_EDGES = 20

@@ -1,6 +1,6 @@
 """``attn qk`` as request -> compute -> result: :class:`QKRequest` says the head and the two
 positions, :func:`compute` splits that score into query-side x key-side parts
-(attncli.hf.qk_attribution) and returns views/qk_view.py's QKResult (attncli.views.result's
+(attncli.hf.methods.qk_attribution) and returns views/qk_view.py's QKResult (attncli.views.result's
 protocol), whoever asked: the command line or Python::
 
     from attncli.pipeline import QKRequest, compute_qk
@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Optional
 
 from attncli.attention.checkpoint_views import check_texts
 from attncli.errors import BadInput
-from attncli.hf import qk_attribution
+from attncli.hf.methods import qk_attribution
 from attncli.hf.loader import load
 from attncli.option_conflicts import TableRequest
 from attncli.textio import visible

@@ -39,7 +39,7 @@ class ViewRequest:
     stack: Optional[str] = None  # encoder, decoder or cross (None: encoder)
     device: Optional[str] = None  # --device / --dtype: the torch backend's (None: cpu, float32)
     dtype: Optional[str] = None
-    device_map: Optional[str] = None  # --device-map / --max-memory: accelerate's split (attncli.hf.placement)
+    device_map: Optional[str] = None  # --device-map / --max-memory: accelerate's split (attncli.hf.backends.placement)
     max_memory: Optional[str] = None
     filter_specials: str = "none"  # --filter-specials
     words: bool = False

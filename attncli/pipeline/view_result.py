@@ -51,7 +51,7 @@ class PretrainedResult(Result):
     meta: dict[str, Any]
     attentions: np.ndarray  # (L, h, T, S)
     title: str = "attn matrix"
-    reads: Any = None  # attncli.hf.reads.Reads: the one traced pass
+    reads: Any = None  # attncli.pipeline.reads.Reads: the one traced pass
     keys: Optional[pv.KeySide] = None  # the columns' side when they are other tokens (cross-attention)
     source: Any = None  # an encoder-decoder's source Encoding
 

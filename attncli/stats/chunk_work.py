@@ -20,9 +20,9 @@ from attncli.fileio import FileProblem
 from attncli.stats.accumulate import Accumulator, Settings, add_probe, add_text, probe_ids
 from attncli.stats.shards import Identity, model_fingerprint, texts_digest, to_document
 from attncli.hf import load as load_transformer
-from attncli.hf.encoding import Encoding
+from attncli.hf.text.encoding import Encoding
 from attncli.hf.families import registry
-from attncli.hf.pretrained_base import length_batches
+from attncli.hf.backends.pretrained_base import length_batches
 
 BATCH_SIZE = 8  # texts per forward pass by default (measured best on MiniLM, 8-24 word texts)
 BATCH_BUDGET = 2**24  # kept attention weights (L B h T^2) per pass: 128 MB in float64; a longer text runs alone

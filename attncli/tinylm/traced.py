@@ -48,7 +48,7 @@ WHY_NOT = {
 
 @dataclass
 class Words:
-    """One input of the built-in LM, shaped as ``hf.encoding.Encoding`` where the views read it."""
+    """One input of the built-in LM, shaped as ``hf.text.encoding.Encoding`` where the views read it."""
 
     ids: list[int]
     tokens: list[str]

@@ -79,7 +79,7 @@ def pretrained_heatmaps(view, meta: dict[str, Any], enc, row_span=None, col_span
     if meta.get("show") == "norms":
         notes.append("norms: ||alpha f(x_j)||, f(x) = (x W_V + b_V) W_O (Kobayashi et al. 2020); the layer's: "
                      "||sum over heads||, not their mean")
-    elif meta.get("formula"):  # a contribution method (attncli.hf.contributions): one matrix per layer
+    elif meta.get("formula"):  # a contribution method (attncli.hf.methods.contributions): one matrix per layer
         notes.append(f"{meta['show']}: {meta['formula']}")
     elif meta.get("show") == "scores":
         notes.append("scores: q.k x scale before the softmax; the layer's: the heads' mean")

@@ -12,7 +12,7 @@ import numpy as np
 from attncli.views.render import Heatmap, heatmap_renderables
 from attncli.views.result import DocumentView, shown
 
-MODES = ("Q", "K", "V")  # attncli.hf.head_circuits.MODES: the document's composition keys
+MODES = ("Q", "K", "V")  # attncli.hf.methods.head_circuits.MODES: the document's composition keys
 TOP_EDGES = 10  # composition edges listed without --threshold: the strongest
 MAX_EDGES_SHOWN = 40  # a terminal lists at most this many (the JSON has every one)
 TOP_HEADS = 8  # the strongest heads of the role, listed with their tokens

@@ -83,7 +83,7 @@ def extra_views(model, enc, attentions, meta: dict[str, Any], show: str = "weigh
     each document also holds "value_norms" (h, T), ||f^h(x_j)||, for the page's tooltips),
     "scores" (``--show scores``: masked -inf as null), "flow" (``--flow --layer L``), and a
     contribution method's "alti" (``--show alti --layer L``) and "alti rollout" (``--rollout``: R = C_L
-    ... C_0), each document with its "formula". ``reads`` (attncli.hf.reads.Reads) answers from the
+    ... C_0), each document with its "formula". ``reads`` (attncli.pipeline.reads.Reads) answers from the
     command's one traced pass; without it, the model's own methods do (a contribution method needs it)."""
     import numpy as np
 

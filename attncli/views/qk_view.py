@@ -1,5 +1,5 @@
 """``attn qk`` drawn: the largest parts of one score (query-side component x key-side component),
-then each side's components summed over the other side. Input: hf/qk_attribution.document."""
+then each side's components summed over the other side. Input: hf/methods/qk_attribution.document."""
 
 from __future__ import annotations
 

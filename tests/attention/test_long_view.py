@@ -41,7 +41,7 @@ def flat(text: str) -> str:
 
 def fake_enc(words, pieces=None, text=None, specials=(False, False)):
     """An encoding of ``words`` (each one piece, or ``pieces[w]`` pieces), optionally with a [CLS]
-    in front and a [SEP] behind, as attncli.hf.encoding.Encoding lays it out."""
+    in front and a [SEP] behind, as attncli.hf.text.encoding.Encoding lays it out."""
     pieces = pieces or [1] * len(words)
     tokens, word_ids = [], []
     for w, (word, n) in enumerate(zip(words, pieces)):
@@ -151,7 +151,7 @@ def test_rows_are_the_whole_matrix_rows(model, request):
 
 
 def test_rows_reach_the_trace_as_kept_rows(tiny_gpt2_dir, monkeypatch):
-    from attncli.hf.numpy_backend import NumpyPretrained
+    from attncli.hf.backends.numpy_backend import NumpyPretrained
 
     seen = []
     original = NumpyPretrained.trace
@@ -275,7 +275,7 @@ def test_top_k_and_pool_need_a_transformer():
 def test_a_bar_per_layer_where_the_trace_reports_layers(monkeypatch):
     import attncli.cli.progress
     from attncli.cli.transformer import layer_progress
-    from attncli.hf.reads import Reads
+    from attncli.pipeline.reads import Reads
 
     monkeypatch.setattr(attncli.cli.progress, "DELAY", 0.0)
     advanced = []

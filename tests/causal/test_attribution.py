@@ -210,10 +210,10 @@ def test_on_a_bert_the_qk_fix_changes_keys_queries_and_a_layer_input_only(bert):
 def test_on_an_encoder_the_qk_fix_of_a_key_or_query_is_the_traced_patterns_change(tmp_path_factory, kind, where):
     """AtP* on a key (query) node: the head's pattern with that clean key (query) put in, read off
     attn's traced pass (MPNet's relative position bias included there), minus the corrupted run's,
-    times d metric / d pattern (hf/backward_encoder.py's, checked against autograd)."""
+    times d metric / d pattern (hf/methods/backward_encoder.py's, checked against autograd)."""
     from _trace_reference import drawn_mlm
 
-    from attncli.hf.backward_encoder import gradients
+    from attncli.hf.methods.backward_encoder import gradients
 
     model = load(str(drawn_mlm(kind, tmp_path_factory.mktemp(kind) / kind, std=1.0)), backend="numpy")
     mask = "[MASK]" if kind == "bert" else "<mask>"

@@ -1,4 +1,4 @@
-"""A model whose finite weights overflow the float32 gradient tape (hf/backward.py) but not attn's own
+"""A model whose finite weights overflow the float32 gradient tape (hf/methods/backward.py) but not attn's own
 pass (its attention scores are float64): a Llama whose layer-0 query and key projections are scaled
 by 1e20 (q k^T about 1e40, past float32's 3.4e38). attn attribute says "damaged model" with the
 layer, exit 1, one line, no RuntimeWarning; attribute_together (--pairs' batches) likewise (attn

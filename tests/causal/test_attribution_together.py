@@ -1,5 +1,5 @@
 """Pairs run side by side (attn attribute --pairs): attribution.attribute_together over several
-pairs, and hf/backward.py's backward_together over several tapes, equal one pair (one tape) at a
+pairs, and hf/methods/backward.py's backward_together over several tapes, equal one pair (one tape) at a
 time to float rounding (1e-12 in float64; f32_close in the Llama family's float32 pass); the pairs
 runner batches consecutive pairs of one length up to BATCH_ROWS tokens, and a batch that fails
 names its pair's line as one pair at a time does."""
@@ -24,7 +24,7 @@ from attncli.causal.pairs_file import Pair  # noqa: E402
 from attncli.causal.target import Target  # noqa: E402
 from attncli.errors import BadInput  # noqa: E402
 from attncli.hf import load  # noqa: E402
-from attncli.hf.backward import backward_together  # noqa: E402
+from attncli.hf.methods.backward import backward_together  # noqa: E402
 
 TEXTS = ["the cat sat on the mat", "a dog ran to the log", "she sells sea shells on it", "time flies like an arrow",
          "the mat sat on a cat", "an arrow flies like time"]

@@ -1,5 +1,5 @@
 """attn attribute --backend torch (attncli/causal/attribution.py's attribute_by_gradients over the model
-interface's ``site_gradients``, hf/torch_grad.py: torch autograd through transformers' own modules)
+interface's ``site_gradients``, hf/backends/torch_grad.py: torch autograd through transformers' own modules)
 equals the NumPy tape's plain AtP on GPT-2 (both float64) and Llama (both float32: f32_close), through
 the CLI's JSON too; a family only transformers runs (OPT) is attributed at --site resid, checked against
 a direct autograd computation of the same metric here; what needs the tape is refused by the table."""

@@ -24,7 +24,7 @@ from attncli.causal.circuit import edge_scores, find_circuit, patched_metric  # 
 from attncli.causal.target import Target  # noqa: E402
 from attncli.errors import BadInput  # noqa: E402
 from attncli.hf import load  # noqa: E402
-from attncli.hf.edges import down_index, edge_mask, edge_patched_logits, node_outputs, up_index  # noqa: E402
+from attncli.hf.methods.edges import down_index, edge_mask, edge_patched_logits, node_outputs, up_index  # noqa: E402
 
 CLEAN, CORRUPT = "the cat sat on the mat and the dog", "the dog ran to the log and the cat"
 

@@ -26,7 +26,7 @@ from _transformer_fixtures import build_gpt2, every_parameter_drawn  # noqa: E40
 from attncli.causal.circuit import edge_scores  # noqa: E402
 from attncli.causal.target import Target  # noqa: E402
 from attncli.hf import load  # noqa: E402
-from attncli.hf.edges import down_names, edge_mask, up_names  # noqa: E402
+from attncli.hf.methods.edges import down_names, edge_mask, up_names  # noqa: E402
 
 CLEAN, CORRUPT = "the cat sat on the mat and the dog", "the dog ran to the log and the cat"
 
@@ -47,7 +47,7 @@ def _pair(model):
 
 def reference_pass(hf, embed, target: Target):
     """(metric, writers (U, T, d), reader gradients (D, T, d)) of the GPT-2 ``hf`` on the input
-    embeddings ``embed`` (T, d), by torch autograd, writers and readers in hf/edges.py's order."""
+    embeddings ``embed`` (T, d), by torch autograd, writers and readers in hf/methods/edges.py's order."""
     cfg, sd = hf.config, dict(hf.named_parameters())
     L, h, d = cfg.n_layer, cfg.n_head, cfg.n_embd
     dh, T = d // h, embed.shape[0]

@@ -22,8 +22,8 @@ from attncli.causal.pairs_circuit import find_pairs_circuit  # noqa: E402
 from attncli.causal.target import Target  # noqa: E402
 from attncli.errors import BadInput  # noqa: E402
 from attncli.hf import load  # noqa: E402
-from attncli.hf.backward import DecoderTape  # noqa: E402
-from attncli.hf.edges import down_index, edge_mask, up_index  # noqa: E402
+from attncli.hf.methods.backward import DecoderTape  # noqa: E402
+from attncli.hf.methods.edges import down_index, edge_mask, up_index  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """``attn matrix --transformer M --show alti | globenc | value-zeroing``: the contribution methods as
-views. Their numbers are attncli.hf.contributions' (which tests/hf/test_contributions.py holds to the
+views. Their numbers are attncli.hf.methods.contributions' (which tests/hf/test_contributions.py holds to the
 papers' formulas on transformers' own modules), through the view's one traced pass: the JSON, the
 table, --rollout (the product of the layers, computed here), --words and --rows, the exports, and
 the refusals (exit 2, one line naming the fix)."""
@@ -17,7 +17,7 @@ needed("safetensors", reason="the NumPy transformer path needs the pretrained ex
 
 from attncli.cli.main import app  # noqa: E402
 from attncli.hf import load  # noqa: E402
-from attncli.hf.contributions import METHODS, contributions  # noqa: E402
+from attncli.hf.methods.contributions import METHODS, contributions  # noqa: E402
 
 SENTENCE = "time flies like an arrow"
 JSON_ROUNDING = 5e-7  # --json writes each weight to 6 decimals

@@ -15,7 +15,7 @@ import typer.main
 from attncli.cli import common as cli_app
 from attncli.cli.commands import COMMANDS as LISTED
 from attncli.cli.main import app
-from attncli.hf.source import install_pretrained, install_transformers
+from attncli.hf.formats.source import install_pretrained, install_transformers
 
 COMMANDS = list(LISTED)  # every command, by the name the lazy group lists (and loads) it under
 # a group's commands by their full words (attn stats run, attn stats merge)

@@ -75,13 +75,13 @@ BY_HAND = {
 
 @pytest.mark.parametrize("mode", list(BY_HAND))
 def test_each_pooling_equals_its_hand_worked_value(mode):
-    from attncli.hf.pretrained_base import pool
+    from attncli.hf.backends.pretrained_base import pool
 
     np.testing.assert_allclose(pool(HIDDEN, MASK, (mode,)), BY_HAND[mode], rtol=0, atol=1e-12)
 
 
 def test_several_poolings_concatenate_in_sentence_transformers_order():
-    from attncli.hf.pretrained_base import pool
+    from attncli.hf.backends.pretrained_base import pool
 
     got = pool(HIDDEN, MASK, ("mean_sqrt_len", "cls", "max", "mean"))  # given in any order
     expected = np.concatenate([BY_HAND[m] for m in ("cls", "max", "mean", "mean_sqrt_len")], axis=1)

@@ -1,5 +1,5 @@
 """attn explore's Q: the QK split of the cursor's cell beside its explanation, on a tiny GPT-2 and a
-tiny Llama. The panel's parts are attn qk's (hf/qk_attribution.qk_parts on a model loaded here),
+tiny Llama. The panel's parts are attn qk's (hf/methods/qk_attribution.qk_parts on a model loaded here),
 they add up to the view's own score (--explain's arithmetic), the numbers drawn are the
 document's, the split follows the cursor, and a model or a view that cannot give one is refused
 by name."""
@@ -24,7 +24,7 @@ from test_explore import drive, lines_of, press  # noqa: E402
 
 from attncli.explore.state import ExploreState  # noqa: E402
 from attncli.hf import load  # noqa: E402
-from attncli.hf.qk_attribution import qk_parts  # noqa: E402
+from attncli.hf.methods.qk_attribution import qk_parts  # noqa: E402
 
 TEXT = "the cat sat on the mat and the dog sat"
 BUILD = {"gpt2": lambda d: build_gpt2(d), "llama3": lambda d: build_decoder("llama3", d)}

@@ -1,4 +1,4 @@
-"""Gradients through attn's NumPy decoders (attncli/hf/backward.py) equal torch autograd through
+"""Gradients through attn's NumPy decoders (attncli/hf/methods/backward.py) equal torch autograd through
 transformers' own modules in float64, at every site both can name: the embeddings, each layer's
 residual stream in and out, the attention block's and the MLP's outputs, each head's z (the output
 projection's input) and the pattern; on GPT-2 and the Llama family (GQA, RoPE of three kinds,
@@ -24,7 +24,7 @@ from _transformer_fixtures import build_gpt2, every_parameter_drawn  # noqa: E40
 
 from attncli.errors import BadInput  # noqa: E402
 from attncli.hf import load  # noqa: E402
-from attncli.hf.backward import DecoderTape, forward_together, gradients  # noqa: E402
+from attncli.hf.methods.backward import DecoderTape, forward_together, gradients  # noqa: E402
 
 TEXT = "the cat sat on the mat and the dog sat"
 KINDS = ("gpt2", "llama", "llama-bias", "llama3", "mistral", "qwen2", "gemma", "phi3", "qwen3", "gemma3",

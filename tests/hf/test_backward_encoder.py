@@ -1,4 +1,4 @@
-"""Gradients through attn's NumPy post-LN encoders and their MLM heads (attncli/hf/backward_encoder.py)
+"""Gradients through attn's NumPy post-LN encoders and their MLM heads (attncli/hf/methods/backward_encoder.py)
 equal torch autograd through transformers' BertForMaskedLM, RobertaForMaskedLM, DistilBertForMaskedLM
 and MPNetForMaskedLM (its relative position bias) in float64, at
 every site both can name: the embeddings, each layer's stream in, between and out, q, k, v, the
@@ -25,8 +25,8 @@ from _trace_reference import assert_gradients_close, autograd_sites, d_log_p  # 
 from attncli.causal.target import Target, mask_position, vocab_id  # noqa: E402
 from attncli.errors import BadInput  # noqa: E402
 from attncli.hf import load  # noqa: E402
-from attncli.hf.backward_encoder import EncoderTape, gradients  # noqa: E402
-from attncli.hf.layer_weights import layer_weights  # noqa: E402
+from attncli.hf.methods.backward_encoder import EncoderTape, gradients  # noqa: E402
+from attncli.hf.methods.layer_weights import layer_weights  # noqa: E402
 
 TEXT = "the cat sat on the [MASK] and the dog ."
 KINDS = ("bert", "roberta", "distilbert", "mpnet")

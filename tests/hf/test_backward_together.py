@@ -1,4 +1,4 @@
-"""hf/backward.py's backward_together over several tapes (attn attribute --pairs) on the Llama family:
+"""hf/methods/backward.py's backward_together over several tapes (attn attribute --pairs) on the Llama family:
 grouped-query attention (a key-value head's gradient summed over its group, per tape), RoPE of three
 kinds and Phi-3's partial rotary (the inverse rotation on (B, h, T, d_head)), sliding windows,
 Gemma's own head width and offset norms; every gradient by name, each head's q, k and v inputs
@@ -22,7 +22,7 @@ needed("tokenizers")
 from _llama_fixtures import build_decoder  # noqa: E402
 
 from attncli.hf import load  # noqa: E402
-from attncli.hf.backward import backward_together, forward_together  # noqa: E402
+from attncli.hf.methods.backward import backward_together, forward_together  # noqa: E402
 
 TEXTS = ["the cat sat on the mat", "a dog ran to the log", "she sells sea shells on it", "time flies like an arrow"]
 KINDS = ("llama", "llama3", "mistral", "qwen2", "gemma", "phi3", "qwen3", "gemma3")

@@ -1,4 +1,4 @@
-"""The BLAS thread policy (attncli/hf/blas.py): one thread for a short pass, the free cores for a
+"""The BLAS thread policy (attncli/hf/kernels/blas.py): one thread for a short pass, the free cores for a
 large one, the user's --threads / environment variables over both, set through threadpoolctl
 for the pass and restored after; read inside the pass with threadpoolctl's own report."""
 
@@ -10,7 +10,7 @@ import pytest
 from conftest import needed
 
 from attncli.errors import BadInput
-from attncli.hf import blas
+from attncli.hf.kernels import blas
 
 threadpoolctl = needed("threadpoolctl")
 

@@ -1,4 +1,4 @@
-"""A stranger's chat template is rendered within bounds (attncli.hf.chat): a loop that
+"""A stranger's chat template is rendered within bounds (attncli.hf.text.chat): a loop that
 would run for hours, a string of gigabytes made by ``*``, ``+``, ``%``, ``~`` in a namespace, a
 filter, a method or a macro, or a render longer than a prompt's, each ends in a damaged-model
 message (exit 1) naming the bound, before the text reaches the tokenizer; ordinary templates render
@@ -15,7 +15,7 @@ import pytest
 
 from conftest import needed
 from attncli.errors import RuntimeFailure
-from attncli.hf import chat
+from attncli.hf.text import chat
 
 needed("jinja2")
 
@@ -126,7 +126,7 @@ def test_attn_generate_chat_with_a_bomb_is_exit_1(name, tmp_path, tmp_path_facto
 def test_chat_template_reads_special_tokens_saved_as_added_token_objects(tmp_path):
     """tokenizer_config.json may store bos_token as an AddedToken object ({"content": ..., ...}),
     as transformers writes it: the template sees its content."""
-    from attncli.hf.chat import render
+    from attncli.hf.text.chat import render
 
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({
         "chat_template": "{{ bos_token }}{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}{% endfor %}"

@@ -1,4 +1,4 @@
-"""Long inputs on attn's NumPy pass (attncli/hf/chunked_attention.py): attention computed by
+"""Long inputs on attn's NumPy pass (attncli/hf/kernels/chunked_attention.py): attention computed by
 chunks of query rows, kept sites holding only the rows and heads asked for.
 
 - At 512 tokens, the last 16 rows of every layer equal transformers' eager ``output_attentions``
@@ -33,7 +33,8 @@ needed("safetensors")
 
 from _tolerance import EPS32, f32_atol, f32_close, f32_size  # noqa: E402
 from attncli.errors import BadInput  # noqa: E402
-from attncli.hf import chunked_attention, load  # noqa: E402
+from attncli.hf.kernels import chunked_attention
+from attncli.hf import load  # noqa: E402
 from attncli.model.trace import Intervention, Keep  # noqa: E402
 
 LONG = 512

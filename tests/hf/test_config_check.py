@@ -1,4 +1,4 @@
-"""A stranger's model directory checked before any library opens it (attncli/hf/config_check.py):
+"""A stranger's model directory checked before any library opens it (attncli/hf/checks/config_check.py):
 JSON read with bounded depth and bytes and no NaN, every file a library may open checked by name
 (regular files, symlinks as the Hugging Face cache makes them, FIFOs refused), every config field's
 range at both ends, the parameter count against the weights, and trust_remote_code's auto_map refused."""
@@ -10,7 +10,7 @@ import os
 import pytest
 
 from attncli.errors import BadInput, RuntimeFailure
-from attncli.hf import config_check
+from attncli.hf.checks import config_check
 
 
 # --- config_check.py ----------------------------------------------------------------------------

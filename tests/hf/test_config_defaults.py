@@ -23,9 +23,9 @@ from _tolerance import EPS32
 torch = needed("torch")
 transformers = needed("transformers")
 
-from attncli.hf import config_defaults
+from attncli.hf.checks import config_defaults
 from attncli.hf.families import llama, registry  # noqa: E402
-from attncli.hf.config_defaults import DEFAULTS, DERIVED, NULLABLE, field  # noqa: E402
+from attncli.hf.checks.config_defaults import DEFAULTS, DERIVED, NULLABLE, field  # noqa: E402
 
 SMALL = {"vocab_size": 50, "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 3,
          "intermediate_size": 8, "num_key_value_heads": 2}
@@ -256,7 +256,7 @@ def test_the_table_in_the_docs_lists_every_field_with_its_default():
 def test_the_token_limit_of_a_config_without_its_positions_is_transformers_default(kind, field_name, limit, tmp_path):
     """With no position count in config.json, the limit on an input is the family's default table
     (RoBERTa's less its padding_idx + 1), not "no limit"."""
-    from attncli.hf.pretrained_base import max_positions
+    from attncli.hf.backends.pretrained_base import max_positions
 
     assert getattr(config_class(kind)(), field_name) - (2 if kind == "roberta" else 0) == limit
     assert max_positions({"model_type": kind}, tmp_path) == limit

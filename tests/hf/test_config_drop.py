@@ -31,7 +31,7 @@ from _transformer_fixtures import BUILDERS  # noqa: E402
 from _tolerance import f32_close, f32_size  # noqa: E402
 from attncli.errors import BadInput, RuntimeFailure  # noqa: E402
 from attncli.hf import load  # noqa: E402
-from attncli.hf.config_defaults import DEFAULTS, ROPE_FIELDS  # noqa: E402
+from attncli.hf.checks.config_defaults import DEFAULTS, ROPE_FIELDS  # noqa: E402
 from attncli.hf.families import registry  # noqa: E402
 
 torch.set_num_threads(1)

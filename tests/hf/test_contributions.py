@@ -1,4 +1,4 @@
-"""ALTI, GlobEnc and value zeroing (attncli/hf/contributions.py) against references written here from
+"""ALTI, GlobEnc and value zeroing (attncli/hf/methods/contributions.py) against references written here from
 the papers' formulas on transformers' own modules in float64 (not from attn's pass), and value
 zeroing against a brute-force transformers run with a hook that zeroes one token's values."""
 
@@ -23,7 +23,7 @@ BUILD = {"bert": build_bert, "gpt2": build_gpt2, "distilbert": build_distilbert,
 
 from attncli.errors import BadInput  # noqa: E402
 from attncli.hf import load  # noqa: E402
-from attncli.hf.contributions import METHODS, contributions, rolled_out  # noqa: E402
+from attncli.hf.methods.contributions import METHODS, contributions, rolled_out  # noqa: E402
 
 TEXT = "the cat sat on the mat and the dog"
 

@@ -1,4 +1,4 @@
-"""The component graph's edge-patched forward (attncli/hf/edges.py) against brute force on a tiny
+"""The component graph's edge-patched forward (attncli/hf/methods/edges.py) against brute force on a tiny
 float64 GPT-2 (every parameter drawn): no edge removed is the clean run and every edge removed the
 corrupted run (both through attn's own traced pass), one edge removed equals a path patch built by
 hand (the reader's input recomputed from the weights, put in through the traced pass's
@@ -18,9 +18,10 @@ needed("tokenizers")
 
 from _transformer_fixtures import build_gpt2, every_parameter_drawn  # noqa: E402
 
-from attncli.hf import load, ops  # noqa: E402
-from attncli.hf.backward import DecoderTape  # noqa: E402
-from attncli.hf.edges import (down_index, down_names, edge_mask, edge_patched_logits, up_index,  # noqa: E402
+from attncli.hf import load
+from attncli.hf.kernels import ops  # noqa: E402
+from attncli.hf.methods.backward import DecoderTape  # noqa: E402
+from attncli.hf.methods.edges import (down_index, down_names, edge_mask, edge_patched_logits, up_index,  # noqa: E402
                               up_names)
 from attncli.model.trace import Intervention, site  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Encoding a text for a pretrained model (attncli/hf/encoding.py, pretrained.py): a text too
+"""Encoding a text for a pretrained model (attncli/hf/text/encoding.py, pretrained.py): a text too
 long or not a string, the encoding built from tokenizers' output by hand, the tokenizer's length
 limit, the pooling modes, token ids outside the vocabulary and a text with no tokens."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import needed
 
-from attncli.hf import encoding
+from attncli.hf.text import encoding
 from attncli.errors import BadInput
 
 
@@ -70,7 +70,7 @@ def test_max_positions_takes_a_tokenizer_limit_of_one(tmp_path):
     """max_positions: the tokenizer's model_max_length when smaller than the position table, for
     every positive limit (1 included); 0 and absurd limits (>= 10**7, transformers' 'no limit'
     placeholder is 1e30) are ignored."""
-    from attncli.hf.pretrained_base import max_positions
+    from attncli.hf.backends.pretrained_base import max_positions
 
     config = {"model_type": "bert", "max_position_embeddings": 512}
     for limit, want in ((1, 1), (2, 2), (511, 511), (600, 512), (0, 512), (10**7, 512)):
@@ -81,7 +81,7 @@ def test_max_positions_takes_a_tokenizer_limit_of_one(tmp_path):
 def test_mean_pooling_of_one_token_is_that_token_exactly():
     """pool: mean = sum over the real tokens / their number; a row with one real token is that
     token's vector itself (float64, exactly); mean_sqrt_len divides by sqrt(n)."""
-    from attncli.hf.pretrained_base import pool
+    from attncli.hf.backends.pretrained_base import pool
 
     rng = np.random.default_rng(5)
     hidden = rng.normal(size=(2, 3, 4))  # (B, T, d) float64
@@ -95,7 +95,7 @@ def test_mean_pooling_of_one_token_is_that_token_exactly():
 
 def test_an_unknown_pooling_mode_is_refused_even_beside_a_known_one():
     from attncli.errors import BadInput
-    from attncli.hf.pretrained_base import check_pooling
+    from attncli.hf.backends.pretrained_base import check_pooling
 
     assert check_pooling(["mean", "cls", "mean"]) == ("cls", "mean")  # POOLINGS order, once each
     for modes, named in ((["mean", "median"], "median"), ("median", "median"), ([], "none")):

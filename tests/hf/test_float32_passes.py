@@ -75,7 +75,7 @@ def test_the_float32_pass_is_within_float32_rounding_of_the_float64_pass(request
 
 
 def test_erf32_is_within_float32_rounding_of_math_erf():
-    from attncli.hf import ops
+    from attncli.hf.kernels import ops
 
     x = np.concatenate([np.linspace(-8, 8, 200_001), np.geomspace(1e-30, 1e-2, 200)]).astype(np.float32)
     want = np.array([math.erf(float(v)) for v in x])
@@ -91,7 +91,7 @@ def test_erf32_is_within_float32_rounding_of_math_erf():
 
 def test_gelu_of_float32_matches_torchs_exact_gelu_within_float32_rounding():
     torch = needed("torch")
-    from attncli.hf import ops
+    from attncli.hf.kernels import ops
 
     x = np.linspace(-12, 12, 40_001).astype(np.float32)
     want = torch.nn.functional.gelu(torch.from_numpy(x.astype(np.float64))).numpy()
@@ -106,7 +106,7 @@ def test_gelu_new_of_float32_matches_torchs_tanh_gelu_within_float32_rounding():
     tanh GELU in float64: a few roundings of x/2 (1 + tanh(t)), each half an epsilon of the size of
     the terms (|x| and |x|/2 tanh'), and tanh's own (4 ulp): within 8 (|x| + |y|) u."""
     torch = needed("torch")
-    from attncli.hf import ops
+    from attncli.hf.kernels import ops
 
     x = np.linspace(-12, 12, 40_001).astype(np.float32)
     want = torch.nn.functional.gelu(torch.from_numpy(x.astype(np.float64)), approximate="tanh").numpy()

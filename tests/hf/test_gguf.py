@@ -156,7 +156,7 @@ def test_cli_views_on_gguf(tmp_path, argv, shows):
 def test_transformers_folder_with_a_gguf_stays_safetensors(tmp_path):
     """A folder with config.json is a transformers model even when a .gguf lies beside it."""
     needed("gguf")
-    from attncli.hf.gguf_reader import gguf_file_in
+    from attncli.hf.formats.gguf_reader import gguf_file_in
 
     write_gguf(tmp_path / "m.gguf", "llama", "Q8_0")
     assert gguf_file_in(tmp_path) == tmp_path / "m.gguf"

@@ -9,9 +9,9 @@ import pytest
 
 from conftest import needed
 
-from attncli.hf import gguf_dequantize
-from attncli.hf.gguf_dequantize import OWN, SCALES, dequantize, nonfinite
-from attncli.hf.gguf_file import TYPES
+from attncli.hf.formats import gguf_dequantize
+from attncli.hf.formats.gguf_dequantize import OWN, SCALES, dequantize, nonfinite
+from attncli.hf.formats.gguf_file import TYPES
 
 KIND = {name: kind for kind, (name, _, _) in TYPES.items()}
 

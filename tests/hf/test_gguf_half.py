@@ -60,11 +60,11 @@ def test_half_checkpoint_over_the_hold_keeps_one_layer_widened(tmp_path, monkeyp
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_half_checkpoint_within_the_hold_is_widened_once(tmp_path, monkeypatch, dtype):
     """Within the hold (here exactly the model's widened bytes), the first call widens every matrix
-    once and keeps it: a second trace and the gradient tape (hf/backward.py, attn attribute's) read
+    once and keeps it: a second trace and the gradient tape (hf/methods/backward.py, attn attribute's) read
     nothing from the file, and give the numbers of a model that widens layer by layer."""
     needed("torch")
     needed("transformers")
-    from attncli.hf.backward import gradients
+    from attncli.hf.methods.backward import gradients
 
     build_decoder("llama", tmp_path, dtype=dtype)
     widened = _loaded(tmp_path, monkeypatch).arch.w.widened_bytes()

@@ -54,7 +54,7 @@ HOSTILE = {
 def test_arrays_each_within_bounds_but_too_many_together(tmp_path):
     """Two byte arrays of 2^21 + 1 elements (4 MB of file): each under MAX_ARRAY, together over
     MAX_ELEMENTS (each element a Python object once read): damage naming the file, before the second is read."""
-    from attncli.hf.gguf_file import MAX_ARRAY, MAX_ELEMENTS
+    from attncli.hf.formats.gguf_file import MAX_ARRAY, MAX_ELEMENTS
 
     n = MAX_ELEMENTS // 2 + 1
     assert n < MAX_ARRAY
@@ -124,7 +124,7 @@ def test_nonfinite_weight_refused_naming_file_and_tensor(tmp_path, case):
     file and the tensor as the file names it: a float tensor's own values, a quantized tensor's
     block scales (gguf_dequantize.nonfinite; its quants are integers), a tensor read late or in part."""
     needed("gguf")
-    from attncli.hf.gguf_file import GGUFFile
+    from attncli.hf.formats.gguf_file import GGUFFile
 
     arch, qtype, tied, tensor, at, spoiled, says = NONFINITE[case]
     d = 256 if qtype.endswith("_K") else 64

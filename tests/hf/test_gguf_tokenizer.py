@@ -1,4 +1,4 @@
-"""A GGUF's tokenizer metadata means what transformers says (hf/gguf_tokenizer.py): the token ids
+"""A GGUF's tokenizer metadata means what transformers says (hf/formats/gguf_tokenizer.py): the token ids
 of AutoTokenizer.from_pretrained(dir, gguf_file=...) on the same file, for every family attn reads
 from GGUF and both kinds of vocabulary llama.cpp's converter writes (byte-level BPE, "gpt2", and
 sentencepiece, "llama"), each tokenizer field dropped, set true and set false. Tiny files written
@@ -28,8 +28,8 @@ def _both(path):
     """(attn's tokenizer, transformers') of one GGUF file."""
     needed("gguf")
     transformers = needed("transformers")
-    from attncli.hf.gguf_file import GGUFFile
-    from attncli.hf.gguf_tokenizer import tokenizer_of
+    from attncli.hf.formats.gguf_file import GGUFFile
+    from attncli.hf.formats.gguf_tokenizer import tokenizer_of
 
     theirs = transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
     return tokenizer_of(GGUFFile(path)), theirs
@@ -127,9 +127,9 @@ def test_the_tokenizer_is_built_once_per_vocabulary(tmp_path, monkeypatch, attn_
     by the metadata: the same file reads it back (no build), a file whose add_bos_token differs is
     built anew, and a damaged entry is built again, never trusted."""
     needed("gguf")
-    from attncli.hf import gguf_tokenizer
-    from attncli.hf.gguf_file import GGUFFile
-    from attncli.hf.gguf_tokenizer_cache import cached_tokenizer
+    from attncli.hf.formats import gguf_tokenizer
+    from attncli.hf.formats.gguf_file import GGUFFile
+    from attncli.hf.formats.gguf_tokenizer_cache import cached_tokenizer
 
     def kept_tokenizer(path):
         return cached_tokenizer(GGUFFile(path), gguf_tokenizer.tokenizer_of)

@@ -17,7 +17,7 @@ def builds(monkeypatch):
     """The files gguf_model's tokenizer builder ran on."""
     needed("transformers")
     needed("gguf")
-    from attncli.hf import gguf_model
+    from attncli.hf.backends import gguf_model
 
     built, build = [], gguf_model.tokenizer_of
 
@@ -35,8 +35,8 @@ def ids(model) -> list[list[int]]:
 
 def test_built_once_then_read_back_with_the_same_ids(tmp_path, builds):
     from attncli import paths
-    from attncli.hf import gguf_model
-    from attncli.hf.gguf_file import GGUFFile
+    from attncli.hf.backends import gguf_model
+    from attncli.hf.formats.gguf_file import GGUFFile
     from attncli.hf.loader import load
 
     path = write_gguf(tmp_path / "m.gguf", "llama", "Q8_0")

@@ -1,4 +1,4 @@
-"""attncli.hf.head_circuits (``attn heads --weights``) against TransformerLens 4 (a TransformerBridge
+"""attncli.hf.methods.head_circuits (``attn heads --weights``) against TransformerLens 4 (a TransformerBridge
 over the same transformers model, enable_compatibility_mode(): fold_ln, center_writing_weights,
 center_unembed): its all_composition_scores, its OV and QK factored matrices and the copying score
 of its full OV circuit W_E @ OV @ W_U, on tiny random GPT-2, Llama (grouped-query), Gemma, Qwen2
@@ -25,7 +25,7 @@ from _llama_fixtures import build_decoder  # noqa: E402
 from _tolerance import f32_close  # noqa: E402
 import _transformer_fixtures as tf  # noqa: E402
 from attncli.hf import load  # noqa: E402
-from attncli.hf.head_circuits import MODES, composition_scores, copying_scores, head_factors, unembedded  # noqa: E402
+from attncli.hf.methods.head_circuits import MODES, composition_scores, copying_scores, head_factors, unembedded  # noqa: E402
 
 torch.set_num_threads(1)
 

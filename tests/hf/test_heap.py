@@ -1,4 +1,4 @@
-"""Process-wide settings only where they belong (attncli/hf/heap.py, blas.py, cli/main.py):
+"""Process-wide settings only where they belong (attncli/hf/kernels/heap.py, blas.py, cli/main.py):
 importing attncli and running a large pass from Python changes no environment variable and does
 not call glibc's mallopt; the command line allows the allocator setting for its own process."""
 
@@ -15,7 +15,8 @@ SCRIPT = textwrap.dedent("""
     import json, os, sys
     before = dict(os.environ)
     import attncli, attncli.cli.main  # the package and the command line's module, imported
-    from attncli.hf import heap, load
+    from attncli.hf.kernels import heap
+    from attncli.hf import load
 
     calls = []
     heap._mallopt = lambda: (lambda *args: calls.append(args) or 1)  # records mallopt instead of calling it
@@ -39,7 +40,7 @@ def _run(model_dir, mode: str) -> dict:
 
 
 def test_importing_attncli_and_a_large_pass_change_nothing_process_wide(tiny_bert_dir):
-    from attncli.hf import blas
+    from attncli.hf.kernels import blas
 
     got = _run(tiny_bert_dir, "library")
     assert got["rows"] > blas.SMALL_ROWS  # the pass is one that would tune the allocator under the CLI

@@ -15,7 +15,8 @@ from conftest import needed
 from _tolerance import f32_close, f32_size
 
 from attncli.errors import BadInput, RuntimeFailure
-from attncli.hf import load, source
+from attncli.hf import load
+from attncli.hf.formats import source
 
 needed("tokenizers")
 needed("safetensors")
@@ -222,11 +223,11 @@ def test_a_tokenizer_that_does_not_match_the_weights(tiny_bert_dir, tiny_roberta
 
 
 def test_an_encoder_decoder_is_refused_by_numpy_and_by_a_single_stack_class(tmp_path):
-    """T5 runs through transformers only (attncli.hf.seq2seq, tests/hf/test_seq2seq.py):
+    """T5 runs through transformers only (attncli.hf.backends.seq2seq, tests/hf/test_seq2seq.py):
     --backend numpy names it and points to torch; TorchPretrained, which reads one stack, refuses it."""
     transformers = needed("transformers")
-    from attncli.hf import source
-    from attncli.hf.torch_backend import TorchPretrained
+    from attncli.hf.formats import source
+    from attncli.hf.backends.torch_backend import TorchPretrained
 
     d = tmp_path / "t5"
     transformers.T5Config(d_model=8, d_ff=16, num_layers=1, num_heads=2, d_kv=4, vocab_size=10).save_pretrained(d)
@@ -238,7 +239,7 @@ def test_an_encoder_decoder_is_refused_by_numpy_and_by_a_single_stack_class(tmp_
 
 
 def test_offline_reads_hf_hub_offline(monkeypatch):
-    from attncli.hf.source import offline
+    from attncli.hf.formats.source import offline
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     assert offline() is False
@@ -253,7 +254,7 @@ def test_a_hub_id_resolves_to_its_cached_snapshot(tiny_bert_dir, tmp_path, monke
     import shutil
 
     huggingface_hub = needed("huggingface_hub")
-    from attncli.hf.source import resolve
+    from attncli.hf.formats.source import resolve
 
     root = tmp_path / "hub" / "models--attn-test--tiny-bert"
     sha = "0123456789abcdef0123456789abcdef01234567"
@@ -270,7 +271,7 @@ def test_a_hub_id_resolves_to_its_cached_snapshot(tiny_bert_dir, tmp_path, monke
 
 def test_a_directory_of_pickles_names_the_first_three_sorted(tmp_path):
     """check_model_dir: only pickled weights is BadInput naming at most three of them, sorted."""
-    from attncli.hf.source import check_model_dir
+    from attncli.hf.formats.source import check_model_dir
 
     (tmp_path / "config.json").write_text("{}")
     for name in ("e.bin", "d.pt", "c.pth", "b.ckpt", "a.bin"):

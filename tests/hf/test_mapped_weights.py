@@ -19,8 +19,8 @@ safetensors_numpy = needed("safetensors.numpy")
 
 from attncli.errors import RuntimeFailure  # noqa: E402
 from attncli.fileio import FileProblem, map_regular  # noqa: E402
-from attncli.hf import weights as weights_mod  # noqa: E402
-from attncli.hf.weights import Weights  # noqa: E402
+from attncli.hf.formats import weights as weights_mod  # noqa: E402
+from attncli.hf.formats.weights import Weights  # noqa: E402
 
 ANCHORS = ("embed.weight",)
 

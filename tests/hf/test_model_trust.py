@@ -111,7 +111,7 @@ def test_without_the_up_front_refusal_transformers_still_runs_no_code(tiny_bert_
     """trust_remote_code=False on every transformers call is the second wall: with check_trust
     disabled, the model still fails to load (exit 1) and the Python file never runs."""
     d = custom_code_model(tiny_bert_dir, tmp_path / "custom", "config.json")
-    code = ("import sys; from attncli.hf import config_check; config_check.check_trust = lambda *a: None\n"
+    code = ("import sys; from attncli.hf.checks import config_check; config_check.check_trust = lambda *a: None\n"
             "from attncli.cli.entry import main; sys.argv = ['attn'] + sys.argv[1:]; main()")
     proc = subprocess.run([sys.executable, "-c", code, "matrix", SENTENCE, "--transformer", str(d), "--backend", "torch",
                            "--json"], input="y\ny\n", capture_output=True, text=True, timeout=120,
@@ -290,7 +290,7 @@ def test_a_special_sentence_transformers_file_is_damage_at_once(tiny_bert_dir, t
 
 
 def test_a_huge_tokenizer_config_is_refused_by_its_size(tiny_bert_dir, tmp_path):
-    from attncli.hf import config_check
+    from attncli.hf.checks import config_check
 
     d = copy(tiny_bert_dir, tmp_path / "huge")
     with open(d / "tokenizer_config.json", "ab") as fh:

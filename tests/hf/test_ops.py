@@ -9,7 +9,7 @@ import pytest
 from conftest import needed
 from _tolerance import f32_atol
 
-from attncli.hf import ops
+from attncli.hf.kernels import ops
 
 GRID = np.concatenate([np.linspace(-40, 40, 100_001), [0.0, -0.0, 2.0, -2.0, 1.9999999999, 2.0000000001, 1e-300, 1e300]])
 
@@ -69,7 +69,8 @@ def test_heads_split_and_merge_back():
 
 def test_one_blas_thread_is_set_and_restored_and_changes_no_result(monkeypatch, tiny_bert_dir):
     threadpoolctl = needed("threadpoolctl")
-    from attncli.hf import blas, load
+    from attncli.hf.kernels import blas
+    from attncli.hf import load
 
     def threads() -> set[int]:
         return {i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"}

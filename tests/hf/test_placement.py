@@ -1,4 +1,4 @@
-"""Big models on the torch path (attncli/hf/placement.py, torch_rows.py): --device-map auto
+"""Big models on the torch path (attncli/hf/backends/placement.py, torch_rows.py): --device-map auto
 with a --max-memory that forces CPU and disk offload gives the numbers of the plain run (matrix,
 ablate, generate through the CLI with --json); the attention rows are recomputed in chunks of query
 rows and never as one layer's (h, T, T) when only some rows are asked; every placement mistake is
@@ -26,8 +26,9 @@ from _llama_fixtures import build_decoder  # noqa: E402
 from _tolerance import f32_atol, f32_close, f32_size  # noqa: E402
 from attncli.cli.main import app  # noqa: E402
 from attncli.errors import BadInput  # noqa: E402
-from attncli.hf import load, torch_rows  # noqa: E402
-from attncli.hf.placement import parse_max_memory, parse_size  # noqa: E402
+from attncli.hf import load
+from attncli.hf.backends import torch_rows  # noqa: E402
+from attncli.hf.backends.placement import parse_max_memory, parse_size  # noqa: E402
 
 runner = CliRunner()
 TEXT = "the cat sat on the mat and the dog sat on the log"
@@ -194,7 +195,7 @@ def test_a_pass_that_keeps_no_logits_asks_the_model_for_one_row_of_them(mistral,
 
 def test_each_layer_drops_its_projections_once_its_rows_are_made(mistral, monkeypatch):
     """A long text's q, k and v of every layer would outweigh the rows kept: the pass holds one layer's."""
-    from attncli.hf import torch_trace
+    from attncli.hf.backends import torch_trace
 
     model = load(str(mistral), backend="torch")
     runs = []

@@ -24,7 +24,7 @@ from _transformer_fixtures import build_bert, build_distilbert, build_gpt2, ever
 
 from attncli.errors import BadInput  # noqa: E402
 from attncli.hf import load  # noqa: E402
-from attncli.hf.qk_attribution import qk_parts  # noqa: E402
+from attncli.hf.methods.qk_attribution import qk_parts  # noqa: E402
 
 TEXT = "the cat sat on the mat and the dog sat on the log"
 EPS32 = 2.0 ** -23

@@ -26,9 +26,9 @@ transformers = needed("transformers")
 from _llama_fixtures import build_decoder  # noqa: E402
 from _tolerance import f32_close, f32_size  # noqa: E402
 from attncli.hf import load  # noqa: E402
-from attncli.hf.backward import DecoderTape  # noqa: E402
-from attncli.hf.config_defaults import DERIVED  # noqa: E402
-from attncli.hf.edges import edge_mask, edge_patched_logits  # noqa: E402
+from attncli.hf.methods.backward import DecoderTape  # noqa: E402
+from attncli.hf.checks.config_defaults import DERIVED  # noqa: E402
+from attncli.hf.methods.edges import edge_mask, edge_patched_logits  # noqa: E402
 from attncli.hf.families import qwen3, registry  # noqa: E402
 
 torch.set_num_threads(1)
@@ -131,7 +131,7 @@ def test_its_config_is_checked():
 
 
 def test_an_edge_patched_pass_reads_the_q_and_k_norms(built):
-    """attn circuit's edge-patched forward (hf/edges.py) on Qwen3: every edge kept is the clean pass,
+    """attn circuit's edge-patched forward (hf/methods/edges.py) on Qwen3: every edge kept is the clean pass,
     none the corrupted one (each head's q and k made from its own inputs, through the norms)."""
     model = load(str(built), backend="numpy")
     clean, corrupt = model.encode(TEXT).ids, model.encode(CORRUPT).ids

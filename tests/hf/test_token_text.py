@@ -1,4 +1,4 @@
-"""Each token's text (attncli/hf/token_text.py), per kind of tokenizer, against the ``tokenizers``
+"""Each token's text (attncli/hf/text/token_text.py), per kind of tokenizer, against the ``tokenizers``
 library's own decoder: tiny tokenizers of each kind built with the library (GPT-2's byte-level
 BPE, SentencePiece's ▁ with byte fallback as Llama's and Gemma's tokenizer.json decode it, the
 newer Metaspace decoder, WordPiece, a BPE with a word-end suffix), and the labels a view draws
@@ -15,7 +15,7 @@ needed("tokenizers", reason="the tokenizers' decoders are the reference (the pre
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers  # noqa: E402
 
-from attncli.hf.token_text import byte_table, decoder_steps, token_texts  # noqa: E402
+from attncli.hf.text.token_text import byte_table, decoder_steps, token_texts  # noqa: E402
 from attncli.textio import MAX_TOKEN_LABEL, token_label  # noqa: E402
 
 TEXT = "When Mary\nand  John went to 東京, café 🙂"

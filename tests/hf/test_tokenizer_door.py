@@ -1,4 +1,4 @@
-"""Every call into a model's tokenizer goes through one door (attncli.hf.encoding:
+"""Every call into a model's tokenizer goes through one door (attncli.hf.text.encoding:
 ``tokenized`` / ``tokenizer_errors``): whatever the tokenizers library raises, at load time or
 while encoding or decoding, is a damaged-model message and exit 1, never "internal error".
 
@@ -21,7 +21,7 @@ from conftest import needed
 import attncli
 from attncli.cli.main import app
 from attncli.errors import BadInput, RuntimeFailure, Stopped
-from attncli.hf.encoding import tokenizer_errors
+from attncli.hf.text.encoding import tokenizer_errors
 
 needed("tokenizers")
 needed("safetensors")
@@ -123,7 +123,7 @@ def test_the_door_turns_every_tokenizer_failure_into_a_damaged_model(raised, pas
 ROOT = Path(attncli.__file__).parent
 # a call on a tokenizer object: self.tokenizer(...), self.tokenizer.encode(...), tok.encode(...), Tokenizer.from_str(...)
 CALL_ON_TOKENIZER = re.compile(r"^(self\.(model\.)?tokenizer|tok|tokenizer|Tokenizer)(\.|\(|$)")
-ONLY_CALLED_INSIDE_THE_DOOR = {("hf/torch_backend.py", "_slow_encoding")}  # called from _tokenize
+ONLY_CALLED_INSIDE_THE_DOOR = {("hf/backends/torch_backend.py", "_slow_encoding")}  # called from _tokenize
 
 
 def _doors(node: ast.AST) -> bool:

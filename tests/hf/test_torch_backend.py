@@ -1,4 +1,4 @@
-"""The torch backend (attncli/hf/torch_backend.py) against transformers' own modules:
+"""The torch backend (attncli/hf/backends/torch_backend.py) against transformers' own modules:
 ``--show norms`` / ``scores`` on DistilBERT (q_lin ... out_lin, nn.Linear) and GPT-2 (joint c_attn,
 Conv1D, scale_attn_by_inverse_layer_idx) with every parameter drawn, a model that needs more than
 text, loading info judged by key, a slow tokenizer's segments and a missing projection named."""
@@ -131,7 +131,7 @@ def test_a_model_that_needs_more_than_text_reads_its_text_config_and_fails_to_ru
 def test_a_slow_tokenizers_pair_starts_its_second_segment_after_the_first_special_token():
     """[CLS] a b [SEP] c [SEP] for a pair: the second sentence (segment 1) starts after the first
     special token that follows the first's pieces; every piece is its own word."""
-    from attncli.hf.torch_backend import _slow_encoding
+    from attncli.hf.backends.torch_backend import _slow_encoding
 
     tokenizer = SimpleNamespace(convert_ids_to_tokens=lambda ids: [f"t{i}" for i in ids])
     batch = {"input_ids": [101, 5, 6, 102, 7, 102], "special_tokens_mask": [1, 0, 0, 1, 0, 1],
@@ -148,7 +148,8 @@ def test_a_missing_projection_module_is_named(tiny_bert_dir, monkeypatch):
     needed("torch")
     import dataclasses
 
-    from attncli.hf import load, torch_trace
+    from attncli.hf import load
+    from attncli.hf.backends import torch_trace
 
     model = load(tiny_bert_dir, backend="torch")
     bert = torch_trace.FAMILIES["bert"]

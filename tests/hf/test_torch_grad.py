@@ -1,5 +1,5 @@
-"""Gradients on the torch backend (attncli/hf/torch_grad.py: autograd through transformers' own modules
-under hooks) equal the NumPy tape's (attncli/hf/backward.py, float64, itself checked against torch
+"""Gradients on the torch backend (attncli/hf/backends/torch_grad.py: autograd through transformers' own modules
+under hooks) equal the NumPy tape's (attncli/hf/methods/backward.py, float64, itself checked against torch
 autograd in test_backward.py), site by site, on GPT-2 and the Llama family."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from _trace_reference import d_log_p  # noqa: E402
 
 from attncli.errors import BadInput  # noqa: E402
 from attncli.hf import load  # noqa: E402
-from attncli.hf.backward import gradients as numpy_gradients  # noqa: E402
-from attncli.hf.torch_grad import gradients  # noqa: E402
+from attncli.hf.methods.backward import gradients as numpy_gradients  # noqa: E402
+from attncli.hf.backends.torch_grad import gradients  # noqa: E402
 
 EPS32 = 2.0 ** -23
 TEXT = "the cat sat on the mat and the dog sat"

@@ -1,4 +1,4 @@
-"""The torch backend's traced pass (attncli/hf/torch_trace.py) against transformers itself:
+"""The torch backend's traced pass (attncli/hf/backends/torch_trace.py) against transformers itself:
 every kept site of BERT-like encoders, GPT-2 and the Llama family (GQA, sliding windows, fused
 qkv, partial rotary) equals what the eager model returns (``output_attentions``,
 ``output_hidden_states``, logits) while the traced model runs SDPA, the kept rows made in chunks as
@@ -136,7 +136,7 @@ def test_rows_made_in_chunks_equal_eager_output_attentions(kind, built, monkeypa
     """Llama (GQA: 4 query heads over 2 kv heads, RoPE), Mistral and Qwen2 (sliding windows of 3 and
     4 tokens, shorter than the text), GPT-2 and BERT, loaded under SDPA: the query rows asked for,
     recomputed from the captured q and k two rows at a time, equal eager ``output_attentions``."""
-    from attncli.hf import torch_rows
+    from attncli.hf.backends import torch_rows
 
     path = built(kind)
     model = loaded(path)
@@ -299,7 +299,7 @@ def test_qk_scores_and_value_vectors_read_the_trace(kind, built):
 
 
 def torch_bias(model, layer):
-    from attncli.hf import torch_trace
+    from attncli.hf.backends import torch_trace
 
     b = getattr(torch_trace.module(model, layer, "out"), "bias", None)
     return 0.0 if b is None else f64(b)

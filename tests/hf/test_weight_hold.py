@@ -13,7 +13,7 @@ from conftest import needed
 
 from attncli.cli.main import app
 from attncli.errors import BadInput
-from attncli.hf.weight_hold import HOLD_BYTES, Hold, budget
+from attncli.hf.formats.weight_hold import HOLD_BYTES, Hold, budget
 
 
 @pytest.mark.parametrize("given,bytes_", [(None, HOLD_BYTES), ("", HOLD_BYTES), ("0", 0), ("123", 123),

@@ -1,4 +1,4 @@
-"""A checkpoint's tensors (attncli/hf/weights.py, weight_check.py) against safetensors' own
+"""A checkpoint's tensors (attncli/hf/formats/weights.py, weight_check.py) against safetensors' own
 reader and hand-worked cases: the expected shapes, unused and missing names reported, NaN before
 infinity, dtypes cast or kept, symlinked shards, and damaged headers named with their file."""
 
@@ -14,7 +14,7 @@ from conftest import needed
 
 from attncli import messages
 from attncli.errors import BadInput, RuntimeFailure
-from attncli.hf import weight_check
+from attncli.hf.checks import weight_check
 
 
 # --- weight_check.py ----------------------------------------------------------------------------
@@ -122,7 +122,7 @@ def test_rows_of_an_integer_table_are_its_rows(tmp_path):
     viewed in): the rows asked for, in the compute dtype, in the ids' shape; an id past the table
     is an IndexError."""
     needed("safetensors")
-    from attncli.hf.weights import Weights
+    from attncli.hf.formats.weights import Weights
 
     table = np.arange(5 * 3, dtype=np.int32).reshape(5, 3) * 7 - 20  # (V, d)
     w = Weights(save(tmp_path / "m.safetensors", {"model.wte.weight": table}), ("wte.weight",))
@@ -140,7 +140,7 @@ def test_weights_as_float32_knows_the_same_exact_names(tmp_path):
     needed("safetensors")
     from safetensors import safe_open
 
-    from attncli.hf.weights import Weights, WeightsAs
+    from attncli.hf.formats.weights import Weights, WeightsAs
 
     path = save(tmp_path / "m.safetensors", {"transformer.wte.weight": np.ones((4, 2), np.float32),
                                              "lm_head.weight": np.ones((4, 2), np.float32)})
@@ -156,7 +156,7 @@ def test_a_header_shape_of_2_to_the_40_is_damage(tmp_path):
     (no file attn reads holds a tensor that long); 2**40 - 1 passes the header check."""
     import struct
 
-    from attncli.hf.weights import read_header
+    from attncli.hf.formats.weights import read_header
 
     def file_with(shape):
         header = json.dumps({"t": {"dtype": "F32", "shape": shape, "data_offsets": [0, 0]}}).encode()
@@ -172,7 +172,7 @@ def test_a_header_shape_of_2_to_the_40_is_damage(tmp_path):
 
 
 def test_a_checkpoint_with_none_of_the_anchors_says_which_and_the_way_out():
-    from attncli.hf.weights import _prefix
+    from attncli.hf.formats.weights import _prefix
 
     with pytest.raises(BadInput) as caught:
         _prefix(["encoder.foo", "bar"], ("wte.weight", "h.0.ln_1.weight"), Path("/m/model.safetensors"))
@@ -188,7 +188,7 @@ def test_a_float8_tensor_is_refused_with_the_way_out(tmp_path):
     import struct
 
     needed("safetensors")
-    from attncli.hf.weights import Weights
+    from attncli.hf.formats.weights import Weights
 
     entries = {"wte.weight": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
                "ln_f.weight": {"dtype": "F8_E4M3", "shape": [2, 2], "data_offsets": [16, 20]}}
@@ -218,7 +218,7 @@ def mixed_checkpoint(tmp_path):
 
 
 def test_weights_cast_floats_to_the_asked_dtype_and_leave_integers_alone(mixed_checkpoint):
-    from attncli.hf.weights import Weights
+    from attncli.hf.formats.weights import Weights
 
     path, stored = mixed_checkpoint
     w = Weights(path, ["w"], dtype=np.float32)
@@ -236,7 +236,7 @@ def test_weights_cast_floats_to_the_asked_dtype_and_leave_integers_alone(mixed_c
 
 def test_weights_read_a_shard_that_is_a_symlink(mixed_checkpoint, tmp_path):
     """The Hugging Face cache keeps each file as a symlink into its blobs: it must load."""
-    from attncli.hf.weights import Weights
+    from attncli.hf.formats.weights import Weights
 
     path, stored = mixed_checkpoint
     link = tmp_path / "linked.safetensors"
@@ -246,7 +246,7 @@ def test_weights_read_a_shard_that_is_a_symlink(mixed_checkpoint, tmp_path):
 
 
 def test_weights_name_the_shard_that_cannot_be_mapped(mixed_checkpoint, monkeypatch):
-    from attncli.hf import weights
+    from attncli.hf.formats import weights
 
     path, _ = mixed_checkpoint
     monkeypatch.setattr(weights, "SAFETENSORS_BYTES", 16)  # the file is larger than this limit
@@ -256,7 +256,7 @@ def test_weights_name_the_shard_that_cannot_be_mapped(mixed_checkpoint, monkeypa
 
 
 def test_a_header_claiming_more_bytes_than_the_file_is_damage_naming_the_file(tmp_path):
-    from attncli.hf.weights import read_header
+    from attncli.hf.formats.weights import read_header
 
     path = tmp_path / "short.safetensors"
     path.write_bytes(struct.pack("<Q", 1000) + b"{}")  # 10 bytes in all

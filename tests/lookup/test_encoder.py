@@ -232,7 +232,7 @@ def test_a_pooling_attn_lacks_falls_back_to_mean_with_a_warning(tmp_path, tiny_b
 
 def test_pool_refuses_an_unknown_mode():
     from attncli.errors import BadInput
-    from attncli.hf.pretrained_base import pool
+    from attncli.hf.backends.pretrained_base import pool
 
     hidden, mask = np.ones((1, 2, 3)), np.array([[True, False]])
     assert pool(hidden, mask, "max").shape == (1, 3)  # one mode given as a string is one mode

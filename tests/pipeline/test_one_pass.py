@@ -18,7 +18,7 @@ from typer.testing import CliRunner  # noqa: E402
 
 from attncli.cli.main import app  # noqa: E402
 from attncli.explore.state import ExploreState  # noqa: E402
-from attncli.hf.numpy_backend import NumpyPretrained  # noqa: E402
+from attncli.hf.backends.numpy_backend import NumpyPretrained  # noqa: E402
 
 runner = CliRunner()
 TEXT = "the cat sat on the mat"

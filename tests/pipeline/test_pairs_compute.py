@@ -264,7 +264,7 @@ def test_circuit_pairs_average_the_edge_scores(gpt2, tiny_gpt2_dir, tmp_path):
     top = doc["top"][0]
     assert abs(top["mean"]) == pytest.approx(np.abs(mean).max(), abs=1e-12) and doc["edges"][0] == top
     # the circuit over the pairs: the core's search on the same pairs, its keys those of attn circuit
-    from attncli.hf.edges import down_names, up_names
+    from attncli.hf.methods.edges import down_names, up_names
     from attncli.causal.pairs_circuit import find_pairs_circuit
 
     items = []

@@ -15,13 +15,13 @@ import math
 
 import numpy as np
 
-from attncli.hf import ops
-from attncli.hf.chunked_attention import Mask, attend
-from attncli.hf.config_defaults import field
+from attncli.hf.kernels import ops
+from attncli.hf.kernels.chunked_attention import Mask, attend
+from attncli.hf.checks.config_defaults import field
 from attncli.hf.families.bert import encoder_roles
 from attncli.hf.families.parts import Parts, Tensor, shapes
 from attncli.model.record import Recorder
-from attncli.hf.weights import Weights
+from attncli.hf.formats.weights import Weights
 
 MODEL_TYPES = {"distilbert"}
 ANCHORS = ("embeddings.word_embeddings.weight",)

@@ -36,13 +36,13 @@ from typing import Any
 
 import numpy as np
 
-from attncli.hf import ops
-from attncli.hf.chunked_attention import Mask
-from attncli.hf.config_defaults import field as _field
+from attncli.hf.kernels import ops
+from attncli.hf.kernels.chunked_attention import Mask
+from attncli.hf.checks.config_defaults import field as _field
 from attncli.hf.families import llama
 from attncli.hf.families.llama_config import Variant, inverse_frequencies, sizes
 from attncli.hf.families.parts import Parts, Tensor, shapes
-from attncli.hf.weights import Weights
+from attncli.hf.formats.weights import Weights
 from attncli.model.record import Recorder
 
 MODEL_TYPES = {"gemma3_text"}

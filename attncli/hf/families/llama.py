@@ -38,14 +38,14 @@ from typing import Callable
 import numpy as np
 
 from attncli.errors import RuntimeFailure
-from attncli.hf import ops
-from attncli.hf.chunked_attention import Mask, Queries, attend
+from attncli.hf.kernels import ops
+from attncli.hf.kernels.chunked_attention import Mask, Queries, attend
 from attncli.hf.families import llama_config
 from attncli.hf.families.llama_config import MODEL_TYPES  # noqa: F401 - the registry reads it here
 from attncli.hf.families.llama_config import Variant, biases, inverse_frequencies, sizes, variant_of, windows
 from attncli.hf.families.parts import Parts, Tensor, shapes
 from attncli.model.record import Recorder
-from attncli.hf.weights import Weights
+from attncli.hf.formats.weights import Weights
 from attncli.numeric import rms_norm
 
 ANCHORS = ("embed_tokens.weight",)

@@ -17,8 +17,8 @@ import numpy as np
 from dataclasses import dataclass
 from typing import Any
 
-from attncli.hf import ops
-from attncli.hf.config_defaults import DEFAULT_ROPE_THETA, field
+from attncli.hf.kernels import ops
+from attncli.hf.checks.config_defaults import DEFAULT_ROPE_THETA, field
 
 ROPE_TYPES = ("default", "linear", "llama3")
 

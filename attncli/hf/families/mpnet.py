@@ -18,13 +18,13 @@ import math
 
 import numpy as np
 
-from attncli.hf import ops
-from attncli.hf.chunked_attention import Mask, attend
+from attncli.hf.kernels import ops
+from attncli.hf.kernels.chunked_attention import Mask, attend
 from attncli.model.record import Recorder
 from attncli.hf.families.bert import PostNormEncoder, encoder_roles
 from attncli.hf.families.parts import Parts, Tensor, shapes
-from attncli.hf.config_defaults import field
-from attncli.hf.weights import Weights
+from attncli.hf.checks.config_defaults import field
+from attncli.hf.formats.weights import Weights
 
 MODEL_TYPES = {"mpnet"}
 ANCHORS = ("embeddings.word_embeddings.weight",)

@@ -20,12 +20,12 @@ Shapes as llama.py's.
 
 from __future__ import annotations
 
-from attncli.hf.config_defaults import DERIVED
+from attncli.hf.checks.config_defaults import DERIVED
 from attncli.hf.families import llama
 from attncli.hf.families.llama import ANCHORS, DTYPE, OPTIONAL, UNUSED_OK, Llama  # noqa: F401 - the family protocol
 from attncli.hf.families.llama_config import Variant
 from attncli.hf.families.parts import Parts
-from attncli.hf.weights import Weights
+from attncli.hf.formats.weights import Weights
 
 MODEL_TYPES = {"qwen3"}
 DEFAULTS = dict(vocab_size=151936, hidden_size=4096, intermediate_size=22016, num_hidden_layers=32,

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from attncli.hf.config_check import is_encoder_decoder
+from attncli.hf.checks.config_check import is_encoder_decoder
 from attncli.hf.families import bert, distilbert, gemma3, gpt2, llama, mpnet, qwen3
 
 DTYPE = np.float64  # a pass's weights' dtype unless the family file sets its own DTYPE (llama: float32)

@@ -1,0 +1,1 @@
+"""The models load returns: Pretrained (what both backends share) and its capabilities; NumPy (numpy_backend, its cache, the MLM head, gguf_model: a GGUF file on it); torch (torch_backend, torch_families, torch_trace, torch_rows, torch_grad, placement; seq2seq: T5, BART)."""

@@ -1,0 +1,1 @@
+"""The files a model comes in, each read with bounds: where they are (source), safetensors (weights, weight_hold), GGUF (gguf_file parses, gguf_check checks the metadata, gguf_reader maps names and config, gguf_dequantize widens, gguf_tokenizer and its cache)."""

@@ -1,0 +1,1 @@
+"""What is computed on a NumPy family's weights and a trace: gradients (backward, backward_encoder, backward_ops), contributions, QK attribution, circuit edges, the heads' weight circuits; layer_weights reads a layer's weights by role."""
