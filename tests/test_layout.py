@@ -384,6 +384,71 @@ def test_the_graph_reader_sees_circles_and_function_level_imports(tmp_path):
         ["attncli.wing.a", "attncli.wing.b"], ["attncli.wing.c", "attncli.wing.d"]]
 
 
+# --- inside hf/: one package per concern, imports running one way (issue 48) ------------------------
+#
+# checks, kernels, text < formats < families < methods < backends < the top (loader, packaged_models).
+# A file format never runs a model, a family never computes a gradient, a method never reaches the
+# torch backend; the top only assembles.
+HF_FLOORS = {  # hf package: the hf packages it may import (besides its own modules)
+    "checks": set(),  # a stranger's files checked: config fields and defaults, weights' names and values
+    "kernels": {"checks"},  # the NumPy pieces (ops, attention by row chunks) and their threads and heap
+    "text": {"checks"},  # a text's tokens, each token's text, chat templates
+    "formats": {"checks", "kernels", "text"},  # where the files are, safetensors, GGUF
+    "families": {"checks", "kernels", "formats"},  # the NumPy forward passes and their registry
+    "methods": {"checks", "kernels", "formats", "families"},  # gradients, contributions, QK attribution, edges
+    "backends": {"checks", "kernels", "text", "formats", "families", "methods"},  # Pretrained: NumPy, torch, seq2seq
+    "top": {"checks", "kernels", "text", "formats", "families", "methods", "backends"},  # loading: load
+}
+HF_TOP = {"__init__.py", "loader.py", "packaged_models.py"}
+
+
+def hf_package(module: str) -> str | None:
+    """'attncli.hf.kernels.ops' -> 'kernels'; 'attncli.hf.loader' (or attncli.hf) -> 'top'; outside hf -> None."""
+    parts = module.split(".")
+    if parts[:2] != ["attncli", "hf"]:
+        return None
+    return parts[2] if len(parts) > 3 else "top"
+
+
+def hf_violations(edges) -> list[str]:
+    """The imports among hf's packages against HF_FLOORS (an unknown package imports nothing)."""
+    found = []
+    for a, b, line, _ in edges:
+        pa, pb = hf_package(a), hf_package(b)
+        if pa and pb and pa != pb and pb not in HF_FLOORS.get(pa, ()):
+            found.append(f"{a}:{line} ({pa}) imports {b} ({pb})")
+    return found
+
+
+def test_hf_packages_import_one_way():
+    assert hf_violations(attn_edges()) == [], "hf/'s packages import " + " < ".join(HF_FLOORS)
+
+
+def test_the_hf_rule_catches_an_upward_import():
+    edges = [("attncli.hf.formats.gguf_reader", "attncli.hf.backends.numpy_backend", 3, False),
+             ("attncli.hf.methods.backward", "attncli.hf.backends.torch_grad", 4, True),
+             ("attncli.hf.families.llama", "attncli.hf.loader", 5, False),
+             ("attncli.hf.backends.numpy_backend", "attncli.hf.formats.weights", 6, False),
+             ("attncli.hf.loader", "attncli.hf.backends.torch_backend", 7, False)]
+    assert [f.split(":")[0] for f in hf_violations(edges)] == ["attncli.hf.formats.gguf_reader",
+                                                              "attncli.hf.methods.backward", "attncli.hf.families.llama"]
+
+
+def test_every_hf_module_is_in_a_package_of_its_concern():
+    """A new module of hf/ goes in the package of its concern (HF_FLOORS), not at the top, which loads."""
+    hf = PKG / "hf"
+    assert {p.name for p in hf.glob("*.py")} <= HF_TOP, sorted({p.name for p in hf.glob("*.py")} - HF_TOP)
+    assert {p.name for p in hf.iterdir() if p.is_dir() and (p / "__init__.py").exists()} == set(HF_FLOORS) - {"top"}
+
+
+def test_only_the_backends_import_torch():
+    """torch (and its autograd) is the torch backend's: formats, families and methods are NumPy."""
+    found = [f"{path.relative_to(PKG)}" for path in sorted((PKG / "hf").rglob("*.py"))
+             if path.parent.name != "backends" and any(name == "torch" or name.startswith("torch.")
+                                                      for name in imported_names(path.read_text(encoding="utf-8"), ""))]
+    assert found == []
+
+
 def test_no_circles_among_the_benchmark_scripts():
     """bench/*.py import each other by name (bench.py's table runs bench_speed's rows): one way only."""
     bench = PKG.parent / "bench"
