@@ -15,13 +15,12 @@ delta = B - A (positive: B attends more).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from attncli.errors import BadInput
 from attncli.attention import checkpoint_views as pv
-from attncli.textio import texts_of
 
 ALIGNS = ("same", "position")
 
@@ -71,21 +70,6 @@ def compare(a: np.ndarray, b: np.ndarray, tokens_a: Sequence[str], tokens_b: Seq
     return Comparison(a=a, b=b, delta=b - a, tokens_a=list(tokens_a[:R]), tokens_b=list(tokens_b[:R]),
                       key_tokens_a=list(key_tokens_a[:C]), key_tokens_b=list(key_tokens_b[:C]), align=align,
                       cropped=cropped)
-
-
-def transformer_side(model, text: str, layer: int, head: Optional[int], words: bool) -> tuple:
-    """One side of ``attn compare --transformer``: ``text``'s matrix at ``layer`` (one head, or
-    the heads' mean), by token or by word, as (weights (R, C), tokens, key tokens, meta). ``model``
-    is a loaded pretrained model (attncli.hf's; this wing takes it as it comes)."""
-    enc = model.encode(text)
-    view = pv.select(model.attentions(enc), layer=layer, head=head, words=words, tokens=enc.tokens,
-                     segments=enc.segments, special=enc.special, word_ids=enc.word_ids, word_texts=enc.words,
-                     texts=texts_of(enc))
-    v = view.words if words else view
-    meta = {"text": text, "model": model.name, "backend": model.backend, "layer": layer, "head": head}
-    if not words:  # each token's text (" John" for "ĠJohn"), what the views draw; a word is its text already
-        meta.update(token_texts=view.texts, key_token_texts=view.key_texts)
-    return v.weights, v.tokens, v.key_tokens, meta
 
 
 def document(c: Comparison, a_meta: dict[str, Any], b_meta: dict[str, Any], unit: str) -> dict[str, Any]:

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Optional
 
 from attncli.attention import checkpoint_views as pv
-from attncli.attention.compare import compare, transformer_side
+from attncli.attention.compare import compare
 from attncli.attention.masks import MaskSpec
 from attncli.attention.matrix import MatrixRequest
 from attncli.attention.matrix import compute as compute_matrix
 from attncli.hf.loader import load  # torch only when the torch backend runs
 from attncli.option_conflicts import ALIGNS, TableRequest  # noqa: F401 (ALIGNS: the choices)
+from attncli.textio import texts_of
 from attncli.views.compare_view import CompareView
 from attncli.views.result import attn_command
 
@@ -101,3 +102,18 @@ def _word_vector_sides(r: CompareRequest) -> list:
         sides.append((res.attention.weights, res.tokens, res.key_tokens,
                       {"text": t, "model": res.model_name, "variant": v, "causal": c}))
     return sides
+
+
+def transformer_side(model, text: str, layer: int, head: Optional[int], words: bool) -> tuple:
+    """One side of ``attn compare --transformer``: ``text``'s matrix at ``layer`` (one head, or
+    the heads' mean), by token or by word, as (weights (R, C), tokens, key tokens, meta). ``model``
+    is a loaded pretrained model (attncli.hf's)."""
+    enc = model.encode(text)
+    view = pv.select(model.attentions(enc), layer=layer, head=head, words=words, tokens=enc.tokens,
+                     segments=enc.segments, special=enc.special, word_ids=enc.word_ids, word_texts=enc.words,
+                     texts=texts_of(enc))
+    v = view.words if words else view
+    meta = {"text": text, "model": model.name, "backend": model.backend, "layer": layer, "head": head}
+    if not words:  # each token's text (" John" for "ĠJohn"), what the views draw; a word is its text already
+        meta.update(token_texts=view.texts, key_token_texts=view.key_texts)
+    return v.weights, v.tokens, v.key_tokens, meta
