@@ -449,6 +449,38 @@ def test_only_the_backends_import_torch():
     assert found == []
 
 
+# A matrix request runs one way (issue 48): cli -> pipeline (the request, compute_view, reads) ->
+# the model's pass (hf) -> arrays -> attention (the views' arithmetic) -> views. attention/ and views/
+# take arrays and a model's facts (layers, heads, kv_head), never run its pass.
+PASS_METHODS = {"encode", "attentions", "trace", "trace_batch", "qk", "scores", "value_vectors", "embed", "tape",
+                "unembed", "logits_and_attentions"}
+# where a view still runs a pass of its own, with why (the next step removes it)
+RUNS_A_PASS_FOR_NOW = {"views/page.py": "extra_views falls back to model.value_vectors / model.scores when a "
+                                        "result has no reads (the pipeline always passes it today)"}
+
+
+def model_passes(source: str) -> list[int]:
+    """The lines of ``model.encode(...)``, ``self.model.trace(...)``, ...: a call of a model's pass."""
+    return sorted({node.lineno for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)
+                   and isinstance(node.func, ast.Attribute) and node.func.attr in PASS_METHODS
+                   and ((isinstance(node.func.value, ast.Name) and node.func.value.id == "model")
+                        or (isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "model"))})
+
+
+def test_attention_and_views_never_run_a_models_pass():
+    found = [f"{path.relative_to(PKG)}:{line}" for wing in ("attention", "views") for path in sorted((PKG / wing).rglob("*.py"))
+             for line in model_passes(path.read_text(encoding="utf-8"))
+             if str(path.relative_to(PKG)) not in RUNS_A_PASS_FOR_NOW]
+    assert found == [], "run the pass in attncli/pipeline/ and hand the arrays down"
+    still = {f.split(":")[0] for f in found} | {str(p.relative_to(PKG)) for w in ("attention", "views")
+                                                for p in (PKG / w).rglob("*.py") if model_passes(p.read_text(encoding="utf-8"))}
+    assert set(RUNS_A_PASS_FOR_NOW) <= still, "no longer runs a pass: drop it from RUNS_A_PASS_FOR_NOW"
+
+
+def test_the_pass_reader_sees_a_models_pass():
+    assert model_passes("enc = model.encode(text)\nx = self.model.trace(enc)\nb = text.encode('ascii')\n") == [1, 2]
+
+
 def test_no_circles_among_the_benchmark_scripts():
     """bench/*.py import each other by name (bench.py's table runs bench_speed's rows): one way only."""
     bench = PKG.parent / "bench"
