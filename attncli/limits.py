@@ -13,7 +13,9 @@ to MACHINE_INT unless RANGES names a narrower or a wider range for it. The comma
 (attncli/cli/commands.py), so a new option is held to it without a line of its own.
 
 An environment variable that is unset or empty is not given; any other value must be a whole
-number in its range (``OMP_NUM_THREADS=abc`` is refused as ``--threads abc`` would be).
+number in its range (``OMP_NUM_THREADS=abc`` is refused as ``--threads abc`` would be). OpenMP's
+nested form ``OMP_NUM_THREADS=4,2`` is a list of such numbers, one per nesting level; its first is
+the threads attn runs (every element held to the range).
 """
 
 from __future__ import annotations
@@ -68,12 +70,17 @@ def whole_number(name: str, value: object, lo: int, hi: int) -> int:
     return value
 
 
+NESTED = ("OMP_NUM_THREADS",)  # OpenMP reads a comma-separated list, one number per nesting level
+
+
 def environment_number(name: str, lo: int, hi: int) -> Optional[int]:
-    """The environment variable ``name`` as a whole number in [lo, hi]; None if unset or empty."""
+    """The environment variable ``name`` as a whole number in [lo, hi]; None if unset or empty. A
+    NESTED variable's list gives its first number (each one checked)."""
     value = os.environ.get(name, "")
     if not value.strip():
         return None
-    return whole_number(f"the environment variable {name}", value, lo, hi)
+    parts = value.split(",") if name in NESTED else [value]
+    return [whole_number(f"the environment variable {name}", part, lo, hi) for part in parts][0]
 
 
 def environment_threads() -> Optional[int]:
