@@ -326,9 +326,10 @@ def test_what_an_export_cannot_go_into_is_bad_input_before_any_work(shared, who,
 # shards attn stats --out writes into its folder (attn's own data, named by attn, read back on resume and
 # by attn stats merge: a file there is replaced by a regular file, as the store replaces its own)
 # modules whose atomic writes are not exports: the door itself, the store's and the shards' own
-# files, and option_conflicts' --write (a contributor rewriting docs/pretrained.md in the repository)
+# files, and option_conflicts' --write (a contributor rewriting docs/pretrained.md in the repository); a GGUF's
+# tokenizer kept in attn's cache and Gemma 3's joined file under $ATTN_HOME (attn's own files, named by attn)
 NOT_EXPORTS = {"fileio.py", "export_target.py", "vectors/corpus.py", "faultpoints.py", "stats/shards.py",
-               "option_conflicts.py"}
+               "option_conflicts.py", "hf/formats/gguf_tokenizer_cache.py", "hf/packaged_models.py"}
 
 
 def test_every_export_goes_through_the_export_door():

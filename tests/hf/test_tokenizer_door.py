@@ -123,7 +123,10 @@ def test_the_door_turns_every_tokenizer_failure_into_a_damaged_model(raised, pas
 ROOT = Path(attncli.__file__).parent
 # a call on a tokenizer object: self.tokenizer(...), self.tokenizer.encode(...), tok.encode(...), Tokenizer.from_str(...)
 CALL_ON_TOKENIZER = re.compile(r"^(self\.(model\.)?tokenizer|tok|tokenizer|Tokenizer)(\.|\(|$)")
-ONLY_CALLED_INSIDE_THE_DOOR = {("hf/backends/torch_backend.py", "_slow_encoding")}  # called from _tokenize
+ONLY_CALLED_INSIDE_THE_DOOR = {("hf/backends/torch_backend.py", "_slow_encoding"),  # called from _tokenize
+                               # called only inside gguf_tokenizer.build's try, which turns any failure of the
+                               # tokenizer it is building into a damaged model (test_gguf_hostile)
+                               ("hf/formats/gguf_tokenizer.py", "_add_specials")}
 
 
 def _doors(node: ast.AST) -> bool:

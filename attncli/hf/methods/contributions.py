@@ -45,7 +45,7 @@ from attncli.errors import BadInput
 from attncli.hf.kernels import ops
 from attncli.hf.methods.layer_weights import layer_weights
 from attncli.model.interface import require
-from attncli.numeric import rms_norm
+from attncli.numeric import norm_scale, rms_norm
 from attncli.model.trace import Trace, site
 from attncli.option_conflicts import CONTRIBUTIONS
 
@@ -142,7 +142,7 @@ def frozen_norm(arch: Any, x: np.ndarray, at: np.ndarray, w: np.ndarray) -> np.n
     (RMSNorm; a LayerNorm's centres x too), s_i the norm's scale of at_i."""
     if arch.parts.norm == "layer":
         return frozen_ln(x, at, w, arch.parts.eps)
-    s = np.sqrt((at * at).mean(axis=-1) + arch.parts.eps)  # (T,)
+    s = norm_scale(at, arch.parts.eps, centred=False)[..., 0]  # (T,)
     return x / s.reshape(s.shape + (1,) * (x.ndim - 1)) * w
 
 
