@@ -114,7 +114,6 @@ def _print_summary(doc: dict[str, Any]) -> None:
 def heads_cmd(
     *,
     file: Annotated[Optional[Path], typer.Option("--file", help="Score on these sentences (one per line) instead of the stored held-out ones; with --stack decoder or cross, a line SOURCE<TAB>TARGET gives the decoder its text.")] = None,
-    sentences: Annotated[Optional[int], typer.Option(help="Use at most this many sentences.")] = None,
     window: Annotated[int, typer.Option(help="'local' = attention within this many tokens back (1-10000).")] = 3,
     exclude_first: Annotated[bool, typer.Option("--exclude-first", help="With --transformer: drop key 0 and renormalise each row first (attention sinks).")] = False,
     weights: Annotated[bool, typer.Option("--weights", help="With --transformer (a decoder): read each head from its weights alone: OV copying score, top OV/QK tokens, Q-/K-/V-composition between heads.")] = False,
@@ -138,8 +137,9 @@ def heads_cmd(
     local, entropy, label}].
     """
     json_out, backend, stack = options["json_out"], options["backend"], options["stack"]
-    request = HeadsRequest(model=options["model"], transformer=options["transformer"], file=file, sentences=sentences,
-                           window=window, exclude_first=exclude_first, backend=backend.value if backend else "auto",
+    request = HeadsRequest(model=options["model"], transformer=options["transformer"], file=file,
+                           sentences=options["sentences"], window=window, exclude_first=exclude_first,
+                           backend=backend.value if backend else "auto",
                            allow_missing_weights=options["allow_missing_weights"], stack=stack.value if stack else None,
                            weights=weights, random=random, role=role, threshold=threshold)
     request.check()  # before any model is read

@@ -188,6 +188,7 @@ RayOpt = Annotated[Optional[str], typer.Option("--ray", metavar="ADDRESS", help=
 
 OPTIONS: dict[str, tuple[Any, ...]] = {  # parameter name -> (its Annotated type, its default[, the parameter's name])
     "context": (ContextOpt, None), "variant": (VariantOpt, "scaled"), "causal": (CausalOpt, False),
+    "sentences": (Annotated[Optional[int], typer.Option(help="Use at most this many sentences.")], None),
     "window": (WindowOpt, None), "pad_to": (PadToOpt, None), "positions": (PositionsOpt, Positions.sinusoidal),
     "proj": (ProjOpt, "identity"), "d_k": (DKOpt, None), "seed": (SeedOpt, 0), "layer": (LayerOpt, None),
     "head": (HeadOpt, None), "heads": (HeadsOpt, None), "max_relative": (MaxRelativeOpt, 4),

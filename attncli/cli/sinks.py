@@ -23,10 +23,9 @@ from attncli.pipeline.sinks_compute import DEFAULT_CAUSAL, SinksRequest, compute
 def sinks_cmd(
     *,
     file: Annotated[Optional[Path], typer.Option("--file", help="Read these sentences (one per line) instead of 100 held-out Brown sentences.")] = None,
-    sentences: Annotated[Optional[int], typer.Option(help="Use at most this many sentences.")] = None,
     ratio: Annotated[float, typer.Option("--ratio", help="Massive: |x| at least this many times the median |x| of the layer's residual stream (Sun et al. 2024: 1000).")] = 1000.0,
     min_value: Annotated[float, typer.Option("--min-value", help="... and |x| at least this (Sun et al. 2024: 100).")] = 100.0,
-    causal: Annotated[int, typer.Option("--causal", min=0, max=100_000, help="Run the causal test (massive channels set to their mean) on the first N sentences; 0: none.")] = DEFAULT_CAUSAL,
+    causal: Annotated[int, typer.Option("--causal-test", min=0, max=100_000, help="Run the causal test (massive channels set to their mean) on the first N sentences; 0: none.")] = DEFAULT_CAUSAL,
     layer: Annotated[Optional[int], typer.Option("--layer", min=0, help="The causal test's layer: its massive channels set to their mean there (default: the first layer with a massive entry).", metavar="L", show_default=False)] = None,
     **options: Any,
 ) -> None:
@@ -43,7 +42,7 @@ def sinks_cmd(
     loss_mean, sink_share, sink_share_mean}.
     """
     json_out = options["json_out"]
-    request = SinksRequest(transformer=options["transformer"], file=file, sentences=sentences, ratio=ratio,
+    request = SinksRequest(transformer=options["transformer"], file=file, sentences=options["sentences"], ratio=ratio,
                            min_value=min_value, causal=causal, layer=layer, allow_missing_weights=options["allow_missing_weights"])
     request.check()  # before any model is read
     show(compute(request, progress=Progress(json_out),

@@ -8,7 +8,7 @@ the causal test), run on the traced pass over --file's lines or held-out Brown s
     result.document()["channels"]    # the massive channels, at result.document()["appear"]
 
     >>> SinksRequest(transformer="gpt2", causal=5).command_line()
-    'attn sinks --transformer gpt2 --causal 5'
+    'attn sinks --transformer gpt2 --causal-test 5'
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class SinksRequest:
         return [("--transformer", self.transformer), ("--file", self.file), ("--sentences", self.sentences),
                 ("--ratio", self.ratio if self.ratio != PAPER_RATIO else None),
                 ("--min-value", self.min_value if self.min_value != PAPER_MIN_VALUE else None),
-                ("--causal", self.causal if self.causal != DEFAULT_CAUSAL else None), ("--layer", self.layer),
+                ("--causal-test", self.causal if self.causal != DEFAULT_CAUSAL else None), ("--layer", self.layer),
                 ("--allow-missing-weights", self.allow_missing_weights)]
 
     def command_line(self) -> str:

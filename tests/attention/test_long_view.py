@@ -281,7 +281,7 @@ def test_a_bar_per_layer_where_the_trace_reports_layers(monkeypatch):
     advanced = []
 
     class Model:
-        can, layers, name = frozenset({"trace"}), 3, "m"  # model/interface.py: a traced pass
+        can, layers, name = frozenset({"trace", "progress"}), 3, "m"  # model/interface.py: a pass reporting its layers
 
         def trace(self, enc, keep=None, *, rows=None, on_layer=None):
             for l in range(self.layers):

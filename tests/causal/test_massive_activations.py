@@ -163,12 +163,12 @@ def test_the_command_prints_json(planted, tmp_path):
     f = tmp_path / "s.txt"
     f.write_text("\n".join(TEXTS), encoding="utf-8")
     res = CliRunner().invoke(app, ["sinks", "--transformer", str(directory), "--file", str(f), "--ratio", "100",
-                                   "--min-value", "50", "--causal", "2", "--json"])
+                                   "--min-value", "50", "--causal-test", "2", "--json"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["channels"] == [CHANNEL] and doc["causal"]["texts"] == 2
     last = json.loads(CliRunner().invoke(app, ["sinks", "--transformer", str(directory), "--file", str(f), "--ratio",
-                                               "100", "--min-value", "50", "--causal", "1", "--layer", "1",
+                                               "100", "--min-value", "50", "--causal-test", "1", "--layer", "1",
                                                "--json"]).stdout)
     assert last["causal"]["layer"] == 1 and last["causal"]["channels"] == last["layers"][1]["massive_channels"]
     bad = CliRunner().invoke(app, ["sinks", "--transformer", str(directory), "--ratio", "nan"])
