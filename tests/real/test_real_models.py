@@ -179,8 +179,13 @@ def test_ablate_patch_and_circuit(real, cli, tmp_path):
     metric = ["--target", TARGET, "--contrast", CONTRAST]
     assert cli("ablate", CLEAN, *metric)
     assert cli("patch", CLEAN, CORRUPT, *metric)
-    assert cli("circuit", CLEAN, CORRUPT, *metric)
-    assert cli("circuit", CLEAN, CORRUPT, *metric, "--steps", "3")
+    if real.model.arch.parts.extra_norms:
+        # Gemma 3 normalises each sublayer's output before its residual add: the circuit graph's edges
+        # (a head's output straight into the stream) do not hold there yet, and attn circuit says so
+        refused = CliRunner().invoke(app, ["circuit", CLEAN, CORRUPT, *metric, "--transformer", real.name])
+        assert refused.exit_code == 2 and "residual add" in " ".join(refused.output.split()), refused.output
+        return
+    assert cli("circuit", CLEAN, CORRUPT, *metric, "--steps", "1")  # EAP; EAP-IG runs in the tour (docs/tour.md)
     assert cli("circuit", "--pairs", str(pairs))
 
 
