@@ -172,7 +172,7 @@ def _through_output_norm(arch: Any, m: int, by_head: np.ndarray) -> np.ndarray:
     W = layer_weights(arch, m, np.float64, parts=("attn_out_norm", "o"))
     if W["attn_out_norm"] is None:
         return by_head
-    (w, b), b_o = W["attn_out_norm"], W["o"][1]
+    (w, _), b_o = W["attn_out_norm"], W["o"][1]  # a LayerNorm's bias is the constant part, no head's
     o = by_head.sum(axis=0) + (0.0 if b_o is None else b_o)  # (P, d) the attention's output before its norm
     if W["norm"] == "layer":
         return _frozen_layer_norm(by_head, o, w, arch.parts.eps)
