@@ -92,10 +92,11 @@ def load_pairs_model(spec: ModelSpec):
     return load(spec.name, backend=spec.backend, allow_missing_weights=spec.allow_missing_weights)
 
 
-def fingerprint(model: Any) -> str:
-    """The model's identity: its files' (attncli.stats.shards.model_fingerprint) where it has a
-    folder, else (the built-in LM) a digest of its logits on a fixed text, which every weight moves."""
-    if model.backend != "builtin":  # a checkpoint, read from its folder
+def fingerprint(model: Any, checkpoint: bool) -> str:
+    """The model's identity: its files' (attncli.stats.shards.model_fingerprint) when it is a
+    ``checkpoint`` (the run named one with --transformer), else (the built-in LM) a digest of its
+    logits on a fixed text, which every weight moves."""
+    if checkpoint:  # read from its folder
         try:
             return model_fingerprint(model.path)
         except FileProblem as exc:
@@ -104,10 +105,10 @@ def fingerprint(model: Any) -> str:
     return hashlib.sha256(np.ascontiguousarray(logits, dtype=np.float64).tobytes()).hexdigest()
 
 
-def identity(model: Any, job: PairsJob, tokens: Optional[int], contrast: bool) -> Identity:
+def identity(model: Any, job: PairsJob, tokens: Optional[int], contrast: bool, checkpoint: bool) -> Identity:
     """The model and the settings every shard of the run shares: the job, the token count of a
     grid over positions, the metric (log p, or a logit difference when the pairs have contrasts)."""
-    return Identity({"name": str(model.name), "fingerprint": fingerprint(model), "model_type": model.model_type,
+    return Identity({"name": str(model.name), "fingerprint": fingerprint(model, checkpoint), "model_type": model.model_type,
                      "layers": int(model.layers), "heads": int(model.heads), "causal": bool(model.is_decoder)},
                     {**job.settings(), "tokens": tokens, "metric": "logit_diff" if contrast else "log_prob"})
 
@@ -137,7 +138,7 @@ class PairsWork:
 def load_pairs_work(spec: ModelSpec, job: PairsJob, ident: Identity) -> PairsWork:
     """A worker's PairsWork, its model checked to be the one the run started on."""
     model = load_pairs_model(spec)
-    if fingerprint(model) != ident.model["fingerprint"]:
+    if fingerprint(model, bool(spec.name)) != ident.model["fingerprint"]:
         raise RuntimeFailure(f"the model a worker loaded ({spec.name or 'the built-in LM'}) is not the one the run "
                              "started on (another copy or version on that machine)")
     return PairsWork(model, job, ident)
@@ -158,7 +159,7 @@ def run_pairs(model: Any, pairs: list[Pair], run: PairsRun, *, on_shard: Optiona
     runs a corpus: a shard per chunk in ``run.out``, the ones already there read instead."""
     job = run.job
     tokens = check_pairs(model, pairs, job)
-    ident = identity(model, job, tokens, pairs[0].has_contrast)
+    ident = identity(model, job, tokens, pairs[0].has_contrast, checkpoint=bool(run.spec.name))
     out = None if run.out is None else Path(run.out)
     existing = existing_shards(out, ident, read=read_pairs_shard, version=PAIRS_VERSION) if out is not None else {}
     plan = Plan()
