@@ -455,8 +455,7 @@ def test_only_the_backends_import_torch():
 PASS_METHODS = {"encode", "attentions", "trace", "trace_batch", "qk", "scores", "value_vectors", "embed", "tape",
                 "unembed", "logits_and_attentions"}
 # where a view still runs a pass of its own, with why (the next step removes it)
-RUNS_A_PASS_FOR_NOW = {"views/page.py": "extra_views falls back to model.value_vectors / model.scores when a "
-                                        "result has no reads (the pipeline always passes it today)"}
+RUNS_A_PASS_FOR_NOW: dict[str, str] = {}
 
 
 def model_passes(source: str) -> list[int]:
