@@ -31,7 +31,7 @@ ALLOWED = {
     "tinylm": {"model", "attention", "vectors"},
     "generate": {"model", "tinylm", "attention", "vectors", "hf"},
     "views": {"attention", "lookup"},  # rich drawing shared by cli and explore
-    "pipeline": {"model", "views", "attention", "hf", "causal", "tinylm", "vectors", "generate", "stats"},  # one request, one compute per command
+    "pipeline": {"model", "views", "attention", "hf", "causal", "tinylm", "vectors", "generate", "stats", "lookup"},  # one request, one compute per command
     "explore": {"model", "pipeline", "views", "tinylm", "attention", "lookup", "vectors", "hf", "causal"},  # the Textual app (attn explore)
     "cli": {"model", "pipeline", "explore", "views", "tinylm", "attention", "lookup", "vectors", "hf", "generate", "stats",
             "causal"},
@@ -214,8 +214,8 @@ LAZY_ATTN_IMPORTS_KEPT: dict[tuple[str, str], str] = {
     ("attncli.cli.stats", "attncli.explore.stats_app"): "textual, only for attn stats --explore",
     ("attncli.cli.matrix", "attncli.cli.transformer"): "the pipeline and attn's forward passes (the hf wing, about "
                                                        "30 ms of imports), only for attn matrix --transformer",
-    ("attncli.cli.lookup", "attncli.lookup.encoder"): "attn's forward passes (the hf wing, about 45 ms of imports), "
-                                                      "only for attn lookup --encoder",
+    ("attncli.pipeline.lookup_compute", "attncli.lookup.encoder"): "attn's forward passes (the hf wing, about 45 ms "
+                                                                   "of imports), only for attn lookup --encoder",
 }
 
 
