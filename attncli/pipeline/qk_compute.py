@@ -41,6 +41,7 @@ class QKRequest(TableRequest):
     key: Optional[int] = None  # the key token's position (None: the query's)
     top: int = 12  # how many parts to list
     allow_missing_weights: bool = False
+    truncate: bool = False  # cut a text past the model's limit (explore's view: key Q), where the command refuses it
 
     command: ClassVar[str] = "qk"
     table_path: ClassVar[str] = "qk"
@@ -79,7 +80,7 @@ def compute(request: QKRequest, model: Any = None, *, progress: Optional[Progres
     request.check()
     model = model_for(model, request.transformer, lambda: load(request.transformer, backend="numpy",
                                                                allow_missing_weights=request.allow_missing_weights))
-    enc = model.encode(request.text, pair=request.pair)
+    enc = model.encode(request.text, pair=request.pair, truncate=request.truncate)
     i, j = request.positions(len(enc.ids))
     parts = qk_attribution.qk_parts(model, enc, request.layer, request.head, i, j)
     return QKResult(qk_attribution.document(model, enc, parts, request.top), replace(request, query=i, key=j))
