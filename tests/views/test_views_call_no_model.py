@@ -1,5 +1,5 @@
-"""The views draw what a result holds and never call a model (issue 48: the result carries what the view
-needs). A model's facts (``model.name``, ``model.layers``) are attributes a view may read; a method of a
+"""The views (and explore's app) draw what a result holds and never call a model (issue 48: the result
+carries what the view needs). A model's facts (``model.name``, ``model.layers``) are attributes a view may read; a method of a
 model, or of the pass reader that runs it (attncli.pipeline.reads.Reads), is a call into the pipeline's
 floor, whatever it is named: the pipeline computes, hands the arrays down, and the view formats them."""
 
@@ -8,9 +8,14 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import attncli
 
-VIEWS = Path(attncli.__file__).parent / "views"
+PKG = Path(attncli.__file__).parent
+# the views, and explore's app, whose views are the pipeline's results (its causal views and QK split build
+# the commands' requests and run the commands' computes)
+DRAWING_WINGS = ("views", "explore")
 RUNNERS = {"model", "reads"}  # a loaded model, or the reader of its traced pass
 
 
@@ -25,8 +30,9 @@ def model_calls(source: str) -> list[int]:
                    and isinstance(node.func, ast.Attribute) and _runner(node.func.value)})
 
 
-def test_no_view_calls_a_model():
-    found = [f"{path.name}:{line}" for path in sorted(VIEWS.rglob("*.py"))
+@pytest.mark.parametrize("wing", DRAWING_WINGS)
+def test_no_view_calls_a_model(wing):
+    found = [f"{path.name}:{line}" for path in sorted((PKG / wing).rglob("*.py"))
              for line in model_calls(path.read_text(encoding="utf-8"))]
     assert found == [], "compute in attncli/pipeline/ and put the arrays in the result"
 
