@@ -13,7 +13,7 @@ layers x positions, averages over one set of positions), the target and contrast
 tokenizer's own tokens (a logit difference). Both sides run float32 on the CPU with --threads
 threads (1 by default; attn's BLAS held to them by threadpoolctl), the model loaded and warmed up before the clock starts:
 
-- attn: ``compute_pairs(PairsRun(FILE, "attribute", site="resid", qk_fix=False))``, what
+- attn: ``compute(PairsRequest(FILE, "attribute", site="resid", qk_fix=False))``, what
   ``attn attribute --pairs FILE --site resid --no-qk-fix`` runs in one process (plain AtP, the
   method TransformerLens users write; --workers 1, no --out): consecutive pairs of one token length
   run side by side through the tape, up to BATCH_ROWS tokens a batch (causal/pair_sums.pair_values);
@@ -47,7 +47,7 @@ from bench_llama import build  # noqa: E402
 from attncli import runtime  # noqa: E402
 from attncli.causal.target import resolve  # noqa: E402
 from attncli.hf import load  # noqa: E402
-from attncli.pipeline.pairs_compute import PairsRun, compute_pairs  # noqa: E402
+from attncli.pipeline.pairs_compute import PairsRequest, compute  # noqa: E402
 
 WORDS = ("the quick brown fox jumps over lazy dog cat sat on mat and log time flies like an arrow fruit a banana "
          "attention is all you need").split()
@@ -143,13 +143,13 @@ def main() -> None:
         path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
         tokens = len(model.encode(rows[0]["clean"]).ids)
         bridge = boot_lens(directory)
-        run = PairsRun(path, "attribute", site="resid", qk_fix=False, transformer=str(directory))
+        run = PairsRequest(path, "attribute", site="resid", qk_fix=False, transformer=str(directory))
         model.trace(model.encode(rows[0]["clean"]).ids, "logits")  # warm-ups: attn's weights widened once
         lens_atp(bridge, model, rows[:1])
         print(f"{len(rows)} pairs of {tokens} tokens, SmolLM2-135M shape, plain AtP at resid (layers x positions), "
               f"threads {args.threads}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
         t0 = time.perf_counter()
-        doc = compute_pairs(run, model)
+        doc = compute(run, model).document()
         t_attn = time.perf_counter() - t0
         t0 = time.perf_counter()
         lens, lens_each = lens_atp(bridge, model, rows)

@@ -31,7 +31,7 @@ ALLOWED = {
     "tinylm": {"model", "attention", "vectors"},
     "generate": {"model", "tinylm", "attention", "vectors", "hf"},
     "views": {"attention", "lookup"},  # rich drawing shared by cli and explore
-    "pipeline": {"model", "views", "attention", "hf", "causal", "tinylm", "vectors", "generate", "stats"},  # one request, one compute per command
+    "pipeline": {"model", "views", "attention", "hf", "causal", "tinylm", "vectors", "generate", "stats", "lookup"},  # one request, one compute per command
     "explore": {"model", "pipeline", "views", "tinylm", "attention", "lookup", "vectors", "hf", "causal"},  # the Textual app (attn explore)
     "cli": {"model", "pipeline", "explore", "views", "tinylm", "attention", "lookup", "vectors", "hf", "generate", "stats",
             "causal"},
@@ -214,8 +214,8 @@ LAZY_ATTN_IMPORTS_KEPT: dict[tuple[str, str], str] = {
     ("attncli.cli.stats", "attncli.explore.stats_app"): "textual, only for attn stats --explore",
     ("attncli.cli.matrix", "attncli.cli.transformer"): "the pipeline and attn's forward passes (the hf wing, about "
                                                        "30 ms of imports), only for attn matrix --transformer",
-    ("attncli.cli.lookup", "attncli.lookup.encoder"): "attn's forward passes (the hf wing, about 45 ms of imports), "
-                                                      "only for attn lookup --encoder",
+    ("attncli.pipeline.lookup_compute", "attncli.lookup.encoder"): "attn's forward passes (the hf wing, about 45 ms "
+                                                                   "of imports), only for attn lookup --encoder",
 }
 
 
@@ -455,8 +455,7 @@ def test_only_the_backends_import_torch():
 PASS_METHODS = {"encode", "attentions", "trace", "trace_batch", "qk", "scores", "value_vectors", "embed", "tape",
                 "unembed", "logits_and_attentions"}
 # where a view still runs a pass of its own, with why (the next step removes it)
-RUNS_A_PASS_FOR_NOW = {"views/page.py": "extra_views falls back to model.value_vectors / model.scores when a "
-                                        "result has no reads (the pipeline always passes it today)"}
+RUNS_A_PASS_FOR_NOW: dict[str, str] = {}
 
 
 def model_passes(source: str) -> list[int]:

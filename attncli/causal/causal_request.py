@@ -44,6 +44,8 @@ class CausalRequest(TableRequest):
     device_map: Optional[str] = None
     max_memory: Optional[str] = None
     allow_missing_weights: bool = False
+    target_top: bool = False  # the target is the model's top prediction (explore's G, D, R): no option, the
+    truncate: bool = False  # compute resolves it to --target-id; truncate: cut a text past the model's limit
 
     command: ClassVar[str] = ""  # ablate, patch or dla
     OWN: ClassVar[tuple[tuple[str, Any], ...]] = ()  # (field, default): the command's own options, --help's order

@@ -44,6 +44,7 @@ class GradientRequest(TableRequest):
     contrast_id: Optional[int] = None
     backend: str = "auto"  # auto: attn's NumPy pass where it runs the model; torch: torch's autograd (plain AtP)
     allow_missing_weights: bool = False
+    target_top: bool = False  # the target is the model's top prediction (explore's E): compute resolves it
 
     command: ClassVar[str] = ""  # attribute or circuit
     OWN: ClassVar[tuple[tuple[str, Any], ...]] = ()  # (field, default): the command's own options, --help's order

@@ -17,9 +17,9 @@ from attncli.cli.common import app
 from attncli.cli.options import CAUSAL_MODEL_OPTIONS, PAIRS_OPTIONS, declared
 from attncli.cli.output import Exports, check_exports, show
 from attncli.cli.pairs import check_pairs_options, run_pairs_command
-from attncli.cli.progress import Stage
+from attncli.cli.progress import Progress
 from attncli.cli.transformer import load_model
-from attncli.pipeline.causal_compute import compute_causal
+from attncli.pipeline.causal_compute import compute as compute_causal
 from attncli.pipeline.gradient_compute import compute as compute_gradients
 
 MODEL_OPTIONS = CAUSAL_MODEL_OPTIONS  # before a command's own options
@@ -48,7 +48,7 @@ def _run(request: CausalRequest, options: dict[str, Any]) -> None:
         model = load_model(request.transformer, request.backend, request.allow_missing_weights, json_out=json_out,
                            device=request.device, dtype=request.dtype, device_map=request.device_map,
                            max_memory=request.max_memory)  # auto: the NumPy pass wherever it runs
-    result = compute_causal(request, model, stage=lambda what: Stage(what, json_out=json_out))
+    result = compute_causal(request, model, progress=Progress(json_out))
     show(result, json_out=json_out, exports=exports)
 
 
@@ -125,5 +125,5 @@ def run_gradients(request: GradientRequest, options: dict[str, Any]) -> None:
     exports = Exports.of(options)
     check_exports(exports, json_out)
     model = load_model(request.transformer, request.backend, request.allow_missing_weights, json_out=json_out)
-    result = compute_gradients(request, model, stage=lambda what: Stage(what, json_out=json_out))
+    result = compute_gradients(request, model, progress=Progress(json_out))
     show(result, json_out=json_out, exports=exports)

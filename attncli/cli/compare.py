@@ -16,6 +16,7 @@ from attncli.cli.options import PRETRAINED, declared
 from attncli.cli.output import show
 from attncli.cli.transformer import load_model
 from attncli.pipeline.compare_compute import CompareRequest, compute
+from attncli.pipeline.running import Later
 
 
 
@@ -39,4 +40,4 @@ def compare_cmd(
     request = CompareRequest(text, text_b, transformer_b=transformer_b, variant_b=variant_b, causal_b=causal_b,
                              align=align, backend=backend.value if backend else None, **options)
     request.check()
-    show(compute(request, lambda name: load_model(name, request.backend or "auto")), json_out=json_out)
+    show(compute(request, Later(lambda name: load_model(name, request.backend or "auto"))), json_out=json_out)

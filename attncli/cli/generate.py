@@ -1,7 +1,8 @@
 """Command ``attn generate``: watch attention while a language model writes. A thin layer.
 
-The work is in :mod:`attncli.generate` (the loop, sampling, the attention views; NumPy only for
-the built-in LM). This module draws: one block per step as it is made (the chosen token, its
+The request, compute and result are attncli.pipeline.generate_compute's, the work
+:mod:`attncli.generate`'s (the loop, sampling, the attention views; NumPy only for the built-in LM).
+This module draws: one block per step as it is made (the chosen token, its
 probability, the model's top candidates, and the attention row of the query that chose it),
 then the full causal matrix of prompt + generated text with the boundary marked.
 """
@@ -15,11 +16,11 @@ import typer
 from attncli.cli.common import app, emit_json, err_console, escape, info, out_console
 from attncli.cli.options import PLACEMENT_OPTIONS, declared
 from attncli.errors import BadInput
-from attncli.generate.decoders import load_decoder
-from attncli.generate.run import Settings, document, generate, header_document, lens_layers, step_document
+from attncli.generate.run import header_document, step_document
 from attncli.generate.step_view import top_keys
 from attncli.textio import token_label, visible
-from attncli.views.render import Heatmap, palette, render_heatmap
+from attncli.pipeline.generate_compute import GenerateRequest, compute, end_heatmap, labels
+from attncli.views.render import palette, render_heatmap
 
 INDENT = "    "
 
@@ -58,56 +59,43 @@ def generate_cmd(
     allow_missing_weights, backend = options["allow_missing_weights"], options["backend"]
     if json_out and jsonl:
         raise BadInput("give --json or --jsonl, not both")
-    if top is not None and top < 1:
-        raise BadInput(f"--top must be at least 1 (got {top})")
-    settings = Settings(n=n, temperature=temperature, top_k=top_k, seed=seed, greedy=greedy, layer=layer,
-                        head=head, rollout=rollout, ignore_eos=ignore_eos)
-    settings.check()  # before any model is read
-    if not prompt.strip():
-        raise BadInput('the prompt is empty: give a few words to continue, e.g. attn generate "the cat"')
-
-    if allow_missing_weights and transformer is None:
-        raise BadInput("--allow-missing-weights needs --transformer NAME_OR_PATH (a pretrained model)")
-    decoder = load_decoder(model, transformer, allow_missing_weights=allow_missing_weights, chat=chat,
-                           backend=backend.value if backend else "auto",
-                           **{name: options[name] for name in PLACEMENT_OPTIONS})
+    request = GenerateRequest(prompt, n=n, temperature=temperature, top_k=top_k, seed=seed, greedy=greedy,
+                              ignore_eos=ignore_eos, model=model, transformer=transformer,
+                              allow_missing_weights=allow_missing_weights, layer=layer, head=head, rollout=rollout,
+                              top=top, lens=lens, chat=chat, backend=backend.value if backend else "auto",
+                              **{name: options[name] for name in PLACEMENT_OPTIONS})
+    result = compute(request)
+    gen = result.gen
     drawing = not (json_out or jsonl)
-    progress = _Progress(settings.n) if (not drawing or not out_console().is_terminal) else None
-
-    def on_start(gen) -> None:
-        for note in gen.encoded.notes:
-            info(f"prompt: {note}")
-        if jsonl:
-            emit_json({"type": "header", **header_document(gen)}, lines=True)
-        elif drawing:
-            _print_header(gen)
-
-    def on_step(gen, step) -> None:
-        if progress is not None:
-            progress.advance(step)
-        if jsonl:
-            emit_json({"type": "step", **step_document(step)}, lines=True)
-        elif drawing:
-            _print_step(gen, step, top)
-
+    progress = _Progress(request.n) if (not drawing or not out_console().is_terminal) else None
+    for note in gen.encoded.notes:
+        info(f"prompt: {note}")
+    if jsonl:
+        emit_json({"type": "header", **header_document(gen)}, lines=True)
+    elif drawing:
+        _print_header(gen)
     try:
-        gen = generate(decoder, prompt, settings, on_step=on_step, on_start=on_start)
+        for step in result.steps():
+            if progress is not None:
+                progress.advance(step)
+            if jsonl:
+                emit_json({"type": "step", **step_document(step)}, lines=True)
+            elif drawing:
+                _print_step(gen, step, top)
     finally:
         if progress is not None:
             progress.stop()
-    extra = {}
-    if lens:
-        extra["lens_layers"] = lens_layers(gen)
     if jsonl:
-        doc = document(gen)
-        emit_json({"type": "end", **{k: doc[k] for k in ("tokens", "generated", "stopped", "weights")}, **extra}, lines=True)
+        doc = result.document()
+        emit_json({"type": "end", **{k: doc[k] for k in ("tokens", "generated", "stopped", "weights", "lens_layers")
+                                     if k in doc}}, lines=True)
     elif json_out:
-        emit_json({**document(gen), **extra})
+        emit_json(result.document())
     else:
         _print_end(gen, top)
         if lens:
             shown = ", ".join(f"{escape(s.token)} L{layer}" if layer is not None else f"{escape(s.token)} -"
-                              for s, layer in zip(gen.steps, extra["lens_layers"]))
+                              for s, layer in zip(gen.steps, result.lens_layers()))
             out_console().print(f"logit lens, the layer from which each token was the top prediction "
                                 f"(- : never, a sampled token): {shown}", highlight=False)
 
@@ -154,12 +142,6 @@ def _print_header(gen) -> None:
     con.print(f"prompt: {visible(gen.text(0, gen.prompt_length))}", highlight=False, markup=False)
 
 
-def _labels(gen) -> list[str]:
-    """Each token of the text as drawn: its text (␣ for a space, attncli.textio.token_label)."""
-    return [token_label(gen.decoder.token_text(i)) if i is not None else gen.decoder.label(t)
-            for t, i in zip(gen.tokens, gen.ids)]
-
-
 def _cells(tokens: list[str], row, top: int | None) -> list[tuple[str, float]]:
     if top is not None:
         return [(tokens[j], w) for j, w in top_keys(row, top)]
@@ -195,18 +177,16 @@ def _print_step(gen, step, top: int | None) -> None:
     cands = ", ".join(f"{token_label(text)} {p:.3f}" for text, (_, p) in zip(texts, step.candidates))
     con.print(f"+ {shown}  p {step.prob:.3f}{drawn}", highlight=False, markup=False, overflow="fold")
     con.print(f"{INDENT}model's top: {cands}", highlight=False, markup=False, overflow="fold")
-    labels = _labels(gen)
-    _print_cells(_cells(labels, step.attention, top), f"{INDENT}{labels[step.query]} attends to:")
+    drawn_labels = labels(gen)
+    _print_cells(_cells(drawn_labels, step.attention, top), f"{INDENT}{drawn_labels[step.query]} attends to:")
 
 
 def _print_end(gen, top: int | None) -> None:
-    import numpy as np
-
     con = out_console()
     P, T = gen.prompt_length, len(gen.tokens)
     ended = "the model ended the text" if gen.stopped == "eos" else f"{len(gen.generated)} tokens written"
     con.print(f"text: {visible(gen.text(0, P))} | {visible(gen.text(P))}  ({ended})", highlight=False, markup=False)
-    shown = _labels(gen)
+    shown = labels(gen)
     view = gen.view.label(gen.decoder.heads, gen.decoder.layers)
     where = f"rows 0-{P - 1} prompt, {P}-{T - 1} (+) generated" if T > P else "the prompt only"
     if top is not None:
@@ -215,9 +195,5 @@ def _print_end(gen, top: int | None) -> None:
             mark = "+" if i >= P else " "
             _print_cells(_cells(shown, gen.weights[i, : i + 1], top), f"{mark}{i:>3} {shown[i]} attends to:")
         return
-    labels = [("+" if i >= P else "") + t for i, t in enumerate(shown)]
-    hm = Heatmap(gen.weights, [f"{i} {t}" for i, t in enumerate(labels)], labels,
-                 f"prompt + generated text · {view}", masked=~np.tri(T, dtype=bool),
-                 divider_after=P - 1 if T > P else None, notes=(f"{where}; the rule marks the boundary",) if T > P else (),
-                 more="--top K lists each row's strongest keys, --json has every weight")
+    hm = end_heatmap(gen)
     render_heatmap(con, hm, max_rows=T)

@@ -18,6 +18,7 @@ from attncli.cli.transformer import load_model
 from attncli.tinylm.train import TrainConfig, train
 from attncli.pipeline.heads_compute import HeadsRequest
 from attncli.pipeline.heads_compute import compute as compute_heads
+from attncli.pipeline.running import Later
 from attncli.views.result import Trimmed
 
 
@@ -143,7 +144,7 @@ def heads_cmd(
                            allow_missing_weights=options["allow_missing_weights"], stack=stack.value if stack else None,
                            weights=weights, random=random, role=role, threshold=threshold)
     request.check()  # before any model is read
-    show(compute_heads(request, progress=Progress(json_out),
-                       load_model=lambda: load_model(request.transformer, request.backend, request.allow_missing_weights,
-                                                     json_out=json_out)),
+    show(compute_heads(request, Later(lambda name: load_model(name, request.backend, request.allow_missing_weights,
+                                                              json_out=json_out)),
+                       progress=Progress(json_out)),
          json_out=json_out)

@@ -1,6 +1,6 @@
 """``--pairs FILE`` on ``attn ablate``, ``patch``, ``attribute`` and ``circuit``: its options (declared
 in attncli.cli.options, PAIRS_OPTIONS), what they exclude (attncli.option_conflicts' rows of path "pairs"), and the run: a
-attncli.pipeline.pairs_compute.PairsRun computed and shown as the single pair's grid is
+attncli.pipeline.pairs_compute.PairsRequest computed and shown as the single pair's grid is
 (attncli.views.pairs_view), "mean over N pairs" in its title."""
 
 from __future__ import annotations
@@ -9,13 +9,10 @@ from typing import Any, Optional
 
 from attncli.cli.common import resumable
 from attncli.cli.output import Exports, check_exports, show
-from attncli.cli.progress import Stage
+from attncli.cli.progress import Progress
 from attncli.errors import BadInput
 from attncli.option_conflicts import validate
-from attncli.pipeline.pairs_compute import PairsRun, compute_pairs
-from attncli.textio import visible
-from attncli.views.circuit_view import CircuitView
-from attncli.views.pairs_view import PairsView
+from attncli.pipeline.pairs_compute import PairsRequest, compute
 
 def check_pairs_options(options: dict[str, Any], positionals: list[Optional[str]]) -> None:
     """BadInput for a mix of --pairs and one pair's options, or the run options without --pairs
@@ -37,18 +34,11 @@ def run_pairs_command(kind: str, options: dict[str, Any], **job: Any) -> None:
     exports = Exports.of(options)
     check_exports(exports, json_out)
     backend = options.get("backend")
-    run = PairsRun(options["pairs"], kind, transformer=options.get("transformer"),
-                   backend=backend.value if hasattr(backend, "value") else (backend or "auto"),
-                   allow_missing_weights=bool(options.get("allow_missing_weights")), out=options.get("out"),
-                   shard_pairs=options.get("shard_pairs", 64), workers=options.get("workers", 1), ray=options.get("ray"),
-                   **job)
-    with resumable(run.out):
-        doc = compute_pairs(run, stage=lambda what: Stage(what, json_out=json_out))
-    extra = [(f"--{k.replace('_', '-')}", v) for k, v in job.items() if (k, v) != ("faithfulness", 0.9)]
-    opts = [("--transformer", run.transformer), *[(k, v) for k, v in extra if k != "--qk-fix"],
-            ("--no-qk-fix", not job["qk_fix"]) if "qk_fix" in job else ("--no-qk-fix", None),
-            ("--pairs", str(run.pairs)), ("--out", None if run.out is None else str(run.out)),
-            ("--workers", run.workers if run.workers != 1 else None), ("--ray", run.ray)]
-    drawn = CircuitView if kind == "circuit" else PairsView  # a circuit's document is attn circuit's, over the pairs
-    view = drawn(doc, title=visible(f"attn {kind} --pairs {str(run.pairs)[:60]}"), command=kind, options=opts)
-    show(view, json_out=json_out, exports=exports)
+    request = PairsRequest(options["pairs"], kind, transformer=options.get("transformer"),
+                           backend=backend.value if hasattr(backend, "value") else (backend or "auto"),
+                           allow_missing_weights=bool(options.get("allow_missing_weights")), out=options.get("out"),
+                           shard_pairs=options.get("shard_pairs", 64), workers=options.get("workers", 1),
+                           ray=options.get("ray"), **job)
+    with resumable(request.out):
+        result = compute(request, progress=Progress(json_out))
+    show(result, json_out=json_out, exports=exports)

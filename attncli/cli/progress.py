@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 
-from attncli.cli.common import err_console, escape, info
+from attncli.cli.common import err_console, escape, info, warn
 
 
 def wanted(json_out: bool) -> bool:
@@ -121,8 +121,9 @@ class Progress:
     attncli.pipeline.heads_compute.compute's ``progress``), shown on stderr as a line, a bar or a
     message, unless ``json_out`` keeps stderr quiet where it must (see :func:`wanted`)."""
 
-    def __init__(self, json_out: bool = False) -> None:
+    def __init__(self, json_out: bool = False, on_layer=None) -> None:
         self.json_out = json_out
+        self.on_layer = on_layer  # (l, L): a traced pass's layers as they are done (attncli.pipeline.running)
 
     def stage(self, what: str) -> Stage:
         return Stage(what, json_out=self.json_out)
@@ -134,3 +135,6 @@ class Progress:
 
     def info(self, message: str) -> None:
         info(message)
+
+    def warn(self, message: str) -> None:
+        warn(message)

@@ -14,6 +14,7 @@ from attncli.cli.options import declared
 from attncli.cli.output import show
 from attncli.cli.progress import Progress
 from attncli.cli.transformer import load_model
+from attncli.pipeline.running import Later
 from attncli.pipeline.sinks_compute import DEFAULT_CAUSAL, SinksRequest, compute
 
 
@@ -45,7 +46,7 @@ def sinks_cmd(
     request = SinksRequest(transformer=options["transformer"], file=file, sentences=options["sentences"], ratio=ratio,
                            min_value=min_value, causal=causal, layer=layer, allow_missing_weights=options["allow_missing_weights"])
     request.check()  # before any model is read
-    show(compute(request, progress=Progress(json_out),
-                 load_model=lambda: load_model(request.transformer, "numpy", request.allow_missing_weights,
-                                               json_out=json_out)),
+    show(compute(request, Later(lambda name: load_model(name, "numpy", request.allow_missing_weights,
+                                                        json_out=json_out)),
+                 progress=Progress(json_out)),
          json_out=json_out)

@@ -12,13 +12,14 @@ import typer
 from typer.core import TyperGroup
 
 from attncli import extras
-from attncli.cli.common import RefusesEmptyPaths, app, err_console, escape, info, resumable, warn
+from attncli.cli.common import RefusesEmptyPaths, app, err_console, escape, resumable
 from attncli.cli.options import declared
 from attncli.cli.output import Exports, check_exports, show, write_exports
-from attncli.cli.progress import Delayed
+from attncli.cli.progress import Delayed, Progress
 from attncli.cli.transformer import load_model
 from attncli.errors import BadInput
-from attncli.pipeline.stats_compute import compute_merge, compute_stats
+from attncli.pipeline.running import Later
+from attncli.pipeline.stats_compute import compute
 from attncli.stats.stats_request import MergeRequest, StatsRequest
 
 
@@ -95,8 +96,11 @@ def _show(result: Any, json_out: bool, exports: Exports, explore: bool) -> None:
     show(result, json_out=json_out, exports=exports)
 
 
-def _say(kind: str, message: str) -> None:
-    (warn if kind == "warn" else info)(message)
+class _StatsProgress(Progress):
+    """attn stats' progress: its shards and texts (:class:`_Progress`), its warnings and remarks on stderr."""
+
+    def stage(self, what: str) -> _Progress:
+        return _Progress(what, self.json_out)
 
 
 @stats_app.command("run")
@@ -135,9 +139,9 @@ def stats_cmd(
                            allow_missing_weights=options["allow_missing_weights"])
     exports = _output(request, json_out, options)
     with resumable(out):
-        result = compute_stats(request, loader=lambda r: load_model(r.transformer, r.backend, r.allow_missing_weights,
-                                                                    json_out=json_out),
-                               progress=lambda message: _Progress(message, json_out), say=_say)
+        result = compute(request, Later(lambda name: load_model(name, request.backend, request.allow_missing_weights,
+                                                                 json_out=json_out)),
+                         progress=_StatsProgress(json_out))
     _show(result, json_out, exports, options["explore"])
 
 
@@ -159,4 +163,4 @@ def merge_cmd(
     """
     request, json_out = MergeRequest(tuple(folders), skip_damaged=skip_damaged), options["json_out"]
     exports = _output(request, json_out, options)
-    _show(compute_merge(request), json_out, exports, options["explore"])
+    _show(compute(request), json_out, exports, options["explore"])

@@ -18,7 +18,7 @@ from typing import Optional
 
 from attncli.cli.common import out_console, warn
 from attncli.model.interface import has
-from attncli.cli.progress import Bar, Stage
+from attncli.cli.progress import Bar, Progress, Stage
 from attncli.errors import BadInput
 from attncli.hf import load
 from attncli.option_conflicts import BACKENDS, NOT_FOR_TRANSFORMERS, TRANSFORMER_ONLY, validate  # noqa: F401 (the table)
@@ -52,7 +52,7 @@ def run_matrix(o: ViewRequest, *, json_out: bool, exports, row_span, col_span) -
     model = load_model(o.transformer, o.backend, o.allow_missing_weights, json_out=json_out, device=o.device,
                        dtype=o.dtype, device_map=o.device_map, max_memory=o.max_memory)
     with layer_progress(model, None, json_out) as on_layer:
-        res = compute(o, model, on_layer=on_layer)
+        res = compute(o, model, progress=Progress(json_out, on_layer))
     if res.meta.get("truncated"):  # said on stderr, so a --json or a piped view is not mistaken for the whole text
         warn(f"--truncate cut the input to the model's limit of {model.max_positions} tokens: "
              "the view shows only its start")

@@ -17,17 +17,14 @@ from typing import Any
 
 import shlex
 
-import numpy as np
-
 from attncli.causal.causal_request import REQUESTS
 from attncli.causal.gradient_request import AttributeRequest
-from attncli.causal.target import mask_position
 from attncli.errors import BadInput
 from attncli.explore.disabled_keys import NEEDS_CORRUPT, corrupt_refusal
 from attncli.explore.drawing import Panel
 from attncli.causal.grids import missing
 from attncli.model.interface import has
-from attncli.pipeline.causal_compute import compute_causal as run_causal
+from attncli.pipeline.causal_compute import compute as run_causal
 from attncli.pipeline.gradient_compute import compute as run_gradients, load_gradients
 from attncli.tinylm.traced import load_builtin
 
@@ -85,13 +82,15 @@ NOTES = {  # the explanation panel of each view: what a cell of it is
 def request_of(state, kind: str, target_id: int | None = None):
     """The request of G, D, R or E (``kind``: "ablate", "dla", "patch", "attribute") for the state's
     sentence (and --corrupt): what the command line builds for ``attn ablate`` / ``attn dla`` /
-    ``attn patch`` / ``attn attribute`` with --target-id ``target_id``."""
-    if kind == "attribute":  # the NumPy pass always: no --backend
+    ``attn patch`` / ``attn attribute`` with --target-id ``target_id`` (None: the model's top prediction,
+    which the compute resolves)."""
+    top = target_id is None
+    if kind == "attribute":  # the NumPy pass always: no --backend; attn attribute reads the whole text: no truncate
         return AttributeRequest(state.text, transformer=state.transformer, corrupt=state.corrupt or "",
-                                target_id=target_id)
+                                target_id=target_id, target_top=top)
     corrupt = {"corrupt": state.corrupt or ""} if kind == "patch" else {}
     return REQUESTS[kind](state.text, transformer=state.transformer, target_id=target_id, backend=state.backend,
-                          **corrupt)
+                          target_top=top, truncate=state.truncate, **corrupt)
 
 
 def refusal(model: Any, kind: str, state=None) -> str | None:
@@ -138,20 +137,14 @@ def compute_on_builtin(state, models: dict[tuple[str, str], Any]) -> CausalResul
 
 def compute_causal(model: Any, state) -> CausalResult:
     """``attn ablate`` (G), ``attn dla`` (D), ``attn patch`` (R) or ``attn attribute`` (E) of the
-    sentence's top prediction: the command's request, with that target, computed as the command
-    computes it."""
+    sentence's top prediction: the command's request, computed by the command's compute (which
+    resolves the top prediction into --target-id)."""
     reason = refusal(model, state.causal_view, state)
     if reason:
         raise BadInput(reason)
     if state.pair is not None:
         raise BadInput(f"{state.causal_view} reads one text: the view with a pair has no such command (drop the pair)")
-    enc = model.encode(state.text, truncate=state.truncate)
-    ids = list(enc.ids)
-    position = len(ids) - 1 if model.is_decoder else mask_position(model, ids)
-    top = int(np.argmax(model.trace(ids, "logits")["logits"][position]))  # (V,) -> the top prediction
-    request = request_of(state, state.causal_view, top)
-    if state.causal_view == "attribute":  # attn attribute reads the whole text: no --truncate
-        result = run_gradients(request, model)
-        result.model, result.enc = model, enc
-        return CausalResult(result)
-    return CausalResult(run_causal(request, model, truncate=state.truncate))
+    request = request_of(state, state.causal_view)  # its target: the model's top prediction
+    if state.causal_view == "attribute":
+        return CausalResult(run_gradients(request, model))
+    return CausalResult(run_causal(request, model))

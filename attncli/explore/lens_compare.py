@@ -48,7 +48,7 @@ def compute_compare(model, state) -> CompareResult:
             raise BadInput(f"compare draws one layer's weights of two texts (attn compare): drop {option}")
     if not state.compare_text.strip():
         raise BadInput("the second text is empty: C, then type a sentence to compare with")
-    return compute_comparison(state.compare_request(), lambda name: model)
+    return compute_comparison(state.compare_request(), model)
 
 
 def panel_notes(res) -> list[str]:

@@ -1,7 +1,7 @@
 """Key Q of ``attn explore --transformer``: the QK split of the cursor's cell beside its
 explanation. The score of (query row, key column) in the view's layer and head, split into
-query-side x key-side component parts by :func:`attncli.hf.methods.qk_attribution.qk_parts` (what
-``attn qk`` prints for the same layer, head, query and key), drawn by ``attn qk``'s own view under
+query-side x key-side component parts by ``attn qk``'s request and compute (attncli.pipeline.qk_compute:
+what ``attn qk`` prints for the same layer, head, query and key), drawn by ``attn qk``'s own view under
 ``--explain``'s arithmetic, with its command line. The split follows the cursor (one traced pass
 per cell, in a thread worker); Q again hides it. Where the model or the view cannot give one (a
 model without ``qk``, a backend other than NumPy, all heads at once, a view with no single
@@ -21,6 +21,8 @@ from attncli.explore.checkpoint_state import Split
 from attncli.explore.drawing import view_kind
 from attncli.hf.methods import qk_attribution
 from attncli.model.interface import has, refusal
+from attncli.pipeline.qk_compute import QKRequest
+from attncli.pipeline.qk_compute import compute as compute_qk
 from attncli.textio import visible
 from attncli.views.qk_view import qk_renderables
 
@@ -52,10 +54,11 @@ def split_refusal(res: Any, state: Any) -> str | None:
 
 def split_document(res: Any, state: Any, top: int = TOP) -> dict[str, Any]:
     """``attn qk --json``'s document of the cursor's cell (its input positions, the view's layer
-    and head), computed from the view's model and encoding."""
+    and head): attn qk's request, computed by its compute on the view's model."""
     i, j = res.input_cell(state.cursor)
-    parts = qk_attribution.qk_parts(res.model, res.enc, res.layer, state.head, i, j)
-    return qk_attribution.document(res.model, res.enc, parts, top)
+    request = QKRequest(state.text, transformer=state.transformer, pair=state.pair, layer=res.layer, head=state.head,
+                        query=i, key=j, top=top, truncate=state.truncate)
+    return compute_qk(request, res.model).document()
 
 
 def command_line(doc: dict[str, Any], state: Any) -> str:

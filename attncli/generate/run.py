@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -118,17 +118,33 @@ def generate(decoder: Decoder, prompt: str, settings: Settings,
              on_step: Callable[[Generation, Step], None] | None = None,
              on_start: Callable[[Generation], None] | None = None) -> Generation:
     """Write up to ``settings.n`` tokens after ``prompt``; ``on_step`` sees each step as it is made."""
+    gen = start(decoder, prompt, settings)
+    if on_start is not None:
+        on_start(gen)
+    for step in steps(gen):
+        if on_step is not None:
+            on_step(gen, step)
+    return gen
+
+
+def start(decoder: Decoder, prompt: str, settings: Settings) -> Generation:
+    """The generation before its first step: the settings checked, the view chosen, the prompt
+    encoded and checked against the context, the seed drawn."""
     settings.check()
     view = choose_view(decoder.layers, decoder.heads, settings.layer, settings.head, settings.rollout, decoder.name)
     encoded = decoder.encode(prompt)
     check_context(decoder, len(encoded.tokens), settings.n)
     seed = None if settings.greedy else (settings.seed if settings.seed is not None else fresh_seed())
-    rng = np.random.default_rng(seed) if seed is not None else None
-    gen = Generation(decoder, prompt, encoded, settings, view, seed, tokens=list(encoded.tokens),
-                     ids=list(encoded.ids))
-    if on_start is not None:
-        on_start(gen)
-    inputs = list(encoded.inputs)
+    return Generation(decoder, prompt, encoded, settings, view, seed, tokens=list(encoded.tokens),
+                      ids=list(encoded.ids))
+
+
+def steps(gen: Generation) -> Iterator[Step]:
+    """Each step of ``gen`` as it is made (up to ``settings.n``, or the end of the text); once the last
+    is taken, ``gen.weights`` is the view over the finished text."""
+    decoder, settings = gen.decoder, gen.settings
+    rng = np.random.default_rng(gen.seed) if gen.seed is not None else None
+    inputs = list(gen.encoded.inputs)
     ends = frozenset(decoder.eos_ids)  # any of them ends the text
     banned = tuple(decoder.banned) + (tuple(decoder.eos_ids) if settings.ignore_eos else ())
     for _ in range(settings.n):
@@ -146,7 +162,7 @@ def generate(decoder: Decoder, prompt: str, settings: Settings,
             index=None if eos else T, query=T - 1, id=chosen, token=decoder.token(chosen),
             prob=float(p_model[chosen]), sample_prob=sample_prob,
             candidates=[(decoder.token(i), p) for i, p in sampling.top_candidates(p_model, CANDIDATES)],
-            attention=view_matrix(weights, view)[T - 1].copy(), eos=eos, text=decoder.token_text(chosen),
+            attention=view_matrix(weights, gen.view)[T - 1].copy(), eos=eos, text=decoder.token_text(chosen),
             candidate_texts=[decoder.token_text(i) for i, _ in sampling.top_candidates(p_model, CANDIDATES)],
         )
         gen.steps.append(step)
@@ -154,13 +170,11 @@ def generate(decoder: Decoder, prompt: str, settings: Settings,
             gen.tokens.append(step.token)
             gen.ids.append(chosen)
             inputs.append(decoder.input_of(chosen))
-        if on_step is not None:
-            on_step(gen, step)
+        yield step
         if eos:
             gen.stopped = "eos"
             break
-    gen.weights = view_matrix(decoder.forward(inputs)[1], view)  # (T, T) one pass over the finished text
-    return gen
+    gen.weights = view_matrix(decoder.forward(inputs)[1], gen.view)  # (T, T) one pass over the finished text
 
 
 def lens_layers(gen: Generation) -> list[int | None]:

@@ -3,7 +3,13 @@ the logit lens (lens_compute: LensRequest, compute_lens), a comparison (compare_
 CompareRequest, compute_compare), the head report (heads_compute: HeadsRequest, compute_heads), the
 causal tests (causal_compute: AblateRequest, PatchRequest, DlaRequest, compute_causal; gradient_compute:
 AttributeRequest, CircuitRequest, compute_gradients) and one score's parts (qk_compute: QKRequest,
-compute_qk), each built the same by the command line, explore and the Python API.
+compute_qk), massive activations (sinks_compute: SinksRequest, compute_sinks), a --pairs run (pairs_compute:
+PairsRequest, compute_pairs) and head statistics (stats_compute: StatsRequest or MergeRequest, compute_stats),
+each built the same by the command line, explore and the Python API.
+
+Every module ``*_compute`` has one ``compute(request, model=None, *, progress=None) -> result``
+(attncli.pipeline.running: a model loaded, ``Later(load)`` or None; what it says while it works), its
+request a TableRequest (attncli.option_conflicts) and its result the protocol of attncli.views.result.
 
 Every surface (``attn matrix --transformer``, ``attn explore --transformer``, the interactive page,
 the Python API) builds a :class:`ViewRequest` and calls :func:`compute`, which runs one traced
@@ -48,14 +54,21 @@ __all__, __getattr__, __dir__ = exports(__name__, {
     "AblateRequest": "causal_compute",
     "PatchRequest": "causal_compute",
     "DlaRequest": "causal_compute",
-    "compute_causal": "causal_compute",
+    "compute_causal": "causal_compute:compute",
     "StatsRequest": "stats_compute",
     "MergeRequest": "stats_compute",
-    "compute_stats": "stats_compute",
-    "compute_merge": "stats_compute",
+    "compute_stats": "stats_compute:compute",
+    "compute_merge": "stats_compute:compute",
     "AttributeRequest": "gradient_compute",
     "CircuitRequest": "gradient_compute",
     "compute_gradients": "gradient_compute:compute",
     "QKRequest": "qk_compute",
     "compute_qk": "qk_compute:compute",
+    "SinksRequest": "sinks_compute",
+    "compute_sinks": "sinks_compute:compute",
+    "PairsRequest": "pairs_compute",
+    "compute_pairs": "pairs_compute:compute",
+    "Later": "running",
+    "Progress": "running",
+    "Quiet": "running",
 })

@@ -1,9 +1,9 @@
-"""One compute for the causal tests: :func:`compute_causal` turns an ``attn ablate``, ``attn patch``
+"""One compute for the causal tests: :func:`compute` turns an ``attn ablate``, ``attn patch``
 or ``attn dla`` request (attncli.causal.causal_request) into its result (attncli.views.causal: the
 protocol of attncli.views.result), whoever asked: the command line, ``attn explore``'s G and D
 keys, or Python::
 
-    from attncli.pipeline import AblateRequest, compute_causal
+    from attncli.pipeline import AblateRequest, compute_causal     # causal_compute.compute
     result = compute_causal(AblateRequest("When Mary and John went to the store, John gave a drink to",
                                           transformer="gpt2", target=" Mary", contrast=" John"))
     result.document()["grid"]        # (layers, heads): the change in the logit difference
@@ -15,22 +15,23 @@ keys, or Python::
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Optional
+from typing import Any, Optional, Union
+
+import numpy as np
 
 from attncli.causal import documents, grids
 from attncli.causal.dla import dla
 from attncli.causal.grids import check_traced
 from attncli.causal.causal_request import AblateRequest, CausalRequest, DlaRequest, PatchRequest  # noqa: F401 (exported)
-from attncli.causal.target import resolve
+from attncli.causal.target import mask_position, resolve
 from attncli.errors import BadInput
 from attncli.hf.loader import load
+from attncli.pipeline.running import Progress, model_for, quiet
 from attncli.tinylm.traced import load_builtin
 from attncli.textio import read_user_text
-from attncli.views.causal import causal_result
-
-Stage = Callable[[str], ContextManager[Any]]  # a message -> a context around a stretch of work (a progress line)
+from attncli.views.causal import AblateResult, DlaResult, PatchResult, causal_result  # noqa: F401 (the results)
 
 KINDS = {AblateRequest: "ablate", PatchRequest: "patch", DlaRequest: "dla"}  # what causal.grids.missing checks
 
@@ -45,23 +46,25 @@ def load_causal(request: CausalRequest):
                 max_memory=request.max_memory)
 
 
-def compute_causal(request: CausalRequest, model: Any = None, *, stage: Optional[Stage] = None,
-                   truncate: bool = False):
-    """The result of ``request`` on ``model`` (None: loaded here). ``stage(message)``: a context
-    around the grid's passes (the CLI's progress line); ``truncate``: cut a text longer than the
-    model's limit (explore's state), where the command refuses it."""
+def compute(request: CausalRequest, model: Any = None, *,
+            progress: Optional[Progress] = None) -> Union[AblateResult, PatchResult, DlaResult]:
+    """The result of ``request`` on ``model`` (pipeline.running: None, loaded here). ``progress.stage``:
+    a context around the grid's passes (the CLI's progress line). ``request.truncate`` cuts a text
+    longer than the model's limit (explore's state), where the command refuses it; ``request.target_top``
+    measures the model's top prediction (the result's request names it as --target-id)."""
     request.check()
-    if model is None:
-        model = load_causal(request)
+    model = model_for(model, request.transformer, lambda: load_causal(request))
     check_traced(model, KINDS[type(request)])  # the refusal explore's G and D give too (causal.grids.missing)
-    enc = model.encode(request.text, truncate=truncate) if truncate else model.encode(request.text)
+    enc = model.encode(request.text, truncate=True) if request.truncate else model.encode(request.text)
+    if request.target_top:
+        request = replace(request, target_id=top_prediction(model, enc.ids), target_top=False)
     bad = None
     if isinstance(request, PatchRequest):
         bad = model.encode(request.corrupt)
         grids.check_same_length(model, enc.ids, bad.ids)
     t = resolve(model, enc.ids, target=request.target, target_id=request.target_id, contrast=request.contrast,
                 contrast_id=request.contrast_id)
-    around = stage or (lambda message: nullcontext())
+    around = quiet(progress).stage
     if isinstance(request, AblateRequest):
         means = None
         if request.mode == "mean" and request.reference is not None:
@@ -78,6 +81,13 @@ def compute_causal(request: CausalRequest, model: Any = None, *, stage: Optional
     result = causal_result(doc, request)
     result.model, result.enc = model, enc  # what explore reads beside the view
     return result
+
+
+def top_prediction(model: Any, ids: list[int]) -> int:
+    """The token ``model`` predicts at its read position of ``ids``: a decoder's next token after the
+    text, an encoder's at the text's last mask."""
+    position = len(ids) - 1 if model.is_decoder else mask_position(model, ids)
+    return int(np.argmax(model.trace(list(ids), "logits")["logits"][position]))  # (V,) -> the top prediction
 
 
 def reference_ids(model: Any, path: Path) -> list[list[int]]:

@@ -11,7 +11,7 @@ attncli.views.compare_view). Two texts under one model, one text under two pretr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Optional
+from typing import Any, ClassVar, Optional
 
 from attncli.attention import checkpoint_views as pv
 from attncli.attention.compare import compare
@@ -20,6 +20,7 @@ from attncli.attention.matrix import MatrixRequest
 from attncli.attention.matrix import compute as compute_matrix
 from attncli.hf.loader import load  # torch only when the torch backend runs
 from attncli.option_conflicts import ALIGNS, TableRequest  # noqa: F401 (ALIGNS: the choices)
+from attncli.pipeline.running import Later, Progress, model_for
 from attncli.textio import texts_of
 from attncli.views.compare_view import CompareView
 from attncli.views.result import attn_command
@@ -72,18 +73,19 @@ class CompareResult(CompareView):
         self.is_pretrained = request.transformer is not None
 
 
-def compute(request: CompareRequest, load_model: Optional[Callable[[str], Any]] = None) -> CompareResult:
-    """The comparison ``request`` asks for; ``load_model(name)`` gives each pretrained model (default:
-    attncli.hf.load with the request's backend; explore hands the model it has loaded)."""
+def compute(request: CompareRequest, model: Any = None, *, progress: Optional[Progress] = None) -> CompareResult:
+    """The comparison ``request`` asks for; ``model`` (pipeline.running) is model A, loaded (explore's),
+    :class:`~attncli.pipeline.running.Later` (each pretrained model by name: the command line's) or None
+    (attncli.hf.load with the request's backend); model B is A when they have one name."""
     request.check()
     if request.transformer is None:
         sides, unit, model = _word_vector_sides(request), "words", None
     else:
-        load_model = load_model or (lambda name: load(name, backend=request.backend or "auto"))
-        models = {request.transformer: load_model(request.transformer)}
+        default = lambda name: lambda: load(name, backend=request.backend or "auto")  # noqa: E731
+        models = {request.transformer: model_for(model, request.transformer, default(request.transformer))}
         name_b = request.transformer_b or request.transformer
         if name_b not in models:
-            models[name_b] = load_model(name_b)
+            models[name_b] = model_for(model if isinstance(model, Later) else None, name_b, default(name_b))
         text_b = request.text if request.text_b is None else request.text_b
         sides = [transformer_side(models[name], t, pv.layer_shown(models[name], request.layer, request.head),
                                   request.head, request.words)

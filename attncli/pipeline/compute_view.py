@@ -31,6 +31,7 @@ from attncli.pipeline.view_request import ViewRequest, check_seq2seq_options
 from attncli.pipeline.view_result import ModelViewResult, PretrainedResult, ViewResult
 from attncli.textio import visible
 from attncli.pipeline.reads import Reads, view_sites
+from attncli.pipeline.running import Progress, model_for, quiet
 from attncli.views.page import check_size, extra_size
 
 STACK_NOTES = {
@@ -49,12 +50,13 @@ def load_for(request: ViewRequest):
                 max_memory=request.max_memory)
 
 
-def compute(request: ViewRequest, model: Any = None, *, on_layer=None) -> PretrainedResult:
-    """The view ``request`` asks for, from one forward pass of ``model`` (None: loaded here);
-    ``on_layer(l, L)`` is called as each layer of the pass is done, where the model's trace reports it."""
+def compute(request: ViewRequest, model: Any = None, *, progress: Optional[Progress] = None) -> PretrainedResult:
+    """The view ``request`` asks for, from one forward pass of ``model`` (pipeline.running: None, loaded
+    here); ``progress.on_layer(l, L)`` is called as each layer of the pass is done, where the model's
+    trace reports it."""
     request.check()
-    if model is None:
-        model = load_for(request)
+    model = model_for(model, request.transformer, lambda: load_for(request))
+    on_layer = quiet(progress).on_layer
     if has(model, "stacks") or request.target is not None or request.stack is not None:
         if request.rows is not None and start_end(request.rows) is None:  # --top-k, --pool: the table's rows
             raise BadInput(f"--rows {request.rows}: an encoder-decoder's view takes --rows START:END; the other "

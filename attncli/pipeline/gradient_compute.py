@@ -16,8 +16,8 @@ command line or Python::
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-from typing import Any, Callable, ContextManager, Optional, Union
+from dataclasses import replace
+from typing import Any, Optional, Union
 
 from attncli.causal import documents
 from attncli.causal.attribution import attribute, verify
@@ -26,10 +26,10 @@ from attncli.causal.gradient_request import AttributeRequest, CircuitRequest, Gr
 from attncli.causal.grids import check_same_length, check_traced
 from attncli.causal.target import resolve
 from attncli.hf.loader import load
+from attncli.pipeline.causal_compute import top_prediction
+from attncli.pipeline.running import Progress, model_for, quiet
 from attncli.views.causal import AttributeResult
 from attncli.views.circuit_view import CircuitResult
-
-Stage = Callable[[str], ContextManager[Any]]  # a message -> a context around a stretch of work (a progress line)
 
 
 def load_gradients(request: GradientRequest):
@@ -39,24 +39,28 @@ def load_gradients(request: GradientRequest):
 
 
 def compute(request: Union[AttributeRequest, CircuitRequest], model: Any = None, *,
-            stage: Optional[Stage] = None) -> Union[AttributeResult, CircuitResult]:
-    """The result of ``request`` on ``model`` (None: loaded here). ``stage(message)``: a context
-    around the passes (the CLI's progress line)."""
+            progress: Optional[Progress] = None) -> Union[AttributeResult, CircuitResult]:
+    """The result of ``request`` on ``model`` (pipeline.running: None, loaded here). ``progress.stage``:
+    a context around the passes (the CLI's progress line); ``request.target_top``: the target is the
+    model's top prediction (the result's request names it as --target-id)."""
     request.check()
-    if model is None:
-        model = load_gradients(request)
+    model = model_for(model, request.transformer, lambda: load_gradients(request))
     check_traced(model, request.command)  # gradients: a tape's or torch autograd's (capability "grad")
     enc, bad = model.encode(request.text), model.encode(request.corrupt)
     check_same_length(model, enc.ids, bad.ids)
+    if request.target_top:
+        request = replace(request, target_id=top_prediction(model, enc.ids), target_top=False)
     t = resolve(model, enc.ids, target=request.target, target_id=request.target_id, contrast=request.contrast,
                 contrast_id=request.contrast_id)
-    around = stage or (lambda message: nullcontext())
+    around = quiet(progress).stage
     if isinstance(request, AttributeRequest):
         with around(f"attributing {request.site} in {model.layers} layers"):
             res = attribute(model, enc.ids, bad.ids, t, where=request.site, qk_fix=not request.no_qk_fix)
             if request.verify:
                 res = verify(model, enc.ids, bad.ids, t, res, request.verify)
-        return AttributeResult(documents.attribute_document(model, enc, bad, t, res), request)
+        result = AttributeResult(documents.attribute_document(model, enc, bad, t, res), request)
+        result.model, result.enc = model, enc  # what explore reads beside the view
+        return result
     with around(f"scoring the edges of {model.layers} layers"):
         res = find_circuit(model, enc.ids, bad.ids, t, steps=request.steps, faithfulness=request.faithfulness)
     return CircuitResult(circuit_document(model, enc, bad, t, res), request)

@@ -9,10 +9,9 @@ attncli.views.heads_table). attn's own LM's heads (attncli.tinylm.heads) or a pr
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar, ContextManager, Optional
+from typing import Any, ClassVar, Optional, Union
 
 from attncli.model.interface import has
 from attncli.errors import BadInput
@@ -20,6 +19,7 @@ from attncli.hf.loader import load
 from attncli.option_conflicts import TableRequest
 from attncli.pipeline.head_roles import MAX_RANDOM_LENGTH, check_role, random_report, weights_report
 from attncli.pipeline.heads_scoring import score_transformer_heads
+from attncli.pipeline.running import Progress, model_for, quiet
 from attncli.textio import read_user_text, visible
 from attncli.tinylm.data import brown_texts
 from attncli.tinylm.heads import check_window, score_heads
@@ -98,34 +98,20 @@ class HeadMapResult(HeadMapView):
         self.request = request
 
 
-class Quiet:
-    """What :func:`compute` says while it works, to no one (the command line shows a line or a bar
-    on stderr: attncli.cli.progress)."""
-
-    def stage(self, what: str) -> ContextManager[None]:
-        return contextlib.nullcontext()
-
-    def bar(self, what: str, unit: str, total: int) -> ContextManager[Callable[[], None]]:
-        return contextlib.nullcontext(lambda: None)
-
-    def info(self, message: str) -> None:
-        pass
-
-
-def compute(request: HeadsRequest, *, load_model: Optional[Callable[[], Any]] = None,
-            progress: Any = None) -> HeadsResult:
-    """The heads' report ``request`` asks for; ``load_model()`` gives the pretrained model (default:
-    attncli.hf.load), ``progress`` says what runs (stage, bar, info; default: :class:`Quiet`)."""
+def compute(request: HeadsRequest, model: Any = None, *,
+            progress: Optional[Progress] = None) -> Union[HeadsResult, HeadMapResult]:
+    """The heads' report ``request`` asks for, of ``model`` (pipeline.running: loaded, Later, or None:
+    attncli.hf.load); ``progress`` says what runs (stage, bar, info; default: running.Quiet)."""
     request.check()
-    progress = progress or Quiet()
+    progress = quiet(progress)
     if request.transformer is None:
         return HeadsResult(request, _own_lm_report(request))
     texts = None
     if request.file is not None:
         lines = read_user_text(request.file, "--file", hint="one sentence per line").splitlines()
         texts = [t for t in (line.strip() for line in lines) if t]
-    model = (load_model or (lambda: load(request.transformer, backend=request.backend,
-                                         allow_missing_weights=request.allow_missing_weights)))()
+    model = model_for(model, request.transformer, lambda: load(request.transformer, backend=request.backend,
+                                                               allow_missing_weights=request.allow_missing_weights))
     if request.weights or request.random is not None:
         return _head_roles(request, model, progress)
     if request.stack is not None and not has(model, "stacks"):

@@ -16,6 +16,7 @@ from attncli.errors import BadInput
 from attncli.option_conflicts import TableRequest
 from attncli.generate.decoders import load_decoder
 from attncli.generate.hf_decoder import PretrainedLM
+from attncli.pipeline.running import Later, Progress
 from attncli.views.lens import LensView
 from attncli.views.result import attn_command
 
@@ -61,10 +62,12 @@ class LensResult(LensView):
         self.is_pretrained = request.transformer is not None  # a pretrained model's (explore asks)
 
 
-def compute(request: LensRequest, model: Any = None) -> LensResult:
-    """The lens ``request`` asks for: of ``model`` (a pretrained model already loaded, attncli.hf.load),
-    else of the model the request names, loaded here."""
+def compute(request: LensRequest, model: Any = None, *, progress: Optional[Progress] = None) -> LensResult:
+    """The lens ``request`` asks for: of ``model`` (a pretrained model already loaded, attncli.hf.load, or
+    pipeline.running.Later), else of the model the request names, loaded here (as a decoder)."""
     request.check()
+    if isinstance(model, Later):
+        model = model.load(request.transformer)
     if model is not None:
         decoder = PretrainedLM(model, use_cache=False, command="attn lens")
     else:

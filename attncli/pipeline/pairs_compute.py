@@ -4,8 +4,8 @@ resumed and run (here, in ``--workers`` processes, or on ``--ray``) by ``attn st
 (attncli.stats.runner, attncli.stats.cluster), each chunk's sums a shard (attncli.pipeline.pairs_shards),
 the mean over the pairs made from the added sums::
 
-    from attncli.pipeline.pairs_compute import PairsRun, compute_pairs
-    doc = compute_pairs(PairsRun("pairs.jsonl", kind="patch", site="head"))   # the --json document
+    from attncli.pipeline.pairs_compute import PairsRequest, compute
+    doc = compute(PairsRequest("pairs.jsonl", kind="patch", site="head")).document()   # the --json document
     doc["grid"]                # (layers, heads): the fraction of the mean clean - corrupt difference restored
     doc["mean"]["grid"]        # (layers, heads): the mean of each pair's own restored fraction
 
@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Iterator, Optional, Union
+from typing import Any, Callable, ClassVar, Iterator, Optional, Union
 
 import numpy as np
 
@@ -40,16 +39,23 @@ from attncli.stats.shards import Identity, model_fingerprint, shard_folder, text
 from attncli.pipeline.pairs_document import pairs_document
 from attncli.pipeline.pairs_shards import (PAIRS_VERSION, MergedPairs, added, merge_pair_shards, read_pairs_shard,
                                           to_document)
+from attncli.option_conflicts import TableRequest
+from attncli.pipeline.running import Progress, model_for, quiet
+from attncli.textio import visible
 from attncli.tinylm.traced import load_builtin
+from attncli.views.circuit_view import CircuitView
+from attncli.views.pairs_view import PairsView
 
 SHARD_PAIRS = 64  # pairs per shard by default
 LIMITS = {"shard_pairs": (1, 100_000), "workers": (1, 256)}
+JOB_OPTIONS = {"ablate": (), "patch": ("site",), "attribute": ("site", "qk_fix"), "circuit": ("steps", "faithfulness")}
 
 
 @dataclass(frozen=True)
-class PairsRun:
+class PairsRequest(TableRequest):
     """What a --pairs run asks for: the file, the job (attncli.causal.pair_sums.PairsJob's fields),
-    the model, where the shards go and how the chunks run."""
+    the model, where the shards go and how the chunks run. The table's rows of path "pairs" read one
+    text's options beside --pairs, which this request does not hold: the command line checks them."""
     pairs: Union[str, Path]
     kind: str
     site: str = "resid"
@@ -64,11 +70,30 @@ class PairsRun:
     workers: int = 1
     ray: Optional[str] = None
 
+    table_path: ClassVar[str] = "pairs"
+    POSITIONALS: ClassVar[tuple[str, ...]] = ()  # the file brings the texts
+
+    def options(self) -> list[tuple[str, Any]]:
+        """(flag, value) of each option that says this run, in the command line's order (the job's
+        options the command takes, JOB_OPTIONS; --faithfulness at its default left out)."""
+        job = [(name, getattr(self, name)) for name in JOB_OPTIONS[self.kind]]
+        return [("--transformer", self.transformer),
+                *[(f"--{k.replace('_', '-')}", v) for k, v in job if k != "qk_fix" and (k, v) != ("faithfulness", 0.9)],
+                ("--no-qk-fix", not self.qk_fix if "qk_fix" in JOB_OPTIONS[self.kind] else None),
+                ("--pairs", str(self.pairs)), ("--out", None if self.out is None else str(self.out)),
+                ("--workers", self.workers if self.workers != 1 else None), ("--ray", self.ray)]
+
+    @property
+    def title(self) -> str:
+        return visible(f"attn {self.kind} --pairs {str(self.pairs)[:60]}")
+
     @property
     def job(self) -> PairsJob:
         return PairsJob(self.kind, self.site, self.qk_fix, self.steps)
 
     def check(self) -> None:
+        """The run's own refusals (the job, the bounds, --ray's address, the model attribute and
+        circuit need)."""
         self.job.check()
         check_faithfulness(self.faithfulness)
         for name, (lo, hi) in LIMITS.items():
@@ -92,10 +117,11 @@ def load_pairs_model(spec: ModelSpec):
     return load(spec.name, backend=spec.backend, allow_missing_weights=spec.allow_missing_weights)
 
 
-def fingerprint(model: Any) -> str:
-    """The model's identity: its files' (attncli.stats.shards.model_fingerprint) where it has a
-    folder, else (the built-in LM) a digest of its logits on a fixed text, which every weight moves."""
-    if model.backend != "builtin":  # a checkpoint, read from its folder
+def fingerprint(model: Any, checkpoint: bool) -> str:
+    """The model's identity: its files' (attncli.stats.shards.model_fingerprint) when it is a
+    ``checkpoint`` (the run named one with --transformer), else (the built-in LM) a digest of its
+    logits on a fixed text, which every weight moves."""
+    if checkpoint:  # read from its folder
         try:
             return model_fingerprint(model.path)
         except FileProblem as exc:
@@ -104,10 +130,10 @@ def fingerprint(model: Any) -> str:
     return hashlib.sha256(np.ascontiguousarray(logits, dtype=np.float64).tobytes()).hexdigest()
 
 
-def identity(model: Any, job: PairsJob, tokens: Optional[int], contrast: bool) -> Identity:
+def identity(model: Any, job: PairsJob, tokens: Optional[int], contrast: bool, checkpoint: bool) -> Identity:
     """The model and the settings every shard of the run shares: the job, the token count of a
     grid over positions, the metric (log p, or a logit difference when the pairs have contrasts)."""
-    return Identity({"name": str(model.name), "fingerprint": fingerprint(model), "model_type": model.model_type,
+    return Identity({"name": str(model.name), "fingerprint": fingerprint(model, checkpoint), "model_type": model.model_type,
                      "layers": int(model.layers), "heads": int(model.heads), "causal": bool(model.is_decoder)},
                     {**job.settings(), "tokens": tokens, "metric": "logit_diff" if contrast else "log_prob"})
 
@@ -137,7 +163,7 @@ class PairsWork:
 def load_pairs_work(spec: ModelSpec, job: PairsJob, ident: Identity) -> PairsWork:
     """A worker's PairsWork, its model checked to be the one the run started on."""
     model = load_pairs_model(spec)
-    if fingerprint(model) != ident.model["fingerprint"]:
+    if fingerprint(model, bool(spec.name)) != ident.model["fingerprint"]:
         raise RuntimeFailure(f"the model a worker loaded ({spec.name or 'the built-in LM'}) is not the one the run "
                              "started on (another copy or version on that machine)")
     return PairsWork(model, job, ident)
@@ -152,13 +178,13 @@ class PairsOutcome:
     ran: dict[str, Any]
 
 
-def run_pairs(model: Any, pairs: list[Pair], run: PairsRun, *, on_shard: Optional[Callable[[int], None]] = None
+def run_pairs(model: Any, pairs: list[Pair], run: PairsRequest, *, on_shard: Optional[Callable[[int], None]] = None
               ) -> PairsOutcome:
     """The sums over ``pairs`` (checked by ``check_pairs`` first), chunk by chunk as ``attn stats``
     runs a corpus: a shard per chunk in ``run.out``, the ones already there read instead."""
     job = run.job
     tokens = check_pairs(model, pairs, job)
-    ident = identity(model, job, tokens, pairs[0].has_contrast)
+    ident = identity(model, job, tokens, pairs[0].has_contrast, checkpoint=bool(run.spec.name))
     out = None if run.out is None else Path(run.out)
     existing = existing_shards(out, ident, read=read_pairs_shard, version=PAIRS_VERSION) if out is not None else {}
     plan = Plan()
@@ -198,30 +224,46 @@ def run_pairs(model: Any, pairs: list[Pair], run: PairsRun, *, on_shard: Optiona
     return PairsOutcome(added(docs), ident, sorted((d["start"], d["end"]) for d in docs), computed, ran)
 
 
-Stage = Callable[[str], ContextManager[Any]]
+class PairsResult(PairsView):
+    """A --pairs run of attn ablate, patch or attribute: the single pair's grid over the pairs (the
+    request says its title and command line)."""
+
+    def __init__(self, doc: dict[str, Any], request: PairsRequest) -> None:
+        super().__init__(doc, title=request.title, command=request.kind, options=request.options())
+        self.request = request
 
 
-def compute_pairs(run: PairsRun, model: Any = None, *, stage: Optional[Stage] = None) -> dict[str, Any]:
-    """The --json document of ``run`` (attncli.pipeline.pairs_document)."""
-    run.check()
-    pairs = read_pairs(run.pairs)
-    if run.out is not None:
-        shard_folder(Path(run.out))
-    if model is None:
-        model = load_pairs_model(run.spec)
-    around = stage or (lambda message: nullcontext())
-    with around(f"{run.kind} over {len(pairs):,} pairs"):
-        outcome = run_pairs(model, pairs, run)
+class PairsCircuitResult(CircuitView):
+    """attn circuit --pairs: attn circuit's document, over the pairs."""
+
+    def __init__(self, doc: dict[str, Any], request: PairsRequest) -> None:
+        super().__init__(doc, title=request.title, command=request.kind, options=request.options())
+        self.request = request
+
+
+def compute(request: PairsRequest, model: Any = None, *,
+            progress: Optional[Progress] = None) -> Union[PairsResult, PairsCircuitResult]:
+    """The result of ``request`` on ``model`` (pipeline.running: None, loaded here); its document is
+    attncli.pipeline.pairs_document's. ``progress.stage``: a context around the passes."""
+    request.check()
+    pairs = read_pairs(request.pairs)
+    if request.out is not None:
+        shard_folder(Path(request.out))
+    model = model_for(model, request.transformer, lambda: load_pairs_model(request.spec))
+    around = quiet(progress).stage
+    with around(f"{request.kind} over {len(pairs):,} pairs"):
+        outcome = run_pairs(model, pairs, request)
     circuit = None
-    if run.kind == "circuit":  # the circuit of the merged mean scores, every pair patched at each step
+    if request.kind == "circuit":  # the circuit of the merged mean scores, every pair patched at each step
         sums = outcome.sums
         steps = int(np.ceil(np.log2(int(edge_mask(model.layers, model.heads).sum()) + 1)))  # the search's, at most
         with around(f"the circuit over {len(pairs):,} pairs: up to {steps} steps x {len(pairs):,} edge-patched passes"):
-            circuit = find_pairs_circuit(model, [encoded(model, p, run.job) for p in pairs], sums.mean("scores"),
+            circuit = find_pairs_circuit(model, [encoded(model, p, request.job) for p in pairs], sums.mean("scores"),
                                          float(sums.mean("clean")), float(sums.mean("corrupt")),
-                                         faithfulness=run.faithfulness)
-    return pairs_document(model, run, outcome.sums, outcome.ident, outcome.ranges, computed=outcome.computed,
-                          ran=outcome.ran, circuit=circuit)
+                                         faithfulness=request.faithfulness)
+    doc = pairs_document(model, request, outcome.sums, outcome.ident, outcome.ranges, computed=outcome.computed,
+                         ran=outcome.ran, circuit=circuit)
+    return (PairsCircuitResult if request.kind == "circuit" else PairsResult)(doc, request)
 
 
 def merge_pairs(folders: list[Path], *, skip_damaged: bool = False) -> MergedPairs:

@@ -81,7 +81,7 @@ def restored(sums: PairSums) -> np.ndarray:
 
 def pairs_document(model: Any, run: Any, sums: PairSums, ident: Identity, ranges: list[tuple[int, int]], *,
                    computed: int, ran: dict[str, Any], circuit: Optional[PairsCircuit] = None) -> dict[str, Any]:
-    """The document of the sums over ``sums.count`` pairs of ``run`` (a PairsRun) on ``model``
+    """The document of the sums over ``sums.count`` pairs of ``run`` (a PairsRequest) on ``model``
     (``circuit``: the circuit a circuit run found over them)."""
     job, n = run.job, sums.count
     settings = ident.settings

@@ -23,6 +23,7 @@ from attncli.errors import BadInput
 from attncli.hf.methods import qk_attribution
 from attncli.hf.loader import load
 from attncli.option_conflicts import TableRequest
+from attncli.pipeline.running import Progress, model_for
 from attncli.textio import visible
 from attncli.views.qk_view import QKResult
 
@@ -40,6 +41,7 @@ class QKRequest(TableRequest):
     key: Optional[int] = None  # the key token's position (None: the query's)
     top: int = 12  # how many parts to list
     allow_missing_weights: bool = False
+    truncate: bool = False  # cut a text past the model's limit (explore's view: key Q), where the command refuses it
 
     command: ClassVar[str] = "qk"
     table_path: ClassVar[str] = "qk"
@@ -72,13 +74,13 @@ class QKRequest(TableRequest):
         return f"attn qk: {visible(self.text[:60])}"
 
 
-def compute(request: QKRequest, model: Any = None) -> QKResult:
-    """The result of ``request`` on ``model`` (None: loaded here, on attn's NumPy pass); the result's
-    request has its positions resolved, so its command line names them."""
+def compute(request: QKRequest, model: Any = None, *, progress: Optional[Progress] = None) -> QKResult:
+    """The result of ``request`` on ``model`` (pipeline.running: None, loaded here on attn's NumPy pass);
+    the result's request has its positions resolved, so its command line names them."""
     request.check()
-    if model is None:
-        model = load(request.transformer, backend="numpy", allow_missing_weights=request.allow_missing_weights)
-    enc = model.encode(request.text, pair=request.pair)
+    model = model_for(model, request.transformer, lambda: load(request.transformer, backend="numpy",
+                                                               allow_missing_weights=request.allow_missing_weights))
+    enc = model.encode(request.text, pair=request.pair, truncate=request.truncate)
     i, j = request.positions(len(enc.ids))
     parts = qk_attribution.qk_parts(model, enc, request.layer, request.head, i, j)
     return QKResult(qk_attribution.document(model, enc, parts, request.top), replace(request, query=i, key=j))

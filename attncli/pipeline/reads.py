@@ -83,7 +83,7 @@ class Reads:
 
     def value_vectors(self, layer: int) -> tuple[np.ndarray, np.ndarray]:
         """The pattern (h, T, T) and each head's value vectors through W_O (h, T, d) of ``layer``."""
-        if self._has(*value_sites(layer)) and self.model.backend == "numpy":
+        if self._has(*value_sites(layer)) and has(self.model, "contributions"):  # attn's NumPy pass: from the trace
             self.model.check_layer(layer)
             self.model.check_value_vectors()
             return self.model.value_vectors_of(self.tr, layer)

@@ -16,13 +16,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, ClassVar, Optional
 
 from attncli.causal.massive_activations import PAPER_MIN_VALUE, PAPER_RATIO, scan
 from attncli.errors import BadInput
 from attncli.hf.loader import load
 from attncli.model.interface import has, refusal
-from attncli.pipeline.heads_compute import Quiet
+from attncli.option_conflicts import TableRequest
+from attncli.pipeline.running import Progress, model_for, quiet
 from attncli.textio import read_user_text, visible
 from attncli.tinylm.data import brown_texts
 from attncli.views.result import attn_command
@@ -33,8 +34,9 @@ DEFAULT_CAUSAL = 20  # the causal test's texts: two more passes each, the logits
 
 
 @dataclass
-class SinksRequest:
-    """Everything ``attn sinks`` needs (its options, by their parameter names)."""
+class SinksRequest(TableRequest):
+    """Everything ``attn sinks`` needs (its options, by their parameter names); its refusals are its own
+    (no row of the table reads attn sinks' options)."""
 
     transformer: Optional[str] = None  # a hub id, a directory or a GGUF file (a decoder)
     file: Optional[Path] = None  # one sentence per line (None: held-out Brown sentences)
@@ -44,6 +46,8 @@ class SinksRequest:
     causal: int = DEFAULT_CAUSAL  # the causal test on the first N texts (0: none)
     layer: Optional[int] = None  # the causal test's layer (None: where the massive channels appear)
     allow_missing_weights: bool = False
+
+    POSITIONALS: ClassVar[tuple[str, ...]] = ()  # every input is an option
 
     def check(self) -> None:
         """The refusals that need no model (bad input: exit 2)."""
@@ -76,18 +80,17 @@ class SinksResult(SinksView):
         self.request = request
 
 
-def compute(request: SinksRequest, *, load_model: Optional[Callable[[], Any]] = None,
-            progress: Any = None) -> SinksResult:
-    """The report ``request`` asks for; ``load_model()`` gives the model (default: attncli.hf.load,
-    NumPy backend), ``progress`` says what runs (default: heads_compute.Quiet)."""
+def compute(request: SinksRequest, model: Any = None, *, progress: Optional[Progress] = None) -> SinksResult:
+    """The report ``request`` asks for, of ``model`` (pipeline.running: loaded, Later, or None:
+    attncli.hf.load, NumPy backend); ``progress`` says what runs (default: running.Quiet)."""
     request.check()
-    progress = progress or Quiet()
+    progress = quiet(progress)
     texts = None
     if request.file is not None:
         lines = read_user_text(request.file, "--file", hint="one sentence per line").splitlines()
         texts = [t for t in (line.strip() for line in lines) if t]
-    model = (load_model or (lambda: load(request.transformer, backend="numpy",
-                                         allow_missing_weights=request.allow_missing_weights)))()
+    model = model_for(model, request.transformer, lambda: load(request.transformer, backend="numpy",
+                                                               allow_missing_weights=request.allow_missing_weights))
     if not model.is_decoder:
         raise BadInput(f"attn sinks reads a decoder's causal attention; {visible(str(model.name))} is an encoder")
     for capability in ("trace", "resume"):

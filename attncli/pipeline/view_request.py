@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, fields
-from typing import Optional
+from typing import ClassVar, Optional
 
 from attncli.attention.long_view import LongSpec, check_spec
 from attncli.attention.checkpoint_views import check_texts
 from attncli.option_conflicts import BACKENDS, NEW_SWITCHES, NOT_ACROSS, STACKS, TRANSFORMER_SHOWS, validate  # noqa: F401
+from attncli.option_conflicts import TableRequest
 from attncli.option_conflicts import flag as flag_of
 
 SHOWS = TRANSFORMER_SHOWS
@@ -23,9 +24,10 @@ NOT_WRITTEN = ("text", "layers", "explain", "page", "cursor")  # options() write
 
 
 @dataclass
-class ViewRequest:
+class ViewRequest(TableRequest):
     """Everything one view of a pretrained model's attention needs (``attn matrix --transformer``'s
-    options, by their parameter names)."""
+    options, by their parameter names); its check is the table's rows of path "transformer" (and
+    "seq2seq" with --target or --stack), then a long text's values."""
 
     text: str
     transformer: str  # a hub id or a directory
@@ -60,6 +62,8 @@ class ViewRequest:
     page: bool = False  # the interactive page (--html): every layer's extra sites
     cursor: bool = False  # explore: any cell may be explained (the layer's q, k kept on the NumPy backend)
     # a new view's switch (option_conflicts.NEW_SWITCHES): a field added here, written as its flag
+
+    table_path: ClassVar[str] = "transformer"
 
     @property
     def long(self) -> LongSpec:

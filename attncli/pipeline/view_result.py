@@ -223,8 +223,23 @@ def page_of(result: PretrainedResult, classes: list, attentions: Optional[np.nda
                      {**result.meta, "show": "weights", "flow": False},
                      classes, layer=result.layer, head=r.head, words=r.words,
                      hide_special=r.hide_special, rollout=r.rollout, block=block, model_view=r.model_view,
-                     show=r.show, flow=r.flow, reads=result.reads, keys=keys)
+                     show=r.show, flow=r.flow, arrays=extra_arrays(result), keys=keys)
     return interactive_page(data, result.title)
+
+
+def extra_arrays(result: PretrainedResult) -> Any:
+    """What the page's extra views of ``--show`` draw (attncli.views.page.extra_views), read here from the
+    result's traced pass (a result without one: the model's own methods, a pass each): every layer's
+    (pattern (h, T, T), value vectors (h, T, d)) for norms, every layer's scores (h, T, T) for scores,
+    a contribution method's (L, T, T); None for the weights."""
+    show, model, reads, enc = result.request.show, result.model, result.reads, result.enc
+    if show == "norms":
+        return [reads.value_vectors(l) if reads else model.value_vectors(enc, l) for l in range(model.layers)]
+    if show == "scores":
+        return [reads.scores(l) if reads else model.scores(enc, l) for l in range(model.layers)]
+    if show in CONTRIBUTIONS:
+        return reads.contributions(show, range(model.layers))
+    return None
 
 
 def export_with_page(result: PretrainedResult, fmt: str, target: str | Path, *, width: Optional[int] = None,

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, ClassVar, Optional, Union
 
 from attncli.errors import BadInput
-from attncli.option_conflicts import validate
+from attncli.option_conflicts import TableRequest, validate
 from attncli.stats.cluster import host_port
 
 LIMITS = {"max_texts": (1, 10**12), "max_tokens": (1, 10**15), "shard_texts": (1, 100_000), "workers": (1, 256),
@@ -31,7 +31,7 @@ LIMITS = {"max_texts": (1, 10**12), "max_tokens": (1, 10**15), "shard_texts": (1
 
 
 @dataclass(frozen=True)
-class StatsRequest:
+class StatsRequest(TableRequest):
     """``attn stats CORPUS``: per-head statistics of a pretrained model over a corpus."""
 
     corpus: str  # a text file (one text a line), - for stdin, a folder of .txt files, a JSONL file or a saved dataset
@@ -54,6 +54,7 @@ class StatsRequest:
     allow_missing_weights: bool = False
 
     command = "stats run"
+    table_path: ClassVar[str] = "stats"
 
     def check(self, **surface: Any) -> None:
         """The refusals that need no model nor corpus (BadInput, exit 2). ``surface``: the options
@@ -82,13 +83,14 @@ class StatsRequest:
 
 
 @dataclass(frozen=True)
-class MergeRequest:
+class MergeRequest(TableRequest):
     """``attn stats merge DIR...``: the shards of several runs or machines, merged exactly."""
 
     folders: tuple[Union[str, Path], ...]  # folders written by ``attn stats --out`` (or shard files)
     skip_damaged: bool = False  # --skip-damaged: merge without a damaged shard (named, counted) instead of failing
 
     command = "stats merge"
+    table_path: ClassVar[str] = "merge"
 
     def check(self, **surface: Any) -> None:
         validate({"folders": self.folders, **surface}, "merge")

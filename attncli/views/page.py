@@ -77,14 +77,16 @@ def extra_size(heads: int, show: str = "weights", flow: bool = False) -> int:
 
 
 def extra_views(model, enc, attentions, meta: dict[str, Any], show: str = "weights",
-                flow: bool = False, reads=None) -> dict[str, list[dict[str, Any]]]:
+                flow: bool = False, arrays=None) -> dict[str, list[dict[str, Any]]]:
     """The views beyond the weights, one ``--json`` document per layer (index = layer): "norms"
     (``--show norms --layer L``: each head's ||alpha f(x)||, the whole layer's ||sum_h alpha f(x)||;
     each document also holds "value_norms" (h, T), ||f^h(x_j)||, for the page's tooltips),
     "scores" (``--show scores``: masked -inf as null), "flow" (``--flow --layer L``), and a
     contribution method's "alti" (``--show alti --layer L``) and "alti rollout" (``--rollout``: R = C_L
-    ... C_0), each document with its "formula". ``reads`` (attncli.pipeline.reads.Reads) answers from the
-    command's one traced pass; without it, the model's own methods do (a contribution method needs it)."""
+    ... C_0), each document with its "formula". ``arrays``: what the pipeline read of the command's one
+    traced pass for ``show`` (attncli.pipeline.view_result.extra_arrays): each layer's pattern (h, T, T) and
+    value vectors (h, T, d) for "norms", each layer's scores (h, T, T) for "scores", the (L, T, T)
+    matrices of a contribution method; the page draws them and runs no model."""
     import numpy as np
 
     def doc(mats, layer, combined=None, **options):
@@ -99,17 +101,17 @@ def extra_views(model, enc, attentions, meta: dict[str, Any], show: str = "weigh
     if show == "norms":
         views["norms"] = []
         for layer in range(model.layers):
-            weights, fx = reads.value_vectors(layer) if reads else model.value_vectors(enc, layer)  # (h, T, T), (h, T, d)
+            weights, fx = arrays[layer]  # (h, T, T), (h, T, d)
             d = doc(head_norms(weights, fx)[None], layer, summed_norms(weights, fx), show="norms")
             d["value_norms"] = [[round(float(x), 6) for x in row] for row in np.linalg.norm(fx, axis=-1)]  # (h, T)
             views["norms"].append(d)
     elif show == "scores":
         views["scores"] = []
         for layer in range(model.layers):
-            per_head = reads.scores(layer) if reads else model.scores(enc, layer)  # (h, T, T), -inf where masked
+            per_head = arrays[layer]  # (h, T, T), -inf where masked
             views["scores"].append(doc(per_head[None], layer, per_head.mean(axis=0), show="scores"))
     elif show in CONTRIBUTIONS:  # (L, T, T), rows summing to 1; rolled out: each layer's product with those below
-        per_layer = reads.contributions(show, range(model.layers))
+        per_layer = arrays  # (L, T, T)
         for name, mats, rolled in ((show, per_layer, False), (f"{show} rollout", rollouts(per_layer), True)):
             views[name] = [doc(m[None, None], layer, show=show, formula=formula(show, rolled), rollout=rolled)
                            for layer, m in enumerate(mats)]
@@ -121,10 +123,11 @@ def extra_views(model, enc, attentions, meta: dict[str, Any], show: str = "weigh
 def page_data(model, enc, attentions, meta: dict[str, Any], classes: list, *, layer: int,
               head: Optional[int] = None, words: bool = False, hide_special: bool = False, rollout: bool = False,
               block: Optional[str] = None, model_view: bool = False, show: str = "weights",
-              flow: bool = False, reads=None, keys=None) -> dict[str, Any]:
+              flow: bool = False, arrays=None, keys=None) -> dict[str, Any]:
     """Everything the page embeds: the views, each head's class, and the state it opens in
     (``show`` and ``flow``: the extra views the page holds, and opens on). ``keys``: the columns'
-    side when it is other tokens than the rows' (cross-attention: "square" is false, no rollout)."""
+    side when it is other tokens than the rows' (cross-attention: "square" is false, no rollout); ``arrays``:
+    what the extra views of ``show`` draw (:func:`extra_views`)."""
     key_side = keys if keys is not None else enc
     return {
         "model": model.name, "layers": model.layers, "heads": model.heads, "text": enc.text, "pair": enc.pair,
@@ -142,7 +145,7 @@ def page_data(model, enc, attentions, meta: dict[str, Any], classes: list, *, la
                   "view": "model" if model_view else "head",
                   "show": "flow" if flow else f"{show} rollout" if rollout and show in CONTRIBUTIONS else show},
         "views": page_views(model, enc, attentions, meta, keys),
-        "extra": extra_views(model, enc, attentions, meta, show, flow, reads),
+        "extra": extra_views(model, enc, attentions, meta, show, flow, arrays),
     }
 
 

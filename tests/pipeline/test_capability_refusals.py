@@ -11,7 +11,7 @@ from attncli.errors import BadInput
 from attncli.hf import load
 from attncli.model import has
 from attncli.pipeline import ViewRequest, compute
-from attncli.pipeline.stats_compute import compute_stats
+from attncli.pipeline.stats_compute import compute as compute_stats
 from attncli.stats.stats_request import StatsRequest
 
 needed("torch")

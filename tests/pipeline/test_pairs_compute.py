@@ -21,7 +21,11 @@ from attncli.causal import grids
 from attncli.causal.target import resolve
 from attncli.errors import BadInput
 from attncli.errors import RuntimeFailure
-from attncli.pipeline.pairs_compute import PairsRun, compute_pairs, load_pairs_model, merge_pairs
+from attncli.pipeline.pairs_compute import PairsRequest as PairsRun, compute, load_pairs_model, merge_pairs
+
+
+def compute_pairs(request: PairsRun, model) -> dict:
+    return compute(request, model).document()
 from attncli.tinylm.traced import load_builtin
 
 BUILTIN_PAIRS = [  # the built-in LM's words: every clean/corrupt pair of 5 tokens

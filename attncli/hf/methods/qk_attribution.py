@@ -88,8 +88,7 @@ def _frozen_layer_norm(comps: np.ndarray, total: np.ndarray, w: np.ndarray, eps:
 
 def supported(model: Any) -> str | None:
     """Why ``attn qk`` cannot split this model's scores, or None when it can."""
-    arch = model.arch if model.backend == "numpy" else None
-    if arch is None:
+    if not has(model, "weights"):  # attn's NumPy pass, which reads each layer's weights by role
         return f"runs on attn's NumPy pass, which reads the weights; model '{model.name}' runs on {model.backend}"
     if not has(model, "qk"):
         return (f"model '{model.name}' ({model.model_type}) adds a relative position bias to q k^T: its queries "
