@@ -25,8 +25,7 @@ def circuit_renderables(doc: dict[str, Any], width: Optional[int] = None) -> lis
     title = Text(visible(doc["title"]), style="table.title")  # wrapped to the terminal, not to the narrow table
     layers = doc["layers"]
     layer_of = {n["name"]: n["layer"] for n in doc["nodes"]}  # embed -1, L{l}H{x} and L{l}MLP l, logits ``layers``
-    table, more = edge_table(doc["edges"], layer_of, lambda row: "out" if row == layers else str(row),
-                             lambda s: Text(f"{s:+.4f}", style="bold" if s >= 0 else ""))
+    table, more = edge_table(doc["edges"], layer_of, lambda row: "out" if row == layers else str(row), signed=True)
     out: list = [title, table]
     notes = list(doc["notes"]) + ([f"{more} more edges: see --json"] if more > 0 else [])
     out += [Text(visible(n), style="dim") for n in notes]
@@ -34,11 +33,13 @@ def circuit_renderables(doc: dict[str, Any], width: Optional[int] = None) -> lis
 
 
 def edge_table(edges: Sequence[Mapping[str, Any]], layer_of: Mapping[str, int], layer_label: Callable[[int], str],
-               score: Callable[[float], Any], limit: int = MAX_ROWS) -> tuple[Any, int]:
+               *, signed: bool = False, limit: int = MAX_ROWS) -> tuple[Any, int]:
     """(the table of a layered graph's ``limit`` strongest edges (by |score|) grouped by the layer
     of the node they enter, strongest first within a layer; how many edges it leaves out). Each
-    edge: from, to, input, score; ``score`` draws a score's cell."""
+    edge: from, to, input, score; ``signed``: scores of
+    either sign (attn circuit's), written +0.1234 and bold where >= 0; else 0.123."""
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(box=None, padding=(0, 1), header_style="bold")
     for name, justify in (("layer", "right"), ("from", "left"), ("to", "left"), ("input", "left"), ("score", "right")):
@@ -47,7 +48,7 @@ def edge_table(edges: Sequence[Mapping[str, Any]], layer_of: Mapping[str, int], 
     by_layer = sorted(strongest, key=lambda e: (layer_of[e["to"]], -abs(e["score"])))
     for e in by_layer:
         table.add_row(visible(layer_label(layer_of[e["to"]])), visible(e["from"]), visible(e["to"]), visible(e["input"]),
-                      score(e["score"]))
+                      Text(f"{e['score']:+.4f}", style="bold" if e["score"] >= 0 else "") if signed else f"{e['score']:.3f}")
     return table, len(edges) - len(by_layer)
 
 

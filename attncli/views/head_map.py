@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from attncli.textio import visible
 from attncli.views.circuit_view import edge_table
 from attncli.views.head_drawing import composition_graph_svg, head_map_svg, named_edges, report_page, stacked_svg
 from attncli.views.render import Heatmap, heatmap_renderables
@@ -92,8 +93,7 @@ def _edges_table(doc: dict[str, Any]) -> list:
     found = doc["edges"]
     what = f"above {doc['threshold']} ({len(found)})" if doc.get("threshold") is not None else "strongest"
     named = named_edges(found)
-    table, _more = edge_table(named, {d["to"]: d["layer"] for d in named}, str, lambda s: f"{s:.3f}",
-                              limit=MAX_EDGES_SHOWN)
+    table, _more = edge_table(named, {d["to"]: d["layer"] for d in named}, str, limit=MAX_EDGES_SHOWN)
     return [Text(shown(f"composition {what}"), style="table.title"), table]
 
 
@@ -126,7 +126,7 @@ def head_map_notes(doc: dict[str, Any]) -> list[str]:
 def head_svg(doc: dict[str, Any]) -> str:
     """The head map as SVG (attncli.views.head_drawing), and with --weights the composition graph under it."""
     role = doc["role"]
-    drawn = [head_map_svg(role_values(doc, role), title=f"{doc['model']}: {ROLE_TEXT[role]}", score=role,
+    drawn = [head_map_svg(role_values(doc, role), title=visible(f"{doc['model']}: {ROLE_TEXT[role]}"), score=role,
                           diverging=role == "copying")]
     if doc["source"] == "weights":
         drawn.append(composition_graph_svg(doc))

@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from attncli.textio import visible
 from attncli.views.head_drawing import head_map_svg, report_page
 from attncli.views.result import DocumentView, OwnDrawings, shown
 
@@ -72,7 +73,7 @@ def draw(doc: dict[str, Any], width: Optional[int]) -> list:
 def sink_map_svg(doc: dict[str, Any]) -> str:
     """Each head's sink share as a head map (attncli.views.head_drawing)."""
     return head_map_svg(np.asarray(doc["sink_share"], dtype=np.float64).reshape(len(doc["sink_share"]), -1),
-                        title=f"{doc['model']}: sink share, the mean attention of a query on the {doc['sink_keys']} tokens",
+                        title=visible(f"{doc['model']}: sink share, the mean attention of a query on the {doc['sink_keys']} tokens"),
                         score="sink share", decimals=2)
 
 
