@@ -95,10 +95,21 @@ def test_weights_json_and_head_map(head_dir):
     comp = np.asarray(doc["composition"]["K"])  # (L, h, L, h)
     assert comp.shape == (2, 4, 2, 4) and comp[0, 1, 1, 0] == comp.max()
     assert doc["edges"][0] == {"mode": "K", "from": [0, 1], "to": [1, 0], "score": comp[0, 1, 1, 0]}
+    assert doc["composition_axes"] == ["writer layer", "writer head", "reader layer", "reader head"]
     text = run("heads", "--transformer", str(head_dir), "--weights", "--threshold", "0.15").output
     assert re.search(r"\b1 +L0H1 +L1H0 +K +0\.\d{3}\b", text) and "above 0.15 (1)" in text  # reader's layer, from, to, kind
     cell = f"{doc['heads'][0]['copying']:.2f}"
     assert cell in text  # the map carries its numbers
+
+
+def test_the_json_keeps_every_pair_and_its_threshold(llama_dir):
+    """--json: the composition scores of every pair of heads (writer layer, head, reader layer, head),
+    the threshold, and the edges exactly the pairs above it (not the ten strongest the terminal gets)."""
+    above = json.loads(run("heads", "--transformer", str(llama_dir), "--weights", "--threshold", "0", "--json").stdout)
+    assert above["threshold"] == 0 and len(above["edges"]) > 10
+    assert {(e["mode"], *e["from"], *e["to"]): e["score"] for e in above["edges"]} == {
+        (m, *idx): float(np.asarray(above["composition"][m])[idx]) for m in "QKV"
+        for idx in zip(*np.nonzero(np.asarray(above["composition"][m]) > 0))}
 
 
 def test_weights_random_and_corpus_export(head_dir, tmp_path):
