@@ -62,21 +62,23 @@ def circuit_svg(doc: dict[str, Any]) -> str:
 
 def layered_graph_svg(title: str, note: str, layers: int, nodes: Sequence[tuple[str, int]],
                       edges: Sequence[Mapping[str, Any]], *, colour: Callable[[Mapping[str, Any]], str],
-                      tip: Callable[[Mapping[str, Any]], str]) -> str:
+                      tip: Callable[[Mapping[str, Any]], str], compact: bool = False) -> str:
     """A layered graph as a standalone SVG document (every label escaped): ``nodes`` (name, layer)
     in rows by layer, ``layers`` on top and -1 at the bottom; ``edges`` (from, to, input, score) as
     curves from the top of the writer to the bottom of the reader (input q, k, v: left, middle,
-    right of it), as thick as their |score|, each with ``tip(edge)`` in a tooltip. attn circuit's
-    graph and attn heads' composition graph (attncli.views.head_drawing)."""
+    right of it), as thick as their |score|, each with ``tip(edge)`` in a tooltip. ``compact``: a
+    row only for each layer that has a node, labelled with it (a sparse graph of a deep model).
+    attn circuit's graph and attn heads' composition graph (attncli.views.head_drawing)."""
     rows: dict[int, list[str]] = {}
     for name, layer in nodes:
         rows.setdefault(layer, []).append(name)
     widest = max((len(v) for v in rows.values()), default=1)
     width = max(MIN_WIDTH, 2 * MARGIN + widest * (NODE_W + COL_GAP))
-    height = 2 * MARGIN + (layers + 1) * ROW_GAP + NODE_H + 40
+    level = {layer: i for i, layer in enumerate(sorted(rows, reverse=True))} if compact else None
+    height = 2 * MARGIN + ((len(rows) - 1) if level is not None else (layers + 1)) * ROW_GAP + NODE_H + 40
     where: dict[str, tuple[float, float]] = {}
     for layer, names in rows.items():
-        y = MARGIN + 40 + (layers - layer) * ROW_GAP  # the logits on top, the embeddings at the bottom
+        y = MARGIN + 40 + (level[layer] if level is not None else layers - layer) * ROW_GAP  # the top layer on top
         x0 = (width - len(names) * (NODE_W + COL_GAP)) / 2
         for i, name in enumerate(names):
             where[name] = (x0 + i * (NODE_W + COL_GAP) + COL_GAP / 2, y)
@@ -95,6 +97,8 @@ def layered_graph_svg(title: str, note: str, layers: int, nodes: Sequence[tuple[
         parts.append(f'<path d="M{a[0]:.1f},{a[1]:.1f} C{a[0]:.1f},{mid:.1f} {b[0]:.1f},{mid:.1f} {b[0]:.1f},{b[1]:.1f}" '
                      f'fill="none" stroke="{colour(edge)}" stroke-width="{w:.2f}" stroke-opacity="0.85">'
                      f'<title>{e(visible(tip(edge)))}</title></path>')
+    for layer, i in (level or {}).items():  # compact: each row says its layer
+        parts.append(f'<text x="{MARGIN}" y="{MARGIN + 55 + i * ROW_GAP}" fill="#555555">L{layer}</text>')
     for name, (x, y) in where.items():
         parts.append(f'<g><title>{e(visible(name))}</title><rect x="{x:.1f}" y="{y:.1f}" width="{NODE_W}" '
                      f'height="{NODE_H}" rx="4" fill="#f2f2f2" stroke="#333333"/><text x="{x + NODE_W / 2:.1f}" '

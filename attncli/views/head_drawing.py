@@ -116,7 +116,8 @@ def composition_graph_svg(doc: dict[str, Any]) -> str:
         note = "no composition edge above the threshold: lower --threshold"
     return layered_graph_svg(f"{doc['model']}: {what}", note, doc["layers"] - 1, [(name, l) for l, name in heads], edges,
                              colour=lambda d: MODE_COLOUR[d["mode"]],
-                             tip=lambda d: f"{d['from']} -> {d['to']} ({d['mode']}-composition): {d['score']:.5f}")
+                             tip=lambda d: f"{d['from']} -> {d['to']} ({d['mode']}-composition): {d['score']:.5f}",
+                             compact=True)
 
 
 _SIZE = re.compile(r'^<svg [^>]*?width="([\d.]+)" height="([\d.]+)"')
