@@ -126,3 +126,12 @@ def test_a_huge_model_draws_a_bounded_number_of_cells(L, h):
     if L > FILE_MAX:
         assert f"left out: layers {FILE_MAX}-{L - 1} and heads {FILE_MAX}-{h - 1}" in svg
     assert len(svg) + len(composition_graph_svg(doc)) < 8 * 2**20
+
+
+def test_a_head_without_the_score_says_why_in_the_terminal():
+    """k_in of a layer-0 head: no earlier head writes into it; the map's '·' says so, not 'weight 0'."""
+    console = Console(width=100, record=True, color_system=None)
+    for part in head_map_renderables({**weights_doc(2, 2), "role": "k_in"}, 100):
+        console.print(part)
+    text = console.export_text()
+    assert "· = not scored (a layer-0 head has no earlier head to compose with)" in text and "weight exactly" not in text
