@@ -6,6 +6,7 @@ A snapshot at 80 columns."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -67,6 +68,7 @@ def test_H_draws_the_head_map_and_s_cycles_its_role(tiny_gpt2_dir, tmp_path):
         from attncli.explore.state import export
 
         svg = export(app.result, app.state, "map.svg", tmp_path).read_text()  # what x writes
+        assert json.loads(export(app.result, app.state, "map.json", tmp_path).read_text())["role"] == "v_in"
         assert svg.count('class="cell"') == doc["layers"] * doc["heads_per_layer"] - doc["heads_per_layer"]  # L0: none
         await press(app, pilot, "H")
         assert app.state.head_map is None and getattr(app.result, "kind", None) == "pretrained"

@@ -8,6 +8,7 @@ layers x 64 heads (or 200 x 200) draws a bounded number of cells, in a terminal 
 from __future__ import annotations
 
 import itertools
+import re
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -91,6 +92,7 @@ def test_a_hostile_models_strings_are_escaped():
     page = view.html()
     assert "<script" not in page and "]]>" not in page and "\x0b" not in page
     assert "&lt;script&gt;" in page
+    assert set(re.findall(r"\w+://[^\s\"']*", page)) == {"http://www.w3.org/2000/svg"}  # offline: nothing remote
     sinks = {"model": HOSTILE, "sink_keys": "first", "sink_share": [[0.5, 0.25]], "first_token_share": [[0.5, 0.25]]}
     ET.fromstring(SinksView(sinks, title=HOSTILE).svg())
 
