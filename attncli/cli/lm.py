@@ -11,8 +11,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from attncli.cli.common import app, emit_json, err_console, escape, out_console
-from attncli.cli.options import JsonOpt, ModelOpt, declared
-from attncli.cli.output import show
+from attncli.cli.options import EXPORT_OPTIONS, JsonOpt, ModelOpt, declared
+from attncli.cli.output import Exports, check_exports, show
 from attncli.cli.progress import Progress, Stage
 from attncli.cli.transformer import load_model
 from attncli.tinylm.train import TrainConfig, train
@@ -111,7 +111,7 @@ def _print_summary(doc: dict[str, Any]) -> None:
 
 @app.command("heads")
 @declared("model", "file", "sentences", "window", "json_out", "transformer", "exclude_first", "backend",
-          "allow_missing_weights", "stack", "weights", "random", "role", "threshold")
+          "allow_missing_weights", "stack", "weights", "random", "role", "threshold", *EXPORT_OPTIONS)
 def heads_cmd(
     *,
     file: Annotated[Optional[Path], typer.Option("--file", help="Score on these sentences (one per line) instead of the stored held-out ones; with --stack decoder or cross, a line SOURCE<TAB>TARGET gives the decoder its text.")] = None,
@@ -144,7 +144,9 @@ def heads_cmd(
                            allow_missing_weights=options["allow_missing_weights"], stack=stack.value if stack else None,
                            weights=weights, random=random, role=role, threshold=threshold)
     request.check()  # before any model is read
+    exports = Exports.of(options)
+    check_exports(exports, json_out)
     show(compute_heads(request, Later(lambda name: load_model(name, request.backend, request.allow_missing_weights,
                                                               json_out=json_out)),
                        progress=Progress(json_out)),
-         json_out=json_out)
+         json_out=json_out, exports=exports)

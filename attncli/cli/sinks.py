@@ -10,8 +10,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from attncli.cli.common import app
-from attncli.cli.options import declared
-from attncli.cli.output import show
+from attncli.cli.options import EXPORT_OPTIONS, declared
+from attncli.cli.output import Exports, check_exports, show
 from attncli.cli.progress import Progress
 from attncli.cli.transformer import load_model
 from attncli.pipeline.running import Later
@@ -20,7 +20,7 @@ from attncli.pipeline.sinks_compute import DEFAULT_CAUSAL, SinksRequest, compute
 
 @app.command("sinks")
 @declared("transformer", "file", "sentences", "ratio", "min_value", "causal", "layer", "allow_missing_weights",
-          "json_out")
+          "json_out", *EXPORT_OPTIONS)
 def sinks_cmd(
     *,
     file: Annotated[Optional[Path], typer.Option("--file", help="Read these sentences (one per line) instead of 100 held-out Brown sentences.")] = None,
@@ -46,7 +46,9 @@ def sinks_cmd(
     request = SinksRequest(transformer=options["transformer"], file=file, sentences=options["sentences"], ratio=ratio,
                            min_value=min_value, causal=causal, layer=layer, allow_missing_weights=options["allow_missing_weights"])
     request.check()  # before any model is read
+    exports = Exports.of(options)
+    check_exports(exports, json_out)
     show(compute(request, Later(lambda name: load_model(name, "numpy", request.allow_missing_weights,
                                                         json_out=json_out)),
                  progress=Progress(json_out)),
-         json_out=json_out)
+         json_out=json_out, exports=exports)

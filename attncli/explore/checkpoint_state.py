@@ -17,6 +17,7 @@ from attncli.attention.checkpoint_views import write_document
 from attncli.explore import disabled_keys
 from attncli.explore.causal_view import compute_causal, gradient_model
 from attncli.explore.drawing import export_drawing, view_kind
+from attncli.explore.head_map_view import compute_head_map
 from attncli.explore.lens_compare import compute_compare, compute_lens
 from attncli.pipeline.compute_view import compute as compute_view
 from attncli.pipeline.compute_view import load_for
@@ -49,6 +50,8 @@ def compute(state, models: dict[tuple[str, str], Any]):
     if key not in models:
         models[key] = load_for(request)
     model = models[key]
+    if state.head_map is not None:  # H: attn heads --weights --role's head map
+        return compute_head_map(model, state, models)
     if state.causal_view == "attribute":  # E: attn attribute's view, on the NumPy pass as the command
         return compute_causal(gradient_model(model, state, models), state)
     if state.causal_view is not None:  # G, D, R: attn ablate's, attn dla's or attn patch's view

@@ -54,6 +54,9 @@ KEYS: tuple[Key, ...] = (
     Key("N", "N", "flag('norms')", "--transformer: value norms ||alpha f(x)|| instead of the weights (--show norms)"),
     Key("o", "o", "flag('flow')", "--transformer: attention flow through layers 0..this one, max-flow from each input "
         "token (--flow; up to 32 tokens)"),
+    Key("H", "H", "head_map", "--transformer, decoders: the head map, every layer x head coloured by one role read "
+        "from the weights (attn heads --weights --role); s / S: the next / previous role (copying, q_in, k_in, v_in); "
+        "H again returns"),
     Key("L", "L", "lens", "--transformer, decoders (GPT-2, Llama family): the logit lens, the top next token after each layer "
         "(attn lens); L again returns"),
     Key("C", "C", "compare", "--transformer: compare with a second text (typed in a box): both matrices at this layer "

@@ -23,6 +23,8 @@ from attncli.attention.projection import PROJECTIONS
 from attncli.attention.variants import VARIANTS
 from attncli.errors import BadInput
 from attncli.explore import checkpoint_state
+from attncli.explore.head_map_view import ROLES as HEAD_ROLES
+from attncli.explore.head_map_view import head_map_request
 from attncli.explore.drawing import CAUSAL_VIEWS, WORD_VECTORS, export_drawing, view_kind
 from attncli.export_target import DESCRIPTOR, check_export, write_export
 from attncli.option_conflicts import BACKENDS, CONTRIBUTIONS, TRANSFORMER_SHOWS, validate
@@ -96,6 +98,7 @@ class ExploreState:
     compare_text: str | None = None  # attn compare: this second text's matrix beside the sentence's, and B - A
     causal_view: str | None = None  # "ablate" (G), "dla" (D), "patch" (R), "attribute" (E): that command's view
     corrupt: str | None = None  # --corrupt: the corrupted text of attn patch (R) and attn attribute (E)
+    head_map: str | None = None  # the head map (H) coloured by this role (attn heads --weights --role); None: off
     grid: tuple[int, int] | None = None  # the model view's cursor (layer, head); None: the first head shown
     view_options: tuple[tuple[str, Any], ...] = ()  # the view's switches explore has no key for (name, value)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
@@ -136,6 +139,10 @@ class ExploreState:
         keep = proj == "trained"
         return replace(self, projection=proj, d_k=self.d_k if proj == "random" else None,
                        layer=self.layer if keep else None, head=self.head if keep else None)
+
+    def next_head_role(self, step: int = 1) -> ExploreState:
+        """The head map's next (or previous) role: copying, q_in, k_in, v_in."""
+        return replace(self, head_map=_cycle(HEAD_ROLES, self.head_map or HEAD_ROLES[0], step))
 
     def next_show(self, step: int = 1) -> ExploreState:
         return replace(self, show=_cycle(SHOWS, self.show, step))
@@ -191,7 +198,7 @@ class ExploreState:
         """The model view, its cursor on this view's layer and head (head 0 for all heads); it
         replaces the logit lens or a comparison."""
         return replace(self, model_view=True, grid=(layer, self.head or 0), layer=None, head=None, lens=False,
-                       compare_text=None, causal_view=None)
+                       compare_text=None, causal_view=None, head_map=None)
 
     def open_head(self, grid: tuple[int, int]) -> ExploreState:
         """The ordinary view of the model view's head ``grid`` (layer, head); --layers stays for M."""
@@ -257,6 +264,8 @@ class ExploreState:
         """
         if self.transformer is not None and self.lens:
             return self.lens_request().command_line()
+        if self.transformer is not None and self.head_map is not None:
+            return head_map_request(self).command_line()
         if self.causal_view is not None:  # the target is the result's; without --transformer, the built-in LM
             transformer = [] if self.transformer is None else ["--transformer", self.transformer]
             corrupt = [self.corrupt or ""] if self.causal_view in ("patch", "attribute") else []
@@ -281,6 +290,9 @@ class ExploreState:
             return " · ".join(parts + ([f"layer {self.grid[0]} head {self.grid[1]}"] if self.grid else []))
         if self.transformer is not None and self.lens:
             return f"transformer {Path(self.transformer).name or self.transformer} · logit lens (L returns)"
+        if self.transformer is not None and self.head_map is not None:
+            return (f"transformer {Path(self.transformer).name or self.transformer} · head map, {self.head_map} "
+                    "(s / S: role, H returns)")
         if self.causal_view is not None:
             key, what = CAUSAL_VIEWS[self.causal_view]
             model = (f"transformer {Path(self.transformer).name or self.transformer}" if self.transformer is not None

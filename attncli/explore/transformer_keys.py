@@ -14,6 +14,8 @@ from textual.widgets import Input
 
 from attncli.explore.disabled_keys import key_refusal
 from attncli.explore.causal_view import refusal
+from attncli.explore.head_map_view import ROLES as HEAD_ROLES
+from attncli.explore.head_map_view import head_map_refusal
 from attncli.explore.lens_compare import lens_refusal
 from attncli.explore.view_keys import WORD_VECTORS, kind_of
 from attncli.explore.widgets import CompareScreen
@@ -56,7 +58,7 @@ class TransformerKeys(App):
             return
         on = self.state.transformer is None
         state = replace(self.state, transformer=self.transformer_name if on else None, layer=None, head=None,
-                        cursor=(0, 0))
+                        cursor=(0, 0), head_map=None)
         field = self.query_one("#context", Input)
         field.value = (state.pair if on else state.context) or ""
         field.placeholder = "--pair sentence (one input with the first)" if on else "--context sentence (empty: self-attention)"
@@ -86,6 +88,21 @@ class TransformerKeys(App):
         if self._transformer_only("--" + name.replace("_", "-")):
             self.recompute(self.state.toggle(name))
 
+    def action_head_map(self) -> None:
+        """H: the head map of a decoder (attn heads --weights: every layer x head coloured by one role
+        read from the weights; s / S cycle the role), H again: back (attncli.explore.head_map_view)."""
+        if not self._transformer_only("the head map (H)"):
+            return
+        if self.state.head_map is not None:
+            self.recompute(replace(self.state, head_map=None))
+            return
+        reason = head_map_refusal(getattr(self.result, "model", None) if kind_of(self.result) != WORD_VECTORS else None)
+        if reason:  # said at once, the view stays
+            self._say(reason, error=True)
+            return
+        self.recompute(replace(self.state, head_map=HEAD_ROLES[0], lens=False, compare_text=None, model_view=False,
+                               causal_view=None))
+
     def action_lens(self) -> None:
         """L: the logit lens of the sentence (a decoder's; an encoder gets a message), L again: back."""
         if not self._transformer_only("the logit lens (L)"):
@@ -97,7 +114,7 @@ class TransformerKeys(App):
         if model is not None and not model.is_decoder:  # said at once, the view stays
             self._say(lens_refusal(model), error=True)
             return
-        self.recompute(replace(self.state, lens=True, compare_text=None, model_view=False, causal_view=None))
+        self.recompute(replace(self.state, lens=True, compare_text=None, model_view=False, causal_view=None, head_map=None))
 
     def action_compare(self) -> None:
         """C: asks for a second text, then draws the sentence's and its matrices and B - A; C again: back."""
@@ -115,7 +132,8 @@ class TransformerKeys(App):
             self._say("the second text is empty: C, then type a sentence to compare with", error=True)
             return
         self._compared = text  # offered again by the next C
-        self.recompute(replace(self.state, compare_text=text, lens=False, model_view=False, causal_view=None))
+        self.recompute(replace(self.state, compare_text=text, lens=False, model_view=False, causal_view=None,
+                               head_map=None))
 
     def action_causal_test(self, kind: str) -> None:
         """G: the head-ablation grid of the sentence's top prediction (attn ablate); D: its direct logit
@@ -132,4 +150,5 @@ class TransformerKeys(App):
             if reason:
                 self._say(reason, error=True)
                 return
-        self.recompute(replace(self.state, causal_view=kind, lens=False, compare_text=None, model_view=False))
+        self.recompute(replace(self.state, causal_view=kind, lens=False, compare_text=None, model_view=False,
+                               head_map=None))

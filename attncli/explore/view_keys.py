@@ -63,6 +63,9 @@ class ViewKeys(App):
     def action_show(self, step: int) -> None:
         """s / S: the word vectors' weights, scores or output; a transformer's weights, scores
         (before the softmax) or value norms (--show), a new pass each."""
+        if self.state.transformer is not None and self.state.head_map is not None:  # the head map's role
+            self.recompute(self.state.next_head_role(step))
+            return
         if self.state.transformer is not None:
             self.recompute(self.state.next_transformer_show(step))
             return

@@ -60,7 +60,8 @@ def weights_report(model: Any, *, top_k: int = 5) -> dict[str, Any]:
             "folded_norms": list(f.folded_norms), "rope": rope, "composed": ("the unrotated W_Q W_K^T (RoPE's rotation depends on the distance between "
                                        "query and key: the score is the content part)") if rope else "W_Q W_K^T",
             "scores": list(WEIGHT_ROLES), "top_k": top_k, "heads": heads,
-            "composition": {m: np.round(ws.composition[m], 6).tolist() for m in MODES}}
+            "composition": {m: np.round(ws.composition[m], 6).tolist() for m in MODES},
+            "composition_axes": ["writer layer", "writer head", "reader layer", "reader head"]}  # every pair's score
 
 
 def leading_specials(model: Any) -> list[int]:

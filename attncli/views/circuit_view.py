@@ -8,12 +8,11 @@ or the text is escaped. Input: the document of attncli/causal/circuit.py."""
 from __future__ import annotations
 
 import html
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence
 
-from attncli.export_target import write_export
 from attncli.textio import visible
 from attncli.views.render import diverging_palette
-from attncli.views.result import DocumentView, Requested
+from attncli.views.result import DocumentView, OwnDrawings, Requested
 
 MIN_WIDTH = 720  # room for the title and the note
 MAX_ROWS = 200  # the strongest edges listed in the terminal (the JSON holds them all)
@@ -21,60 +20,85 @@ NODE_W, NODE_H, ROW_GAP, COL_GAP, MARGIN = 64, 22, 70, 12, 30
 
 
 def circuit_renderables(doc: dict[str, Any], width: Optional[int] = None) -> list:
-    from rich.table import Table
     from rich.text import Text
 
     title = Text(visible(doc["title"]), style="table.title")  # wrapped to the terminal, not to the narrow table
-    table = Table(box=None, padding=(0, 1), header_style="bold")
-    for name, justify in (("layer", "right"), ("from", "left"), ("to", "left"), ("input", "left"), ("score", "right")):
-        table.add_column(visible(name), justify=justify)
     layers = doc["layers"]
     layer_of = {n["name"]: n["layer"] for n in doc["nodes"]}  # embed -1, L{l}H{x} and L{l}MLP l, logits ``layers``
-    strongest = sorted(doc["edges"], key=lambda e: -abs(e["score"]))[:MAX_ROWS]  # a real model's circuit has hundreds
-    by_layer = sorted(strongest, key=lambda e: (layer_of[e["to"]], -abs(e["score"])))
-    for e in by_layer:
-        row = layer_of[e["to"]]
-        table.add_row(visible("out" if row == layers else str(row)), visible(e["from"]), visible(e["to"]), visible(e["input"]),
-                      Text(f"{e['score']:+.4f}", style="bold" if e["score"] >= 0 else ""))
-    more = len(doc["edges"]) - len(by_layer)
+    table, more = edge_table(doc["edges"], layer_of, lambda row: "out" if row == layers else str(row), signed=True)
     out: list = [title, table]
     notes = list(doc["notes"]) + ([f"{more} more edges: see --json"] if more > 0 else [])
     out += [Text(visible(n), style="dim") for n in notes]
     return out
 
 
+def edge_table(edges: Sequence[Mapping[str, Any]], layer_of: Mapping[str, int], layer_label: Callable[[int], str],
+               *, signed: bool = False, limit: int = MAX_ROWS) -> tuple[Any, int]:
+    """(the table of a layered graph's ``limit`` strongest edges (by |score|) grouped by the layer
+    of the node they enter, strongest first within a layer; how many edges it leaves out). Each
+    edge: from, to, input, score; ``signed``: scores of
+    either sign (attn circuit's), written +0.1234 and bold where >= 0; else 0.123."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(box=None, padding=(0, 1), header_style="bold")
+    for name, justify in (("layer", "right"), ("from", "left"), ("to", "left"), ("input", "left"), ("score", "right")):
+        table.add_column(visible(name), justify=justify)
+    strongest = sorted(edges, key=lambda e: -abs(e["score"]))[:limit]  # a real model's graph has hundreds
+    by_layer = sorted(strongest, key=lambda e: (layer_of[e["to"]], -abs(e["score"])))
+    for e in by_layer:
+        table.add_row(visible(layer_label(layer_of[e["to"]])), visible(e["from"]), visible(e["to"]), visible(e["input"]),
+                      Text(f"{e['score']:+.4f}", style="bold" if e["score"] >= 0 else "") if signed else f"{e['score']:.3f}")
+    return table, len(edges) - len(by_layer)
+
+
 def circuit_svg(doc: dict[str, Any]) -> str:
     """The layered graph as a standalone SVG document (every label escaped)."""
-    layers = doc["layers"]
+    return layered_graph_svg(
+        doc["title"], doc["notes"][0], doc["layers"], [(n["name"], n["layer"]) for n in doc["nodes"]], doc["edges"],
+        colour=lambda edge: diverging_palette(0.9 if edge["score"] >= 0 else 0.1)[0],  # PuOr's dark ends: orange +, purple -
+        tip=lambda edge: f'{edge["from"]} -> {edge["to"]} ({edge["input"]}): {edge["score"]:+.5f}')
+
+
+def layered_graph_svg(title: str, note: str, layers: int, nodes: Sequence[tuple[str, int]],
+                      edges: Sequence[Mapping[str, Any]], *, colour: Callable[[Mapping[str, Any]], str],
+                      tip: Callable[[Mapping[str, Any]], str], compact: bool = False) -> str:
+    """A layered graph as a standalone SVG document (every label escaped): ``nodes`` (name, layer)
+    in rows by layer, ``layers`` on top and -1 at the bottom; ``edges`` (from, to, input, score) as
+    curves from the top of the writer to the bottom of the reader (input q, k, v: left, middle,
+    right of it), as thick as their |score|, each with ``tip(edge)`` in a tooltip. ``compact``: a
+    row only for each layer that has a node, labelled with it (a sparse graph of a deep model).
+    attn circuit's graph and attn heads' composition graph (attncli.views.head_drawing)."""
     rows: dict[int, list[str]] = {}
-    for n in doc["nodes"]:
-        rows.setdefault(n["layer"], []).append(n["name"])
+    for name, layer in nodes:
+        rows.setdefault(layer, []).append(name)
     widest = max((len(v) for v in rows.values()), default=1)
     width = max(MIN_WIDTH, 2 * MARGIN + widest * (NODE_W + COL_GAP))
-    height = 2 * MARGIN + (layers + 1) * ROW_GAP + NODE_H + 40
+    level = {layer: i for i, layer in enumerate(sorted(rows, reverse=True))} if compact else None
+    height = 2 * MARGIN + ((len(rows) - 1) if level is not None else (layers + 1)) * ROW_GAP + NODE_H + 40
     where: dict[str, tuple[float, float]] = {}
     for layer, names in rows.items():
-        y = MARGIN + 40 + (layers - layer) * ROW_GAP  # the logits on top, the embeddings at the bottom
+        y = MARGIN + 40 + (level[layer] if level is not None else layers - layer) * ROW_GAP  # the top layer on top
         x0 = (width - len(names) * (NODE_W + COL_GAP)) / 2
         for i, name in enumerate(names):
             where[name] = (x0 + i * (NODE_W + COL_GAP) + COL_GAP / 2, y)
-    top = max((abs(e["score"]) for e in doc["edges"]), default=1.0) or 1.0
+    top = max((abs(e["score"]) for e in edges), default=1.0) or 1.0
     e = html.escape
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
              f'viewBox="0 0 {width:.0f} {height:.0f}" font-family="monospace" font-size="11">',
-             f'<rect width="100%" height="100%" fill="#ffffff"/>',
-             f'<text x="{MARGIN}" y="{MARGIN}" font-size="12">{e(visible(doc["title"]))}</text>',
-             f'<text x="{MARGIN}" y="{MARGIN + 16}" fill="#555555">{e(visible(doc["notes"][0]))}</text>']
-    for edge in sorted(doc["edges"], key=lambda d: abs(d["score"])):  # the strongest drawn last, on top
+             '<rect width="100%" height="100%" fill="#ffffff"/>',
+             f'<text x="{MARGIN}" y="{MARGIN}" font-size="12">{e(visible(title))}</text>',
+             f'<text x="{MARGIN}" y="{MARGIN + 16}" fill="#555555">{e(visible(note))}</text>']
+    for edge in sorted(edges, key=lambda d: abs(d["score"])):  # the strongest drawn last, on top
         (x1, y1), (x2, y2) = where[edge["from"]], where[edge["to"]]
-        a, b = (x1 + NODE_W / 2, y1), (x2 + NODE_W * {"q": 0.2, "k": 0.5, "v": 0.8}.get(edge["input"], 0.5), y2 + NODE_H)
-        colour = diverging_palette(0.9 if edge["score"] >= 0 else 0.1)[0]  # PuOr's dark ends: orange +, purple -
+        a, b = (x1 + NODE_W / 2, y1), (x2 + NODE_W * {"q": 0.2, "k": 0.5, "v": 0.8}.get(edge["input"].lower(), 0.5), y2 + NODE_H)
         w = 1.0 + 5.0 * abs(edge["score"]) / top
-        tip = f'{edge["from"]} -> {edge["to"]} ({edge["input"]}): {edge["score"]:+.5f}'
         mid = (a[1] + b[1]) / 2
         parts.append(f'<path d="M{a[0]:.1f},{a[1]:.1f} C{a[0]:.1f},{mid:.1f} {b[0]:.1f},{mid:.1f} {b[0]:.1f},{b[1]:.1f}" '
-                     f'fill="none" stroke="{colour}" stroke-width="{w:.2f}" stroke-opacity="0.85">'
-                     f'<title>{e(visible(tip))}</title></path>')
+                     f'fill="none" stroke="{colour(edge)}" stroke-width="{w:.2f}" stroke-opacity="0.85">'
+                     f'<title>{e(visible(tip(edge)))}</title></path>')
+    for layer, i in (level or {}).items():  # compact: each row says its layer
+        parts.append(f'<text x="{MARGIN}" y="{MARGIN + 55 + i * ROW_GAP}" fill="#555555">L{layer}</text>')
     for name, (x, y) in where.items():
         parts.append(f'<g><title>{e(visible(name))}</title><rect x="{x:.1f}" y="{y:.1f}" width="{NODE_W}" '
                      f'height="{NODE_H}" rx="4" fill="#f2f2f2" stroke="#333333"/><text x="{x + NODE_W / 2:.1f}" '
@@ -96,7 +120,7 @@ def circuit_html(doc: dict[str, Any]) -> str:
             f'<table><tr><th>from</th><th>to</th><th>input</th><th>score</th></tr>\n{rows}\n</table></body></html>\n')
 
 
-class CircuitView(DocumentView):
+class CircuitView(OwnDrawings, DocumentView):
     """``attn circuit`` as a result: the table of edges in a terminal and a PNG; the layered graph as SVG and HTML."""
 
     draw = staticmethod(circuit_renderables)
@@ -106,14 +130,6 @@ class CircuitView(DocumentView):
 
     def html(self, width: Optional[int] = None, *, command: bool = True) -> str:
         return circuit_html(self.doc)
-
-    def export_all(self, targets: Mapping[str, Any], *, width: Optional[int] = None,
-                   options: Optional[Mapping[str, str]] = None, command: bool = True) -> None:
-        rest = dict(targets)
-        for fmt, draw in (("svg", circuit_svg), ("html", circuit_html)):
-            if rest.get(fmt) is not None:
-                write_export(rest.pop(fmt), draw(self.doc), (options or {}).get(fmt) or f"--{fmt}")
-        super().export_all(rest, width=width, options=options, command=command)
 
 
 class CircuitResult(Requested, CircuitView):

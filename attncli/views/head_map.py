@@ -9,8 +9,11 @@ from typing import Any, Optional
 
 import numpy as np
 
+from attncli.textio import visible
+from attncli.views.circuit_view import edge_table
+from attncli.views.head_drawing import composition_graph_svg, head_map_svg, named_edges, report_page, stacked_svg
 from attncli.views.render import Heatmap, heatmap_renderables
-from attncli.views.result import DocumentView, shown
+from attncli.views.result import DocumentView, OwnDrawings, shown
 
 MODES = ("Q", "K", "V")  # attncli.hf.methods.head_circuits.MODES: the document's composition keys
 TOP_EDGES = 10  # composition edges listed without --threshold: the strongest
@@ -56,7 +59,8 @@ def head_map(doc: dict[str, Any]) -> Heatmap:
     return Heatmap(np.where(masked, 0.0, values), [f"L{l}" for l in range(values.shape[0])],
                    [f"H{h}" for h in range(values.shape[1])], f"{shown(doc['model'])}: {ROLE_TEXT[role]}",
                    masked=masked if masked.any() else None, diverging=role == "copying", decimals=(2, 1),
-                   more="see every score with --json")
+                   more="see every score with --json",
+                   masked_note="not scored (a layer-0 head has no earlier head to compose with)")
 
 
 def _tokens(entry: dict[str, Any], name: str, n: int = 3) -> str:
@@ -82,24 +86,22 @@ def _top_heads(doc: dict[str, Any]):
     return table
 
 
-def _edges_table(doc: dict[str, Any]):
-    from rich.table import Table
+def _edges_table(doc: dict[str, Any]) -> list:
+    """The composition edges as attn circuit lists its graph's (attncli.views.circuit_view.edge_table):
+    by the reader's layer, the MAX_EDGES_SHOWN strongest."""
+    from rich.text import Text
 
     found = doc["edges"]
     what = f"above {doc['threshold']} ({len(found)})" if doc.get("threshold") is not None else "strongest"
-    table = Table(title=shown(f"composition {what}"))
-    for name in ("kind", "from", "to", "score"):
-        table.add_column(shown(name), justify="right" if name == "score" else "left", no_wrap=True)
-    for e in found[:MAX_EDGES_SHOWN]:
-        table.add_row(shown(f"{e['mode']}-comp"), shown(f"L{e['from'][0]}H{e['from'][1]}"),
-                      shown(f"L{e['to'][0]}H{e['to'][1]}"), f"{e['score']:.3f}")
-    return table
+    named = named_edges(found)
+    table, _more = edge_table(named, {d["to"]: d["layer"] for d in named}, str, limit=MAX_EDGES_SHOWN)
+    return [Text(shown(f"composition {what}"), style="table.title"), table]
 
 
 def head_map_renderables(doc: dict[str, Any], width: Optional[int]) -> list:
     out = heatmap_renderables(head_map(doc), width) + [_top_heads(doc)]
     if doc["source"] == "weights":
-        out.append(_edges_table(doc))
+        out += _edges_table(doc)
     return out
 
 
@@ -122,8 +124,26 @@ def head_map_notes(doc: dict[str, Any]) -> list[str]:
     return notes
 
 
-class HeadMapView(DocumentView):
-    """The head map of ``attn heads --weights`` or ``--random``, drawn from its document."""
+def head_svg(doc: dict[str, Any]) -> str:
+    """The head map as SVG (attncli.views.head_drawing), and with --weights the composition graph under it."""
+    role = doc["role"]
+    drawn = [head_map_svg(role_values(doc, role), title=visible(f"{doc['model']}: {ROLE_TEXT[role]}"), score=role,
+                          diverging=role == "copying")]
+    if doc["source"] == "weights":
+        drawn.append(composition_graph_svg(doc))
+    return stacked_svg(drawn)
+
+
+class HeadMapView(OwnDrawings, DocumentView):
+    """The head map of ``attn heads --weights`` or ``--random``, drawn from its document: in a
+    terminal and a PNG the heatmap and the tables; as SVG the map and the composition graph; as
+    HTML those over the terminal's report."""
+
+    def svg(self, width: Optional[int] = None, *, command: bool = True) -> str:
+        return head_svg(self.doc)
+
+    def html(self, width: Optional[int] = None, *, command: bool = True) -> str:
+        return report_page(self.title, [head_svg(self.doc)], self.renderables, width)
 
     def renderables(self, width: Optional[int]) -> list:
         return head_map_renderables(self.doc, width)

@@ -110,6 +110,7 @@ class Heatmap:
     divider_after: int | None = None  # draw a dim rule under this row (e.g. the end of a prompt)
     diverging: bool = False  # signed values (a difference): PuOr, symmetric around 0
     more: str = "pick others with --rows/--cols START:END, or see everything with --json"  # how to see what is left out
+    masked_note: str = "masked (weight exactly 0)"  # what a masked cell is
 
 
 FILE_CELLS = 2 * FILE_MAX * FILE_MAX  # cells all the heatmaps of one file draw together: bounded work and size
@@ -295,7 +296,7 @@ def heatmap_renderables(hm: Heatmap, width: int | None, *, max_rows: int = 60, m
 
     notes = [visible_text(n) for n in hm.notes]
     if masked.any():
-        notes.append(f"{MASKED} = masked (weight exactly 0)")
+        notes.append(f"{MASKED} = {hm.masked_note}")
     notes.append(f"colour: PuOr, purple = {lo:.3g}, white = 0, orange = {hi:.3g}" if hm.diverging
                  else f"colour: viridis, dark = {lo:.3g}, bright = {hi:.3g}")
     left = []

@@ -171,6 +171,19 @@ class DocumentView(Result):
         return attn_command(self.command, self.positionals, self.options)
 
 
+class OwnDrawings:
+    """A result whose SVG and HTML are drawings of its own (:meth:`svg`, :meth:`html`: a graph, a
+    head map) rather than the recorded terminal view, which its PNG stays. Put it before the view."""
+
+    def export_all(self, targets: Mapping[str, str | Path | None], *, width: Optional[int] = None,
+                   options: Optional[Mapping[str, str]] = None, command: bool = True) -> None:
+        rest = dict(targets)
+        for fmt in ("svg", "html"):
+            if rest.get(fmt) is not None:
+                write_export(rest.pop(fmt), getattr(self, fmt)(width, command=command), (options or {}).get(fmt) or f"--{fmt}")
+        super().export_all(rest, width=width, options=options, command=command)  # type: ignore[misc]
+
+
 class Requested:
     """A result made from its request (a causal test's, attn attribute's, attn circuit's or attn qk's):
     the title and the command line are the request's (``title``, ``command``, ``positionals()``,

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from attncli.views.result import DocumentView, shown
+import numpy as np
+
+from attncli.textio import visible
+from attncli.views.head_drawing import head_map_svg, report_page
+from attncli.views.result import DocumentView, OwnDrawings, shown
 
 TOP_HEADS = 8  # the heads listed by sink share
 
@@ -66,6 +70,20 @@ def draw(doc: dict[str, Any], width: Optional[int]) -> list:
     return out
 
 
-class SinksView(DocumentView):
-    """``attn sinks``' report, drawn from its document."""
+def sink_map_svg(doc: dict[str, Any]) -> str:
+    """Each head's sink share as a head map (attncli.views.head_drawing)."""
+    return head_map_svg(np.asarray(doc["sink_share"], dtype=np.float64).reshape(len(doc["sink_share"]), -1),
+                        title=visible(f"{doc['model']}: sink share, the mean attention of a query on the {doc['sink_keys']} tokens"),
+                        score="sink share", decimals=2)
+
+
+class SinksView(OwnDrawings, DocumentView):
+    """``attn sinks``' report, drawn from its document: in a terminal and a PNG its tables; as SVG
+    each head's sink share as a head map; as HTML that map over the report."""
     draw = staticmethod(draw)
+
+    def svg(self, width: Optional[int] = None, *, command: bool = True) -> str:
+        return sink_map_svg(self.doc)
+
+    def html(self, width: Optional[int] = None, *, command: bool = True) -> str:
+        return report_page(self.title, [sink_map_svg(self.doc)], self.renderables, width)

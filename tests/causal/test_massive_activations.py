@@ -173,3 +173,26 @@ def test_the_command_prints_json(planted, tmp_path):
     assert last["causal"]["layer"] == 1 and last["causal"]["channels"] == last["layers"][1]["massive_channels"]
     bad = CliRunner().invoke(app, ["sinks", "--transformer", str(directory), "--ratio", "nan"])
     assert bad.exit_code == 2 and "Traceback" not in bad.output
+
+
+def test_the_command_exports_the_sink_share_map(planted, tmp_path):
+    """--svg: each head's sink share as a head map, the --json document's numbers; --html: that map
+    over the report; --png: the terminal's view."""
+    import xml.etree.ElementTree as ET
+
+    from typer.testing import CliRunner
+
+    from attncli.cli.main import app
+
+    kind, directory = planted
+    f = tmp_path / "s.txt"
+    f.write_text("\n".join(TEXTS), encoding="utf-8")
+    args = ["sinks", "--transformer", str(directory), "--file", str(f), "--causal-test", "0"]
+    doc = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
+    out = {fmt: tmp_path / f"sinks.{fmt}" for fmt in ("svg", "html", "png")}
+    res = CliRunner().invoke(app, [*args, *(x for fmt, p in out.items() for x in (f"--{fmt}", str(p))), "--width", "90"])
+    assert res.exit_code == 0, res.output
+    cells = [g for g in ET.parse(out["svg"]).getroot().iter("{http://www.w3.org/2000/svg}g") if g.get("class") == "cell"]
+    assert {(int(g.get("data-layer")), int(g.get("data-head"))): float(g.get("data-score")) for g in cells} == {
+        (l, h): v for l, row in enumerate(doc["sink_share"]) for h, v in enumerate(row)}
+    assert "sink share" in out["html"].read_text() and out["png"].read_bytes()[:4] == b"\x89PNG"

@@ -7,6 +7,7 @@ its numbers, the JSON, the composition edges and the refusals (exit 2, one line)
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -94,10 +95,44 @@ def test_weights_json_and_head_map(head_dir):
     comp = np.asarray(doc["composition"]["K"])  # (L, h, L, h)
     assert comp.shape == (2, 4, 2, 4) and comp[0, 1, 1, 0] == comp.max()
     assert doc["edges"][0] == {"mode": "K", "from": [0, 1], "to": [1, 0], "score": comp[0, 1, 1, 0]}
+    assert doc["composition_axes"] == ["writer layer", "writer head", "reader layer", "reader head"]
     text = run("heads", "--transformer", str(head_dir), "--weights", "--threshold", "0.15").output
-    assert "K-comp" in text and "L0H1" in text and "L1H0" in text and "above 0.15 (1)" in text
+    assert re.search(r"\b1 +L0H1 +L1H0 +K +0\.\d{3}\b", text) and "above 0.15 (1)" in text  # reader's layer, from, to, kind
     cell = f"{doc['heads'][0]['copying']:.2f}"
     assert cell in text  # the map carries its numbers
+
+
+def test_the_json_keeps_every_pair_and_its_threshold(llama_dir):
+    """--json: the composition scores of every pair of heads (writer layer, head, reader layer, head),
+    the threshold, and the edges exactly the pairs above it (not the ten strongest the terminal gets)."""
+    above = json.loads(run("heads", "--transformer", str(llama_dir), "--weights", "--threshold", "0", "--json").stdout)
+    assert above["threshold"] == 0 and len(above["edges"]) > 10
+    assert {(e["mode"], *e["from"], *e["to"]): e["score"] for e in above["edges"]} == {
+        (m, *idx): float(np.asarray(above["composition"][m])[idx]) for m in "QKV"
+        for idx in zip(*np.nonzero(np.asarray(above["composition"][m]) > 0))}
+
+
+def test_weights_random_and_corpus_export(head_dir, tmp_path):
+    """--svg / --html / --png (with --width) as every drawn command: --weights' SVG holds the map
+    (a cell per head) and the composition graph (the edges above --threshold); --random's the map;
+    the corpus scores' the terminal's table, recorded. --width without a file is refused (exit 2)."""
+    import xml.etree.ElementTree as ET
+
+    svg_ns = "{http://www.w3.org/2000/svg}"
+    files = {fmt: tmp_path / f"w.{fmt}" for fmt in ("svg", "html", "png")}
+    run("heads", "--transformer", str(head_dir), "--weights", "--threshold", "0.15", "--width", "100",
+        *(x for fmt, p in files.items() for x in (f"--{fmt}", str(p))))
+    root = ET.parse(files["svg"]).getroot()
+    assert len([g for g in root.iter(f"{svg_ns}g") if g.get("class") == "cell"]) == 8
+    titles = [p.find(f"{svg_ns}title").text for p in root.iter(f"{svg_ns}path")]
+    assert len(titles) == 1 and titles[0].startswith("L0H1 -> L1H0 (K-composition): 0.1")  # the one edge above 0.15
+    assert "top heads by copying" in files["html"].read_text() and files["png"].read_bytes()[:4] == b"\x89PNG"
+    run("heads", "--transformer", str(head_dir), "--random", "6", "--sentences", "1", "--svg", str(tmp_path / "r.svg"))
+    assert "induction score" in (tmp_path / "r.svg").read_text()
+    (tmp_path / "s.txt").write_text("the cat sat on the mat\n", encoding="utf-8")
+    run("heads", "--transformer", str(head_dir), "--file", str(tmp_path / "s.txt"), "--svg", str(tmp_path / "c.svg"))
+    ET.parse(tmp_path / "c.svg")
+    assert "--width lays out" in run("heads", "--transformer", str(head_dir), "--weights", "--width", "90", code=2).output
 
 
 def test_edges_above_a_threshold():

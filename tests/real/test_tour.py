@@ -1,10 +1,10 @@
-"""The tour (docs/tour.md) is real: each of its steps, a `$ attn ... --transformer smollm2` (or
-gemma3) command of a console block, runs on the installed real model and prints what the page shows,
-its numbers to within 2e-3 (a `[…]` line of the page stands for lines it leaves out). The blocks
-are read, and the outputs compared, by tests/test_readme.py's own helpers, which leave these
-commands to this file; the models come as tests/_real_models.py gets them (skipped saying why
-where they are missing, failed under CI). The commands share one ATTN_HOME, so Gemma 3's parts are
-joined once.
+"""The tour (docs/tour.md) is real, and so are docs/heads.md's real-model examples: each step, a
+`$ attn ... --transformer smollm2` (or gemma3) command of a console block, runs on the installed
+real model and prints what the page shows, its numbers to within 2e-3 (a `[…]` line of the page
+stands for lines it leaves out). The blocks are read, and the outputs compared, by
+tests/test_readme.py's own helpers, which leave these commands to this file; the models come as
+tests/_real_models.py gets them (skipped saying why where they are missing, failed under CI). The
+commands share one ATTN_HOME, so Gemma 3's parts are joined once.
 
 Budget: each step is one process of 1 to 11 s of CPU; the ten took about 62 s of CPU in all (user
 + sys; 2.8 minutes of wall time on two cores shared with other work):
@@ -23,8 +23,8 @@ TOUR = [example for example in REAL_EXAMPLES if example.source.startswith("tour.
 
 
 def test_the_tour_has_its_steps():
-    """Every real-model example is the tour's, and the tour shows each kind of step."""
-    assert TOUR == REAL_EXAMPLES
+    """The real-model examples are the tour's and docs/heads.md's, and the tour shows each kind of step."""
+    assert {e.source.split(":")[0] for e in REAL_EXAMPLES} == {"tour.md", "heads.md"}
     commands = " ".join(example.command for example in TOUR)
     for part in ("heads --transformer smollm2 --random", "attn patch", "attn attribute", "attn circuit",
                  "--transformer gemma3"):
@@ -36,7 +36,7 @@ def home(tmp_path_factory):
     return tmp_path_factory.mktemp("tour-home")
 
 
-@pytest.mark.parametrize("example", TOUR, ids=[f"{e.source} {e.command[:60]}" for e in TOUR])
+@pytest.mark.parametrize("example", REAL_EXAMPLES, ids=[f"{e.source} {e.command[:60]}" for e in REAL_EXAMPLES])
 def test_tour_step(example, home):
     real_file(example.needs_real, home)  # skips (fails under CI) without the model; joins Gemma 3 once
     proc = subprocess.run(["bash", "-o", "pipefail", "-c", example.command], cwd=REPO,
