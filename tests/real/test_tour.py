@@ -27,8 +27,12 @@ def test_the_tour_has_its_steps():
     assert TOUR == REAL_EXAMPLES
     commands = " ".join(example.command for example in TOUR)
     for part in ("heads --transformer smollm2 --random", "attn patch", "attn attribute", "attn circuit",
-                 "--transformer gemma3"):
+                 "--transformer gemma3", "heads --transformer gemma3 --random"):
         assert part in commands, part
+    shown = "\n".join(line for example in TOUR for line in example.expected)
+    for table in ("sink: mean attention on the first token", "distance: mean |query - key| in tokens",
+                  "gemma3: induction score on repeated random tokens", "faithfulness"):
+        assert table in shown, table  # Gemma 3's local and global layers, its induction heads, the circuit's faithfulness
 
 
 @pytest.fixture(scope="module")
