@@ -6,8 +6,9 @@ commands to this file; the models come as tests/_real_models.py gets them (skipp
 where they are missing, failed under CI). The commands share one ATTN_HOME, so Gemma 3's parts are
 joined once.
 
-Budget: each step is one process of 1 to 11 s of CPU; the ten took about 62 s of CPU in all (user
-+ sys; 2.8 minutes of wall time on two cores shared with other work):
+Budget: each step is one process of 1 to 16 s of CPU; the ten took about 62 s of CPU in all (user
++ sys; 2.8 minutes of wall time on two cores shared with other work), and Gemma 3's induction heads
+(``attn heads --transformer gemma3 --random 20``) add about 16 s (12.4 user + 3.2 sys, /usr/bin/time):
 ``time python -m pytest -q -n 0 tests/real/test_tour.py --durations=10`` measures them."""
 
 from __future__ import annotations
