@@ -26,8 +26,12 @@ def token_width(doc: dict[str, Any], width: Optional[int], columns: Optional[int
     want = max(3, min(longest, MAX_TOKEN))
     if width is None:
         return want
-    room = (width - _position_width(doc) - 2) // (columns or L + 1) - CELL_EXTRA
-    return max(3, min(want, room))
+    return max(3, min(want, _room(doc, width, columns or L + 1)))
+
+
+def _room(doc: dict[str, Any], width: int, columns: int) -> int:
+    """Characters left for a token in each of ``columns`` layer columns at ``width`` (may be under 3)."""
+    return (width - _position_width(doc) - 2) // columns - CELL_EXTRA
 
 
 def layer_columns(doc: dict[str, Any], width: Optional[int]) -> list[int]:
@@ -35,9 +39,10 @@ def layer_columns(doc: dict[str, Any], width: Optional[int]) -> list[int]:
     (or its whole length), else the embeddings, every s-th layer and the last, s the smallest step
     that fits ``width`` (a file, ``width`` None: every layer)."""
     L = doc["layers"]
-    if width is None or L == 0 or token_width(doc, width) >= min(MIN_TOKEN, token_width(doc, None)):
+    least = min(MIN_TOKEN, token_width(doc, None))  # a token keeps MIN_TOKEN characters, or its whole length
+    if width is None or L == 0 or _room(doc, width, L + 1) >= least:
         return list(range(L + 1))
-    fit = max(2, (width - _position_width(doc) - 2) // (MIN_TOKEN + CELL_EXTRA))  # columns of MIN_TOKEN
+    fit = max(2, (width - _position_width(doc) - 2) // (least + CELL_EXTRA))  # columns of ``least``
     step = -(-L // (fit - 1))  # ceil: layers 0, s, 2s, ... below L, then L itself: at most ``fit`` columns
     return list(range(0, L, step)) + [L]
 

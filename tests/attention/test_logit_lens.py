@@ -263,8 +263,9 @@ def test_the_table_uses_the_width_it_has_for_the_tokens():
 
 
 def many_layers_doc(layers: int, positions: int) -> dict:
-    """A lens document of a model deeper and a text longer than any terminal shows whole."""
-    lens = [[[{"token": f"w{l}", "id": 0, "prob": 0.25}] for t in range(positions)] for l in range(layers + 1)]
+    """A lens document of a model deeper and a text longer than any terminal shows whole, its
+    tokens of MIN_TOKEN characters (x00001)."""
+    lens = [[[{"token": f"x{l:05d}", "id": 0, "prob": 0.25}] for t in range(positions)] for l in range(layers + 1)]
     return {"model": "m", "kind": "gpt2", "tokens": [f"t{t}" for t in range(positions)], "layers": layers,
             "top_k": 1, "lens": lens, "follow": None}
 
@@ -289,7 +290,20 @@ def test_a_deep_model_draws_the_layers_that_fit(columns):
         header = next(line.split() for line in lines if line.strip().startswith("position"))
         assert header[1:] == [f"L{l}" for l in shown]
         assert max(len(line) for line in lines) <= columns
-        assert all(f"w{l}" in " ".join(lines) for l in shown)
+        assert all(f"x{l:05d} 0.25" in " ".join(lines) for l in shown)
+
+
+def test_short_tokens_of_a_deep_model_are_not_drawn_in_every_layer():
+    """Tokens of one character: each column needs 3 for its token, so 80 columns hold 7 layers of
+    1,001, not every one (each cut to nothing)."""
+    from attncli.views.lens import CELL_EXTRA, layer_columns
+
+    doc = many_layers_doc(1000, 3)
+    for c in (cell for layer in doc["lens"] for row in layer for cell in row):
+        c["token"] = "a"
+    shown = layer_columns(doc, 80)
+    assert shown[0] == 0 and shown[-1] == 1000 and len(shown) <= (80 - len("position") - 2) // (3 + CELL_EXTRA)
+    assert max(len(line) for line in table_lines(doc, 80)) <= 80
 
 
 @pytest.mark.parametrize("k", [1, 3])
