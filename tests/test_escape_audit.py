@@ -141,6 +141,10 @@ ALLOWED = {
     ("views/causal.py", "render_dla", "part"): "dla_renderables: part names and title through visible(), numbers",
     ("views/lens.py", "lens_renderables", "title"): "the model's name through visible(), fixed words and top_k (an int)",
     ("views/lens.py", "lens_renderables", "_position(t, tok)"): "_position: an int and the token through visible()",
+    ("views/lens.py", "_cell", "f\"{_fit(_shown(c), width)} {c['prob']:.2f}\""):
+        "_shown: the token through token_label() / visible(), cut to a width by _fit; a probability",
+    ("views/lens.py", "lens_renderables", "f'L{l}'"): "a layer number of layer_columns (ints)",
+    ("views/lens.py", "lens_renderables", "note"): "layers_note: layer numbers (ints) and fixed words",
     ("cli/common.py", "print_error", "markup"): "the callers' markup: fixed words and escape()d messages (escape = visible + markup)",
     ("cli/common.py", "print_error", "glued"): "the same markup, spaces of pasteable commands glued (restored before writing)",
     ("views/lens.py", "lens_renderables", "f\"{follow['rank'][l][t]:>4} {p:.2f}\""): "a rank (an int) and a probability",

@@ -250,10 +250,60 @@ def table_lines(doc: dict, columns: int) -> list[str]:
 def test_the_table_uses_the_width_it_has_for_the_tokens():
     wide = "\n".join(table_lines(synthetic_doc(1), 150))
     assert "interpretability 0.50" in wide and "…" not in wide  # whole at 150 columns (once cut to 5)
-    narrow = table_lines(synthetic_doc(1), 60)
-    assert max(len(line) for line in narrow) <= 60 and any("…" in line for line in narrow)
+    cut = table_lines(synthetic_doc(1), 90)  # every layer, each token cut to what is left (13)
+    assert max(len(line) for line in cut) <= 90 and "interpretabi… 0.50" in "\n".join(cut)
+    assert not any(line.startswith("layers ") for line in cut)
+    narrow = table_lines(synthetic_doc(1), 60)  # 4 layers of 5 characters: 3 layers of 9 instead
+    assert max(len(line) for line in narrow) <= 60 and "interpre… 0.50" in "\n".join(narrow)
     assert not any("interpretability" in line for line in narrow)
-    assert "\n".join(narrow).count("0.50") == 3 * 4  # the token is cut, never a cell's probability
+    assert "\n".join(narrow).count("0.50") == 3 * 3  # the token is cut, never a cell's probability
+    header = next(line.split() for line in narrow if line.strip().startswith("position"))
+    assert header == ["position", "L0", "L2", "L3"]
+    assert "layers L0, L2 and L3: every 2nd of the 4 and the last" in " ".join(narrow)
+
+
+def many_layers_doc(layers: int, positions: int) -> dict:
+    """A lens document of a model deeper and a text longer than any terminal shows whole, its
+    tokens of MIN_TOKEN characters (x00001)."""
+    lens = [[[{"token": f"x{l:05d}", "id": 0, "prob": 0.25}] for t in range(positions)] for l in range(layers + 1)]
+    return {"model": "m", "kind": "gpt2", "tokens": [f"t{t}" for t in range(positions)], "layers": layers,
+            "top_k": 1, "lens": lens, "follow": None}
+
+
+@pytest.mark.parametrize("columns", [20, 80, 200, 5000])
+def test_a_deep_model_draws_the_layers_that_fit(columns):
+    """1,000 layers: as many layer columns as tokens of MIN_TOKEN fit (at least the first and the
+    last), every s-th and the last, the rule stated; the lines as wide as the terminal where it has
+    room for two columns."""
+    from attncli.views.lens import CELL_EXTRA, MIN_TOKEN, layer_columns
+
+    doc = many_layers_doc(1000, 3)
+    shown = layer_columns(doc, columns)
+    fit = max(2, (columns - len("position") - 2) // (MIN_TOKEN + CELL_EXTRA))
+    assert shown[0] == 0 and shown[-1] == 1000 and 2 <= len(shown) <= fit
+    step = shown[1] - shown[0]
+    assert shown[:-1] == list(range(0, 1000, step))
+    assert -(-1000 // (step - 1)) + 1 > fit  # the smallest step that fits: one less draws too many columns
+    lines = table_lines(doc, columns)
+    assert (f"every {step}" if len(shown) > 2 else "L0 and L1000: the first and the last") in " ".join(" ".join(lines).split())
+    if columns >= 80:
+        header = next(line.split() for line in lines if line.strip().startswith("position"))
+        assert header[1:] == [f"L{l}" for l in shown]
+        assert max(len(line) for line in lines) <= columns
+        assert all(f"x{l:05d} 0.25" in " ".join(lines) for l in shown)
+
+
+def test_short_tokens_of_a_deep_model_are_not_drawn_in_every_layer():
+    """Tokens of one character: each column needs 3 for its token, so 80 columns hold 7 layers of
+    1,001, not every one (each cut to nothing)."""
+    from attncli.views.lens import CELL_EXTRA, layer_columns
+
+    doc = many_layers_doc(1000, 3)
+    for c in (cell for layer in doc["lens"] for row in layer for cell in row):
+        c["token"] = "a"
+    shown = layer_columns(doc, 80)
+    assert shown[0] == 0 and shown[-1] == 1000 and len(shown) <= (80 - len("position") - 2) // (3 + CELL_EXTRA)
+    assert max(len(line) for line in table_lines(doc, 80)) <= 80
 
 
 @pytest.mark.parametrize("k", [1, 3])

@@ -4,6 +4,8 @@ for the pass and restored after; read inside the pass with threadpoolctl's own r
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -116,3 +118,52 @@ def test_the_users_threads_hold_inside_a_short_pass(no_user_choice, monkeypatch,
     model.trace_batch([model.encode("time flies")], "blocks.*.attn.pattern",
                       on_layer=lambda l, L: seen.append(blas_threads()))
     assert seen and all(s == {2} for s in seen)
+
+
+class CountingController:
+    """threadpoolctl's controller as blas.limited uses it, counting the limits it is asked to set."""
+
+    def __init__(self) -> None:
+        self.limits: list[int] = []
+
+    def select(self, user_api):
+        return type("Selection", (), {"lib_controllers": [object()]})()
+
+    @contextlib.contextmanager
+    def limit(self, limits, user_api):
+        self.limits.append(limits)
+        yield
+
+
+def test_a_block_inside_one_of_the_same_count_sets_nothing(monkeypatch):
+    controller = CountingController()
+    monkeypatch.setattr(blas, "_threadpools", lambda: controller)
+    with blas.limited(1):
+        with blas.limited(1), blas.limited(1):
+            pass
+        assert controller.limits == [1]
+        with blas.limited(2):  # another count is set, and the outer one again inside it
+            with blas.limited(1):
+                pass
+        with blas.limited(1):
+            pass
+    assert controller.limits == [1, 2, 1] and blas._held is None
+
+
+def test_generation_sets_the_threads_once_a_step(no_user_choice, monkeypatch, tiny_gpt2_dir):
+    """Each generated token's pass sets the BLAS threads once, not again in each layer (the layers'
+    attention asks for the one thread the step already has)."""
+    from typer.testing import CliRunner
+
+    from attncli.cli.main import app
+    from attncli.hf.backends.numpy_cache import KVCache
+
+    controller = CountingController()
+    monkeypatch.setattr(blas, "_threadpools", lambda: controller)
+    passes = []
+    extend = KVCache.extend
+    monkeypatch.setattr(KVCache, "extend", lambda self, model, ids: passes.append(len(ids)) or extend(self, model, ids))
+    result = CliRunner().invoke(app, ["generate", "time flies", "--transformer", str(tiny_gpt2_dir), "-n", "5",
+                                      "--greedy", "--ignore-eos", "--json"])
+    assert result.exit_code == 0, result.output
+    assert len(passes) >= 5 and controller.limits == [1] * len(passes)

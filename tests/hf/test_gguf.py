@@ -192,3 +192,29 @@ def test_rope_freqs_left_out_other_tensors_refused(tmp_path):
     np.testing.assert_array_equal(freqs.attentions(enc), plain.attentions(enc))
     with pytest.raises(RuntimeFailure, match="blk.0.attn_sinks"):
         load(str(write_gguf(tmp_path / "c.gguf", "llama", "F32", extra={"blk.0.attn_sinks.weight": np.ones(4)})))
+
+
+def test_the_convert_hint_makes_a_folder_attn_runs(tmp_path):
+    """The command a refused GGUF's message gives (CONVERT_HINT), run as printed with the installed
+    transformers on a tiny Llama GGUF: a folder attn loads, whose attention equals the file's."""
+    import shlex
+    import subprocess
+    import sys
+
+    needed("torch")
+    needed("transformers")
+    needed("gguf")
+    from attncli.hf.formats.gguf_file import CONVERT_HINT
+    from attncli.hf.loader import load
+
+    write_gguf(tmp_path / "m.gguf", "llama", "F32")
+    command = shlex.split(CONVERT_HINT.split("convert it to a folder attn runs: ", 1)[1])
+    assert command[0] == "python" and command[-3:] == ["DIR", "FILE.gguf", "OUT_DIR"]
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, *command[1:-3], str(tmp_path), "m.gguf", str(out)], capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    converted, original = load(str(out)), load(str(tmp_path / "m.gguf"))
+    assert converted.encode(TEXT).ids == original.encode(TEXT).ids
+    f32_close(converted.attentions(converted.encode(TEXT)), original.attentions(original.encode(TEXT)),
+              *f32_size(out), per_element=True, what="attention")

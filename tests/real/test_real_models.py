@@ -12,6 +12,7 @@ name); ``python -m pytest -q -n 0 tests/real --durations=15`` measures it (CONTR
 from __future__ import annotations
 
 import json
+import re
 from functools import cached_property
 
 import numpy as np
@@ -132,6 +133,45 @@ def test_lens_equals_transformers_hidden_states(real, cli):
         for t, cell in enumerate(row):
             f32_close([c["prob"] for c in cell], np.sort(probs[l, t])[::-1][:3], *ref["size"], per_element=True,
                       printed=5e-7, what=f"lens layer {l} position {t}")
+
+
+IOI = "When Mary and John went to the store, John gave a drink to"  # 14 tokens in SmolLM2's vocabulary
+
+
+def test_lens_reads_at_80_120_and_200_columns(real, cli):
+    """The lens of a 30-layer (18: Gemma 3) model over 14 tokens, drawn at three widths: every line
+    within the width, each cell a token a reader can read (no cell only an ellipsis), as many layers
+    as fit and the rule stated; at 120 columns each position's prediction after the last layer is
+    there whole (the IOI answer, " Mary", at the last position)."""
+    from rich.console import Console
+
+    from attncli.textio import token_label
+    from attncli.views.lens import MIN_TOKEN, lens_renderables
+
+    doc = cli("lens", IOI)
+    T, L = len(doc["tokens"]), doc["layers"]
+    for columns, at_least in ((80, 5), (120, 7), (200, 10)):
+        console = Console(width=columns, record=True, color_system=None)
+        for part in lens_renderables(doc, columns):
+            console.print(part)
+        lines = console.export_text().splitlines()
+        assert max(len(line) for line in lines) <= columns, columns
+        header = next(line.split() for line in lines if line.strip().startswith("position"))
+        shown = [int(name[1:]) for name in header[1:]]
+        assert shown[0] == 0 and shown[-1] == L and len(shown) >= min(at_least, L + 1), (columns, header)
+        assert len(shown) == L + 1 or f"layers L0, L{shown[1]}" in " ".join(lines), columns  # the rule stated
+        rows = [next(line for line in lines if line.startswith(f" {t} ")) for t in range(T)]
+        for line in rows:
+            words = line.split()
+            assert not any(w.startswith("…") for w in words), (columns, line)  # no cell cut to nothing
+            assert len(re.findall(r"\b[01]\.\d\d\b", line)) == len(shown), (columns, line)  # each probability whole
+        if columns == 120:
+            for t, line in enumerate(rows):
+                last = token_label(doc["lens"][L][t][0]["text"])
+                if len(last) <= MIN_TOKEN + 1:
+                    cell = rf"\s{re.escape(last)} +{doc['lens'][L][t][0]['prob']:.2f}\s*$"  # the last column
+                    assert re.search(cell, line), (t, last, line)
+            assert doc["lens"][L][T - 1][0]["text"] == " Mary" and "␣Mary" in rows[-1]
 
 
 def test_generate_takes_transformers_greedy_token(real, cli):

@@ -6,8 +6,9 @@ tests/test_readme.py's own helpers, which leave these commands to this file; the
 tests/_real_models.py gets them (skipped saying why where they are missing, failed under CI). The
 commands share one ATTN_HOME, so Gemma 3's parts are joined once.
 
-Budget: each step is one process of 1 to 11 s of CPU; the ten took about 62 s of CPU in all (user
-+ sys; 2.8 minutes of wall time on two cores shared with other work):
+Budget: each step is one process of 1 to 16 s of CPU; the ten took about 62 s of CPU in all (user
++ sys; 2.8 minutes of wall time on two cores shared with other work), and Gemma 3's induction heads
+(``attn heads --transformer gemma3 --random 20``) add about 16 s (12.4 user + 3.2 sys, /usr/bin/time):
 ``time python -m pytest -q -n 0 tests/real/test_tour.py --durations=10`` measures them."""
 
 from __future__ import annotations
@@ -27,8 +28,12 @@ def test_the_tour_has_its_steps():
     assert {e.source.split(":")[0] for e in REAL_EXAMPLES} == {"tour.md", "heads.md"}
     commands = " ".join(example.command for example in TOUR)
     for part in ("heads --transformer smollm2 --random", "attn patch", "attn attribute", "attn circuit",
-                 "--transformer gemma3"):
+                 "--transformer gemma3", "heads --transformer gemma3 --random"):
         assert part in commands, part
+    shown = "\n".join(line for example in TOUR for line in example.expected)
+    for table in ("sink: mean attention on the first token", "distance: mean |query - key| in tokens",
+                  "gemma3: induction score on repeated random tokens", "faithfulness"):
+        assert table in shown, table  # Gemma 3's local and global layers, its induction heads, the circuit's faithfulness
 
 
 @pytest.fixture(scope="module")

@@ -60,7 +60,7 @@ class NumpyPretrained(Pretrained):
     traced = True
 
     def __init__(self, name: str, path: Path, config: dict[str, Any], *, allow_missing_weights: bool = False):
-        super().__init__(name, path, config)
+        super().__init__(name, path, family(config["model_type"]).text_config(config))  # multimodal: its text decoder
         from tokenizers import Tokenizer
 
         try:

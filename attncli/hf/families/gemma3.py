@@ -46,6 +46,8 @@ from attncli.hf.formats.weights import Weights
 from attncli.model.record import Recorder
 
 MODEL_TYPES = {"gemma3_text"}
+MULTIMODAL = "gemma3"  # Gemma3ForConditionalGeneration's config: its text decoder runs (text_part), no image
+MULTIMODAL_TYPES = {MULTIMODAL}
 # Gemma3TextConfig's defaults for every field the pass reads
 DEFAULTS = dict(vocab_size=262208, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26, num_attention_heads=8,
                 num_key_value_heads=4, head_dim=256, hidden_activation="gelu_pytorch_tanh", max_position_embeddings=131072,
@@ -66,6 +68,22 @@ ROPE_TYPES = ("default", "linear", "llama3")  # those llama_config computes; oth
 # sqrt(d) embeddings, q and k normed per head; its own config fields are read here
 VARIANT = Variant(norm_offset=1.0, embed_scale=True, qk_norm=True, encoder_flag="use_bidirectional_attention",
                   defaults=DEFAULTS, nullable=NULLABLE)
+
+
+def text_part(config: dict) -> dict:
+    """The text decoder's config: ``config`` itself (gemma3_text), or a multimodal Gemma3Config's
+    ``text_config`` (model_type gemma3: Gemma3ForConditionalGeneration, whose language model is
+    Gemma3TextModel, saved under language_model.model.*; its vision tower and projector, outside that
+    prefix, are not read: a text has no image tokens). A text_config left out is Gemma3TextConfig's
+    defaults, as Gemma3Config makes it. TypeError for a text_config that is no dict."""
+    if config.get("model_type") != MULTIMODAL:
+        return config
+    text = config.get("text_config")
+    if text is None:
+        text = {}
+    if not isinstance(text, dict):
+        raise TypeError("'text_config' (a dict is needed)")
+    return {**text, "model_type": "gemma3_text"}
 
 
 def field(config: dict, key: str) -> Any:
@@ -180,6 +198,12 @@ def frequencies(config: dict, d_head: int) -> dict[str, np.ndarray]:
 def unsupported(config: dict) -> str | None:
     """Why attn's NumPy path cannot run this config (None when it can); TypeError / KeyError for a
     missing or garbled field (the caller reports "lacks or garbles")."""
+    if config.get("model_type") == MULTIMODAL:
+        text = text_part(config)
+        tied = config.get("tie_word_embeddings")
+        if tied is not None and tied != text.get("tie_word_embeddings", DEFAULTS["tie_word_embeddings"]):
+            return "tie_word_embeddings differing from its text_config's"
+        config = text
     s = sizes(config, VARIANT)
     heads, kv = s["num_attention_heads"], s["num_key_value_heads"]
     if s["hidden_size"] % heads:  # Gemma3TextConfig.validate_architecture, head_dim or not
@@ -214,6 +238,7 @@ def unsupported(config: dict) -> str | None:
 def parts(config: dict) -> Parts:
     """The description methods read (families/parts.py): RMSNorms (1 + w) before each sublayer and on
     each sublayer's output, q and k normed per head before RoPE, each layer's RoPE frequencies and window."""
+    config = text_part(config)
     s = sizes(config, VARIANT)
     d, h, kv, dh, i = (s[k] for k in ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
                                        "intermediate_size"))
@@ -239,6 +264,7 @@ def parts(config: dict) -> Parts:
 def expected(config: dict) -> dict[str, tuple[int | None, ...]]:
     """Every tensor of the base model ("model." left out) the pass reads, with its shape (the roles' of
     ``parts``, written there once)."""
+    config = text_part(config)
     s = sizes(config, VARIANT)
     return {"embed_tokens.weight": (s["vocab_size"], s["hidden_size"]), "norm.weight": (s["hidden_size"],),
             **shapes(parts(config).roles, s["num_hidden_layers"])}
@@ -250,8 +276,8 @@ class Gemma3(llama.Llama):
 
     def __init__(self, weights: Weights, config: dict):  # noqa: D107 - not Llama's: Gemma 3's fields
         self.w = weights
-        self.config = config
-        self.model_type = config["model_type"]
+        self.model_type = config["model_type"]  # gemma3_text, or gemma3 (its text decoder: text_part)
+        self.config = config = text_part(config)
         self.variant = VARIANT
         self.parts = pt = parts(config)
         self.shapes = expected(config)  # every tensor's shape, as config.json implies it

@@ -8,7 +8,8 @@ model's prefix), ``expected(config)`` (every tensor it reads, with its shape), `
 ``OPTIONAL`` (weight_check.check_weight_names), ``parts(config)`` (the description methods read,
 families/parts.py), ``unsupported(config)`` (why not, or None; KeyError
 / TypeError / ZeroDivisionError for a garbled field), optionally ``DTYPE`` (its pass's weights'
-dtype), and its pass's class (constructed as ``cls(weights, config)``).
+dtype), optionally ``MULTIMODAL_TYPES`` and ``text_part(config)`` (a multimodal config's text
+decoder, the config the model runs), and its pass's class (constructed as ``cls(weights, config)``).
 """
 
 from __future__ import annotations
@@ -43,12 +44,23 @@ class Family:
         return frozenset(self.module.MODEL_TYPES)
 
     @property
+    def multimodal_types(self) -> frozenset[str]:
+        """The multimodal configs' model_types whose text decoder it runs (``text_part``)."""
+        return frozenset(getattr(self.module, "MULTIMODAL_TYPES", ()))
+
+    @property
     def dtype(self) -> Any:
         return getattr(self.module, "DTYPE", DTYPE)
 
     def unsupported(self, config: dict) -> str | None:
         """The family file's reason this config is beyond its pass (None when it runs it)."""
         return self.module.unsupported(config)
+
+    def text_config(self, config: dict) -> dict:
+        """The config its pass runs: a multimodal config's text decoder where the family file reads one
+        (``text_part``: Gemma 3's text_config), else ``config`` itself."""
+        part = getattr(self.module, "text_part", None)
+        return config if part is None else part(config)
 
     def parts(self, config: dict) -> Any:
         """The family's description of a config's model (families/parts.py's Parts)."""
@@ -64,8 +76,8 @@ FAMILIES: tuple[Family, ...] = (
     Family(mpnet, mpnet.MPNet),
     Family(qwen3, qwen3.Qwen3),
 )
-BY_MODEL_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in sorted(f.model_types)}
-NUMPY_MODEL_TYPES = frozenset(BY_MODEL_TYPE)
+BY_MODEL_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in sorted(f.model_types | f.multimodal_types)}
+NUMPY_MODEL_TYPES = frozenset(t for f in FAMILIES for t in f.model_types)  # the text models' (messages list them)
 LLAMA_LIKE = sorted(t for f in FAMILIES if f.cls.causal and f.module is not gpt2 for t in f.model_types)
 DECODER_FAMILIES = f"GPT-2 and the Llama family ({', '.join(LLAMA_LIKE)})"  # its causal LMs, in messages
 

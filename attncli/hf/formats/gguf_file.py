@@ -39,9 +39,12 @@ MAX_ELEMENTS = 2**22  # elements of every array together (each one a Python obje
 # most; Llama 3's 128,256 tokens with their scores, types and 280,147 merges are about 0.7 million)
 MAX_DIMS = 4
 DEFAULT_ALIGNMENT = 32
+# transformers 5 marks a model read from GGUF as quantized (its weights are dequantized already) and
+# will not save it until that mark is taken off; the tokenizer is saved beside it (attn reads both)
 CONVERT_HINT = ("where transformers reads it, convert it to a folder attn runs: python -c \"import sys, transformers as t; "
-                "t.AutoModelForCausalLM.from_pretrained(sys.argv[1], gguf_file=sys.argv[2]).save_pretrained(sys.argv[3])\" "
-                "DIR FILE.gguf OUT_DIR")
+                "d, f, o = sys.argv[1:]; m = t.AutoModelForCausalLM.from_pretrained(d, gguf_file=f); "
+                "q = getattr(m, 'hf_quantizer', None); q and q.remove_quantization_config(m); m.save_pretrained(o); "
+                "t.AutoTokenizer.from_pretrained(d, gguf_file=f).save_pretrained(o)\" DIR FILE.gguf OUT_DIR")
 SCALARS = {0: "<u1", 1: "<i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4", 7: "<u1", 10: "<u8", 11: "<i8",
            12: "<f8"}  # value type -> its NumPy dtype (7: bool, one byte)
 STRING, ARRAY, BOOL = 8, 9, 7

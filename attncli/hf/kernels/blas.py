@@ -42,6 +42,7 @@ LOAD_WINDOW = 60.0  # seconds: the time constant of the 1-minute load average (a
 LOAD_NOISE = 0.25  # of the load average left once this process's own is taken out, what counts as nothing
 # running (kernel threads, the load's 5-second sampling against own_load's): 2.05 less 1.97 is no process
 _controller: Any = False  # False: not made yet; None: threadpoolctl missing
+_held: int | None = None  # the count the innermost limited() block set (None: outside every block)
 
 
 def choose(threads: int | None) -> None:
@@ -121,13 +122,25 @@ def _threadpools() -> Any:
 
 @contextlib.contextmanager
 def limited(threads: int) -> Iterator[None]:
-    """Run the block with ``threads`` BLAS threads (where threadpoolctl can set them), then restore."""
+    """Run the block with ``threads`` BLAS threads (where threadpoolctl can set them), then restore.
+    Inside a block that already set the same count it does nothing: a generation step's layers each
+    ask for one thread (chunked_attention) inside the step's pass, which set it once; threadpoolctl
+    reading and setting every library's count again, 30 times a step, was 6% of ``attn generate``."""
+    global _held
+    if threads == _held:
+        yield
+        return
     controller = _threadpools()
     if controller is None or not controller.select(user_api="blas").lib_controllers:
         yield
         return
+    outer = _held
     with controller.limit(limits=threads, user_api="blas"):
-        yield
+        _held = threads
+        try:
+            yield
+        finally:
+            _held = outer
 
 
 @contextlib.contextmanager
