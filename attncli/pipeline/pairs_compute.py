@@ -81,7 +81,7 @@ class PairsRun:
 
     @property
     def spec(self) -> ModelSpec:
-        return ModelSpec(self.transformer or "", "numpy" if self.kind == "circuit" else self.backend,
+        return ModelSpec(self.transformer or "", self.backend,
                          self.allow_missing_weights)
 
 
