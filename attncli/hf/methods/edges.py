@@ -41,7 +41,7 @@ import numpy as np
 from attncli.errors import BadInput
 from attncli.hf.kernels import blas, ops
 from attncli.hf.methods.backward import DecoderTape, head_projections
-from attncli.numeric import rms_norm, softmax
+from attncli.numeric import norm_scale, rms_norm, softmax
 from attncli.textio import visible
 
 
@@ -93,7 +93,7 @@ def out_scale(tape: DecoderTape, W: dict, o: np.ndarray) -> np.ndarray | float:
     module's docstring); 1.0 without such a norm."""
     if W["attn_out_norm"] is None:
         return 1.0
-    return W["attn_out_norm"][0] / np.sqrt((o * o).mean(axis=-1, keepdims=True) + tape.eps)  # (T, 1) x (d,)
+    return W["attn_out_norm"][0] / norm_scale(o, tape.eps, centred=False)  # (d,) / (T, 1)
 
 
 def node_outputs(tape: DecoderTape) -> np.ndarray:
