@@ -2,8 +2,9 @@
 hooks, each reader's input gradient by torch autograd) equals attn's NumPy tape: on GPT-2 in float64
 to 1e-9 (every writer's output, EAP's and EAP-IG's scores, the edge-patched logits for any edge
 weights, the circuit); on the Llama family in float32 within float32 rounding (Llama with grouped
-keys and values, Phi-3's fused projections with them, Mistral's sliding window); through the CLI,
-one pair and --pairs; a decoder whose modules the torch backend does not name is refused by name."""
+keys and values, Phi-3's fused projections with them, Mistral's sliding window, Gemma 3's output
+norms); through the CLI, one pair and --pairs; a decoder whose modules the torch backend does not
+name is refused by name."""
 
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ def test_gpt2_circuit_is_the_numpy_ones(gpt2):
     assert abs(ours.patched - want.patched) <= 1e-9 * max(1.0, abs(want.patched))
 
 
-@pytest.mark.parametrize("kind", ["llama", "phi3", "mistral"])
+@pytest.mark.parametrize("kind", ["llama", "phi3", "mistral", "gemma3"])
 def test_llama_family_in_float32_equals_the_numpy_tape(tmp_path, kind):
     path = build_decoder(kind, tmp_path / kind)
     on_torch, on_numpy = load(str(path), backend="torch"), load(str(path), backend="numpy")

@@ -1,10 +1,12 @@
 """The circuit's graph (hf/methods/edges.py) on the torch backend: transformers' own modules under
 torch hooks, for the families torch_families maps as pre-norm decoders (GPT-2, Llama, Mistral, Qwen2,
-Gemma, Phi-3).
+Gemma, Phi-3) and Gemma 3 (EDGE_FAMILIES: its modules named here, the trace does not map it).
 
 Writers: the layer stack's input (the embeddings), each head's z_h W_O^h (the output projection run
 on z with every other head's columns zeroed, less its bias, which every run shares), each MLP's
-output. Readers: each head's query, key and value input apart, each MLP's input, the final norm's.
+output (Gemma 3: each head's times its post-attention norm's gain over the rms of this pass's
+summed attention output, (1 + w) / sqrt(mean(o^2) + eps), so the heads add up to what the
+attention writes; the MLP's after its post-feedforward norm: hf/methods/edges.py's docstring). Readers: each head's query, key and value input apart, each MLP's input, the final norm's.
 The hooks give every reader its own input,
 
     input_v = stream_v + delta_v                                              (a plain pass)
@@ -64,10 +66,20 @@ class Run:
         return self.out.detach().double().cpu().numpy()
 
 
+# decoders the trace does not map whose modules the edges name: Gemma 3's MLP writer is its
+# post-feedforward norm's output, its MLP reader the pre-feedforward norm's input
+EDGE_FAMILIES = {"gemma3_text": Family("layers", "self_attn", ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
+                                       "self_attn.o_proj", "pre_feedforward_layernorm", "post_feedforward_layernorm",
+                                       "norm", n1="input_layernorm")}
+OUT_NORMS = {"gemma3_text": "post_attention_layernorm"}  # a Gemma RMSNorm ((1 + w) / rms) on the attention's output
+
+
 def _family(model: Any) -> Family:
+    if model.is_decoder and model.model_type in EDGE_FAMILIES:
+        return EDGE_FAMILIES[model.model_type]
     if not model.is_decoder or not maps(model.model_type, model.is_decoder):
         raise BadInput(f"attn circuit on the torch backend gives each head's query, key and value its own input "
-                       f"through the modules it names (GPT-2, Llama, Mistral, Qwen2, Gemma, Phi-3); model "
+                       f"through the modules it names (GPT-2, Llama, Mistral, Qwen2, Gemma, Phi-3, Gemma 3); model "
                        f"'{visible(str(model.name))}' ({visible(str(model.model_type))}) is not one of them: use "
                        "--backend numpy where it runs the model")
     return family(model.model_type, model.is_decoder)
@@ -154,12 +166,18 @@ def run(model: Any, ids: Sequence[int], position: int, *, delta: Any = None, emb
                 return torch.cat(cols, dim=-1)[None]  # (1, T, 3 h d_head) or (1, T, h d_head)
             hooks.append(proj.register_forward_hook(per_head))
 
-        def heads(module, args, l=l):
+        out_norm = submodule(layer, OUT_NORMS[model.model_type], model.name) if model.model_type in OUT_NORMS else None
+
+        def heads(module, args, out_norm=out_norm):
             z = args[0][0]  # (T, h d_head)
             keep = torch.zeros(h, 1, h * dh, dtype=z.dtype, device=z.device)
             for i in range(h):
                 keep[i, :, i * dh:(i + 1) * dh] = 1
-            rec["out"].extend(module.forward(z[None] * keep) - module.forward(torch.zeros_like(z)))  # (h, T, d)
+            raw = module.forward(z[None] * keep) - module.forward(torch.zeros_like(z))  # (h, T, d)
+            if out_norm is not None:  # this pass's attention output o (T, d), normed: each head's share of it
+                o = module.forward(z)
+                raw = raw * ((1.0 + out_norm.weight) * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + out_norm.eps))
+            rec["out"].extend(raw)
         hooks.append(submodule(layer, fam.out, model.name).register_forward_pre_hook(heads))
 
         def mlp_in(module, args, l=l):
