@@ -22,6 +22,10 @@ search over the prefix length (each step one edge-patched forward, in float64):
 
     faithfulness = (metric(patched) - metric(corrupt)) / (metric(clean) - metric(corrupt))
 
+On the torch backend (a model with no tape) the scores, the runs and the edge-patched passes are
+the model's own (hf/backends/torch_edges.py: transformers' modules under hooks, torch autograd), in
+the model's dtype.
+
 Shapes: U writers, D readers, T tokens, d width.
 """
 
