@@ -204,15 +204,13 @@ ROWS: tuple[Row, ...] = (
         "--faithfulness {faithfulness}: a fraction above 0 and at most 1"),
     Row((Blank("text"),), CA + GR, 'the text is empty: give the text the model reads, e.g. "time flies like an"'),
     Row((Blank("corrupt"),), CA + GR, "the corrupted text is empty: give a text of as many tokens as the clean one"),
-    # --backend torch: torch's autograd through transformers' modules gives the gradients at the sites; what needs
-    # attn's NumPy tape (its per-reader input gradients, its patterns recomputed) stays there
-    Row((Is("backend", ("torch",)), On("steps")), GR,  # attn circuit (its --steps is always set)
-        "attn circuit scores each edge with the gradient at each reader's own input, which attn's NumPy tape "
-        "gives: drop --backend torch (attn attribute --backend torch --no-qk-fix runs on torch)"),
+    # --backend torch: torch's autograd through transformers' modules gives the gradients at the sites and at
+    # each circuit reader's own input (hf/backends/torch_edges.py); what recomputes patterns on attn's NumPy
+    # tape stays there
     Row((Is("backend", ("torch",)), Is("site", ("key", "query"))), GR,
         "--site {site} recomputes a head's pattern on attn's NumPy tape: drop --backend torch, or choose --site "
         "resid, attn, mlp or head"),
-    Row((Is("backend", ("torch",)), Off("no_qk_fix")), GR,
+    Row((Is("backend", ("torch",)), Off("no_qk_fix"), Off("steps")), GR,  # attn attribute (circuit has --steps)
         "AtP*'s QK fix recomputes attention patterns on attn's NumPy tape: with --backend torch add --no-qk-fix "
         "(plain AtP, torch's autograd), or drop --backend torch"),
     Row((Off("transformer"), On("steps")), GR,  # attn circuit (its --steps is always set): decoders only

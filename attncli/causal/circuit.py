@@ -22,6 +22,10 @@ search over the prefix length (each step one edge-patched forward, in float64):
 
     faithfulness = (metric(patched) - metric(corrupt)) / (metric(clean) - metric(corrupt))
 
+On the torch backend (a model with no tape) the scores, the runs and the edge-patched passes are
+the model's own (hf/backends/torch_edges.py: transformers' modules under hooks, torch autograd), in
+the model's dtype.
+
 Shapes: U writers, D readers, T tokens, d width.
 """
 
@@ -38,7 +42,7 @@ from attncli.causal.target import Target
 from attncli.errors import BadInput
 from attncli.hf.kernels import blas
 from attncli.hf.methods.edges import down_names, edge_mask, edge_patched_logits, node_outputs, up_names
-from attncli.model.interface import Tape
+from attncli.model.interface import Tape, has
 from attncli.textio import texts_of, visible
 
 MAX_STEPS = 256
@@ -102,6 +106,8 @@ def edge_scores(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int]
     if not 1 <= steps <= MAX_STEPS:
         raise BadInput(f"--steps {steps}: give 1 (EAP) to {MAX_STEPS} points on the path")
     check_same_length(model, list(clean_ids), list(corrupt_ids))
+    if not has(model, "tape"):  # the torch backend: transformers' modules under hooks, in the model's dtype
+        return model.edge_scores(clean_ids, corrupt_ids, target, steps, edge_mask(model.layers, model.heads))
     clean, corrupt = model.tape(dtype), model.tape(dtype)
     clean.forward_pair(corrupt, list(clean_ids), list(corrupt_ids))  # each weight read once
     grad = np.zeros((len(down_names(model.layers, model.heads)),) + clean.embed.shape, dtype=clean.dtype)  # (D, T, d)
@@ -118,10 +124,7 @@ def edge_scores(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int]
 def patched_metric(clean: Tape, corrupt: Tape, target: Target, kept: Sequence[tuple[int, int]],
                    corrupt_outputs: np.ndarray | None = None) -> float:
     """The metric of the edge-patched forward with the edges ``kept`` (u, v) and every other one removed."""
-    L, h = len(clean.layers), clean.arch.heads
-    w = np.zeros(edge_mask(L, h).shape)
-    for u, v in kept:
-        w[u, v] = 1.0
+    w = _kept(edge_mask(len(clean.layers), clean.arch.heads), kept)
     return float(target.metric(edge_patched_logits(clean, corrupt, w, target.position, corrupt_outputs)))
 
 
@@ -131,20 +134,38 @@ def find_circuit(model: Any, clean_ids: Sequence[int], corrupt_ids: Sequence[int
     docstring)."""
     check_faithfulness(faithfulness)
     scores, clean, corrupt = edge_scores(model, clean_ids, corrupt_ids, target, steps, dtype)
+    if not has(model, "tape"):
+        return _searched(model, scores, clean.logits(target.position), corrupt.logits(target.position), target,
+                         steps, faithfulness,
+                         lambda kept: target.metric(model.patched_logits(clean.ids, corrupt, _kept(scores, kept))))
     if clean.dtype != np.float64:  # the search's edge-patched passes stay exact
         clean = record_tape(model, clean_ids)
         corrupt = record_tape(model, corrupt_ids, like=clean)
-    m_clean = float(target.metric(clean.logits(target.position)))
-    m_corrupt = float(target.metric(corrupt.logits(target.position)))
+    corr = node_outputs(corrupt)
+    return _searched(model, scores, clean.logits(target.position), corrupt.logits(target.position), target, steps,
+                     faithfulness, lambda kept: patched_metric(clean, corrupt, target, kept, corr))
+
+
+def _kept(like: np.ndarray, kept: Sequence[tuple[int, int]]) -> np.ndarray:
+    """(U, D) edge weights (the shape of ``like``): 1 on the edges ``kept``, 0 elsewhere."""
+    w = np.zeros(like.shape)
+    for u, v in kept:
+        w[u, v] = 1.0
+    return w
+
+
+def _searched(model: Any, scores: np.ndarray, clean_logits: np.ndarray, corrupt_logits: np.ndarray, target: Target,
+              steps: int, faithfulness: float, patched: Callable[[list[tuple[int, int]]], float]) -> Circuit:
+    """The circuit of ``scores``: the shortest prefix of the ranked edges whose ``patched(kept edges)``
+    metric keeps ``faithfulness`` of clean - corrupt (the module's docstring)."""
+    m_clean, m_corrupt = float(target.metric(clean_logits)), float(target.metric(corrupt_logits))
     if abs(m_clean - m_corrupt) < 1e-9:
         raise BadInput(f"the clean and corrupted texts give the same {target.describe()} ({m_clean:.6g}): "
                        "faithfulness is undefined; choose texts that differ in it")
     mask = edge_mask(model.layers, model.heads)
     order = ranked(scores, mask)
-    corr = node_outputs(corrupt)
-    n, best, checks = shortest_prefix(
-        lambda n: patched_metric(clean, corrupt, target, [tuple(e) for e in order[:n]], corr),
-        len(order), m_clean, m_corrupt, faithfulness)
+    n, best, checks = shortest_prefix(lambda n: float(patched([tuple(e) for e in order[:n]])),
+                                      len(order), m_clean, m_corrupt, faithfulness)
     kept = [(int(u), int(v)) for u, v in order[:n]]
     return Circuit(scores, mask, up_names(model.layers, model.heads), down_names(model.layers, model.heads),
                    m_clean, m_corrupt, steps, kept, best, faithfulness, checks)

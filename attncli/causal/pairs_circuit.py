@@ -28,7 +28,7 @@ from attncli.causal.circuit import record_tape, check_faithfulness, patched_metr
 from attncli.causal.target import Target
 from attncli.errors import BadInput
 from attncli.hf.methods.edges import edge_mask, node_outputs
-from attncli.model.interface import Tape
+from attncli.model.interface import Tape, has
 
 TAPE_BYTES = 256 * 2**20  # the pairs' own tape bytes (held_bytes) kept across the search's steps, at most
 
@@ -93,6 +93,8 @@ def find_pairs_circuit(model: Any, items: Sequence[tuple[list[int], list[int], T
         raise BadInput(f"the pairs' mean clean and corrupted metrics are equal ({clean:.6g}): faithfulness is "
                        "undefined; choose pairs whose texts differ in it")
     order = ranked(scores, edge_mask(model.layers, model.heads))  # (E, 2)
+    if not has(model, "tape"):  # the torch backend: its edge runs (hf/backends/torch_edges.py)
+        return _torch_pairs_circuit(model, items, order, clean, corrupt, faithfulness)
     shared = record_tape(model, items[0][0])  # the float64 weights, widened once for every pair's tapes
     shared.layers = [{"W": t["W"]} for t in shared.layers]  # its pass's record is not kept through the search
     kept: list[tuple[Tape, Tape, np.ndarray, Target]] = []
@@ -108,6 +110,37 @@ def find_pairs_circuit(model: Any, items: Sequence[tuple[list[int], list[int], T
         edges = [tuple(e) for e in order[:n]]
         runs = chain(kept, _tapes(model, rest, shared))
         return float(np.mean([patched_metric(c, k, t, edges, out) for c, k, out, t in runs]))
+
+    n, best, checks = shortest_prefix(mean_patched, len(order), clean, corrupt, faithfulness)
+    return PairsCircuit([(int(u), int(v)) for u, v in order[:n]], clean, corrupt, best, faithfulness, checks,
+                        len(items))
+
+
+def _torch_pairs_circuit(model: Any, items: Sequence[tuple[list[int], list[int], Target]], order: np.ndarray,
+                         clean: float, corrupt: float, faithfulness: float) -> PairsCircuit:
+    """find_pairs_circuit on the torch backend: each pair's corrupted run (the model's ``edge_run``,
+    hf/backends/torch_edges.py) kept across the search's steps while the runs fit TAPE_BYTES
+    together, made again at each step past that; each step one edge-patched pass of every pair, in
+    the model's dtype."""
+    U, D = edge_mask(model.layers, model.heads).shape
+    kept: list = []
+    spent = 0
+    for _, corrupt_ids, target in items:
+        made = model.edge_run(corrupt_ids, target.position)
+        spent += made.nbytes
+        if spent > TAPE_BYTES:
+            break
+        kept.append(made)
+
+    def mean_patched(n: int) -> float:
+        w = np.zeros((U, D))
+        for u, v in order[:n]:
+            w[u, v] = 1.0
+        metrics = []
+        for i, (clean_ids, corrupt_ids, target) in enumerate(items):
+            run = kept[i] if i < len(kept) else model.edge_run(corrupt_ids, target.position)
+            metrics.append(float(target.metric(model.patched_logits(clean_ids, run, w))))
+        return float(np.mean(metrics))
 
     n, best, checks = shortest_prefix(mean_patched, len(order), clean, corrupt, faithfulness)
     return PairsCircuit([(int(u), int(v)) for u, v in order[:n]], clean, corrupt, best, faithfulness, checks,

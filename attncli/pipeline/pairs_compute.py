@@ -106,7 +106,7 @@ class PairsRequest(TableRequest):
 
     @property
     def spec(self) -> ModelSpec:
-        return ModelSpec(self.transformer or "", "numpy" if self.kind == "circuit" else self.backend,
+        return ModelSpec(self.transformer or "", self.backend,
                          self.allow_missing_weights)
 
 

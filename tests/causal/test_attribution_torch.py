@@ -2,7 +2,7 @@
 interface's ``site_gradients``, hf/backends/torch_grad.py: torch autograd through transformers' own modules)
 equals the NumPy tape's plain AtP on GPT-2 (both float64) and Llama (both float32: f32_close), through
 the CLI's JSON too; a family only transformers runs (OPT) is attributed at --site resid, checked against
-a direct autograd computation of the same metric here; what needs the tape is refused by the table."""
+a direct autograd computation of the same metric here; what needs the tape is refused by the table (attn circuit --backend torch: tests/causal/test_circuit_torch.py)."""
 
 from __future__ import annotations
 
@@ -75,12 +75,6 @@ def test_what_needs_the_tape_is_refused_on_torch(tiny_gpt2_dir, extra, says):
     r = run("attribute", "the dog sat", "the dog on", "--transformer", str(tiny_gpt2_dir), "--target-id", "5",
             "--backend", "torch", *extra)
     assert r.exit_code == 2 and says in r.output and "Traceback" not in r.output
-
-
-def test_circuit_on_torch_is_refused(tiny_gpt2_dir):
-    r = run("circuit", "the dog sat", "the dog on", "--transformer", str(tiny_gpt2_dir), "--target-id", "5",
-            "--backend", "torch")
-    assert r.exit_code == 2 and "attn circuit" in r.output
 
 
 def opt_dir(tmp_path, tiny_gpt2_dir):

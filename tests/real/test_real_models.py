@@ -215,18 +215,21 @@ def test_ablate_patch_and_circuit(real, cli, tmp_path):
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text(json.dumps({"clean": CLEAN, "corrupt": CORRUPT, "target": TARGET, "contrast": CONTRAST}) + "\n"
                      + json.dumps({"clean": "Tom and Ann sat down. Tom handed a cup to", "target": " Ann",
-                                   "corrupt": "Tom and Ann sat down. Ann handed a cup to", "contrast": " Tom"}) + "\n")
+                                   "corrupt": "Tom and Ann sat down. Ann handed a cup to", "contrast": " Tom"}) + "\n"
+                     + json.dumps({"clean": "Kate and Paul met up. Paul passed a note to", "target": " Kate",
+                                   "corrupt": "Kate and Paul met up. Kate passed a note to", "contrast": " Paul"}) + "\n")
     metric = ["--target", TARGET, "--contrast", CONTRAST]
     assert cli("ablate", CLEAN, *metric)
     assert cli("patch", CLEAN, CORRUPT, *metric)
-    if real.model.arch.parts.extra_norms:
-        # Gemma 3 normalises each sublayer's output before its residual add: the circuit graph's edges
-        # (a head's output straight into the stream) do not hold there yet, and attn circuit says so
-        refused = CliRunner().invoke(app, ["circuit", CLEAN, CORRUPT, *metric, "--transformer", real.name])
-        assert refused.exit_code == 2 and "residual add" in " ".join(refused.output.split()), refused.output
-        return
-    assert cli("circuit", CLEAN, CORRUPT, *metric, "--steps", "1")  # EAP; EAP-IG runs in the tour (docs/tour.md)
-    assert cli("circuit", "--pairs", str(pairs))
+    # EAP here, EAP-IG in the tour (docs/tour.md, SmolLM2) and below (Gemma 3, whose heads' outputs
+    # are normed before the residual add: hf/methods/edges.py)
+    steps = ["1"] + (["2"] if real.model.arch.parts.extra_norms else [])
+    for n in steps:
+        doc = cli("circuit", CLEAN, CORRUPT, *metric, "--steps", n)
+        assert doc["faithfulness"] >= doc["faithfulness_asked"] and 0 < len(doc["edges"]) < doc["edges_total"], n
+        assert doc["clean"] > doc["corrupt"]  # the name the text points at is the likelier one
+    doc = cli("circuit", "--pairs", str(pairs))
+    assert doc["faithfulness"] >= doc["faithfulness_asked"] and doc["pairs"] == 3, doc["faithfulness"]
 
 
 def test_stats_over_a_tiny_corpus(real, cli, tmp_path):

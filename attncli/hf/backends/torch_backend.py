@@ -19,7 +19,7 @@ import numpy as np
 
 from attncli.errors import AttnError, BadInput, RuntimeFailure
 from attncli.textio import visible
-from attncli.hf.backends import capabilities, placement as placing, torch_families, torch_grad, torch_trace
+from attncli.hf.backends import capabilities, placement as placing, torch_edges, torch_families, torch_grad, torch_trace
 from attncli.hf.checks import config_check
 from attncli.hf.text.encoding import Encoding, tokenized, tokenizer_errors
 from attncli.hf.backends.pretrained_base import Pretrained
@@ -226,6 +226,21 @@ class TorchPretrained(Pretrained):
         """"grad": torch's autograd through transformers' own modules (hf/backends/torch_grad.py)."""
         require(self, "grad", "gradients of a metric")
         return torch_grad.site_gradients(self, ids, position, d_metric)
+
+    # attn circuit's graph on transformers' modules (hf/backends/torch_edges.py), where the model has no tape
+    def edge_scores(self, clean_ids: Sequence[int], corrupt_ids: Sequence[int], target: Any, steps: int,
+                    mask: np.ndarray) -> tuple[np.ndarray, torch_edges.Run, torch_edges.Run]:
+        """"grad": every edge's EAP / EAP-IG score (U, D), the clean and corrupted runs."""
+        require(self, "grad", "gradients of a metric")
+        return torch_edges.edge_scores(self, clean_ids, corrupt_ids, target, steps, mask)
+
+    def edge_run(self, ids: Sequence[int], position: int) -> torch_edges.Run:
+        """A corrupted run an edge-patched pass reads (its streams and writers, its logits at ``position``)."""
+        return torch_edges.run(self, ids, position)[0]
+
+    def patched_logits(self, clean_ids: Sequence[int], corrupt: torch_edges.Run, weights: np.ndarray) -> np.ndarray:
+        """(V,) the edge-patched pass's logits at ``corrupt``'s position, edge weights ``weights`` (U, D)."""
+        return torch_edges.patched_logits(self, clean_ids, corrupt, weights)
 
     def _forward(self, inputs: dict[str, Any], **flags: bool) -> Any:
         with self.torch.inference_mode():

@@ -6,6 +6,7 @@ output projection, the norm before its MLP. attncli/hf/backends/torch_trace.py h
     attn        the attention module: its ``scaling``; under RoPE it is handed position_embeddings
     qkv         the q, k, v projections, or one fused module (GPT-2's c_attn, Phi-3's qkv_proj)
     out         the output projection: its input is z, its output attn.out
+    n1          pre-LN: the norm before the attention (the circuit's edges give each head's input its own pass through it)
 
 A weight that accelerate keeps on the disk (--device-map) is a meta tensor on its module: ``weight``
 reads it from the module's offload hook.
@@ -32,6 +33,7 @@ class Family:
     rope: str | None = None  # transformers.models.{rope}.modeling_{rope} holds the family's apply_rotary_pos_emb
     pre_ln: bool = True
     window: str = ""  # "module": the attention module's sliding_window, "config": config.sliding_window
+    n1: str = ""  # pre-LN: the norm before the attention (its module; the circuit's edges run each head's input through it)
 
 
 _BERT = Family("encoder.layer", "attention.self", ("attention.self.query", "attention.self.key", "attention.self.value"),
@@ -41,14 +43,14 @@ _BERT = Family("encoder.layer", "attention.self", ("attention.self.query", "atte
 def _rope_family(rope: str, window: str = "", qkv: tuple[str, ...] = ("self_attn.q_proj", "self_attn.k_proj",
                                                                      "self_attn.v_proj")) -> Family:
     return Family("layers", "self_attn", qkv, "self_attn.o_proj", "post_attention_layernorm", "mlp", "norm", rope,
-                  window=window)
+                  window=window, n1="input_layernorm")
 
 
 FAMILIES = {
     "bert": _BERT, "roberta": _BERT, "xlm-roberta": _BERT, "camembert": _BERT, "electra": _BERT,
     "distilbert": Family("transformer.layer", "attention", ("attention.q_lin", "attention.k_lin", "attention.v_lin"),
                          "attention.out_lin", "sa_layer_norm", "ffn", None, pre_ln=False),
-    "gpt2": Family("h", "attn", ("attn.c_attn",), "attn.c_proj", "ln_2", "mlp", "ln_f"),
+    "gpt2": Family("h", "attn", ("attn.c_attn",), "attn.c_proj", "ln_2", "mlp", "ln_f", n1="ln_1"),
     "llama": _rope_family("llama"),
     "mistral": _rope_family("mistral", window="config"),
     "qwen2": _rope_family("qwen2", window="module"),

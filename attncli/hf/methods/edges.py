@@ -15,8 +15,23 @@ where v reads it (its embeddings, every earlier writer's output and the biases).
 every edge this is the clean run, with w = 0 the corrupted one; w = 0 on an edge is that edge
 carrying the corrupted run's value (the edge removed from the circuit), and a fractional w its
 linear path between the two. Each head reads its own query, key and value inputs (the layer's
-input norm applied to each), each MLP its own input. Shapes: T tokens, d width, h heads, d_head a
-head's width, L layers.
+input norm applied to each), each MLP its own input.
+
+A norm on a sublayer's output before its residual add (Gemma 3's post-attention and
+post-feedforward RMSNorms, x_mid = x + n_a(o), o = sum_h z_h W_O^h): a writer's output is what it
+adds to the stream in that run. An MLP's is n_m(its output). A head's is
+
+    u_h = gamma * (z_h W_O^h) / rms(o)          rms(o) = sqrt(mean_d(o^2) + eps), per token   (T, d)
+
+with the post-norm's scale of the run that made it, so the heads' outputs add up to n_a(o) in every
+run and the stream stays the embeddings plus every writer's output. In the edge-patched forward
+each run's scale is made again from that run's own heads (every head of a layer, fed its own
+inputs, then their sum normed): with w = 1 everywhere the clean run, with w = 0 the corrupted one.
+A reader's input gradient does not depend on how its writers are split, so EAP's gradients are
+the backward's as before. Such a norm with a bias, or after a W_O with a bias, would leave a part
+of its output to no head: refused.
+
+Shapes: T tokens, d width, h heads, d_head a head's width, L layers.
 """
 
 from __future__ import annotations
@@ -26,7 +41,7 @@ import numpy as np
 from attncli.errors import BadInput
 from attncli.hf.kernels import blas, ops
 from attncli.hf.methods.backward import DecoderTape, head_projections
-from attncli.numeric import rms_norm, softmax
+from attncli.numeric import norm_scale, rms_norm, softmax
 from attncli.textio import visible
 
 
@@ -62,23 +77,35 @@ def edge_mask(L: int, h: int) -> np.ndarray:
 
 
 def additive(tape: DecoderTape) -> None:
-    """BadInput for a family whose heads do not write the stream as a sum (a norm on the attention's
-    output, Gemma 3's): the graph's writers would not add up to its residual stream."""
-    if tape.parts.extra_norms:
-        raise BadInput(f"circuit edges join heads that add their outputs to the residual stream; model "
-                       f"'{visible(str(tape.model.name))}' ({tape.model.model_type}) normalises each sublayer's output before its "
-                       f"residual add ({', '.join(tape.parts.extra_norms)}), which the graph does not take yet")
+    """BadInput for a family whose heads' outputs do not add up to what the attention writes: a norm
+    on the attention's output that is not a bias-free RMSNorm after a bias-free W_O (the module's
+    docstring; Gemma 3's is one, and its heads add up)."""
+    W = tape.layers[0]["W"] if tape.layers else {}
+    out_norm = W.get("attn_out_norm")
+    if out_norm is not None and (W["norm"] != "rms" or out_norm[1] is not None or W["o"][1] is not None):
+        raise BadInput(f"circuit edges join heads whose outputs add up to the attention's; model "
+                       f"'{visible(str(tape.model.name))}' ({tape.model.model_type}) norms the attention's output with "
+                       "a bias or a LayerNorm before its residual add, which leaves a part to no head")
+
+
+def out_scale(tape: DecoderTape, W: dict, o: np.ndarray) -> np.ndarray | float:
+    """(T, d) what the norm on the attention's output multiplies o (T, d) by: gamma / rms(o) (the
+    module's docstring); 1.0 without such a norm."""
+    if W["attn_out_norm"] is None:
+        return 1.0
+    return W["attn_out_norm"][0] / norm_scale(o, tape.eps, centred=False)  # (d,) / (T, 1)
 
 
 def node_outputs(tape: DecoderTape) -> np.ndarray:
     """(U, T, d) every writer's output in a tape's forward (a head's without W_O's bias, which every
-    run shares; an MLP's with its own)."""
+    run shares, and times its run's output-norm scale where the family norms the attention's output;
+    an MLP's with its own bias and output norm)."""
     additive(tape)
     h, out = tape.arch.heads, [tape.embed]
     with blas.for_rows(tape.embed.shape[0]):  # a sentence: one thread (blas.py)
         for t in tape.layers:
             w_o = t["W"]["o"][0].reshape(h, -1, t["x"].shape[1])  # (h, d_head, d)
-            out += list(t["z"].transpose(1, 0, 2) @ w_o)
+            out += list((t["z"].transpose(1, 0, 2) @ w_o) * out_scale(tape, t["W"], t["o"]))  # (h, T, d)
             out.append(t["post"] - t["mid"])
     return np.stack(out)
 
@@ -102,7 +129,8 @@ def _heads(tape: DecoderTape, l: int, a: np.ndarray) -> np.ndarray:
         q, k = (ops.rotate(t, *tape.cos_sin[l]) for t in (q, k))
     s = np.where(tape._allowed(l, T), q @ k.swapaxes(-1, -2) * arch.scale(l), -np.inf)  # (h, T, T)
     z = softmax(s) @ v  # (h, T, d_head)
-    return z @ W["o"][0].reshape(h, -1, a.shape[2])  # (h, T, d)
+    heads = z @ W["o"][0].reshape(h, -1, a.shape[2])  # (h, T, d)
+    return heads * out_scale(tape, W, heads.sum(axis=0))  # this run's heads normed together (no W_O bias then)
 
 
 def _mlp(tape: DecoderTape, l: int, x: np.ndarray) -> np.ndarray:
@@ -115,7 +143,8 @@ def _mlp(tape: DecoderTape, l: int, x: np.ndarray) -> np.ndarray:
         inner = tape.act(gate) * up
     else:
         inner = tape.act(up)
-    return inner @ W["down"][0] + (W["down"][1] if W["down"][1] is not None else 0.0)
+    f = inner @ W["down"][0] + (W["down"][1] if W["down"][1] is not None else 0.0)  # (T, d)
+    return f if W["mlp_out_norm"] is None else tape._norm(W["norm"], f, W["mlp_out_norm"])
 
 
 def edge_patched_logits(clean: DecoderTape, corrupt: DecoderTape, weights: np.ndarray, position: int,
@@ -140,4 +169,5 @@ def edge_patched_logits(clean: DecoderTape, corrupt: DecoderTape, weights: np.nd
     final = corrupt.layers[-1]["post"][position] + w[:, -1] @ diff[:, position]  # (d,)
     kind, fw, fb, eps = clean.final
     y = ops.layer_norm(final, fw, fb, eps) if kind == "layer" else rms_norm(final, fw, eps)
-    return (clean.unembedding @ y).astype(np.float64)
+    raw, cap = (clean.unembedding @ y).astype(np.float64), clean.parts.logit_cap  # (V,)
+    return raw if cap is None else cap * np.tanh(raw / cap)
