@@ -31,13 +31,13 @@ I intermediate_size, V vocabulary.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from attncli.hf.kernels import ops
 from attncli.hf.kernels.chunked_attention import Mask
+from attncli.hf.checks.config_defaults import brief, finite
 from attncli.hf.checks.config_defaults import field as _field
 from attncli.hf.families import llama
 from attncli.hf.families.llama_config import Variant, inverse_frequencies, sizes
@@ -75,9 +75,8 @@ def field(config: dict, key: str) -> Any:
 
 def _number(value: Any, key: str, *, integer: bool = False) -> float:
     """``value`` as a positive finite number (a TypeError naming ``key`` otherwise)."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-    if not ok or (integer and int(value) != value):
-        raise TypeError(f"'{key}' ({value!r}: a positive {'integer' if integer else 'number'} is needed)")
+    if not (finite(value) and value > 0) or (integer and int(value) != value):
+        raise TypeError(f"'{key}' ({brief(value)}: a positive {'integer' if integer else 'number'} is needed)")
     return int(value) if integer else float(value)
 
 
@@ -88,14 +87,14 @@ def _typed(config: dict, key: str, kind: type) -> float | None:
     if value is None:
         return None
     if type(value) is not kind:
-        raise TypeError(f"'{key}' ({value!r}: transformers' Gemma3TextConfig needs {'an integer' if kind is int else 'a float'})")
+        raise TypeError(f"'{key}' ({brief(value)}: transformers' Gemma3TextConfig needs {'an integer' if kind is int else 'a float'})")
     return _number(value, key)
 
 
 def _flag(config: dict, key: str) -> bool:
     value = field(config, key)
     if not isinstance(value, bool):
-        raise TypeError(f"'{key}' ({value!r}: true or false is needed)")
+        raise TypeError(f"'{key}' ({brief(value)}: true or false is needed)")
     return value
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from attncli.hf.kernels import ops
-from attncli.hf.checks.config_defaults import DEFAULT_ROPE_THETA, field
+from attncli.hf.checks.config_defaults import DEFAULT_ROPE_THETA, brief, field, finite
 
 ROPE_TYPES = ("default", "linear", "llama3")
 
@@ -65,9 +65,8 @@ def variant_of(config: dict, variant: Variant | None = None) -> Variant:
 def _number(value, key: str, *, integer: bool = False) -> float:
     """``value`` as a positive finite number (a TypeError naming ``key`` otherwise: the caller
     reports "config.json lacks or garbles ...")."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-    if not ok or (integer and int(value) != value):
-        raise TypeError(f"'{key}' ({value!r}: a positive {'integer' if integer else 'number'} is needed)")
+    if not (finite(value) and value > 0) or (integer and int(value) != value):
+        raise TypeError(f"'{key}' ({brief(value)}: a positive {'integer' if integer else 'number'} is needed)")
     return int(value) if integer else float(value)
 
 
