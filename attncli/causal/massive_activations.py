@@ -84,13 +84,23 @@ def scan(model: Any, texts_ids: list[list[int]], *, ratio: float = PAPER_RATIO, 
         raise BadInput("no text to look for massive activations in")
     texts_ids, encs = [list(getattr(e, "ids", e)) for e in texts_ids], texts_ids
     L, H = model.layers, model.heads
+    if causal_layer is not None and not 0 <= causal_layer < L:  # before any pass
+        raise BadInput(f"--layer {causal_layer}: model has layers 0..{L - 1}")
     keep = ["blocks.*.resid_post", "blocks.*.attn.pattern"]
     medians = [[] for _ in range(L)]
     best: list[dict[int, dict[str, Any]]] = [{} for _ in range(L)]  # per layer: channel -> its largest entry
     massive_at: list[set[int]] = [set() for _ in range(L)]
     carriers: list[set[int]] = []  # per text: positions with a massive entry at any layer
     first_layer_carriers: list[list[tuple[int, int]]] = []  # per text: (layer, position) pairs
-    patterns, resids = [], []
+    # each text's pattern and state are read as it is traced, never all held: the sink shares and
+    # the secondary sinks summed at once, the states summed per channel (the causal test's means);
+    # only the causal test's own texts keep their (L, T, d) states
+    share, first = np.zeros((L, H)), np.zeros((L, H))
+    queries = 0
+    recv: dict[int, list[float]] = {}
+    channel_sum: list[Any] = [0] * L  # per layer: (d,) float64 the sum over every token of every text
+    tokens = 0
+    resids = []
     for ids, tr in traced(model, encs, keep):
         resid = tr.stack("resid_post", L)  # (L, T, d)
         pos: set[int] = set()
@@ -111,10 +121,14 @@ def scan(model: Any, texts_ids: list[list[int]], *, ratio: float = PAPER_RATIO, 
             massive_at[l].update(int(c) for c in cs)
             pos.update(int(t) for t in ts)
             hits += [(l, int(t)) for t in ts]
+            channel_sum[l] = channel_sum[l] + resid[l].astype(np.float64).sum(axis=0)
+        tokens += resid.shape[1]
         carriers.append(pos)
         first_layer_carriers.append(hits)
-        patterns.append(tr.stack("attn.pattern", L))  # (L, h, T, T)
-        resids.append(resid)
+        _sinks_of(tr.stack("attn.pattern", L), ids, sorted(pos) if pos else [0], share, first, recv)  # (L, h, T, T)
+        queries += max(len(ids) - 1, 0)
+        if len(resids) < causal:
+            resids.append(resid)
         if on_text is not None:
             on_text()
     appear = next((l for l in range(L) if massive_at[l]), None)
@@ -133,19 +147,6 @@ def scan(model: Any, texts_ids: list[list[int]], *, ratio: float = PAPER_RATIO, 
         for t in seen:
             carrier_tokens[int(ids[t])] = carrier_tokens.get(int(ids[t]), 0) + 1
     keys_of = [sorted(p) if p else [0] for p in carriers]
-    share = np.zeros((L, H))
-    first = np.zeros((L, H))
-    queries = 0
-    recv: dict[int, list[float]] = {}
-    for ids, pat, keys in zip(texts_ids, patterns, keys_of):
-        T = len(ids)
-        queries += max(T - 1, 0)
-        for l in range(L):
-            share[l] += sink_shares(pat[l], keys)
-            first[l] += sink_shares(pat[l], [0])
-        for s in range(1, T - 1):
-            got = float(pat[:, :, s + 1:, s].astype(np.float64).mean())  # heads, layers, queries t > s
-            recv.setdefault(int(ids[s]), []).append(got)
     queries = max(queries, 1)
     secondary = sorted(({"token_id": k, "received": float(np.mean(v)), "count": len(v)} for k, v in recv.items()
                         if len(v) >= SECONDARY_MIN_COUNT),
@@ -158,13 +159,25 @@ def scan(model: Any, texts_ids: list[list[int]], *, ratio: float = PAPER_RATIO, 
               "sink_keys": "massive" if any(carriers) else "first",
               "sink_share": (share / queries).tolist(), "first_token_share": (first / queries).tolist(),
               "secondary": secondary}
-    if causal_layer is not None and not 0 <= causal_layer < L:
-        raise BadInput(f"--layer {causal_layer}: model has layers 0..{L - 1}")
     at = appear if causal_layer is None else causal_layer
     if causal > 0 and at is not None and massive_at[at]:
-        report["causal"] = causal_test(model, texts_ids[:causal], resids[:causal], at, sorted(massive_at[at]),
-                                       means_over=resids, keys_of=keys_of[:causal])
+        chosen = sorted(massive_at[at])
+        means = channel_sum[at][chosen] / tokens  # (C,)
+        report["causal"] = causal_test(model, texts_ids[:causal], resids[:causal], at, chosen, means=means,
+                                       keys_of=keys_of[:causal])
     return report
+
+
+def _sinks_of(pat: np.ndarray, ids: list[int], keys: list[int], share: np.ndarray, first: np.ndarray,
+              recv: dict[int, list[float]]) -> None:
+    """One text's pattern (L, h, T, T) added to the sink shares (L, h) on ``keys`` and on the first
+    token, and each key s >= 1's received attention to ``recv`` by its token id."""
+    for l in range(pat.shape[0]):
+        share[l] += sink_shares(pat[l], keys)
+        first[l] += sink_shares(pat[l], [0])
+    for s in range(1, len(ids) - 1):
+        got = float(pat[:, :, s + 1:, s].astype(np.float64).mean())  # heads, layers, queries t > s
+        recv.setdefault(int(ids[s]), []).append(got)
 
 
 def traced(model: Any, encs: Sequence[Any], keep: list[str]) -> Iterator[tuple[list[int], Any]]:
@@ -181,17 +194,11 @@ def traced(model: Any, encs: Sequence[Any], keep: list[str]) -> Iterator[tuple[l
         yield ids, model.trace(ids, keep)
 
 
-def channel_means(resids: Sequence[np.ndarray], layer: int, channels: Sequence[int]) -> np.ndarray:
-    """(len(channels),) each channel's mean over every token of every text at ``layer``; resids (L, T, d) each."""
-    total = sum(r[layer][:, list(channels)].astype(np.float64).sum(axis=0) for r in resids)
-    return total / sum(r.shape[1] for r in resids)
-
-
 def causal_test(model: Any, texts_ids: list[list[int]], resids: list[np.ndarray], layer: int,
-                channels: Sequence[int], *, means_over: Sequence[np.ndarray], keys_of: list[list[int]]) -> dict[str, Any]:
+                channels: Sequence[int], *, means: np.ndarray, keys_of: list[list[int]]) -> dict[str, Any]:
     """The mean next-token loss and the mean sink share (heads of layers after ``layer``) with
-    ``channels`` of blocks.{layer}.resid_post as they are and set to their mean."""
-    means = channel_means(means_over, layer, channels)  # (C,)
+    ``channels`` of blocks.{layer}.resid_post as they are and set to ``means`` (C,), their mean
+    over every token of every text; resids (L, T, d) each text's states."""
     L = model.layers
     loss = {"clean": [0.0, 0], "mean": [0.0, 0]}
     share = {"clean": 0.0, "mean": 0.0}
