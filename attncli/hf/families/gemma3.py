@@ -116,10 +116,9 @@ def windows(config: dict) -> list[int | None]:
     """Per layer, the sliding window (a query sees the keys less than ``window`` positions back), or None."""
     window = field(config, "sliding_window")
     kinds = layer_types(config)
-    if window is None:
-        if "sliding_attention" in kinds:  # transformers' mask fails on a window of None
-            raise TypeError("'sliding_window' (null, but layer_types has sliding_attention layers)")
-        return [None] * len(kinds)
+    if window is None:  # transformers' Gemma 3 makes its sliding mask for every model, and fails on None
+        raise TypeError("'sliding_window' (null: transformers' Gemma 3 builds its sliding-window mask even "
+                        "without sliding_attention layers, and fails on a null window)")
     window = int(_typed(config, "sliding_window", int))
     return [window if kind == "sliding_attention" else None for kind in kinds]
 
@@ -165,15 +164,20 @@ def rope_parameters(config: dict) -> dict[str, dict]:
 
 def _as_flat(config: dict, params: dict) -> dict:
     """One layer kind's RoPE settings as a Llama config llama_config reads (its own precedence
-    resolved already), so the frequencies are llama_config's, written once."""
+    resolved already), so the frequencies are llama_config's, written once. Default RoPE leaves
+    partial_rotary_factor out: Gemma 3's own default RoPE rotates whole heads, whatever it says."""
+    if params["rope_type"] == "default":
+        params = {k: v for k, v in params.items() if k != "partial_rotary_factor"}
     return {"model_type": "llama", "rope_parameters": params, "rope_theta": params["rope_theta"],
             "max_position_embeddings": field(config, "max_position_embeddings")}
 
 
 def frequencies(config: dict, d_head: int) -> dict[str, np.ndarray]:
-    """Each layer kind's RoPE inverse frequencies (d_head / 2,), float64."""
+    """Each layer kind's RoPE inverse frequencies (d_head / 2,), float64: the kinds layer_types
+    holds (transformers' Gemma3RotaryEmbedding computes no other)."""
+    present = set(layer_types(config))
     return {kind: inverse_frequencies(_as_flat(config, params), d_head)
-            for kind, params in rope_parameters(config).items()}
+            for kind, params in rope_parameters(config).items() if kind in present}
 
 
 def unsupported(config: dict) -> str | None:
@@ -196,13 +200,18 @@ def unsupported(config: dict) -> str | None:
         return "use_bidirectional_attention (a Gemma 3 encoder)"
     for flag in ("attention_bias", "tie_word_embeddings"):
         _flag(config, flag)
+    present = set(layer_types(config))
     for kind, params in rope_parameters(config).items():
+        if kind not in present:  # no layer of that kind: transformers reads none of its settings
+            continue
         if params["rope_type"] not in ROPE_TYPES:
             return f"{kind} layers' rope type {params['rope_type']!r} (it runs {', '.join(ROPE_TYPES)})"
         _number(params["rope_theta"], f"rope_parameters.{kind}.rope_theta")
-        factor = _number(params.get("partial_rotary_factor", 1.0), "partial_rotary_factor")
-        if factor != 1:
-            return f"partial_rotary_factor {factor} (transformers' Gemma 3 rotates whole heads by default)"
+        if params["rope_type"] != "default":  # default RoPE: whole heads, the factor unread
+            factor = _number(params.get("partial_rotary_factor", 1.0), "partial_rotary_factor")
+            if factor != 1:
+                return (f"partial_rotary_factor {factor} with {kind} layers' rope type {params['rope_type']!r} "
+                        "(transformers' Gemma 3 fails on it)")
         reason = llama.unsupported(_as_flat(config, params))  # the RoPE type's own fields (factor, bands)
         if reason:
             return f"{kind} layers' {reason}"

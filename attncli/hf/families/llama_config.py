@@ -175,6 +175,9 @@ def windows(config: dict, variant: Variant | None = None) -> list[int | None]:
     if v.windows == "none":
         return [None] * layers
     window = v.field(config, "sliding_window")
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int)):
+        raise TypeError(f"'sliding_window' ({brief(window)}: an integer is needed: transformers' config class "
+                        "refuses any other)")
     if v.windows == "layer_types" and not _flag(config, "use_sliding_window", v):
         window = None
     if window is not None:
