@@ -24,6 +24,7 @@ Shapes: L layers, h heads, T tokens of one text, d the model dimension, V the vo
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional, Sequence
 
@@ -38,6 +39,8 @@ PAPER_RATIO = 1000.0  # Sun et al. 2024: about 1,000 times the median magnitude
 PAPER_MIN_VALUE = 100.0  # ... and above 100 in magnitude
 TOP_CHANNELS = 3  # the largest channels each layer's row lists
 BATCH = 16  # texts a padded pass holds
+ATTENTION_BYTES = 2 * 2**30  # a padded pass's (B, L, h, T, T) float64 attention at most: one line of 8,192 tokens
+# of SmolLM2-135M (30 layers x 9 heads) alone is 135 GiB, 16 lines of 512 tokens 8.4 GiB
 SECONDARY_MIN_COUNT = 3  # a secondary sink's token occurs at least this often (one rare word is no sink)
 
 
@@ -86,6 +89,7 @@ def scan(model: Any, texts_ids: list[list[int]], *, ratio: float = PAPER_RATIO, 
     L, H = model.layers, model.heads
     if causal_layer is not None and not 0 <= causal_layer < L:  # before any pass
         raise BadInput(f"--layer {causal_layer}: model has layers 0..{L - 1}")
+    _check_lengths(model, texts_ids)
     keep = ["blocks.*.resid_post", "blocks.*.attn.pattern"]
     medians = [[] for _ in range(L)]
     best: list[dict[int, dict[str, Any]]] = [{} for _ in range(L)]  # per layer: channel -> its largest entry
@@ -180,13 +184,45 @@ def _sinks_of(pat: np.ndarray, ids: list[int], keys: list[int], share: np.ndarra
         recv.setdefault(int(ids[s]), []).append(got)
 
 
+def _entry_bytes(model: Any) -> int:
+    """Bytes of one (query, key) entry of the attention over every layer and head, in float64."""
+    return model.layers * model.heads * 8
+
+
+def _check_lengths(model: Any, texts_ids: list[list[int]]) -> None:
+    """BadInput, before any pass, for a text whose attention alone passes ATTENTION_BYTES."""
+    per_entry = _entry_bytes(model)
+    for n, ids in enumerate(texts_ids):
+        if per_entry * len(ids) ** 2 > ATTENTION_BYTES:
+            raise BadInput(f"text {n + 1} is {len(ids):,} tokens: its attention ({model.layers} layers x {model.heads} "
+                           f"heads x {len(ids):,}^2, float64) would take {per_entry * len(ids) ** 2 / 2**30:,.1f} GiB, "
+                           f"more than the {ATTENTION_BYTES // 2**30} GiB attn sinks holds at once: at most "
+                           f"{math.isqrt(ATTENTION_BYTES // per_entry):,} tokens a sentence for this model (split it)")
+
+
+def batches(encs: Sequence[Any], per_entry: int) -> list[list[Any]]:
+    """Consecutive runs of at most BATCH encodings whose padded attention, run length x longest^2 x
+    ``per_entry`` bytes, stays within ATTENTION_BYTES (a text over it alone: _check_lengths)."""
+    runs: list[list[Any]] = []
+    longest = 0
+    for enc in encs:
+        T = len(enc.ids)
+        if runs and len(runs[-1]) < BATCH and (len(runs[-1]) + 1) * per_entry * max(longest, T) ** 2 <= ATTENTION_BYTES:
+            runs[-1].append(enc)
+            longest = max(longest, T)
+        else:
+            runs.append([enc])
+            longest = T
+    return runs
+
+
 def traced(model: Any, encs: Sequence[Any], keep: list[str]) -> Iterator[tuple[list[int], Any]]:
-    """(ids, trace) of each text: BATCH encodings at a time through one padded pass where the model
-    has one (a quantized model's weights dequantized once a batch, not once a text), else one
-    ``trace`` of each text's ids."""
+    """(ids, trace) of each text: up to BATCH encodings at a time through one padded pass where the
+    model has one (a quantized model's weights dequantized once a batch, not once a text), their
+    attention within ATTENTION_BYTES (``batches``), else one ``trace`` of each text's ids."""
     if has(model, "batch") and all(hasattr(e, "ids") for e in encs):
-        for b in range(0, len(encs), BATCH):
-            for enc, tr in zip(encs[b:b + BATCH], model.trace_batch(list(encs[b:b + BATCH]), keep)):
+        for run in batches(encs, _entry_bytes(model)):
+            for enc, tr in zip(run, model.trace_batch(list(run), keep)):
                 yield list(enc.ids), tr
         return
     for e in encs:

@@ -4,12 +4,16 @@ memory grew with --sentences (100,000 allowed: on Gemma-3-270M about 1.3 GB a th
 sentences), and --layer past the model was refused only after every text had been traced. Now a
 text's pattern and states are read as it is traced (only the --causal-test texts keep theirs), the
 memory held does not grow with the number of texts, and --layer is refused before any pass. The
-report itself is unchanged (tests/causal/test_massive_activations.py holds it to its references)."""
+report itself is unchanged (tests/causal/test_massive_activations.py holds it to its references).
+And a padded pass held 16 texts' (L, h, T, T) float64 attention, whatever T: one --file line of
+8,192 tokens on SmolLM2-135M was 135 GiB. Now a pass holds at most ATTENTION_BYTES (2 GiB) of it
+(fewer texts a pass), and a text whose attention alone is more is refused before any pass."""
 
 from __future__ import annotations
 
 import tracemalloc
 
+import numpy as np
 import pytest
 
 from conftest import needed
@@ -18,6 +22,8 @@ needed("tokenizers")
 needed("safetensors")
 
 from _llama_fixtures import build_decoder  # noqa: E402
+from _tolerance import f32_close, f32_size  # noqa: E402
+from attncli.causal import massive_activations  # noqa: E402
 from attncli.causal.massive_activations import scan  # noqa: E402
 from attncli.errors import BadInput  # noqa: E402
 from attncli.hf import load  # noqa: E402
@@ -63,3 +69,41 @@ def test_a_layer_past_the_model_is_refused_before_any_pass(model, monkeypatch):
     with pytest.raises(BadInput, match=r"--layer 9: model has layers 0\.\.1"):
         scan(model, texts(model, 3), causal=1, causal_layer=9)
     assert passes == []
+
+
+def counted(model, monkeypatch) -> list[int]:
+    """The texts of each padded pass (and 1 for each single trace) scan() runs, as a list."""
+    runs: list[int] = []
+    real_batch, real_trace = model.trace_batch, model.trace
+    monkeypatch.setattr(model, "trace_batch", lambda encs, *a, **k: runs.append(len(encs)) or real_batch(encs, *a, **k))
+    monkeypatch.setattr(model, "trace", lambda *a, **k: runs.append(1) or real_trace(*a, **k))
+    return runs
+
+
+def test_a_text_whose_attention_alone_passes_the_bound_is_refused_before_any_pass(model, monkeypatch):
+    per_entry = model.layers * model.heads * 8
+    monkeypatch.setattr(massive_activations, "ATTENTION_BYTES", per_entry * 20 ** 2)  # 20 tokens at most
+    runs = counted(model, monkeypatch)
+    encs = [model.encode("the cat sat"), model.encode(" ".join(WORDS), truncate=True)]
+    with pytest.raises(BadInput, match=r"text 2 is \d+ tokens: .* at most 20 tokens a sentence for this model"):
+        scan(model, encs, causal=1)
+    assert runs == []
+
+
+def test_a_padded_pass_holds_at_most_the_bound_and_the_report_is_the_same(model, monkeypatch):
+    encs = [model.encode(" ".join(WORDS[i % 7: i % 7 + 3 + i % 11]), truncate=True) for i in range(20)]
+    whole = scan(model, encs, causal=3)
+    longest = max(len(e.ids) for e in encs)
+    per_entry = model.layers * model.heads * 8
+    budget = 3 * per_entry * longest ** 2  # three of the longest a pass
+    monkeypatch.setattr(massive_activations, "ATTENTION_BYTES", budget)
+    runs = counted(model, monkeypatch)
+    cut = scan(model, encs, causal=3)
+    assert sum(runs) == 20 and max(runs) <= 16 and len(runs) > 2, runs  # before: one pass of 16, one of 4
+    start = 0
+    for n in runs:  # each pass within the bound
+        assert n * per_entry * max(len(e.ids) for e in encs[start:start + n]) ** 2 <= budget
+        start += n
+    for key in ("sink_share", "first_token_share"):  # the float32 pass, padded to other lengths
+        f32_close(np.array(cut[key]), np.array(whole[key]), *f32_size(model.path), per_element=True, what=key)
+    assert cut["channels"] == whole["channels"] and cut["appear"] == whole["appear"]
