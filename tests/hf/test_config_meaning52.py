@@ -10,7 +10,10 @@ float32 rounding, or both refusing):
 - a null sliding_window fails transformers' Gemma 3 even when every layer is global (it makes its
   sliding mask for every model): attn refuses it too (it ran the folder);
 - a float sliding_window (2.0) is refused by Qwen3Config (strict int | None): attn refuses it too
-  (it ran a window of 2).
+  (it ran a window of 2);
+- Gemma 3's sliding_window_pattern is any number but 0 (layer i global when (i + 1) % pattern is 0,
+  Python's %), Qwen3's max_window_layers any integer (a negative one: every layer sliding): attn
+  refused a negative or fractional pattern and a negative max_window_layers.
 Tiny random models from tests/_llama_fixtures.py."""
 
 from __future__ import annotations
@@ -54,6 +57,10 @@ CASES = [  # (family, fields set, "ran" or "refused")
                                               "partial_rotary_factor": 0.5},
                                     FULL: {"rope_type": "default", "rope_theta": 5000.0}}}, "refused"),
     ("gemma3", {"sliding_window": None, "layer_types": [FULL] * 2}, "refused"),
+    ("gemma3", {"layer_types": None, "sliding_window_pattern": -2}, "ran"),  # Python's %: layer 1 global
+    ("gemma3", {"layer_types": None, "sliding_window_pattern": 1.5}, "ran"),
+    ("gemma3", {"layer_types": None, "sliding_window_pattern": 0}, "refused"),
+    ("qwen3", {"layer_types": None, "max_window_layers": -1}, "ran"),  # every layer sliding
     ("qwen3", {"sliding_window": 2.0}, "refused"),
     ("qwen3", {"sliding_window": 2}, "ran"),
 ]

@@ -105,7 +105,8 @@ def layer_types(config: dict) -> list[str]:
     kinds = config.get("layer_types")  # null or absent: Gemma3TextConfig makes them from the pattern
     if kinds is None:
         pattern = config.get("sliding_window_pattern", SLIDING_WINDOW_PATTERN)
-        pattern = _number(pattern, "sliding_window_pattern", integer=True)
+        if not (finite(pattern) and pattern != 0):  # transformers takes (i + 1) % pattern of any other number
+            raise TypeError(f"'sliding_window_pattern' ({brief(pattern)}: a number other than 0 is needed)")
         kinds = ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(layers)]
     if not isinstance(kinds, list) or len(kinds) != layers or not all(k in LAYER_TYPES for k in kinds):
         raise TypeError("'layer_types' (one of full_attention / sliding_attention per layer)")

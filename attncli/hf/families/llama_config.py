@@ -187,7 +187,7 @@ def windows(config: dict, variant: Variant | None = None) -> list[int | None]:
     kinds = v.field(config, "layer_types")
     if kinds is None:
         first = v.field(config, "max_window_layers")
-        if not isinstance(first, int) or isinstance(first, bool) or first < 0:
+        if not isinstance(first, int) or isinstance(first, bool):  # negative: every layer from 0 on
             raise TypeError(f"'max_window_layers' ({first!r}: a whole number is needed)")
         kinds = ["sliding_attention" if window is not None and l >= first else "full_attention" for l in range(layers)]
     if not isinstance(kinds, list) or len(kinds) != layers or \
