@@ -18,6 +18,7 @@ wins over a hub id (source.resolve).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -30,6 +31,7 @@ from pathlib import Path
 from attncli import paths
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.fileio import FileProblem, atomic_write, atomic_writer, open_regular, read_text
+from attncli.messages import warn
 
 MAX_FILE = 2 * 2**30  # bytes: a joined model larger than this is no 270M model's (Gemma-3-270M Q4_K_M: 253 MB)
 READ = 2**20  # bytes read (and hashed) at a time
@@ -143,11 +145,12 @@ def _joined(model: Packaged, name: str) -> Path:
     if same:
         return target
     if os.path.lexists(target) and _kept(target, stamp, sha, model):
-        atomic_write(stamp, json.dumps(vouched))
+        _stamp(stamp, vouched, model)
         return target
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        stamp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a stamp that cannot go vouches for nothing: it is written over after
+            stamp.unlink(missing_ok=True)
         with atomic_writer(target) as out:
             digest = hashlib.sha256()
             for path, size, _ in parts:
@@ -157,8 +160,17 @@ def _joined(model: Packaged, name: str) -> Path:
                                      f"{sha} its package states: nothing was kept; reinstall it: {model.install}")
     except OSError as exc:
         raise RuntimeFailure(f"cannot write {str(target)!r}: {exc.strerror or exc}") from None
-    atomic_write(stamp, json.dumps(vouched))
+    _stamp(stamp, vouched, model)
     return target
+
+
+def _stamp(stamp: Path, vouched: dict, model: Packaged) -> None:
+    """The stamp that spares the next run the check; one that cannot be written (a full disk) only
+    warns: the joined file is whole either way, and the next run checks it again."""
+    try:
+        atomic_write(stamp, json.dumps(vouched))
+    except RuntimeFailure as exc:
+        warn(f"{model.title} is joined, but its stamp could not be kept ({exc}); the next run checks the file again")
 
 
 def _kept(target: Path, stamp: Path, sha: str, model: Packaged) -> bool:

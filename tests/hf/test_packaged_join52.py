@@ -96,3 +96,22 @@ def test_attns_own_earlier_join_is_joined_over_when_the_package_changes(site, tm
     result = attend()
     assert result.exit_code == 0, result.output
     assert (attn_home / "pretrained" / GEMMA_FILE).read_bytes() == data
+
+
+def test_a_stamp_that_cannot_be_kept_warns_and_the_joined_file_is_used(site, tmp_path, attn_home):
+    """The stamp only spares the next run the check: one that cannot be written (here a folder in its
+    place, as a full disk would fail it) warns, the joined file is used, and the next run checks it
+    (its sha256) instead of joining again."""
+    data = fake_gemma3(site, tmp_path)
+    target = attn_home / "pretrained" / GEMMA_FILE
+    target.parent.mkdir(parents=True)
+    (target.parent / (GEMMA_FILE + ".json")).mkdir()
+    first = attend()
+    assert first.exit_code == 0, first.output
+    assert "its stamp could not be kept" in " ".join(first.stderr.split())
+    assert target.read_bytes() == data
+    inode = target.stat().st_ino
+    again = attend()
+    assert again.exit_code == 0 and "its stamp could not be kept" in " ".join(again.stderr.split())
+    assert target.stat().st_ino == inode  # checked, not joined again
+    assert sorted(p.name for p in target.parent.iterdir()) == [GEMMA_FILE, GEMMA_FILE + ".json"]
