@@ -108,3 +108,20 @@ def test_an_edge_field_reads_as_transformers_reads_it(kind, changes, outcome, fo
     size = f32_size(path)
     f32_close(att, want[0], *size, per_element=True, what=f"attentions with {changes}")
     f32_close(logits, want[1], *size, what=f"logits with {changes}")
+
+
+@pytest.mark.parametrize("value", [[1], {"name": "gelu"}, 3])
+def test_a_hidden_activation_that_is_no_name_is_refused_naming_the_field(value, folders, tmp_path):
+    """Gemma3TextConfig's hidden_activation is a str: a list or a dict was refused as "lacks or
+    garbles unhashable type: 'list'", the field unnamed."""
+    from typer.testing import CliRunner
+
+    from attncli.cli.main import app
+
+    path = tmp_path / "m"
+    shutil.copytree(folders("gemma3"), path)
+    config = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps({**config, "hidden_activation": value}))
+    result = CliRunner().invoke(app, ["matrix", "a cat", "--transformer", str(path), "--backend", "numpy"])
+    said = " ".join(result.stderr.split())
+    assert result.exit_code == 2 and "'hidden_activation' (" in said and "unhashable" not in said, said

@@ -195,6 +195,8 @@ def unsupported(config: dict) -> str | None:
     for key in ("final_logit_softcapping", "attn_logit_softcapping"):
         _typed(config, key, float)
     act = field(config, "hidden_activation")
+    if not isinstance(act, str):  # a list or a dict: no name (and unhashable)
+        raise TypeError(f"'hidden_activation' ({brief(act)}: the name of an activation is needed)")
     if act not in ops.ACTIVATIONS:
         return f"hidden_activation {act!r}"
     if field(config, "use_bidirectional_attention"):
