@@ -125,3 +125,18 @@ def test_a_hidden_activation_that_is_no_name_is_refused_naming_the_field(value, 
     result = CliRunner().invoke(app, ["matrix", "a cat", "--transformer", str(path), "--backend", "numpy"])
     said = " ".join(result.stderr.split())
     assert result.exit_code == 2 and "'hidden_activation' (" in said and "unhashable" not in said, said
+
+
+def test_a_qwen3_layer_types_of_lists_is_refused_naming_the_field(folders, tmp_path):
+    """Each of layer_types' items a list: refused as "lacks or garbles unhashable type: 'list'" before."""
+    from typer.testing import CliRunner
+
+    from attncli.cli.main import app
+
+    path = tmp_path / "m"
+    shutil.copytree(folders("qwen3"), path)
+    config = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps({**config, "layer_types": [["full_attention"]] * 2}))
+    result = CliRunner().invoke(app, ["matrix", "a cat", "--transformer", str(path), "--backend", "numpy"])
+    said = " ".join(result.stderr.split())
+    assert result.exit_code == 2 and "'layer_types' (one of" in said and "unhashable" not in said, said

@@ -191,7 +191,7 @@ def windows(config: dict, variant: Variant | None = None) -> list[int | None]:
             raise TypeError(f"'max_window_layers' ({first!r}: a whole number is needed)")
         kinds = ["sliding_attention" if window is not None and l >= first else "full_attention" for l in range(layers)]
     if not isinstance(kinds, list) or len(kinds) != layers or \
-            not set(kinds) <= {"sliding_attention", "full_attention"}:
+            not all(k in ("sliding_attention", "full_attention") for k in kinds):  # a list's item may be unhashable
         raise TypeError("'layer_types' (one of full_attention / sliding_attention per layer)")
     if window is None and "sliding_attention" in kinds:  # transformers fails on it (a window of None)
         raise TypeError("'layer_types' (sliding_attention layers, but no window: use_sliding_window false "
