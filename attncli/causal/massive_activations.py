@@ -124,7 +124,7 @@ def scan(model: Any, texts_ids: list[list[int]], *, ratio: float = PAPER_RATIO, 
             ts, cs = np.nonzero(mask)
             massive_at[l].update(int(c) for c in cs)
             pos.update(int(t) for t in ts)
-            hits += [(l, int(t)) for t in ts]
+            hits += [(l, int(t)) for t in np.unique(ts)]  # a position once, however many of its channels
             channel_sum[l] = channel_sum[l] + resid[l].astype(np.float64).sum(axis=0)
         tokens += resid.shape[1]
         carriers.append(pos)
