@@ -97,14 +97,13 @@ def scan(model: Any, texts_ids: list[list[int]], *, ratio: float = PAPER_RATIO, 
     carriers: list[set[int]] = []  # per text: positions with a massive entry at any layer
     first_layer_carriers: list[list[tuple[int, int]]] = []  # per text: (layer, position) pairs
     # each text's pattern and state are read as it is traced, never all held: the sink shares and
-    # the secondary sinks summed at once, the states summed per channel (the causal test's means);
-    # only the causal test's own texts keep their (L, T, d) states
+    # the secondary sinks summed at once, the states summed per channel (the causal test's means;
+    # the test reruns its texts and reads each one's state from its own clean pass)
     share, first = np.zeros((L, H)), np.zeros((L, H))
     queries = 0
     recv: dict[int, list[float]] = {}
     channel_sum: list[Any] = [0] * L  # per layer: (d,) float64 the sum over every token of every text
     tokens = 0
-    resids = []
     for ids, tr in traced(model, encs, keep):
         resid = tr.stack("resid_post", L)  # (L, T, d)
         pos: set[int] = set()
@@ -131,8 +130,6 @@ def scan(model: Any, texts_ids: list[list[int]], *, ratio: float = PAPER_RATIO, 
         first_layer_carriers.append(hits)
         _sinks_of(tr.stack("attn.pattern", L), ids, sorted(pos) if pos else [0], share, first, recv)  # (L, h, T, T)
         queries += max(len(ids) - 1, 0)
-        if len(resids) < causal:
-            resids.append(resid)
         if on_text is not None:
             on_text()
     appear = next((l for l in range(L) if massive_at[l]), None)
@@ -167,8 +164,7 @@ def scan(model: Any, texts_ids: list[list[int]], *, ratio: float = PAPER_RATIO, 
     if causal > 0 and at is not None and massive_at[at]:
         chosen = sorted(massive_at[at])
         means = channel_sum[at][chosen] / tokens  # (C,)
-        report["causal"] = causal_test(model, texts_ids[:causal], resids[:causal], at, chosen, means=means,
-                                       keys_of=keys_of[:causal])
+        report["causal"] = causal_test(model, texts_ids[:causal], at, chosen, means=means, keys_of=keys_of[:causal])
     return report
 
 
@@ -230,22 +226,25 @@ def traced(model: Any, encs: Sequence[Any], keep: list[str]) -> Iterator[tuple[l
         yield ids, model.trace(ids, keep)
 
 
-def causal_test(model: Any, texts_ids: list[list[int]], resids: list[np.ndarray], layer: int,
-                channels: Sequence[int], *, means: np.ndarray, keys_of: list[list[int]]) -> dict[str, Any]:
+def causal_test(model: Any, texts_ids: list[list[int]], layer: int, channels: Sequence[int], *,
+                means: np.ndarray, keys_of: list[list[int]]) -> dict[str, Any]:
     """The mean next-token loss and the mean sink share (heads of layers after ``layer``) with
     ``channels`` of blocks.{layer}.resid_post as they are and set to ``means`` (C,), their mean
-    over every token of every text; resids (L, T, d) each text's states."""
+    over every token of every text: the clean pass of each text keeps its state at ``layer``, which
+    the second pass gets back with those channels set (nothing of a text is held past its own test)."""
     L = model.layers
     loss = {"clean": [0.0, 0], "mean": [0.0, 0]}
     share = {"clean": 0.0, "mean": 0.0}
     queries = 0
     after = list(range(layer + 1, L))
-    for ids, resid, keys in zip(texts_ids, resids, keys_of):
-        fixed = np.array(resid[layer], copy=True)  # (T, d)
-        fixed[:, list(channels)] = means
+    at = site(layer, "resid_post")
+    for ids, keys in zip(texts_ids, keys_of):
         keep = ["logits"] + [site(l, "attn.pattern") for l in after]
-        for name, ivs in (("clean", []), ("mean", [Intervention(site(layer, "resid_post"), "replace", value=fixed)])):
-            tr = model.trace(list(ids), keep, interventions=ivs)
+        clean = model.trace(list(ids), keep + [at])
+        fixed = np.array(clean[at], copy=True)  # (T, d)
+        fixed[:, list(channels)] = means
+        mean = model.trace(list(ids), keep, interventions=[Intervention(at, "replace", value=fixed)])
+        for name, tr in (("clean", clean), ("mean", mean)):
             s, n = token_mean_loss(tr["logits"], ids)
             loss[name][0] += s
             loss[name][1] += n

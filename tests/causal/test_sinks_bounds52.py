@@ -42,13 +42,13 @@ def texts(model, n: int) -> list[list[int]]:
             for i in range(n)]
 
 
-def held(model, n: int, **criterion) -> int:
+def held(model, n: int, causal: int = 2, **criterion) -> int:
     """Bytes scan() holds at its peak over n texts (tracemalloc sees numpy's arrays), beyond the ids."""
     ids = texts(model, n)
     scan(model, ids[:1], causal=0, **criterion)  # warm: caches, the weights' first read
     tracemalloc.start()
     try:
-        scan(model, ids, causal=2, **criterion)
+        scan(model, ids, causal=causal, **criterion)
         return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -110,3 +110,11 @@ def test_a_padded_pass_holds_at_most_the_bound_and_the_report_is_the_same(model,
     for key in ("sink_share", "first_token_share"):  # the float32 pass, padded to other lengths
         f32_close(np.array(cut[key]), np.array(whole[key]), *f32_size(model.path), per_element=True, what=key)
     assert cut["channels"] == whole["channels"] and cut["appear"] == whole["appear"]
+
+
+def test_the_causal_test_holds_no_text_past_its_own_passes(model):
+    """--causal-test N kept the N texts' (L, T, d) states from the scan to the test; each text's
+    state now comes from its own clean pass."""
+    states = model.layers * 55 * 32 * 4  # one text's (L, T, d) float32
+    few, every = (held(model, 70, causal=n, ratio=2.0, min_value=0.0) for n in (2, 70))  # the same scan
+    assert every - few < 10 * states, (few, every, states)  # before: 68 more texts' states held
