@@ -24,6 +24,7 @@ Shapes: L layers, h heads, T tokens of one text, d the model dimension, V the vo
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional, Sequence
 
@@ -38,6 +39,8 @@ PAPER_RATIO = 1000.0  # Sun et al. 2024: about 1,000 times the median magnitude
 PAPER_MIN_VALUE = 100.0  # ... and above 100 in magnitude
 TOP_CHANNELS = 3  # the largest channels each layer's row lists
 BATCH = 16  # texts a padded pass holds
+ATTENTION_BYTES = 2 * 2**30  # a padded pass's (B, L, h, T, T) float64 attention at most: one line of 8,192 tokens
+# of SmolLM2-135M (30 layers x 9 heads) alone is 135 GiB, 16 lines of 512 tokens 8.4 GiB
 SECONDARY_MIN_COUNT = 3  # a secondary sink's token occurs at least this often (one rare word is no sink)
 
 
@@ -84,13 +87,23 @@ def scan(model: Any, texts_ids: list[list[int]], *, ratio: float = PAPER_RATIO, 
         raise BadInput("no text to look for massive activations in")
     texts_ids, encs = [list(getattr(e, "ids", e)) for e in texts_ids], texts_ids
     L, H = model.layers, model.heads
+    if causal_layer is not None and not 0 <= causal_layer < L:  # before any pass
+        raise BadInput(f"--layer {causal_layer}: model has layers 0..{L - 1}")
+    _check_lengths(model, texts_ids)
     keep = ["blocks.*.resid_post", "blocks.*.attn.pattern"]
     medians = [[] for _ in range(L)]
     best: list[dict[int, dict[str, Any]]] = [{} for _ in range(L)]  # per layer: channel -> its largest entry
     massive_at: list[set[int]] = [set() for _ in range(L)]
     carriers: list[set[int]] = []  # per text: positions with a massive entry at any layer
     first_layer_carriers: list[list[tuple[int, int]]] = []  # per text: (layer, position) pairs
-    patterns, resids = [], []
+    # each text's pattern and state are read as it is traced, never all held: the sink shares and
+    # the secondary sinks summed at once, the states summed per channel (the causal test's means;
+    # the test reruns its texts and reads each one's state from its own clean pass)
+    share, first = np.zeros((L, H)), np.zeros((L, H))
+    queries = 0
+    recv: dict[int, list[float]] = {}
+    channel_sum: list[Any] = [0] * L  # per layer: (d,) float64 the sum over every token of every text
+    tokens = 0
     for ids, tr in traced(model, encs, keep):
         resid = tr.stack("resid_post", L)  # (L, T, d)
         pos: set[int] = set()
@@ -110,11 +123,13 @@ def scan(model: Any, texts_ids: list[list[int]], *, ratio: float = PAPER_RATIO, 
             ts, cs = np.nonzero(mask)
             massive_at[l].update(int(c) for c in cs)
             pos.update(int(t) for t in ts)
-            hits += [(l, int(t)) for t in ts]
+            hits += [(l, int(t)) for t in np.unique(ts)]  # a position once, however many of its channels
+            channel_sum[l] = channel_sum[l] + resid[l].astype(np.float64).sum(axis=0)
+        tokens += resid.shape[1]
         carriers.append(pos)
         first_layer_carriers.append(hits)
-        patterns.append(tr.stack("attn.pattern", L))  # (L, h, T, T)
-        resids.append(resid)
+        _sinks_of(tr.stack("attn.pattern", L), ids, sorted(pos) if pos else [0], share, first, recv)  # (L, h, T, T)
+        queries += max(len(ids) - 1, 0)
         if on_text is not None:
             on_text()
     appear = next((l for l in range(L) if massive_at[l]), None)
@@ -133,19 +148,6 @@ def scan(model: Any, texts_ids: list[list[int]], *, ratio: float = PAPER_RATIO, 
         for t in seen:
             carrier_tokens[int(ids[t])] = carrier_tokens.get(int(ids[t]), 0) + 1
     keys_of = [sorted(p) if p else [0] for p in carriers]
-    share = np.zeros((L, H))
-    first = np.zeros((L, H))
-    queries = 0
-    recv: dict[int, list[float]] = {}
-    for ids, pat, keys in zip(texts_ids, patterns, keys_of):
-        T = len(ids)
-        queries += max(T - 1, 0)
-        for l in range(L):
-            share[l] += sink_shares(pat[l], keys)
-            first[l] += sink_shares(pat[l], [0])
-        for s in range(1, T - 1):
-            got = float(pat[:, :, s + 1:, s].astype(np.float64).mean())  # heads, layers, queries t > s
-            recv.setdefault(int(ids[s]), []).append(got)
     queries = max(queries, 1)
     secondary = sorted(({"token_id": k, "received": float(np.mean(v)), "count": len(v)} for k, v in recv.items()
                         if len(v) >= SECONDARY_MIN_COUNT),
@@ -158,22 +160,65 @@ def scan(model: Any, texts_ids: list[list[int]], *, ratio: float = PAPER_RATIO, 
               "sink_keys": "massive" if any(carriers) else "first",
               "sink_share": (share / queries).tolist(), "first_token_share": (first / queries).tolist(),
               "secondary": secondary}
-    if causal_layer is not None and not 0 <= causal_layer < L:
-        raise BadInput(f"--layer {causal_layer}: model has layers 0..{L - 1}")
     at = appear if causal_layer is None else causal_layer
     if causal > 0 and at is not None and massive_at[at]:
-        report["causal"] = causal_test(model, texts_ids[:causal], resids[:causal], at, sorted(massive_at[at]),
-                                       means_over=resids, keys_of=keys_of[:causal])
+        chosen = sorted(massive_at[at])
+        means = channel_sum[at][chosen] / tokens  # (C,)
+        report["causal"] = causal_test(model, texts_ids[:causal], at, chosen, means=means, keys_of=keys_of[:causal])
     return report
 
 
+def _sinks_of(pat: np.ndarray, ids: list[int], keys: list[int], share: np.ndarray, first: np.ndarray,
+              recv: dict[int, list[float]]) -> None:
+    """One text's pattern (L, h, T, T) added to the sink shares (L, h) on ``keys`` and on the first
+    token, and each key s >= 1's received attention to ``recv`` by its token id."""
+    for l in range(pat.shape[0]):
+        share[l] += sink_shares(pat[l], keys)
+        first[l] += sink_shares(pat[l], [0])
+    for s in range(1, len(ids) - 1):
+        got = float(pat[:, :, s + 1:, s].astype(np.float64).mean())  # heads, layers, queries t > s
+        recv.setdefault(int(ids[s]), []).append(got)
+
+
+def _entry_bytes(model: Any) -> int:
+    """Bytes of one (query, key) entry of the attention over every layer and head, in float64."""
+    return model.layers * model.heads * 8
+
+
+def _check_lengths(model: Any, texts_ids: list[list[int]]) -> None:
+    """BadInput, before any pass, for a text whose attention alone passes ATTENTION_BYTES."""
+    per_entry = _entry_bytes(model)
+    for n, ids in enumerate(texts_ids):
+        if per_entry * len(ids) ** 2 > ATTENTION_BYTES:
+            raise BadInput(f"text {n + 1} is {len(ids):,} tokens: its attention ({model.layers} layers x {model.heads} "
+                           f"heads x {len(ids):,}^2, float64) would take {per_entry * len(ids) ** 2 / 2**30:,.1f} GiB, "
+                           f"more than the {ATTENTION_BYTES // 2**30} GiB attn sinks holds at once: at most "
+                           f"{math.isqrt(ATTENTION_BYTES // per_entry):,} tokens a sentence for this model (split it)")
+
+
+def batches(encs: Sequence[Any], per_entry: int) -> list[list[Any]]:
+    """Consecutive runs of at most BATCH encodings whose padded attention, run length x longest^2 x
+    ``per_entry`` bytes, stays within ATTENTION_BYTES (a text over it alone: _check_lengths)."""
+    runs: list[list[Any]] = []
+    longest = 0
+    for enc in encs:
+        T = len(enc.ids)
+        if runs and len(runs[-1]) < BATCH and (len(runs[-1]) + 1) * per_entry * max(longest, T) ** 2 <= ATTENTION_BYTES:
+            runs[-1].append(enc)
+            longest = max(longest, T)
+        else:
+            runs.append([enc])
+            longest = T
+    return runs
+
+
 def traced(model: Any, encs: Sequence[Any], keep: list[str]) -> Iterator[tuple[list[int], Any]]:
-    """(ids, trace) of each text: BATCH encodings at a time through one padded pass where the model
-    has one (a quantized model's weights dequantized once a batch, not once a text), else one
-    ``trace`` of each text's ids."""
+    """(ids, trace) of each text: up to BATCH encodings at a time through one padded pass where the
+    model has one (a quantized model's weights dequantized once a batch, not once a text), their
+    attention within ATTENTION_BYTES (``batches``), else one ``trace`` of each text's ids."""
     if has(model, "batch") and all(hasattr(e, "ids") for e in encs):
-        for b in range(0, len(encs), BATCH):
-            for enc, tr in zip(encs[b:b + BATCH], model.trace_batch(list(encs[b:b + BATCH]), keep)):
+        for run in batches(encs, _entry_bytes(model)):
+            for enc, tr in zip(run, model.trace_batch(list(run), keep)):
                 yield list(enc.ids), tr
         return
     for e in encs:
@@ -181,28 +226,25 @@ def traced(model: Any, encs: Sequence[Any], keep: list[str]) -> Iterator[tuple[l
         yield ids, model.trace(ids, keep)
 
 
-def channel_means(resids: Sequence[np.ndarray], layer: int, channels: Sequence[int]) -> np.ndarray:
-    """(len(channels),) each channel's mean over every token of every text at ``layer``; resids (L, T, d) each."""
-    total = sum(r[layer][:, list(channels)].astype(np.float64).sum(axis=0) for r in resids)
-    return total / sum(r.shape[1] for r in resids)
-
-
-def causal_test(model: Any, texts_ids: list[list[int]], resids: list[np.ndarray], layer: int,
-                channels: Sequence[int], *, means_over: Sequence[np.ndarray], keys_of: list[list[int]]) -> dict[str, Any]:
+def causal_test(model: Any, texts_ids: list[list[int]], layer: int, channels: Sequence[int], *,
+                means: np.ndarray, keys_of: list[list[int]]) -> dict[str, Any]:
     """The mean next-token loss and the mean sink share (heads of layers after ``layer``) with
-    ``channels`` of blocks.{layer}.resid_post as they are and set to their mean."""
-    means = channel_means(means_over, layer, channels)  # (C,)
+    ``channels`` of blocks.{layer}.resid_post as they are and set to ``means`` (C,), their mean
+    over every token of every text: the clean pass of each text keeps its state at ``layer``, which
+    the second pass gets back with those channels set (nothing of a text is held past its own test)."""
     L = model.layers
     loss = {"clean": [0.0, 0], "mean": [0.0, 0]}
     share = {"clean": 0.0, "mean": 0.0}
     queries = 0
     after = list(range(layer + 1, L))
-    for ids, resid, keys in zip(texts_ids, resids, keys_of):
-        fixed = np.array(resid[layer], copy=True)  # (T, d)
-        fixed[:, list(channels)] = means
+    at = site(layer, "resid_post")
+    for ids, keys in zip(texts_ids, keys_of):
         keep = ["logits"] + [site(l, "attn.pattern") for l in after]
-        for name, ivs in (("clean", []), ("mean", [Intervention(site(layer, "resid_post"), "replace", value=fixed)])):
-            tr = model.trace(list(ids), keep, interventions=ivs)
+        clean = model.trace(list(ids), keep + [at])
+        fixed = np.array(clean[at], copy=True)  # (T, d)
+        fixed[:, list(channels)] = means
+        mean = model.trace(list(ids), keep, interventions=[Intervention(at, "replace", value=fixed)])
+        for name, tr in (("clean", clean), ("mean", mean)):
             s, n = token_mean_loss(tr["logits"], ids)
             loss[name][0] += s
             loss[name][1] += n

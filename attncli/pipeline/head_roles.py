@@ -11,6 +11,7 @@ query of the second half has exactly one induction key (the token after its firs
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
@@ -25,6 +26,8 @@ RANDOM_SCORES = ("previous_token", "duplicate_token", "induction")
 WEIGHT_ROLES = ("copying", "q_in", "k_in", "v_in")  # X_in: the head's largest X-composition from an earlier head
 ROLES = WEIGHT_ROLES + RANDOM_SCORES
 MAX_RANDOM_LENGTH = 4096
+RANDOM_ATTENTION_BYTES = 2 * 2**30  # one sequence's (L, h, T, T) float64 attention at most: 4,096 repeated tokens
+# on SmolLM2-135M (30 layers of 9 heads) would be 135 GiB, on Gemma-3-270M (18 x 4) 36 GiB
 
 
 def weights_report(model: Any, *, top_k: int = 5) -> dict[str, Any]:
@@ -108,9 +111,18 @@ def random_report(model: Any, *, length: int, count: int, seed: int = 0,
     if not model.is_decoder:
         raise BadInput(f"--random scores a decoder's heads on repeated random tokens; model '{visible(model.name)}' is an "
                        "encoder: score it on sentences (drop --random)")
-    if 2 * length + len(leading_specials(model)) > model.max_positions:
+    prefix = len(leading_specials(model))
+    if 2 * length + prefix > model.max_positions:
         raise BadInput(f"--random {length}: twice {length} tokens and the leading special tokens exceed the model's "
                        f"{model.max_positions} positions")
+    per_entry = model.layers * model.heads * 8  # bytes of one (query, key) entry over every layer and head
+    if per_entry * (2 * length + prefix) ** 2 > RANDOM_ATTENTION_BYTES:
+        most = (math.isqrt(RANDOM_ATTENTION_BYTES // per_entry) - prefix) // 2
+        raise BadInput(f"--random {length}: one sequence's attention ({model.layers} layers x {model.heads} heads x "
+                       f"{2 * length + prefix:,}^2 tokens, float64) would take "
+                       f"{per_entry * (2 * length + prefix) ** 2 / 2**30:,.1f} GiB, more than the "
+                       f"{RANDOM_ATTENTION_BYTES // 2**30} GiB attn holds at once: at most --random {max(most, 0):,} "
+                       "for this model")
     tally, base = Tally(model.layers, model.heads), Tally(1, 1)
     for inp in random_inputs(model, length, count, seed, on_text):
         kw = dict(causal=True, window=1, queries=inp.queries, token_ids=inp.token_ids, only=RANDOM_SCORES)

@@ -15,13 +15,13 @@ attn refuses on principle (custom code, pickle-only weights) is ``BadInput`` (ex
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any
 
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.fileio import FileProblem, open_regular, read_text
+from attncli.hf.checks.config_defaults import finite
 
 MAX_DEPTH = 32  # real configs nest 3 or 4 deep; tokenizer.json 6 or 7
 CONFIG_BYTES = 4 * 2**20  # config.json, tokenizer_config.json, special_tokens_map.json, the pooling configs
@@ -156,13 +156,11 @@ def check_config(config: dict[str, Any], path: Path) -> None:
     for field in EPSILONS:
         if field in config:
             value = config[field]
-            if not (isinstance(value, (int, float)) and not isinstance(value, bool)
-                    and math.isfinite(value) and 0 < value < 1):
+            if not (finite(value) and 0 < value < 1):
                 raise damaged(f"config.json: {field}", f"{_show(value)} is not a small positive number")
     for field, (low, high) in RATES.items():
         value = config.get(field)
-        if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)
-                                      and math.isfinite(value) and low <= value <= high):
+        if value is not None and not (finite(value) and low <= value <= high):
             raise damaged(f"config.json: {field}", f"{_show(value)} is not a number in {low:g}..{high:g}")
     buckets, distance = config.get("relative_attention_num_buckets"), config.get("relative_attention_max_distance")
     if _is_int(buckets) and _is_int(distance) and distance <= buckets // 2:  # T5's log-spaced buckets need room

@@ -12,6 +12,7 @@ reads every entry back from transformers' classes, so a release that changes one
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 DERIVED = None  # computed from other fields, as transformers' __post_init__ or modeling file does
@@ -72,6 +73,23 @@ NULLABLE: dict[str, set[str]] = {
     "gpt2": {"n_inner"},
     **{kind: {"pad_token_id"} for kind in ("bert", "roberta", "xlm-roberta", "camembert", "electra")},
 }
+
+
+INT_LIMIT = 2**63  # transformers holds a config's integers in torch's int64: a larger one fails there
+
+
+def finite(value: Any) -> bool:
+    """``value`` is a number a pass can compute with: not a bool, a finite float, or an integer within
+    int64 (JSON's integers have no bound: math.isfinite and float() raise OverflowError past 1e308)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return -INT_LIMIT < value < INT_LIMIT if isinstance(value, int) else math.isfinite(value)
+
+
+def brief(value: Any) -> str:
+    """A config value as a message shows it: its repr, cut at 40 characters (a 400-digit integer)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def field(config: dict, key: str, defaults: dict[str, Any] | None = None, nullable: set[str] | None = None) -> Any:

@@ -31,13 +31,13 @@ I intermediate_size, V vocabulary.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from attncli.hf.kernels import ops
 from attncli.hf.kernels.chunked_attention import Mask
+from attncli.hf.checks.config_defaults import brief, finite
 from attncli.hf.checks.config_defaults import field as _field
 from attncli.hf.families import llama
 from attncli.hf.families.llama_config import Variant, inverse_frequencies, sizes
@@ -93,9 +93,8 @@ def field(config: dict, key: str) -> Any:
 
 def _number(value: Any, key: str, *, integer: bool = False) -> float:
     """``value`` as a positive finite number (a TypeError naming ``key`` otherwise)."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-    if not ok or (integer and int(value) != value):
-        raise TypeError(f"'{key}' ({value!r}: a positive {'integer' if integer else 'number'} is needed)")
+    if not (finite(value) and value > 0) or (integer and int(value) != value):
+        raise TypeError(f"'{key}' ({brief(value)}: a positive {'integer' if integer else 'number'} is needed)")
     return int(value) if integer else float(value)
 
 
@@ -106,14 +105,14 @@ def _typed(config: dict, key: str, kind: type) -> float | None:
     if value is None:
         return None
     if type(value) is not kind:
-        raise TypeError(f"'{key}' ({value!r}: transformers' Gemma3TextConfig needs {'an integer' if kind is int else 'a float'})")
+        raise TypeError(f"'{key}' ({brief(value)}: transformers' Gemma3TextConfig needs {'an integer' if kind is int else 'a float'})")
     return _number(value, key)
 
 
 def _flag(config: dict, key: str) -> bool:
     value = field(config, key)
     if not isinstance(value, bool):
-        raise TypeError(f"'{key}' ({value!r}: true or false is needed)")
+        raise TypeError(f"'{key}' ({brief(value)}: true or false is needed)")
     return value
 
 
@@ -124,7 +123,8 @@ def layer_types(config: dict) -> list[str]:
     kinds = config.get("layer_types")  # null or absent: Gemma3TextConfig makes them from the pattern
     if kinds is None:
         pattern = config.get("sliding_window_pattern", SLIDING_WINDOW_PATTERN)
-        pattern = _number(pattern, "sliding_window_pattern", integer=True)
+        if not (finite(pattern) and pattern != 0):  # transformers takes (i + 1) % pattern of any other number
+            raise TypeError(f"'sliding_window_pattern' ({brief(pattern)}: a number other than 0 is needed)")
         kinds = ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(layers)]
     if not isinstance(kinds, list) or len(kinds) != layers or not all(k in LAYER_TYPES for k in kinds):
         raise TypeError("'layer_types' (one of full_attention / sliding_attention per layer)")
@@ -135,10 +135,9 @@ def windows(config: dict) -> list[int | None]:
     """Per layer, the sliding window (a query sees the keys less than ``window`` positions back), or None."""
     window = field(config, "sliding_window")
     kinds = layer_types(config)
-    if window is None:
-        if "sliding_attention" in kinds:  # transformers' mask fails on a window of None
-            raise TypeError("'sliding_window' (null, but layer_types has sliding_attention layers)")
-        return [None] * len(kinds)
+    if window is None:  # transformers' Gemma 3 makes its sliding mask for every model, and fails on None
+        raise TypeError("'sliding_window' (null: transformers' Gemma 3 builds its sliding-window mask even "
+                        "without sliding_attention layers, and fails on a null window)")
     window = int(_typed(config, "sliding_window", int))
     return [window if kind == "sliding_attention" else None for kind in kinds]
 
@@ -184,15 +183,20 @@ def rope_parameters(config: dict) -> dict[str, dict]:
 
 def _as_flat(config: dict, params: dict) -> dict:
     """One layer kind's RoPE settings as a Llama config llama_config reads (its own precedence
-    resolved already), so the frequencies are llama_config's, written once."""
+    resolved already), so the frequencies are llama_config's, written once. Default RoPE leaves
+    partial_rotary_factor out: Gemma 3's own default RoPE rotates whole heads, whatever it says."""
+    if params["rope_type"] == "default":
+        params = {k: v for k, v in params.items() if k != "partial_rotary_factor"}
     return {"model_type": "llama", "rope_parameters": params, "rope_theta": params["rope_theta"],
             "max_position_embeddings": field(config, "max_position_embeddings")}
 
 
 def frequencies(config: dict, d_head: int) -> dict[str, np.ndarray]:
-    """Each layer kind's RoPE inverse frequencies (d_head / 2,), float64."""
+    """Each layer kind's RoPE inverse frequencies (d_head / 2,), float64: the kinds layer_types
+    holds (transformers' Gemma3RotaryEmbedding computes no other)."""
+    present = set(layer_types(config))
     return {kind: inverse_frequencies(_as_flat(config, params), d_head)
-            for kind, params in rope_parameters(config).items()}
+            for kind, params in rope_parameters(config).items() if kind in present}
 
 
 def unsupported(config: dict) -> str | None:
@@ -215,19 +219,26 @@ def unsupported(config: dict) -> str | None:
     for key in ("final_logit_softcapping", "attn_logit_softcapping"):
         _typed(config, key, float)
     act = field(config, "hidden_activation")
+    if not isinstance(act, str):  # a list or a dict: no name (and unhashable)
+        raise TypeError(f"'hidden_activation' ({brief(act)}: the name of an activation is needed)")
     if act not in ops.ACTIVATIONS:
         return f"hidden_activation {act!r}"
     if field(config, "use_bidirectional_attention"):
         return "use_bidirectional_attention (a Gemma 3 encoder)"
     for flag in ("attention_bias", "tie_word_embeddings"):
         _flag(config, flag)
+    present = set(layer_types(config))
     for kind, params in rope_parameters(config).items():
+        if kind not in present:  # no layer of that kind: transformers reads none of its settings
+            continue
         if params["rope_type"] not in ROPE_TYPES:
             return f"{kind} layers' rope type {params['rope_type']!r} (it runs {', '.join(ROPE_TYPES)})"
         _number(params["rope_theta"], f"rope_parameters.{kind}.rope_theta")
-        factor = _number(params.get("partial_rotary_factor", 1.0), "partial_rotary_factor")
-        if factor != 1:
-            return f"partial_rotary_factor {factor} (transformers' Gemma 3 rotates whole heads by default)"
+        if params["rope_type"] != "default":  # default RoPE: whole heads, the factor unread
+            factor = _number(params.get("partial_rotary_factor", 1.0), "partial_rotary_factor")
+            if factor != 1:
+                return (f"partial_rotary_factor {factor} with {kind} layers' rope type {params['rope_type']!r} "
+                        "(transformers' Gemma 3 fails on it)")
         reason = llama.unsupported(_as_flat(config, params))  # the RoPE type's own fields (factor, bands)
         if reason:
             return f"{kind} layers' {reason}"

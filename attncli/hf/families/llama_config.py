@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from attncli.hf.kernels import ops
-from attncli.hf.checks.config_defaults import DEFAULT_ROPE_THETA, field
+from attncli.hf.checks.config_defaults import DEFAULT_ROPE_THETA, brief, field, finite
 
 ROPE_TYPES = ("default", "linear", "llama3")
 
@@ -65,9 +65,8 @@ def variant_of(config: dict, variant: Variant | None = None) -> Variant:
 def _number(value, key: str, *, integer: bool = False) -> float:
     """``value`` as a positive finite number (a TypeError naming ``key`` otherwise: the caller
     reports "config.json lacks or garbles ...")."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-    if not ok or (integer and int(value) != value):
-        raise TypeError(f"'{key}' ({value!r}: a positive {'integer' if integer else 'number'} is needed)")
+    if not (finite(value) and value > 0) or (integer and int(value) != value):
+        raise TypeError(f"'{key}' ({brief(value)}: a positive {'integer' if integer else 'number'} is needed)")
     return int(value) if integer else float(value)
 
 
@@ -176,6 +175,9 @@ def windows(config: dict, variant: Variant | None = None) -> list[int | None]:
     if v.windows == "none":
         return [None] * layers
     window = v.field(config, "sliding_window")
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int)):
+        raise TypeError(f"'sliding_window' ({brief(window)}: an integer is needed: transformers' config class "
+                        "refuses any other)")
     if v.windows == "layer_types" and not _flag(config, "use_sliding_window", v):
         window = None
     if window is not None:
@@ -185,11 +187,11 @@ def windows(config: dict, variant: Variant | None = None) -> list[int | None]:
     kinds = v.field(config, "layer_types")
     if kinds is None:
         first = v.field(config, "max_window_layers")
-        if not isinstance(first, int) or isinstance(first, bool) or first < 0:
+        if not isinstance(first, int) or isinstance(first, bool):  # negative: every layer from 0 on
             raise TypeError(f"'max_window_layers' ({first!r}: a whole number is needed)")
         kinds = ["sliding_attention" if window is not None and l >= first else "full_attention" for l in range(layers)]
     if not isinstance(kinds, list) or len(kinds) != layers or \
-            not set(kinds) <= {"sliding_attention", "full_attention"}:
+            not all(k in ("sliding_attention", "full_attention") for k in kinds):  # a list's item may be unhashable
         raise TypeError("'layer_types' (one of full_attention / sliding_attention per layer)")
     if window is None and "sliding_attention" in kinds:  # transformers fails on it (a window of None)
         raise TypeError("'layer_types' (sliding_attention layers, but no window: use_sliding_window false "

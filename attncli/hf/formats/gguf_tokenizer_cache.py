@@ -64,6 +64,6 @@ def cached_tokenizer(gguf: GGUFFile, build: Callable[[GGUFFile], Any]) -> Any:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, text)
-    except OSError as exc:
+    except (OSError, RuntimeFailure) as exc:  # atomic_write says a full disk as a RuntimeFailure
         warn(f"could not keep {gguf.path.name}'s tokenizer in {path.parent} ({exc}); the next load builds it again")
     return tokenizer
