@@ -57,7 +57,7 @@ def head_map(doc: dict[str, Any]) -> Heatmap:
     values = role_values(doc, role)
     masked = np.isnan(values)
     return Heatmap(np.where(masked, 0.0, values), [f"L{l}" for l in range(values.shape[0])],
-                   [f"H{h}" for h in range(values.shape[1])], f"{shown(doc['model'])}: {ROLE_TEXT[role]}",
+                   [f"H{h}" for h in range(values.shape[1])], f"{doc['model']}: {ROLE_TEXT[role]}",
                    masked=masked if masked.any() else None, diverging=role == "copying", decimals=(2, 1),
                    more="see every score with --json",
                    masked_note="not scored (a layer-0 head has no earlier head to compose with)")

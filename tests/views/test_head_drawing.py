@@ -137,3 +137,13 @@ def test_a_head_without_the_score_says_why_in_the_terminal():
         console.print(part)
     text = console.export_text()
     assert "· = not scored (a layer-0 head has no earlier head to compose with)" in text and "weight exactly" not in text
+
+
+def test_the_terminal_maps_title_shows_a_model_name_as_it_is():
+    """The heatmap's title is drawn as plain text (views.render escapes its controls): a name with
+    rich markup shows its brackets, not a backslash (markup-escaping it first drew ``m\\[red]x``)."""
+    console = Console(width=120, record=True, color_system=None)
+    for part in head_map_renderables(weights_doc(2, 2, model="m[red]x\x1b"), 120):
+        console.print(part)
+    text = console.export_text()
+    assert "m[red]x\\x1b: OV copying score" in text and "\\[" not in text and "\x1b" not in text
