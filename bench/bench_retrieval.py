@@ -24,7 +24,7 @@ import time
 
 
 def run_once(model: str, needles: int, lengths: str, depths: int) -> tuple[float, float]:
-    """(wall seconds, CPU seconds) of one ``attn retrieval ... --json``."""
+    """(wall seconds, CPU seconds) of one ``attn retrieval ... --json`` (the children's peak RSS: peak_mib())."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "attncli", "retrieval", "--transformer", model, "--needles", str(needles),
@@ -33,6 +33,11 @@ def run_once(model: str, needles: int, lengths: str, depths: int) -> tuple[float
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def peak_mib() -> float:
+    """The largest resident set of any child so far, MiB (Linux: ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
 def main() -> None:
@@ -57,7 +62,7 @@ def main() -> None:
     else:
         wall, cpu = run_once(args.model, args.needles, args.lengths, args.depths)
         print(f"{what} --needles {args.needles}: wall {wall:.1f} s, CPU {cpu:.1f} s")
-    print(f"load average {os.getloadavg()[0]:.1f} at the end")
+    print(f"peak RSS of a run {peak_mib():.0f} MiB; load average {os.getloadavg()[0]:.1f} at the end")
 
 
 if __name__ == "__main__":

@@ -54,6 +54,7 @@ RECALLED = 0.5  # a sample is recalled when its answer holds more than half the 
 EXTRA_STEPS = 2  # decoded past the needle's tokens
 DEFAULT_TOP = 10
 DEFAULT_TOLERANCE = 0.05
+SMALLER_K = (1, 3, 5)  # the stability of the top 1, 3 and 5 heads too
 
 
 @dataclass(frozen=True)
@@ -213,7 +214,11 @@ def stability(per_needle: np.ndarray, k: int, tolerance: float) -> dict[str, Any
     stable_at = N
     while stable_at > 1 and curve[stable_at - 2]["same_top"] and curve[stable_at - 2]["max_change"] <= tolerance:
         stable_at -= 1
-    return {"k": len(top), "tolerance": tolerance, "needles": N, "stable_at": stable_at, "curve": curve}
+    out = {"k": len(top), "tolerance": tolerance, "needles": N, "stable_at": stable_at, "curve": curve}
+    if k > 1:  # the fewer top heads, the sooner they settle: the same criterion for the top 1, 3, 5
+        out["by_k"] = [{"k": sub["k"], "stable_at": sub["stable_at"]}
+                       for sub in (stability(per_needle, j, tolerance) for j in SMALLER_K if j < k)]
+    return out
 
 
 def head_masks(heads: Sequence[tuple[int, int]]) -> list[Intervention]:

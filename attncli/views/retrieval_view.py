@@ -42,8 +42,9 @@ def draw(doc: dict[str, Any], width: Optional[int]) -> list:
     out.append(recall)
     s = doc["stability"]
     if s["k"]:
+        fewer = "".join(f"; the top {e['k']} from {e['stable_at']}" for e in s.get("by_k", []) if e["k"])
         out.append(Text(shown(f"stable from {s['stable_at']} of {s['needles']} needles on: the top {s['k']} heads "
-                              f"the same set, each score within {s['tolerance']:g} of the last")))
+                              f"the same set, each score within {s['tolerance']:g} of the last{fewer}")))
     c = doc.get("causal")
     if c is not None:
         heads = ", ".join(f"L{h['layer']}H{h['head']}" for h in c["random"]["heads"])
