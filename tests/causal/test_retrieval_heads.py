@@ -131,6 +131,8 @@ def test_stability_by_hand():
     assert rh.stability(per_needle, 2, 0.05)["stable_at"] == 3
     assert rh.stability(np.zeros((2, 1, 3)), 2, 0.1)["k"] == 0
     assert s["by_k"] == [{"k": 1, "stable_at": 1}]  # head 2 leads from the first needle, within 0.1 of 0.7
+    # within the tolerance from the first needle on, but another head leads after it: stable at 2
+    assert rh.stability(np.array([[[0.50, 0.52]], [[0.54, 0.50]]]), 1, 0.05)["stable_at"] == 2
 
 
 def test_copy_paste_counts_a_needle_position_once():
