@@ -50,6 +50,8 @@ COMMANDS: dict[str, Listed] = {
                                              "smallest circuit that keeps the metric."),
     "sinks": Listed("attncli.cli.sinks", "Attention sinks and massive activations: the residual channels far above "
                                          "the rest, their layer and tokens."),
+    "retrieval": Listed("attncli.cli.retrieval", "Retrieval heads: which heads copy the needle's tokens from a long "
+                                                 "text into the answer."),
     "dla": Listed("attncli.cli.causal",
                   "Direct logit attribution: each head's and MLP's direct part of the target's logit."),
     "qk": Listed("attncli.cli.qk",

@@ -180,6 +180,25 @@ WorkersOpt = Annotated[int, typer.Option("--workers", metavar="N", help="Local w
 RayOpt = Annotated[Optional[str], typer.Option("--ray", metavar="ADDRESS", help="Run the chunks on the Ray cluster at this "
                                                "address (the cluster extra).")]
 
+# --- retrieval heads (attn retrieval: needles in held-out text) -------------------------------------
+
+RETRIEVAL_OPTIONS: dict[str, tuple[Any, ...]] = {
+    "needles": (Annotated[int, typer.Option("--needles", metavar="N", help="Needles (random facts: the secret code of a "
+                                            "name is three words) put in the haystack.")], 20),
+    "lengths": (Annotated[str, typer.Option("--lengths", metavar="N,N", help="Prompt lengths in tokens, separated by "
+                                            "commas.")], "2048"),
+    "depths": (Annotated[int, typer.Option("--depths", metavar="N", help="Needle depths from the haystack's start (0) "
+                                           "to its end (1); one: the middle.")], 4),
+    "retrieval_top": (Annotated[int, typer.Option("--top", metavar="K", help="Heads listed by retrieval score; the "
+                                                  "stability is that of the top K.")], 10, "top"),
+    "tolerance": (Annotated[float, typer.Option("--tolerance", help="Stable: the top heads' scores within this of "
+                                                "their final value.")], 0.05),
+    "mask": (Annotated[int, typer.Option("--mask", metavar="K", help="The causal test: the needle recall with the top "
+                                         "K retrieval heads masked, and with K random others (0: none).")], 0),
+    "retrieval_seed": (Annotated[int, typer.Option("--seed", help="Seed of the needles and of the random heads "
+                                                   "masked.")], 0, "seed"),
+}
+
 # TRANSFORMER_ONLY: the options that only --transformer gives a meaning to (attn matrix's parameter
 # names), read by cli.matrix (which sends them to --transformer); the table refuses them without it
 
@@ -208,6 +227,7 @@ OPTIONS: dict[str, tuple[Any, ...]] = {  # parameter name -> (its Annotated type
     "target_id": (TargetIdOpt, None), "contrast": (ContrastOpt, None), "contrast_id": (ContrastIdOpt, None),
     "pairs": (PairsOpt, None), "out": (OutOpt, None), "shard_pairs": (ShardPairsOpt, 64), "workers": (WorkersOpt, 1),
     "ray": (RayOpt, None),
+    **RETRIEVAL_OPTIONS,
 }
 
 # groups of them, in the order --help lists them

@@ -21,6 +21,7 @@ from _real_models import real_file
 from test_readme import REAL_EXAMPLES, REPO, _environment, check_output
 
 TOUR = [example for example in REAL_EXAMPLES if example.source.startswith("tour.md:")]
+PAGES = ("tour.md", "heads.md")  # the pages whose console blocks run a real model (heads.md: attn retrieval's)
 
 
 def test_the_tour_has_its_steps():

@@ -36,6 +36,7 @@ from attncli.model.trace import Intervention, Keep, Trace, site, split
 from attncli.hf.checks.config_check import TOKENIZER_BYTES, damaged
 from attncli.hf.formats.source import SAFETENSORS, TOKENIZER
 from attncli.hf.backends.numpy_cache import KVCache
+from attncli.hf.backends.numpy_rows_cache import RowsCache
 from attncli.hf.checks.weight_check import check_activations, check_finite, check_weight_names
 from attncli.hf.formats.weights import Weights, WeightsAs, checkpoint_file
 
@@ -355,6 +356,11 @@ class NumpyPretrained(Pretrained):
         """A key/value cache for ``logits_and_attentions`` (decoders): see there."""
         self.check_decoder()
         return KVCache(self.layers)
+
+    def new_rows_cache(self, interventions: Sequence[Intervention] = ()) -> RowsCache:
+        """Decoders: a key/value cache keeping no attentions, under ``interventions`` (numpy_rows_cache.py)."""
+        self.check_decoder()
+        return RowsCache(self, [iv for iv in interventions if self._check_site(iv.site) is None])
 
     def logits_and_attentions(self, ids: Sequence[int], cache: KVCache | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Decoders: (T, V) next-token logits and (L, h, T, T) attentions for token ids ``ids``.
