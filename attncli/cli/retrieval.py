@@ -11,6 +11,7 @@ from attncli.cli.options import declared
 from attncli.cli.output import show
 from attncli.cli.progress import Progress
 from attncli.cli.transformer import load_model
+from attncli.pipeline.running import Later
 from attncli.pipeline.retrieval_compute import RetrievalRequest, compute, parse_lengths
 
 
@@ -38,7 +39,7 @@ def retrieval_cmd(**options: Any) -> None:
                                tolerance=options["tolerance"], mask=options["mask"], seed=options["seed"],
                                allow_missing_weights=options["allow_missing_weights"])
     request.check()  # before any model is read
-    show(compute(request, progress=Progress(json_out),
-                 load_model=lambda: load_model(request.transformer, "numpy", request.allow_missing_weights,
-                                               json_out=json_out)),
+    show(compute(request, Later(lambda name: load_model(name, "numpy", request.allow_missing_weights,
+                                                        json_out=json_out)),
+                 progress=Progress(json_out)),
          json_out=json_out)

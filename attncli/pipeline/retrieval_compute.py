@@ -15,14 +15,15 @@ its haystack held-out Brown text::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, ClassVar, Optional
 
 from attncli.causal.retrieval_heads import (DEFAULT_TOLERANCE, DEFAULT_TOP, depth_fractions, haystack, make_needles,
                                             scan)
 from attncli.errors import BadInput
 from attncli.hf.loader import load
+from attncli.option_conflicts import TableRequest
 from attncli.pipeline.head_roles import leading_specials
-from attncli.pipeline.heads_compute import Quiet
+from attncli.pipeline.running import Progress, model_for, quiet
 from attncli.textio import visible
 from attncli.tinylm.data import brown_texts
 from attncli.views.result import attn_command
@@ -45,7 +46,7 @@ def parse_lengths(text: str) -> tuple[int, ...]:
 
 
 @dataclass
-class RetrievalRequest:
+class RetrievalRequest(TableRequest):
     """Everything ``attn retrieval`` needs (its options, by their parameter names)."""
 
     transformer: Optional[str] = None  # a hub id, a directory or a GGUF file (a decoder)
@@ -57,6 +58,8 @@ class RetrievalRequest:
     mask: int = 0  # the causal test: mask the top K heads, and K random others (0: none)
     seed: int = 0  # the needles and the random heads
     allow_missing_weights: bool = False
+
+    POSITIONALS: ClassVar[tuple[str, ...]] = ()  # every input is an option
 
     def check(self) -> None:
         """The refusals that need no model (bad input: exit 2)."""
@@ -98,23 +101,21 @@ class RetrievalResult(RetrievalView):
         self.request = request
 
 
-def compute(request: RetrievalRequest, *, load_model: Optional[Callable[[], Any]] = None,
-            progress: Any = None, sentences: Optional[list[str]] = None) -> RetrievalResult:
-    """The report ``request`` asks for; ``load_model()`` gives the model (default: attncli.hf.load,
-    NumPy backend), ``progress`` says what runs (default: heads_compute.Quiet); ``sentences`` the
-    haystack's text (default: held-out Brown sentences)."""
+def compute(request: RetrievalRequest, model: Any = None, *, progress: Optional[Progress] = None) -> RetrievalResult:
+    """The report ``request`` asks for, of ``model`` (pipeline.running: loaded, Later, or None:
+    attncli.hf.load, NumPy backend); ``progress`` says what runs (default: running.Quiet). The
+    haystack is held-out Brown text."""
     request.check()
-    progress = progress or Quiet()
-    model = (load_model or (lambda: load(request.transformer, backend="numpy",
-                                         allow_missing_weights=request.allow_missing_weights)))()
+    progress = quiet(progress)
+    model = model_for(model, request.transformer, lambda: load(request.transformer, backend="numpy",
+                                                               allow_missing_weights=request.allow_missing_weights))
     if not model.is_decoder:
         raise BadInput(f"attn retrieval decodes the needle's answer; {visible(str(model.name))} is an encoder")
     too_long = [n for n in request.lengths if n > model.max_positions]
     if too_long:
         raise BadInput(f"--lengths {too_long[0]:,}: the model reads at most {model.max_positions:,} positions")
-    if sentences is None:
-        with progress.stage("reading the held-out Brown sentences"):
-            sentences = brown_texts(max(request.lengths) // TOKENS_PER_SENTENCE + 50)
+    with progress.stage("reading the held-out Brown sentences"):
+        sentences = brown_texts(max(request.lengths) // TOKENS_PER_SENTENCE + 50)
     hay = haystack(model, sentences)
     needles = make_needles(request.needles, request.seed)
     count = request.needles * len(request.lengths) * request.depths * (1 + 2 * (request.mask > 0))
