@@ -32,7 +32,7 @@ from dataclasses import fields
 from typing import Any, ClassVar, Iterable, Mapping, Optional
 
 from attncli.errors import BadInput
-from attncli.option_conditions import (Below, Blank, Given, Is, Not, Off, On, Outside, Row,  # noqa: F401
+from attncli.option_conditions import (Below, Blank, Cannot, Given, Is, Not, Off, On, Outside, Row,  # noqa: F401
                                        flag)  # the table's words, re-exported
 from attncli.fileio import atomic_write, read_text
 
@@ -103,9 +103,10 @@ PATHS = {  # path -> where it is (the docs' column)
     "stats": "attn stats",
     "merge": "attn stats merge",
     "pairs": "attn ablate, patch, attribute, circuit: --pairs FILE",
+    "sinks": "attn sinks",
 }
 V, T, E, S, C, H, LENS = ("vectors",), ("transformer",), ("explore",), ("seq2seq",), ("compare",), ("heads",), ("lens",)
-CA, GR, QK, ST, M, PA = ("causal",), ("gradients",), ("qk",), ("stats",), ("merge",), ("pairs",)
+CA, GR, QK, ST, M, PA, SI = ("causal",), ("gradients",), ("qk",), ("stats",), ("merge",), ("pairs",), ("sinks",)
 PLACEMENT = ("device", "dtype", "device_map", "max_memory")  # where a --transformer model runs
 # one text's options, which a --pairs run refuses (each pair brings its texts and its target; the model runs on
 # attn's own pass, placed by none of these)
@@ -131,6 +132,16 @@ NOT_ACROSS = {  # option -> why it does not apply to the cross stack (rows and c
     "model_view": "--model-view draws square self-attention: use --stack encoder or decoder",
     "pair": "--pair is a second source sentence: use it with --stack encoder",
 }
+
+
+NOT_SEQ2SEQ = "{flag} reads an encoder-decoder (T5, BART); model '{model_name}' ({model_type}) is not one: drop {flag}"
+MODEL_ROWS: tuple[Row, ...] = (  # rows on what the loaded model can do (Can, Cannot): checked by validate_model
+    *(Row((On(p), Cannot("stacks")), S, NOT_SEQ2SEQ.replace("{flag}", flag(p)))
+      for p in ("target", "stack")),
+    Row((On("explain"), Cannot("explain"), Not("show", ("norms",))), T,
+        "--explain I J needs attn's NumPy forward pass (the queries and keys of a layer): add --backend numpy (BERT "
+        "and GPT-2 families)"),
+)
 
 
 def _or(choices: Iterable[str]) -> str:
@@ -271,6 +282,8 @@ ROWS: tuple[Row, ...] = (
     # attn lens (attncli.pipeline.lens_compute.LensRequest)
     Row((On("transformer"), On("model")), LENS,
         "--model names a word-vector model with a built-in LM; --transformer a pretrained one: give one of them"),
+    # the loaded model (checked once it is: validate_model; its facts are attncli.model.interface.facts')
+    *MODEL_ROWS,
 )
 
 
@@ -293,6 +306,16 @@ def validate(options: Mapping[str, Any], *paths: str, given: Optional[Iterable[s
     message = refusal(options, *paths, given=given)
     if message is not None:
         raise BadInput(message)
+
+
+def validate_model(options: Mapping[str, Any], facts: Mapping[str, Any], *paths: str) -> None:
+    """Once the model is loaded: BadInput (exit 2) with the first of ``paths``' rows on the model
+    (:data:`MODEL_ROWS`) that refuses ``options`` with the model's ``facts``
+    (attncli.model.interface.facts); the rows on the options alone were checked before it loaded."""
+    seen = {**options, **facts}
+    for row in MODEL_ROWS:
+        if any(p in row.paths for p in paths) and row.holds(seen, set()):
+            raise BadInput(row.text(seen))
 
 
 class TableRequest:
@@ -321,6 +344,11 @@ class TableRequest:
         """The refusals that need no model (BadInput, exit 2): the table's rows of ``table_path``."""
         validate(self._fields(), self.table_path)
 
+    def check_model(self, facts: Mapping[str, Any]) -> None:
+        """The refusals on the loaded model (its ``facts``: attncli.model.interface.facts): the
+        table's rows on the model of ``table_path``."""
+        validate_model(self._fields(), facts, self.table_path)
+
     def refusal(self) -> Optional[str]:
         """The table's message that :meth:`check` would raise, or None (explore's keys say it)."""
         return refusal(self._fields(), self.table_path)
@@ -335,7 +363,8 @@ class TableRequest:
 # --- the docs' table -------------------------------------------------------------------------------
 
 _PLACEHOLDERS = {"show": "SHOW", "stack": "STACK", "backend": "NAME", "layer": "L", "head": "H", "align": "HOW",
-                 "mode": "MODE", "site": "SITE", "precision": "P", "steps": "N", "faithfulness": "F"}
+                 "mode": "MODE", "site": "SITE", "precision": "P", "steps": "N", "faithfulness": "F",
+                 "model_name": "MODEL", "model_type": "FAMILY", "model_backend": "BACKEND"}
 BEGIN = "<!-- option conflicts: made by `python -m attncli.option_conflicts --write`; do not edit by hand -->"
 END = "<!-- end of option conflicts -->"
 
