@@ -136,7 +136,7 @@ NOT_ACROSS = {  # option -> why it does not apply to the cross stack (rows and c
 
 NOT_SEQ2SEQ = "{flag} reads an encoder-decoder (T5, BART); model '{model_name}' ({model_type}) is not one: drop {flag}"
 MODEL_ROWS: tuple[Row, ...] = (  # rows on what the loaded model can do (Can, Cannot): checked by validate_model
-    *(Row((On(p), Cannot("stacks")), S, NOT_SEQ2SEQ.replace("{flag}", flag(p)))
+    *(Row((On(p), Cannot("stacks")), S + (H if p == "stack" else ()), NOT_SEQ2SEQ.replace("{flag}", flag(p)))
       for p in ("target", "stack")),
     Row((On("explain"), Cannot("explain"), Not("show", ("norms",))), T,
         "--explain I J needs attn's NumPy forward pass (the queries and keys of a layer): add --backend numpy (BERT "
