@@ -141,6 +141,8 @@ MODEL_ROWS: tuple[Row, ...] = (  # rows on what the loaded model can do (Can, Ca
     Row((On("explain"), Cannot("explain"), Not("show", ("norms",))), T,
         "--explain I J needs attn's NumPy forward pass (the queries and keys of a layer): add --backend numpy (BERT "
         "and GPT-2 families)"),
+    Row((On("precision"), Cannot("precision")), ST, "--precision chooses attn's NumPy pass; {model_name} runs through "
+        "transformers (its --dtype, float32 by default): drop --precision"),
 )
 
 

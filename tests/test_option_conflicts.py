@@ -35,7 +35,7 @@ SAMPLES = {"pair": "fruit flies", "steps": 4, "filter": "a-b",
            "exclude_first": True, "reference": "refs.txt", "explore": True, "json_out": True,
            "pairs": "pairs.jsonl", "target_id": 3, "contrast": "dog", "contrast_id": 4, "position": 1, "verify_cells": 2,
            "out": "run", "ray": "127.0.0.1:6379", "weights": True, "random": 8, "role": "induction", "threshold": 0.1,
-           "file": "sentences.txt", "sentences": 5}
+           "file": "sentences.txt", "sentences": 5, "precision": "float64"}
 CHOICES = {"proj": ("identity", "random", "trained"), "show": ("weights", "scores", "norms", "output"),
            "stack": oc.STACKS, "backend": oc.BACKENDS, "filter_specials": ("none", "bertviz"), "align": oc.ALIGNS,
            "variant": ("scaled", "dot"),
