@@ -143,6 +143,12 @@ MODEL_ROWS: tuple[Row, ...] = (  # rows on what the loaded model can do (Can, Ca
         "and GPT-2 families)"),
     Row((On("precision"), Cannot("precision")), ST, "--precision chooses attn's NumPy pass; {model_name} runs through "
         "transformers (its --dtype, float32 by default): drop --precision"),
+    # attn heads --weights / --random (attncli.pipeline.head_roles): a decoder's heads, --weights on attn's NumPy pass
+    Row((On("weights"), Cannot("decoder")), H, "--weights reads a decoder's heads (GPT-2, the Llama family, GGUF); "
+        "model '{model_name}' is an encoder"),
+    Row((On("weights"), Cannot("weights")), H, "--weights reads the weights on attn's NumPy path: drop --backend torch"),
+    Row((On("random"), Cannot("decoder")), H, "--random scores a decoder's heads on repeated random tokens; model "
+        "'{model_name}' is an encoder: score it on sentences (drop --random)"),
 )
 
 

@@ -138,6 +138,7 @@ def _head_roles(request: HeadsRequest, model: Any, progress: Any) -> HeadMapResu
     """--weights or --random: the head map's document."""
     source = "weights" if request.weights else "random"
     check_role(request.role, source)
+    request.check_model(facts(model))  # the table's rows on the model: a decoder's heads, --weights on NumPy
     if request.weights:
         with progress.stage(f"reading the {model.layers * model.heads} heads' weights of {model.name}"):
             report = weights_report(model)
