@@ -149,6 +149,8 @@ MODEL_ROWS: tuple[Row, ...] = (  # rows on what the loaded model can do (Can, Ca
     Row((On("weights"), Cannot("weights")), H, "--weights reads the weights on attn's NumPy path: drop --backend torch"),
     Row((On("random"), Cannot("decoder")), H, "--random scores a decoder's heads on repeated random tokens; model "
         "'{model_name}' is an encoder: score it on sentences (drop --random)"),
+    # attn sinks (attncli.pipeline.sinks_compute.SinksRequest)
+    Row((Cannot("decoder"),), SI, "attn sinks reads a decoder's causal attention; {model_name} is an encoder"),
 )
 
 
