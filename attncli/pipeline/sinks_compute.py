@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Optional
 from attncli.causal.massive_activations import PAPER_MIN_VALUE, PAPER_RATIO, scan
 from attncli.errors import BadInput
 from attncli.hf.loader import load
-from attncli.model.interface import facts, has, refusal
+from attncli.model.interface import facts, require
 from attncli.option_conflicts import TableRequest
 from attncli.pipeline.running import Progress, model_for, quiet
 from attncli.textio import read_user_text
@@ -94,8 +94,7 @@ def compute(request: SinksRequest, model: Any = None, *, progress: Optional[Prog
                                                                allow_missing_weights=request.allow_missing_weights))
     request.check_model(facts(model))  # the table's rows on the model: a decoder's
     for capability in ("trace", "resume"):
-        if not has(model, capability):
-            raise BadInput(refusal(model, capability, "attn sinks"))
+        require(model, capability, "attn sinks")
     if texts is None:
         with progress.stage("reading the held-out Brown sentences"):
             texts = brown_texts(request.sentences or DEFAULT_SENTENCES)
