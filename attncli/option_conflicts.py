@@ -32,8 +32,7 @@ from dataclasses import fields
 from typing import Any, ClassVar, Iterable, Mapping, Optional
 
 from attncli.errors import BadInput
-from attncli.option_conditions import (Below, Blank, Cannot, Given, Is, Not, Off, On, Outside, Row,  # noqa: F401
-                                       flag)  # the table's words, re-exported
+from attncli.option_conditions import Below, Blank, Cannot, Given, Is, Not, Off, On, Outside, Row, flag  # noqa: F401
 from attncli.fileio import atomic_write, read_text
 
 # --- choices, named once --------------------------------------------------------------------------
@@ -102,8 +101,7 @@ PATHS = {  # path -> where it is (the docs' column)
     "qk": "attn qk",
     "stats": "attn stats",
     "merge": "attn stats merge",
-    "pairs": "attn ablate, patch, attribute, circuit: --pairs FILE",
-    "sinks": "attn sinks",
+    "pairs": "attn ablate, patch, attribute, circuit: --pairs FILE", "sinks": "attn sinks",
 }
 V, T, E, S, C, H, LENS = ("vectors",), ("transformer",), ("explore",), ("seq2seq",), ("compare",), ("heads",), ("lens",)
 CA, GR, QK, ST, M, PA, SI = ("causal",), ("gradients",), ("qk",), ("stats",), ("merge",), ("pairs",), ("sinks",)
@@ -132,26 +130,7 @@ NOT_ACROSS = {  # option -> why it does not apply to the cross stack (rows and c
     "model_view": "--model-view draws square self-attention: use --stack encoder or decoder",
     "pair": "--pair is a second source sentence: use it with --stack encoder",
 }
-
-
 NOT_SEQ2SEQ = "{flag} reads an encoder-decoder (T5, BART); model '{model_name}' ({model_type}) is not one: drop {flag}"
-MODEL_ROWS: tuple[Row, ...] = (  # rows on what the loaded model can do (Can, Cannot): checked by validate_model
-    *(Row((On(p), Cannot("stacks")), S + (H if p == "stack" else ()), NOT_SEQ2SEQ.replace("{flag}", flag(p)))
-      for p in ("target", "stack")),
-    Row((On("explain"), Cannot("explain"), Not("show", ("norms",))), T,
-        "--explain I J needs attn's NumPy forward pass (the queries and keys of a layer): add --backend numpy (BERT "
-        "and GPT-2 families)"),
-    Row((On("precision"), Cannot("precision")), ST, "--precision chooses attn's NumPy pass; {model_name} runs through "
-        "transformers (its --dtype, float32 by default): drop --precision"),
-    # attn heads --weights / --random (attncli.pipeline.head_roles): a decoder's heads, --weights on attn's NumPy pass
-    Row((On("weights"), Cannot("decoder")), H, "--weights reads a decoder's heads (GPT-2, the Llama family, GGUF); "
-        "model '{model_name}' is an encoder"),
-    Row((On("weights"), Cannot("weights")), H, "--weights reads the weights on attn's NumPy path: drop --backend torch"),
-    Row((On("random"), Cannot("decoder")), H, "--random scores a decoder's heads on repeated random tokens; model "
-        "'{model_name}' is an encoder: score it on sentences (drop --random)"),
-    # attn sinks (attncli.pipeline.sinks_compute.SinksRequest)
-    Row((Cannot("decoder"),), SI, "attn sinks reads a decoder's causal attention; {model_name} is an encoder"),
-)
 
 
 def _or(choices: Iterable[str]) -> str:
@@ -292,8 +271,19 @@ ROWS: tuple[Row, ...] = (
     # attn lens (attncli.pipeline.lens_compute.LensRequest)
     Row((On("transformer"), On("model")), LENS,
         "--model names a word-vector model with a built-in LM; --transformer a pretrained one: give one of them"),
-    # the loaded model (checked once it is: validate_model; its facts are attncli.model.interface.facts')
-    *MODEL_ROWS,
+    # the loaded model (Can, Cannot: its facts, attncli.model.interface.facts; checked once it is loaded)
+    *(Row((On(p), Cannot("stacks")), S + (H if p == "stack" else ()), NOT_SEQ2SEQ.replace("{flag}", flag(p)))
+      for p in ("target", "stack")),
+    Row((On("explain"), Cannot("explain"), Not("show", ("norms",))), T, "--explain I J needs attn's NumPy forward pass "
+        "(the queries and keys of a layer): add --backend numpy (BERT and GPT-2 families)"),
+    Row((On("precision"), Cannot("precision")), ST, "--precision chooses attn's NumPy pass; {model_name} runs through "
+        "transformers (its --dtype, float32 by default): drop --precision"),
+    Row((On("weights"), Cannot("decoder")), H, "--weights reads a decoder's heads (GPT-2, the Llama family, GGUF); "
+        "model '{model_name}' is an encoder"),
+    Row((On("weights"), Cannot("weights")), H, "--weights reads the weights on attn's NumPy path: drop --backend torch"),
+    Row((On("random"), Cannot("decoder")), H, "--random scores a decoder's heads on repeated random tokens; model "
+        "'{model_name}' is an encoder: score it on sentences (drop --random)"),
+    Row((Cannot("decoder"),), SI, "attn sinks reads a decoder's causal attention; {model_name} is an encoder"),
 )
 
 
@@ -318,21 +308,10 @@ def validate(options: Mapping[str, Any], *paths: str, given: Optional[Iterable[s
         raise BadInput(message)
 
 
-def validate_model(options: Mapping[str, Any], facts: Mapping[str, Any], *paths: str) -> None:
-    """Once the model is loaded: BadInput (exit 2) with the first of ``paths``' rows on the model
-    (:data:`MODEL_ROWS`) that refuses ``options`` with the model's ``facts``
-    (attncli.model.interface.facts); the rows on the options alone were checked before it loaded."""
-    seen = {**options, **facts}
-    for row in MODEL_ROWS:
-        if any(p in row.paths for p in paths) and row.holds(seen, set()):
-            raise BadInput(row.text(seen))
-
-
 class TableRequest:
     """A command's request that this table checks: mixed into a dataclass whose fields are the
     command's options by their parameter names, ``table_path`` its path (a key of :data:`PATHS`).
-    The requests of attn ablate, patch, dla, attribute, circuit, qk, lens, compare and heads; one
-    with refusals of its own besides the table's adds them in its ``check`` around ``super().check()``.
+    One with refusals of its own besides the table's adds them in its ``check`` around ``super().check()``.
 
         >>> from dataclasses import dataclass
         >>> @dataclass
@@ -355,9 +334,8 @@ class TableRequest:
         validate(self._fields(), self.table_path)
 
     def check_model(self, facts: Mapping[str, Any]) -> None:
-        """The refusals on the loaded model (its ``facts``: attncli.model.interface.facts): the
-        table's rows on the model of ``table_path``."""
-        validate_model(self._fields(), facts, self.table_path)
+        """Once the model is loaded: the table's rows on it too (its ``facts``: attncli.model.interface.facts)."""
+        validate({**self._fields(), **facts}, self.table_path)
 
     def refusal(self) -> Optional[str]:
         """The table's message that :meth:`check` would raise, or None (explore's keys say it)."""
@@ -374,7 +352,7 @@ class TableRequest:
 
 _PLACEHOLDERS = {"show": "SHOW", "stack": "STACK", "backend": "NAME", "layer": "L", "head": "H", "align": "HOW",
                  "mode": "MODE", "site": "SITE", "precision": "P", "steps": "N", "faithfulness": "F",
-                 "model_name": "MODEL", "model_type": "FAMILY", "model_backend": "BACKEND"}
+                 "model_name": "MODEL", "model_type": "FAMILY"}
 BEGIN = "<!-- option conflicts: made by `python -m attncli.option_conflicts --write`; do not edit by hand -->"
 END = "<!-- end of option conflicts -->"
 

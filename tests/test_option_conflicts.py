@@ -124,7 +124,7 @@ def typed(row: oc.Row) -> set[str]:
 
 
 def on_model(row: oc.Row) -> bool:
-    """A row on the loaded model (oc.MODEL_ROWS): its CLI test loads a tiny model of MODELS."""
+    """A row on the loaded model (a Can or Cannot condition): its CLI test loads a tiny model of MODELS."""
     return any(isinstance(c, Can) for c in row.when)
 
 
@@ -166,7 +166,7 @@ def test_every_row_refuses_through_the_command_line_with_exit_2_and_its_message(
 
 @pytest.mark.parametrize("row, path", MODEL_CASES)
 def test_every_row_on_the_model_refuses_through_the_command_line_once_it_is_loaded(row, path, request, tmp_path):
-    """A row of oc.MODEL_ROWS: the table's options alone never trigger it; with a tiny model that
+    """A row on the model: the table's options alone never trigger it; with a tiny model that
     lacks the capability the command refuses with exit 2 and the row's message."""
     from attncli.hf.loader import load
     from attncli.model.interface import facts
@@ -181,7 +181,7 @@ def test_every_row_on_the_model_refuses_through_the_command_line_once_it_is_load
     seen = facts(load(directory, backend=options.get("backend", "auto")))
     message = row.text({**options, **seen})
     with pytest.raises(BadInput, match="^" + re.escape(message) + "$"):
-        oc.validate_model(options, seen, path)
+        oc.validate({**options, **seen}, path)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("the cat sat on the mat\n", encoding="utf-8")
     command = {"transformer": ["matrix", SENTENCE], "seq2seq": ["matrix", SENTENCE], "heads": ["heads"],

@@ -26,7 +26,7 @@ from attncli.errors import BadInput
 from attncli.hf.methods.contributions import check as check_contribution, rolled_out
 from attncli.hf.loader import load  # torch only when the torch backend runs
 from attncli.model.interface import facts, has
-from attncli.option_conflicts import CONTRIBUTIONS, validate_model
+from attncli.option_conflicts import CONTRIBUTIONS, validate
 from attncli.pipeline.view_request import ViewRequest, check_seq2seq_options
 from attncli.pipeline.view_result import ModelViewResult, PretrainedResult, ViewResult
 from attncli.pipeline.reads import Reads, view_sites
@@ -150,7 +150,7 @@ def _stack_view(request: ViewRequest, model) -> PretrainedResult:
         decoder   decoder tokens (T)    decoder tokens (T)    (L_dec, h_dec, T, T), causal
         cross     decoder tokens (T)    source tokens (S)     (L_dec, h_dec, T, S)
     """
-    validate_model(vars(request), facts(model), "seq2seq")  # --target, --stack: a model without stacks
+    validate({**vars(request), **facts(model)}, "seq2seq")  # --target, --stack: a model without stacks
     stack = request.stack or "encoder"
     check_seq2seq_options(request)  # again: the model, not the options, made this an encoder-decoder
     source = model.encode(request.text, pair=request.pair, truncate=request.truncate)

@@ -1,5 +1,5 @@
 """Refusals that depend only on the request and what the loaded model can do go through the one
-conflict table (attncli.option_conflicts.MODEL_ROWS, checked by validate_model / check_model), not
+conflict table (its rows on the model, Can and Cannot: checked by TableRequest.check_model), not
 ``if not has(model, ...): raise BadInput(...)`` written inline in a compute. A model's missing
 capability that a method needs is refused by attncli.model.interface.require (its one sentence)."""
 
@@ -47,7 +47,7 @@ def test_no_compute_raises_a_refusal_on_the_model_inline():
             name = f"{wing}/{path.name}"
             found += [f"attncli/{name}:{line} ({func})" for func, line in inline_refusals(path)
                       if LEFT.get(name, ("",))[0] != func]
-    assert not found, ("refusals on the model raised inline (make them rows of attncli.option_conflicts.MODEL_ROWS, "
+    assert not found, ("refusals on the model raised inline (make them rows of attncli.option_conflicts on the model, "
                        "or interface.require for a method's capability): " + ", ".join(found))
 
 
