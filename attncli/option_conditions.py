@@ -1,6 +1,6 @@
 """The words of attncli.option_conflicts' table: an option's flag (:func:`flag`), the conditions a
 row is made of (:class:`On`, :class:`Off`, :class:`Given`, :class:`Is`, :class:`Not`, :class:`Below`,
-:class:`Outside`, :class:`Blank`) and the :class:`Row` itself. The table re-exports them.
+:class:`Outside`, :class:`Blank`; :class:`Can` and :class:`Cannot` on the loaded model) and the :class:`Row` itself. The table re-exports them.
 
     >>> Row((Outside("steps", 1, 256),), ("circuit",), "--steps {steps}: give 1 to 256").holds({"steps": 0}, set())
     True
@@ -127,6 +127,37 @@ class Blank(On):
 
     def text(self) -> str:
         return f"an empty {flag(self.name)}"
+
+
+# the loaded model's facts, beside the options (attncli.option_conflicts.model_facts): what it can do
+# (attncli.model.interface.CAPABILITIES, and "decoder": causal self-attention), and for messages its name, family,
+# backend and why it lacks each capability
+CAN = "can"
+
+
+@dataclass(frozen=True)
+class Can:
+    """The loaded model has ``name`` (a capability, or "decoder"); never holds before a model is loaded."""
+    name: str
+
+    def holds(self, options: Mapping[str, Any], given: set[str]) -> bool:
+        can = options.get(CAN)
+        return can is not None and self.name in can
+
+    def text(self) -> str:
+        return f"a model with {self.name}"
+
+
+@dataclass(frozen=True)
+class Cannot(Can):
+    """The loaded model lacks ``name``; never holds before a model is loaded."""
+
+    def holds(self, options: Mapping[str, Any], given: set[str]) -> bool:
+        can = options.get(CAN)
+        return can is not None and self.name not in can
+
+    def text(self) -> str:
+        return f"a model without {self.name}"
 
 
 @dataclass(frozen=True)

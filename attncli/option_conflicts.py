@@ -32,8 +32,7 @@ from dataclasses import fields
 from typing import Any, ClassVar, Iterable, Mapping, Optional
 
 from attncli.errors import BadInput
-from attncli.option_conditions import (Below, Blank, Given, Is, Not, Off, On, Outside, Row,  # noqa: F401
-                                       flag)  # the table's words, re-exported
+from attncli.option_conditions import Below, Blank, Cannot, Given, Is, Not, Off, On, Outside, Row, flag  # noqa: F401
 from attncli.fileio import atomic_write, read_text
 
 # --- choices, named once --------------------------------------------------------------------------
@@ -102,10 +101,10 @@ PATHS = {  # path -> where it is (the docs' column)
     "qk": "attn qk",
     "stats": "attn stats",
     "merge": "attn stats merge",
-    "pairs": "attn ablate, patch, attribute, circuit: --pairs FILE",
+    "pairs": "attn ablate, patch, attribute, circuit: --pairs FILE", "sinks": "attn sinks",
 }
 V, T, E, S, C, H, LENS = ("vectors",), ("transformer",), ("explore",), ("seq2seq",), ("compare",), ("heads",), ("lens",)
-CA, GR, QK, ST, M, PA = ("causal",), ("gradients",), ("qk",), ("stats",), ("merge",), ("pairs",)
+CA, GR, QK, ST, M, PA, SI = ("causal",), ("gradients",), ("qk",), ("stats",), ("merge",), ("pairs",), ("sinks",)
 PLACEMENT = ("device", "dtype", "device_map", "max_memory")  # where a --transformer model runs
 # one text's options, which a --pairs run refuses (each pair brings its texts and its target; the model runs on
 # attn's own pass, placed by none of these)
@@ -131,6 +130,7 @@ NOT_ACROSS = {  # option -> why it does not apply to the cross stack (rows and c
     "model_view": "--model-view draws square self-attention: use --stack encoder or decoder",
     "pair": "--pair is a second source sentence: use it with --stack encoder",
 }
+NOT_SEQ2SEQ = "{flag} reads an encoder-decoder (T5, BART); model '{model_name}' ({model_type}) is not one: drop {flag}"
 
 
 def _or(choices: Iterable[str]) -> str:
@@ -269,6 +269,19 @@ ROWS: tuple[Row, ...] = (
     # attn lens (attncli.pipeline.lens_compute.LensRequest)
     Row((On("transformer"), On("model")), LENS,
         "--model names a word-vector model with a built-in LM; --transformer a pretrained one: give one of them"),
+    # the loaded model (Can, Cannot: its facts, attncli.model.interface.facts; checked once it is loaded)
+    *(Row((On(p), Cannot("stacks")), S + (H if p == "stack" else ()), NOT_SEQ2SEQ.replace("{flag}", flag(p)))
+      for p in ("target", "stack")),
+    Row((On("explain"), Cannot("explain"), Not("show", ("norms",))), T, "--explain I J needs attn's NumPy forward pass "
+        "(the queries and keys of a layer): add --backend numpy (BERT and GPT-2 families)"),
+    Row((On("precision"), Cannot("precision")), ST, "--precision chooses attn's NumPy pass; {model_name} runs through "
+        "transformers (its --dtype, float32 by default): drop --precision"),
+    Row((On("weights"), Cannot("decoder")), H, "--weights reads a decoder's heads (GPT-2, the Llama family, GGUF); "
+        "model '{model_name}' is an encoder"),
+    Row((On("weights"), Cannot("weights")), H, "--weights reads the weights on attn's NumPy path: drop --backend torch"),
+    Row((On("random"), Cannot("decoder")), H, "--random scores a decoder's heads on repeated random tokens; model "
+        "'{model_name}' is an encoder: score it on sentences (drop --random)"),
+    Row((Cannot("decoder"),), SI, "attn sinks reads a decoder's causal attention; {model_name} is an encoder"),
 )
 
 
@@ -296,8 +309,7 @@ def validate(options: Mapping[str, Any], *paths: str, given: Optional[Iterable[s
 class TableRequest:
     """A command's request that this table checks: mixed into a dataclass whose fields are the
     command's options by their parameter names, ``table_path`` its path (a key of :data:`PATHS`).
-    The requests of attn ablate, patch, dla, attribute, circuit, qk, lens, compare and heads; one
-    with refusals of its own besides the table's adds them in its ``check`` around ``super().check()``.
+    One with refusals of its own besides the table's adds them in its ``check`` around ``super().check()``.
 
         >>> from dataclasses import dataclass
         >>> @dataclass
@@ -319,6 +331,10 @@ class TableRequest:
         """The refusals that need no model (BadInput, exit 2): the table's rows of ``table_path``."""
         validate(self._fields(), self.table_path)
 
+    def check_model(self, facts: Mapping[str, Any]) -> None:
+        """Once the model is loaded: the table's rows on it too (its ``facts``: attncli.model.interface.facts)."""
+        validate({**self._fields(), **facts}, self.table_path)
+
     def refusal(self) -> Optional[str]:
         """The table's message that :meth:`check` would raise, or None (explore's keys say it)."""
         return refusal(self._fields(), self.table_path)
@@ -333,7 +349,8 @@ class TableRequest:
 # --- the docs' table -------------------------------------------------------------------------------
 
 _PLACEHOLDERS = {"show": "SHOW", "stack": "STACK", "backend": "NAME", "layer": "L", "head": "H", "align": "HOW",
-                 "mode": "MODE", "site": "SITE", "precision": "P", "steps": "N", "faithfulness": "F"}
+                 "mode": "MODE", "site": "SITE", "precision": "P", "steps": "N", "faithfulness": "F",
+                 "model_name": "MODEL", "model_type": "FAMILY"}
 BEGIN = "<!-- option conflicts: made by `python -m attncli.option_conflicts --write`; do not edit by hand -->"
 END = "<!-- end of option conflicts -->"
 

@@ -17,6 +17,7 @@ from attncli.cli.main import app as cli
 from attncli.errors import BadInput
 from attncli.explore.disabled_keys import key_refusal
 from attncli.explore.state import ExploreState
+from attncli.option_conditions import Can
 
 SENTENCE = "time flies like an arrow"
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "pretrained.md"
@@ -34,7 +35,7 @@ SAMPLES = {"pair": "fruit flies", "steps": 4, "filter": "a-b",
            "exclude_first": True, "reference": "refs.txt", "explore": True, "json_out": True,
            "pairs": "pairs.jsonl", "target_id": 3, "contrast": "dog", "contrast_id": 4, "position": 1, "verify_cells": 2,
            "out": "run", "ray": "127.0.0.1:6379", "weights": True, "random": 8, "role": "induction", "threshold": 0.1,
-           "file": "sentences.txt", "sentences": 5}
+           "file": "sentences.txt", "sentences": 5, "precision": "float64"}
 CHOICES = {"proj": ("identity", "random", "trained"), "show": ("weights", "scores", "norms", "output"),
            "stack": oc.STACKS, "backend": oc.BACKENDS, "filter_specials": ("none", "bertviz"), "align": oc.ALIGNS,
            "variant": ("scaled", "dot"),
@@ -48,6 +49,8 @@ def example(row: oc.Row, path: str) -> dict:
     would refuse first given (a --pair for a --filter block, a --target for a decoder stack)."""
     options = {}
     for c in row.when:
+        if isinstance(c, Can):  # the loaded model's (MODELS), no option
+            continue
         if isinstance(c, oc.Not):
             options[c.name] = next((v for v in CHOICES[c.name] if v not in c.values), "bogus")
         elif isinstance(c, oc.Is):
@@ -120,7 +123,19 @@ def typed(row: oc.Row) -> set[str]:
     return {c.name for c in row.when if isinstance(c, oc.Given)}
 
 
-CASES = [pytest.param(row, path, id=f"{n}-{path}") for n, row in enumerate(oc.ROWS) for path in row.paths]
+def on_model(row: oc.Row) -> bool:
+    """A row on the loaded model (a Can or Cannot condition): its CLI test loads a tiny model of MODELS."""
+    return any(isinstance(c, Can) for c in row.when)
+
+
+CASES = [pytest.param(row, path, id=f"{n}-{path}") for n, row in enumerate(oc.ROWS) for path in row.paths
+         if not on_model(row)]
+MODEL_CASES = [pytest.param(row, path, id=f"{n}-{path}") for n, row in enumerate(oc.ROWS) for path in row.paths
+               if on_model(row)]
+# capability lacked (oc.Cannot) -> the tiny model that lacks it (a conftest fixture), and the options that make it so
+MODELS = {"stacks": ("tiny_gpt2_dir", {}), "explain": ("tiny_gpt2_dir", {"backend": "torch"}),
+          "weights": ("tiny_gpt2_dir", {"backend": "torch"}), "precision": ("tiny_gpt2_dir", {"backend": "torch"}),
+          "decoder": ("tiny_bert_dir", {})}
 
 
 @pytest.mark.parametrize("row, path", CASES)
@@ -143,6 +158,34 @@ def test_every_row_refuses_through_the_command_line_with_exit_2_and_its_message(
                    "heads": ["heads"], "lens": ["lens", SENTENCE]}[path]
     if path == "explore" and not all(importlib.util.find_spec(m) for m in ("textual", "safetensors", "tokenizers")):
         pytest.skip("attn explore --transformer needs the explore and pretrained extras")
+    result = CliRunner().invoke(cli, [*command, *args_of(options)])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.stderr
+    assert " ".join(result.stderr.split()) == "error: " + " ".join(message.split())
+
+
+@pytest.mark.parametrize("row, path", MODEL_CASES)
+def test_every_row_on_the_model_refuses_through_the_command_line_once_it_is_loaded(row, path, request, tmp_path):
+    """A row on the model: the table's options alone never trigger it; with a tiny model that
+    lacks the capability the command refuses with exit 2 and the row's message."""
+    from attncli.hf.loader import load
+    from attncli.model.interface import facts
+
+    lacked = [c.name for c in row.when if isinstance(c, oc.Cannot)]
+    fixture, extra = MODELS[lacked[0]]
+    directory = str(request.getfixturevalue(fixture))
+    options = {**example(row, path), **extra, "transformer": directory}
+    if "stack" in options and "target" not in {c.name for c in row.when}:  # the stack that needs no --target
+        options = {**{k: v for k, v in options.items() if k != "target"}, "stack": "encoder"}
+    assert oc.refusal(options, path) is None  # no row on the options alone refuses them
+    seen = facts(load(directory, backend=options.get("backend", "auto")))
+    message = row.text({**options, **seen})
+    with pytest.raises(BadInput, match="^" + re.escape(message) + "$"):
+        oc.validate({**options, **seen}, path)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat sat on the mat\n", encoding="utf-8")
+    command = {"transformer": ["matrix", SENTENCE], "seq2seq": ["matrix", SENTENCE], "heads": ["heads"],
+               "stats": ["stats", str(corpus)], "sinks": ["sinks"]}[path]
     result = CliRunner().invoke(cli, [*command, *args_of(options)])
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.stderr

@@ -158,6 +158,16 @@ def refusal(model: Any, capability: str, doing: str) -> str:
             f"({visible(str(model.model_type))}, {model.backend} backend) {why}")
 
 
+def facts(model: Any) -> dict[str, Any]:
+    """What attncli.option_conflicts' rows on the model read of ``model``: ``can`` (its capabilities,
+    and "decoder" for causal self-attention), and for their messages its name, family and backend
+    (escaped), why it lacks each capability it lacks (``why``) and what each is (``needs``)."""
+    can = frozenset(model.can) | ({"decoder"} if model.is_decoder else frozenset())
+    return {"can": can, "model_name": visible(str(model.name)), "model_type": visible(str(model.model_type)),
+            "model_backend": model.backend, "needs": CAPABILITIES,
+            "why": {c: model.why_not(c) or "lacks it" for c in CAPABILITIES if c not in can}}
+
+
 def require(model: Any, capability: str, doing: str) -> None:
     """BadInput with ``refusal(...)`` unless ``model`` has ``capability``."""
     if not has(model, capability):

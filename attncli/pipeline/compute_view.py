@@ -25,11 +25,10 @@ from attncli.attention.contribution_views import formula
 from attncli.errors import BadInput
 from attncli.hf.methods.contributions import check as check_contribution, rolled_out
 from attncli.hf.loader import load  # torch only when the torch backend runs
-from attncli.model.interface import has
-from attncli.option_conflicts import CONTRIBUTIONS
+from attncli.model.interface import facts, has
+from attncli.option_conflicts import CONTRIBUTIONS, validate
 from attncli.pipeline.view_request import ViewRequest, check_seq2seq_options
 from attncli.pipeline.view_result import ModelViewResult, PretrainedResult, ViewResult
-from attncli.textio import visible
 from attncli.pipeline.reads import Reads, view_sites
 from attncli.pipeline.running import Progress, model_for, quiet
 from attncli.views.page import check_size, extra_size
@@ -63,9 +62,7 @@ def compute(request: ViewRequest, model: Any = None, *, progress: Optional[Progr
                            "--rows forms are for one stack of tokens (BERT, GPT-2, Llama families)")
         return _stack_view(request, model)
     layer = pv.layer_shown(model, request.layer, request.head)
-    if request.explain is not None and not has(model, "explain") and request.show != "norms":
-        raise BadInput("--explain I J needs attn's NumPy forward pass (the queries and keys of a layer): "
-                       "add --backend numpy (BERT and GPT-2 families)")
+    request.check_model(facts(model))  # the table's rows on the model (--explain on the torch backend)
     enc = model.encode(request.text, pair=request.pair, truncate=request.truncate)
     spec = request.long
     positions = lvm.row_positions(request.rows, enc) if request.rows is not None else None  # (R,) input positions
@@ -153,10 +150,7 @@ def _stack_view(request: ViewRequest, model) -> PretrainedResult:
         decoder   decoder tokens (T)    decoder tokens (T)    (L_dec, h_dec, T, T), causal
         cross     decoder tokens (T)    source tokens (S)     (L_dec, h_dec, T, S)
     """
-    if not has(model, "stacks"):
-        given = "--target" if request.target is not None else "--stack"
-        raise BadInput(f"{given} reads an encoder-decoder (T5, BART); model '{visible(model.name)}' "
-                       f"({visible(model.model_type)}) is not one: drop {given}")
+    validate({**vars(request), **facts(model)}, "seq2seq")  # --target, --stack: a model without stacks
     stack = request.stack or "encoder"
     check_seq2seq_options(request)  # again: the model, not the options, made this an encoder-decoder
     source = model.encode(request.text, pair=request.pair, truncate=request.truncate)

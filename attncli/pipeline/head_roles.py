@@ -18,8 +18,6 @@ import numpy as np
 
 from attncli.attention.heads import ScoredInput, Tally, row_scores, uniform_weights
 from attncli.errors import BadInput
-from attncli.model.interface import has
-from attncli.textio import visible
 from attncli.hf.methods.head_circuits import MODES, weight_scores
 
 RANDOM_SCORES = ("previous_token", "duplicate_token", "induction")
@@ -31,12 +29,8 @@ RANDOM_ATTENTION_BYTES = 2 * 2**30  # one sequence's (L, h, T, T) float64 attent
 
 
 def weights_report(model: Any, *, top_k: int = 5) -> dict[str, Any]:
-    """Every head's copying score and top OV / QK tokens, and the composition scores between heads."""
-    if not model.is_decoder:
-        raise BadInput(f"--weights reads a decoder's heads (GPT-2, the Llama family, GGUF); model "
-                       f"'{visible(model.name)}' is an encoder")
-    if not has(model, "weights"):
-        raise BadInput("--weights reads the weights on attn's NumPy path: drop --backend torch")
+    """Every head's copying score and top OV / QK tokens, and the composition scores between heads
+    (of a decoder on attn's NumPy pass: the conflict table's rows on the model refuse the others)."""
     ws = weight_scores(model, top_k=top_k)
     f = ws.factors
     L, h = f.layers, f.heads
@@ -107,10 +101,8 @@ def random_inputs(model: Any, length: int, count: int, seed: int,
 def random_report(model: Any, *, length: int, count: int, seed: int = 0,
                   on_text: Optional[Callable[[], None]] = None) -> dict[str, Any]:
     """Each head's previous-token, duplicate-token and induction score on ``count`` repeated random
-    sequences of ``length`` tokens (the mean over every query that has the pattern's key)."""
-    if not model.is_decoder:
-        raise BadInput(f"--random scores a decoder's heads on repeated random tokens; model '{visible(model.name)}' is an "
-                       "encoder: score it on sentences (drop --random)")
+    sequences of ``length`` tokens (the mean over every query that has the pattern's key); a decoder's
+    (the conflict table's rows on the model refuse an encoder)."""
     prefix = len(leading_specials(model))
     if 2 * length + prefix > model.max_positions:
         raise BadInput(f"--random {length}: twice {length} tokens and the leading special tokens exceed the model's "

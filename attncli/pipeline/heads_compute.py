@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Optional, Union
 
-from attncli.model.interface import has
+from attncli.model.interface import facts, has
 from attncli.errors import BadInput
 from attncli.hf.loader import load
 from attncli.option_conflicts import TableRequest
 from attncli.pipeline.head_roles import MAX_RANDOM_LENGTH, check_role, random_report, weights_report
 from attncli.pipeline.heads_scoring import score_transformer_heads
 from attncli.pipeline.running import Progress, model_for, quiet
-from attncli.textio import read_user_text, visible
+from attncli.textio import read_user_text
 from attncli.tinylm.data import brown_texts
 from attncli.tinylm.heads import check_window, score_heads
 from attncli.tinylm.model import load_trained
@@ -114,9 +114,7 @@ def compute(request: HeadsRequest, model: Any = None, *,
                                                                allow_missing_weights=request.allow_missing_weights))
     if request.weights or request.random is not None:
         return _head_roles(request, model, progress)
-    if request.stack is not None and not has(model, "stacks"):
-        raise BadInput(f"--stack reads an encoder-decoder (T5, BART); model '{visible(model.name)}' "
-                       f"({visible(model.model_type)}) is not one: drop --stack")
+    request.check_model(facts(model))  # the table's rows on the model: --stack on a model without stacks
     if texts is None:
         with progress.stage("reading the held-out Brown sentences"):
             texts = brown_texts(request.sentences or DEFAULT_SENTENCES)
@@ -140,6 +138,7 @@ def _head_roles(request: HeadsRequest, model: Any, progress: Any) -> HeadMapResu
     """--weights or --random: the head map's document."""
     source = "weights" if request.weights else "random"
     check_role(request.role, source)
+    request.check_model(facts(model))  # the table's rows on the model: a decoder's heads, --weights on NumPy
     if request.weights:
         with progress.stage(f"reading the {model.layers * model.heads} heads' weights of {model.name}"):
             report = weights_report(model)

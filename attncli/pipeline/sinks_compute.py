@@ -21,10 +21,10 @@ from typing import Any, ClassVar, Optional
 from attncli.causal.massive_activations import PAPER_MIN_VALUE, PAPER_RATIO, scan
 from attncli.errors import BadInput
 from attncli.hf.loader import load
-from attncli.model.interface import has, refusal
+from attncli.model.interface import facts, require
 from attncli.option_conflicts import TableRequest
 from attncli.pipeline.running import Progress, model_for, quiet
-from attncli.textio import read_user_text, visible
+from attncli.textio import read_user_text
 from attncli.tinylm.data import brown_texts
 from attncli.views.result import attn_command
 from attncli.views.sinks_view import SinksView
@@ -47,6 +47,7 @@ class SinksRequest(TableRequest):
     layer: Optional[int] = None  # the causal test's layer (None: where the massive channels appear)
     allow_missing_weights: bool = False
 
+    table_path: ClassVar[str] = "sinks"
     POSITIONALS: ClassVar[tuple[str, ...]] = ()  # every input is an option
 
     def check(self) -> None:
@@ -91,11 +92,9 @@ def compute(request: SinksRequest, model: Any = None, *, progress: Optional[Prog
         texts = [t for t in (line.strip() for line in lines) if t]
     model = model_for(model, request.transformer, lambda: load(request.transformer, backend="numpy",
                                                                allow_missing_weights=request.allow_missing_weights))
-    if not model.is_decoder:
-        raise BadInput(f"attn sinks reads a decoder's causal attention; {visible(str(model.name))} is an encoder")
+    request.check_model(facts(model))  # the table's rows on the model: a decoder's
     for capability in ("trace", "resume"):
-        if not has(model, capability):
-            raise BadInput(refusal(model, capability, "attn sinks"))
+        require(model, capability, "attn sinks")
     if texts is None:
         with progress.stage("reading the held-out Brown sentences"):
             texts = brown_texts(request.sentences or DEFAULT_SENTENCES)

@@ -18,7 +18,7 @@ from typing import Any, Optional, Union
 
 from attncli.errors import BadInput
 from attncli.hf.loader import load
-from attncli.model.interface import has
+from attncli.model.interface import facts, has
 from attncli.pipeline.running import Progress, model_for, quiet
 from attncli.stats import corpus as corpus_mod
 from attncli.stats.accumulate import Settings
@@ -51,9 +51,7 @@ def compute(request: Union[StatsRequest, MergeRequest], model: Any = None, *,
     source = corpus_mod.describe(request.corpus, request.field)
     texts = corpus_mod.texts(request.corpus, field=request.field, split=request.split)
     model = model_for(model, request.transformer, lambda: load_stats(request))
-    if request.precision is not None and not has(model, "precision"):
-        raise BadInput(f"--precision chooses attn's NumPy pass; {model.name} runs through transformers (its --dtype, "
-                       "float32 by default): drop --precision")
+    request.check_model(facts(model))  # the table's rows on the model: --precision on torch
     settings = Settings(top_k=request.top_k, probe_every=request.probe_every, probe_length=request.probe_length,
                         seed=request.seed, precision=request.precision or "float32")
     workers, ray = request.workers, request.ray
