@@ -101,10 +101,10 @@ PATHS = {  # path -> where it is (the docs' column)
     "qk": "attn qk",
     "stats": "attn stats",
     "merge": "attn stats merge",
-    "pairs": "attn ablate, patch, attribute, circuit: --pairs FILE", "sinks": "attn sinks",
+    "pairs": "attn ablate, patch, attribute, circuit: --pairs FILE", "sinks": "attn sinks", "retrieval": "attn retrieval",
 }
 V, T, E, S, C, H, LENS = ("vectors",), ("transformer",), ("explore",), ("seq2seq",), ("compare",), ("heads",), ("lens",)
-CA, GR, QK, ST, M, PA, SI = ("causal",), ("gradients",), ("qk",), ("stats",), ("merge",), ("pairs",), ("sinks",)
+CA, GR, QK, ST, M, PA, SI, RE = ("causal",), ("gradients",), ("qk",), ("stats",), ("merge",), ("pairs",), ("sinks",), ("retrieval",)
 PLACEMENT = ("device", "dtype", "device_map", "max_memory")  # where a --transformer model runs
 # one text's options, which a --pairs run refuses (each pair brings its texts and its target; the model runs on
 # attn's own pass, placed by none of these)
@@ -282,6 +282,7 @@ ROWS: tuple[Row, ...] = (
     Row((On("random"), Cannot("decoder")), H, "--random scores a decoder's heads on repeated random tokens; model "
         "'{model_name}' is an encoder: score it on sentences (drop --random)"),
     Row((Cannot("decoder"),), SI, "attn sinks reads a decoder's causal attention; {model_name} is an encoder"),
+    Row((Cannot("decoder"),), RE, "attn retrieval decodes the needle's answer; {model_name} is an encoder"),
 )
 
 

@@ -185,7 +185,7 @@ def test_every_row_on_the_model_refuses_through_the_command_line_once_it_is_load
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("the cat sat on the mat\n", encoding="utf-8")
     command = {"transformer": ["matrix", SENTENCE], "seq2seq": ["matrix", SENTENCE], "heads": ["heads"],
-               "stats": ["stats", str(corpus)], "sinks": ["sinks"]}[path]
+               "stats": ["stats", str(corpus)], "sinks": ["sinks"], "retrieval": ["retrieval"]}[path]
     result = CliRunner().invoke(cli, [*command, *args_of(options)])
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.stderr

@@ -21,6 +21,7 @@ from attncli.causal.retrieval_heads import (DEFAULT_TOLERANCE, DEFAULT_TOP, dept
                                             scan)
 from attncli.errors import BadInput
 from attncli.hf.loader import load
+from attncli.model.interface import facts
 from attncli.option_conflicts import TableRequest
 from attncli.pipeline.head_roles import leading_specials
 from attncli.pipeline.running import Progress, model_for, quiet
@@ -59,6 +60,7 @@ class RetrievalRequest(TableRequest):
     seed: int = 0  # the needles and the random heads
     allow_missing_weights: bool = False
 
+    table_path: ClassVar[str] = "retrieval"
     POSITIONALS: ClassVar[tuple[str, ...]] = ()  # every input is an option
 
     def check(self) -> None:
@@ -109,8 +111,7 @@ def compute(request: RetrievalRequest, model: Any = None, *, progress: Optional[
     progress = quiet(progress)
     model = model_for(model, request.transformer, lambda: load(request.transformer, backend="numpy",
                                                                allow_missing_weights=request.allow_missing_weights))
-    if not model.is_decoder:
-        raise BadInput(f"attn retrieval decodes the needle's answer; {visible(str(model.name))} is an encoder")
+    request.check_model(facts(model))  # the table's rows on the model: a decoder's
     too_long = [n for n in request.lengths if n > model.max_positions]
     if too_long:
         raise BadInput(f"--lengths {too_long[0]:,}: the model reads at most {model.max_positions:,} positions")
