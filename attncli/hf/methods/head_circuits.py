@@ -189,6 +189,8 @@ class Unembedded:
 def unembedded(model: Any, norm: str) -> Unembedded:
     """``model``'s embedding, LM head and final norm weight (a decoder with an LM head)."""
     kind, w_f, _, _ = model.final_norm_parts()
+    if hasattr(model.arch.w, "hold_widened"):  # the widened table kept (within the budget): a tied head read once
+        model.arch.w.hold_widened()
     U = model.unembedding()  # (V, d)
     E = token_embedding(model.arch)
     if U is not E and U.shape == E.shape and np.array_equal(U, E):
