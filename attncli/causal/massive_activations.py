@@ -32,12 +32,13 @@ import numpy as np
 from attncli.errors import BadInput
 from attncli.model.interface import has
 from attncli.model.trace import Intervention, site
-from attncli.numeric import log_softmax
+from attncli.numeric import logsumexp
 
 PAPER_RATIO = 1000.0  # Sun et al. 2024: about 1,000 times the median magnitude
 PAPER_MIN_VALUE = 100.0  # ... and above 100 in magnitude
 TOP_CHANNELS = 3  # the largest channels each layer's row lists
 BATCH = 16  # texts a padded pass holds
+LOSS_ROWS = 8  # logit rows a loss reads at a time (each (V,) float64: Gemma's 2 MB)
 SECONDARY_MIN_COUNT = 3  # a secondary sink's token occurs at least this often (one rare word is no sink)
 
 
@@ -62,8 +63,15 @@ def token_mean_loss(logits: np.ndarray, ids: Sequence[int]) -> tuple[float, int]
     """(sum of the next-token cross-entropies in nats, how many): logits (T, V) predicting ids[1:]."""
     if len(ids) < 2:
         return 0.0, 0
-    logp = log_softmax(np.asarray(logits[:-1], dtype=np.float64))  # (T-1, V)
-    return float(-logp[np.arange(len(ids) - 1), np.asarray(ids[1:])].sum()), len(ids) - 1
+    nxt = np.asarray(ids[1:])  # (T-1,)
+    picked = np.empty(len(nxt))  # (T-1,) log p(ids[t+1] | ids[..t]) = logits[t, ids[t+1]] - logsumexp(logits[t])
+    for a in range(0, len(nxt), LOSS_ROWS):  # row by row as log_softmax's, no (T-1, V) array of it made
+        x = np.asarray(logits[a: min(a + LOSS_ROWS, len(nxt))], dtype=np.float64)  # (n, V): rows 0..T-2 predict
+        lse = logsumexp(x)  # (n,)
+        with np.errstate(invalid="ignore"):
+            got = x[np.arange(len(x)), nxt[a: a + len(x)]] - lse  # (n,)
+        picked[a: a + len(x)] = np.where(lse == -np.inf, -np.inf, got)
+    return float(-picked.sum()), len(ids) - 1
 
 
 def sink_shares(pattern: np.ndarray, keys: Sequence[int]) -> np.ndarray:
@@ -187,6 +195,15 @@ def channel_means(resids: Sequence[np.ndarray], layer: int, channels: Sequence[i
     return total / sum(r.shape[1] for r in resids)
 
 
+def _from_fixed(model: Any, layer: int, fixed: np.ndarray) -> dict[str, Any]:
+    """The trace arguments of a pass with blocks.{layer}.resid_post replaced by ``fixed`` (T, d): the
+    pass resumed at layer + 1 from ``fixed`` (trace's start: the layers before it, which cannot see
+    the replacement, not run again); at the last layer, the Intervention."""
+    if layer + 1 < model.layers:
+        return {"start": (layer + 1, fixed)}
+    return {"interventions": [Intervention(site(layer, "resid_post"), "replace", value=fixed)]}
+
+
 def causal_test(model: Any, texts_ids: list[list[int]], resids: list[np.ndarray], layer: int,
                 channels: Sequence[int], *, means_over: Sequence[np.ndarray], keys_of: list[list[int]]) -> dict[str, Any]:
     """The mean next-token loss and the mean sink share (heads of layers after ``layer``) with
@@ -201,8 +218,8 @@ def causal_test(model: Any, texts_ids: list[list[int]], resids: list[np.ndarray]
         fixed = np.array(resid[layer], copy=True)  # (T, d)
         fixed[:, list(channels)] = means
         keep = ["logits"] + [site(l, "attn.pattern") for l in after]
-        for name, ivs in (("clean", []), ("mean", [Intervention(site(layer, "resid_post"), "replace", value=fixed)])):
-            tr = model.trace(list(ids), keep, interventions=ivs)
+        for name, how in (("clean", {}), ("mean", _from_fixed(model, layer, fixed))):
+            tr = model.trace(list(ids), keep, **how)
             s, n = token_mean_loss(tr["logits"], ids)
             loss[name][0] += s
             loss[name][1] += n

@@ -173,3 +173,22 @@ def test_the_command_prints_json(planted, tmp_path):
     assert last["causal"]["layer"] == 1 and last["causal"]["channels"] == last["layers"][1]["massive_channels"]
     bad = CliRunner().invoke(app, ["sinks", "--transformer", str(directory), "--ratio", "nan"])
     assert bad.exit_code == 2 and "Traceback" not in bad.output
+
+
+def test_token_mean_loss_equals_the_full_log_softmax_gathered():
+    """The causal test's loss, read LOSS_ROWS rows at a time (no (T-1, V) log softmax made), is
+    the full log softmax's next-token entries summed, to the bit: texts longer than a chunk, a
+    row of -inf logits (its loss inf, as log_softmax's -inf), and the last row (it predicts
+    nothing) left out."""
+    from attncli.causal.massive_activations import LOSS_ROWS, token_mean_loss
+    from attncli.numeric import log_softmax
+
+    rng = np.random.default_rng(0)
+    for T in (2, LOSS_ROWS, LOSS_ROWS + 1, 3 * LOSS_ROWS + 5):
+        logits = (rng.standard_normal((T, 997)) * 7).astype(np.float32)  # (T, V)
+        ids = [int(i) for i in rng.integers(0, 997, size=T)]
+        ref = float(-log_softmax(logits[:-1].astype(np.float64))[np.arange(T - 1), ids[1:]].sum())
+        assert token_mean_loss(logits, ids) == (ref, T - 1)
+    logits[LOSS_ROWS + 2] = -np.inf
+    assert token_mean_loss(logits, ids) == (np.inf, len(ids) - 1)
+    assert token_mean_loss(logits[:1], ids[:1]) == (0.0, 0)
