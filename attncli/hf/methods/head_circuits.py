@@ -207,7 +207,8 @@ def unembedded(model: Any, norm: str) -> Unembedded:
 def copying_scores(f: HeadFactors, G: np.ndarray) -> np.ndarray:
     """(L, h) Re(sum lambda) / sum |lambda| over the eigenvalues of W_O G W_V (d_head, d_head), G
     the folded W_U W_E (d, d): the full OV circuit's nonzero eigenvalues."""
-    small = f.W_O @ G @ f.W_V  # (L, h, dh, dh)
+    L, h, dh, d = f.W_O.shape
+    small = (f.W_O.reshape(L * h * dh, d) @ G).reshape(L, h, dh, d) @ f.W_V  # (L, h, dh, dh): one gemm for W_O G
     lam = np.linalg.eigvals(small)  # (L, h, dh)
     total = np.abs(lam).sum(axis=-1)
     return np.divide(lam.sum(axis=-1).real, total, out=np.zeros(total.shape), where=total > 0)
