@@ -192,3 +192,25 @@ def test_token_mean_loss_equals_the_full_log_softmax_gathered():
     logits[LOSS_ROWS + 2] = -np.inf
     assert token_mean_loss(logits, ids) == (np.inf, len(ids) - 1)
     assert token_mean_loss(logits[:1], ids[:1]) == (0.0, 0)
+
+
+def test_paired_losses_equal_each_pass_logits_loss(planted, monkeypatch):
+    """The causal test's losses from both passes' final-norm rows through the LM head together,
+    PAIR_ROWS at a time (5 here: blocks and LOSS_ROWS chunks cross from one pass into the other),
+    are token_mean_loss of each pass's own traced logits (to the rounding of the LM head's product,
+    which BLAS blocks by the rows it is given: the same bits on Gemma-3-270M's 100 sentences)."""
+    from attncli.causal import massive_activations
+    from attncli.causal.massive_activations import paired_losses, token_mean_loss
+
+    monkeypatch.setattr(massive_activations, "PAIR_ROWS", 5)
+    kind, directory = planted
+    model = load(str(directory), backend="numpy")
+    ids = model.encode(TEXTS[1]).ids
+    clean = model.trace(ids, ["logits", "final_norm", "blocks.0.resid_post"])
+    fixed = np.array(clean["blocks.0.resid_post"]) * 0.5
+    mean = model.trace(ids, ["logits", "final_norm"], start=(1, fixed))
+    got = paired_losses(model, [clean["final_norm"], mean["final_norm"]], ids)
+    want = [token_mean_loss(clean["logits"], ids), token_mean_loss(mean["logits"], ids)]
+    assert [n for _, n in got] == [n for _, n in want] == [len(ids) - 1] * 2
+    f32_close([s for s, _ in got], [s for s, _ in want], *f32_size(directory), what="summed losses")
+    assert abs(got[0][0] - got[1][0]) > 1e-3
