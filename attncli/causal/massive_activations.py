@@ -30,10 +30,10 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
 
-from attncli.errors import BadInput
+from attncli.errors import BadInput, RuntimeFailure
 from attncli.model.interface import has
 from attncli.model.trace import Intervention, site
-from attncli.numeric import log_softmax
+from attncli.numeric import logsumexp
 
 PAPER_RATIO = 1000.0  # Sun et al. 2024: about 1,000 times the median magnitude
 PAPER_MIN_VALUE = 100.0  # ... and above 100 in magnitude
@@ -41,6 +41,8 @@ TOP_CHANNELS = 3  # the largest channels each layer's row lists
 BATCH = 16  # texts a padded pass holds
 ATTENTION_BYTES = 2 * 2**30  # a padded pass's (B, L, h, T, T) float64 attention at most: one line of 8,192 tokens
 # of SmolLM2-135M (30 layers x 9 heads) alone is 135 GiB, 16 lines of 512 tokens 8.4 GiB
+PAIR_ROWS = 256  # final-norm rows paired_losses unembeds at once (Gemma: 537 MB of float64 logits)
+LOSS_ROWS = 8  # logit rows a loss reads at a time (each (V,) float64: Gemma's 2 MB)
 SECONDARY_MIN_COUNT = 3  # a secondary sink's token occurs at least this often (one rare word is no sink)
 
 
@@ -65,8 +67,39 @@ def token_mean_loss(logits: np.ndarray, ids: Sequence[int]) -> tuple[float, int]
     """(sum of the next-token cross-entropies in nats, how many): logits (T, V) predicting ids[1:]."""
     if len(ids) < 2:
         return 0.0, 0
-    logp = log_softmax(np.asarray(logits[:-1], dtype=np.float64))  # (T-1, V)
-    return float(-logp[np.arange(len(ids) - 1), np.asarray(ids[1:])].sum()), len(ids) - 1
+    nxt = np.asarray(ids[1:])  # (T-1,)
+    picked = np.empty(len(nxt))  # (T-1,) log p(ids[t+1] | ids[..t]) = logits[t, ids[t+1]] - logsumexp(logits[t])
+    for a in range(0, len(nxt), LOSS_ROWS):  # row by row as log_softmax's, no (T-1, V) array of it made
+        x = np.asarray(logits[a: min(a + LOSS_ROWS, len(nxt))], dtype=np.float64)  # (n, V): rows 0..T-2 predict
+        lse = logsumexp(x)  # (n,)
+        with np.errstate(invalid="ignore"):
+            got = x[np.arange(len(x)), nxt[a: a + len(x)]] - lse  # (n,)
+        picked[a: a + len(x)] = np.where(lse == -np.inf, -np.inf, got)
+    return float(-picked.sum()), len(ids) - 1
+
+
+def paired_losses(model: Any, finals: Sequence[np.ndarray], ids: Sequence[int]) -> list[tuple[float, int]]:
+    """token_mean_loss of each pass of ``ids`` from its final-norm rows (T, d): the rows of every
+    pass through ``model.unembed`` together, PAIR_ROWS at a time, so the LM head (Gemma's 262,144
+    rows) is read once for all of them, at most PAIR_ROWS rows of logits held; each loss's terms summed as
+    token_mean_loss sums them (the same number to the rounding of the LM head's product, which BLAS
+    blocks by the rows it is given; the same bits on Gemma-3-270M's 100-sentence run)."""
+    T = len(ids)
+    if T < 2:
+        return [(0.0, 0)] * len(finals)
+    rows = np.concatenate([np.asarray(f).reshape(T, -1) for f in finals])  # (P T, d)
+    nxt = np.asarray(list(ids[1:]) + [0])  # (T,) the next token of each position (the last predicts none)
+    picked = np.empty(len(rows))  # (P T,) log p(next | ...)
+    for b in range(0, len(rows), PAIR_ROWS):  # one unembed a block (a GGUF head not held is dequantized each call)
+        logits = model.unembed(rows[b: b + PAIR_ROWS])  # (m, V)
+        for a in range(b, b + len(logits), LOSS_ROWS):
+            x = np.asarray(logits[a - b: a - b + LOSS_ROWS], dtype=np.float64)  # (n, V)
+            if not np.isfinite(x).all():  # as the traced pass's own check of its logits
+                raise RuntimeFailure(f"damaged model: {'NaN' if np.isnan(x).any() else 'infinity'} in the logits")
+            lse = logsumexp(x)  # (n,)
+            at = np.arange(a, a + len(x))
+            picked[a: a + len(x)] = x[np.arange(len(x)), nxt[at % T]] - lse
+    return [(float(-picked[p * T: p * T + T - 1].sum()), T - 1) for p in range(len(finals))]
 
 
 def sink_shares(pattern: np.ndarray, keys: Sequence[int]) -> np.ndarray:
@@ -226,6 +259,15 @@ def traced(model: Any, encs: Sequence[Any], keep: list[str]) -> Iterator[tuple[l
         yield ids, model.trace(ids, keep)
 
 
+def _from_fixed(model: Any, layer: int, fixed: np.ndarray) -> dict[str, Any]:
+    """The trace arguments of a pass with blocks.{layer}.resid_post replaced by ``fixed`` (T, d): the
+    pass resumed at layer + 1 from ``fixed`` (trace's start: the layers before it, which cannot see
+    the replacement, not run again); at the last layer, the Intervention."""
+    if layer + 1 < model.layers:
+        return {"start": (layer + 1, fixed)}
+    return {"interventions": [Intervention(site(layer, "resid_post"), "replace", value=fixed)]}
+
+
 def causal_test(model: Any, texts_ids: list[list[int]], layer: int, channels: Sequence[int], *,
                 means: np.ndarray, keys_of: list[list[int]]) -> dict[str, Any]:
     """The mean next-token loss and the mean sink share (heads of layers after ``layer``) with
@@ -238,17 +280,25 @@ def causal_test(model: Any, texts_ids: list[list[int]], layer: int, channels: Se
     queries = 0
     after = list(range(layer + 1, L))
     at = site(layer, "resid_post")
+    paired = has(model, "unembed")  # both passes' final rows through the LM head together (its rows read once)
+    keep = ["final_norm" if paired else "logits"] + [site(l, "attn.pattern") for l in after]
     for ids, keys in zip(texts_ids, keys_of):
-        keep = ["logits"] + [site(l, "attn.pattern") for l in after]
         clean = model.trace(list(ids), keep + [at])
         fixed = np.array(clean[at], copy=True)  # (T, d)
         fixed[:, list(channels)] = means
-        mean = model.trace(list(ids), keep, interventions=[Intervention(at, "replace", value=fixed)])
+        mean = model.trace(list(ids), keep, **_from_fixed(model, layer, fixed))
+        finals = []
         for name, tr in (("clean", clean), ("mean", mean)):
-            s, n = token_mean_loss(tr["logits"], ids)
+            if paired:
+                finals.append(np.asarray(tr["final_norm"]))  # (T, d)
+            else:
+                s, n = token_mean_loss(tr["logits"], ids)
+                loss[name][0] += s
+                loss[name][1] += n
+            share[name] += sum(float(sink_shares(tr[site(l, "attn.pattern")], keys).sum()) for l in after)
+        for name, (s, n) in zip(("clean", "mean"), paired_losses(model, finals, ids) if paired else ()):
             loss[name][0] += s
             loss[name][1] += n
-            share[name] += sum(float(sink_shares(tr[site(l, "attn.pattern")], keys).sum()) for l in after)
         queries += max(len(ids) - 1, 0) * len(after) * model.heads
     n = max(loss["clean"][1], 1)
     q = max(queries, 1)

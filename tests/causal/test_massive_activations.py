@@ -196,3 +196,44 @@ def test_the_command_exports_the_sink_share_map(planted, tmp_path):
     assert {(int(g.get("data-layer")), int(g.get("data-head"))): float(g.get("data-score")) for g in cells} == {
         (l, h): v for l, row in enumerate(doc["sink_share"]) for h, v in enumerate(row)}
     assert "sink share" in out["html"].read_text() and out["png"].read_bytes()[:4] == b"\x89PNG"
+
+
+def test_token_mean_loss_equals_the_full_log_softmax_gathered():
+    """The causal test's loss, read LOSS_ROWS rows at a time (no (T-1, V) log softmax made), is
+    the full log softmax's next-token entries summed, to the bit: texts longer than a chunk, a
+    row of -inf logits (its loss inf, as log_softmax's -inf), and the last row (it predicts
+    nothing) left out."""
+    from attncli.causal.massive_activations import LOSS_ROWS, token_mean_loss
+    from attncli.numeric import log_softmax
+
+    rng = np.random.default_rng(0)
+    for T in (2, LOSS_ROWS, LOSS_ROWS + 1, 3 * LOSS_ROWS + 5):
+        logits = (rng.standard_normal((T, 997)) * 7).astype(np.float32)  # (T, V)
+        ids = [int(i) for i in rng.integers(0, 997, size=T)]
+        ref = float(-log_softmax(logits[:-1].astype(np.float64))[np.arange(T - 1), ids[1:]].sum())
+        assert token_mean_loss(logits, ids) == (ref, T - 1)
+    logits[LOSS_ROWS + 2] = -np.inf
+    assert token_mean_loss(logits, ids) == (np.inf, len(ids) - 1)
+    assert token_mean_loss(logits[:1], ids[:1]) == (0.0, 0)
+
+
+def test_paired_losses_equal_each_pass_logits_loss(planted, monkeypatch):
+    """The causal test's losses from both passes' final-norm rows through the LM head together,
+    PAIR_ROWS at a time (5 here: blocks and LOSS_ROWS chunks cross from one pass into the other),
+    are token_mean_loss of each pass's own traced logits (to the rounding of the LM head's product,
+    which BLAS blocks by the rows it is given: the same bits on Gemma-3-270M's 100 sentences)."""
+    from attncli.causal import massive_activations
+    from attncli.causal.massive_activations import paired_losses, token_mean_loss
+
+    monkeypatch.setattr(massive_activations, "PAIR_ROWS", 5)
+    kind, directory = planted
+    model = load(str(directory), backend="numpy")
+    ids = model.encode(TEXTS[1]).ids
+    clean = model.trace(ids, ["logits", "final_norm", "blocks.0.resid_post"])
+    fixed = np.array(clean["blocks.0.resid_post"]) * 0.5
+    mean = model.trace(ids, ["logits", "final_norm"], start=(1, fixed))
+    got = paired_losses(model, [clean["final_norm"], mean["final_norm"]], ids)
+    want = [token_mean_loss(clean["logits"], ids), token_mean_loss(mean["logits"], ids)]
+    assert [n for _, n in got] == [n for _, n in want] == [len(ids) - 1] * 2
+    f32_close([s for s, _ in got], [s for s, _ in want], *f32_size(directory), what="summed losses")
+    assert abs(got[0][0] - got[1][0]) > 1e-3

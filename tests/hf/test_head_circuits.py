@@ -168,3 +168,22 @@ def test_qwen3_per_head_norm_weights_are_folded(tmp_path):
             wk = sd[p + "self_attn.k_proj.weight"][(h // group) * dh:(h // group + 1) * dh].T
             f32_close(f.W_Q[l, h], n1[:, None] * wq * sd[p + "self_attn.q_norm.weight"][None], what="W_Q")
             f32_close(f.W_K[l, h], n1[:, None] * wk * sd[p + "self_attn.k_norm.weight"][None], what="W_K")
+
+
+def test_top_tokens_equal_a_full_sort_by_score_then_id():
+    """top_tokens (the candidates above the k-th largest block maximum, sorted) is a full sort of
+    each row by score, largest first, equal scores by id: rows with ties planted across blocks and
+    inside the top k, a row wider than TOP_BLOCK's multiple, k near the row's width; and a row with
+    a NaN takes the whole sort (NaN last)."""
+    from attncli.hf.methods.head_circuits import TOP_BLOCK, top_tokens
+
+    rng = np.random.default_rng(0)
+    for n, V, k in ((7, 5 * TOP_BLOCK + 13, 5), (3, 2 * TOP_BLOCK + 1, 2 * TOP_BLOCK), (4, 40, 3), (2, 300, 1)):
+        scores = rng.integers(-20, 20, size=(n, V)).astype(np.float32)  # many equal scores
+        scores[0, [3, V - 1, min(TOP_BLOCK + 2, V - 2)]] = 50.0  # a tie at the top, across blocks
+        full = np.lexsort((np.broadcast_to(np.arange(V), (n, V)), -scores), axis=-1)[:, :min(k, V)]  # (n, k)
+        np.testing.assert_array_equal(top_tokens(scores, k), full)
+    scores = rng.standard_normal((2, 3 * TOP_BLOCK))
+    scores[1, 5] = np.nan
+    want = np.argsort(-np.nan_to_num(scores, nan=-np.inf), axis=1, kind="stable")[:, :3]
+    np.testing.assert_array_equal(top_tokens(scores, 3), want)
