@@ -18,7 +18,7 @@ from attncli.cli.options import PLACEMENT_OPTIONS, declared
 from attncli.errors import BadInput
 from attncli.generate.run import header_document, step_document
 from attncli.generate.step_view import top_keys
-from attncli.textio import token_label, visible
+from attncli.io.textio import token_label, visible
 from attncli.pipeline.generate_compute import GenerateRequest, compute, end_heatmap, labels
 from attncli.views.render import palette, render_heatmap
 

@@ -23,7 +23,7 @@ from attncli.hf.methods import qk_attribution
 from attncli.model.interface import has, refusal
 from attncli.pipeline.qk_compute import QKRequest
 from attncli.pipeline.qk_compute import compute as compute_qk
-from attncli.textio import visible
+from attncli.io.textio import visible
 from attncli.views.qk_view import qk_renderables
 
 DOING = "the QK split (Q, attn qk)"

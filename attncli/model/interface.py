@@ -19,7 +19,7 @@ import numpy as np
 
 from attncli.errors import BadInput
 from attncli.model.trace import Intervention, Keep, Trace
-from attncli.textio import visible
+from attncli.io.textio import visible
 
 # capability -> what it is, as a refusal names it ("... needs <this>")
 CAPABILITIES: dict[str, str] = {
@@ -159,7 +159,7 @@ def refusal(model: Any, capability: str, doing: str) -> str:
 
 
 def facts(model: Any) -> dict[str, Any]:
-    """What attncli.option_conflicts' rows on the model read of ``model``: ``can`` (its capabilities,
+    """What attncli.rules.option_conflicts' rows on the model read of ``model``: ``can`` (its capabilities,
     and "decoder" for causal self-attention), and for their messages its name, family and backend
     (escaped), why it lacks each capability it lacks (``why``) and what each is (``needs``)."""
     can = frozenset(model.can) | ({"decoder"} if model.is_decoder else frozenset())

@@ -9,7 +9,7 @@ each built the same by the command line, explore and the Python API.
 
 Every module ``*_compute`` has one ``compute(request, model=None, *, progress=None) -> result``
 (attncli.pipeline.running: a model loaded, ``Later(load)`` or None; what it says while it works), its
-request a TableRequest (attncli.option_conflicts) and its result the protocol of attncli.views.result.
+request a TableRequest (attncli.rules.option_conflicts) and its result the protocol of attncli.views.result.
 
 Every surface (``attn matrix --transformer``, ``attn explore --transformer``, the interactive page,
 the Python API) builds a :class:`ViewRequest` and calls :func:`compute`, which runs one traced

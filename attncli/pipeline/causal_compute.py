@@ -30,7 +30,7 @@ from attncli.errors import BadInput
 from attncli.hf.loader import load
 from attncli.pipeline.running import Progress, model_for, quiet
 from attncli.tinylm.traced import load_builtin
-from attncli.textio import read_user_text
+from attncli.io.textio import read_user_text
 from attncli.views.causal import AblateResult, DlaResult, PatchResult, causal_result  # noqa: F401 (the results)
 
 KINDS = {AblateRequest: "ablate", PatchRequest: "patch", DlaRequest: "dla"}  # what causal.grids.missing checks

@@ -24,9 +24,9 @@ import numpy as np
 from attncli.errors import BadInput
 from attncli.generate import run
 from attncli.generate.decoders import load_decoder
-from attncli.option_conflicts import TableRequest
+from attncli.rules.option_conflicts import TableRequest
 from attncli.pipeline.running import Progress, model_for
-from attncli.textio import token_label
+from attncli.io.textio import token_label
 from attncli.views.render import Heatmap, heatmap_renderables
 from attncli.views.result import Result, attn_command, shown
 
@@ -133,7 +133,7 @@ class GenerateResult(Result):
 
 
 def labels(gen: run.Generation) -> list[str]:
-    """Each token of the text as drawn: its text (␣ for a space, attncli.textio.token_label)."""
+    """Each token of the text as drawn: its text (␣ for a space, attncli.io.textio.token_label)."""
     return [token_label(gen.decoder.token_text(i)) if i is not None else gen.decoder.label(t)
             for t, i in zip(gen.tokens, gen.ids)]
 

@@ -20,10 +20,10 @@ from typing import Any, ClassVar, Iterator, Optional
 from attncli.errors import BadInput
 from attncli.lookup import dictionary as core
 from attncli.lookup.params import DEFAULT_TEMPERATURE, NGRAM_WEIGHT, encoder_ngram_weight
-from attncli.option_conflicts import TableRequest
-from attncli.paths import data_dir
+from attncli.rules.option_conflicts import TableRequest
+from attncli.env.paths import data_dir
 from attncli.pipeline.running import Progress, quiet
-from attncli.textio import clip
+from attncli.io.textio import clip
 from attncli.vectors.model import load_vectors
 from attncli.views.lookup_view import LookupView
 from attncli.views.result import Result

@@ -23,13 +23,13 @@ from typing import Any, Callable, ClassVar, Iterator, Optional, Union
 
 import numpy as np
 
-from attncli import faultpoints
+from attncli.io import faultpoints
 from attncli.causal.pair_sums import PairSums, PairsJob, check_pairs, encoded, pair_values
 from attncli.causal.circuit import check_faithfulness
 from attncli.causal.pairs_circuit import find_pairs_circuit
 from attncli.causal.pairs_file import Pair, read_pairs
 from attncli.errors import BadInput, RuntimeFailure
-from attncli.fileio import FileProblem
+from attncli.io.fileio import FileProblem
 from attncli.hf.methods.edges import edge_mask
 from attncli.hf.loader import load
 from attncli.stats.chunk_work import ModelSpec, bounded
@@ -39,9 +39,9 @@ from attncli.stats.shards import Identity, model_fingerprint, shard_folder, text
 from attncli.pipeline.pairs_document import pairs_document
 from attncli.pipeline.pairs_shards import (PAIRS_VERSION, MergedPairs, added, merge_pair_shards, read_pairs_shard,
                                           to_document)
-from attncli.option_conflicts import TableRequest
+from attncli.rules.option_conflicts import TableRequest
 from attncli.pipeline.running import Progress, model_for, quiet
-from attncli.textio import visible
+from attncli.io.textio import visible
 from attncli.tinylm.traced import load_builtin
 from attncli.views.circuit_view import CircuitView
 from attncli.views.pairs_view import PairsView

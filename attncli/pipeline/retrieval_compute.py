@@ -22,10 +22,10 @@ from attncli.causal.retrieval_heads import (DEFAULT_TOLERANCE, DEFAULT_TOP, dept
 from attncli.errors import BadInput
 from attncli.hf.loader import load
 from attncli.model.interface import facts
-from attncli.option_conflicts import TableRequest
+from attncli.rules.option_conflicts import TableRequest
 from attncli.pipeline.head_roles import leading_specials
 from attncli.pipeline.running import Progress, model_for, quiet
-from attncli.textio import visible
+from attncli.io.textio import visible
 from attncli.tinylm.data import brown_texts
 from attncli.views.result import attn_command
 from attncli.views.retrieval_view import RetrievalView

@@ -3,7 +3,7 @@
     compute(request, model=None, *, progress=None) -> result
 
 ``request`` is the command's request (a TableRequest: its options by name, checked by the table of
-attncli.option_conflicts); ``model`` the model it runs on: None (the compute loads the one the request
+attncli.rules.option_conflicts); ``model`` the model it runs on: None (the compute loads the one the request
 names), a model already loaded (explore's, a test's), or :class:`Later` (a loader the compute calls
 once its own checks passed: the command line's, which says "loading ..." on stderr); ``progress`` what
 it says while it works (:class:`Progress`; None: :class:`Quiet`). The result speaks

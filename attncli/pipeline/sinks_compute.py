@@ -22,9 +22,9 @@ from attncli.causal.massive_activations import PAPER_MIN_VALUE, PAPER_RATIO, sca
 from attncli.errors import BadInput
 from attncli.hf.loader import load
 from attncli.model.interface import facts, require
-from attncli.option_conflicts import TableRequest
+from attncli.rules.option_conflicts import TableRequest
 from attncli.pipeline.running import Progress, model_for, quiet
-from attncli.textio import read_user_text
+from attncli.io.textio import read_user_text
 from attncli.tinylm.data import brown_texts
 from attncli.views.result import attn_command
 from attncli.views.sinks_view import SinksView

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from attncli.textio import visible
+from attncli.io.textio import visible
 from attncli.views.render import diverging_palette
 from attncli.views.result import DocumentView, OwnDrawings, Requested
 

@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from attncli.textio import visible
+from attncli.io.textio import visible
 from attncli.views.circuit_view import layered_graph_svg
 from attncli.views.export import markup_safe, record
 from attncli.views.render import FILE_MAX, diverging_palette, palette

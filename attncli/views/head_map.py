@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from attncli.textio import visible
+from attncli.io.textio import visible
 from attncli.views.circuit_view import edge_table
 from attncli.views.head_drawing import composition_graph_svg, head_map_svg, named_edges, report_page, stacked_svg
 from attncli.views.render import Heatmap, heatmap_renderables

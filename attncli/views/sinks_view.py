@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from attncli.textio import visible
+from attncli.io.textio import visible
 from attncli.views.head_drawing import head_map_svg, report_page
 from attncli.views.result import DocumentView, OwnDrawings, shown
 

@@ -40,7 +40,7 @@ def test_a_full_disk_under_the_cache_warns_and_the_command_runs(tmp_path):
 def test_a_folder_where_the_cache_file_goes_warns_and_the_model_loads(tmp_path, monkeypatch, capsys, twice):
     needed("gguf")
     needed("transformers")
-    from attncli import paths
+    from attncli.env import paths
     from attncli.hf.loader import load
 
     monkeypatch.setenv("ATTN_HOME", str(tmp_path / "home"))

@@ -47,7 +47,7 @@ def test_no_compute_raises_a_refusal_on_the_model_inline():
             name = f"{wing}/{path.name}"
             found += [f"attncli/{name}:{line} ({func})" for func, line in inline_refusals(path)
                       if LEFT.get(name, ("",))[0] != func]
-    assert not found, ("refusals on the model raised inline (make them rows of attncli.option_conflicts on the model, "
+    assert not found, ("refusals on the model raised inline (make them rows of attncli.rules.option_conflicts on the model, "
                        "or interface.require for a method's capability): " + ", ".join(found))
 
 

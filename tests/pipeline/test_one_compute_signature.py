@@ -1,6 +1,6 @@
 """Every compute of the pipeline has one shape (issue 48): a module ``attncli/pipeline/*_compute.py`` (and
 compute_view.py, the matrix's) has one public compute, ``compute(request, model=None, *, progress=None)``,
-whose request is a TableRequest (one request base: attncli.option_conflicts) and whose result speaks
+whose request is a TableRequest (one request base: attncli.rules.option_conflicts) and whose result speaks
 attncli.views.result's protocol. What else it takes is in attncli.pipeline.running (Later, Progress)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import attncli
-from attncli.option_conflicts import TableRequest
+from attncli.rules.option_conflicts import TableRequest
 from attncli.views.result import Result
 
 PIPELINE = Path(attncli.__file__).parent / "pipeline"

@@ -146,7 +146,7 @@ def test_lens_reads_at_80_120_and_200_columns(real, cli):
     there whole (the IOI answer, " Mary", at the last position)."""
     from rich.console import Console
 
-    from attncli.textio import token_label
+    from attncli.io.textio import token_label
     from attncli.views.lens import MIN_TOKEN, lens_renderables
 
     doc = cli("lens", IOI)

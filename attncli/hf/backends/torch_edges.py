@@ -34,7 +34,7 @@ import numpy as np
 
 from attncli.errors import BadInput
 from attncli.hf.backends.torch_families import Family, family, maps, submodule
-from attncli.textio import visible
+from attncli.io.textio import visible
 
 
 @dataclass
