@@ -42,7 +42,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 from bench_llama import SENTENCE  # noqa: E402
 from bench_llama import build as build_smollm2  # noqa: E402
-from attncli import runtime  # noqa: E402
+from attncli.env import runtime  # noqa: E402
 from attncli.hf import load  # noqa: E402
 
 GPT2_SMALL = dict(n_layer=12, n_head=12, n_embd=768, vocab_size=50257, n_positions=1024)

@@ -25,7 +25,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 from bench_ablate_peer import build_gpt2_small  # noqa: E402
 from bench_llama import SENTENCE  # noqa: E402
-from attncli import runtime  # noqa: E402
+from attncli.env import runtime  # noqa: E402
 from attncli.causal import grids  # noqa: E402
 from attncli.causal.target import Target  # noqa: E402
 from attncli.hf import load  # noqa: E402

@@ -58,7 +58,7 @@ ids = np.random.default_rng(0).integers(3, 49152, tokens).tolist()
 """
 
 NUMPY = COMMON + """
-from attncli import runtime
+from attncli.env import runtime
 from attncli.hf import load
 from attncli.model.trace import Keep
 

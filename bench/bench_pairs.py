@@ -44,7 +44,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE.parent))
 from bench_llama import build  # noqa: E402
-from attncli import runtime  # noqa: E402
+from attncli.env import runtime  # noqa: E402
 from attncli.causal.target import resolve  # noqa: E402
 from attncli.hf import load  # noqa: E402
 from attncli.pipeline.pairs_compute import PairsRun, compute_pairs  # noqa: E402

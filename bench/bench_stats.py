@@ -37,7 +37,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
-from attncli import runtime  # noqa: E402
+from attncli.env import runtime  # noqa: E402
 from attncli.stats.accumulate import Settings, probe_ids  # noqa: E402
 from attncli.stats.chunk_work import BATCH_BUDGET, BATCH_SIZE, ChunkWork  # noqa: E402
 from attncli.stats.runner import SHARD_TEXTS, ModelSpec, run  # noqa: E402

@@ -44,7 +44,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from bench_llama import SENTENCE  # noqa: E402
 from bench_llama import build as build_smollm2  # noqa: E402
 from bench_stats import minilm_dir, texts  # noqa: E402
-from attncli import runtime  # noqa: E402
+from attncli.env import runtime  # noqa: E402
 from attncli.hf.kernels import blas
 from attncli.hf import load  # noqa: E402
 from attncli.model.trace import Keep  # noqa: E402

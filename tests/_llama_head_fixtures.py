@@ -245,7 +245,7 @@ if __name__ == "__main__":  # docs/causal.md: `python tests/_llama_head_fixtures
     try:
         build_head_llama(Path(sys.argv[1]))
     except ImportError as exc:  # torch, transformers, or pytest (the fixtures' conftest): the test extra
-        from attncli.extras import install_command
+        from attncli.env.extras import install_command
 
         sys.exit(f"error: building the model needs {exc.name or exc}, which is not installed: the test extra, "
                  f"{install_command('test')}")

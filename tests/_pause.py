@@ -1,4 +1,4 @@
-"""A child ``attn`` (or Python) process stopped on cue at a named stage (attncli/faultpoints.py):
+"""A child ``attn`` (or Python) process stopped on cue at a named stage (attncli/io/faultpoints.py):
 the test knows where the process is when it sends a signal, and the child is killed whatever
 happens (a failed assertion, a timeout), so nothing is left running."""
 

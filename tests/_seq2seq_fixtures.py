@@ -20,7 +20,7 @@ except ImportError as exc:  # run as a script without the test extra (the fixtur
         raise
     import sys
 
-    from attncli.extras import install_command
+    from attncli.env.extras import install_command
 
     sys.exit(f"error: building the model needs {exc.name or exc}, which is not installed: the test extra, "
              f"{install_command('test')}")
@@ -77,7 +77,7 @@ if __name__ == "__main__":  # docs/transformers.md: `python tests/_seq2seq_fixtu
     try:
         BUILDERS[kind](folder)
     except ImportError as exc:  # torch or transformers: the test extra
-        from attncli.extras import install_command
+        from attncli.env.extras import install_command
 
         sys.exit(f"error: building the model needs {exc.name or exc}, which is not installed: the test extra, "
                  f"{install_command('test')}")

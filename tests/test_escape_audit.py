@@ -1,6 +1,6 @@
 """Every text drawn on a terminal goes through the escaping door (issue 20): an AST walk over attncli/.
 
-The door is ``attncli.textio.visible`` (control, bidi and line-separator characters shown as
+The door is ``attncli.io.textio.visible`` (control, bidi and line-separator characters shown as
 ``\\x1b``, ``\\u202e``), and for rich markup strings ``attncli.cli.common.shown`` / ``escape`` (visible,
 then ``rich.markup.escape``). This test finds every call that puts text on a terminal (a sink:
 ``print``, a console's ``print`` / ``rule``, ``typer.echo``, ``sys.stdout/stderr.write``, ``Text(...)``,
@@ -10,7 +10,7 @@ argument is built only from constants, numbers formatted as numbers, door calls,
 assigned from those. What it cannot prove is listed in ``ALLOWED`` with the reason it is safe; a
 new sink of data that bypasses the door fails here until it is escaped (or argued for below).
 
-``say``, ``warn``, ``info`` (attncli.cli.common) and ``attncli.messages`` are doors themselves (they
+``say``, ``warn``, ``info`` (attncli.cli.common) and ``attncli.io.messages`` are doors themselves (they
 escape what they print), so their callers pass raw messages.
 """
 
@@ -27,9 +27,9 @@ import attncli
 PKG = Path(attncli.__file__).parent
 
 # (module, qualified import name) -> the name resolves to a door
-DOOR_TARGETS = {("attncli.textio", "visible"), ("attncli.cli.common", "shown"), ("attncli.cli.common", "escape"),
+DOOR_TARGETS = {("attncli.io.textio", "visible"), ("attncli.cli.common", "shown"), ("attncli.cli.common", "escape"),
                 ("attncli.cli.common", "visible_line"),
-                ("attncli.textio", "token_label"),  # a token's text: visible() after the space mark
+                ("attncli.io.textio", "token_label"),  # a token's text: visible() after the space mark
                 ("attncli.views.result", "shown")}
 DOOR_LOCAL = {"cli/common.py": {"shown", "escape", "visible_line", "_escape"},
               "views/result.py": {"shown", "escape"},
@@ -85,8 +85,8 @@ ALLOWED = {
     ("views/long_view.py", "top_k_renderables", "number(other, 3)"): "a number attn formats",
     ("views/long_view.py", "top_k_renderables", "f'{number(w, 3)}\\n{key}'"):
         "a number attn formats over the key's label, escaped where it is made (abbreviate(visible(...)))",
-    ("option_conflicts.py", "main", "markdown()"): "a contributor's script: the table made from attn's own rows",
-    ("option_conflicts.py", "main", "f'wrote {page}'"): "a contributor's script: the docs page's path in the repo",
+    ("rules/option_conflicts.py", "main", "markdown()"): "a contributor's script: the table made from attn's own rows",
+    ("rules/option_conflicts.py", "main", "f'wrote {page}'"): "a contributor's script: the docs page's path in the repo",
     ("cli/generate.py", "_print_header", "f'attention: {gen.view.label(d.heads, d.layers)}'"):
         "the attention view's label: fixed words and layer/head numbers",
     ("cli/generate.py", "_print_end", 'f"each row\'s {top} strongest keys · {view} · {where}"'):
@@ -348,7 +348,7 @@ def modules():
 def test_every_text_sink_goes_through_the_door(path):
     rel = str(path.relative_to(PKG))
     bad = unproven(path.read_text(encoding="utf-8"), rel)
-    assert not bad, ("text from data reaches the terminal without attncli.textio.visible (or cli.common.shown for "
+    assert not bad, ("text from data reaches the terminal without attncli.io.textio.visible (or cli.common.shown for "
                      "markup); escape it, or add the site to ALLOWED with the reason it is safe:\n" + "\n".join(bad))
 
 
@@ -365,7 +365,7 @@ def test_every_allowance_is_still_needed():
     ("def f(name):\n    console.print(f'model {name}')\n", True),
     ("def f(name):\n    console.print(f'model {escape(name)}')\nfrom attncli.cli.common import escape\n", False),
     ("def f(name):\n    print(name, file=sys.stderr)\n", True),
-    ("def f(name):\n    print(visible(name))\nfrom attncli.textio import visible\n", False),
+    ("def f(name):\n    print(visible(name))\nfrom attncli.io.textio import visible\n", False),
     ("def f(name):\n    print(visible(name))\n", True),  # a function merely called visible is not the door
     ("def f(tok):\n    t = Text()\n    t.append(tok)\n", True),
     ("def f(tok):\n    t = Text()\n    t.append(f'{tok:.3f}')\n", False),

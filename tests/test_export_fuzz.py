@@ -1,4 +1,4 @@
-"""Fuzzing exports onto special files (attncli.export_target): Hypothesis names, for --svg, --html
+"""Fuzzing exports onto special files (attncli.io.export_target): Hypothesis names, for --svg, --html
 or --png, a path that is a new file, a regular file, a folder, a FIFO nobody reads, a character
 device (null or full), a socket, a /proc file, a path through a file, or a chain of symbolic links
 to one of these (a dangling one, a loop). Whatever it is, ``attn matrix`` ends with exit 0, 1 or
@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 from typer.testing import CliRunner
 
-import attncli.export_target as door
+import attncli.io.export_target as door
 from attncli.cli.main import app
 from conftest import needed
 

@@ -1,4 +1,4 @@
-"""Exports write into what the user names (attncli.export_target; docs/exports.md, "Where an
+"""Exports write into what the user names (attncli.io.export_target; docs/exports.md, "Where an
 export goes"), each kind run as its own attn process, as root and as a plain user ('nobody').
 
 - /dev/stdout (a pipe, a file the shell opened, a link to /proc/self/fd/1) is written into, and
@@ -206,7 +206,7 @@ def test_a_fifo_with_a_reader_is_written_into(shared, who):
 
 
 def _short_wait():
-    import attncli.export_target as door
+    import attncli.io.export_target as door
 
     door.FIFO_WAIT = 0.5
 
@@ -328,12 +328,12 @@ def test_what_an_export_cannot_go_into_is_bad_input_before_any_work(shared, who,
 # modules whose atomic writes are not exports: the door itself, the store's and the shards' own
 # files, and option_conflicts' --write (a contributor rewriting docs/pretrained.md in the repository); a GGUF's
 # tokenizer kept in attn's cache and Gemma 3's joined file under $ATTN_HOME (attn's own files, named by attn)
-NOT_EXPORTS = {"fileio.py", "export_target.py", "vectors/corpus.py", "faultpoints.py", "stats/shards.py",
-               "option_conflicts.py", "hf/formats/gguf_tokenizer_cache.py", "hf/packaged_models.py"}
+NOT_EXPORTS = {"io/fileio.py", "io/export_target.py", "vectors/corpus.py", "io/faultpoints.py", "stats/shards.py",
+               "rules/option_conflicts.py", "hf/formats/gguf_tokenizer_cache.py", "hf/packaged_models.py"}
 
 
 def test_every_export_goes_through_the_export_door():
-    """No module writes an export but through attncli.export_target.write_export: a direct
+    """No module writes an export but through attncli.io.export_target.write_export: a direct
     atomic_write would replace /dev/stdout, a device or a FIFO with a regular file."""
     import re
 

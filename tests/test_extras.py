@@ -1,4 +1,4 @@
-"""The missing-extra hint (attncli/extras.py): the command that installs an extra where attn came
+"""The missing-extra hint (attncli/env/extras.py): the command that installs an extra where attn came
 from, made in one place. ``pip install 'attncli[...]'`` works on no index: no message says it."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import attncli
-from attncli import extras
+from attncli.env import extras
 
 PKG = Path(attncli.__file__).parent
 
@@ -52,7 +52,7 @@ def _strings(tree: ast.AST):
 
 @pytest.mark.parametrize("path", sorted(PKG.rglob("*.py")), ids=lambda p: str(p.relative_to(PKG)))
 def test_no_message_names_an_extra_of_attncli_by_package(path):
-    """Every hint goes through attncli.extras: no string of the code says "attncli[...]"."""
+    """Every hint goes through attncli.env.extras: no string of the code says "attncli[...]"."""
     if path.name == "extras.py":
         return  # its docstring says why it exists
     said = [s for s in _strings(ast.parse(path.read_text(encoding="utf-8"))) if "attncli[" in s]

@@ -1,4 +1,4 @@
-"""attncli.fileio, the one door for reading a file we were handed and for writing any output."""
+"""attncli.io.fileio, the one door for reading a file we were handed and for writing any output."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import stat
 import pytest
 
 from _special_files import machine_device
-from attncli import fileio
+from attncli.io import fileio
 from attncli.errors import RuntimeFailure
 
 

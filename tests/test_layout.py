@@ -1,6 +1,6 @@
 """The layout stays true (issue 10): one wing per concept, imports running one way.
 
-cli -> lm -> attention / lookup -> vectors -> the top-level helpers. A wing may import its own
+cli -> lm -> attention / lookup -> vectors -> the helpers (io < rules < env) -> errors, lazy, numeric. A wing may import its own
 modules and those of wings below it, never above or beside; the core wings never import typer,
 rich or textual. Read from the source (ast), so a lazy import inside a function counts too.
 """
@@ -11,6 +11,7 @@ import ast
 import doctest
 import functools
 import importlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,8 +21,15 @@ import pytest
 import attncli
 
 PKG = Path(attncli.__file__).parent
-TOP = {"errors", "paths", "textio", "messages", "lazy", "fileio", "export_target", "faultpoints", "option_conflicts", "option_conditions", "numeric", "runtime", "limits", "extras",
-       "__init__", "__main__"}
+TOP = {"errors", "lazy", "numeric", "__init__", "__main__"}  # the floor every wing and helper stands on
+# the helper packages below every wing (any wing may import them; they import no wing), each with the
+# helper packages it may import besides itself and TOP: io < rules < env
+HELPER_FLOORS = {
+    "io": set(),  # what attn reads and writes: fileio, textio, messages, export_target, faultpoints
+    "rules": {"io"},  # what a user may ask: option_conflicts + option_conditions, limits
+    "env": {"io", "rules"},  # where attn runs: paths, runtime, extras
+}
+MAX_TOP_MODULES = 8  # issue 48: 16 modules sat at attncli/ top; a new helper goes in the package of its concern
 # each wing with the wings it may import (besides itself and the top-level helpers)
 ALLOWED = {
     "vectors": set(),
@@ -110,8 +118,49 @@ def test_causal_reaches_a_model_through_its_interface():
 def test_every_module_lives_in_a_wing_or_is_a_top_level_helper():
     for name, path in modules():
         parts = name.split(".")
-        assert parts[0] in ALLOWED or (len(parts) == 1 and parts[0] in TOP), (
-            f"attncli/{path.relative_to(PKG)} is neither in a wing ({', '.join(ALLOWED)}) nor a top-level helper")
+        assert parts[0] in ALLOWED or (len(parts) == 1 and parts[0] in TOP) or (
+            len(parts) == 2 and parts[0] in HELPER_FLOORS), (
+            f"attncli/{path.relative_to(PKG)} is neither in a wing ({', '.join(ALLOWED)}) nor a helper "
+            f"({', '.join(HELPER_FLOORS)}, or one of TOP)")
+
+
+def test_few_modules_sit_at_the_top():
+    """A newcomer maps attncli/ at a glance: a few modules at the top (TOP), the helpers in packages by
+    concern (HELPER_FLOORS); every package is a helper or a wing."""
+    top = {p.stem for p in PKG.glob("*.py")}
+    assert top == TOP and len(top) <= MAX_TOP_MODULES, sorted(top ^ TOP)
+    packages = {p.name for p in PKG.iterdir() if (p / "__init__.py").exists()}
+    assert packages == set(ALLOWED) | set(HELPER_FLOORS), sorted(packages ^ (set(ALLOWED) | set(HELPER_FLOORS)))
+
+
+def helper_of(module: str) -> str | None:
+    """'attncli.io.fileio' (or attncli.io) -> 'io'; 'attncli.errors' -> 'top'; a wing's module -> None."""
+    parts = module.split(".")
+    if len(parts) == 2 and parts[1] in TOP:
+        return "top"
+    return parts[1] if len(parts) >= 2 and parts[1] in HELPER_FLOORS else None
+
+
+def helper_violations(edges) -> list[str]:
+    """The imports among the helpers against HELPER_FLOORS (TOP, the floor, imports no helper package)."""
+    found = []
+    for a, b, line, _ in edges:
+        pa, pb = helper_of(a), helper_of(b)
+        if pa and pb not in (None, "top", pa) and pb not in HELPER_FLOORS.get(pa, ()):
+            found.append(f"{a}:{line} ({pa}) imports {b} ({pb})")
+    return found
+
+
+def test_helper_packages_import_one_way():
+    assert helper_violations(attn_edges()) == [], "the helper packages import " + " < ".join(HELPER_FLOORS)
+
+
+def test_the_helper_rule_catches_an_upward_import():
+    edges = [("attncli.io.fileio", "attncli.rules.limits", 3, True), ("attncli.rules.limits", "attncli.io.fileio", 4, False),
+             ("attncli.env.runtime", "attncli.rules.limits", 5, False), ("attncli.io.textio", "attncli.env", 6, False),
+             ("attncli.errors", "attncli.io.textio", 7, False), ("attncli.io.textio", "attncli.errors", 8, False)]
+    assert [f.split(":")[0] for f in helper_violations(edges)] == ["attncli.io.fileio", "attncli.io.textio",
+                                                                   "attncli.errors"]
 
 
 @pytest.mark.parametrize("name,path", modules(), ids=[n for n, _ in modules()])
@@ -132,7 +181,7 @@ def test_the_rule_catches_upward_sideways_and_drawing_imports():
     assert any("attncli.lookup" in f for f in found)
     assert any("rich.table" in f for f in found)
     assert violations("cli.thing", source) == []
-    assert violations("textio", "from attncli.vectors import store\n") != []
+    assert violations("io.textio", "from attncli.vectors import store\n") != []
 
 
 def test_core_wings_import_without_typer_or_rich():
@@ -177,8 +226,11 @@ def test_contributing_s_layout_names_every_wing_and_helper():
     block = text.split("## Layout", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
     listed = {line.split()[0].rstrip("/") for line in block.splitlines()[1:] if line.startswith("  ") and line[2] != " "}
     assert set(ALLOWED) <= listed, set(ALLOWED) - listed
+    assert set(HELPER_FLOORS) <= listed, set(HELPER_FLOORS) - listed
     helpers = TOP - {"__init__", "__main__"}
     assert all(f"{name}.py" in block for name in helpers), [n for n in helpers if f"{n}.py" not in block]
+    held = {p.stem for h in HELPER_FLOORS for p in (PKG / h).glob("*.py")} - {"__init__"}
+    assert all(re.search(rf"\b{n}\b", block) for n in held), [n for n in held if not re.search(rf"\b{n}\b", block)]
 
 
 def test_the_tests_mirror_the_package():
@@ -344,7 +396,7 @@ def test_no_import_circles():
     assert cycles == [], "import circles:\n" + "\n".join(shown)
 
 
-@pytest.mark.parametrize("wing", sorted(set(ALLOWED) | {"top"}))
+@pytest.mark.parametrize("wing", sorted(set(ALLOWED) | set(HELPER_FLOORS) | {"top"}))
 def test_attn_modules_are_imported_at_the_top(wing):
     """A function-level import is for a heavy third-party library (tests/cli/test_startup.py); attn's
     own modules are imported at the top of the file, so a reader sees the graph."""

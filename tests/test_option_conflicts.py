@@ -1,4 +1,4 @@
-"""The one table of option conflicts (attncli.option_conflicts): every row refuses through the
+"""The one table of option conflicts (attncli.rules.option_conflicts): every row refuses through the
 command line with exit 2 and its message, the docs' table is the table, and attn explore greys
 the keys that would make a refused state and says the row's reason."""
 
@@ -12,7 +12,7 @@ import pytest
 from conftest import needed
 from typer.testing import CliRunner
 
-from attncli import option_conflicts as oc
+from attncli.rules import option_conflicts as oc
 from attncli.cli.main import app as cli
 from attncli.errors import BadInput
 from attncli.explore.disabled_keys import key_refusal
@@ -186,9 +186,9 @@ def test_the_messages_a_user_sees_stay_word_for_word():
 
 
 def test_the_docs_table_is_the_table():
-    """docs/pretrained.md holds the table made from ROWS (regenerate: python -m attncli.option_conflicts --write)."""
+    """docs/pretrained.md holds the table made from ROWS (regenerate: python -m attncli.rules.option_conflicts --write)."""
     text = DOCS.read_text(encoding="utf-8")
-    assert oc.docs_block() in text, "docs/pretrained.md's table is stale: run python -m attncli.option_conflicts --write"
+    assert oc.docs_block() in text, "docs/pretrained.md's table is stale: run python -m attncli.rules.option_conflicts --write"
     assert oc.rewrite(text) == text
     assert oc.markdown().count("\n") == len(oc.ROWS) + 2  # one line per row, under the header
 

@@ -1,7 +1,7 @@
 """Every read of a file goes through one of the two doors (issue 20): an AST walk over attncli/.
 
-The doors: ``attncli.textio.read_user_text`` (a user's text: a file, or stdin for ``-``; bounded,
-strict UTF-8) with ``read_lines`` / ``stdin_bytes`` for streams, and ``attncli.fileio``
+The doors: ``attncli.io.textio.read_user_text`` (a user's text: a file, or stdin for ``-``; bounded,
+strict UTF-8) with ``read_lines`` / ``stdin_bytes`` for streams, and ``attncli.io.fileio``
 (``open_regular`` / ``read_bytes`` / ``read_text``: regular files only, never a FIFO or a device,
 at most a stated number of bytes), which ``attncli.vectors.safeio`` re-exports for the store.
 This test finds every other way of reading a file (``open()`` for reading, ``Path.read_text`` /
@@ -26,15 +26,15 @@ KEY = 50  # the first characters of a call's source that name it in ALLOWED
 
 # (file, function, call source, of which the first KEY characters count) -> why it is safe
 ALLOWED = {
-    ("textio.py", "read_user_text", "open(path, 'rb')"):
+    ("io/textio.py", "read_user_text", "open(path, 'rb')"):
         "the door for a user's text itself: a FIFO is allowed on purpose (process substitution, <(cmd)), "
         "and at most `limit` bytes are read, a chunk at a time",
-    ("fileio.py", "open_regular", "os.open(path, flags)"): "the door itself (O_NONBLOCK, regular files only)",
-    ("export_target.py", "_open_device", "os.open(target.path, _OPEN)"):
+    ("io/fileio.py", "open_regular", "os.open(path, flags)"): "the door itself (O_NONBLOCK, regular files only)",
+    ("io/export_target.py", "_open_device", "os.open(target.path, _OPEN)"):
         "the export door opens a character device write-only (O_WRONLY, O_NONBLOCK): it reads nothing",
-    ("export_target.py", "_open_fifo", "os.open(target.path, _OPEN)"):
+    ("io/export_target.py", "_open_fifo", "os.open(target.path, _OPEN)"):
         "the export door opens a FIFO write-only and non-blocking (ENXIO without a reader): it reads nothing",
-    ("fileio.py", "fsync_dir", "os.open(path, os.O_RDONLY | getattr(os, 'O_DIRECTORY', 0))"):
+    ("io/fileio.py", "fsync_dir", "os.open(path, os.O_RDONLY | getattr(os, 'O_DIRECTORY', 0))"):
         "opens a folder to fsync it; reads nothing",
     ("vectors/versions.py", "_fsync_tree", "os.open(path, os.O_RDONLY)"):
         "opens a file attn has just written in the store to fsync it; reads nothing",
@@ -52,7 +52,7 @@ ALLOWED = {
     ("hf/backends/torch_backend.py", "_check_checkpoint_finite", "safe_open(str(shard), framework='pt')"):
         "safetensors' own reader (no code runs; it checks its header) of a shard that load's "
         "config_check.check_files has already found to be a regular file (never a FIFO or a device)",
-    ("fileio.py", "map_regular", "mmap.mmap(fd, size, access=mmap.ACCESS_READ)"):
+    ("io/fileio.py", "map_regular", "mmap.mmap(fd, size, access=mmap.ACCESS_READ)"):
         "the door for a memory map: the descriptor is open_regular's (a regular file, never a FIFO or a device), "
         "its size at most `limit`; reading nothing itself, it leaves each span to the caller, which checks it "
         "against len() of the map (hf/formats/weights.py's _view: a tensor's data_offsets against its shape "
@@ -147,7 +147,7 @@ def modules():
 def test_every_file_read_goes_through_a_door(path):
     rel = str(path.relative_to(PKG))
     bad = unproven(path.read_text(encoding="utf-8"), rel)
-    assert not bad, ("a file is read without attncli.textio.read_user_text or attncli.fileio (regular files only, "
+    assert not bad, ("a file is read without attncli.io.textio.read_user_text or attncli.io.fileio (regular files only, "
                      "bounded); use them, or add the site to ALLOWED with the reason it is safe:\n" + "\n".join(bad))
 
 

@@ -77,7 +77,7 @@ def test_every_test_has_a_timeout():
 
 
 def test_each_pause_point_is_in_the_code_once_and_inert_unless_named(monkeypatch):
-    from attncli import faultpoints
+    from attncli.io import faultpoints
 
     source = "\n".join(p.read_text(encoding="utf-8") for p in (REPO / "attncli").rglob("*.py"))
     for stage in faultpoints.STAGES:

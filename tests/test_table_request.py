@@ -1,4 +1,4 @@
-"""attncli.option_conflicts.TableRequest: the one base of every command's request that the table of
+"""attncli.rules.option_conflicts.TableRequest: the one base of every command's request that the table of
 option conflicts checks. Each request refuses with its own path's rows (what ``check`` raises is
 what ``refusal`` says, word for word), lets through what goes together, and says its positionals."""
 
@@ -8,7 +8,7 @@ import doctest
 
 import pytest
 
-from attncli import option_conflicts as oc
+from attncli.rules import option_conflicts as oc
 from attncli.causal.causal_request import AblateRequest, DlaRequest, PatchRequest
 from attncli.causal.gradient_request import AttributeRequest, CircuitRequest
 from attncli.errors import BadInput

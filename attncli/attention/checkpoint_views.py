@@ -23,7 +23,7 @@ from attncli.attention.rollout import rollout as rollout_fn
 from attncli.attention.words import hide_special as hide_fn
 from attncli.attention.words import merge_words, pair_block, word_groups, word_label
 from attncli.errors import BadInput
-from attncli.option_conflicts import validate
+from attncli.rules.option_conflicts import validate
 from attncli.attention.flow import attention_flow
 from attncli.attention.document import Rows, encode_json, write_value
 from attncli.attention.explain import softmax_steps, explain_step
@@ -159,7 +159,7 @@ def check_texts(text: str, pair: Optional[str], command: str = "matrix") -> None
 
 def check_view_options(*, pair: Optional[str], block: Optional[str], rollout: bool, layer: Optional[int],
                        head: Optional[int]) -> None:
-    """The refusals of the view's options that need no model (the table: attncli.option_conflicts)."""
+    """The refusals of the view's options that need no model (the table: attncli.rules.option_conflicts)."""
     validate(dict(pair=pair, filter=block, rollout=rollout, layer=layer, head=head), "transformer")
 
 

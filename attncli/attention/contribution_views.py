@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncli.option_conflicts import CONTRIBUTIONS
+from attncli.rules.option_conflicts import CONTRIBUTIONS
 
 FORMULAS = {  # what a cell (i, j) of one layer's matrix is
     "alti": "ALTI (Ferrando et al. 2022): c_ij = max(0, ||y_i||_1 - ||y_i - T_i(x_j)||_1), y_i the attention block's "

@@ -21,7 +21,7 @@ import numpy as np
 
 from attncli.attention.rollout import residual_attention
 from attncli.errors import BadInput
-from attncli.option_conflicts import validate
+from attncli.rules.option_conflicts import validate
 
 FORMULA = "F[i, j] = maxflow((0, j) -> (L, i)) through edges (l-1, j') -> (l, i') of capacity Â_l[i', j']"
 SOURCE = "Abnar & Zuidema 2020, Quantifying Attention Flow in Transformers (ACL)"
@@ -106,7 +106,7 @@ def check_tokens(T: int) -> None:
 def check_flow_options(*, head, rollout: bool, explain, show: str, words: bool, hide_special: bool,
                        model_view: bool) -> None:
     """--flow is one matrix through every head of layers 0..layer, token by token: refuse what
-    picks a head, another view, or mixes tokens (the table: attncli.option_conflicts)."""
+    picks a head, another view, or mixes tokens (the table: attncli.rules.option_conflicts)."""
     validate(dict(flow=True, head=head, rollout=rollout, explain=explain, show=show, words=words,
                   hide_special=hide_special, model_view=model_view), "transformer")
 

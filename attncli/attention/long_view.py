@@ -29,7 +29,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from attncli import limits
+from attncli.rules import limits
 from attncli.errors import BadInput
 from attncli.attention.document import Rows
 
@@ -83,7 +83,7 @@ def parse_pool(text: str) -> str | int:
         return t
     if not re.fullmatch(r"[+-]?\d+", t):
         raise BadInput(f"--pool {text!r}: expected sentence, line or a chunk size N (tokens), e.g. --pool 32")
-    return limits.whole_number("--pool", t, 1, limits.MACHINE_INT)  # the one rule for numbers (attncli/limits.py)
+    return limits.whole_number("--pool", t, 1, limits.MACHINE_INT)  # the one rule for numbers (attncli/rules/limits.py)
 
 
 def _int(text: str, spec: str) -> int:

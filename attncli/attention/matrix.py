@@ -29,7 +29,7 @@ from attncli.attention import masks as masks_mod
 from attncli.attention.variants import AttentionResult, VariantConfig, attend, get_variant, init_params
 from attncli.errors import BadInput
 from attncli.attention.projection import ProjectionInput, Projected, get_projection
-from attncli.textio import check_length
+from attncli.io.textio import check_length
 from attncli.vectors.tokenize import tokenize
 from attncli.vectors.model import load_vectors
 

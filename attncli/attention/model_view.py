@@ -17,7 +17,7 @@ from typing import Any, Optional
 import numpy as np
 
 from attncli.errors import BadInput
-from attncli.option_conflicts import validate
+from attncli.rules.option_conflicts import validate
 from attncli.attention.heads import ScoredInput, classify
 from attncli.attention.words import hide_special as hide_fn
 from attncli.attention.document import Rows
@@ -25,7 +25,7 @@ from attncli.attention.document import Rows
 def check_model_view_options(*, model_view: bool, layers: Optional[str], layer: Optional[int], head: Optional[int],
                              explain: Any = None, rollout: bool = False, words: bool = False,
                              block: Optional[str] = None) -> None:
-    """The refusals of --model-view and --layers that need no model (the table: attncli.option_conflicts)."""
+    """The refusals of --model-view and --layers that need no model (the table: attncli.rules.option_conflicts)."""
     validate(dict(model_view=model_view, layers=layers, layer=layer, head=head, explain=explain, rollout=rollout,
                   words=words, block=block), "transformer")
 

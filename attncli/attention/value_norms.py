@@ -21,7 +21,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from attncli.errors import BadInput
-from attncli.option_conflicts import validate
+from attncli.rules.option_conflicts import validate
 from attncli.attention.explain import explain_step
 
 FORMULA = "||A_ij f(x_j)||,  f(x) = (x W_V + b_V) W_O  (one head: its rows of W_O)"
@@ -31,7 +31,7 @@ SOURCE = "Kobayashi et al. 2020, Attention is Not Only a Weight: Analyzing Trans
 def check_norms_options(*, rollout: bool, words: bool, hide_special: bool, model_view: bool,
                         show: str = "norms") -> None:
     """--show norms / scores draw one layer's heads token by token: refuse the views that mix
-    tokens or layers or renormalise rows (the table: attncli.option_conflicts)."""
+    tokens or layers or renormalise rows (the table: attncli.rules.option_conflicts)."""
     validate(dict(show=show, rollout=rollout, words=words, hide_special=hide_special, model_view=model_view),
              "transformer")
 

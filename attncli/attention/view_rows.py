@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from attncli import limits
+from attncli.rules import limits
 from attncli.errors import BadInput
 
 

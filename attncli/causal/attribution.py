@@ -38,7 +38,7 @@ from attncli.hf.kernels import blas
 from attncli.model.interface import Tape, has, require
 from attncli.model.trace import Intervention, site
 from attncli.numeric import softmax
-from attncli.textio import visible
+from attncli.io.textio import visible
 
 SITE_NAMES = {**PATCH_SITES, "key": "attn.k", "query": "attn.q"}  # --site -> the trace's site in a layer
 SITES = tuple(SITE_NAMES)

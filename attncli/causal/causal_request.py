@@ -3,7 +3,7 @@ built the same way by the command line, ``attn explore``'s G and D keys and the 
 handed to :func:`attncli.pipeline.compute_causal` (request -> result).
 
 Every field is a parameter of the command, by its name; :meth:`CausalRequest.check` refuses what
-needs no model through the one table of attncli.option_conflicts (its "causal" rows), and
+needs no model through the one table of attncli.rules.option_conflicts (its "causal" rows), and
 :meth:`CausalRequest.options` says the request back as the command's options.
 
     >>> from attncli.causal.causal_request import AblateRequest
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Optional, Union
 
-from attncli.option_conflicts import TableRequest
+from attncli.rules.option_conflicts import TableRequest
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from attncli.errors import BadInput
 from attncli.hf.kernels import blas
 from attncli.hf.methods.edges import down_names, edge_mask, edge_patched_logits, node_outputs, up_names
 from attncli.model.interface import Tape
-from attncli.textio import texts_of, visible
+from attncli.io.textio import texts_of, visible
 
 MAX_STEPS = 256
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from attncli.causal.grids import Grid
 from attncli.causal.target import Target
-from attncli.textio import texts_of
+from attncli.io.textio import texts_of
 
 
 def target_document(t: Target) -> dict[str, Any]:

@@ -5,7 +5,7 @@ and backward: attn's NumPy pass and its tape (--backend auto, numpy), or transfo
 torch's autograd (--backend torch: attn attribute's plain AtP on any decoder transformers runs).
 
 :meth:`GradientRequest.check` refuses what needs no model through the one table of
-attncli.option_conflicts (its "gradients" rows); :meth:`GradientRequest.options` says the request
+attncli.rules.option_conflicts (its "gradients" rows); :meth:`GradientRequest.options` says the request
 back as the command's options.
 
     >>> from attncli.causal.gradient_request import AttributeRequest, CircuitRequest
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Optional
 
 from attncli.causal.causal_request import own_options
-from attncli.option_conflicts import TableRequest
-from attncli.textio import visible
+from attncli.rules.option_conflicts import TableRequest
+from attncli.io.textio import visible
 
 
 @dataclass(frozen=True)

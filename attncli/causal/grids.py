@@ -29,7 +29,7 @@ import numpy as np
 from attncli.causal.target import CAUSAL, DLA, GRADIENTS, ON_ENCODER, Target
 from attncli.errors import BadInput
 from attncli.model.interface import has, refusal
-from attncli.textio import visible
+from attncli.io.textio import visible
 from attncli.model.trace import Intervention, site
 
 MODES = ("zero", "mean")

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from attncli import limits
+from attncli.rules import limits
 from attncli.errors import BadInput
-from attncli.fileio import FileProblem, open_regular
-from attncli.textio import read_lines, visible
+from attncli.io.fileio import FileProblem, open_regular
+from attncli.io.textio import read_lines, visible
 
 MAX_BYTES = 256 * 2**20  # the largest file read
 MAX_LINE_BYTES = 64 * 1024  # the longest line

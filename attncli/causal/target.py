@@ -17,7 +17,7 @@ import numpy as np
 
 from attncli.numeric import logsumexp, softmax
 from attncli.errors import BadInput
-from attncli.textio import token_label, visible
+from attncli.io.textio import token_label, visible
 from attncli.model.interface import require
 
 # what a causal command is doing, as its refusal names it (attncli.model.interface.refusal)

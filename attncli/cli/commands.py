@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import typer.main
 from typer.core import TyperCommand, TyperGroup
 
-from attncli import limits
+from attncli.rules import limits
 
 
 class Listed(NamedTuple):
@@ -125,7 +125,7 @@ def required_in_help(command: Any, name: str) -> None:
 
 def bounded(params: list) -> None:
     """Every integer option of ``params`` refuses a value outside ``limits.option_range`` (its own
-    min/max inside attn's ranges: attncli/limits.py), at any magnitude, with one line (exit 2)
+    min/max inside attn's ranges: attncli/rules/limits.py), at any magnitude, with one line (exit 2)
     before Click converts it. Its help is unchanged."""
     for param in params:
         kind = param.type

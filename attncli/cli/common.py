@@ -18,10 +18,10 @@ from typing import Any, Iterator
 
 import typer
 
-from attncli import messages as _messages
+from attncli.io import messages as _messages
 from attncli.cli.commands import LazyGroup
 from attncli.errors import AttnError, BadInput, Stopped, TooLong
-from attncli.textio import visible
+from attncli.io.textio import visible
 
 _FRAMEWORK_EXCEPTIONS: tuple[type[BaseException], ...] = (typer.Exit, typer.Abort)
 try:  # typer >= 0.2x raises its own usage errors; older ones are click's
@@ -250,7 +250,7 @@ def err_console():
 
 def shown(text: Any) -> str:
     """Data (a key, a value, a word, a query, a model's metadata, a token) made safe to put in a
-    rich markup string: control characters escaped visibly (``attncli.textio.visible``), then
+    rich markup string: control characters escaped visibly (``attncli.io.textio.visible``), then
     rich's markup escaped. Every rich view uses it for everything that came from data; for a
     ``rich.text.Text`` (no markup) use ``visible`` alone. JSON output never goes through it."""
     from rich.markup import escape as _escape
@@ -292,5 +292,5 @@ def info(message: str) -> None:
     err_console().print(escape(message), highlight=False)
 
 
-# the core wings' messages (attncli.messages) look like the CLI's own
+# the core wings' messages (attncli.io.messages) look like the CLI's own
 _messages.install(warn=warn, info=info)

@@ -44,7 +44,7 @@ import sys  # noqa: E402 - after the handlers, on purpose
 from attncli.cli import signals  # noqa: E402
 from attncli.cli.main import main as run  # noqa: E402
 from attncli.errors import Stopped  # noqa: E402
-from attncli.faultpoints import pause_at  # noqa: E402
+from attncli.io.faultpoints import pause_at  # noqa: E402
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from attncli import extras
+from attncli.env import extras
 from attncli.attention.checkpoint_views import check_texts
 from attncli.attention.long_view import LongSpec, check_spec
 from attncli.attention.model_view import parse_layers
@@ -24,8 +24,8 @@ from attncli.errors import BadInput
 from attncli.explore.serve import DEFAULT_HOST, DEFAULT_PORT, serve as serve_app
 from attncli.explore.state import ExploreState
 from attncli.hf.formats import source
-from attncli.option_conflicts import CONTRIBUTIONS, NEW_SWITCHES, TRANSFORMER_ONLY, VECTOR_SHOWS, validate
-from attncli.textio import check_length
+from attncli.rules.option_conflicts import CONTRIBUTIONS, NEW_SWITCHES, TRANSFORMER_ONLY, VECTOR_SHOWS, validate
+from attncli.io.textio import check_length
 
 DEFAULT_SENTENCE = "time flies like an arrow"
 
@@ -99,7 +99,7 @@ def explore_cmd(
                    allow_missing_weights=o.allow_missing_weights, flow=o.flow, layer=o.layer, head=o.head, explain=explain,
                    show=o.show.value, proj=o.proj, rows=o.rows, top_k=o.top_k, pool=o.pool,
                    **{name: options[name] for name in NEW_SWITCHES})
-    if o.transformer is None:  # the word-vector matrix's refusals (attncli.option_conflicts)
+    if o.transformer is None:  # the word-vector matrix's refusals (attncli.rules.option_conflicts)
         given = {name for name in TRANSFORMER_ONLY
                  if checked.get(name) not in (None, False)}
         validate(checked, "vectors", given=given)

@@ -18,7 +18,7 @@ from attncli.errors import BadInput
 from attncli.generate.decoders import load_decoder
 from attncli.generate.run import Settings, document, generate, header_document, lens_layers, step_document
 from attncli.generate.step_view import top_keys
-from attncli.textio import token_label, visible
+from attncli.io.textio import token_label, visible
 from attncli.views.render import Heatmap, palette, render_heatmap
 
 INDENT = "    "
@@ -155,7 +155,7 @@ def _print_header(gen) -> None:
 
 
 def _labels(gen) -> list[str]:
-    """Each token of the text as drawn: its text (␣ for a space, attncli.textio.token_label)."""
+    """Each token of the text as drawn: its text (␣ for a space, attncli.io.textio.token_label)."""
     return [token_label(gen.decoder.token_text(i)) if i is not None else gen.decoder.label(t)
             for t, i in zip(gen.tokens, gen.ids)]
 

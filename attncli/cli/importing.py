@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli import paths
+from attncli.env import paths
 from attncli.cli.common import app, emit_json, err_console, escape, out_console
 from attncli.cli.options import JsonOpt
 from attncli.errors import BadInput

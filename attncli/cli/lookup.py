@@ -14,8 +14,8 @@ from attncli.cli.output import show
 from attncli.errors import BadInput
 from attncli.lookup import dictionary as core
 from attncli.lookup.params import DEFAULT_TEMPERATURE, ENCODER_NGRAM_WEIGHTS, NGRAM_WEIGHT, encoder_ngram_weight
-from attncli.paths import data_dir
-from attncli.textio import clip
+from attncli.env.paths import data_dir
+from attncli.io.textio import clip
 from attncli.vectors.model import load_vectors
 from attncli.views.lookup_view import LookupView, explain_text
 

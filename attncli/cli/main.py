@@ -11,12 +11,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli import __version__, limits, runtime
+from attncli import __version__
+from attncli.rules import limits
+from attncli.env import runtime
 from attncli.cli import signals
 from attncli.cli.common import app, escape, print_error
 from attncli.cli.process import run
 from attncli.errors import BadInput
-from attncli.textio import check_text
+from attncli.io.textio import check_text
 
 
 def _version(value: bool) -> None:

@@ -26,8 +26,8 @@ from attncli.cli.output import Exports, check_exports
 from attncli.cli.output import show as show_result
 from attncli.cli.panels import render_demo, render_scale
 from attncli.errors import BadInput
-from attncli.option_conflicts import SWITCHES, validate
-from attncli.textio import read_user_text
+from attncli.rules.option_conflicts import SWITCHES, validate
+from attncli.io.textio import read_user_text
 from attncli.views.matrix_result import MatrixView
 from attncli.views.render import render_variants
 

@@ -4,7 +4,7 @@ Each is an ``Annotated`` alias (``LayerOpt``), and :data:`OPTIONS` names them by
 their defaults; :func:`declared` builds a command's signature from those names, so ``attn matrix``
 and ``attn explore`` (which takes ``attn matrix``'s options as its starting state) list their 40-odd
 options once, here, and any command reuses them by name. Which options go together is
-attncli.option_conflicts' table, by the same names. Each help text is true for every command that
+attncli.rules.option_conflicts' table, by the same names. Each help text is true for every command that
 takes it. Nothing heavy is imported here: the completions import the registries only when they run.
 """
 
@@ -17,18 +17,18 @@ import typer
 
 from attncli.attention.projection import PROJECTIONS
 from attncli.attention.variants import VARIANTS
-from attncli.option_conflicts import BACKENDS, NEW_SWITCHES, SHOWS, STACKS, SWITCHES, TRANSFORMER_ONLY, flag  # noqa: F401
+from attncli.rules.option_conflicts import BACKENDS, NEW_SWITCHES, SHOWS, STACKS, SWITCHES, TRANSFORMER_ONLY, flag  # noqa: F401
 
 PRETRAINED = "Pretrained transformers"  # the --help panel of the --transformer options
 
 
 def switch(name: str) -> Any:
     """The flag of a pretrained view's switch, declared with its help beside its conflict rows
-    (attncli.option_conflicts.SWITCHES)."""
+    (attncli.rules.option_conflicts.SWITCHES)."""
     return Annotated[bool, typer.Option(flag(name), help=SWITCHES[name], rich_help_panel=PRETRAINED)]
 
 
-Show = Enum("Show", [(name.replace("-", "_"), name) for name in SHOWS], type=str)  # the choices: attncli.option_conflicts
+Show = Enum("Show", [(name.replace("-", "_"), name) for name in SHOWS], type=str)  # the choices: attncli.rules.option_conflicts
 
 
 class Positions(str, Enum):
@@ -36,7 +36,7 @@ class Positions(str, Enum):
     none = "none"
 
 
-Backend = Enum("Backend", [(name, name) for name in BACKENDS], type=str)  # the choices: attncli.option_conflicts
+Backend = Enum("Backend", [(name, name) for name in BACKENDS], type=str)  # the choices: attncli.rules.option_conflicts
 
 
 class FilterSpecials(str, Enum):

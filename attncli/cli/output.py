@@ -12,7 +12,7 @@ from typing import Any, Mapping, Optional
 
 from attncli.cli.common import err_console, json_write, out_console, quiet_stdout, shown
 from attncli.errors import BadInput
-from attncli.export_target import check_export
+from attncli.io.export_target import check_export
 from attncli.views.export import png_available
 
 JSON_SHARES_STDOUT = ("--json and an export into stdout (/dev/stdout) would share it: drop one, or send the export "
@@ -38,7 +38,7 @@ class Exports:
 
 
 def check_exports(exports: Exports, json_out: bool = False) -> None:
-    """Export targets attn can write (attncli.export_target.check_export), a sane --width and the
+    """Export targets attn can write (attncli.io.export_target.check_export), a sane --width and the
     png extra, checked before any work (bad input: exit 2). An export into stdout (/dev/stdout)
     has stdout to itself: the view is not drawn there, and --json is refused."""
     targets = {}

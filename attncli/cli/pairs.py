@@ -1,5 +1,5 @@
 """``--pairs FILE`` on ``attn ablate``, ``patch``, ``attribute`` and ``circuit``: its options (declared
-in attncli.cli.options, PAIRS_OPTIONS), what they exclude (attncli.option_conflicts' rows of path "pairs"), and the run: a
+in attncli.cli.options, PAIRS_OPTIONS), what they exclude (attncli.rules.option_conflicts' rows of path "pairs"), and the run: a
 attncli.pipeline.pairs_compute.PairsRun computed and shown as the single pair's grid is
 (attncli.views.pairs_view), "mean over N pairs" in its title."""
 
@@ -11,15 +11,15 @@ from attncli.cli.common import resumable
 from attncli.cli.output import Exports, check_exports, show
 from attncli.cli.progress import Stage
 from attncli.errors import BadInput
-from attncli.option_conflicts import validate
+from attncli.rules.option_conflicts import validate
 from attncli.pipeline.pairs_compute import PairsRun, compute_pairs
-from attncli.textio import visible
+from attncli.io.textio import visible
 from attncli.views.circuit_view import CircuitView
 from attncli.views.pairs_view import PairsView
 
 def check_pairs_options(options: dict[str, Any], positionals: list[Optional[str]]) -> None:
     """BadInput for a mix of --pairs and one pair's options, or the run options without --pairs
-    (the table's rows, attncli.option_conflicts, path "pairs"); or for --pairs beside the texts, or
+    (the table's rows, attncli.rules.option_conflicts, path "pairs"); or for --pairs beside the texts, or
     neither."""
     if options.get("pairs") is None and all(p is None for p in positionals):
         raise BadInput("give the text(s) to read, or --pairs FILE (a JSONL file of clean/corrupt/target pairs)")

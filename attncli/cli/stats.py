@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 import typer
 from typer.core import TyperGroup
 
-from attncli import extras
+from attncli.env import extras
 from attncli.cli.common import RefusesEmptyPaths, app, err_console, escape, info, resumable, warn
 from attncli.cli.options import declared
 from attncli.cli.output import Exports, check_exports, show, write_exports

@@ -21,14 +21,14 @@ from attncli.model.interface import has
 from attncli.cli.progress import Bar, Stage
 from attncli.errors import BadInput
 from attncli.hf import load
-from attncli.option_conflicts import BACKENDS, NOT_FOR_TRANSFORMERS, TRANSFORMER_ONLY, validate  # noqa: F401 (the table)
+from attncli.rules.option_conflicts import BACKENDS, NOT_FOR_TRANSFORMERS, TRANSFORMER_ONLY, validate  # noqa: F401 (the table)
 from attncli.pipeline.compute_view import compute
 from attncli.pipeline.view_request import ViewRequest, check_combinations
 from attncli.views.export import export_files
 
 def check_options(given: set[str], transformer: Optional[str]) -> None:
     """BadInput (exit 2) for an option that does not apply: a word-vector option with
-    --transformer, or a --transformer option without it (attncli.option_conflicts)."""
+    --transformer, or a --transformer option without it (attncli.rules.option_conflicts)."""
     validate({}, "transformer" if transformer is not None else "vectors", given=given)
 
 

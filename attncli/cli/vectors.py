@@ -13,7 +13,7 @@ import typer
 from attncli.cli.common import app, emit_json, err_console, escape, out_console, print_error, warn
 from attncli.cli.options import JsonOpt, ModelOpt
 from attncli.errors import AttnError, BadInput
-from attncli.textio import clip, read_lines, stdin_bytes
+from attncli.io.textio import clip, read_lines, stdin_bytes
 from attncli.vectors import store
 from attncli.vectors.corpus import load_corpus
 from attncli.vectors.evaluate import evaluate_model

@@ -40,7 +40,7 @@ from attncli.explore.state import ExploreState
 from attncli.explore.transformer_keys import TransformerKeys
 from attncli.explore.view_keys import ViewKeys, kind_of
 from attncli.explore.widgets import Drawing, HelpScreen, MatrixView  # noqa: F401 - HelpScreen: the app's, as tests name it
-from attncli.textio import visible
+from attncli.io.textio import visible
 from attncli.vectors.model import load_vectors
 from attncli.views.explanation import explanation_renderables
 from attncli.views.render import matrix_renderables

@@ -97,7 +97,7 @@ def request_of(state, kind: str, target_id: int | None = None):
 def refusal(model: Any, kind: str, state=None) -> str | None:
     """Why ``kind`` ("ablate", "dla", "patch", "attribute") cannot run on ``model``, or None: with
     ``state``, first a missing --corrupt, then what the command's request refuses
-    (attncli.option_conflicts' "causal" and "gradients" rows); then the sentence the command gives
+    (attncli.rules.option_conflicts' "causal" and "gradients" rows); then the sentence the command gives
     for the model (causal.grids.missing, from the model interface's capabilities; attn attribute's
     own check of "grad" on the NumPy pass E loads is the pipeline's)."""
     if state is not None:

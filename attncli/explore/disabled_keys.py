@@ -1,5 +1,5 @@
 """The keys of ``attn explore`` that are disabled: the transformer view's keys the options table
-refuses (a key that would make a state :mod:`attncli.option_conflicts` refuses: u with --head and
+refuses (a key that would make a state :mod:`attncli.rules.option_conflicts` refuses: u with --head and
 --flow on, r with a head picked, M with --rollout on, ...), shown disabled in the footer, and R and
 E (attn patch, attn attribute) without --corrupt, left out of it (attncli.explore.keys.CORRUPT_FOOTER).
 Each says why (and what enables it) when pressed, instead of failing after the forward pass. Plain
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from attncli.explore.drawing import CAUSAL_VIEWS
-from attncli.option_conflicts import refusal, validate
+from attncli.rules.option_conflicts import refusal, validate
 
 NEEDS_CORRUPT = ("patch", "attribute")  # the causal views of two texts: attn explore CLEAN --corrupt CORRUPT
 

@@ -13,9 +13,9 @@ from textual.widgets import Input
 from attncli.errors import AttnError
 from attncli.explore.state import ExploreState
 from attncli.explore.widgets import Drawing
-from attncli.textio import visible
+from attncli.io.textio import visible
 from attncli.lookup import dictionary as core
-from attncli.paths import data_dir
+from attncli.env.paths import data_dir
 
 LOOKUP_ROWS = 20
 EIGHTHS = ("", "▏", "▎", "▍", "▌", "▋", "▊", "▉")

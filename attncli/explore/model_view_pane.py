@@ -13,8 +13,8 @@ from textual.app import App
 from attncli.explore.state import ExploreState
 from attncli.explore.view_keys import WORD_VECTORS, kind_of
 from attncli.explore.widgets import Drawing
-from attncli.textio import texts_of
-from attncli.textio import token_label
+from attncli.io.textio import texts_of
+from attncli.io.textio import token_label
 from attncli.views.model_view import class_text, layer_maps, shown_positions, strongest
 
 

@@ -21,7 +21,7 @@ from attncli.explore.checkpoint_state import Split
 from attncli.explore.drawing import view_kind
 from attncli.hf.methods import qk_attribution
 from attncli.model.interface import has, refusal
-from attncli.textio import visible
+from attncli.io.textio import visible
 from attncli.views.qk_view import qk_renderables
 
 DOING = "the QK split (Q, attn qk)"

@@ -32,7 +32,7 @@ from textual_serve.app_service import AppService
 from textual_serve.server import Server, to_int
 
 from attncli.explore.serve_guard import TOKEN_PARAMETER, Guard
-from attncli.textio import visible
+from attncli.io.textio import visible
 
 QUIT_GRACE = 3.0  # seconds a session has to quit by itself once its socket closed
 TERM_GRACE = 2.0  # seconds between SIGTERM and SIGKILL to its process group

@@ -24,8 +24,8 @@ from attncli.attention.variants import VARIANTS
 from attncli.errors import BadInput
 from attncli.explore import checkpoint_state
 from attncli.explore.drawing import CAUSAL_VIEWS, WORD_VECTORS, export_drawing, view_kind
-from attncli.export_target import DESCRIPTOR, check_export, write_export
-from attncli.option_conflicts import BACKENDS, CONTRIBUTIONS, TRANSFORMER_SHOWS, validate
+from attncli.io.export_target import DESCRIPTOR, check_export, write_export
+from attncli.rules.option_conflicts import BACKENDS, CONTRIBUTIONS, TRANSFORMER_SHOWS, validate
 from attncli.pipeline.compare_compute import CompareRequest
 from attncli.pipeline.lens_compute import LensRequest
 from attncli.pipeline.view_request import ViewRequest
@@ -314,7 +314,7 @@ class ExploreState:
 
 def export_path(given: str, cwd: Path | None = None) -> Path:
     """The file an export goes to: ``given`` (relative to ``cwd``); its suffix picks the format.
-    Checked by the export door (attncli.export_target); not stdout or stderr: the app draws there."""
+    Checked by the export door (attncli.io.export_target); not stdout or stderr: the app draws there."""
     given = given.strip()
     if not given:
         raise BadInput("give a file name for the export, e.g. attn-explore.svg (or .html, .png, .json)")

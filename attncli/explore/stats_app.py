@@ -19,7 +19,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Footer, Static
 
 from attncli.errors import BadInput
-from attncli.textio import visible
+from attncli.io.textio import visible
 from attncli.views.render import Heatmap, heatmap_renderables
 from attncli.views.stats_view import TITLES
 

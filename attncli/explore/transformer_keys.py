@@ -23,7 +23,7 @@ class TransformerKeys(App):
     """The transformer's keys (ExploreApp derives from it)."""
 
     def _key_refusal(self, action: str, params: tuple) -> str | None:
-        """Why this key is disabled now (attncli.option_conflicts), or None."""
+        """Why this key is disabled now (attncli.rules.option_conflicts), or None."""
         model = getattr(self.result, "model", None) if kind_of(self.result) != WORD_VECTORS else None
         return key_refusal(self.state, action, params, heads=None if model is None else model.heads,
                            layers=None if model is None else model.layers, in_model_view=self._in_model_view())

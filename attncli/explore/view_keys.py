@@ -17,7 +17,7 @@ from attncli.explore import checkpoint_state
 from attncli.explore.drawing import PRETRAINED_KINDS, WORD_VECTORS, view_kind
 from attncli.explore.state import DEFAULT_EXPORT, ExploreState, export
 from attncli.explore.widgets import ExportScreen, HelpScreen
-from attncli.textio import visible
+from attncli.io.textio import visible
 
 kind_of = view_kind  # the kind of view a result is (attncli.explore.drawing)
 

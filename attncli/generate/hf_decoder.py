@@ -76,7 +76,7 @@ class PretrainedLM:
         return shown(piece)
 
     def token_text(self, i: int) -> str:
-        """Token ``i``'s text as the views draw it (through attncli.textio.token_label): the
+        """Token ``i``'s text as the views draw it (through attncli.io.textio.token_label): the
         tokenizer's decoder on the token (attncli.hf.text.token_text), its leading space kept (" John"
         on every family, where decoding it alone drops SentencePiece's), bytes that are not a whole
         character alone as <0xE2>."""

@@ -28,7 +28,7 @@ max_memory=None) -> Pretrained``
     they are ``BadInput`` pointing to ``backend="torch"``. Raises ``BadInput`` for a missing model
     or directory, a directory that is not a model, ``backend="numpy"`` on an unsupported model, a
     missing optional package (the ``pretrained`` extra for numpy, ``transformers`` for torch: the
-    message says how to install it, attncli.extras); ``RuntimeFailure`` for a hub id that is not cached
+    message says how to install it, attncli.env.extras); ``RuntimeFailure`` for a hub id that is not cached
     while offline, or a model whose attentions do not come back.
 
     A model directory is hostile input (config_check.py, weight_check.py; docs/transformers.md):

@@ -7,9 +7,9 @@ so the backends are imported at its top.
 
 from __future__ import annotations
 
-from attncli import extras
+from attncli.env import extras
 from attncli.errors import BadInput
-from attncli.option_conflicts import BACKENDS
+from attncli.rules.option_conflicts import BACKENDS
 from attncli.hf.checks import config_check
 from attncli.hf.formats import gguf_reader, source
 from attncli.hf.backends import numpy_backend, seq2seq, torch_backend

@@ -26,9 +26,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from attncli import paths
+from attncli.env import paths
 from attncli.errors import BadInput, RuntimeFailure
-from attncli.fileio import FileProblem, atomic_write, atomic_writer, open_regular, read_text
+from attncli.io.fileio import FileProblem, atomic_write, atomic_writer, open_regular, read_text
 
 MAX_FILE = 2 * 2**30  # bytes: a joined model larger than this is no 270M model's (Gemma-3-270M Q4_K_M: 253 MB)
 READ = 2**20  # bytes read (and hashed) at a time

@@ -36,7 +36,7 @@ from attncli.errors import BadInput
 from attncli.lookup.keyindex import KeyIndex, KeyTokens, check_ngram_weight  # noqa: F401 (re-exported)
 from attncli.lookup.params import DEFAULT_TEMPERATURE, NGRAM_WEIGHT
 from attncli.numeric import softmax  # lookup.softmax(scores, T): the top score's term is exactly 1
-from attncli.textio import check_text, read_user_text
+from attncli.io.textio import check_text, read_user_text
 from attncli.vectors.model import Vectors
 
 

@@ -23,11 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
-from attncli import messages
+from attncli.io import messages
 from attncli.errors import BadInput
 from attncli.lookup.keyindex import KeyTokens
 from attncli.lookup.params import POOLING, encoder_ngram_weight
-from attncli.textio import clip
+from attncli.io.textio import clip
 from attncli.hf import load as load_transformer
 from attncli.hf.checks.config_check import damaged, read_json, read_optional_json
 from attncli.vectors.tokenize import tokenize

@@ -27,7 +27,7 @@ import re
 import numpy as np
 
 from attncli.errors import BadInput, UnknownWord
-from attncli.textio import clip
+from attncli.io.textio import clip
 from attncli.lookup.params import NGRAM_MAX, NGRAM_MIN, NGRAM_WEIGHT
 from attncli.vectors.ngrams import NgramHashes, ngram_hashes, subword_vectors
 from attncli.vectors.tokenize import tokenize

@@ -19,7 +19,7 @@ import numpy as np
 
 from attncli.errors import BadInput
 from attncli.model.trace import Intervention, Keep, Trace
-from attncli.textio import visible
+from attncli.io.textio import visible
 
 # capability -> what it is, as a refusal names it ("... needs <this>")
 CAPABILITIES: dict[str, str] = {

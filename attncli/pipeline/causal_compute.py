@@ -27,7 +27,7 @@ from attncli.causal.target import resolve
 from attncli.errors import BadInput
 from attncli.hf.loader import load
 from attncli.tinylm.traced import load_builtin
-from attncli.textio import read_user_text
+from attncli.io.textio import read_user_text
 from attncli.views.causal import causal_result
 
 Stage = Callable[[str], ContextManager[Any]]  # a message -> a context around a stretch of work (a progress line)

@@ -19,8 +19,8 @@ from attncli.attention.masks import MaskSpec
 from attncli.attention.matrix import MatrixRequest
 from attncli.attention.matrix import compute as compute_matrix
 from attncli.hf.loader import load  # torch only when the torch backend runs
-from attncli.option_conflicts import ALIGNS, TableRequest  # noqa: F401 (ALIGNS: the choices)
-from attncli.textio import texts_of
+from attncli.rules.option_conflicts import ALIGNS, TableRequest  # noqa: F401 (ALIGNS: the choices)
+from attncli.io.textio import texts_of
 from attncli.views.compare_view import CompareView
 from attncli.views.result import attn_command
 
@@ -44,7 +44,7 @@ class CompareRequest(TableRequest):
     model: Optional[str] = None  # the word-vector model
     align: str = "same"  # same: equal counts; position: the first N of each
 
-    table_path: ClassVar[str] = "compare"  # check(): the table's rows of attn compare (attncli.option_conflicts)
+    table_path: ClassVar[str] = "compare"  # check(): the table's rows of attn compare (attncli.rules.option_conflicts)
 
     def options(self) -> list[tuple[str, Any]]:
         return [("--transformer", self.transformer), ("--transformer-b", self.transformer_b), ("--layer", self.layer),

@@ -20,16 +20,16 @@ from attncli.attention import value_norms
 from attncli.attention.flow import check_tokens
 from attncli.attention.model_view import head_classes, layer_range
 from attncli.attention.view_rows import start_end
-from attncli.textio import texts_of
+from attncli.io.textio import texts_of
 from attncli.attention.contribution_views import formula
 from attncli.errors import BadInput
 from attncli.hf.methods.contributions import check as check_contribution, rolled_out
 from attncli.hf.loader import load  # torch only when the torch backend runs
 from attncli.model.interface import has
-from attncli.option_conflicts import CONTRIBUTIONS
+from attncli.rules.option_conflicts import CONTRIBUTIONS
 from attncli.pipeline.view_request import ViewRequest, check_seq2seq_options
 from attncli.pipeline.view_result import ModelViewResult, PretrainedResult, ViewResult
-from attncli.textio import visible
+from attncli.io.textio import visible
 from attncli.pipeline.reads import Reads, view_sites
 from attncli.views.page import check_size, extra_size
 

@@ -18,7 +18,7 @@ import numpy as np
 from attncli.attention.heads import ScoredInput, Tally, row_scores, uniform_weights
 from attncli.errors import BadInput
 from attncli.model.interface import has
-from attncli.textio import visible
+from attncli.io.textio import visible
 from attncli.hf.methods.head_circuits import MODES, weight_scores
 
 RANDOM_SCORES = ("previous_token", "duplicate_token", "induction")

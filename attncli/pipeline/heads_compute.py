@@ -17,10 +17,10 @@ from typing import Any, Callable, ClassVar, ContextManager, Optional
 from attncli.model.interface import has
 from attncli.errors import BadInput
 from attncli.hf.loader import load
-from attncli.option_conflicts import TableRequest
+from attncli.rules.option_conflicts import TableRequest
 from attncli.pipeline.head_roles import MAX_RANDOM_LENGTH, check_role, random_report, weights_report
 from attncli.pipeline.heads_scoring import score_transformer_heads
-from attncli.textio import read_user_text, visible
+from attncli.io.textio import read_user_text, visible
 from attncli.tinylm.data import brown_texts
 from attncli.tinylm.heads import check_window, score_heads
 from attncli.tinylm.model import load_trained

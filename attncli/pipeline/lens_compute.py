@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Optional
 
 from attncli.errors import BadInput
-from attncli.option_conflicts import TableRequest
+from attncli.rules.option_conflicts import TableRequest
 from attncli.generate.decoders import load_decoder
 from attncli.generate.hf_decoder import PretrainedLM
 from attncli.views.lens import LensView

@@ -24,13 +24,13 @@ from typing import Any, Callable, ContextManager, Iterator, Optional, Union
 
 import numpy as np
 
-from attncli import faultpoints
+from attncli.io import faultpoints
 from attncli.causal.pair_sums import PairSums, PairsJob, check_pairs, encoded, pair_values
 from attncli.causal.circuit import check_faithfulness
 from attncli.causal.pairs_circuit import find_pairs_circuit
 from attncli.causal.pairs_file import Pair, read_pairs
 from attncli.errors import BadInput, RuntimeFailure
-from attncli.fileio import FileProblem
+from attncli.io.fileio import FileProblem
 from attncli.hf.methods.edges import edge_mask
 from attncli.hf.loader import load
 from attncli.stats.chunk_work import ModelSpec, bounded

@@ -22,8 +22,8 @@ from attncli.attention.checkpoint_views import check_texts
 from attncli.errors import BadInput
 from attncli.hf.methods import qk_attribution
 from attncli.hf.loader import load
-from attncli.option_conflicts import TableRequest
-from attncli.textio import visible
+from attncli.rules.option_conflicts import TableRequest
+from attncli.io.textio import visible
 from attncli.views.qk_view import QKResult
 
 

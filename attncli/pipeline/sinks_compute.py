@@ -23,7 +23,7 @@ from attncli.errors import BadInput
 from attncli.hf.loader import load
 from attncli.model.interface import has, refusal
 from attncli.pipeline.heads_compute import Quiet
-from attncli.textio import read_user_text, visible
+from attncli.io.textio import read_user_text, visible
 from attncli.tinylm.data import brown_texts
 from attncli.views.result import attn_command
 from attncli.views.sinks_view import SinksView

@@ -27,7 +27,7 @@ from attncli.stats.report import document, merge_shards
 from attncli.stats.stats_request import MergeRequest, StatsRequest
 from attncli.stats.runner import ModelSpec, run
 from attncli.stats.shards import shard_folder
-from attncli.textio import visible
+from attncli.io.textio import visible
 from attncli.views.stats_view import StatsResult
 
 Progress = Callable[[str], ContextManager[Any]]  # a message -> a context whose value has advance(texts), or None

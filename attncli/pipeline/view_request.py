@@ -14,8 +14,8 @@ from typing import Optional
 
 from attncli.attention.long_view import LongSpec, check_spec
 from attncli.attention.checkpoint_views import check_texts
-from attncli.option_conflicts import BACKENDS, NEW_SWITCHES, NOT_ACROSS, STACKS, TRANSFORMER_SHOWS, validate  # noqa: F401
-from attncli.option_conflicts import flag as flag_of
+from attncli.rules.option_conflicts import BACKENDS, NEW_SWITCHES, NOT_ACROSS, STACKS, TRANSFORMER_SHOWS, validate  # noqa: F401
+from attncli.rules.option_conflicts import flag as flag_of
 
 SHOWS = TRANSFORMER_SHOWS
 NOT_WRITTEN = ("text", "layers", "explain", "page", "cursor")  # options() writes the text first, --layers and
@@ -96,7 +96,7 @@ class ViewRequest:
 
 def check_combinations(o: ViewRequest) -> None:
     """What can be checked before the model is loaded: the texts, then the table of
-    attncli.option_conflicts (with --target or --stack, the encoder-decoder's rows too), then the
+    attncli.rules.option_conflicts (with --target or --stack, the encoder-decoder's rows too), then the
     values of a long text's views (attncli.attention.long_view)."""
     check_texts(o.text, o.pair)
     seq2seq = o.target is not None or o.stack is not None
@@ -106,5 +106,5 @@ def check_combinations(o: ViewRequest) -> None:
 
 def check_seq2seq_options(o: ViewRequest) -> None:
     """What can be refused before the model loads, when --target or --stack is given, or the model
-    turns out to be an encoder-decoder: the encoder-decoder rows of attncli.option_conflicts."""
+    turns out to be an encoder-decoder: the encoder-decoder rows of attncli.rules.option_conflicts."""
     validate(vars(o), "seq2seq")

@@ -24,10 +24,10 @@ from attncli.attention import checkpoint_views as pv
 from attncli.attention.heads import ScoredInput, classify
 from attncli.attention.model_view import head_classes, model_view_document
 from attncli.attention.value_norms import explain_norm
-from attncli.textio import texts_of
+from attncli.io.textio import texts_of
 from attncli.errors import BadInput
-from attncli.export_target import write_export
-from attncli.option_conflicts import CONTRIBUTIONS
+from attncli.io.export_target import write_export
+from attncli.rules.option_conflicts import CONTRIBUTIONS
 from attncli.pipeline.view_request import ViewRequest
 from attncli.views.long_view import long_renderables
 from attncli.views.model_view import model_view_renderables

@@ -16,7 +16,7 @@ import numpy as np
 
 from attncli.model.interface import has
 from attncli.errors import RuntimeFailure
-from attncli.fileio import FileProblem
+from attncli.io.fileio import FileProblem
 from attncli.stats.accumulate import Accumulator, Settings, add_probe, add_text, probe_ids
 from attncli.stats.shards import Identity, model_fingerprint, texts_digest, to_document
 from attncli.hf import load as load_transformer

@@ -10,7 +10,7 @@ import socket
 import time
 from typing import Any, Iterable, Iterator, Optional
 
-from attncli import extras
+from attncli.env import extras
 from attncli.errors import AttnError, BadInput, RuntimeFailure
 from attncli.stats.accumulate import Settings
 from attncli.stats.chunk_work import bounded, load_work

@@ -18,10 +18,10 @@ import json
 from pathlib import Path
 from typing import Iterator, Optional
 
-from attncli import extras
+from attncli.env import extras
 from attncli.errors import BadInput
-from attncli.fileio import FileProblem, open_regular, read_text
-from attncli.textio import MAX_INPUT_BYTES, check_text, read_lines, stdin_bytes
+from attncli.io.fileio import FileProblem, open_regular, read_text
+from attncli.io.textio import MAX_INPUT_BYTES, check_text, read_lines, stdin_bytes
 
 DATASET_MARKERS = ("dataset_info.json", "state.json", "dataset_dict.json")
 JSONL_SUFFIXES = (".jsonl", ".ndjson")

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
-from attncli import faultpoints, runtime
+from attncli.io import faultpoints
+from attncli.env import runtime
 from attncli.errors import AttnError, BadInput, RuntimeFailure
-from attncli.messages import warn
+from attncli.io.messages import warn
 from attncli.stats.accumulate import STATS_VERSION, Accumulator, Settings
 from attncli.stats.chunk_work import ChunkWork, ModelSpec, bounded, identity, load_work
 from attncli.stats.cluster import ray_results

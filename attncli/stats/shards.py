@@ -32,8 +32,8 @@ import numpy as np
 
 from attncli import __version__
 from attncli.errors import BadInput, RuntimeFailure
-from attncli.fileio import FileProblem, atomic_write, open_regular, read_text
-from attncli.messages import warn
+from attncli.io.fileio import FileProblem, atomic_write, open_regular, read_text
+from attncli.io.messages import warn
 from attncli.stats.accumulate import MAX_TOP_K, STATS, STATS_VERSION, TOP_STATS, Accumulator
 
 FORMAT, FORMAT_VERSION = "attn-stats-shard", 1
@@ -309,7 +309,7 @@ def identity_of(doc: dict[str, Any]) -> Identity:
 
 def shard_folder(out: Path) -> Path:
     """The folder ``--out`` names, made when it is new. A symbolic link is followed, as an export's
-    file is (attncli.export_target): one that dangles has its target made as the folder, and stays
+    file is (attncli.io.export_target): one that dangles has its target made as the folder, and stays
     a link; attn never replaces what the user named. BadInput (exit 2) when it cannot be a folder."""
     named = f"--out {str(out)!r}"
     real = Path(os.path.realpath(out))  # a symlink's target, a new one if it dangles

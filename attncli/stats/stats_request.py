@@ -3,7 +3,7 @@
 attncli.pipeline.compute_stats / compute_merge (request -> result).
 
 :meth:`StatsRequest.check` refuses what needs no model nor corpus: the table of
-attncli.option_conflicts (its "stats" rows) and each number's bounds (:data:`LIMITS`).
+attncli.rules.option_conflicts (its "stats" rows) and each number's bounds (:data:`LIMITS`).
 
     >>> from attncli.stats.stats_request import StatsRequest
     >>> StatsRequest("corpus.txt", transformer="gpt2").check()
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from attncli.errors import BadInput
-from attncli.option_conflicts import validate
+from attncli.rules.option_conflicts import validate
 from attncli.stats.cluster import host_port
 
 LIMITS = {"max_texts": (1, 10**12), "max_tokens": (1, 10**15), "shard_texts": (1, 100_000), "workers": (1, 256),

@@ -25,7 +25,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from attncli import extras, messages
+from attncli.env import extras
+from attncli.io import messages
 from attncli.errors import BadInput
 from attncli.tinylm import checkpoint, data as lm_data
 from attncli.tinylm.model import input_vectors

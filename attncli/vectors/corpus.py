@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attncli import paths
+from attncli.env import paths
 from attncli.errors import BadInput, RuntimeFailure
-from attncli.fileio import atomic_writer
-from attncli.messages import info, warn
-from attncli.textio import read_user_text
+from attncli.io.fileio import atomic_writer
+from attncli.io.messages import info, warn
+from attncli.io.textio import read_user_text
 from attncli.vectors.safeio import FileProblem, read_text
 from attncli.vectors.tokenize import TOKENIZER_VERSION, normalize_sentence, tokenize
 
@@ -195,7 +195,7 @@ def _read_cache(cache: Path) -> list[list[str]] | None:
 
 
 def _write_cache(cache: Path, sentences: list[list[str]]) -> None:
-    """Atomic (:func:`attncli.fileio.atomic_writer`). A failure only warns."""
+    """Atomic (:func:`attncli.io.fileio.atomic_writer`). A failure only warns."""
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         with atomic_writer(cache) as fh:

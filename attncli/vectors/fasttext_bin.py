@@ -45,7 +45,7 @@ class Layout:
 
 def scan(path: Path, size: int, progress) -> Layout:
     src = repr(str(path))
-    with open_vectors(path) as fh:  # a regular file, through attncli.fileio
+    with open_vectors(path) as fh:  # a regular file, through attncli.io.fileio
         head = fh.read(_HEAD.size + _DICT.size)
         if len(head) < _OLD_HEAD.size + _OLD_DICT.size:
             raise BadInput(f"{src} is truncated: it ends inside fastText's header")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attncli.textio import check_word_length
+from attncli.io.textio import check_word_length
 
 _FNV_OFFSET = np.uint32(2166136261)
 _FNV_PRIME = np.uint32(16777619)

@@ -7,7 +7,7 @@ block), a device or a symlink to ``/dev/zero`` (reading it never ends), an ``.np
 of the store goes through :func:`open_regular`, :func:`read_text`, :func:`load_npy` and
 :func:`load_npz`; each failure is a :class:`FileProblem` whose message says what is wrong with
 the file, which the caller turns into "model ... is damaged (FILE: problem)". The checked
-open and read are :mod:`attncli.fileio`'s, the door every reader in attn goes through.
+open and read are :mod:`attncli.io.fileio`'s, the door every reader in attn goes through.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from attncli.fileio import FileProblem, open_regular, read_text  # noqa: F401 - the store's readers import them from here
+from attncli.io.fileio import FileProblem, open_regular, read_text  # noqa: F401 - the store's readers import them from here
 
 if TYPE_CHECKING:
     import numpy as np

@@ -38,10 +38,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
-from attncli import messages, paths
+from attncli.io import messages
+from attncli.env import paths
 from attncli.errors import BadInput, RuntimeFailure
-from attncli.fileio import fsync_dir
-from attncli.textio import clip
+from attncli.io.fileio import fsync_dir
+from attncli.io.textio import clip
 from attncli.vectors.meta_check import is_int, meta_problem
 from attncli.vectors.safeio import FileProblem, read_text
 from attncli.vectors.versions import (  # noqa: F401 - part of the store's interface

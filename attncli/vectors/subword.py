@@ -9,7 +9,7 @@ C ``int8``). tests/vectors/test_subword.py checks both against gensim's own resu
 
 from __future__ import annotations
 
-from attncli.textio import check_word_length
+from attncli.io.textio import check_word_length
 
 _FNV_OFFSET = 2166136261
 _FNV_PRIME = 16777619

@@ -1,4 +1,4 @@
-"""A user's word-vectors file for ``attn import``: the formats, opening it through attncli.fileio's
+"""A user's word-vectors file for ``attn import``: the formats, opening it through attncli.io.fileio's
 door, refusing at a glance what it is not (a pickle, an archive, the wrong format), and what
 reading it gives (``Imported``). The readers are ``word2vec_format.py`` and ``fasttext_bin.py``;
 ``imports.py`` chooses between them and stores the result.
@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 
 from attncli.errors import BadInput
-from attncli.fileio import FileProblem, open_regular
+from attncli.io.fileio import FileProblem, open_regular
 
 FORMATS = ("word2vec", "word2vec-binary", "glove", "fasttext-bin")
 PRECISIONS = ("float32", "float16")
@@ -82,7 +82,7 @@ def sniff(path: Path, fmt: str) -> int:
 
 def open_vectors(path: Path):
     """The vectors file, opened for reading in binary: a regular file (a symbolic link to one is
-    followed), never a FIFO or a device (``/dev/zero``), through attncli.fileio's door."""
+    followed), never a FIFO or a device (``/dev/zero``), through attncli.io.fileio's door."""
     source = f"{str(path)!r}"
     try:
         return os.fdopen(open_regular(path, follow_symlinks=True), "rb")

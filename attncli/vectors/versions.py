@@ -12,7 +12,7 @@ Power loss: a version is complete on disk before the link points at it, and the 
 one rename, so after a crash a name points at its old version or its new one, whole. A crash
 mid-write leaves a partial directory, swept by a later write.
 
-Tests stop a write on cue between these steps (``pause_at``, attncli/faultpoints.py; inert
+Tests stop a write on cue between these steps (``pause_at``, attncli/io/faultpoints.py; inert
 unless ATTN_TEST_PAUSE_AT names the stage) to check each of these claims under SIGKILL.
 """
 
@@ -26,10 +26,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from attncli import messages, paths
+from attncli.io import messages
+from attncli.env import paths
 from attncli.errors import RuntimeFailure
-from attncli.faultpoints import pause_at
-from attncli.fileio import fsync_dir as _fsync_dir  # one helper for every folder fsync
+from attncli.io.faultpoints import pause_at
+from attncli.io.fileio import fsync_dir as _fsync_dir  # one helper for every folder fsync
 from attncli.vectors.safeio import FileProblem
 
 
@@ -211,7 +212,7 @@ def new_version(name: str, *, start_from: Path | None = None) -> Iterator[Path]:
         else:
             tmp.mkdir()
         yield tmp
-        pause_at("version-written")  # (tests only: attncli/faultpoints.py)
+        pause_at("version-written")  # (tests only: attncli/io/faultpoints.py)
         _fsync_tree(tmp)
         pause_at("version-fsynced")
         os.rename(tmp, final)

@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 
 from attncli.errors import BadInput
-from attncli.textio import MAX_LINE_BYTES
+from attncli.io.textio import MAX_LINE_BYTES
 from attncli.vectors.vector_files import Imported, Progress, has_control_bytes, looks_like_text
 
 MAX_DIM = 10_000

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from attncli.textio import token_label, visible
+from attncli.io.textio import token_label, visible
 from attncli.views.render import Heatmap, abbreviate, heatmap_renderables
 from attncli.views.result import DocumentView, Requested
 

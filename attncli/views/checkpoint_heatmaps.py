@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 from attncli.views.render import Heatmap
 from attncli.errors import BadInput
-from attncli.textio import token_label
+from attncli.io.textio import token_label
 
 
 def _mark(seg: Optional[str], pair: bool) -> str:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import html
 from typing import Any, Mapping, Optional
 
-from attncli.export_target import write_export
-from attncli.textio import visible
+from attncli.io.export_target import write_export
+from attncli.io.textio import visible
 from attncli.views.render import diverging_palette
 from attncli.views.result import DocumentView, Requested
 

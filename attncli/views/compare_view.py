@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from attncli.attention.compare import Comparison, document
-from attncli.textio import token_label, visible
+from attncli.io.textio import token_label, visible
 from attncli.views.render import Heatmap, heatmap_renderables
 from attncli.views.result import Result, attn_command
 
@@ -24,7 +24,7 @@ def side_title(name: str, meta: dict[str, Any]) -> str:
 
 def _shown(meta: dict[str, Any], key: str, tokens: list[str]) -> list[str]:
     """The labels of one side's rows or columns: each token's text (meta's ``token_texts``, as
-    attncli.textio.token_label draws it: ␣ for a space) where the side has them, else its tokens."""
+    attncli.io.textio.token_label draws it: ␣ for a space) where the side has them, else its tokens."""
     texts = meta.get(key)
     return [token_label(t) for t in texts[:len(tokens)]] if texts else list(tokens)
 

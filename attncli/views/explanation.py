@@ -6,8 +6,8 @@ Shared by ``attn matrix --explain``, the pretrained views and ``attn explore``.
 
 from __future__ import annotations
 
-from attncli.textio import token_label
-from attncli.textio import visible as visible_text
+from attncli.io.textio import token_label
+from attncli.io.textio import visible as visible_text
 
 
 def _fmt(value) -> str:

@@ -7,7 +7,7 @@ of its widest part that must not wrap (a table, a map line), at least :data:`MIN
 titles and notes read. The SVG loads no font from the network (rich's default ``@font-face``
 points at a CDN): it names a local monospace stack. The PNG is the same picture drawn by Pillow
 (the ``png`` extra) from the same recorded lines, on the SVG's grid. Every file goes through
-:func:`attncli.export_target.write_export` (atomic onto a file; into a device, a FIFO or stdout).
+:func:`attncli.io.export_target.write_export` (atomic onto a file; into a device, a FIFO or stdout).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import io
 import re
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
-from attncli import extras
-from attncli.textio import visible
+from attncli.env import extras
+from attncli.io.textio import visible
 from attncli.errors import BadInput
-from attncli.export_target import write_export
+from attncli.io.export_target import write_export
 
 MIN_WIDTH = 80  # columns: a narrower view still gets room for its titles and notes
 MAX_WIDTH = 4000  # columns: the widest drawing recorded (a 512-token matrix is ~3,600)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from attncli.textio import token_label, visible
+from attncli.io.textio import token_label, visible
 from attncli.views.render import abbreviate, palette
 from attncli.views.result import DocumentView
 

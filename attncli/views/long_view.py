@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from attncli.attention.long_view import LongSpec, LongView, apply_long_view, auto_view, span_label
-from attncli.textio import token_label, visible
+from attncli.io.textio import token_label, visible
 from attncli.views.render import (FILE_CELLS, FILE_MAX, LABEL_WIDTH, Heatmap, abbreviate, file_maps, heatmap_renderables,
                                   number, palette)
 from attncli.views.checkpoint_heatmaps import view_title as title, pair_note, pretrained_heatmaps

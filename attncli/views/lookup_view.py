@@ -18,7 +18,7 @@ import shlex
 from typing import Any, Optional
 
 from attncli.lookup.params import DEFAULT_TEMPERATURE, POOLING
-from attncli.textio import clip, visible
+from attncli.io.textio import clip, visible
 from attncli.views.result import Result, Trimmed, attn_command, shown
 
 BAR_WIDTH = 20

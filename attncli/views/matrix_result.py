@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional
 
 from attncli.attention import document as matrix_document
 from attncli.attention.matrix import DEFAULT_POSITIONS, MatrixResult
-from attncli.textio import visible
+from attncli.io.textio import visible
 from attncli.views.explanation import explanation_renderables
 from attncli.views.render import matrix_renderables
 from attncli.views.result import Result, attn_command

@@ -14,9 +14,9 @@ from typing import Any, Optional
 
 import numpy as np
 
-from attncli.textio import token_label, visible
+from attncli.io.textio import token_label, visible
 from attncli.attention.words import hide_special as hide_fn
-from attncli.textio import texts_of
+from attncli.io.textio import texts_of
 from attncli.attention.model_view import head_classes
 from attncli.views.checkpoint_heatmaps import pair_note
 from attncli.views.render import palette

@@ -22,7 +22,7 @@
     const l = c.map((v) => { v /= 255; return v <= 0.04045 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
     return 0.2126 * l[0] + 0.7152 * l[1] + 0.0722 * l[2] > 0.179 ? "#000" : "#fff";
   }
-  // the text a model or a user gave, shown as attncli.textio.visible shows it: control, bidi and
+  // the text a model or a user gave, shown as attncli.io.textio.visible shows it: control, bidi and
   // line-separator characters as visible escapes (\x1b, \u202e), so none reorders or hides the page
   const NAMED = { "\t": "\\t", "\n": "\\n", "\r": "\\r" };
   const INVISIBLE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;

@@ -23,10 +23,10 @@ from typing import Any, Optional
 from attncli.attention import checkpoint_views as pv
 from attncli.attention.contribution_views import formula, rollouts
 from attncli.attention.value_norms import head_norms, summed_norms
-from attncli.textio import texts_of
-from attncli.option_conflicts import CONTRIBUTIONS
+from attncli.io.textio import texts_of
+from attncli.rules.option_conflicts import CONTRIBUTIONS
 from attncli.errors import BadInput
-from attncli.textio import token_label, visible
+from attncli.io.textio import token_label, visible
 from attncli.views.export import NOT_MARKUP, markup_safe
 from attncli.views.render import VIRIDIS
 
@@ -35,7 +35,7 @@ MAX_NUMBERS = 4_000_000  # weights the page may embed (about 10 bytes each in it
 
 
 EXTRA_SHOWS = ("norms", "scores")  # --show views the page can add to the weights (token by token, one layer)
-# CONTRIBUTIONS (attncli.option_conflicts): one matrix per layer, and its rollout "NAME rollout"
+# CONTRIBUTIONS (attncli.rules.option_conflicts): one matrix per layer, and its rollout "NAME rollout"
 
 
 def check_size(layers: int, heads: int, tokens: int, has_special: bool, extra: int = 0) -> None:

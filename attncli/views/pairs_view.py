@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from attncli.textio import visible
+from attncli.io.textio import visible
 from attncli.views.render import Heatmap, heatmap_renderables
 from attncli.views.result import DocumentView
 

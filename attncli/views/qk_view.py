@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from attncli.textio import token_label, visible
+from attncli.io.textio import token_label, visible
 from attncli.views.result import DocumentView, Requested
 
 SIDES = {"query_side": "by query side (summed over the other side)",

@@ -21,8 +21,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from attncli.textio import span
-from attncli.textio import visible as visible_text
+from attncli.io.textio import span
+from attncli.io.textio import visible as visible_text
 from attncli.attention.variants import VARIANTS
 from attncli.errors import BadInput
 

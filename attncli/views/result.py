@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from attncli.errors import BadInput
-from attncli.export_target import write_export
-from attncli.textio import visible
+from attncli.io.export_target import write_export
+from attncli.io.textio import visible
 from attncli.views.export import html_text, png_bytes, record, svg_text
 
 FORMATS = ("svg", "png", "html", "json")
@@ -106,7 +106,7 @@ class Result:
     def export(self, fmt: str, target: str | Path, *, width: Optional[int] = None, option: str = "",
                command: bool = True) -> None:
         """Write the result as ``fmt`` into ``target`` through attn's one export door
-        (attncli.export_target: atomic onto a file; into a device, a FIFO or stdout)."""
+        (attncli.io.export_target: atomic onto a file; into a device, a FIFO or stdout)."""
         self.export_all({fmt: target}, width=width, options={fmt: option} if option else None, command=command)
 
     def export_all(self, targets: Mapping[str, str | Path | None], *, width: Optional[int] = None,

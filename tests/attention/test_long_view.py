@@ -327,6 +327,6 @@ def test_rows_on_the_torch_backend_are_the_whole_matrix_rows(tiny_gpt2_dir):
 ])
 def test_a_long_view_with_an_option_it_cannot_go_with_is_refused_by_name(tmp_path, args, message):
     """Before any model is read (the folder does not even exist); pinned apart from the table
-    (attncli.option_conflicts), which makes these messages."""
+    (attncli.rules.option_conflicts), which makes these messages."""
     result = run("matrix", TEXT, "--transformer", str(tmp_path / "no-model-here"), *args)
     assert result.exit_code == 2 and flat(result.stderr) == f"error: {message}", result.stderr

@@ -1,7 +1,7 @@
 """--pool at hostile sizes (attncli.attention.long_view): the pooling's work grows with the
 matrices' size, never with spans^2 x tokens^2 (a three-operand einsum took past 30 s for
 --pool 20 on 1,600 tokens, hours for --pool 1), and a chunk size past a C int is refused at
-every magnitude (attncli/limits.py), never an OverflowError. No wall-clock assertion: the timeout markers (pytest-timeout) make the
+every magnitude (attncli/rules/limits.py), never an OverflowError. No wall-clock assertion: the timeout markers (pytest-timeout) make the
 old quadratic-in-spans path fail instead of hanging; bench/bench_bounded_work.py times it."""
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def test_pool_work_grows_with_the_matrix_not_with_the_spans(chunk):
 
 
 def test_a_chunk_longer_than_the_text_is_one_span_and_one_past_the_c_int_is_refused():
-    """The one rule for numbers (attncli/limits.py): --pool N up to a C int runs (a chunk past the
+    """The one rule for numbers (attncli/rules/limits.py): --pool N up to a C int runs (a chunk past the
     text's end is the whole text); past it, at every magnitude, it is refused with one line."""
     enc = SimpleNamespace(tokens=["a"] * 5)
     for n in (6, 2**31 - 1):

@@ -1,6 +1,6 @@
 """attn ablate / patch / dla as one request, one compute, one result: the command line, explore
 and Python build the same request (attncli.causal.causal_request) and get the same document; the refusals
-that need no model come from the one table (attncli.option_conflicts): an empty text, --json with
+that need no model come from the one table (attncli.rules.option_conflicts): an empty text, --json with
 an export into stdout."""
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def test_the_request_checks_through_the_table():
 
 
 def test_the_tables_choices_are_the_cores():
-    from attncli import option_conflicts as oc
+    from attncli.rules import option_conflicts as oc
     from attncli.causal import grids
 
     assert oc.ABLATE_MODES == grids.MODES and oc.PATCH_SITES == tuple(grids.PATCH_SITES)

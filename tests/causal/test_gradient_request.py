@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from attncli import option_conflicts as oc
+from attncli.rules import option_conflicts as oc
 from attncli.causal.gradient_request import AttributeRequest, CircuitRequest
 from attncli.cli.main import app
 from attncli.errors import BadInput

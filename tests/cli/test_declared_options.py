@@ -86,7 +86,7 @@ def test_a_new_switch_reaches_the_request_s_command_line_and_explore(monkeypatch
 
 def test_the_switches_are_declared_with_their_rows():
     """Each switch's flag is built from its declaration beside its conflict rows."""
-    from attncli.option_conflicts import SWITCHES
+    from attncli.rules.option_conflicts import SWITCHES
 
     params = inspect.signature(matrix_cmd).parameters
     for name, help_text in SWITCHES.items():

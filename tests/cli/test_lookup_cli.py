@@ -60,7 +60,7 @@ def test_json_document():
 
 
 def test_numeric_dictionary_has_a_soft_value(tmp_path):
-    from attncli.paths import data_dir
+    from attncli.env.paths import data_dir
 
     doc = ok_json("speed", "--dict", str(data_dir() / "car_specs.json"), "--temperature", "0.5")
     assert doc["soft_value"] == pytest.approx(sum(e["weight"] * e["value"] for e in doc["entries"]))
@@ -195,7 +195,7 @@ def test_lookup_imports_no_torch_gensim_nltk(attn_home):
 
 @pytest.mark.parametrize("columns", [40, 60, 100])
 def test_narrow_terminal_folds_instead_of_cutting(attn_home, columns):
-    from attncli.paths import data_dir
+    from attncli.env.paths import data_dir
 
     env = dict(os.environ, ATTN_HOME=str(attn_home), ATTN_MODEL="tiny", COLUMNS=str(columns))
     proc = subprocess.run([sys.executable, "-m", "attncli", "lookup", "price", "--no-exact", "--explain",

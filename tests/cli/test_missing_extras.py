@@ -2,7 +2,7 @@
 
 Each case runs ``attn`` in a subprocess whose named modules are hidden (``sys.modules[name] =
 None``: importing them fails, ``importlib.util.find_spec`` finds nothing), as on a machine without
-that extra. The message must give the command that installs the extra here (attncli.extras: the
+that extra. The message must give the command that installs the extra here (attncli.env.extras: the
 tests run from a clone, so ``pip install -e '.[EXTRA]'``); no traceback, no
 "internal error"; and the work did not start: Brown (nltk) was never imported and nothing was
 written under ATTN_HOME.

@@ -1,5 +1,5 @@
 """A new --show value touches few files (issue 48's must-show: at most 4): its name in the conflict
-table (attncli/option_conflicts.py), its computation (pipeline/compute_view.py), its drawing
+table (attncli/rules/option_conflicts.py), its computation (pipeline/compute_view.py), its drawing
 (pipeline/view_result.py) and its help sentence (cli/options.py). This test adds a fake one to a copy
 of the package, in the one place its name is declared, and checks that every surface that lists the
 values takes it: Typer's choices of attn matrix and explore, the word-vector path's refusal, the
@@ -18,7 +18,7 @@ from pathlib import Path
 import attncli
 
 # what a new --show value edits: the files the test below edits, and those a real view adds (never more than 4)
-TOUCHED = {"attncli/option_conflicts.py": 'TRANSFORMER_SHOWS = ("weights", "scores", "norms", *CONTRIBUTIONS)'}
+TOUCHED = {"attncli/rules/option_conflicts.py": 'TRANSFORMER_SHOWS = ("weights", "scores", "norms", *CONTRIBUTIONS)'}
 A_REAL_VIEW_ADDS = ("attncli/pipeline/compute_view.py", "attncli/pipeline/view_result.py", "attncli/cli/options.py")
 
 

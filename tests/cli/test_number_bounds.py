@@ -1,4 +1,4 @@
-"""The one rule for numbers (attncli/limits.py): every integer option of every command, and every
+"""The one rule for numbers (attncli/rules/limits.py): every integer option of every command, and every
 environment variable attn reads as a number, refuses a value outside its range at any magnitude
 with one line naming it (exit 2), before any work. The options are enumerated from the app itself,
 so an option added later is checked without a line here."""
@@ -15,7 +15,7 @@ import typer.main
 from typer.testing import CliRunner
 
 import attncli.cli.common as cli_common
-from attncli import limits
+from attncli.rules import limits
 from attncli.cli.commands import COMMANDS
 from attncli.cli.main import app
 
@@ -138,7 +138,7 @@ def test_the_rule_reads_no_more_digits_than_the_range_holds():
 @pytest.mark.parametrize("args", [["matrix", "the cat", "--threads", "3"], ["matrix", "--threads=3", "the cat"],
                                   ["stats", "no-such-corpus.txt", "--threads", "3"], ["--threads", "3", "matrix", "x"]])
 def test_the_root_s_threads_is_taken_after_the_command_too(args, monkeypatch):
-    from attncli import runtime
+    from attncli.env import runtime
 
     monkeypatch.setattr(runtime, "threads", None)
     cli_common._consoles.clear()
@@ -149,7 +149,7 @@ def test_the_root_s_threads_is_taken_after_the_command_too(args, monkeypatch):
 
 def test_a_command_s_own_threads_stays_its_own(monkeypatch):
     """attn train-attention has --threads of its own (torch's threads): not moved to the root."""
-    from attncli import runtime
+    from attncli.env import runtime
 
     monkeypatch.setattr(runtime, "threads", None)
     cli_common._consoles.clear()

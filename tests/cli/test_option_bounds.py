@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from _attention_fixtures import make_random_attention, tiny_brown, tiny_brown_model
 from attncli.tinylm import heads, data as lm_data, train as train_attention, model as trained
-from attncli import paths
+from attncli.env import paths
 from attncli.vectors import store, train
 from attncli.cli.main import app
 from attncli.errors import BadInput

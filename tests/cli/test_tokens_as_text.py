@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 needed("tokenizers", reason="the NumPy transformer path needs the pretrained extra")
 
 from attncli.cli.main import app  # noqa: E402
-from attncli.textio import MAX_TOKEN_LABEL, token_label  # noqa: E402
+from attncli.io.textio import MAX_TOKEN_LABEL, token_label  # noqa: E402
 
 TEXT = "When Mary and John went to the store"
 SP_TEXT = "When Mary\nand John, café"  # a newline and an é that only byte fallback spells

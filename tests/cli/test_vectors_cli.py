@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from attncli import paths
+from attncli.env import paths
 from attncli.cli.main import app
 from attncli.vectors.model import load_vectors
 

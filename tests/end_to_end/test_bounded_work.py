@@ -27,7 +27,7 @@ from typer.testing import CliRunner
 from _special_files import machine_device
 from attncli.cli.main import app
 from attncli.lookup.dictionary import MAX_DEPTH
-from attncli.textio import MAX_INPUT_BYTES
+from attncli.io.textio import MAX_INPUT_BYTES
 from attncli.vectors.tokenize import tokenize
 
 runner = CliRunner()

@@ -17,7 +17,7 @@ from _lookup_fixtures import save_plain
 from attncli.cli.common import shown
 from attncli.cli.main import app
 from attncli.views.render import Heatmap, render_heatmap
-from attncli.textio import visible
+from attncli.io.textio import visible
 from attncli.vectors import store
 
 runner = CliRunner()

@@ -2,7 +2,7 @@
 
 Disk full, a store that cannot be written, a full or closed stdout (--help and --version too),
 out of memory, too many open files, an ASCII-only locale, COLUMNS=0, Ctrl-C during start-up,
-SIGTERM and SIGHUP (delivered on cue at a named stage, attncli/faultpoints.py): one line on stderr and the right exit code, never "internal error" or a
+SIGTERM and SIGHUP (delivered on cue at a named stage, attncli/io/faultpoints.py): one line on stderr and the right exit code, never "internal error" or a
 traceback. Real signals and real streams in child processes; the rarer failures (ENOSPC while
 saving, EMFILE, MemoryError) injected in-process where the kernel cannot be made to fail on cue.
 """
@@ -24,7 +24,7 @@ from _attention_fixtures import make_random_attention
 from _lookup_fixtures import save_plain
 from _pause import paused
 from _special_files import machine_device
-from attncli import paths
+from attncli.env import paths
 from attncli.cli.main import app
 from attncli.vectors import corpus, safeio, store
 
@@ -98,7 +98,7 @@ def test_a_nonsense_terminal_width_is_ignored(columns):
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_during_start_up_is_one_line(tmp_path, signum):
-    """Delivered on cue: the child is paused at start-up (attncli/faultpoints.py), signals
+    """Delivered on cue: the child is paused at start-up (attncli/io/faultpoints.py), signals
     installed, the CLI not yet imported, when the signal arrives."""
     with paused(ATTN + ["lookup", "colour"], tmp_path / "home", "start-up") as proc:
         proc.send_signal(signum)

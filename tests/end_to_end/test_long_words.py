@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from attncli.cli.main import app
 from attncli.errors import BadInput
-from attncli.textio import MAX_TEXT_CHARS, MAX_WORD_CHARS, check_length, check_word_length
+from attncli.io.textio import MAX_TEXT_CHARS, MAX_WORD_CHARS, check_length, check_word_length
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[2]

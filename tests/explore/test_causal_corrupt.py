@@ -25,7 +25,7 @@ from test_explore import drive, lines_of, press  # noqa: E402
 from test_keys import footer  # noqa: E402
 from attncli.cli.main import app as cli  # noqa: E402
 from attncli.explore.state import ExploreState, export_text  # noqa: E402
-from attncli.textio import MAX_TEXT_CHARS  # noqa: E402
+from attncli.io.textio import MAX_TEXT_CHARS  # noqa: E402
 
 CLEAN, CORRUPT = "the cat sat on the mat and the dog", "the dog sat on the mat and the cat"  # 14 tokens each
 

@@ -72,7 +72,7 @@ def test_the_users_choice_overrides_the_policy(no_user_choice, monkeypatch):
     blas.choose(5)  # --threads
     assert blas.threads_for(10) == 5
     blas.choose(None)
-    monkeypatch.setenv("OMP_NUM_THREADS", "not a number")  # refused, as --threads would refuse it (attncli/limits.py)
+    monkeypatch.setenv("OMP_NUM_THREADS", "not a number")  # refused, as --threads would refuse it (attncli/rules/limits.py)
     with pytest.raises(BadInput, match="OMP_NUM_THREADS"):
         blas.threads_for(10)
     monkeypatch.setenv("OMP_NUM_THREADS", "")  # empty: not given

@@ -34,7 +34,7 @@ def ids(model) -> list[list[int]]:
 
 
 def test_built_once_then_read_back_with_the_same_ids(tmp_path, builds):
-    from attncli import paths
+    from attncli.env import paths
     from attncli.hf.backends import gguf_model
     from attncli.hf.formats.gguf_file import GGUFFile
     from attncli.hf.loader import load
@@ -61,7 +61,7 @@ def test_other_metadata_builds_again(tmp_path, builds):
 
 
 def test_a_torn_cache_file_is_built_again_and_rewritten(tmp_path, builds):
-    from attncli import paths
+    from attncli.env import paths
     from attncli.hf.loader import load
 
     path = write_gguf(tmp_path / "m.gguf", "llama", "Q8_0")

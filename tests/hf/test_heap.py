@@ -21,7 +21,7 @@ SCRIPT = textwrap.dedent("""
     calls = []
     heap._mallopt = lambda: (lambda *args: calls.append(args) or 1)  # records mallopt instead of calling it
     if sys.argv[2] == "allow":
-        attncli.runtime.own_allocator()
+        attncli.env.runtime.own_allocator()
     model = load(sys.argv[1], backend="numpy")
     encs = [model.encode("time flies like an arrow, fruit flies like a banana")] * 40  # > SMALL_ROWS rows
     model.trace_batch(encs, "blocks.*.attn.pattern")
@@ -55,7 +55,7 @@ def test_the_same_pass_sets_the_allocator_when_the_command_line_allowed_it(tiny_
 
 
 def test_the_command_line_allows_it_for_its_own_process(monkeypatch):
-    from attncli import runtime
+    from attncli.env import runtime
     from attncli.cli import main
 
     monkeypatch.setattr(runtime, "owns_allocator", False)

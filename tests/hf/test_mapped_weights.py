@@ -18,7 +18,7 @@ from conftest import needed
 safetensors_numpy = needed("safetensors.numpy")
 
 from attncli.errors import RuntimeFailure  # noqa: E402
-from attncli.fileio import FileProblem, map_regular  # noqa: E402
+from attncli.io.fileio import FileProblem, map_regular  # noqa: E402
 from attncli.hf.formats import weights as weights_mod  # noqa: E402
 from attncli.hf.formats.weights import Weights  # noqa: E402
 

@@ -2,7 +2,7 @@
 library's own decoder: tiny tokenizers of each kind built with the library (GPT-2's byte-level
 BPE, SentencePiece's ▁ with byte fallback as Llama's and Gemma's tokenizer.json decode it, the
 newer Metaspace decoder, WordPiece, a BPE with a word-end suffix), and the labels a view draws
-(attncli.textio.token_label: ␣ for a space, controls escaped, bounded)."""
+(attncli.io.textio.token_label: ␣ for a space, controls escaped, bounded)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ needed("tokenizers", reason="the tokenizers' decoders are the reference (the pre
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers  # noqa: E402
 
 from attncli.hf.text.token_text import byte_table, decoder_steps, token_texts  # noqa: E402
-from attncli.textio import MAX_TOKEN_LABEL, token_label  # noqa: E402
+from attncli.io.textio import MAX_TOKEN_LABEL, token_label  # noqa: E402
 
 TEXT = "When Mary\nand  John went to 東京, café 🙂"
 BYTE = re.compile(r"<0x([0-9A-F]{2})>")

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import needed
 
-from attncli import messages
+from attncli.io import messages
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.hf.checks import weight_check
 

@@ -163,7 +163,7 @@ def test_vectorless_keys_lists_the_keys_without_a_vector(plain, tiny):
 def test_top_k_keeps_the_k_most_similar_for_every_k(tiny):
     import json as _json
 
-    from attncli.paths import data_dir
+    from attncli.env.paths import data_dir
 
     specs = _json.loads((data_dir() / "car_specs.json").read_text(encoding="utf-8"))
     full = core.lookup("speed", specs, tiny)

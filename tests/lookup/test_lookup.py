@@ -21,7 +21,7 @@ from attncli.lookup import dictionary as core
 from attncli.errors import BadInput
 from attncli.lookup.keyindex import KeyIndex, key_tokens
 from attncli.vectors.ngrams import ngram_hashes, subword_vectors
-from attncli.paths import data_dir
+from attncli.env.paths import data_dir
 from attncli.vectors.store import builtin_dir
 from attncli.vectors.subword import ft_hash, ngram_buckets, ngrams_bytes
 from attncli.vectors.tokenize import tokenize

@@ -21,7 +21,7 @@ from _tolerance import f32_close, f32_size
 from attncli.errors import BadInput
 from attncli.hf import load
 from attncli.model import CAPABILITIES, Model, has, refusal, require
-from attncli.textio import texts_of
+from attncli.io.textio import texts_of
 from attncli.model.trace import Intervention, site
 
 TEXT = "the cat sat on the mat"

@@ -246,7 +246,7 @@ def test_the_cross_page_draws_target_rows_over_source_columns(seq2seq, tmp_path)
     merged on both sides (each side's own groups)."""
     from _chromium import evaluate_in_page
     from test_page import CELLS, HEADERS, chromium_or_skip, fmt
-    from attncli.textio import token_label
+    from attncli.io.textio import token_label
 
     chromium = chromium_or_skip()
     page = tmp_path / "cross.html"

@@ -1,5 +1,5 @@
 """``attn stats --out DIR`` named by a symbolic link: followed as an export's file is
-(attncli.export_target: "a symbolic link: onto the file the link leads to; the link stays a
+(attncli.io.export_target: "a symbolic link: onto the file the link leads to; the link stays a
 link"). A link that dangles has its target made as the folder (it said "File exists", exit 1);
 a loop of links, or a link into a folder that does not exist, is exit 2 in one line."""
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import multiprocessing
 import signal
 
-from attncli import runtime
+from attncli.env import runtime
 from attncli.stats import runner
 
 

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from attncli.errors import BadInput, UnknownWord
 from attncli.tinylm import model as trained, train as train_attention
 from attncli.vectors import store
-from attncli import paths
+from attncli.env import paths
 from attncli.cli.main import app
 
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from _attention_fixtures import SENTENCES, make_random_attention, tiny_brown, tiny_brown_model, widest
 from _tolerance import f32_close
 from attncli.tinylm import checkpoint, data as lm_data, model as trained, torch_model, training_loop
-from attncli import paths
+from attncli.env import paths
 from attncli.vectors import store
 from attncli.cli.main import app
 

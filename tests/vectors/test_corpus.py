@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from attncli.vectors import corpus
 
-from attncli import paths
+from attncli.env import paths
 from attncli.cli.main import app
 from attncli.errors import BadInput
 from attncli.vectors.tokenize import TOKENIZER_VERSION, normalize_sentence, tokenize

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from _attention_fixtures import make_random_attention
 from _lookup_fixtures import WORDS, save_fasttext_like, save_plain
 from attncli.vectors import corpus, store
-from attncli import paths
+from attncli.env import paths
 from attncli.tinylm import checkpoint, model as trained
 from attncli.cli.main import app
 from attncli.errors import BadInput, RuntimeFailure

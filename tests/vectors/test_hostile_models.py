@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from _attention_fixtures import make_random_attention
 from _lookup_fixtures import save_fasttext_like, save_plain
 from _special_files import machine_device
-from attncli import paths
+from attncli.env import paths
 from attncli.cli.main import app
 from attncli.vectors import model as vmodel
 

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from _special_files import machine_device
 from attncli.cli.main import app
-from attncli.textio import MAX_LINE_BYTES
+from attncli.io.textio import MAX_LINE_BYTES
 from attncli.vectors import imports, word2vec_format
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from attncli import paths
+from attncli.env import paths
 
 from attncli.vectors import store
 from attncli.cli.main import app

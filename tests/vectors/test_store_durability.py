@@ -2,7 +2,7 @@
 versions.py, store.py): the order of fsync / rename / replace calls is recorded and checked (the
 data and its folders fsynced before the commit point, the commit one os.replace, the name never
 removed); a reader process hammering the name during many swaps never sees a missing or mixed
-model; SIGKILL at each stage of a write (attncli/faultpoints.py) leaves the old model or the new
+model; SIGKILL at each stage of a write (attncli/io/faultpoints.py) leaves the old model or the new
 one, never neither."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import pytest
 
 from _lookup_fixtures import WORDS, save_plain
 from _pause import PYTHON, child_env, paused
-from attncli import paths
-from attncli.faultpoints import STAGES_OF
+from attncli.env import paths
+from attncli.io.faultpoints import STAGES_OF
 from attncli.vectors.model import load_vectors
 
 BIGGER = list(WORDS) + ["extra", "words", "here"]

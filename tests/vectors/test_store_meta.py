@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from _lookup_fixtures import WORDS, save_plain
 
-from attncli import paths
+from attncli.env import paths
 from attncli.errors import BadInput
 from attncli.vectors import store
 from attncli.vectors.model import load_vectors

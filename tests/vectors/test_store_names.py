@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from _lookup_fixtures import WORDS, save_plain
 
-from attncli import paths
+from attncli.env import paths
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.vectors import store
 from attncli.vectors.model import load_vectors

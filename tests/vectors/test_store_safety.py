@@ -14,7 +14,7 @@ import pytest
 
 from _attention_fixtures import SENTENCES, make_random_attention, random_config
 from _lookup_fixtures import WORDS, save_plain
-from attncli import paths
+from attncli.env import paths
 from attncli.tinylm import checkpoint, model as trained
 from attncli.tinylm import train as train_attention
 from attncli.vectors import safeio, store

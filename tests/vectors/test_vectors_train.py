@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from attncli import paths
+from attncli.env import paths
 
 from attncli.vectors import store, train
 from attncli.vectors.corpus import Corpus, read_text_corpus

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from _lookup_fixtures import WORDS, save_plain
 
-from attncli import paths
+from attncli.env import paths
 from attncli.vectors import store, versions
 from attncli.vectors.model import load_vectors
 

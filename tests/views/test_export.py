@@ -329,7 +329,7 @@ BUILT_IN_A_TEMP_DIR = {"vectors/store.py", "tinylm/train.py", "explore/serve.py"
 
 
 def test_every_output_file_goes_through_the_one_door():
-    """No module writes a file but through attncli.fileio (atomic_write / atomic_writer)."""
+    """No module writes a file but through attncli.io.fileio (atomic_write / atomic_writer)."""
     from pathlib import Path
 
     import attncli
@@ -339,7 +339,7 @@ def test_every_output_file_goes_through_the_one_door():
     found = []
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root).as_posix()
-        if rel == "fileio.py" or rel in BUILT_IN_A_TEMP_DIR:
+        if rel == "io/fileio.py" or rel in BUILT_IN_A_TEMP_DIR:
             continue
         found += [f"{rel}:{n}" for n, line in enumerate(path.read_text().splitlines(), 1) if around.search(line)]
     assert found == []

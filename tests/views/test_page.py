@@ -267,7 +267,7 @@ INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u20
 @pytest.mark.parametrize("show", ["weights", "alti", "value-zeroing"])
 def test_control_and_bidi_characters_are_shown_escaped_on_the_page(tiny_gpt2_dir, tmp_path, show):
     """The page's data is the JSON's exact text; what it draws (the title line, the token labels,
-    their tooltips, the hover readout) shows ESC and U+202E as attncli.textio.visible does."""
+    their tooltips, the hover readout) shows ESC and U+202E as attncli.io.textio.visible does."""
     from _chromium import evaluate_in_page
 
     chromium = chromium_or_skip()

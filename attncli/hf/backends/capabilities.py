@@ -12,7 +12,7 @@ from typing import Any
 from attncli.errors import BadInput
 from attncli.hf.backends.torch_families import FAMILIES
 from attncli.model.interface import CAPABILITIES
-from attncli.textio import visible
+from attncli.io.textio import visible
 
 ENCODER_DECODER = "is an encoder-decoder, which neither backend traces"
 NO_MLM = ("has no masked-language-model head in its checkpoint (a base or sentence-embedding model): it "

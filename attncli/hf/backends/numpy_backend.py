@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
-from attncli.fileio import FileProblem, read_text
+from attncli.io.fileio import FileProblem, read_text
 from attncli.hf.kernels import blas, heap
 from attncli.hf.backends import capabilities
 from attncli.hf.kernels.chunked_attention import Mask

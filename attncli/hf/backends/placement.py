@@ -25,9 +25,9 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from attncli import extras
+from attncli.env import extras
 from attncli.errors import BadInput
-from attncli.textio import visible
+from attncli.io.textio import visible
 
 DEVICES = ("auto", "cpu", "cuda", "mps")  # auto: cuda if torch sees one, else mps, else cpu
 DTYPES = ("float32", "bfloat16", "float16")

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
-from attncli.textio import visible
+from attncli.io.textio import visible
 from attncli.hf.checks import config_defaults
 from attncli.hf.checks.config_check import read_optional_json
 from attncli.hf.text.encoding import Encoding, check_text, from_tokenizers, tokenizer_errors, too_long

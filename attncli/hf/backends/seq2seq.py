@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
-from attncli.textio import visible
+from attncli.io.textio import visible
 from attncli.hf.text.encoding import Encoding, check_text, from_tokenizers, tokenizer_errors, too_long
 from attncli.hf.backends.torch_backend import TorchPretrained, first_line
 from attncli.hf.checks.weight_check import check_finite

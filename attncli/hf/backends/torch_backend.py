@@ -18,7 +18,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from attncli.errors import AttnError, BadInput, RuntimeFailure
-from attncli.textio import visible
+from attncli.io.textio import visible
 from attncli.hf.backends import capabilities, placement as placing, torch_families, torch_grad, torch_trace
 from attncli.hf.checks import config_check
 from attncli.hf.text.encoding import Encoding, tokenized, tokenizer_errors

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from attncli.errors import BadInput, RuntimeFailure
-from attncli.textio import visible
+from attncli.io.textio import visible
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import numpy as np
 from attncli.errors import BadInput
 from attncli.hf.backends.torch_families import family, maps, submodule
 from attncli.model.trace import site
-from attncli.textio import visible
+from attncli.io.textio import visible
 
 
 def gradients(model: Any, ids: Sequence[int], position: int,

@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from attncli.errors import BadInput
-from attncli.textio import visible
+from attncli.io.textio import visible
 from attncli.hf.backends import torch_rows
 from attncli.hf.backends.torch_families import FAMILIES, Family, family, maps, module, submodule  # noqa: F401 - re-exported
 from attncli.model.trace import Intervention, Keep, Trace, split

@@ -1,7 +1,7 @@
 """A model directory from a stranger, checked before anything is allocated or run, on both backends.
 
 Every small file of the directory (config.json, tokenizer.json, tokenizer_config.json, the
-sentence-transformers configs, the safetensors header) is read through ``attncli.fileio``: regular
+sentence-transformers configs, the safetensors header) is read through ``attncli.io.fileio``: regular
 files only (a FIFO or ``/dev/zero`` is refused, never waited on), bounded in size, and its JSON
 nested at most ``MAX_DEPTH`` deep. ``check_config`` then checks the config's fields (types,
 ranges, heads that divide the width, a model far larger than its weights), and
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from attncli.errors import BadInput, RuntimeFailure
-from attncli.fileio import FileProblem, open_regular, read_text
+from attncli.io.fileio import FileProblem, open_regular, read_text
 
 MAX_DEPTH = 32  # real configs nest 3 or 4 deep; tokenizer.json 6 or 7
 CONFIG_BYTES = 4 * 2**20  # config.json, tokenizer_config.json, special_tokens_map.json, the pooling configs

@@ -15,9 +15,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from attncli import messages
+from attncli.io import messages
 from attncli.errors import RuntimeFailure
-from attncli.textio import visible
+from attncli.io.textio import visible
 
 ALLOW = "--allow-missing-weights"
 SHOWN = 4  # tensor names listed in a message, then "and N more"

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from attncli.fileio import FileProblem, map_regular
+from attncli.io.fileio import FileProblem, map_regular
 from attncli.hf.checks.config_check import damaged
 
 MAGIC = b"GGUF"

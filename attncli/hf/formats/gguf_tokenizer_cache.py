@@ -18,13 +18,14 @@ import sys
 from importlib import metadata
 from typing import Any, Callable
 
-from attncli import __version__, paths
+from attncli import __version__
+from attncli.env import paths
 from attncli.errors import RuntimeFailure
-from attncli.fileio import FileProblem, atomic_write, read_bytes, read_text
+from attncli.io.fileio import FileProblem, atomic_write, read_bytes, read_text
 from attncli.hf.checks.config_check import TOKENIZER_BYTES
 from attncli.hf.text.encoding import tokenizer_errors
 from attncli.hf.formats.gguf_file import GGUFFile
-from attncli.messages import warn
+from attncli.io.messages import warn
 
 FOLDER = "gguf-tokenizers"
 SOURCE_BYTES = 4 * 2**20  # the builder's own source file, read for the key

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from attncli import extras
+from attncli.env import extras
 from attncli.errors import BadInput, RuntimeFailure
 from attncli.hf.checks import config_check
 

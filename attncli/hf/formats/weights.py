@@ -31,7 +31,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from attncli.errors import BadInput, RuntimeFailure
-from attncli.fileio import FileProblem, map_regular, open_regular, read_text
+from attncli.io.fileio import FileProblem, map_regular, open_regular, read_text
 from attncli.hf.checks.config_check import MAX_DEPTH, SAFETENSORS_BYTES, SAFETENSORS_HEADER_BYTES, damaged, depth
 from attncli.hf.checks.weight_check import check_finite
 from attncli.hf.formats.weight_hold import Hold

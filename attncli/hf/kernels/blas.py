@@ -17,7 +17,7 @@ lifted the load average to 2 (2 cores less 2 - 1 others, rounded down: 1).
 The user's choice overrides the policy: ``choose(n)`` (the command line's ``--threads N``, held in
 runtime.py), else
 the usual environment variables (THREAD_VARIABLES, the first one set; a value outside 1 to
-limits.MAX_THREADS is refused, attncli/limits.py).
+limits.MAX_THREADS is refused, attncli/rules/limits.py).
 
 Threads are set through threadpoolctl for the block and restored after: nothing changes for the
 rest of the process (nor its environment: the variable threadpoolctl's import sets is removed again
@@ -33,7 +33,8 @@ import os
 import time
 from typing import Any, Iterator
 
-from attncli import limits, runtime
+from attncli.rules import limits
+from attncli.env import runtime
 
 SMALL_ROWS = 128  # up to this many rows (batch x tokens) in a pass, one BLAS thread (bench_threads.py)
 THREAD_VARIABLES = limits.THREAD_VARIABLES

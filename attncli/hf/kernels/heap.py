@@ -23,7 +23,7 @@ import ctypes
 import os
 import sys
 
-from attncli import runtime
+from attncli.env import runtime
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
 THRESHOLD = 2 * 2**20  # bytes: an array this large or larger is mapped on its own

@@ -47,7 +47,7 @@ from attncli.hf.methods.layer_weights import layer_weights
 from attncli.model.interface import require
 from attncli.numeric import norm_scale, rms_norm
 from attncli.model.trace import Trace, site
-from attncli.option_conflicts import CONTRIBUTIONS
+from attncli.rules.option_conflicts import CONTRIBUTIONS
 
 METHODS = CONTRIBUTIONS  # ("alti", "globenc", "value-zeroing"): --show's names, declared with the option table
 ZEROING_ROWS = 4096  # (query, key) rows per batched rerun of value zeroing's MLP

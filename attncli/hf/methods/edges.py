@@ -27,7 +27,7 @@ from attncli.errors import BadInput
 from attncli.hf.kernels import blas, ops
 from attncli.hf.methods.backward import DecoderTape, head_projections
 from attncli.numeric import rms_norm, softmax
-from attncli.textio import visible
+from attncli.io.textio import visible
 
 
 def up_names(L: int, h: int) -> list[str]:

@@ -36,7 +36,7 @@ from attncli.hf.methods.contributions import layer_norms
 from attncli.hf.methods.layer_weights import layer_weights
 from attncli.model.trace import Keep, site
 from attncli.model.interface import has
-from attncli.textio import visible
+from attncli.io.textio import visible
 from attncli.numeric import norm_scale
 
 

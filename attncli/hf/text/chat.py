@@ -23,9 +23,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from attncli import extras
+from attncli.env import extras
 from attncli.errors import BadInput, RuntimeFailure
-from attncli.fileio import FileProblem, read_text
+from attncli.io.fileio import FileProblem, read_text
 
 TEMPLATE_FILE = "chat_template.jinja"
 TOKENIZER_CONFIG = "tokenizer_config.json"

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from attncli.errors import AttnError, BadInput, RuntimeFailure, Stopped, TooLong
 from attncli.hf.text.token_text import token_texts
-from attncli.textio import check_length, visible
+from attncli.io.textio import check_length, visible
 
 SEGMENTS = ("a", "b")
 

@@ -19,7 +19,7 @@ the ``tokenizers`` library decodes is decoded here the same way, with no rule pe
 Bytes that are not a whole UTF-8 character alone (one byte of a multi-byte character, which the
 library's decode shows as U+FFFD) are written ``<0xNN>``, SentencePiece's own name for a byte
 piece, so they stay distinguishable. The texts are exact (the JSON's ``token_texts``); a view
-shows them through ``attncli.textio.token_label`` (spaces as ``␣``, controls escaped, bounded).
+shows them through ``attncli.io.textio.token_label`` (spaces as ``␣``, controls escaped, bounded).
 """
 
 from __future__ import annotations

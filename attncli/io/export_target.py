@@ -5,7 +5,7 @@ attn can write it (BadInput, exit 2, when not); :func:`write_export` writes the 
 
 What the path names decides how it is written (docs/exports.md, "Where an export goes"):
 
-- a new path or a regular file: atomically (:func:`attncli.fileio.atomic_writer`): a temporary
+- a new path or a regular file: atomically (:func:`attncli.io.fileio.atomic_writer`): a temporary
   file beside it, renamed over it, so an old file is the old one or the new one, never a mix;
 - a symbolic link: the same, onto the file the link leads to; the link stays a link;
 - one of attn's own descriptors (``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N``,
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attncli.errors import BadInput, RuntimeFailure
-from attncli.fileio import atomic_writer
-from attncli.messages import info
+from attncli.io.fileio import atomic_writer
+from attncli.io.messages import info
 
 FILE, DESCRIPTOR, DEVICE, FIFO = "file", "descriptor", "device", "fifo"
 FIFO_WAIT = 10.0  # seconds an export waits for a FIFO's reader before it gives up

@@ -42,7 +42,7 @@ def data_dir() -> Path:
     In a wheel they sit in ``attncli/data``; in a source checkout (editable install) in the
     repository's top-level ``data/``.
     """
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parents[1]  # attncli/ (this file is attncli/env/paths.py)
     packaged = here / "data"
     if packaged.is_dir():
         return packaged

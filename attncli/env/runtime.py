@@ -8,7 +8,7 @@ a pass from Python changes nothing process-wide.
 
 from __future__ import annotations
 
-from attncli import limits
+from attncli.rules import limits
 
 threads: int | None = None  # --threads N: every pass on N BLAS threads (None: blas.py's policy)
 owns_allocator = False  # the process is attn's command line: heap.py may set glibc's thresholds

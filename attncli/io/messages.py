@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Callable
 
-from attncli.textio import visible
+from attncli.io.textio import visible
 
 _sinks: dict[str, Callable[[str], None]] = {}
 

@@ -16,11 +16,11 @@ import shlex
 from pathlib import Path
 from typing import Optional
 
-from attncli.fileio import FileProblem, read_text
-from attncli.textio import visible
+from attncli.io.fileio import FileProblem, read_text
+from attncli.io.textio import visible
 
 TORCH_CPU = "torch's CPU build first: pip install torch --index-url https://download.pytorch.org/whl/cpu"
-_CLONE = Path(__file__).resolve().parent.parent  # the folder holding the attncli package
+_CLONE = Path(__file__).resolve().parents[2]  # the clone: above attncli/env/
 PROJECT_BYTES = 2**20  # attn's pyproject.toml is about 10 kB
 
 

@@ -1,11 +1,11 @@
-"""The words of attncli.option_conflicts' table: an option's flag (:func:`flag`), the conditions a
+"""The words of attncli.rules.option_conflicts' table: an option's flag (:func:`flag`), the conditions a
 row is made of (:class:`On`, :class:`Off`, :class:`Given`, :class:`Is`, :class:`Not`, :class:`Below`,
 :class:`Outside`, :class:`Blank`) and the :class:`Row` itself. The table re-exports them.
 
     >>> Row((Outside("steps", 1, 256),), ("circuit",), "--steps {steps}: give 1 to 256").holds({"steps": 0}, set())
     True
 
-A top-level helper: every wing may import it.
+A helper below every wing (attncli/rules/): every wing may import it.
 """
 
 from __future__ import annotations

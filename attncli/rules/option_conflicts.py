@@ -5,7 +5,7 @@ Each row of :data:`ROWS` names the state it refuses (conditions on the options, 
 the paths it applies to, and the message, which says what to do instead. Three things are made
 from it: the command line's errors (:func:`validate`, a BadInput: exit 2), the keys ``attn
 explore`` shows disabled with the row's reason (:func:`refusal`), and the table of docs/pretrained.md
-("Which options go together", :func:`markdown`; ``python -m attncli.option_conflicts --markdown``
+("Which options go together", :func:`markdown`; ``python -m attncli.rules.option_conflicts --markdown``
 prints it, ``--write`` rewrites it in place, and tests/test_option_conflicts.py checks the two agree).
 
 The options are named by ``attn matrix``'s parameter names (``filter`` is --filter, ``text``
@@ -18,11 +18,11 @@ The rows are checked in order, so the first refusal of a state is always the sam
     attncli.errors.BadInput: --rollout uses every head (the mean of each layer's heads): drop --head
 
 To add a conflict: add a Row where it should be checked, with its conditions (On, Off, Given, Is,
-Not, Below, Outside, Blank: attncli.option_conditions), its paths and a message that names the fix;
-run ``python -m attncli.option_conflicts --write``. The CLI test of every row, explore's keys and the
+Not, Below, Outside, Blank: attncli.rules.option_conditions), its paths and a message that names the fix;
+run ``python -m attncli.rules.option_conflicts --write``. The CLI test of every row, explore's keys and the
 docs follow (a new option: a sample in SAMPLES).
 
-A top-level helper: every wing may import it (the transformer wing reads :data:`BACKENDS`).
+A helper below every wing (attncli/rules/): every wing may import it (the transformer wing reads :data:`BACKENDS`).
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from dataclasses import fields
 from typing import Any, ClassVar, Iterable, Mapping, Optional
 
 from attncli.errors import BadInput
-from attncli.option_conditions import (Below, Blank, Given, Is, Not, Off, On, Outside, Row,  # noqa: F401
+from attncli.rules.option_conditions import (Below, Blank, Given, Is, Not, Off, On, Outside, Row,  # noqa: F401
                                        flag)  # the table's words, re-exported
-from attncli.fileio import atomic_write, read_text
+from attncli.io.fileio import atomic_write, read_text
 
 # --- choices, named once --------------------------------------------------------------------------
 
@@ -336,7 +336,7 @@ class TableRequest:
 
 _PLACEHOLDERS = {"show": "SHOW", "stack": "STACK", "backend": "NAME", "layer": "L", "head": "H", "align": "HOW",
                  "mode": "MODE", "site": "SITE", "precision": "P", "steps": "N", "faithfulness": "F"}
-BEGIN = "<!-- option conflicts: made by `python -m attncli.option_conflicts --write`; do not edit by hand -->"
+BEGIN = "<!-- option conflicts: made by `python -m attncli.rules.option_conflicts --write`; do not edit by hand -->"
 END = "<!-- end of option conflicts -->"
 
 
@@ -371,11 +371,11 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(markdown())
         return 0
     if argv == ["--write"]:
-        page = Path(__file__).resolve().parent.parent / "docs" / "pretrained.md"
+        page = Path(__file__).resolve().parents[2] / "docs" / "pretrained.md"  # this file: attncli/rules/
         atomic_write(page, rewrite(read_text(page, 1 << 20)))
         print(f"wrote {page}", file=sys.stderr)
         return 0
-    print("usage: python -m attncli.option_conflicts --markdown | --write", file=sys.stderr)
+    print("usage: python -m attncli.rules.option_conflicts --markdown | --write", file=sys.stderr)
     return 2
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from attncli.fileio import atomic_write
+from attncli.io.fileio import atomic_write
 
 # module (under attncli/) -> its stages, in the order it reaches them -> what has happened there
 STAGES_OF = {
