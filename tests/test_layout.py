@@ -11,6 +11,7 @@ import ast
 import doctest
 import functools
 import importlib
+import importlib.util
 import re
 import subprocess
 import sys
@@ -413,6 +414,33 @@ def test_every_kept_function_level_import_is_still_one():
     lazy = {(a, b) for a, b, _, in_function in attn_edges() if in_function}
     assert set(LAZY_ATTN_IMPORTS_KEPT) <= lazy, set(LAZY_ATTN_IMPORTS_KEPT) - lazy
 
+
+
+# What each kept import keeps out of its importer's start-up: the module it would load there.
+KEPT_OUT = {
+    ("attncli.explore.serve", "attncli.explore.serve_sessions"): "textual_serve",
+    ("attncli.cli.explore", "attncli.explore.app"): "textual",
+    ("attncli.cli.stats", "attncli.explore.stats_app"): "textual",
+    ("attncli.cli.matrix", "attncli.cli.transformer"): "attncli.hf",
+    ("attncli.cli.lookup", "attncli.lookup.encoder"): "attncli.hf",
+}
+
+
+@pytest.mark.parametrize("pair", sorted(LAZY_ATTN_IMPORTS_KEPT), ids=lambda p: p[0])
+def test_every_kept_function_level_import_keeps_a_module_out_of_start_up(pair):
+    """A function-level import of attn's own is kept only for start-up: in a fresh process the
+    importer loads without KEPT_OUT's module, and the imported module brings it (so the import,
+    written at the top, would load it on every run of the importer)."""
+    assert pair in KEPT_OUT, f"say in KEPT_OUT which module {pair[1]} keeps out of {pair[0]}'s start-up"
+    assert set(KEPT_OUT) <= set(LAZY_ATTN_IMPORTS_KEPT), set(KEPT_OUT) - set(LAZY_ATTN_IMPORTS_KEPT)
+    importer, imported = pair
+    heavy = KEPT_OUT[pair]
+    if importlib.util.find_spec(heavy.split(".")[0]) is None:
+        pytest.skip(f"{heavy} is not installed")
+    code = (f"import sys, {importer}\nbefore = {heavy!r} in sys.modules\nimport {imported}\n"
+            f"print(before, {heavy!r} in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120).stdout
+    assert out.split() == ["False", "True"], f"{importer} alone loads {heavy}, or {imported} does not: {out!r}"
 
 def test_the_graph_reader_sees_circles_and_function_level_imports(tmp_path):
     """The reader on a made-up package: a circle closed inside a function, a lazy export, a
