@@ -442,10 +442,12 @@ def test_the_logit_lens_equals_transformers_hidden_states(kind, block, decoders,
     assert not np.allclose(probs[0], probs[-1], atol=1e-3)  # fixed: the layers really differ, by more than 1e-3 (not a rounding bound)
 
 
-def test_the_final_norm_takes_rows_of_any_shape(decoders):
-    """The logit lens hands the final norm rows (n, d) (attn lens on SmolLM2: 279 x 576), which once
-    were split into blocks by columns (an internal error): each row normed as in a (1, n, d) text."""
+def test_the_logit_lens_hands_the_final_norm_one_text_of_rows(decoders):
+    """The logit lens's rows (n, d) (attn lens on SmolLM2: 279 x 576) reach the final norm as the
+    (B, T, d) it takes, one text of them (lens_logits): handed (n, d), the norm split them into blocks
+    by columns (an internal error). Each row normed and unembedded as in a (1, n, d) text."""
     model = load(str(decoders("llama")), backend="numpy")
     x = np.random.default_rng(0).standard_normal((1000, model.arch.d)).astype(np.float32)  # blocks of rows here
-    np.testing.assert_array_equal(model.arch.final(x), model.arch.final(x[None])[0])
-    assert model.lens_logits(x).shape == (1000, model.config["vocab_size"])
+    arch = model.arch32
+    np.testing.assert_array_equal(model.lens_logits(x), arch.logits(arch.final(x[None]))[0])
+    assert model.lens_logits(x.reshape(10, 100, -1)).shape == (10, 100, model.config["vocab_size"])

@@ -271,11 +271,9 @@ class Llama:
         return self.tensor(self.parts.roles["o"].at(l) + ".weight").T
 
     def final(self, x: np.ndarray) -> np.ndarray:
-        """The final RMSNorm of x (B, T, d), by blocks of rows; rows of another shape (..., d), as the
-        logit lens hands them (n, d), are run as one text of them."""
+        """The final RMSNorm of x (B, T, d), by blocks of rows (the logit lens hands its rows as one
+        text: NumpyPretrained.lens_logits)."""
         final = lambda rows: rms_norm(rows, self.tensor("norm.weight"), self.eps, self.parts.norm_offset)  # noqa: E731
-        if x.ndim != 3:
-            return ops.by_rows(final, x.reshape(1, -1, x.shape[-1]), self.d, ROW_BLOCK_BYTES).reshape(x.shape)
         return ops.by_rows(final, x, self.d, ROW_BLOCK_BYTES)  # (B, T, d)
 
     def final_norm_parts(self) -> tuple[str, np.ndarray, np.ndarray | None, float]:
