@@ -35,86 +35,18 @@ import argparse
 import importlib.util
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_speed import ATTN, PY, compile_attn  # noqa: E402
+from bench_speed import ATTN, PY, Table, alternate, compile_attn  # noqa: E402
 
 TEXT = "When Mary and John went to the store, John gave a drink to"
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
-
-def run_once(argv: list[str]) -> tuple[float, float, float, int, str]:
-    """(wall seconds, CPU seconds (user + system), peak RSS MiB, exit code, last line of stderr) of one process."""
-    with tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-        err.seek(0)
-        lines = err.read().decode("utf-8", "replace").strip().splitlines()
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), \
-        lines[-1] if lines else ""
-
-
-def alternate(commands: dict[str, list[str]], runs: int) -> dict[str, dict]:
-    """The commands in turn, ``runs`` rounds after a warm-up round: median wall and CPU time, max peak RSS
-    (bench_speed.alternate, with each process's CPU time beside its wall clock)."""
-    seen: dict[str, dict] = {k: {"wall": [], "cpu": [], "peak": 0.0} for k in commands}
-    failed: dict[str, str] = {}
-    for round_ in range(runs + 1):
-        for key, argv in commands.items():
-            if key in failed:
-                continue
-            wall, cpu, peak, code, last = run_once(argv)
-            if code != 0:
-                failed[key] = f"exit {code}: {last[:160]}"
-            elif round_:
-                seen[key]["wall"].append(wall)
-                seen[key]["cpu"].append(cpu)
-                seen[key]["peak"] = max(seen[key]["peak"], peak)
-    return {k: {"error": failed[k]} if k in failed else
-            {"wall": statistics.median(v["wall"]), "cpu": statistics.median(v["cpu"]), "peak": v["peak"]}
-            for k, v in seen.items()}
-
-
-class Table:
-    """Each figure's median wall clock and CPU time beside its reference's, the floor judged on both."""
-
-    def __init__(self) -> None:
-        print("| figure | wall (s) | CPU (s) | reference | wall (s) | CPU (s) | ratio wall / CPU | bound | peak RSS (MiB) |")
-        print("|---|---:|---:|---|---:|---:|---:|---|---:|")
-
-    def row(self, label: str, m: dict, ref_label: str = "", ref: dict | None = None,
-            floor_s: float | None = None, floor_ratio: float | None = None) -> None:
-        if "error" in m:
-            print(f"| `{label}` | failed: {m['error']} | | | | | | | |")
-            return
-        has_ref = ref is not None and "wall" in ref
-        ratios = (m["wall"] / ref["wall"], m["cpu"] / ref["cpu"]) if has_ref else None
-        checks = []
-        if floor_s is not None:
-            checks.append(f"<= {floor_s:g} s: wall {'ok' if m['wall'] <= floor_s else 'OVER'}, "
-                          f"CPU {'ok' if m['cpu'] <= floor_s else 'OVER'}")
-        if floor_ratio is not None and ratios is not None:
-            checks.append(f"<= {floor_ratio:g}x: wall {'ok' if ratios[0] <= floor_ratio else 'OVER'}, "
-                          f"CPU {'ok' if ratios[1] <= floor_ratio else 'OVER'}")
-        cells = [f"`{label}`", f"{m['wall']:.2f}", f"{m['cpu']:.2f}", ref_label if has_ref else "",
-                 f"{ref['wall']:.2f}" if has_ref else "", f"{ref['cpu']:.2f}" if has_ref else "",
-                 f"{ratios[0]:.2f}x / {ratios[1]:.2f}x" if ratios else "", "; ".join(checks), f"{m['peak']:.0f}"]
-        print("| " + " | ".join(cells) + " |")
-        sys.stdout.flush()
-
-    @staticmethod
-    def skipped(label: str, why: str) -> None:
-        print(f"| `{label}` | skipped: {why} | | | | | | | |")
-        sys.stdout.flush()
 
 TRANSFORMERS_VIEW = """\
 import sys
@@ -202,7 +134,7 @@ def rate_row(table: Table, path: Path, n: int) -> None:
     """Tokens a second after the prompt, in a process of its own, beside the float32 read bound."""
     proc = subprocess.run([PY, "-c", GENERATE_RATE, str(path), TEXT, str(n)], capture_output=True, text=True)
     if proc.returncode != 0:
-        Table.skipped("tokens a second after the prompt", (proc.stderr.strip().splitlines() or ["failed"])[-1])
+        table.skipped("tokens a second after the prompt", (proc.stderr.strip().splitlines() or ["failed"])[-1])
         return
     wall, cpu, bound, bound_cpu, mib = map(float, proc.stdout.split())
     print(f"\nnew tokens a second after the prompt, -n {n}: {wall:.1f} by the wall clock, {cpu:.1f} by the "
@@ -259,7 +191,7 @@ def main() -> None:
     print(f"model: {path.name}, {size:.0f} MiB\n")
     tmp = Path(tempfile.mkdtemp(prefix="attn-bench-quantized-"))
     try:
-        table = Table()
+        table = Table(cpu=True)
         view = [ATTN, "matrix", TEXT, "--transformer", str(path), "--layer", "20", "--head", "3", "--json"]
         m = alternate({"attn": view, "transformers": [PY, "-c", TRANSFORMERS_VIEW, str(path), TEXT, "20", "3"]},
                       args.runs)
@@ -276,12 +208,12 @@ def main() -> None:
         grid_rows(table, path, reference, args.runs, "SmolLM2.Q4_1.gguf")
         gemma = args.gemma if args.gemma and Path(args.gemma).is_file() else None
         if gemma is None:
-            Table.skipped("Gemma-3-270M rows", "no file: --gemma FILE or ATTN_BENCH_GEMMA")
+            table.skipped("Gemma-3-270M rows", "no file: --gemma FILE or ATTN_BENCH_GEMMA")
         else:
             probe = subprocess.run([ATTN, "matrix", "hello", "--transformer", str(gemma), "--json"],
                                    capture_output=True, text=True)
             if probe.returncode != 0:
-                Table.skipped("Gemma-3-270M rows", "attn does not run it here: "
+                table.skipped("Gemma-3-270M rows", "attn does not run it here: "
                               + " ".join(probe.stderr.split())[:160])
             else:
                 gview = [ATTN, "matrix", TEXT, "--transformer", str(gemma), "--layer", "5", "--head", "0", "--json"]

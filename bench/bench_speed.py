@@ -58,8 +58,9 @@ print(out.attentions[5][0, 8].shape)
 """
 
 
-def run_once(argv: list[str]) -> tuple[float, float, int, str]:
-    """(wall seconds, peak RSS MiB, exit code, last line of stderr) of one process, stdout discarded."""
+def run_once(argv: list[str]) -> tuple[float, float, float, int, str]:
+    """(wall seconds, CPU seconds (user + system), peak RSS MiB, exit code, last line of stderr) of one
+    process, stdout discarded (os.wait4: the CPU time and the peak are the process's own)."""
     with tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
@@ -67,32 +68,37 @@ def run_once(argv: list[str]) -> tuple[float, float, int, str]:
         wall = time.perf_counter() - start
         err.seek(0)
         lines = err.read().decode("utf-8", "replace").strip().splitlines()
-    return wall, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), lines[-1] if lines else ""
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), \
+        lines[-1] if lines else ""
 
 
 def alternate(commands: dict[str, list[str]], runs: int, warm_up: bool = True) -> dict[str, dict]:
-    """Run the commands in turn, ``runs`` rounds (after one warm-up round): median wall, max peak RSS."""
+    """Run the commands in turn, ``runs`` rounds (after one warm-up round): median wall clock
+    (median_s) and CPU time (cpu_s), max peak RSS (peak_mib); a command that fails: its error."""
     walls: dict[str, list[float]] = {k: [] for k in commands}
+    cpus: dict[str, list[float]] = {k: [] for k in commands}
     peaks: dict[str, float] = {k: 0.0 for k in commands}
     failed: dict[str, str] = {}
     for round_ in range(runs + (1 if warm_up else 0)):
         for key, argv in commands.items():
             if key in failed:
                 continue
-            wall, peak, code, last = run_once(argv)
+            wall, cpu, peak, code, last = run_once(argv)
             if code != 0:
                 failed[key] = f"exit {code}: {last}"
                 continue
             if warm_up and round_ == 0:
                 continue
             walls[key].append(wall)
+            cpus[key].append(cpu)
             peaks[key] = max(peaks[key], peak)
     out = {}
     for key in commands:
         if key in failed:
             out[key] = {"error": failed[key]}
         else:
-            out[key] = {"median_s": statistics.median(walls[key]), "peak_mib": peaks[key], "runs": len(walls[key])}
+            out[key] = {"median_s": statistics.median(walls[key]), "cpu_s": statistics.median(cpus[key]),
+                        "peak_mib": peaks[key], "runs": len(walls[key])}
     return out
 
 
@@ -138,31 +144,48 @@ def words_text(n: int) -> str:
 
 
 class Table:
-    def __init__(self) -> None:
-        print("| figure | median (s) | reference | reference median (s) | ratio | floor | peak RSS (MiB) |")
-        print("|---|---:|---|---:|---:|---|---:|")
+    """Each figure's median beside its reference's, the floor judged on it. ``cpu``: the CPU time
+    beside the wall clock too, the floor judged on both (on shared cores the CPU time shows the
+    work when the wall clock waits: bench_quantized.py)."""
+
+    def __init__(self, cpu: bool = False) -> None:
+        self.cpu = cpu
+        if cpu:
+            print("| figure | wall (s) | CPU (s) | reference | wall (s) | CPU (s) | ratio wall / CPU | bound | peak RSS (MiB) |")
+            print("|---|---:|---:|---|---:|---:|---:|---|---:|")
+        else:
+            print("| figure | median (s) | reference | reference median (s) | ratio | floor | peak RSS (MiB) |")
+            print("|---|---:|---|---:|---:|---|---:|")
 
     def row(self, label: str, m: dict, ref_label: str = "", ref: dict | None = None,
             floor_s: float | None = None, floor_ratio: float | None = None) -> None:
         if "error" in m:
-            print(f"| `{label}` | failed: {m['error']} | | | | | |")
+            print(f"| `{label}` | failed: {m['error']} |" + " |" * (7 if self.cpu else 5))
             return
-        ratio = m["median_s"] / ref["median_s"] if ref and "median_s" in ref else None
+        has_ref = ref is not None and "median_s" in ref
+        clocks = ("median_s", "cpu_s") if self.cpu else ("median_s",)
+        ratios = [m[c] / ref[c] for c in clocks] if has_ref else None
+        names = (("wall", "CPU") if self.cpu else ("",))
         checks = []
         if floor_s is not None:
-            checks.append(f"<= {floor_s:g} s: {'ok' if m['median_s'] <= floor_s else 'OVER'}")
-        if floor_ratio is not None and ratio is not None:
-            checks.append(f"<= {floor_ratio:g}x: {'ok' if ratio <= floor_ratio else 'OVER'}")
-        has_ref = ref is not None and "median_s" in ref
-        cells = [f"`{label}`", f"{m['median_s']:.3f}", f"`{ref_label}`" if has_ref else "",
-                 f"{ref['median_s']:.3f}" if has_ref else "", f"{ratio:.2f}x" if ratio is not None else "",
-                 "; ".join(checks), f"{m['peak_mib']:.0f}"]
+            checks.append(f"<= {floor_s:g} s: " + ", ".join(
+                f"{n} {'ok' if m[c] <= floor_s else 'OVER'}".strip() for n, c in zip(names, clocks)))
+        if floor_ratio is not None and ratios is not None:
+            checks.append(f"<= {floor_ratio:g}x: " + ", ".join(
+                f"{n} {'ok' if r <= floor_ratio else 'OVER'}".strip() for n, r in zip(names, ratios)))
+        if self.cpu:
+            cells = [f"`{label}`", f"{m['median_s']:.2f}", f"{m['cpu_s']:.2f}", ref_label if has_ref else "",
+                     f"{ref['median_s']:.2f}" if has_ref else "", f"{ref['cpu_s']:.2f}" if has_ref else "",
+                     f"{ratios[0]:.2f}x / {ratios[1]:.2f}x" if ratios else "", "; ".join(checks), f"{m['peak_mib']:.0f}"]
+        else:
+            cells = [f"`{label}`", f"{m['median_s']:.3f}", f"`{ref_label}`" if has_ref else "",
+                     f"{ref['median_s']:.3f}" if has_ref else "", f"{ratios[0]:.2f}x" if ratios else "",
+                     "; ".join(checks), f"{m['peak_mib']:.0f}"]
         print("| " + " | ".join(cells) + " |")
         sys.stdout.flush()
 
-    @staticmethod
-    def skipped(label: str, why: str) -> None:
-        print(f"| `{label}` | skipped: {why} | | | | | |")
+    def skipped(self, label: str, why: str) -> None:
+        print(f"| `{label}` | skipped: {why} |" + " |" * (7 if self.cpu else 5))
         sys.stdout.flush()
 
 
