@@ -204,14 +204,13 @@ def test_a_gemma3_gguf_of_both_layer_kinds_equals_transformers_reading_the_same_
 
 @pytest.mark.parametrize("argv, words", [
     (["dla", "the dog sat on the", "--target-id", "5"], "caps its logits (final_logit_softcapping 0.7)"),
-    (["circuit", "the dog sat on the", "the dog on sat the", "--target-id", "5"], "circuit edges join heads that add"),
 ])
 def test_splits_of_the_stream_that_would_leave_out_the_output_norms_are_refused(argv, words, folders):
-    """Circuit edges sum each head's z W_O into the stream; Gemma 3 norms the attention's output
-    first, so the graph's sums would be silently wrong: refused by name (exit 2); so is DLA where the
-    logits are capped (no sum of parts gives a capped logit). attribute, qk, the contributions and DLA
-    run: gradients go through the norms (tests/hf/test_backward.py), the splits freeze them
-    (test_qk_attribution.py, test_contributions.py, the DLA test here)."""
+    """DLA where the logits are capped is refused by name (exit 2): no sum of parts gives a capped
+    logit. attribute, qk, the contributions, DLA and circuit run: gradients go through the norms
+    (tests/hf/test_backward.py), the splits freeze them (test_qk_attribution.py, test_contributions.py,
+    the DLA test here), and a circuit's head writes what its run's post-attention norm makes of it
+    (tests/causal/test_circuit_gemma3.py)."""
     path = str(folders("six"))
     result = runner.invoke(app, argv + ["--transformer", str(folders("capped", final_logit_softcapping=0.7))
                                         if argv[0] == "dla" else path])
@@ -221,7 +220,8 @@ def test_splits_of_the_stream_that_would_leave_out_the_output_norms_are_refused(
     for runs in (["attribute", "the dog sat on the", "the dog on sat the", "--target-id", "5"],
                  ["matrix", "the dog sat on the", "--show", "alti"],
                  ["qk", "the dog sat on the", "--layer", "1", "--head", "0", "--query", "4", "--key", "2"],
-                 ["dla", "the dog sat on the", "--target-id", "5"]):
+                 ["dla", "the dog sat on the", "--target-id", "5"],
+                 ["circuit", "the dog sat on the", "the dog on sat the", "--target-id", "5"]):
         done = runner.invoke(app, runs + ["--transformer", path, "--json"])
         assert done.exit_code == 0, (runs, done.output)
 
