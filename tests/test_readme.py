@@ -318,7 +318,7 @@ def test_the_test_command_is_portable_and_is_what_ci_runs():
     assert run[-1] == '.ci/test "$@"'
     test = [line.strip() for line in (REPO / ".ci" / "test").read_text().splitlines()
             if line.strip() and not line.lstrip().startswith("#")]
-    assert test[-1] == 'python -m pytest -q -n 2 -m "slow or not slow" "$@"'  # CI runs the slow tests too
+    assert test[-1] == 'python -m pytest -q -n 3 -m "slow or not slow" "$@"'  # CI runs the slow tests too
     assert os.access(REPO / ".ci" / "test", os.X_OK) and os.access(REPO / ".ci" / "run", os.X_OK)
 
 
