@@ -14,7 +14,10 @@ per-head q / k norms (their weights drawn) with its own head_dim, biases and a w
 
 from __future__ import annotations
 
+import functools
+
 from pathlib import Path
+from typing import Callable
 
 from _transformer_fixtures import TEXT, _seed
 
@@ -98,6 +101,14 @@ def build_decoder(kind: str, directory: Path, dtype: str = "float32", shard: str
         assert (directory / name).is_file(), f"{name} missing in {directory}"
     return directory
 
+
+
+def decoders_in(base: Path) -> Callable[[str], Path]:
+    """``build(kind)``: build_decoder(kind, base / kind), each kind built once (a module fixture's folders)."""
+    @functools.lru_cache(maxsize=None)
+    def build(kind: str) -> Path:
+        return build_decoder(kind, base / kind)
+    return build
 
 def build_mpnet(directory: Path) -> Path:
     """A tiny random MPNetModel (relative position bias, positions from padding_idx + 1) with a

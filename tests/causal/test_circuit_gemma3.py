@@ -23,7 +23,7 @@ import torch  # noqa: E402
 from _edge_reference import load_reference, run  # noqa: E402
 from _llama_fixtures import build_decoder  # noqa: E402
 
-from attncli.causal.circuit import edge_scores, find_circuit  # noqa: E402
+from attncli.causal.circuit import edge_scores, find_circuit, record_tape  # noqa: E402
 from attncli.causal.target import Target  # noqa: E402
 from attncli.hf import load  # noqa: E402
 from attncli.hf.methods.backward import DecoderTape  # noqa: E402
@@ -56,11 +56,7 @@ def gemma(tmp_path_factory):
     clean, corrupt = model.encode(CLEAN).ids, model.encode(CORRUPT).ids
     n = min(len(clean), len(corrupt))
     clean, corrupt = clean[:n], corrupt[:n]
-    tapes = []
-    for ids in (clean, corrupt):
-        tape = DecoderTape(model)
-        tape.forward(ids)
-        tapes.append(tape)
+    tapes = [record_tape(model, ids) for ids in (clean, corrupt)]
     with torch.no_grad():  # the reference from attn's embeddings (its float32 sqrt(d) product is not the test's)
         records = [run(ref, ids, embed=torch.tensor(t.embed)) for ids, t in zip((clean, corrupt), tapes)]
     return model, ref, clean, corrupt, tapes, records

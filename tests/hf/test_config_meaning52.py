@@ -32,7 +32,7 @@ needed("safetensors")
 torch = needed("torch")
 transformers = needed("transformers")
 
-from _llama_fixtures import build_decoder  # noqa: E402
+from _llama_fixtures import decoders_in  # noqa: E402
 from _tolerance import f32_close, f32_size  # noqa: E402
 from attncli.errors import BadInput  # noqa: E402
 from attncli.hf import load  # noqa: E402
@@ -68,13 +68,7 @@ CASES = [  # (family, fields set, "ran" or "refused")
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
-    base, built = tmp_path_factory.mktemp("meaning52"), {}
-
-    def build(kind: str) -> Path:
-        if kind not in built:
-            built[kind] = build_decoder(kind, base / kind)
-        return built[kind]
-    return build
+    return decoders_in(tmp_path_factory.mktemp("meaning52"))
 
 
 def theirs(path: Path, ids: list[int]):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -21,7 +20,7 @@ needed("transformers")
 
 from typer.testing import CliRunner  # noqa: E402
 
-from _llama_fixtures import build_decoder  # noqa: E402
+from _llama_fixtures import decoders_in  # noqa: E402
 from attncli.cli.main import app  # noqa: E402
 from attncli.hf.checks.config_defaults import finite  # noqa: E402
 
@@ -42,13 +41,7 @@ CASES = [  # (family, fields set, fields dropped, exit code, the field the messa
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
-    base, built = tmp_path_factory.mktemp("numbers52"), {}
-
-    def build(kind: str) -> Path:
-        if kind not in built:
-            built[kind] = build_decoder(kind, base / kind)
-        return built[kind]
-    return build
+    return decoders_in(tmp_path_factory.mktemp("numbers52"))
 
 
 @pytest.mark.parametrize("kind, changes, drop, code, key", CASES,

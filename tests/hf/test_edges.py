@@ -20,7 +20,7 @@ from _transformer_fixtures import build_gpt2, every_parameter_drawn  # noqa: E40
 
 from attncli.hf import load
 from attncli.hf.kernels import ops  # noqa: E402
-from attncli.hf.methods.backward import DecoderTape  # noqa: E402
+from attncli.causal.circuit import record_tape  # noqa: E402
 from attncli.hf.methods.edges import (down_index, down_names, edge_mask, edge_patched_logits, up_index,  # noqa: E402
                               up_names)
 from attncli.model.trace import Intervention, site  # noqa: E402
@@ -34,11 +34,7 @@ def setup(tmp_path_factory):
     model = load(every_parameter_drawn(build_gpt2(d / "base"), d / "gpt2", seed=5), backend="numpy")
     clean, corrupt = model.encode(CLEAN).ids, model.encode(CORRUPT).ids
     n = min(len(clean), len(corrupt))
-    tapes = []
-    for ids in (clean[:n], corrupt[:n]):
-        tape = DecoderTape(model)
-        tape.forward(ids)
-        tapes.append(tape)
+    tapes = [record_tape(model, ids) for ids in (clean[:n], corrupt[:n])]
     return model, clean[:n], corrupt[:n], tapes
 
 

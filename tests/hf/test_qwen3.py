@@ -26,6 +26,7 @@ transformers = needed("transformers")
 from _llama_fixtures import build_decoder  # noqa: E402
 from _tolerance import f32_close, f32_size  # noqa: E402
 from attncli.hf import load  # noqa: E402
+from attncli.causal.circuit import record_tape  # noqa: E402
 from attncli.hf.methods.backward import DecoderTape  # noqa: E402
 from attncli.hf.checks.config_defaults import DERIVED  # noqa: E402
 from attncli.hf.methods.edges import edge_mask, edge_patched_logits  # noqa: E402
@@ -137,11 +138,7 @@ def test_an_edge_patched_pass_reads_the_q_and_k_norms(built):
     clean, corrupt = model.encode(TEXT).ids, model.encode(CORRUPT).ids
     n = min(len(clean), len(corrupt))
     clean, corrupt = clean[:n], corrupt[:n]
-    tapes = []
-    for ids in (clean, corrupt):
-        tape = DecoderTape(model)
-        tape.forward(ids)
-        tapes.append(tape)
+    tapes = [record_tape(model, ids) for ids in (clean, corrupt)]
     ones, pos = np.ones(edge_mask(model.layers, model.heads).shape), n - 1
     for w, ids in ((ones, clean), (0 * ones, corrupt)):
         want = model.trace(list(ids), "logits")["logits"][pos]  # the float32 pass
